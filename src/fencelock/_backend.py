@@ -1,0 +1,188 @@
+"""The few primitives where asyncio and threads differ, side by side.
+
+The asyncio implementation in ``_async/`` uses the ``Async*``/``async_*`` names; the sync twin in
+``_sync/`` is generated from it by ``tools/gen_sync.py``, which renames them to ``Sync*``/``sync_*``.
+Everything else is shared source, so a fix cannot land in one API only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Generic, TypeVar
+
+import redis
+import redis.asyncio
+
+T = TypeVar("T")
+
+AsyncRedis = redis.asyncio.Redis
+SyncRedis = redis.Redis
+AsyncPubSub = redis.asyncio.client.PubSub
+SyncPubSub = redis.client.PubSub
+
+
+async def async_sleep(seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
+def sync_sleep(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def _consume(task: asyncio.Future[Any]) -> None:
+    # A shielded task whose caller was cancelled has nobody to read its outcome.
+    if not task.cancelled():
+        task.exception()
+
+
+async def async_shield(aw: Awaitable[T]) -> T:
+    """Run ``aw`` to completion even if the caller is cancelled meanwhile."""
+    task = asyncio.ensure_future(aw)
+    task.add_done_callback(_consume)
+    return await asyncio.shield(task)
+
+
+def sync_shield(value: T) -> T:
+    return value  # a sync call cannot be cancelled half-way by anyone but a signal
+
+
+class AsyncEvent:
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    async def wait(self, timeout: float | None) -> bool:
+        if self._event.is_set():
+            return True
+        try:
+            async with asyncio.timeout(timeout):
+                await self._event.wait()
+        except TimeoutError:
+            return self._event.is_set()
+        return True
+
+
+class SyncEvent:
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None) -> bool:
+        return self._event.wait(timeout)
+
+
+class AsyncStateLock:
+    """Guards plain state shared with the background worker. Under asyncio every section without
+    an ``await`` is already atomic, so this is a no-op; the sync twin is a real mutex."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+SyncStateLock = threading.Lock
+
+
+class AsyncBackground:
+    """One long-running worker: a task of the running loop."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._task: asyncio.Task[None] | None = None
+
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def start(self, target: Callable[[], Awaitable[None]]) -> None:
+        self._task = asyncio.get_running_loop().create_task(target(), name=self._name)  # type: ignore[arg-type]
+
+    async def stop(self, timeout: float) -> None:
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            try:
+                async with asyncio.timeout(timeout):
+                    await asyncio.gather(task, return_exceptions=True)
+            except TimeoutError:
+                pass
+
+
+class SyncBackground:
+    """One long-running worker: a daemon thread (it must not keep the interpreter alive)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._thread: threading.Thread | None = None
+
+    def running(self) -> bool:
+        # After fork() the child has no other threads: is_alive() is then False.
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self, target: Callable[[], None]) -> None:
+        self._thread = threading.Thread(target=target, name=self._name, daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float) -> None:
+        # The target watches its own stop flag; threads cannot be cancelled.
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+
+# Under asyncio a grant belongs to the task that acquired it (and to tasks it spawns, which copy
+# its context). One module-level variable holds an immutable mapping slot -> value: creating a
+# ContextVar per lock object would leak, since contexts keep their variables alive.
+_owned: contextvars.ContextVar[Mapping[object, Any]] = contextvars.ContextVar(
+    "fencelock_owned", default={}
+)
+
+
+class AsyncOwnerSlot(Generic[T]):
+    """Where a lock object keeps its grant: per asyncio task."""
+
+    def get(self) -> T | None:
+        value: T | None = _owned.get().get(self)
+        return value
+
+    def set(self, value: T | None) -> None:
+        owned = dict(_owned.get())
+        if value is None:
+            owned.pop(self, None)
+        else:
+            owned[self] = value
+        _owned.set(owned)
+
+
+class SyncOwnerSlot(Generic[T]):
+    """Where a lock object keeps its grant: on the object (the sync holder is the lock object)."""
+
+    def __init__(self) -> None:
+        self._value: T | None = None
+
+    def get(self) -> T | None:
+        return self._value
+
+    def set(self, value: T | None) -> None:
+        self._value = value

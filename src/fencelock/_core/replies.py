@@ -1,0 +1,66 @@
+"""What the servers' replies mean."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+import redis.exceptions
+
+from ..errors import LockConnectionError, LockError, StaleToken
+
+# 20 random bytes = 160 bits from the OS CSPRNG: unguessable, and short in Redis memory.
+HOLDER_TOKEN_BYTES = 20
+
+
+def new_holder_token() -> str:
+    return secrets.token_urlsafe(HOLDER_TOKEN_BYTES)
+
+
+@dataclass(frozen=True, slots=True)
+class Granted:
+    fence: int
+
+
+@dataclass(frozen=True, slots=True)
+class Busy:
+    pttl: float | None  # the holder's remaining lease in seconds; None: the key has no expiry
+
+
+def _int(value: object) -> int:
+    if isinstance(value, bytes | str):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    raise LockError(f"unexpected reply element {value!r}")
+
+
+def acquire_reply(reply: object) -> Granted | Busy:
+    if not isinstance(reply, list) or len(reply) != 2:
+        raise LockError(f"unexpected acquire reply {reply!r}")
+    status, value = _int(reply[0]), _int(reply[1])
+    if status == 1:
+        return Granted(value)
+    return Busy(value / 1000 if value >= 0 else None)
+
+
+def owned_reply(reply: object) -> bool:
+    """Release and extend scripts answer 1 when the token held the lock, 0 otherwise."""
+    return _int(reply) == 1
+
+
+def fenced_set_reply(reply: object, key: str, token: int) -> None:
+    if not isinstance(reply, list) or len(reply) != 2:
+        raise LockError(f"unexpected fenced_set reply {reply!r}")
+    if _int(reply[0]) != 1:
+        raise StaleToken(key, token, _int(reply[1]))
+
+
+def translate_error(exc: redis.exceptions.RedisError, what: str) -> LockError:
+    """The typed error for a failure of a request about ``what`` (a key or a server)."""
+    if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
+        return LockConnectionError(f"{what}: {type(exc).__name__}: {exc}")
+    message = str(exc)
+    if "WRONGTYPE" in message or "not an integer" in message:
+        return LockError(f"{what} holds a value of another Redis type, not a fencelock key: {message}")
+    return LockError(f"{what}: {message}")

@@ -1,0 +1,40 @@
+"""How long a blocked acquire waits before it tries again."""
+
+from __future__ import annotations
+
+# Even when the holder's lease is long, a waiter re-tries at least this often: a pub/sub message
+# can be lost (the listener's connection dropped and came back), and this bounds the cost of that.
+DEFAULT_MAX_POLL = 1.0
+
+
+def remaining(deadline: float | None, now: float) -> float | None:
+    """Seconds left until ``deadline`` (monotonic), or None for no deadline."""
+    return None if deadline is None else max(0.0, deadline - now)
+
+
+def retry_delay(pttl: float | None, left: float | None, max_poll: float) -> float:
+    """How long to wait for a wake-up before re-trying an acquire that found the lock busy.
+
+    The holder's remaining lease ``pttl`` is when the lock frees itself at the latest, so the
+    fallback re-try fires then; never later than ``max_poll``, and never past the caller's
+    deadline (``left`` seconds away; None waits forever).
+    """
+    delay = max_poll if pttl is None else min(pttl, max_poll)
+    if left is not None:
+        delay = min(delay, left)
+    return max(0.0, delay)
+
+
+def drift(ttl: float) -> float:
+    """Allowance for clock-rate differences between this host and the server over one lease
+    (antirez's Redlock reference: 1% of the ttl plus 2 ms)."""
+    return 0.01 * ttl + 0.002
+
+
+def lease_deadline(sent_at: float, ttl: float) -> float:
+    """Until when this process may believe it holds a lease of ``ttl`` seconds.
+
+    Counted from ``sent_at``, the moment the request left (not when the reply came back): the
+    server started the lease somewhere in between, so this is the conservative end.
+    """
+    return sent_at + ttl - drift(ttl)

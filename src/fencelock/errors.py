@@ -1,0 +1,38 @@
+"""The exception tree.
+
+Every error fencelock raises on purpose is a ``LockError``; invalid arguments are plain
+``ValueError``/``TypeError`` naming the argument. ``LockLost`` subclasses ``LockNotOwned`` so that
+one ``except LockNotOwned`` covers "never had it" and "had it, lost it".
+"""
+
+from __future__ import annotations
+
+
+class LockError(Exception):
+    """Base class of every fencelock error."""
+
+
+class LockTimeout(LockError):
+    """The lock could not be acquired within the timeout (raised by ``with``)."""
+
+
+class LockNotOwned(LockError):
+    """This lock object does not hold the lock, so nothing was released or extended."""
+
+
+class LockLost(LockNotOwned):
+    """The lease was lost while the lock was believed held (expired, deleted or taken over)."""
+
+
+class StaleToken(LockError):
+    """A fenced write carried a token older than one the resource has already seen."""
+
+    def __init__(self, key: str, token: int, seen: int) -> None:
+        super().__init__(f"stale fencing token {token} for {key!r}: {seen} was already seen")
+        self.key = key
+        self.token = token
+        self.seen = seen
+
+
+class LockConnectionError(LockError):
+    """The server could not be reached, or did not answer in time."""

@@ -1,0 +1,120 @@
+"""Lock names to Redis keys, and validation of the arguments users pass in.
+
+Every key of one lock shares one hash tag, so that on Redis Cluster the lock key, its fencing
+counter and its wake-up channel live in one slot (no CROSSSLOT errors, scripts can touch them all).
+The name is escaped so that braces in it can never change which part of the key is the tag:
+``%`` -> ``%25``, ``{`` -> ``%7B``, ``}`` -> ``%7D`` (an injective mapping, so two names never
+share keys).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+DEFAULT_PREFIX = "fencelock:"
+# Redis keys may be 512 MB, but a name that long is a bug; bound it so errors are clear.
+MAX_NAME_LENGTH = 4096
+# PX takes a 64-bit integer, but a lease beyond a year is certainly a unit mistake (ms vs s).
+MAX_TTL = 365 * 24 * 3600.0
+MIN_TTL = 0.001
+
+
+def escape(name: str) -> str:
+    return name.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
+
+
+@dataclass(frozen=True, slots=True)
+class LockKeys:
+    """The Redis names that belong to one lock."""
+
+    lock: str  # the holder token (string) or hold counts (hash, reentrant locks)
+    fence: str  # the fencing counter: INCRed on every grant, never expires
+    channel: str  # pub/sub channel: a message on release wakes waiters
+
+    @classmethod
+    def for_name(cls, name: str, prefix: str = DEFAULT_PREFIX) -> LockKeys:
+        base = f"{prefix}{{{escape(name)}}}"
+        return cls(lock=f"{base}:lock", fence=f"{base}:fence", channel=f"{base}:released")
+
+
+def validate_name(name: object) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, not {type(name).__name__}")
+    if not name:
+        raise ValueError("name must not be empty")
+    if len(name) > MAX_NAME_LENGTH:
+        raise ValueError(f"name must be at most {MAX_NAME_LENGTH} characters, got {len(name)}")
+    return name
+
+
+def validate_prefix(prefix: object) -> str:
+    if not isinstance(prefix, str):
+        raise TypeError(f"prefix must be a str, not {type(prefix).__name__}")
+    if "{" in prefix or "}" in prefix:
+        raise ValueError("prefix must not contain '{' or '}' (the hash tag is the library's)")
+    return prefix
+
+
+def _number(arg: str, value: object) -> float:
+    # bool is an int subclass, but ttl=True is always a mistake.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{arg} must be a number of seconds, not {type(value).__name__}")
+    if math.isnan(value):
+        raise ValueError(f"{arg} must not be NaN")
+    return float(value)
+
+
+def validate_ttl(ttl: object, arg: str = "ttl") -> float:
+    """A lease length in seconds: finite, at least 1 ms, at most a year."""
+    value = _number(arg, ttl)
+    if not MIN_TTL <= value <= MAX_TTL:
+        raise ValueError(f"{arg} must be between {MIN_TTL} and {MAX_TTL} seconds, got {ttl!r}")
+    return value
+
+
+def validate_timeout(timeout: object, arg: str = "timeout") -> float | None:
+    """A wait in seconds: None waits forever, 0 tries once, > 0 waits that long."""
+    if timeout is None:
+        return None
+    value = _number(arg, timeout)
+    if value < 0:
+        raise ValueError(f"{arg} must be >= 0 or None, got {timeout!r}")
+    if math.isinf(value):
+        return None
+    return value
+
+
+def ttl_to_ms(ttl: float) -> int:
+    return max(1, round(ttl * 1000))
+
+
+def validate_resource_key(key: object) -> str:
+    if not isinstance(key, str):
+        raise TypeError(f"key must be a str, not {type(key).__name__}")
+    if not key:
+        raise ValueError("key must not be empty")
+    return key
+
+
+def _hash_tag(key: str) -> str | None:
+    """The part of ``key`` Redis Cluster hashes, if the key has a valid hash tag."""
+    start = key.find("{")
+    if start < 0:
+        return None
+    end = key.find("}", start + 1)
+    if end <= start + 1:  # no closing brace, or an empty tag: the whole key is hashed
+        return None
+    return key[start + 1 : end]
+
+
+def fence_key_for(resource: str) -> str:
+    """The companion key that remembers the highest token a fenced resource has seen.
+
+    It hashes to the resource's Cluster slot whenever that can be expressed: a tagged key keeps
+    its tag; an untagged key becomes the tag. (An untagged key containing '}' cannot be a tag;
+    its companion then only works on a single server.)
+    """
+    if _hash_tag(resource) is not None or "}" in resource:
+        return f"{resource}:fencelock:fence"
+    return f"{{{resource}}}:fencelock:fence"

@@ -1,0 +1,70 @@
+"""Generate the sync implementation (src/fencelock/_sync) from the asyncio one (_async).
+
+    python tools/gen_sync.py           # regenerate
+    python tools/gen_sync.py --check   # exit 1 if the committed _sync files are stale (CI)
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from pathlib import Path
+
+import tokenize_rt
+import unasync
+
+ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "src" / "fencelock" / "_async"
+DST = ROOT / "src" / "fencelock" / "_sync"
+
+RULE = unasync.Rule(
+    fromdir="/_async/",
+    todir="/_sync/",
+    additional_replacements={
+        "AsyncLockClient": "LockClient",
+        "AsyncLock": "Lock",
+        "AsyncWaiter": "Waiter",
+        "async_sleep": "sync_sleep",
+        "async_shield": "sync_shield",
+        "aclose": "close",
+        "_async": "_sync",
+    },
+)
+
+HEADER = "# GENERATED from src/fencelock/_async/{name} by tools/gen_sync.py: edit that file instead.\n"
+
+
+def generate(path: Path) -> str:
+    tokens = tokenize_rt.src_to_tokens(path.read_text(encoding="utf-8"))
+    body = tokenize_rt.tokens_to_src(RULE._unasync_tokens(tokens))
+    return HEADER.format(name=path.name) + body
+
+
+def main(argv: list[str]) -> int:
+    check = "--check" in argv
+    expected = {DST / p.name: generate(p) for p in sorted(SRC.glob("*.py"))}
+    stale = []
+    for target, text in expected.items():
+        current = target.read_text(encoding="utf-8") if target.exists() else ""
+        if current != text:
+            stale.append(target)
+            if check:
+                sys.stdout.writelines(
+                    difflib.unified_diff(current.splitlines(True), text.splitlines(True), str(target), "generated")
+                )
+            else:
+                target.write_text(text, encoding="utf-8")
+    extra = [p for p in DST.glob("*.py") if p not in expected]
+    for path in extra:
+        stale.append(path)
+        if not check:
+            path.unlink()
+    if check and stale:
+        print(f"stale generated files: {', '.join(str(p.relative_to(ROOT)) for p in stale)}")
+        print("run: python tools/gen_sync.py")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
