@@ -14,8 +14,11 @@ import tokenize_rt
 import unasync
 
 ROOT = Path(__file__).resolve().parent.parent
-SRC = ROOT / "src" / "fencelock" / "_async"
-DST = ROOT / "src" / "fencelock" / "_sync"
+# (asyncio source, generated sync twin): the library, and the tests that exercise both
+PAIRS = [
+    (ROOT / "src" / "fencelock" / "_async", ROOT / "src" / "fencelock" / "_sync"),
+    (ROOT / "tests" / "_async", ROOT / "tests" / "_sync"),
+]
 
 RULE = unasync.Rule(
     fromdir="/_async/",
@@ -28,21 +31,23 @@ RULE = unasync.Rule(
         "async_shield": "sync_shield",
         "aclose": "close",
         "_async": "_sync",
+        "async_client": "sync_client",
+        "async_until": "sync_until",
     },
 )
 
-HEADER = "# GENERATED from src/fencelock/_async/{name} by tools/gen_sync.py: edit that file instead.\n"
+HEADER = "# GENERATED from {source} by tools/gen_sync.py: edit that file instead.\n"
 
 
 def generate(path: Path) -> str:
     tokens = tokenize_rt.src_to_tokens(path.read_text(encoding="utf-8"))
     body = tokenize_rt.tokens_to_src(RULE._unasync_tokens(tokens))
-    return HEADER.format(name=path.name) + body
+    return HEADER.format(source=path.relative_to(ROOT)) + body
 
 
 def main(argv: list[str]) -> int:
     check = "--check" in argv
-    expected = {DST / p.name: generate(p) for p in sorted(SRC.glob("*.py"))}
+    expected = {dst / p.name: generate(p) for src, dst in PAIRS for p in sorted(src.glob("*.py"))}
     stale = []
     for target, text in expected.items():
         current = target.read_text(encoding="utf-8") if target.exists() else ""
@@ -53,8 +58,9 @@ def main(argv: list[str]) -> int:
                     difflib.unified_diff(current.splitlines(True), text.splitlines(True), str(target), "generated")
                 )
             else:
+                target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(text, encoding="utf-8")
-    extra = [p for p in DST.glob("*.py") if p not in expected]
+    extra = [p for _, dst in PAIRS for p in dst.glob("*.py") if p not in expected]
     for path in extra:
         stale.append(path)
         if not check:

@@ -109,7 +109,8 @@ class AsyncLock:
         sent_at = time.monotonic()
         result = await self._try(holder)
         if isinstance(result, Busy) and remaining(deadline, time.monotonic()) != 0:
-            async with self._client._waiter.watch(self._keys.channel) as wake:
+            waiter = self._client._waiter
+            async with waiter.watch(self._keys.channel) as wake:
                 while isinstance(result, Busy):
                     left = remaining(deadline, time.monotonic())
                     if left == 0:
@@ -121,10 +122,7 @@ class AsyncLock:
                     if isinstance(result, Granted):
                         break
                     left = remaining(deadline, time.monotonic())
-                    if await wake.wait(retry_delay(result.pttl, left, self._client.max_poll)):
-                        self._client._waiter.stats.wakeups += 1
-                    else:
-                        self._client._waiter.stats.polls += 1
+                    await waiter.wait(wake, retry_delay(result.pttl, left, self._client.max_poll))
         if isinstance(result, Busy):
             return None
         return Grant(holder, result.fence, os.getpid(), lease_deadline(sent_at, self.ttl))

@@ -35,6 +35,7 @@ _READ_TIMEOUT = 0.5
 class WaitStats:
     """Counters the tests use to tell a pub/sub wake-up from a fallback re-try."""
 
+    waiting: int = 0  # acquires blocked right now, waiting for a wake-up or their timer
     wakeups: int = 0  # waits ended by a release message
     polls: int = 0  # waits ended by their timer
 
@@ -90,6 +91,22 @@ class AsyncWaiter:
             yield event
         finally:
             await self._unwatch(channel, event)
+
+    async def wait(self, event: AsyncEvent, timeout: float) -> bool:
+        """Wait for a message on a watched channel, at most ``timeout`` seconds."""
+        with self._guard:
+            self.stats.waiting += 1
+        woken = False
+        try:
+            woken = await event.wait(timeout)
+        finally:
+            with self._guard:
+                self.stats.waiting -= 1
+                if woken:
+                    self.stats.wakeups += 1
+                else:
+                    self.stats.polls += 1
+        return woken
 
     async def _unwatch(self, channel: str, event: AsyncEvent) -> None:
         with self._guard:

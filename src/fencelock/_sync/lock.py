@@ -110,7 +110,8 @@ class Lock:
         sent_at = time.monotonic()
         result = self._try(holder)
         if isinstance(result, Busy) and remaining(deadline, time.monotonic()) != 0:
-            with self._client._waiter.watch(self._keys.channel) as wake:
+            waiter = self._client._waiter
+            with waiter.watch(self._keys.channel) as wake:
                 while isinstance(result, Busy):
                     left = remaining(deadline, time.monotonic())
                     if left == 0:
@@ -122,10 +123,7 @@ class Lock:
                     if isinstance(result, Granted):
                         break
                     left = remaining(deadline, time.monotonic())
-                    if wake.wait(retry_delay(result.pttl, left, self._client.max_poll)):
-                        self._client._waiter.stats.wakeups += 1
-                    else:
-                        self._client._waiter.stats.polls += 1
+                    waiter.wait(wake, retry_delay(result.pttl, left, self._client.max_poll))
         if isinstance(result, Busy):
             return None
         return Grant(holder, result.fence, os.getpid(), lease_deadline(sent_at, self.ttl))

@@ -36,6 +36,7 @@ _READ_TIMEOUT = 0.5
 class WaitStats:
     """Counters the tests use to tell a pub/sub wake-up from a fallback re-try."""
 
+    waiting: int = 0  # acquires blocked right now, waiting for a wake-up or their timer
     wakeups: int = 0  # waits ended by a release message
     polls: int = 0  # waits ended by their timer
 
@@ -91,6 +92,22 @@ class Waiter:
             yield event
         finally:
             self._unwatch(channel, event)
+
+    def wait(self, event: SyncEvent, timeout: float) -> bool:
+        """Wait for a message on a watched channel, at most ``timeout`` seconds."""
+        with self._guard:
+            self.stats.waiting += 1
+        woken = False
+        try:
+            woken = event.wait(timeout)
+        finally:
+            with self._guard:
+                self.stats.waiting -= 1
+                if woken:
+                    self.stats.wakeups += 1
+                else:
+                    self.stats.polls += 1
+        return woken
 
     def _unwatch(self, channel: str, event: SyncEvent) -> None:
         with self._guard:

