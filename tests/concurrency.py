@@ -1,5 +1,5 @@
 """Running a call concurrently in the tests: a task in the asyncio tests, a thread in the sync
-ones (the sync tests are generated from the asyncio ones, renaming Async*/async_* to Sync*/sync_*)."""
+ones (the sync tests are generated from the asyncio ones: Async*/async_* become Sync*/sync_*)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Generate the sync implementation (src/fencelock/_sync) from the asyncio one (_async).
 
-    python tools/gen_sync.py           # regenerate
-    python tools/gen_sync.py --check   # exit 1 if the committed _sync files are stale (CI)
+python tools/gen_sync.py           # regenerate
+python tools/gen_sync.py --check   # exit 1 if the committed _sync files are stale (CI)
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ RULE = unasync.Rule(
         "AsyncWaiter": "Waiter",
         "async_sleep": "sync_sleep",
         "async_shield": "sync_shield",
+        "async_checkpoint": "sync_checkpoint",
         "aclose": "close",
         "_async": "_sync",
         "async_client": "sync_client",
@@ -55,7 +56,9 @@ def main(argv: list[str]) -> int:
             stale.append(target)
             if check:
                 sys.stdout.writelines(
-                    difflib.unified_diff(current.splitlines(True), text.splitlines(True), str(target), "generated")
+                    difflib.unified_diff(
+                        current.splitlines(True), text.splitlines(True), str(target), "generated"
+                    )
                 )
             else:
                 target.parent.mkdir(parents=True, exist_ok=True)

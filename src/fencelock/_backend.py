@@ -1,7 +1,8 @@
 """The few primitives where asyncio and threads differ, side by side.
 
-The asyncio implementation in ``_async/`` uses the ``Async*``/``async_*`` names; the sync twin in
-``_sync/`` is generated from it by ``tools/gen_sync.py``, which renames them to ``Sync*``/``sync_*``.
+The asyncio implementation in ``_async/`` uses the ``Async*``/``async_*`` names; the sync twin
+in ``_sync/`` is generated from it by ``tools/gen_sync.py``, which renames them to
+``Sync*``/``sync_*``.
 Everything else is shared source, so a fix cannot land in one API only.
 """
 
@@ -12,6 +13,7 @@ import contextvars
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
 import redis
@@ -50,6 +52,22 @@ def sync_shield(value: T) -> T:
     return value  # a sync call cannot be cancelled half-way by anyone but a signal
 
 
+async def async_checkpoint() -> None:
+    """Raise the cancellation of the current task if it is pending but was never delivered.
+
+    redis.asyncio (seen with 8.1) can return a reply although the awaiting task was cancelled
+    during the request, swallowing the CancelledError. An acquire that carried on would then wait
+    for, or take, a lock nobody wants any more; so the acquire path checks after each request.
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
+def sync_checkpoint() -> None:
+    return None
+
+
 class AsyncEvent:
     def __init__(self) -> None:
         self._event = asyncio.Event()
@@ -66,12 +84,14 @@ class AsyncEvent:
     async def wait(self, timeout: float | None) -> bool:
         if self._event.is_set():
             return True
+        # Not asyncio.timeout()/wait_for(): on Python 3.11 they can swallow a cancellation that
+        # arrives as the timer fires, and a waiter that ignores cancellation may take the lock.
+        waiter = asyncio.ensure_future(self._event.wait())
         try:
-            async with asyncio.timeout(timeout):
-                await self._event.wait()
-        except TimeoutError:
-            return self._event.is_set()
-        return True
+            await asyncio.wait((waiter,), timeout=timeout)
+        finally:
+            waiter.cancel()
+        return self._event.is_set()
 
 
 class SyncEvent:
@@ -103,6 +123,10 @@ class AsyncStateLock:
 
 
 SyncStateLock = threading.Lock
+
+# A lock held across awaits (sync: across blocking calls).
+AsyncMutex = asyncio.Lock
+SyncMutex = threading.Lock
 
 
 class AsyncBackground:
@@ -155,7 +179,7 @@ class SyncBackground:
 # its context). One module-level variable holds an immutable mapping slot -> value: creating a
 # ContextVar per lock object would leak, since contexts keep their variables alive.
 _owned: contextvars.ContextVar[Mapping[object, Any]] = contextvars.ContextVar(
-    "fencelock_owned", default={}
+    "fencelock_owned", default=MappingProxyType({})
 )
 
 

@@ -56,7 +56,9 @@ def free_port() -> int:
 
 
 class EmbeddedServer:
-    def __init__(self, binary: str | None = None, *, port: int | None = None, args: Sequence[str] = ()) -> None:
+    def __init__(
+        self, binary: str | None = None, *, port: int | None = None, args: Sequence[str] = ()
+    ) -> None:
         self.binary = binary or find_server()
         self.port = port or free_port()
         self.args = list(args)
@@ -97,7 +99,9 @@ class EmbeddedServer:
                     pass
                 if time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError(f"{self.binary} did not answer on port {self.port} in {timeout} s")
+                    raise RuntimeError(
+                        f"{self.binary} did not answer on port {self.port} in {timeout} s"
+                    )
                 time.sleep(0.02)
         finally:
             probe.close()
@@ -129,5 +133,7 @@ class EmbeddedServer:
     def __enter__(self) -> EmbeddedServer:
         return self.start() if self.process is None else self
 
-    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()

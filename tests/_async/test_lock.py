@@ -72,7 +72,9 @@ async def test_acquire_sets_value_and_ttl_in_one_command(
     await lock.release()
 
 
-async def test_release_is_one_atomic_script(async_client: AsyncLockClient, raw: redis.Redis) -> None:
+async def test_release_is_one_atomic_script(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
     # pitfall 6: compare-and-delete happens server-side in one EVALSHA
     lock = async_client.lock("atomic", ttl=10)
     await lock.acquire(0)
@@ -120,7 +122,9 @@ async def test_extend_keeps_work_alive_and_never_extends_another(
         await lock.release()
 
 
-async def test_context_manager_releases_on_error(async_client: AsyncLockClient, raw: redis.Redis) -> None:
+async def test_context_manager_releases_on_error(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
     # pitfall 4: leaving the block always releases
     with pytest.raises(RuntimeError):
         async with async_client.lock("ctx", ttl=10) as lock:
@@ -139,7 +143,9 @@ async def test_context_manager_times_out(async_client: AsyncLockClient) -> None:
     await holder.release()
 
 
-async def test_body_error_is_not_masked_by_loss(async_client: AsyncLockClient, raw: redis.Redis) -> None:
+async def test_body_error_is_not_masked_by_loss(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
     with pytest.raises(KeyError) as info:
         async with async_client.lock("masked", ttl=10):
             raw.delete(key("masked"))
@@ -185,7 +191,9 @@ async def test_waiter_is_woken_by_release_message(async_client: AsyncLockClient)
     assert async_client._waiter.stats.wakeups == 1 and async_client._waiter.stats.polls == 0
 
 
-async def test_fallback_retry_at_holder_ttl(async_client: AsyncLockClient, raw: redis.Redis) -> None:
+async def test_fallback_retry_at_holder_ttl(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
     # A lock that expires (no release, no message) is retaken by the fallback re-try.
     holder = async_client.lock("expire", ttl=0.2)
     await holder.acquire(0)
@@ -246,8 +254,13 @@ async def test_fenced_set_refuses_wrong_type_and_touches_nothing(
     assert raw.hgetall("resource") == {"field": "value"}
 
 
-@pytest.mark.parametrize(("token", "error"), [(0, ValueError), (-1, ValueError), ("1", TypeError), (True, TypeError), (1.5, TypeError)])
-async def test_fenced_set_validates_token(async_client: AsyncLockClient, token: object, error: type) -> None:
+@pytest.mark.parametrize(
+    ("token", "error"),
+    [(0, ValueError), (-1, ValueError), ("1", TypeError), (True, TypeError), (1.5, TypeError)],
+)
+async def test_fenced_set_validates_token(
+    async_client: AsyncLockClient, token: object, error: type
+) -> None:
     with pytest.raises(error, match="token"):
         await async_client.fenced_set("k", "v", token)  # type: ignore[arg-type]
 
@@ -278,13 +291,19 @@ async def test_lock_key_of_wrong_type(async_client: AsyncLockClient, raw: redis.
         ({"timeout": "1"}, TypeError, "timeout"),
     ],
 )
-async def test_bad_arguments(async_client: AsyncLockClient, kwargs: dict[str, object], error: type, arg: str) -> None:
+async def test_bad_arguments(
+    async_client: AsyncLockClient, kwargs: dict[str, object], error: type, arg: str
+) -> None:
     with pytest.raises(error, match=arg):
         async_client.lock("name", **kwargs)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("name", "error"), [("", ValueError), (None, TypeError), (b"x", TypeError), (5, TypeError)])
-async def test_bad_names(async_client: AsyncLockClient, raw: redis.Redis, name: object, error: type) -> None:
+@pytest.mark.parametrize(
+    ("name", "error"), [("", ValueError), (None, TypeError), (b"x", TypeError), (5, TypeError)]
+)
+async def test_bad_names(
+    async_client: AsyncLockClient, raw: redis.Redis, name: object, error: type
+) -> None:
     with pytest.raises(error, match="name"):
         async_client.lock(name, ttl=5)  # type: ignore[arg-type]
     assert raw.dbsize() == 0
@@ -299,7 +318,9 @@ async def test_bad_timeout_at_acquire(async_client: AsyncLockClient, raw: redis.
     assert raw.dbsize() == 0
 
 
-async def test_names_with_braces_get_their_own_keys(async_client: AsyncLockClient, raw: redis.Redis) -> None:
+async def test_names_with_braces_get_their_own_keys(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
     names = ["a", "{a}", "a}", "%7Ba%7D", "ünï{}cødé"]
     locks = [async_client.lock(n, ttl=10) for n in names]
     for lock in locks:
@@ -334,7 +355,9 @@ async def test_hung_server_gives_connection_error(fresh_server: EmbeddedServer) 
     await client.close()
 
 
-async def test_user_client_without_timeouts_is_bounded(server: EmbeddedServer, raw: redis.Redis) -> None:
+async def test_user_client_without_timeouts_is_bounded(
+    server: EmbeddedServer, raw: redis.Redis
+) -> None:
     from fencelock._backend import AsyncRedis
 
     user = AsyncRedis(port=server.port, socket_timeout=None, socket_connect_timeout=None)

@@ -73,7 +73,9 @@ def test_acquire_sets_value_and_ttl_in_one_command(
     lock.release()
 
 
-def test_release_is_one_atomic_script(sync_client: LockClient, raw: redis.Redis) -> None:
+def test_release_is_one_atomic_script(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
     # pitfall 6: compare-and-delete happens server-side in one EVALSHA
     lock = sync_client.lock("atomic", ttl=10)
     lock.acquire(0)
@@ -121,7 +123,9 @@ def test_extend_keeps_work_alive_and_never_extends_another(
         lock.release()
 
 
-def test_context_manager_releases_on_error(sync_client: LockClient, raw: redis.Redis) -> None:
+def test_context_manager_releases_on_error(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
     # pitfall 4: leaving the block always releases
     with pytest.raises(RuntimeError):
         with sync_client.lock("ctx", ttl=10) as lock:
@@ -140,7 +144,9 @@ def test_context_manager_times_out(sync_client: LockClient) -> None:
     holder.release()
 
 
-def test_body_error_is_not_masked_by_loss(sync_client: LockClient, raw: redis.Redis) -> None:
+def test_body_error_is_not_masked_by_loss(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
     with pytest.raises(KeyError) as info:
         with sync_client.lock("masked", ttl=10):
             raw.delete(key("masked"))
@@ -186,7 +192,9 @@ def test_waiter_is_woken_by_release_message(sync_client: LockClient) -> None:
     assert sync_client._waiter.stats.wakeups == 1 and sync_client._waiter.stats.polls == 0
 
 
-def test_fallback_retry_at_holder_ttl(sync_client: LockClient, raw: redis.Redis) -> None:
+def test_fallback_retry_at_holder_ttl(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
     # A lock that expires (no release, no message) is retaken by the fallback re-try.
     holder = sync_client.lock("expire", ttl=0.2)
     holder.acquire(0)
@@ -247,8 +255,13 @@ def test_fenced_set_refuses_wrong_type_and_touches_nothing(
     assert raw.hgetall("resource") == {"field": "value"}
 
 
-@pytest.mark.parametrize(("token", "error"), [(0, ValueError), (-1, ValueError), ("1", TypeError), (True, TypeError), (1.5, TypeError)])
-def test_fenced_set_validates_token(sync_client: LockClient, token: object, error: type) -> None:
+@pytest.mark.parametrize(
+    ("token", "error"),
+    [(0, ValueError), (-1, ValueError), ("1", TypeError), (True, TypeError), (1.5, TypeError)],
+)
+def test_fenced_set_validates_token(
+    sync_client: LockClient, token: object, error: type
+) -> None:
     with pytest.raises(error, match="token"):
         sync_client.fenced_set("k", "v", token)  # type: ignore[arg-type]
 
@@ -279,13 +292,19 @@ def test_lock_key_of_wrong_type(sync_client: LockClient, raw: redis.Redis) -> No
         ({"timeout": "1"}, TypeError, "timeout"),
     ],
 )
-def test_bad_arguments(sync_client: LockClient, kwargs: dict[str, object], error: type, arg: str) -> None:
+def test_bad_arguments(
+    sync_client: LockClient, kwargs: dict[str, object], error: type, arg: str
+) -> None:
     with pytest.raises(error, match=arg):
         sync_client.lock("name", **kwargs)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("name", "error"), [("", ValueError), (None, TypeError), (b"x", TypeError), (5, TypeError)])
-def test_bad_names(sync_client: LockClient, raw: redis.Redis, name: object, error: type) -> None:
+@pytest.mark.parametrize(
+    ("name", "error"), [("", ValueError), (None, TypeError), (b"x", TypeError), (5, TypeError)]
+)
+def test_bad_names(
+    sync_client: LockClient, raw: redis.Redis, name: object, error: type
+) -> None:
     with pytest.raises(error, match="name"):
         sync_client.lock(name, ttl=5)  # type: ignore[arg-type]
     assert raw.dbsize() == 0
@@ -300,7 +319,9 @@ def test_bad_timeout_at_acquire(sync_client: LockClient, raw: redis.Redis) -> No
     assert raw.dbsize() == 0
 
 
-def test_names_with_braces_get_their_own_keys(sync_client: LockClient, raw: redis.Redis) -> None:
+def test_names_with_braces_get_their_own_keys(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
     names = ["a", "{a}", "a}", "%7Ba%7D", "ünï{}cødé"]
     locks = [sync_client.lock(n, ttl=10) for n in names]
     for lock in locks:
@@ -335,7 +356,9 @@ def test_hung_server_gives_connection_error(fresh_server: EmbeddedServer) -> Non
     client.close()
 
 
-def test_user_client_without_timeouts_is_bounded(server: EmbeddedServer, raw: redis.Redis) -> None:
+def test_user_client_without_timeouts_is_bounded(
+    server: EmbeddedServer, raw: redis.Redis
+) -> None:
     from fencelock._backend import SyncRedis
 
     user = SyncRedis(port=server.port, socket_timeout=None, socket_connect_timeout=None)

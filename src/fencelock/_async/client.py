@@ -45,13 +45,15 @@ def _bounded(client: AsyncRedis, socket_timeout: float) -> AsyncRedis:
     return AsyncRedis(connection_pool=new_pool)
 
 
-async def run_script(client: AsyncRedis, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
+async def run_script(
+    client: AsyncRedis, script: Script, keys: Sequence[str], args: Sequence[Any]
+) -> Any:
     """EVALSHA, falling back to EVAL (which also caches the script) after SCRIPT FLUSH or a
     restart: the server answers NOSCRIPT and nothing has run, so the fallback is safe."""
     try:
-        return await client.evalsha(script.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
+        return await client.evalsha(script.sha, len(keys), *keys, *args)
     except NoScriptError:
-        return await client.eval(script.source, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
+        return await client.eval(script.source, len(keys), *keys, *args)
 
 
 class AsyncLockClient:
@@ -69,7 +71,8 @@ class AsyncLockClient:
         max_poll: float = DEFAULT_MAX_POLL,
     ) -> None:
         if not isinstance(redis, AsyncRedis):
-            raise TypeError(f"redis must be a {AsyncRedis.__module__}.Redis, not {type(redis).__name__}")
+            expected = AsyncRedis.__module__
+            raise TypeError(f"redis must be a {expected}.Redis, not {type(redis).__name__}")
         self._prefix = validate_prefix(prefix)
         # a blocked acquire re-tries at least this often, even if no wake-up message arrives
         self.max_poll = validate_ttl(max_poll, "max_poll")
@@ -80,7 +83,9 @@ class AsyncLockClient:
         self.publish_command = "PUBLISH"
 
     @classmethod
-    def from_url(cls, url: str, *, socket_timeout: float = DEFAULT_SOCKET_TIMEOUT, **kwargs: Any) -> Self:
+    def from_url(
+        cls, url: str, *, socket_timeout: float = DEFAULT_SOCKET_TIMEOUT, **kwargs: Any
+    ) -> Self:
         redis_client = AsyncRedis.from_url(
             url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout
         )
@@ -99,7 +104,12 @@ class AsyncLockClient:
         return await run_script(self.redis, script, keys, args)
 
     async def fenced_set(
-        self, key: str, value: str | bytes | int | float, token: int, *, redis: AsyncRedis | None = None
+        self,
+        key: str,
+        value: str | bytes | int | float,
+        token: int,
+        *,
+        redis: AsyncRedis | None = None,
     ) -> None:
         """Write ``value`` to ``key`` only if ``token`` is >= every token seen for ``key``;
         otherwise raise ``StaleToken`` and write nothing."""
@@ -112,7 +122,9 @@ class AsyncLockClient:
             raise TypeError(f"value must be str, bytes, int or float, not {type(value).__name__}")
         target = self.redis if redis is None else redis
         try:
-            reply = await run_script(target, FENCED_SET, [key, fence_key_for(key)], [value, str(token)])
+            reply = await run_script(
+                target, FENCED_SET, [key, fence_key_for(key)], [value, str(token)]
+            )
         except RedisError as exc:
             raise translate_error(exc, f"resource {key!r}") from exc
         fenced_set_reply(reply, key, token)

@@ -28,8 +28,15 @@ from typing import TYPE_CHECKING, Final
 
 from redis.exceptions import RedisError, TimeoutError
 
-from .._backend import AsyncOwnerSlot, async_shield
-from .._core.replies import Busy, Granted, acquire_reply, new_holder_token, owned_reply, translate_error
+from .._backend import AsyncOwnerSlot, async_checkpoint, async_shield
+from .._core.replies import (
+    Busy,
+    Granted,
+    acquire_reply,
+    new_holder_token,
+    owned_reply,
+    translate_error,
+)
 from .._core.timing import lease_deadline, remaining, retry_delay
 from ..errors import LockError, LockLost, LockNotOwned, LockTimeout
 from ..keys import LockKeys, ttl_to_ms, validate_name, validate_timeout, validate_ttl
@@ -61,7 +68,9 @@ class Grant:
 
 
 class AsyncLock:
-    def __init__(self, client: AsyncLockClient, name: str, ttl: float, *, timeout: float | None) -> None:
+    def __init__(
+        self, client: AsyncLockClient, name: str, ttl: float, *, timeout: float | None
+    ) -> None:
         self.name = validate_name(name)
         self.ttl = validate_ttl(ttl)
         self.timeout = validate_timeout(timeout)
@@ -86,7 +95,7 @@ class AsyncLock:
 
     # -- acquire --------------------------------------------------------------------------
 
-    async def acquire(self, timeout: float | None | _Default = _DEFAULT) -> bool:
+    async def acquire(self, timeout: float | _Default | None = _DEFAULT) -> bool:
         """Take the lock. ``timeout``: None waits forever, 0 tries once, > 0 waits that long
         (default: the lock's own timeout). Returns whether the lock was acquired."""
         wait = self.timeout if isinstance(timeout, _Default) else validate_timeout(timeout)
@@ -131,7 +140,9 @@ class AsyncLock:
         args = (holder, ttl_to_ms(self.ttl))
         for attempt in range(1, ACQUIRE_ATTEMPTS + 1):
             try:
-                return acquire_reply(await self._client.run(ACQUIRE, (self._keys.lock, self._keys.fence), args))
+                reply = await self._client.run(ACQUIRE, (self._keys.lock, self._keys.fence), args)
+                await async_checkpoint()
+                return acquire_reply(reply)
             except TimeoutError as exc:
                 if attempt == ACQUIRE_ATTEMPTS:
                     raise translate_error(exc, self._keys.lock) from exc
@@ -139,11 +150,11 @@ class AsyncLock:
                 raise translate_error(exc, self._keys.lock) from exc
         raise AssertionError("unreachable")
 
-    async def _release_quietly(self, holder: str) -> None:
+    async def _release_quietly(self, holder: str) -> bool:
         try:
-            await self._release_script(holder)
+            return await self._release_script(holder)
         except (RedisError, LockError):
-            pass  # the server is unreachable: the lease expires on its own
+            return False  # the server is unreachable: the lease expires on its own
 
     # -- release / extend ------------------------------------------------------------------
 
@@ -169,7 +180,9 @@ class AsyncLock:
         grant = self._owned_grant("extend")
         sent_at = time.monotonic()
         try:
-            reply = await self._client.run(EXTEND, (self._keys.lock,), (grant.holder, ttl_to_ms(new_ttl)))
+            reply = await self._client.run(
+                EXTEND, (self._keys.lock,), (grant.holder, ttl_to_ms(new_ttl))
+            )
         except RedisError as exc:
             raise translate_error(exc, self._keys.lock) from exc
         if not owned_reply(reply):
@@ -225,7 +238,10 @@ class AsyncLock:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         try:
             await self.release()

@@ -2,15 +2,21 @@
 
 Failure timeline this guards against (the classic lost wake-up): a waiter tries, finds the lock
 busy, and only then subscribes; the holder releases in between and its message goes to nobody, so
-the waiter sleeps until its next poll. Here a waiter subscribes *and waits for the server's
-confirmation* before its retry, so any release after that retry is delivered to it. Messages can
-still be lost when the pub/sub connection drops; the caller's bounded fallback re-try covers that.
+the waiter sleeps until its next poll. Here a waiter subscribes and then sends a PING carrying a
+nonce on the same connection; the server answers in order, so when that PING's reply arrives the
+subscription is active, and only then does the waiter re-try. Any release after that re-try
+reaches it. (Matching SUBSCRIBE confirmations to waiters is not enough: a waiter cancelled before
+its SUBSCRIBE went out would leave the next waiter matched to the wrong confirmation.)
+
+Messages can still be lost when the pub/sub connection drops; the caller's bounded fallback re-try
+covers that.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
-from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -20,9 +26,11 @@ import redis.exceptions
 from .._backend import (
     AsyncBackground,
     AsyncEvent,
+    AsyncMutex,
     AsyncPubSub,
     AsyncRedis,
     AsyncStateLock,
+    async_checkpoint,
     async_sleep,
 )
 from ..errors import LockConnectionError
@@ -44,52 +52,68 @@ class AsyncWaiter:
     def __init__(self, redis: AsyncRedis, confirm_timeout: float) -> None:
         self._redis = redis
         self._confirm_timeout = confirm_timeout
+        # _guard protects the maps below (shared with the listener); _mutex orders the decision
+        # to SUBSCRIBE/UNSUBSCRIBE a channel with sending it, so an UNSUBSCRIBE decided before a
+        # new watcher arrived can never reach the server after that watcher's SUBSCRIBE.
         self._guard = AsyncStateLock()
+        self._mutex = AsyncMutex()
         self._pubsub: AsyncPubSub | None = None
         self._pid = os.getpid()
         self._listener = AsyncBackground("fencelock-waiter")
         self._closing = False
-        # channel -> events of the waiters watching it
-        self._watchers: dict[str, set[AsyncEvent]] = {}
-        # channel -> events of SUBSCRIBEs sent and not yet confirmed, in the order sent. An
-        # abandoned entry stays queued so that its confirmation is not taken for a later one.
-        self._unconfirmed: dict[str, deque[AsyncEvent]] = {}
+        self._nonces = itertools.count()
+        self._watchers: dict[str, set[AsyncEvent]] = {}  # channel -> events of its watchers
+        self._pings: dict[str, AsyncEvent] = {}  # PING nonce -> set when its reply arrives
         self.stats = WaitStats()
 
-    def _connection(self) -> AsyncPubSub:
-        if self._pubsub is None or self._pid != os.getpid():
+    def _reset_after_fork(self) -> None:
+        if self._pid != os.getpid():
             # In a forked child the parent's pub/sub socket is shared with the parent: never
-            # read from it (that would steal its messages) nor close it; start afresh.
+            # read from it (that would steal its messages) nor close it. Locks may have been
+            # held by parent threads that do not exist here: start afresh.
             self._pid = os.getpid()
-            self._pubsub = self._redis.pubsub()
+            self._pubsub = None
             self._listener = AsyncBackground("fencelock-waiter")
+            self._guard = AsyncStateLock()
+            self._mutex = AsyncMutex()
             self._watchers.clear()
-            self._unconfirmed.clear()
+            self._pings.clear()
+
+    def _connection(self) -> AsyncPubSub:
+        if self._pubsub is None:
+            self._pubsub = self._redis.pubsub()
         return self._pubsub
 
     @asynccontextmanager
     async def watch(self, channel: str) -> AsyncIterator[AsyncEvent]:
-        """Subscribe to ``channel`` (confirmed by the server) and yield an event that is set by
-        every message on it while the block runs."""
-        event, confirmed = AsyncEvent(), AsyncEvent()
-        with self._guard:
-            pubsub = self._connection()
-            self._watchers.setdefault(channel, set()).add(event)
-            self._unconfirmed.setdefault(channel, deque()).append(confirmed)
+        """Subscribe to ``channel`` (active on the server before this returns) and yield an
+        event that every message on it sets, until the block ends."""
+        event, ready = AsyncEvent(), AsyncEvent()
+        nonce = f"fencelock-{os.getpid()}-{next(self._nonces)}"
+        self._reset_after_fork()
         try:
-            try:
-                await pubsub.subscribe(channel)
-            except redis.exceptions.RedisError as exc:
-                raise LockConnectionError(f"subscribe {channel!r}: {exc}") from exc
-            # Subscribe first, then start the listener: redis-py refuses to read a pub/sub
-            # connection that has never subscribed.
-            if not self._listener.running():
-                self._closing = False
-                self._listener.start(self._listen)
-            if not await confirmed.wait(self._confirm_timeout):
+            async with self._mutex:
+                with self._guard:
+                    pubsub = self._connection()
+                    self._watchers.setdefault(channel, set()).add(event)
+                    self._pings[nonce] = ready
+                try:
+                    await pubsub.subscribe(channel)
+                    await pubsub.ping(nonce)
+                    await async_checkpoint()
+                except redis.exceptions.RedisError as exc:
+                    raise LockConnectionError(f"subscribe {channel!r}: {exc}") from exc
+                # Subscribe first, then start the listener: redis-py refuses to read a pub/sub
+                # connection that has never subscribed.
+                if not self._listener.running():
+                    self._closing = False
+                    self._listener.start(self._listen)
+            if not await ready.wait(self._confirm_timeout):
                 raise LockConnectionError(f"subscribe {channel!r}: no confirmation in time")
             yield event
         finally:
+            with self._guard:
+                self._pings.pop(nonce, None)
             await self._unwatch(channel, event)
 
     async def wait(self, event: AsyncEvent, timeout: float) -> bool:
@@ -109,36 +133,35 @@ class AsyncWaiter:
         return woken
 
     async def _unwatch(self, channel: str, event: AsyncEvent) -> None:
-        with self._guard:
-            watchers = self._watchers.get(channel)
-            if watchers is None:
-                return
-            watchers.discard(event)
-            if watchers:
-                return
-            del self._watchers[channel]
-            pubsub = self._pubsub
-        if pubsub is not None and self._pid == os.getpid():
-            try:
-                await pubsub.unsubscribe(channel)
-            except redis.exceptions.RedisError:
-                pass  # the connection is gone, and the subscription with it
+        async with self._mutex:
+            with self._guard:
+                watchers = self._watchers.get(channel)
+                if watchers is None:
+                    return
+                watchers.discard(event)
+                if watchers:
+                    return
+                del self._watchers[channel]
+                pubsub = self._pubsub
+            if pubsub is not None and self._pid == os.getpid():
+                # a failure means the connection is gone, and the subscription with it
+                with contextlib.suppress(redis.exceptions.RedisError):
+                    await pubsub.unsubscribe(channel)
 
     def _dispatch(self, message: dict[str, object]) -> None:
-        kind, channel = message["type"], message["channel"]
+        kind, channel, data = message["type"], message["channel"], message["data"]
         if isinstance(channel, bytes):
             channel = channel.decode()
-        assert isinstance(channel, str)
+        if isinstance(data, bytes):
+            data = data.decode(errors="replace")
         with self._guard:
-            if kind in ("message", "smessage"):
+            if kind in ("message", "smessage") and isinstance(channel, str):
                 for event in self._watchers.get(channel, ()):
                     event.set()
-            elif kind in ("subscribe", "ssubscribe"):
-                pending = self._unconfirmed.get(channel)
-                if pending:
-                    pending.popleft().set()
-                    if not pending:
-                        del self._unconfirmed[channel]
+            elif kind == "pong" and isinstance(data, str):
+                ready = self._pings.pop(data, None)
+                if ready is not None:
+                    ready.set()
 
     async def _listen(self) -> None:
         pubsub = self._pubsub
@@ -147,8 +170,8 @@ class AsyncWaiter:
             try:
                 message = await pubsub.get_message(timeout=_READ_TIMEOUT)
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
-                # redis-py reconnects and re-subscribes on the next read; waiters re-try on
-                # their own timers meanwhile, so wake them all to re-try now.
+                # redis-py reconnects and re-subscribes on the next read; messages sent
+                # meanwhile are lost, so wake every waiter to re-try now.
                 with self._guard:
                     for events in self._watchers.values():
                         for event in events:
@@ -163,7 +186,5 @@ class AsyncWaiter:
         await self._listener.stop(2 * _READ_TIMEOUT)
         pubsub, self._pubsub = self._pubsub, None
         if pubsub is not None and self._pid == os.getpid():
-            try:
+            with contextlib.suppress(redis.exceptions.RedisError):
                 await pubsub.aclose()
-            except redis.exceptions.RedisError:
-                pass

@@ -46,13 +46,15 @@ def _bounded(client: SyncRedis, socket_timeout: float) -> SyncRedis:
     return SyncRedis(connection_pool=new_pool)
 
 
-def run_script(client: SyncRedis, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
+def run_script(
+    client: SyncRedis, script: Script, keys: Sequence[str], args: Sequence[Any]
+) -> Any:
     """EVALSHA, falling back to EVAL (which also caches the script) after SCRIPT FLUSH or a
     restart: the server answers NOSCRIPT and nothing has run, so the fallback is safe."""
     try:
-        return client.evalsha(script.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
+        return client.evalsha(script.sha, len(keys), *keys, *args)
     except NoScriptError:
-        return client.eval(script.source, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
+        return client.eval(script.source, len(keys), *keys, *args)
 
 
 class LockClient:
@@ -70,7 +72,8 @@ class LockClient:
         max_poll: float = DEFAULT_MAX_POLL,
     ) -> None:
         if not isinstance(redis, SyncRedis):
-            raise TypeError(f"redis must be a {AsyncRedis.__module__}.Redis, not {type(redis).__name__}")
+            expected = SyncRedis.__module__
+            raise TypeError(f"redis must be a {expected}.Redis, not {type(redis).__name__}")
         self._prefix = validate_prefix(prefix)
         # a blocked acquire re-tries at least this often, even if no wake-up message arrives
         self.max_poll = validate_ttl(max_poll, "max_poll")
@@ -81,7 +84,9 @@ class LockClient:
         self.publish_command = "PUBLISH"
 
     @classmethod
-    def from_url(cls, url: str, *, socket_timeout: float = DEFAULT_SOCKET_TIMEOUT, **kwargs: Any) -> Self:
+    def from_url(
+        cls, url: str, *, socket_timeout: float = DEFAULT_SOCKET_TIMEOUT, **kwargs: Any
+    ) -> Self:
         redis_client = SyncRedis.from_url(
             url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout
         )
@@ -100,7 +105,12 @@ class LockClient:
         return run_script(self.redis, script, keys, args)
 
     def fenced_set(
-        self, key: str, value: str | bytes | int | float, token: int, *, redis: SyncRedis | None = None
+        self,
+        key: str,
+        value: str | bytes | int | float,
+        token: int,
+        *,
+        redis: SyncRedis | None = None,
     ) -> None:
         """Write ``value`` to ``key`` only if ``token`` is >= every token seen for ``key``;
         otherwise raise ``StaleToken`` and write nothing."""
@@ -113,7 +123,9 @@ class LockClient:
             raise TypeError(f"value must be str, bytes, int or float, not {type(value).__name__}")
         target = self.redis if redis is None else redis
         try:
-            reply = run_script(target, FENCED_SET, [key, fence_key_for(key)], [value, str(token)])
+            reply = run_script(
+                target, FENCED_SET, [key, fence_key_for(key)], [value, str(token)]
+            )
         except RedisError as exc:
             raise translate_error(exc, f"resource {key!r}") from exc
         fenced_set_reply(reply, key, token)

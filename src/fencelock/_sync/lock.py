@@ -29,8 +29,15 @@ from typing import TYPE_CHECKING, Final
 
 from redis.exceptions import RedisError, TimeoutError
 
-from .._backend import SyncOwnerSlot, sync_shield
-from .._core.replies import Busy, Granted, acquire_reply, new_holder_token, owned_reply, translate_error
+from .._backend import SyncOwnerSlot, sync_checkpoint, sync_shield
+from .._core.replies import (
+    Busy,
+    Granted,
+    acquire_reply,
+    new_holder_token,
+    owned_reply,
+    translate_error,
+)
 from .._core.timing import lease_deadline, remaining, retry_delay
 from ..errors import LockError, LockLost, LockNotOwned, LockTimeout
 from ..keys import LockKeys, ttl_to_ms, validate_name, validate_timeout, validate_ttl
@@ -62,7 +69,9 @@ class Grant:
 
 
 class Lock:
-    def __init__(self, client: LockClient, name: str, ttl: float, *, timeout: float | None) -> None:
+    def __init__(
+        self, client: LockClient, name: str, ttl: float, *, timeout: float | None
+    ) -> None:
         self.name = validate_name(name)
         self.ttl = validate_ttl(ttl)
         self.timeout = validate_timeout(timeout)
@@ -87,7 +96,7 @@ class Lock:
 
     # -- acquire --------------------------------------------------------------------------
 
-    def acquire(self, timeout: float | None | _Default = _DEFAULT) -> bool:
+    def acquire(self, timeout: float | _Default | None = _DEFAULT) -> bool:
         """Take the lock. ``timeout``: None waits forever, 0 tries once, > 0 waits that long
         (default: the lock's own timeout). Returns whether the lock was acquired."""
         wait = self.timeout if isinstance(timeout, _Default) else validate_timeout(timeout)
@@ -132,7 +141,9 @@ class Lock:
         args = (holder, ttl_to_ms(self.ttl))
         for attempt in range(1, ACQUIRE_ATTEMPTS + 1):
             try:
-                return acquire_reply(self._client.run(ACQUIRE, (self._keys.lock, self._keys.fence), args))
+                reply = self._client.run(ACQUIRE, (self._keys.lock, self._keys.fence), args)
+                sync_checkpoint()
+                return acquire_reply(reply)
             except TimeoutError as exc:
                 if attempt == ACQUIRE_ATTEMPTS:
                     raise translate_error(exc, self._keys.lock) from exc
@@ -140,11 +151,11 @@ class Lock:
                 raise translate_error(exc, self._keys.lock) from exc
         raise AssertionError("unreachable")
 
-    def _release_quietly(self, holder: str) -> None:
+    def _release_quietly(self, holder: str) -> bool:
         try:
-            self._release_script(holder)
+            return self._release_script(holder)
         except (RedisError, LockError):
-            pass  # the server is unreachable: the lease expires on its own
+            return False  # the server is unreachable: the lease expires on its own
 
     # -- release / extend ------------------------------------------------------------------
 
@@ -170,7 +181,9 @@ class Lock:
         grant = self._owned_grant("extend")
         sent_at = time.monotonic()
         try:
-            reply = self._client.run(EXTEND, (self._keys.lock,), (grant.holder, ttl_to_ms(new_ttl)))
+            reply = self._client.run(
+                EXTEND, (self._keys.lock,), (grant.holder, ttl_to_ms(new_ttl))
+            )
         except RedisError as exc:
             raise translate_error(exc, self._keys.lock) from exc
         if not owned_reply(reply):
@@ -226,7 +239,10 @@ class Lock:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         try:
             self.release()

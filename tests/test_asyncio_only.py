@@ -1,0 +1,155 @@
+"""What only asyncio has: cancellation at any await, and grants that follow the task."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+
+import pytest
+import redis
+
+import fencelock
+from fencelock._async.client import AsyncLockClient
+from fencelock.keys import LockKeys
+from fencelock.scripts import ACQUIRE, RELEASE
+from tests.concurrency import async_until
+
+KEY = LockKeys.for_name("cancel").lock
+
+
+async def settle() -> None:
+    """Let shielded clean-ups finish: every task but this one and the pub/sub listener."""
+    me = asyncio.current_task()
+    others = [t for t in asyncio.all_tasks() if t is not me and t.get_name() != "fencelock-waiter"]
+    await asyncio.gather(*others, return_exceptions=True)
+
+
+async def cancel_after(steps: int, coro_fn: object) -> bool:
+    """Run ``coro_fn()`` as a task, cancel it after ``steps`` loop iterations; True if it had
+    finished by then."""
+    task = asyncio.ensure_future(coro_fn())  # type: ignore[operator]
+    for _ in range(steps):
+        await asyncio.sleep(0)
+    finished = task.done()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    await settle()
+    return finished
+
+
+async def test_cancel_anywhere_in_uncontended_acquire_and_release(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    lock = async_client.lock("cancel", ttl=30)
+
+    async def cycle() -> None:
+        if await lock.acquire(timeout=5):
+            await lock.release()
+
+    steps = 0
+    while not await cancel_after(steps, cycle):
+        assert not raw.exists(KEY), f"lock orphaned after cancel at step {steps}"
+        steps += 1
+    assert steps > 2  # the cycle really had several await points to cancel at
+    assert not raw.exists(KEY)
+
+
+async def test_cancel_anywhere_while_waiting(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    holder = async_client.lock("cancel", ttl=30)
+    await holder.acquire(0)
+    holder_value = raw.get(KEY)
+    waiter = async_client.lock("cancel", ttl=30)
+    for steps in range(40):
+        assert not await cancel_after(steps, lambda: waiter.acquire(timeout=None))
+        assert raw.get(KEY) == holder_value  # the holder's lock is never touched
+    assert async_client._waiter._watchers == {}  # every wait unsubscribed
+    await holder.release()
+
+
+@pytest.mark.parametrize("script", [ACQUIRE, RELEASE], ids=["acquire", "release"])
+async def test_cancel_after_server_executed(
+    async_client: AsyncLockClient, raw: redis.Redis, monkeypatch: pytest.MonkeyPatch, script: object
+) -> None:
+    """Cancellation arriving just as the reply does: the server acted, the caller never saw it."""
+    real_run = async_client.run
+
+    async def run_then_cancel(s: object, keys: object, args: object) -> object:
+        reply = await real_run(s, keys, args)  # type: ignore[arg-type]
+        if s is script:
+            raise asyncio.CancelledError
+        return reply
+
+    lock = async_client.lock("cancel", ttl=30)
+    if script is RELEASE:
+        await lock.acquire(0)
+    monkeypatch.setattr(async_client, "run", run_then_cancel)
+    with pytest.raises(asyncio.CancelledError):
+        if script is ACQUIRE:
+            await lock.acquire(0)
+        else:
+            await lock.release()
+    monkeypatch.undo()
+    await settle()
+    assert not raw.exists(KEY)
+
+
+async def test_cancelled_release_still_releases(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    lock = async_client.lock("cancel", ttl=30)
+    await lock.acquire(0)
+    task = asyncio.ensure_future(lock.release())
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await settle()
+    assert not raw.exists(KEY)
+
+
+async def test_grant_follows_the_task(async_client: AsyncLockClient, raw: redis.Redis) -> None:
+    lock = async_client.lock("task", ttl=30)
+    assert await lock.acquire(0)
+    token = lock.token
+
+    async def other_task() -> None:
+        # same lock object, another holder: it is refused, and cannot release the first's grant
+        assert not await lock.acquire(timeout=0)
+        with pytest.raises(fencelock.LockNotOwned):
+            await lock.release()
+
+    async def child_of_holder() -> int:
+        return lock.token  # tasks spawned inside the critical section see its grant
+
+    assert await asyncio.create_task(child_of_holder()) == token
+    # a task started outside the holder's context is another holder
+    await asyncio.get_running_loop().create_task(other_task(), context=contextvars.Context())
+    assert await lock.held()
+    await lock.release()
+
+
+async def test_many_waiters_share_one_pubsub_connection(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    holder = async_client.lock("shared", ttl=60)
+    await holder.acquire(0)
+    async_client.max_poll = 3600.0
+    waiters = [async_client.lock("shared", ttl=60) for _ in range(20)]
+
+    async def take(lock: fencelock.asyncio.Lock) -> int:
+        assert await lock.acquire(timeout=None)
+        token = lock.token
+        await lock.release()
+        return token
+
+    tasks = [asyncio.ensure_future(take(w)) for w in waiters]
+    await async_until(lambda: async_client._waiter.stats.waiting == 20)
+    clients = raw.client_list()
+    assert sum(1 for c in clients if int(c.get("sub", 0)) > 0) == 1
+    await holder.release()
+    tokens = await asyncio.gather(*tasks)
+    assert len(set(tokens)) == 20

@@ -1,0 +1,96 @@
+"""What only the sync API meets: processes, fork and threads."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+
+import pytest
+import redis
+
+import fencelock
+from fencelock._embedded import EmbeddedServer
+from fencelock.keys import LockKeys
+
+COUNTER = "counter"
+
+
+def _increment(url: str, times: int) -> None:
+    client = fencelock.LockClient.from_url(url)
+    for _ in range(times):
+        with client.lock("rmw", ttl=10, timeout=60):
+            value = int(client.redis.get(COUNTER) or 0)
+            client.redis.set(COUNTER, value + 1)
+    client.close()
+
+
+def test_four_processes_read_modify_write(server: EmbeddedServer, raw: redis.Redis) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    workers = [ctx.Process(target=_increment, args=(server.url, 200)) for _ in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(120)
+        assert w.exitcode == 0
+    assert raw.get(COUNTER) == "800"  # not one lost update
+    assert not raw.exists(LockKeys.for_name("rmw").lock)
+
+
+def test_threads_share_one_lock_name(sync_client: fencelock.LockClient, raw: redis.Redis) -> None:
+    from tests.concurrency import SyncCall
+
+    def work() -> None:
+        lock = sync_client.lock("threads", ttl=10)
+        for _ in range(50):
+            assert lock.acquire(timeout=60)
+            value = int(raw.get(COUNTER) or 0)
+            raw.set(COUNTER, value + 1)
+            lock.release()
+
+    calls = [SyncCall(work) for _ in range(4)]
+    for call in calls:
+        call.result()
+    assert raw.get(COUNTER) == "200"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_forked_child_never_acts_on_parents_grant(
+    sync_client: fencelock.LockClient, raw: redis.Redis
+) -> None:
+    lock = sync_client.lock("forked", ttl=30)
+    assert lock.acquire(0)
+    held_by_parent = raw.get(LockKeys.for_name("forked").lock)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report what it saw through the pipe, then leave without cleanup
+        code = 0
+        try:
+            try:
+                lock.release()
+                code |= 1
+            except fencelock.LockNotOwned:
+                pass
+            try:
+                lock.extend(ttl=1)
+                code |= 2
+            except fencelock.LockNotOwned:
+                pass
+            if lock.held():
+                code |= 4
+            # the child's own locks work normally, waits included
+            own = sync_client.lock("child-own", ttl=5)
+            if not own.acquire(timeout=1):
+                code |= 8
+            own.release()
+        except BaseException:
+            code |= 16
+        os.write(write, bytes([code]))
+        os._exit(0)
+    os.close(write)
+    report = os.read(read, 1)
+    os.waitpid(pid, 0)
+    assert report == b"\x00", f"child misbehaved: {report!r}"
+    assert raw.get(LockKeys.for_name("forked").lock) == held_by_parent
+    assert raw.pttl(LockKeys.for_name("forked").lock) > 1000
+    assert lock.held()
+    lock.release()
