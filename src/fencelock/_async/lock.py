@@ -76,6 +76,10 @@ class AsyncLock:
         self.timeout = validate_timeout(timeout)
         self._client = client
         self._keys = LockKeys.for_name(self.name, client.prefix)
+        # built once: the uncontended cycle is a hot path
+        self._ttl_ms = ttl_to_ms(self.ttl)
+        self._acquire_keys = (self._keys.lock, self._keys.fence)
+        self._lock_key = (self._keys.lock,)
         self._slot: AsyncOwnerSlot[Grant] = AsyncOwnerSlot()
 
     def __repr__(self) -> str:
@@ -137,10 +141,10 @@ class AsyncLock:
         return Grant(holder, result.fence, os.getpid(), lease_deadline(sent_at, self.ttl))
 
     async def _try(self, holder: str) -> Granted | Busy:
-        args = (holder, ttl_to_ms(self.ttl))
+        args = (holder, self._ttl_ms)
         for attempt in range(1, ACQUIRE_ATTEMPTS + 1):
             try:
-                reply = await self._client.run(ACQUIRE, (self._keys.lock, self._keys.fence), args)
+                reply = await self._client.run(ACQUIRE, self._acquire_keys, args)
                 await async_checkpoint()
                 return acquire_reply(reply)
             except TimeoutError as exc:
@@ -161,7 +165,7 @@ class AsyncLock:
     async def _release_script(self, holder: str) -> bool:
         args = (holder, self._keys.channel, self._client.publish_command)
         try:
-            return owned_reply(await self._client.run(RELEASE, (self._keys.lock,), args))
+            return owned_reply(await self._client.run(RELEASE, self._lock_key, args))
         except RedisError as exc:
             raise translate_error(exc, self._keys.lock) from exc
 
@@ -181,7 +185,7 @@ class AsyncLock:
         sent_at = time.monotonic()
         try:
             reply = await self._client.run(
-                EXTEND, (self._keys.lock,), (grant.holder, ttl_to_ms(new_ttl))
+                EXTEND, self._lock_key, (grant.holder, ttl_to_ms(new_ttl))
             )
         except RedisError as exc:
             raise translate_error(exc, self._keys.lock) from exc

@@ -77,6 +77,10 @@ class Lock:
         self.timeout = validate_timeout(timeout)
         self._client = client
         self._keys = LockKeys.for_name(self.name, client.prefix)
+        # built once: the uncontended cycle is a hot path
+        self._ttl_ms = ttl_to_ms(self.ttl)
+        self._acquire_keys = (self._keys.lock, self._keys.fence)
+        self._lock_key = (self._keys.lock,)
         self._slot: SyncOwnerSlot[Grant] = SyncOwnerSlot()
 
     def __repr__(self) -> str:
@@ -138,10 +142,10 @@ class Lock:
         return Grant(holder, result.fence, os.getpid(), lease_deadline(sent_at, self.ttl))
 
     def _try(self, holder: str) -> Granted | Busy:
-        args = (holder, ttl_to_ms(self.ttl))
+        args = (holder, self._ttl_ms)
         for attempt in range(1, ACQUIRE_ATTEMPTS + 1):
             try:
-                reply = self._client.run(ACQUIRE, (self._keys.lock, self._keys.fence), args)
+                reply = self._client.run(ACQUIRE, self._acquire_keys, args)
                 sync_checkpoint()
                 return acquire_reply(reply)
             except TimeoutError as exc:
@@ -162,7 +166,7 @@ class Lock:
     def _release_script(self, holder: str) -> bool:
         args = (holder, self._keys.channel, self._client.publish_command)
         try:
-            return owned_reply(self._client.run(RELEASE, (self._keys.lock,), args))
+            return owned_reply(self._client.run(RELEASE, self._lock_key, args))
         except RedisError as exc:
             raise translate_error(exc, self._keys.lock) from exc
 
@@ -182,7 +186,7 @@ class Lock:
         sent_at = time.monotonic()
         try:
             reply = self._client.run(
-                EXTEND, (self._keys.lock,), (grant.holder, ttl_to_ms(new_ttl))
+                EXTEND, self._lock_key, (grant.holder, ttl_to_ms(new_ttl))
             )
         except RedisError as exc:
             raise translate_error(exc, self._keys.lock) from exc

