@@ -68,6 +68,31 @@ def sync_checkpoint() -> None:
     return None
 
 
+# Whether a lost lock can cancel the code running under it (on_lost_policy="cancel"):
+# an asyncio task can be cancelled, a thread cannot.
+ASYNC_CAN_CANCEL = True
+SYNC_CAN_CANCEL = False
+
+
+def async_current_task() -> asyncio.Task[Any] | None:
+    return asyncio.current_task()
+
+
+def sync_current_task() -> Any:
+    return None
+
+
+def async_uncancel(task: asyncio.Task[Any] | None) -> None:
+    """Withdraw a cancellation the library itself requested (and has now turned into LockLost),
+    so the task's later awaits and timeouts behave as if it never happened."""
+    if task is not None and task.cancelling():
+        task.uncancel()
+
+
+def sync_uncancel(task: None) -> None:
+    return None
+
+
 class AsyncEvent:
     def __init__(self) -> None:
         self._event = asyncio.Event()

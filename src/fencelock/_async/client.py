@@ -6,7 +6,7 @@ wakes every waiter, and (later) the one watchdog that renews every lease.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Self
 
 from redis.exceptions import NoScriptError, RedisError
@@ -24,6 +24,7 @@ from ..keys import (
 from ..scripts import FENCED_SET, Script
 from .lock import AsyncLock
 from .waiter import AsyncWaiter
+from .watchdog import AsyncWatchdog
 
 DEFAULT_SOCKET_TIMEOUT = 5.0
 
@@ -80,6 +81,7 @@ class AsyncLockClient:
         self.redis = _bounded(redis, socket_timeout)
         self._own_pool = self.redis is not redis
         self._waiter = AsyncWaiter(self.redis, confirm_timeout=socket_timeout)
+        self._watchdog = AsyncWatchdog(self)
         self.publish_command = "PUBLISH"
 
     @classmethod
@@ -93,8 +95,28 @@ class AsyncLockClient:
         client._owns_redis = True
         return client
 
-    def lock(self, name: str, ttl: float = 30.0, *, timeout: float | None = None) -> AsyncLock:
-        return AsyncLock(self, name, ttl, timeout=timeout)
+    def lock(
+        self,
+        name: str,
+        ttl: float = 30.0,
+        *,
+        timeout: float | None = None,
+        auto_renew: bool = False,
+        reentrant: bool = False,
+        on_lost: Callable[[AsyncLock], object] | None = None,
+        on_lost_policy: str = "raise",
+    ) -> AsyncLock:
+        """A lock on ``name`` (no request is sent until it is acquired)."""
+        return AsyncLock(
+            self,
+            name,
+            ttl,
+            timeout=timeout,
+            auto_renew=auto_renew,
+            reentrant=reentrant,
+            on_lost=on_lost,
+            on_lost_policy=on_lost_policy,
+        )
 
     @property
     def prefix(self) -> str:
@@ -130,6 +152,7 @@ class AsyncLockClient:
         fenced_set_reply(reply, key, token)
 
     async def close(self) -> None:
+        await self._watchdog.close()
         await self._waiter.close()
         if self._owns_redis or self._own_pool:
             await self.redis.aclose()

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import redis.exceptions
 
-from ..errors import LockConnectionError, LockError, StaleToken
+from ..errors import LockConnectionError, LockError, LockLost, StaleToken
 
 # 20 random bytes = 160 bits from the OS CSPRNG: unguessable, and short in Redis memory.
 HOLDER_TOKEN_BYTES = 20
@@ -41,12 +41,22 @@ def acquire_reply(reply: object) -> Granted | Busy:
     status, value = _int(reply[0]), _int(reply[1])
     if status == 1:
         return Granted(value)
+    if status == -1:
+        # reentrant: the server's hold count is not ours, so our lease expired and was retaken
+        raise LockLost(f"cannot re-enter: the lease had expired (server hold count {value})")
     return Busy(value / 1000 if value >= 0 else None)
 
 
 def owned_reply(reply: object) -> bool:
     """Release and extend scripts answer 1 when the token held the lock, 0 otherwise."""
     return _int(reply) == 1
+
+
+def renew_reply(reply: object, count: int) -> list[bool]:
+    """One flag per lock of a renew batch: still held (and extended) or not."""
+    if not isinstance(reply, list) or len(reply) != count:
+        raise LockError(f"unexpected renew reply {reply!r}")
+    return [_int(r) == 1 for r in reply]
 
 
 def fenced_set_reply(reply: object, key: str, token: int) -> None:

@@ -38,3 +38,27 @@ def lease_deadline(sent_at: float, ttl: float) -> float:
     server started the lease somewhere in between, so this is the conservative end.
     """
     return sent_at + ttl - drift(ttl)
+
+
+# Redisson's default: renew when a third of the lease has passed, so two renewals can fail before
+# the lease runs out.
+RENEW_FRACTION = 1 / 3
+# A renewal that failed (server unreachable) is retried this often, bounded by the lease.
+RENEW_RETRY = 0.5
+# Locks renewed per script call: bounds the time one call blocks the server.
+RENEW_BATCH = 100
+
+
+def next_renewal(sent_at: float, ttl: float) -> float:
+    return sent_at + ttl * RENEW_FRACTION
+
+
+def renewal_due(renew_at: float, ttl: float, now: float) -> bool:
+    """Whether a lease goes into the renewal round happening ``now``. Leases due within the next
+    sixth of their ttl join it early (harmless: the lease just restarts sooner), so leases taken
+    at scattered times fall into step and share batches instead of one call each."""
+    return now >= renew_at - ttl * RENEW_FRACTION / 2
+
+
+def renewal_retry(now: float, ttl: float) -> float:
+    return now + min(RENEW_RETRY, ttl * RENEW_FRACTION / 2)

@@ -7,7 +7,7 @@ wakes every waiter, and (later) the one watchdog that renews every lease.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Self
 
 from redis.exceptions import NoScriptError, RedisError
@@ -25,6 +25,7 @@ from ..keys import (
 from ..scripts import FENCED_SET, Script
 from .lock import Lock
 from .waiter import Waiter
+from .watchdog import Watchdog
 
 DEFAULT_SOCKET_TIMEOUT = 5.0
 
@@ -81,6 +82,7 @@ class LockClient:
         self.redis = _bounded(redis, socket_timeout)
         self._own_pool = self.redis is not redis
         self._waiter = Waiter(self.redis, confirm_timeout=socket_timeout)
+        self._watchdog = Watchdog(self)
         self.publish_command = "PUBLISH"
 
     @classmethod
@@ -94,8 +96,28 @@ class LockClient:
         client._owns_redis = True
         return client
 
-    def lock(self, name: str, ttl: float = 30.0, *, timeout: float | None = None) -> Lock:
-        return Lock(self, name, ttl, timeout=timeout)
+    def lock(
+        self,
+        name: str,
+        ttl: float = 30.0,
+        *,
+        timeout: float | None = None,
+        auto_renew: bool = False,
+        reentrant: bool = False,
+        on_lost: Callable[[Lock], object] | None = None,
+        on_lost_policy: str = "raise",
+    ) -> Lock:
+        """A lock on ``name`` (no request is sent until it is acquired)."""
+        return Lock(
+            self,
+            name,
+            ttl,
+            timeout=timeout,
+            auto_renew=auto_renew,
+            reentrant=reentrant,
+            on_lost=on_lost,
+            on_lost_policy=on_lost_policy,
+        )
 
     @property
     def prefix(self) -> str:
@@ -131,6 +153,7 @@ class LockClient:
         fenced_set_reply(reply, key, token)
 
     def close(self) -> None:
+        self._watchdog.close()
         self._waiter.close()
         if self._owns_redis or self._own_pool:
             self.redis.close()

@@ -17,37 +17,55 @@ Failure timeline of a simple lease, and what each step guards against:
 6. Meanwhile ``check()`` compares the monotonic clock with the local lease deadline (counted from
    when the request was sent, minus a drift allowance): a holder paused past its lease learns it
    before it can act, even if Redis is unreachable.
+7. With ``auto_renew`` the client's watchdog renews the lease; when it cannot, the lock is
+   declared lost once, and the business code hears of it: ``on_lost(lock)``, ``lost``,
+   ``check()``, and on leaving the block per ``on_lost_policy`` ("raise": LockLost, "ignore":
+   carry on, "cancel": asyncio only, the task in the block is cancelled and the block ends with
+   LockLost).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from redis.exceptions import RedisError, TimeoutError
 
-from .._backend import SyncOwnerSlot, sync_checkpoint, sync_shield
+from .._backend import (
+    SYNC_CAN_CANCEL,
+    SyncOwnerSlot,
+    SyncStateLock,
+    sync_checkpoint,
+    sync_current_task,
+    sync_shield,
+    sync_uncancel,
+)
 from .._core.replies import (
     Busy,
     Granted,
     acquire_reply,
     new_holder_token,
-    owned_reply,
+    renew_reply,
     translate_error,
 )
 from .._core.timing import lease_deadline, remaining, retry_delay
 from ..errors import LockError, LockLost, LockNotOwned, LockTimeout
 from ..keys import LockKeys, ttl_to_ms, validate_name, validate_timeout, validate_ttl
-from ..scripts import ACQUIRE, EXTEND, RELEASE
+from ..scripts import ACQUIRE, REENTRANT_ACQUIRE, REENTRANT_RELEASE, RELEASE, RENEW
 
 if TYPE_CHECKING:
     from .client import LockClient
 
+logger = logging.getLogger("fencelock")
+
 # A request that timed out is sent once more with the same holder token (see step 2).
 ACQUIRE_ATTEMPTS: Final = 2
+POLICIES: Final = ("raise", "ignore", "cancel")
 
 
 class _Default:
@@ -57,7 +75,7 @@ class _Default:
 _DEFAULT: Final = _Default()
 
 
-@dataclass(slots=True)
+@dataclass(eq=False, slots=True)
 class Grant:
     """What this process knows about one grant of the lock."""
 
@@ -65,23 +83,47 @@ class Grant:
     fence: int  # the fencing token of this grant
     pid: int  # a forked child must not act on its parent's grant
     deadline: float  # monotonic time until which the lease is certainly ours
+    depth: int = 1  # hold count of a reentrant lock
     lost: bool = False
+    task: Any = None  # the task inside ``async with``, cancelled under on_lost_policy="cancel"
+    cancelled: bool = False  # the library cancelled that task because the lease was lost
 
 
 class Lock:
     def __init__(
-        self, client: LockClient, name: str, ttl: float, *, timeout: float | None
+        self,
+        client: LockClient,
+        name: str,
+        ttl: float,
+        *,
+        timeout: float | None,
+        auto_renew: bool = False,
+        reentrant: bool = False,
+        on_lost: Callable[[Lock], object] | None = None,
+        on_lost_policy: str = "raise",
     ) -> None:
         self.name = validate_name(name)
         self.ttl = validate_ttl(ttl)
         self.timeout = validate_timeout(timeout)
+        if on_lost is not None and not callable(on_lost):
+            raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
+        if on_lost_policy not in POLICIES or (on_lost_policy == "cancel" and not SYNC_CAN_CANCEL):
+            allowed = POLICIES if SYNC_CAN_CANCEL else POLICIES[:2]
+            raise ValueError(f"on_lost_policy must be one of {allowed}, got {on_lost_policy!r}")
+        self.auto_renew = bool(auto_renew)
+        self.reentrant = bool(reentrant)
+        self.on_lost = on_lost
+        self.on_lost_policy = on_lost_policy
         self._client = client
         self._keys = LockKeys.for_name(self.name, client.prefix)
+        self._slot: SyncOwnerSlot[Grant] = SyncOwnerSlot()
+        self._guard = SyncStateLock()
         # built once: the uncontended cycle is a hot path
         self._ttl_ms = ttl_to_ms(self.ttl)
         self._acquire_keys = (self._keys.lock, self._keys.fence)
         self._lock_key = (self._keys.lock,)
-        self._slot: SyncOwnerSlot[Grant] = SyncOwnerSlot()
+        self._acquire_script = REENTRANT_ACQUIRE if reentrant else ACQUIRE
+        self._release_script = REENTRANT_RELEASE if reentrant else RELEASE
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} ttl={self.ttl}>"
@@ -104,8 +146,12 @@ class Lock:
         """Take the lock. ``timeout``: None waits forever, 0 tries once, > 0 waits that long
         (default: the lock's own timeout). Returns whether the lock was acquired."""
         wait = self.timeout if isinstance(timeout, _Default) else validate_timeout(timeout)
-        if self._grant() is not None:
-            raise LockError(f"{self.name!r} is already held by this lock (it is not reentrant)")
+        held = self._grant()
+        if held is not None:
+            if not self.reentrant:
+                raise LockError(f"{self.name!r} is already held by this lock (not reentrant)")
+            self._reenter(held)
+            return True
         holder = new_holder_token()
         deadline = None if wait is None else time.monotonic() + wait
         try:
@@ -117,7 +163,19 @@ class Lock:
         if grant is None:
             return False
         self._slot.set(grant)
+        if self.auto_renew:
+            self._client._watchdog.track(self, grant)
         return True
+
+    def _reenter(self, grant: Grant) -> None:
+        self.check()
+        sent_at = time.monotonic()
+        result = self._try(grant.holder, grant.depth)
+        if isinstance(result, Busy):  # the lease expired and another holder took it
+            self._declare_lost(grant, "re-entry found another holder")
+            raise LockLost(f"cannot re-enter {self.name!r}: the lease was lost")
+        grant.depth += 1
+        grant.deadline = lease_deadline(sent_at, self.ttl)
 
     def _acquire(self, holder: str, deadline: float | None) -> Grant | None:
         sent_at = time.monotonic()
@@ -141,11 +199,13 @@ class Lock:
             return None
         return Grant(holder, result.fence, os.getpid(), lease_deadline(sent_at, self.ttl))
 
-    def _try(self, holder: str) -> Granted | Busy:
-        args = (holder, self._ttl_ms)
+    def _try(self, holder: str, depth: int = 0) -> Granted | Busy:
+        args: tuple[str | int, ...] = (holder, self._ttl_ms)
+        if self.reentrant:
+            args += (depth,)
         for attempt in range(1, ACQUIRE_ATTEMPTS + 1):
             try:
-                reply = self._client.run(ACQUIRE, self._acquire_keys, args)
+                reply = self._client.run(self._acquire_script, self._acquire_keys, args)
                 sync_checkpoint()
                 return acquire_reply(reply)
             except TimeoutError as exc:
@@ -157,26 +217,35 @@ class Lock:
 
     def _release_quietly(self, holder: str) -> bool:
         try:
-            return self._release_script(holder)
+            return self._release_once(holder) == 1
         except (RedisError, LockError):
             return False  # the server is unreachable: the lease expires on its own
 
     # -- release / extend ------------------------------------------------------------------
 
-    def _release_script(self, holder: str) -> bool:
+    def _release_once(self, holder: str) -> int:
+        """1: released, 2: a reentrant hold left but still held, 0: not held by ``holder``."""
         args = (holder, self._keys.channel, self._client.publish_command)
         try:
-            return owned_reply(self._client.run(RELEASE, self._lock_key, args))
+            reply = self._client.run(self._release_script, self._lock_key, args)
         except RedisError as exc:
             raise translate_error(exc, self._keys.lock) from exc
+        return int(reply)
 
     def release(self) -> None:
-        """Give the lock up. Raises ``LockNotOwned`` (deleting nothing) if this lock does not hold
-        it, including when its lease has expired meanwhile."""
+        """Give the lock up (a reentrant lock: leave one hold). Raises ``LockNotOwned``
+        (deleting nothing) if this lock does not hold it, ``LockLost`` if its lease expired."""
         grant = self._owned_grant("release")
+        if grant.depth > 1:
+            grant.depth -= 1
+            if sync_shield(self._release_once(grant.holder)) == 0:
+                self._declare_lost(grant, "found gone at release")
+                raise LockLost(f"{self.name!r} was no longer held: its lease had expired")
+            return
         # Forget the grant first: whatever happens below, this object no longer holds it.
         self._slot.set(None)
-        if not sync_shield(self._release_script(grant.holder)):
+        self._client._watchdog.untrack(grant)
+        if sync_shield(self._release_once(grant.holder)) == 0:
             raise LockLost(f"{self.name!r} was no longer held when released: its lease had expired")
 
     def extend(self, ttl: float | None = None) -> None:
@@ -186,14 +255,33 @@ class Lock:
         sent_at = time.monotonic()
         try:
             reply = self._client.run(
-                EXTEND, self._lock_key, (grant.holder, ttl_to_ms(new_ttl))
+                RENEW, self._lock_key, (grant.holder, ttl_to_ms(new_ttl))
             )
         except RedisError as exc:
             raise translate_error(exc, self._keys.lock) from exc
-        if not owned_reply(reply):
-            grant.lost = True
+        if not renew_reply(reply, 1)[0]:
+            self._declare_lost(grant, "found gone at extend")
             raise LockLost(f"cannot extend {self.name!r}: its lease had already expired")
         grant.deadline = lease_deadline(sent_at, new_ttl)
+
+    # -- loss --------------------------------------------------------------------------------
+
+    def _declare_lost(self, grant: Grant, reason: str) -> None:
+        """Mark ``grant`` lost and signal it, once (from the watchdog or from the caller)."""
+        with self._guard:
+            if grant.lost:
+                return
+            grant.lost = True
+        self._client._watchdog.untrack(grant)
+        logger.warning("fencelock: lock %r lost: %s", self.name, reason)
+        if self.on_lost is not None:
+            try:
+                self.on_lost(self)
+            except Exception:
+                logger.exception("fencelock: on_lost callback of %r raised", self.name)
+        if self.on_lost_policy == "cancel" and grant.task is not None:
+            grant.cancelled = True
+            grant.task.cancel()
 
     # -- state -----------------------------------------------------------------------------
 
@@ -203,15 +291,16 @@ class Lock:
         if grant is None:
             return False
         try:
-            value = self._client.redis.get(self._keys.lock)
+            if self.reentrant:
+                ok = bool(self._client.redis.hexists(self._keys.lock, grant.holder))
+            else:
+                value = self._client.redis.get(self._keys.lock)
+                ok = (value.decode() if isinstance(value, bytes) else value) == grant.holder
         except RedisError as exc:
             raise translate_error(exc, self._keys.lock) from exc
-        if isinstance(value, bytes):
-            value = value.decode()
-        if value != grant.holder:
-            grant.lost = True
-            return False
-        return True
+        if not ok:
+            self._declare_lost(grant, "found gone by held()")
+        return ok
 
     @property
     def token(self) -> int:
@@ -225,7 +314,7 @@ class Lock:
         if grant is None:
             return False
         if not grant.lost and time.monotonic() >= grant.deadline:
-            grant.lost = True
+            self._declare_lost(grant, "its lease ran out (local deadline)")
         return grant.lost
 
     def check(self) -> None:
@@ -240,6 +329,9 @@ class Lock:
     def __enter__(self) -> Lock:
         if not self.acquire():
             raise LockTimeout(f"{self.name!r} not acquired within {self.timeout} s")
+        grant = self._grant()
+        if grant is not None and grant.depth == 1:
+            grant.task = sync_current_task()
         return self
 
     def __exit__(
@@ -248,10 +340,22 @@ class Lock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        grant = self._grant()
+        if grant is None:
+            return  # released inside the block
+        by_us = grant.cancelled and grant.depth == 1
+        if by_us:
+            sync_uncancel(grant.task)  # our cancellation becomes LockLost below
+        loss: LockNotOwned | None = None
         try:
             self.release()
-        except LockNotOwned as loss:
-            if exc is None:
-                raise
-            # The body's own error is the one to see; the loss rides along as a note.
-            exc.add_note(f"fencelock: {loss}")
+        except LockNotOwned as error:
+            loss = error
+        if loss is None and grant.lost:
+            loss = LockLost(f"{self.name!r}: the lease was lost while the block ran")
+        if loss is None or self.on_lost_policy == "ignore":
+            return
+        if exc is None or by_us:
+            raise loss from exc
+        # The body's own error is the one to see; the loss rides along as a note.
+        exc.add_note(f"fencelock: {loss}")

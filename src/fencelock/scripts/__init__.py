@@ -21,5 +21,7 @@ def _load(name: str) -> Script:
 
 ACQUIRE = _load("acquire")
 RELEASE = _load("release")
-EXTEND = _load("extend")
+RENEW = _load("renew")
+REENTRANT_ACQUIRE = _load("reentrant_acquire")
+REENTRANT_RELEASE = _load("reentrant_release")
 FENCED_SET = _load("fenced_set")

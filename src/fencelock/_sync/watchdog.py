@@ -1,0 +1,151 @@
+# GENERATED from src/fencelock/_async/watchdog.py by tools/gen_sync.py: edit that file instead.
+"""One watchdog per client renews every auto-renewed lease, and declares the lost ones lost.
+
+Failure timeline it guards against: the work outlives the lease. Every lease is renewed when a
+third of it has passed (Redisson's schedule), so two renewals can fail before it runs out; all
+leases due together go to the server in one script call per batch of up to 100. A renewal that
+finds the lock gone or held by another holder declares it lost at once. When renewals fail
+(server down, network cut) the lease is declared lost at its local deadline, counted on this
+host's monotonic clock from when the last successful renewal was *sent*, minus a drift allowance:
+no later than the moment another client could acquire it. One task (asyncio) or one thread
+(sync) serves every lease of the client: 10,000 leases are not 10,000 timers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from redis.exceptions import RedisError
+
+from .._backend import SyncBackground, SyncEvent, SyncStateLock, sync_sleep
+from .._core.replies import renew_reply
+from .._core.timing import (
+    RENEW_BATCH,
+    RENEW_RETRY,
+    lease_deadline,
+    next_renewal,
+    renewal_due,
+    renewal_retry,
+)
+from ..errors import LockError
+from ..keys import ttl_to_ms
+from ..scripts import RENEW
+
+if TYPE_CHECKING:
+    from .client import LockClient
+    from .lock import Lock, Grant
+
+
+logger = logging.getLogger("fencelock")
+
+
+@dataclass(eq=False, slots=True)
+class Lease:
+    lock: Lock
+    grant: Grant
+    renew_at: float  # monotonic
+
+
+@dataclass
+class RenewStats:
+    calls: int = 0  # renew script calls sent
+    renewed: int = 0  # leases extended
+    lost: int = 0  # leases declared lost
+
+
+class Watchdog:
+    def __init__(self, client: LockClient) -> None:
+        self._client = client
+        self._guard = SyncStateLock()
+        self._wake = SyncEvent()
+        self._worker = SyncBackground("fencelock-watchdog")
+        self._pid = os.getpid()
+        self._closing = False
+        self._leases: dict[Grant, Lease] = {}
+        self.stats = RenewStats()
+
+    def __len__(self) -> int:
+        return len(self._leases)
+
+    def track(self, lock: Lock, grant: Grant) -> None:
+        with self._guard:
+            if self._pid != os.getpid():
+                # A forked child: the parent's leases are the parent's to renew, and its
+                # watchdog thread does not exist here.
+                self._pid = os.getpid()
+                self._leases = {}
+                self._guard = SyncStateLock()
+                self._worker = SyncBackground("fencelock-watchdog")
+            self._leases[grant] = Lease(lock, grant, next_renewal(time.monotonic(), lock.ttl))
+        if not self._worker.running():
+            self._closing = False
+            self._worker.start(self._run)
+        self._wake.set()
+
+    def untrack(self, grant: Grant) -> None:
+        with self._guard:
+            self._leases.pop(grant, None)
+
+    def _run(self) -> None:
+        while not self._closing:
+            try:
+                self._round()
+            except Exception:  # a bug here must not silently end renewals for every lock
+                logger.exception("fencelock watchdog round failed")
+                sync_sleep(RENEW_RETRY)
+
+    def _round(self) -> None:
+        self._wake.clear()  # before looking: a lease tracked from now on wakes the next wait
+        now = time.monotonic()
+        with self._guard:
+            due = [le for le in self._leases.values() if renewal_due(le.renew_at, le.lock.ttl, now)]
+        for start in range(0, len(due), RENEW_BATCH):
+            self._renew(due[start : start + RENEW_BATCH])
+        now = time.monotonic()
+        with self._guard:
+            expired = [lease for lease in self._leases.values() if now >= lease.grant.deadline]
+        for lease in expired:
+            self._lose(lease, "its lease ran out before a renewal was confirmed")
+        with self._guard:
+            times = [min(le.renew_at, le.grant.deadline) for le in self._leases.values()]
+        self._wake.wait(max(0.0, min(times) - time.monotonic()) if times else None)
+
+    def _renew(self, batch: list[Lease]) -> None:
+        keys = [lease.lock._keys.lock for lease in batch]
+        args: list[str | int] = []
+        for lease in batch:
+            args += (lease.grant.holder, ttl_to_ms(lease.lock.ttl))
+        sent_at = time.monotonic()
+        self.stats.calls += 1
+        try:
+            held = renew_reply(self._client.run(RENEW, keys, args), len(batch))
+        except (RedisError, LockError):
+            now = time.monotonic()
+            for lease in batch:
+                lease.renew_at = renewal_retry(now, lease.lock.ttl)
+            return
+        for lease, ok in zip(batch, held, strict=True):
+            if ok:
+                self.stats.renewed += 1
+                lease.grant.deadline = lease_deadline(sent_at, lease.lock.ttl)
+                lease.renew_at = next_renewal(sent_at, lease.lock.ttl)
+            else:
+                self._lose(lease, "the lock was gone or held by another holder at renewal")
+
+    def _lose(self, lease: Lease, reason: str) -> None:
+        with self._guard:
+            if self._leases.pop(lease.grant, None) is None:
+                return  # released meanwhile: a renewal answered after release is no loss
+        self.stats.lost += 1
+        lease.lock._declare_lost(lease.grant, reason)
+
+    def close(self) -> None:
+        self._closing = True
+        self._wake.set()
+        self._worker.stop(2.0)
+        with self._guard:
+            self._leases.clear()

@@ -1,0 +1,20 @@
+-- Leave a reentrant lock once; release it (and wake the waiters) when the last hold is left.
+--
+-- KEYS[1]  lock key (hash holder -> hold count)
+-- ARGV[1]  holder token
+-- ARGV[2]  wake-up channel (same hash tag as KEYS[1])
+-- ARGV[3]  'PUBLISH', or 'SPUBLISH' on a Cluster with sharded pub/sub
+--
+-- Returns 1 when released, 2 when still held (count decremented), 0 when ARGV[1] does not hold
+-- the lock (nothing is touched then).
+local count = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+if count == 0 then
+  return 0
+end
+if count > 1 then
+  redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
+  return 2
+end
+redis.call('DEL', KEYS[1])
+redis.call(ARGV[3], ARGV[2], '1')
+return 1

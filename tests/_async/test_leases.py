@@ -1,0 +1,192 @@
+"""Leases that last as long as the work: watchdog, loss signals, reentrancy.
+Sync twin generated into tests/_sync by tools/gen_sync.py."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+import fencelock
+from fencelock._async.client import AsyncLockClient
+from fencelock._async.lock import AsyncLock
+from fencelock._embedded import EmbeddedServer
+from fencelock.keys import LockKeys
+from tests.concurrency import async_until
+
+
+def key(name: str) -> str:
+    return LockKeys.for_name(name).lock
+
+
+async def test_watchdog_keeps_lease_alive_past_ttl(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    lock = async_client.lock("renewed", ttl=0.6, auto_renew=True)
+    async with lock:
+        # three renewals at ttl/3 each: the lease has outlived its original ttl
+        await async_until(lambda: async_client._watchdog.stats.renewed >= 4)
+        assert await lock.held() and not lock.lost
+        lock.check()
+        assert 0 < raw.pttl(key("renewed")) <= 600
+    assert not raw.exists(key("renewed"))
+    assert len(async_client._watchdog) == 0  # released: no longer renewed
+
+
+async def test_deleted_key_is_signalled(async_client: AsyncLockClient, raw: redis.Redis) -> None:
+    seen: list[AsyncLock] = []
+    lock = async_client.lock("flushed", ttl=0.6, auto_renew=True, on_lost=seen.append)
+    with pytest.raises(fencelock.LockLost):
+        async with lock:
+            token = lock.token
+            raw.flushall()
+            await async_until(lambda: bool(seen))
+            assert seen == [lock] and lock.lost
+            with pytest.raises(fencelock.LockLost):
+                lock.check()
+            assert lock.token == token  # still readable, for a fenced write to be refused
+    assert seen == [lock]  # once
+    assert async_client._watchdog.stats.lost == 1
+
+
+async def test_ignore_policy_carries_on(async_client: AsyncLockClient, raw: redis.Redis) -> None:
+    seen: list[AsyncLock] = []
+    lock = async_client.lock(
+        "carry", ttl=0.6, auto_renew=True, on_lost=seen.append, on_lost_policy="ignore"
+    )
+    async with lock:
+        raw.delete(key("carry"))
+        await async_until(lambda: bool(seen))
+        assert lock.lost
+    # leaving the block raised nothing, and nothing of anyone else was deleted
+
+
+async def test_taken_over_lock_is_signalled_and_not_touched(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    seen: list[AsyncLock] = []
+    lock = async_client.lock("stolen", ttl=0.6, auto_renew=True, on_lost=seen.append)
+    await lock.acquire(0)
+    raw.set(key("stolen"), "another-holder", px=60000)
+    await async_until(lambda: bool(seen))
+    assert raw.get(key("stolen")) == "another-holder" and raw.pttl(key("stolen")) > 600
+    with pytest.raises(fencelock.LockLost):
+        await lock.release()
+    assert raw.get(key("stolen")) == "another-holder"
+
+
+async def test_failing_callback_does_not_stop_the_watchdog(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    def explode(lock: AsyncLock) -> None:
+        raise RuntimeError("callback bug")
+
+    seen: list[AsyncLock] = []
+    first = async_client.lock("first", ttl=0.6, auto_renew=True, on_lost=explode)
+    second = async_client.lock("second", ttl=0.6, auto_renew=True, on_lost=seen.append)
+    await first.acquire(0)
+    await second.acquire(0)
+    raw.delete(key("first"))
+    await async_until(lambda: first.lost)
+    raw.delete(key("second"))
+    await async_until(lambda: bool(seen))
+    assert second.lost
+
+
+async def test_unreachable_server_lost_by_local_deadline(fresh_server: EmbeddedServer) -> None:
+    client = AsyncLockClient.from_url(fresh_server.url, socket_timeout=0.2)
+    seen: list[float] = []
+    lock = client.lock("hung", ttl=1.0, auto_renew=True, on_lost=lambda lk: seen.append(1.0))
+    await lock.acquire(0)
+    fresh_server.pause()
+    try:
+        await async_until(lambda: bool(seen))
+        # signalled while the server was still unreachable: the local deadline, not Redis, told
+        assert lock.lost
+        with pytest.raises(fencelock.LockLost):
+            lock.check()
+    finally:
+        fresh_server.resume()
+    await client.close()
+
+
+async def test_many_leases_one_watchdog_batched(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    locks = [async_client.lock(f"many-{i}", ttl=1.5, auto_renew=True) for i in range(250)]
+    for lock in locks:
+        assert await lock.acquire(0)
+    stats = async_client._watchdog.stats
+    await async_until(lambda: stats.renewed >= 3 * 250)
+    # batches of at most 100 locks: 250 due together take 3 calls, not 250
+    assert stats.calls <= stats.renewed / 50
+    assert stats.lost == 0
+    for lock in locks:
+        await lock.release()
+    assert raw.dbsize() == 250  # only the fencing counters remain
+
+
+async def test_reentrant_lock(async_client: AsyncLockClient, raw: redis.Redis) -> None:
+    lock = async_client.lock("again", ttl=10, reentrant=True)
+    assert await lock.acquire(0)
+    token = lock.token
+    assert await lock.acquire(0)
+    assert lock.token == token  # a re-entry keeps the outer grant's token
+    async with lock:
+        assert lock.token == token
+        assert int(raw.hvals(key("again"))[0]) == 3
+    other = async_client.lock("again", ttl=10, reentrant=True)
+    assert not await other.acquire(0)  # another owner is refused
+    await lock.release()
+    assert await lock.held()
+    await lock.release()
+    assert not raw.exists(key("again"))
+    with pytest.raises(fencelock.LockNotOwned):
+        await lock.release()
+    assert await other.acquire(0) and other.token > token
+    await other.release()
+
+
+async def test_reentrant_retry_does_not_count_twice(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    lock = async_client.lock("retry", ttl=10, reentrant=True)
+    first = await lock._try("holder", 0)
+    assert await lock._try("holder", 0) == first  # the same request again: no second hold
+    assert raw.hget(key("retry"), "holder") == "1"
+    assert await lock._try("holder", 1) == first  # a real re-entry
+    assert raw.hget(key("retry"), "holder") == "2"
+    with pytest.raises(fencelock.LockLost):
+        await lock._try("holder", 5)  # a holder whose count is not the server's has lost it
+
+
+async def test_reentrant_lock_is_renewed_and_loss_seen(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    seen: list[AsyncLock] = []
+    lock = async_client.lock("rr", ttl=0.6, reentrant=True, auto_renew=True, on_lost=seen.append)
+    await lock.acquire(0)
+    await lock.acquire(0)
+    await async_until(lambda: async_client._watchdog.stats.renewed >= 3)
+    assert await lock.held()
+    raw.delete(key("rr"))
+    await async_until(lambda: bool(seen))
+    with pytest.raises(fencelock.LockLost):
+        await lock.acquire(0)
+
+
+async def test_simple_and_reentrant_do_not_mix(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    simple = async_client.lock("mixed", ttl=10)
+    await simple.acquire(0)
+    with pytest.raises(fencelock.LockError):
+        await async_client.lock("mixed", ttl=10, reentrant=True).acquire(0)
+    assert await simple.held()
+    await simple.release()
+
+
+async def test_bad_policy(async_client: AsyncLockClient) -> None:
+    with pytest.raises(ValueError, match="on_lost_policy"):
+        async_client.lock("p", on_lost_policy="explode")
+    with pytest.raises(TypeError, match="on_lost"):
+        async_client.lock("p", on_lost=42)  # type: ignore[arg-type]

@@ -1,0 +1,193 @@
+# GENERATED from tests/_async/test_leases.py by tools/gen_sync.py: edit that file instead.
+"""Leases that last as long as the work: watchdog, loss signals, reentrancy.
+Sync twin generated into tests/_sync by tools/gen_sync.py."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+import fencelock
+from fencelock._sync.client import LockClient
+from fencelock._sync.lock import Lock
+from fencelock._embedded import EmbeddedServer
+from fencelock.keys import LockKeys
+from tests.concurrency import sync_until
+
+
+def key(name: str) -> str:
+    return LockKeys.for_name(name).lock
+
+
+def test_watchdog_keeps_lease_alive_past_ttl(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    lock = sync_client.lock("renewed", ttl=0.6, auto_renew=True)
+    with lock:
+        # three renewals at ttl/3 each: the lease has outlived its original ttl
+        sync_until(lambda: sync_client._watchdog.stats.renewed >= 4)
+        assert lock.held() and not lock.lost
+        lock.check()
+        assert 0 < raw.pttl(key("renewed")) <= 600
+    assert not raw.exists(key("renewed"))
+    assert len(sync_client._watchdog) == 0  # released: no longer renewed
+
+
+def test_deleted_key_is_signalled(sync_client: LockClient, raw: redis.Redis) -> None:
+    seen: list[Lock] = []
+    lock = sync_client.lock("flushed", ttl=0.6, auto_renew=True, on_lost=seen.append)
+    with pytest.raises(fencelock.LockLost):
+        with lock:
+            token = lock.token
+            raw.flushall()
+            sync_until(lambda: bool(seen))
+            assert seen == [lock] and lock.lost
+            with pytest.raises(fencelock.LockLost):
+                lock.check()
+            assert lock.token == token  # still readable, for a fenced write to be refused
+    assert seen == [lock]  # once
+    assert sync_client._watchdog.stats.lost == 1
+
+
+def test_ignore_policy_carries_on(sync_client: LockClient, raw: redis.Redis) -> None:
+    seen: list[Lock] = []
+    lock = sync_client.lock(
+        "carry", ttl=0.6, auto_renew=True, on_lost=seen.append, on_lost_policy="ignore"
+    )
+    with lock:
+        raw.delete(key("carry"))
+        sync_until(lambda: bool(seen))
+        assert lock.lost
+    # leaving the block raised nothing, and nothing of anyone else was deleted
+
+
+def test_taken_over_lock_is_signalled_and_not_touched(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    seen: list[Lock] = []
+    lock = sync_client.lock("stolen", ttl=0.6, auto_renew=True, on_lost=seen.append)
+    lock.acquire(0)
+    raw.set(key("stolen"), "another-holder", px=60000)
+    sync_until(lambda: bool(seen))
+    assert raw.get(key("stolen")) == "another-holder" and raw.pttl(key("stolen")) > 600
+    with pytest.raises(fencelock.LockLost):
+        lock.release()
+    assert raw.get(key("stolen")) == "another-holder"
+
+
+def test_failing_callback_does_not_stop_the_watchdog(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    def explode(lock: Lock) -> None:
+        raise RuntimeError("callback bug")
+
+    seen: list[Lock] = []
+    first = sync_client.lock("first", ttl=0.6, auto_renew=True, on_lost=explode)
+    second = sync_client.lock("second", ttl=0.6, auto_renew=True, on_lost=seen.append)
+    first.acquire(0)
+    second.acquire(0)
+    raw.delete(key("first"))
+    sync_until(lambda: first.lost)
+    raw.delete(key("second"))
+    sync_until(lambda: bool(seen))
+    assert second.lost
+
+
+def test_unreachable_server_lost_by_local_deadline(fresh_server: EmbeddedServer) -> None:
+    client = LockClient.from_url(fresh_server.url, socket_timeout=0.2)
+    seen: list[float] = []
+    lock = client.lock("hung", ttl=1.0, auto_renew=True, on_lost=lambda lk: seen.append(1.0))
+    lock.acquire(0)
+    fresh_server.pause()
+    try:
+        sync_until(lambda: bool(seen))
+        # signalled while the server was still unreachable: the local deadline, not Redis, told
+        assert lock.lost
+        with pytest.raises(fencelock.LockLost):
+            lock.check()
+    finally:
+        fresh_server.resume()
+    client.close()
+
+
+def test_many_leases_one_watchdog_batched(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    locks = [sync_client.lock(f"many-{i}", ttl=1.5, auto_renew=True) for i in range(250)]
+    for lock in locks:
+        assert lock.acquire(0)
+    stats = sync_client._watchdog.stats
+    sync_until(lambda: stats.renewed >= 3 * 250)
+    # batches of at most 100 locks: 250 due together take 3 calls, not 250
+    assert stats.calls <= stats.renewed / 50
+    assert stats.lost == 0
+    for lock in locks:
+        lock.release()
+    assert raw.dbsize() == 250  # only the fencing counters remain
+
+
+def test_reentrant_lock(sync_client: LockClient, raw: redis.Redis) -> None:
+    lock = sync_client.lock("again", ttl=10, reentrant=True)
+    assert lock.acquire(0)
+    token = lock.token
+    assert lock.acquire(0)
+    assert lock.token == token  # a re-entry keeps the outer grant's token
+    with lock:
+        assert lock.token == token
+        assert int(raw.hvals(key("again"))[0]) == 3
+    other = sync_client.lock("again", ttl=10, reentrant=True)
+    assert not other.acquire(0)  # another owner is refused
+    lock.release()
+    assert lock.held()
+    lock.release()
+    assert not raw.exists(key("again"))
+    with pytest.raises(fencelock.LockNotOwned):
+        lock.release()
+    assert other.acquire(0) and other.token > token
+    other.release()
+
+
+def test_reentrant_retry_does_not_count_twice(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    lock = sync_client.lock("retry", ttl=10, reentrant=True)
+    first = lock._try("holder", 0)
+    assert lock._try("holder", 0) == first  # the same request again: no second hold
+    assert raw.hget(key("retry"), "holder") == "1"
+    assert lock._try("holder", 1) == first  # a real re-entry
+    assert raw.hget(key("retry"), "holder") == "2"
+    with pytest.raises(fencelock.LockLost):
+        lock._try("holder", 5)  # a holder whose count is not the server's has lost it
+
+
+def test_reentrant_lock_is_renewed_and_loss_seen(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    seen: list[Lock] = []
+    lock = sync_client.lock("rr", ttl=0.6, reentrant=True, auto_renew=True, on_lost=seen.append)
+    lock.acquire(0)
+    lock.acquire(0)
+    sync_until(lambda: sync_client._watchdog.stats.renewed >= 3)
+    assert lock.held()
+    raw.delete(key("rr"))
+    sync_until(lambda: bool(seen))
+    with pytest.raises(fencelock.LockLost):
+        lock.acquire(0)
+
+
+def test_simple_and_reentrant_do_not_mix(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    simple = sync_client.lock("mixed", ttl=10)
+    simple.acquire(0)
+    with pytest.raises(fencelock.LockError):
+        sync_client.lock("mixed", ttl=10, reentrant=True).acquire(0)
+    assert simple.held()
+    simple.release()
+
+
+def test_bad_policy(sync_client: LockClient) -> None:
+    with pytest.raises(ValueError, match="on_lost_policy"):
+        sync_client.lock("p", on_lost_policy="explode")
+    with pytest.raises(TypeError, match="on_lost"):
+        sync_client.lock("p", on_lost=42)  # type: ignore[arg-type]
