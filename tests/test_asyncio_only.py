@@ -153,3 +153,26 @@ async def test_many_waiters_share_one_pubsub_connection(
     await holder.release()
     tokens = await asyncio.gather(*tasks)
     assert len(set(tokens)) == 20
+
+
+async def test_cancel_policy_cancels_the_block(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    lock = async_client.lock("cancelled", ttl=0.6, auto_renew=True, on_lost_policy="cancel")
+    reached_end = False
+    with pytest.raises(fencelock.LockLost):
+        async with lock:
+            raw.delete(LockKeys.for_name("cancelled").lock)
+            await asyncio.sleep(3600)  # the long work, cut short when the lease is lost
+            reached_end = True
+    assert not reached_end
+    task = asyncio.current_task()
+    assert task is not None and task.cancelling() == 0  # the library's cancel was withdrawn
+    await asyncio.sleep(0)  # and the task goes on normally
+
+
+async def test_cancel_policy_is_asyncio_only() -> None:
+    import fencelock as sync_api
+
+    with pytest.raises(ValueError, match="on_lost_policy"):
+        sync_api.LockClient.from_url("redis://127.0.0.1:1/0").lock("x", on_lost_policy="cancel")
