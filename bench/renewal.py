@@ -33,7 +33,8 @@ def run(url: str, locks: int, ttl: float, seconds: float) -> None:
     print(f"ttl / renewal period:      {ttl} s / {ttl / 3:.2f} s, window {seconds} s")
     print(f"renew script calls:        {calls} ({calls / periods:.1f} per period)")
     print(f"calls per 100 locks/period: {100 * calls / periods / locks:.2f}")
-    print(f"locks renewed:             {renewed} ({renewed / periods / locks:.2f} per lock per period)")
+    per_lock = renewed / periods / locks
+    print(f"locks renewed:             {renewed} ({per_lock:.2f} per lock per period)")
     print(f"leases lost (misses):      {stats.lost}")
     print(f"extra threads:             {threading.active_count() - threads_before}")
     for lock in held:
