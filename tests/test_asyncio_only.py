@@ -176,3 +176,24 @@ async def test_cancel_policy_is_asyncio_only() -> None:
 
     with pytest.raises(ValueError, match="on_lost_policy"):
         sync_api.LockClient.from_url("redis://127.0.0.1:1/0").lock("x", on_lost_policy="cancel")
+
+
+async def test_reentrant_lock_belongs_to_its_task(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    lock = async_client.lock("re-task", ttl=30, reentrant=True)
+    assert await lock.acquire(0)
+
+    async def same_task_again() -> int:
+        assert await lock.acquire(0)  # a task spawned by the holder shares its grant
+        return lock.token
+
+    async def another_task() -> bool:
+        return await lock.acquire(timeout=0)
+
+    assert await asyncio.create_task(same_task_again()) == lock.token
+    fresh = asyncio.get_running_loop().create_task(another_task(), context=contextvars.Context())
+    assert await fresh is False  # another holder, refused
+    await lock.release()
+    await lock.release()
+    assert not raw.exists(LockKeys.for_name("re-task").lock)

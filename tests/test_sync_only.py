@@ -94,3 +94,20 @@ def test_forked_child_never_acts_on_parents_grant(
     assert raw.pttl(LockKeys.for_name("forked").lock) > 1000
     assert lock.held()
     lock.release()
+
+
+def test_reentrant_lock_object_shared_by_threads(
+    sync_client: fencelock.LockClient, raw: redis.Redis
+) -> None:
+    from tests.concurrency import SyncCall
+
+    lock = sync_client.lock("re-thread", ttl=30, reentrant=True)
+    assert lock.acquire(0)
+    # the sync holder is the lock object: another thread using it re-enters
+    assert SyncCall(lambda: lock.acquire(0)).result() is True
+    other = sync_client.lock("re-thread", ttl=30, reentrant=True)
+    assert SyncCall(lambda: other.acquire(0)).result() is False
+    lock.release()
+    assert lock.held()
+    lock.release()
+    assert not raw.exists(LockKeys.for_name("re-thread").lock)
