@@ -1,0 +1,339 @@
+"""``fencelock run``: run a command while holding a lock, like ``flock(1)`` across hosts.
+
+The lock is taken with ``auto_renew=True``, so the client's watchdog keeps the lease alive for as
+long as the command runs; the command sees the grant's fencing token as ``FENCELOCK_TOKEN``.
+
+Who waits for what: the main thread blocks on one event, set either by a thread that does
+``proc.wait()`` or by ``on_lost`` (called from the watchdog thread). Signal handlers run in the
+main thread while it waits, and forward SIGINT/SIGTERM/SIGHUP to the command.
+
+The command runs in a process group of its own, so that a signal (forwarded, or SIGTERM/SIGKILL
+after the lease was lost) reaches the whole tree it started, not only its first process. When
+``fencelock run`` is in the foreground of a terminal, that group is made the terminal's
+foreground group while the command runs, so it can read from the terminal and gets Ctrl-C
+directly.
+
+Exit statuses (sysexits.h): COMMAND's own status (128 + N for death by signal N, like a shell),
+or 64 bad usage, 69 no server reachable, 70 lease lost while COMMAND ran, 75 lock busy until
+``--timeout``, 126/127 COMMAND could not be executed / was not found (like a shell).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from types import FrameType
+from typing import Final
+from urllib.parse import urlsplit
+
+from . import LockClient
+from ._sync.lock import Lock
+from .errors import LockConnectionError, LockError, LockNotOwned
+
+EX_USAGE: Final = 64
+EX_UNAVAILABLE: Final = 69
+EX_SOFTWARE: Final = 70
+EX_TEMPFAIL: Final = 75
+EX_NOEXEC: Final = 126  # found but could not be executed, as in sh
+EX_NOTFOUND: Final = 127  # not found, as in sh
+
+DEFAULT_URL: Final = "redis://127.0.0.1:6379/0"
+DEFAULT_GRACE: Final = 10.0
+FORWARDED: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def default_url(environ: Mapping[str, str] = os.environ) -> str:
+    """``$FENCELOCK_URL``, then ``$REDIS_URL``, then the local default server."""
+    return environ.get("FENCELOCK_URL") or environ.get("REDIS_URL") or DEFAULT_URL
+
+
+def redact(url: str) -> str:
+    """``url`` without its password, for messages."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+    except ValueError:
+        return url.rpartition("@")[2]
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=f"{user}:***@{host}").geturl()
+
+
+def say(message: str) -> None:
+    print(f"fencelock run: {message}", file=sys.stderr, flush=True)
+
+
+def exit_status(returncode: int) -> int:
+    """A ``Popen.returncode`` as a shell reports it: death by signal N is 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def signal_group(pgid: int, signum: int) -> None:
+    """Send ``signum`` to every process of the group that COMMAND leads; a group already gone
+    is not an error. (If COMMAND moved to another group, it still gets the signal itself.)"""
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        with suppress(ProcessLookupError, PermissionError):
+            os.kill(pgid, signum)
+    except PermissionError:
+        pass
+
+
+class _Interrupted(BaseException):
+    """A forwarded signal arrived while waiting for the lock: give up waiting."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextmanager
+def _handling(
+    signals: Sequence[int], handler: Callable[[int, FrameType | None], None]
+) -> Iterator[None]:
+    """Install ``handler`` for ``signals`` (except those ignored, as under nohup: the command
+    inherits that), restoring the previous handlers afterwards."""
+    previous: dict[int, Callable[[int, FrameType | None], object] | int] = {}
+    for signum in signals:
+        current = signal.getsignal(signum)
+        if current == signal.SIG_IGN:
+            continue
+        previous[signum] = signal.SIG_DFL if current is None else current
+        signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+class _Terminal:
+    """The controlling terminal, when this process is in its foreground: the command's group is
+    given the foreground while it runs (so that it may read from the terminal), then taken back."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    @classmethod
+    def if_foreground(cls) -> _Terminal | None:
+        try:
+            fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError:
+            return None  # no controlling terminal: cron, systemd, CI
+        try:
+            if os.tcgetpgrp(fd) == os.getpgrp():
+                return cls(fd)
+        except OSError:
+            pass
+        os.close(fd)
+        return None
+
+    def _set_foreground(self, pgid: int) -> None:
+        # From the background tcsetpgrp() would stop us with SIGTTOU unless it is ignored.
+        old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+        try:
+            with suppress(OSError):
+                os.tcsetpgrp(self.fd, pgid)
+        finally:
+            signal.signal(signal.SIGTTOU, old)
+
+    def give(self, pgid: int) -> None:
+        self._set_foreground(pgid)
+        # It may have tried to use the terminal before it had it, and been stopped (SIGTTIN).
+        signal_group(pgid, signal.SIGCONT)
+
+    def take_back(self) -> None:
+        self._set_foreground(os.getpgrp())
+        os.close(self.fd)
+
+
+class Runner:
+    """One ``fencelock run``: acquire, start COMMAND, supervise it, release."""
+
+    def __init__(
+        self,
+        name: str,
+        command: Sequence[str],
+        *,
+        ttl: float,
+        timeout: float | None,
+        grace: float,
+        url: str,
+    ) -> None:
+        if not command:
+            raise ValueError("command must not be empty")
+        self.name = name
+        self.command = list(command)
+        self.ttl = ttl
+        self.timeout = timeout
+        self.grace = grace
+        self.url = url
+        self._wake = threading.Event()  # COMMAND exited or the lease was lost
+        self._exited = threading.Event()
+        self._lost = threading.Event()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._acquiring = False
+        self._started = False
+        self._stopping = False  # COMMAND is being stopped because the lease was lost
+        self._unforwarded: list[int] = []  # signals that arrived before COMMAND was started
+
+    # -- called from other threads, or from signal handlers -----------------------------------
+
+    def _on_lost(self, lock: Lock) -> None:
+        """From the watchdog thread, once."""
+        self._lost.set()
+        self._wake.set()
+
+    def _wait_for(self, proc: subprocess.Popen[bytes]) -> None:
+        """In a thread of its own: the only caller of ``proc.wait()``."""
+        proc.wait()
+        self._exited.set()
+        self._wake.set()
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        """In the main thread, between two bytecodes of whatever it was doing."""
+        if self._acquiring:
+            raise _Interrupted(signum)
+        if self._proc is None:
+            self._unforwarded.append(signum)
+        elif not self._exited.is_set():
+            signal_group(self._proc.pid, signum)
+
+    # -- the main thread ----------------------------------------------------------------------
+
+    def run(self) -> int:
+        try:
+            client = LockClient.from_url(self.url)
+        except ValueError as exc:
+            say(f"bad --url {redact(self.url)!r}: {exc}")
+            return EX_USAGE
+        try:
+            with _handling(FORWARDED, self._on_signal):
+                return self._run(client)
+        finally:
+            client.close()
+
+    def _run(self, client: LockClient) -> int:
+        lock = client.lock(self.name, self.ttl, auto_renew=True, on_lost=self._on_lost)
+        try:
+            acquired = self._acquire(lock)
+        except _Interrupted as exc:
+            # acquire() gives up a grant it had in flight; this covers a signal just after it.
+            with suppress(LockError):
+                lock.release()
+            say(f"{signal_name(exc.signum)} while waiting for {self.name!r}; COMMAND not run")
+            return 128 + exc.signum
+        except LockConnectionError as exc:
+            say(f"no server reachable at {redact(self.url)}: {exc}")
+            return EX_UNAVAILABLE
+        except LockError as exc:  # e.g. the key holds something else, or NOAUTH
+            say(f"cannot acquire {self.name!r}: {exc}")
+            return EX_UNAVAILABLE
+        if not acquired:
+            return EX_TEMPFAIL  # silent, like flock -n: cron would mail every busy run
+        try:
+            status = self._supervise(lock)
+        except BaseException:
+            with suppress(LockError):
+                lock.release()
+            raise
+        return self._release(lock, status)
+
+    def _acquire(self, lock: Lock) -> bool:
+        self._acquiring = True
+        try:
+            return lock.acquire(timeout=self.timeout)
+        finally:
+            self._acquiring = False
+
+    def _supervise(self, lock: Lock) -> int:
+        """Run COMMAND while the lock is held: its exit status, or one of ours if not started."""
+        if self._unforwarded:  # a signal came between the grant and now
+            signum = self._unforwarded[0]
+            say(f"{signal_name(signum)} before COMMAND started; COMMAND not run")
+            return 128 + signum
+        try:
+            token = lock.token
+        except LockNotOwned:  # (Redlock mode: a token first read after the loss)
+            self._lost.set()
+            token = 0
+        if self._lost.is_set():
+            say(f"lost the lock {self.name!r} before COMMAND started; COMMAND not run")
+            return EX_SOFTWARE
+        env = {**os.environ, "FENCELOCK_TOKEN": str(token), "FENCELOCK_NAME": self.name}
+        terminal = _Terminal.if_foreground()
+        try:
+            proc = subprocess.Popen(self.command, env=env, process_group=0)
+        except OSError as exc:
+            if terminal is not None:
+                terminal.take_back()
+            say(f"cannot run {self.command[0]!r}: {exc.strerror or exc}")
+            missing = exc.errno in (errno.ENOENT, errno.ENOTDIR)
+            return EX_NOTFOUND if missing else EX_NOEXEC
+        self._started = True
+        try:
+            if terminal is not None:
+                terminal.give(proc.pid)
+            self._proc = proc
+            while self._unforwarded:  # arrived while Popen ran
+                signal_group(proc.pid, self._unforwarded.pop(0))
+            threading.Thread(
+                target=self._wait_for, args=(proc,), name="fencelock-run-wait", daemon=True
+            ).start()
+            self._wake.wait()
+            if not self._exited.is_set():
+                self._stop(proc, token)
+        finally:
+            if terminal is not None:
+                terminal.take_back()
+        assert proc.returncode is not None
+        return exit_status(proc.returncode)
+
+    def _stop(self, proc: subprocess.Popen[bytes], token: int) -> None:
+        """The lease is lost while COMMAND runs: it may no longer be the only holder."""
+        self._stopping = True
+        say(
+            f"lost the lock {self.name!r} (token {token}) while COMMAND was running: its lease "
+            "expired or was taken over, so COMMAND may no longer be the only holder. "
+            f"Stopping it: SIGTERM now, SIGKILL after {self.grace:g} s."
+        )
+        signal_group(proc.pid, signal.SIGTERM)
+        if not self._exited.wait(self.grace):
+            say(f"COMMAND still running {self.grace:g} s after SIGTERM: sending SIGKILL")
+            signal_group(proc.pid, signal.SIGKILL)
+            self._exited.wait()
+
+    def _release(self, lock: Lock, status: int) -> int:
+        """Release the lock; the exit status given COMMAND's ``status``."""
+        lost = self._lost.is_set()
+        try:
+            lock.release()
+        except LockNotOwned:  # found gone: lost before the watchdog noticed, or just after
+            lost = True
+        except LockError as exc:  # the server went away: the lease runs out by itself
+            say(f"could not release {self.name!r} ({exc}); it expires within {self.ttl:g} s")
+        if not lost:
+            return status
+        if self._started and not self._stopping:
+            say(
+                f"lost the lock {self.name!r} before COMMAND ended: its lease expired or was "
+                "taken over, so COMMAND may have run while another holder had the lock"
+            )
+        if self._started:
+            say(f"COMMAND exited with status {status}; exiting with {EX_SOFTWARE} (lock lost)")
+        return EX_SOFTWARE

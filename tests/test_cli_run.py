@@ -1,0 +1,298 @@
+"""``fencelock run`` end to end: the real command (``python -m fencelock run``) against a real
+server, with real child processes and real signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+
+import pytest
+import redis
+
+import fencelock
+from fencelock._embedded import EmbeddedServer, free_port
+from fencelock.keys import LockKeys
+from tests.concurrency import TIMEOUT, sync_until
+
+NAME = "nightly-report"
+KEYS = LockKeys.for_name(NAME)
+
+
+def _command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "fencelock", "run", *args]
+
+
+def _env(**overrides: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("FENCELOCK_URL", "REDIS_URL")}
+    env.update(overrides)
+    return env
+
+
+def run(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        _command(*args),
+        cwd=cwd,
+        env=_env() if env is None else env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+
+
+class Spawn(Protocol):
+    def __call__(self, *args: str) -> subprocess.Popen[str]: ...
+
+
+@pytest.fixture
+def spawn(tmp_path: Path) -> Iterator[Spawn]:
+    """Start ``fencelock run`` in the background (in ``tmp_path``); stopped at teardown if a
+    test left it running (SIGTERM is forwarded to its command, which then ends)."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(*args: str) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            _command(*args),
+            cwd=tmp_path,
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        proc.communicate()
+
+
+def _gone(pid: int) -> bool:
+    """The process has exited (a zombie nobody reaped counts as gone: it runs nothing)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    except OSError:  # no /proc
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+    return stat.rpartition(")")[2].split()[0] == "Z"
+
+
+# -- the command's status, environment and lock --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("script", "status"),
+    [("exit 0", 0), ("exit 3", 3), ("kill -KILL $$", 128 + signal.SIGKILL)],
+)
+def test_exits_with_the_commands_status(
+    server: EmbeddedServer, raw: redis.Redis, tmp_path: Path, script: str, status: int
+) -> None:
+    result = run("--url", server.url, NAME, "--", "sh", "-c", script, cwd=tmp_path)
+    assert result.returncode == status, result.stderr
+    assert not raw.exists(KEYS.lock)  # released afterwards
+
+
+def test_command_sees_the_fencing_token(
+    server: EmbeddedServer, raw: redis.Redis, tmp_path: Path
+) -> None:
+    script = (
+        'printf %s "$FENCELOCK_TOKEN" > token; printf %s "$FENCELOCK_NAME" > name; '
+        'printf %s "$1" > args'
+    )
+    result = run(
+        NAME, "--ttl", "5", "--url", server.url, "--", "sh", "-c", script, "sh", "a -- b",
+        cwd=tmp_path,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    token = int((tmp_path / "token").read_text())
+    assert token > 0
+    assert str(token) == raw.get(KEYS.fence)  # the grant's token, from the server's counter
+    assert (tmp_path / "name").read_text() == NAME
+    assert (tmp_path / "args").read_text() == "a -- b"  # COMMAND's arguments passed verbatim
+    assert not raw.exists(KEYS.lock)
+
+
+def test_lease_is_renewed_while_the_command_runs(
+    server: EmbeddedServer, raw: redis.Redis, tmp_path: Path
+) -> None:
+    # The command outlives its 1 s lease twice over: only renewal keeps it held.
+    result = run("--ttl", "1", "--url", server.url, NAME, "--", "sleep", "2.5", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert raw.get(KEYS.fence) == "1"  # one grant, never lost and re-taken
+
+
+def test_url_comes_from_the_environment(
+    server: EmbeddedServer, raw: redis.Redis, tmp_path: Path
+) -> None:
+    closed = f"redis://127.0.0.1:{free_port()}/0"
+    first = run(
+        NAME, "--", "true", cwd=tmp_path, env=_env(FENCELOCK_URL=server.url, REDIS_URL=closed)
+    )
+    assert first.returncode == 0, first.stderr
+    second = run(NAME, "--", "true", cwd=tmp_path, env=_env(REDIS_URL=server.url))
+    assert second.returncode == 0, second.stderr
+    assert raw.get(KEYS.fence) == "2"
+
+
+# -- its own exit statuses -------------------------------------------------------------------
+
+
+def test_busy_lock_exits_75_without_running_the_command(
+    server: EmbeddedServer, raw: redis.Redis, tmp_path: Path
+) -> None:
+    with fencelock.LockClient.from_url(server.url) as client, client.lock(NAME) as holder:
+        result = run(
+            "--timeout", "0", "--url", server.url, NAME, "--", "touch", "ran", cwd=tmp_path
+        )
+        assert result.returncode == 75, result.stderr
+        assert not (tmp_path / "ran").exists()
+        assert holder.held()  # untouched
+
+
+def test_without_timeout_it_waits_for_the_holder(
+    server: EmbeddedServer, raw: redis.Redis, tmp_path: Path, spawn: Spawn
+) -> None:
+    with fencelock.LockClient.from_url(server.url) as client:
+        holder = client.lock(NAME)
+        assert holder.acquire()
+        proc = spawn("--url", server.url, NAME, "--", "sh", "-c", 'echo "$FENCELOCK_TOKEN" > ran')
+        # It is waiting once it listens for the release (it would also retry without that).
+        sync_until(lambda: raw.pubsub_numsub(KEYS.channel)[0][1] == 1)
+        assert not (tmp_path / "ran").exists()
+        holder.release()
+
+    assert proc.wait(TIMEOUT) == 0
+    assert int((tmp_path / "ran").read_text()) == 2  # the grant after the holder's
+
+
+def test_no_server_exits_69(tmp_path: Path) -> None:
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    result = run("--url", url, NAME, "--", "touch", "ran", cwd=tmp_path)
+    assert result.returncode == 69
+    assert "no server reachable" in result.stderr
+    assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [NAME],  # no COMMAND
+        [NAME, "--"],  # an empty one
+        [NAME, "touch", "ran"],  # COMMAND must follow --
+        ["--ttl", "0", NAME, "--", "touch", "ran"],
+        ["--ttl", "soon", NAME, "--", "touch", "ran"],
+        ["--timeout", "-1", NAME, "--", "touch", "ran"],
+        ["--grace", "nan", NAME, "--", "touch", "ran"],
+        ["", "--", "touch", "ran"],  # empty name
+        ["--url", "redis://a", "--url", "redis://b", NAME, "--", "touch", "ran"],  # Redlock: later
+        ["--url", "http://example.com", NAME, "--", "touch", "ran"],
+    ],
+)
+def test_bad_usage_exits_64(tmp_path: Path, args: list[str]) -> None:
+    result = run(*args, cwd=tmp_path)
+    assert result.returncode == 64, result.stderr
+    assert result.stderr
+    assert not (tmp_path / "ran").exists()
+
+
+def test_command_not_found_exits_127(
+    server: EmbeddedServer, raw: redis.Redis, tmp_path: Path
+) -> None:
+    result = run("--url", server.url, NAME, "--", str(tmp_path / "missing"), cwd=tmp_path)
+    assert result.returncode == 127
+    assert "cannot run" in result.stderr
+    assert not raw.exists(KEYS.lock)
+
+
+# -- signals and loss ----------------------------------------------------------------------------
+
+
+# Traps both signals, deterministically: a shell's trap can miss a signal that arrives while it
+# forks its foreground child (the child, between fork and exec, swallows it).
+TRAPPER = """
+import pathlib, signal, sys
+
+def stop(signum, frame):
+    pathlib.Path("marker").write_text(signal.Signals(signum).name)
+    sys.exit(0)
+
+signal.signal(signal.SIGTERM, stop)
+signal.signal(signal.SIGINT, stop)
+pathlib.Path("started").touch()
+while True:
+    signal.pause()
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signals_are_forwarded_and_the_lock_released_after(
+    server: EmbeddedServer, raw: redis.Redis, tmp_path: Path, spawn: Spawn, signum: int
+) -> None:
+    if signal.getsignal(signum) == signal.SIG_IGN:
+        pytest.skip(f"{signal.Signals(signum).name} is ignored here, so it is for the command")
+    proc = spawn("--ttl", "1", "--url", server.url, NAME, "--", sys.executable, "-c", TRAPPER)
+    sync_until(lambda: (tmp_path / "started").exists())
+    assert raw.exists(KEYS.lock)
+
+    proc.send_signal(signum)
+
+    assert proc.wait(TIMEOUT) == 0  # the command's status: it trapped the signal and exited 0
+    assert (tmp_path / "marker").read_text() == signal.Signals(signum).name
+    assert not raw.exists(KEYS.lock)
+
+
+def test_lost_lock_terminates_the_command_and_exits_70(
+    server: EmbeddedServer, raw: redis.Redis, tmp_path: Path, spawn: Spawn
+) -> None:
+    # The sleep runs in the background of the shell: the whole tree must be stopped, not only sh.
+    script = "touch started; sleep 60 & echo $! > sleep.pid; wait"
+    proc = spawn("--ttl", "1", "--url", server.url, NAME, "--", "sh", "-c", script)
+    pid_file = tmp_path / "sleep.pid"
+    sync_until(lambda: pid_file.exists() and pid_file.stat().st_size > 0)
+    sleep_pid = int(pid_file.read_text())
+    try:
+        assert raw.delete(KEYS.lock) == 1  # the lease vanishes under the holder
+
+        assert proc.wait(TIMEOUT) == 70
+        stderr = proc.communicate()[1]
+        assert "lost the lock 'nightly-report'" in stderr
+        assert "SIGTERM" in stderr
+        sync_until(lambda: _gone(sleep_pid))
+    finally:
+        if not _gone(sleep_pid):
+            os.kill(sleep_pid, signal.SIGKILL)
+
+
+def test_command_ignoring_sigterm_is_killed_after_the_grace_period(
+    server: EmbeddedServer, raw: redis.Redis, tmp_path: Path, spawn: Spawn
+) -> None:
+    script = "trap '' TERM; touch started; sleep 60"  # the sleep inherits the ignored TERM
+    proc = spawn(
+        "--ttl", "1", "--grace", "0.2", "--url", server.url, NAME, "--", "sh", "-c", script
+    )
+    sync_until(lambda: (tmp_path / "started").exists())
+    raw.delete(KEYS.lock)
+
+    assert proc.wait(TIMEOUT) == 70
+    stderr = proc.communicate()[1]
+    assert "sending SIGKILL" in stderr
+    assert "status 137" in stderr
