@@ -4,6 +4,7 @@ ones (the sync tests are generated from the asyncio ones: Async*/async_* become 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -54,3 +55,24 @@ class SyncCall:
         if not ok:
             raise value
         return value
+
+
+def in_forked_child(check: Callable[[], int]) -> int:
+    """Run ``check`` in a forked child and return its result (0-255): the child reports through
+    a pipe and leaves with ``os._exit``, without running the parent's clean-ups. An exception in
+    the child is reported as 255."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            code = check()
+        except BaseException:
+            code = 255
+        os.write(write, bytes([code]))
+        os._exit(0)
+    os.close(write)
+    report = os.read(read, 1)
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert report, "the child died without reporting"
+    return report[0]

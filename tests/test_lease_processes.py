@@ -15,6 +15,7 @@ import redis
 import fencelock
 from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys
+from tests.concurrency import in_forked_child
 
 HOLDER = textwrap.dedent(
     """
@@ -74,30 +75,23 @@ def test_forked_child_neither_renews_nor_releases(
     assert parent_lock.acquire(0)
     key = LockKeys.for_name("parent").lock
     value = raw.get(key)
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
+
+    def child() -> int:
         code = 0
+        own = sync_client.lock("child", ttl=5, auto_renew=True)
+        if not own.acquire(0):
+            code |= 1
+        if set(sync_client._watchdog._leases) != {own._grant()}:
+            code |= 2  # the parent's lease must not be renewed here
         try:
-            own = sync_client.lock("child", ttl=5, auto_renew=True)
-            if not own.acquire(0):
-                code |= 1
-            if set(sync_client._watchdog._leases) != {own._grant()}:
-                code |= 2  # the parent's lease must not be renewed here
-            try:
-                parent_lock.release()
-                code |= 4
-            except fencelock.LockNotOwned:
-                pass
-            own.release()
-        except BaseException:
-            code |= 8
-        os.write(write, bytes([code]))
-        os._exit(0)
-    os.close(write)
-    report = os.read(read, 1)
-    os.waitpid(pid, 0)
-    assert report == b"\x00", f"child misbehaved: {report!r}"
+            parent_lock.release()
+            code |= 4
+        except fencelock.LockNotOwned:
+            pass
+        own.release()
+        return code
+
+    assert in_forked_child(child) == 0
     assert raw.get(key) == value
     assert len(sync_client._watchdog) == 1 and parent_lock.held()
     parent_lock.release()

@@ -11,6 +11,7 @@ import redis
 import fencelock
 from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys
+from tests.concurrency import in_forked_child
 
 COUNTER = "counter"
 
@@ -60,36 +61,28 @@ def test_forked_child_never_acts_on_parents_grant(
     lock = sync_client.lock("forked", ttl=30)
     assert lock.acquire(0)
     held_by_parent = raw.get(LockKeys.for_name("forked").lock)
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: report what it saw through the pipe, then leave without cleanup
+
+    def child() -> int:
         code = 0
         try:
-            try:
-                lock.release()
-                code |= 1
-            except fencelock.LockNotOwned:
-                pass
-            try:
-                lock.extend(ttl=1)
-                code |= 2
-            except fencelock.LockNotOwned:
-                pass
-            if lock.held():
-                code |= 4
-            # the child's own locks work normally, waits included
-            own = sync_client.lock("child-own", ttl=5)
-            if not own.acquire(timeout=1):
-                code |= 8
-            own.release()
-        except BaseException:
-            code |= 16
-        os.write(write, bytes([code]))
-        os._exit(0)
-    os.close(write)
-    report = os.read(read, 1)
-    os.waitpid(pid, 0)
-    assert report == b"\x00", f"child misbehaved: {report!r}"
+            lock.release()
+            code |= 1
+        except fencelock.LockNotOwned:
+            pass
+        try:
+            lock.extend(ttl=1)
+            code |= 2
+        except fencelock.LockNotOwned:
+            pass
+        if lock.held():
+            code |= 4
+        own = sync_client.lock("child-own", ttl=5)  # the child's own locks work normally
+        if not own.acquire(timeout=1):
+            code |= 8
+        own.release()
+        return code
+
+    assert in_forked_child(child) == 0
     assert raw.get(LockKeys.for_name("forked").lock) == held_by_parent
     assert raw.pttl(LockKeys.for_name("forked").lock) > 1000
     assert lock.held()
