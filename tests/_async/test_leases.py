@@ -174,6 +174,20 @@ async def test_reentrant_lock_is_renewed_and_loss_seen(
         await lock.acquire(0)
 
 
+async def test_reentry_after_takeover_is_signalled(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    seen: list[AsyncLock] = []
+    lock = async_client.lock("taken", ttl=30, reentrant=True, on_lost=seen.append)
+    await lock.acquire(0)
+    raw.delete(key("taken"))
+    raw.hset(key("taken"), "another-holder", 1)
+    with pytest.raises(fencelock.LockLost):
+        await lock.acquire(0)
+    assert seen == [lock] and lock.lost
+    assert raw.hgetall(key("taken")) == {"another-holder": "1"}
+
+
 async def test_simple_and_reentrant_do_not_mix(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:

@@ -175,6 +175,20 @@ def test_reentrant_lock_is_renewed_and_loss_seen(
         lock.acquire(0)
 
 
+def test_reentry_after_takeover_is_signalled(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    seen: list[Lock] = []
+    lock = sync_client.lock("taken", ttl=30, reentrant=True, on_lost=seen.append)
+    lock.acquire(0)
+    raw.delete(key("taken"))
+    raw.hset(key("taken"), "another-holder", 1)
+    with pytest.raises(fencelock.LockLost):
+        lock.acquire(0)
+    assert seen == [lock] and lock.lost
+    assert raw.hgetall(key("taken")) == {"another-holder": "1"}
+
+
 def test_simple_and_reentrant_do_not_mix(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:

@@ -169,10 +169,12 @@ class AsyncLock:
     async def _reenter(self, grant: Grant) -> None:
         self.check()
         sent_at = time.monotonic()
-        result = await self._try(grant.holder, grant.depth)
-        if isinstance(result, Busy):  # the lease expired and another holder took it
-            self._declare_lost(grant, "re-entry found another holder")
-            raise LockLost(f"cannot re-enter {self.name!r}: the lease was lost")
+        try:
+            # the script answers a count that is not ours (LockLost), never "busy", to a re-entry
+            await self._try(grant.holder, grant.depth)
+        except LockLost:
+            self._declare_lost(grant, "re-entry found the hold count changed")
+            raise
         grant.depth += 1
         grant.deadline = lease_deadline(sent_at, self.ttl)
 
@@ -306,21 +308,21 @@ class AsyncLock:
         """The fencing token of the current grant (kept after the lease is lost, until release)."""
         return self._owned_grant("read the token of").fence
 
-    @property
-    def lost(self) -> bool:
-        """True once this process knows, or must assume, that the lease is gone."""
-        grant = self._grant()
-        if grant is None:
-            return False
+    def _is_lost(self, grant: Grant) -> bool:
         if not grant.lost and time.monotonic() >= grant.deadline:
             self._declare_lost(grant, "its lease ran out (local deadline)")
         return grant.lost
 
+    @property
+    def lost(self) -> bool:
+        """True once this process knows, or must assume, that the lease is gone."""
+        grant = self._grant()
+        return grant is not None and self._is_lost(grant)
+
     def check(self) -> None:
         """Return if the lease is still certainly held, else raise ``LockLost`` (``LockNotOwned``
         if this lock never held it). Local and instant: no request to the server."""
-        self._owned_grant("check")
-        if self.lost:
+        if self._is_lost(self._owned_grant("check")):
             raise LockLost(f"{self.name!r}: the lease is lost (expired or taken over)")
 
     # -- context manager -------------------------------------------------------------------
