@@ -38,11 +38,16 @@ class LockKeys:
         return cls(lock=f"{base}:lock", fence=f"{base}:fence", channel=f"{base}:released")
 
 
+def _nonempty_str(arg: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{arg} must be a str, not {type(value).__name__}")
+    if not value:
+        raise ValueError(f"{arg} must not be empty")
+    return value
+
+
 def validate_name(name: object) -> str:
-    if not isinstance(name, str):
-        raise TypeError(f"name must be a str, not {type(name).__name__}")
-    if not name:
-        raise ValueError("name must not be empty")
+    name = _nonempty_str("name", name)
     if len(name) > MAX_NAME_LENGTH:
         raise ValueError(f"name must be at most {MAX_NAME_LENGTH} characters, got {len(name)}")
     return name
@@ -90,11 +95,7 @@ def ttl_to_ms(ttl: float) -> int:
 
 
 def validate_resource_key(key: object) -> str:
-    if not isinstance(key, str):
-        raise TypeError(f"key must be a str, not {type(key).__name__}")
-    if not key:
-        raise ValueError("key must not be empty")
-    return key
+    return _nonempty_str("key", key)
 
 
 def _hash_tag(key: str) -> str | None:
