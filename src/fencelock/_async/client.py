@@ -77,9 +77,9 @@ class AsyncLockClient:
         self._prefix = validate_prefix(prefix)
         # a blocked acquire re-tries at least this often, even if no wake-up message arrives
         self.max_poll = validate_ttl(max_poll, "max_poll")
-        self._owns_redis = False
         self.redis = _bounded(redis, socket_timeout)
-        self._own_pool = self.redis is not redis
+        # close() closes what fencelock made: its own pool, or (from_url) the whole client
+        self._owns_redis = self.redis is not redis
         self._waiter = AsyncWaiter(self.redis, confirm_timeout=socket_timeout)
         self._watchdog = AsyncWatchdog(self)
         self.publish_command = "PUBLISH"
@@ -154,7 +154,7 @@ class AsyncLockClient:
     async def close(self) -> None:
         await self._watchdog.close()
         await self._waiter.close()
-        if self._owns_redis or self._own_pool:
+        if self._owns_redis:
             await self.redis.aclose()
 
     async def __aenter__(self) -> Self:

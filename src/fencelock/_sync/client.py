@@ -78,9 +78,9 @@ class LockClient:
         self._prefix = validate_prefix(prefix)
         # a blocked acquire re-tries at least this often, even if no wake-up message arrives
         self.max_poll = validate_ttl(max_poll, "max_poll")
-        self._owns_redis = False
         self.redis = _bounded(redis, socket_timeout)
-        self._own_pool = self.redis is not redis
+        # close() closes what fencelock made: its own pool, or (from_url) the whole client
+        self._owns_redis = self.redis is not redis
         self._waiter = Waiter(self.redis, confirm_timeout=socket_timeout)
         self._watchdog = Watchdog(self)
         self.publish_command = "PUBLISH"
@@ -155,7 +155,7 @@ class LockClient:
     def close(self) -> None:
         self._watchdog.close()
         self._waiter.close()
-        if self._owns_redis or self._own_pool:
+        if self._owns_redis:
             self.redis.close()
 
     def __enter__(self) -> Self:
