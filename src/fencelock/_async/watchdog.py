@@ -13,6 +13,7 @@ no later than the moment another client could acquire it. One task (asyncio) or 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -65,25 +66,36 @@ class AsyncWatchdog:
         self._pid = os.getpid()
         self._closing = False
         self._leases: dict[Grant, Lease] = {}
+        self._sleep_until = math.inf  # monotonic time the worker sleeps until
         self.stats = RenewStats()
 
     def __len__(self) -> int:
         return len(self._leases)
 
+    def _reset_after_fork(self) -> None:
+        if self._pid != os.getpid():
+            # A forked child: the parent's leases are the parent's to renew, its watchdog
+            # thread does not exist here, and its locks may have been held by that thread.
+            self._pid = os.getpid()
+            self._leases = {}
+            self._guard = AsyncStateLock()
+            self._wake = AsyncEvent()
+            self._worker = AsyncBackground("fencelock-watchdog")
+            self._sleep_until = math.inf
+
     def track(self, lock: AsyncLock, grant: Grant) -> None:
+        self._reset_after_fork()
+        renew_at = next_renewal(time.monotonic(), lock.ttl)
         with self._guard:
-            if self._pid != os.getpid():
-                # A forked child: the parent's leases are the parent's to renew, and its
-                # watchdog thread does not exist here.
-                self._pid = os.getpid()
-                self._leases = {}
-                self._guard = AsyncStateLock()
-                self._worker = AsyncBackground("fencelock-watchdog")
-            self._leases[grant] = Lease(lock, grant, next_renewal(time.monotonic(), lock.ttl))
+            self._leases[grant] = Lease(lock, grant, renew_at)
+            # Wake the worker only if it sleeps past this lease's first renewal: waking it for
+            # every acquire would make it rescan all leases each time.
+            wake = renew_at < self._sleep_until
         if not self._worker.running():
             self._closing = False
             self._worker.start(self._run)
-        self._wake.set()
+        elif wake:
+            self._wake.set()
 
     def untrack(self, grant: Grant) -> None:
         with self._guard:
@@ -111,7 +123,9 @@ class AsyncWatchdog:
             self._lose(lease, "its lease ran out before a renewal was confirmed")
         with self._guard:
             times = [min(le.renew_at, le.grant.deadline) for le in self._leases.values()]
-        await self._wake.wait(max(0.0, min(times) - time.monotonic()) if times else None)
+            self._sleep_until = min(times, default=math.inf)
+        left = self._sleep_until - time.monotonic()
+        await self._wake.wait(None if math.isinf(left) else max(0.0, left))
 
     async def _renew(self, batch: list[Lease]) -> None:
         keys = [lease.lock._keys.lock for lease in batch]
