@@ -8,6 +8,7 @@ Under CI (``CI=true``) a missing kind is an error, not a skip.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -71,3 +72,24 @@ async def async_client(server: EmbeddedServer, raw: redis.Redis) -> AsyncIterato
     client = AsyncLockClient.from_url(server.url)
     yield client
     await client.close()
+
+
+@pytest.fixture
+def replicated(server_kind: str) -> Iterator[tuple[EmbeddedServer, EmbeddedServer]]:
+    """A master and one replica in sync. Disk-based sync makes the first WAIT reliable."""
+    binary = _binary(server_kind)
+    with EmbeddedServer(binary, args=["--repl-diskless-sync", "no"]) as master:
+        replica_args = ["--replicaof", "127.0.0.1", str(master.port)]
+        with EmbeddedServer(binary, args=replica_args) as replica:
+            probe = master.client()
+            deadline = time.monotonic() + 30
+            # A WAIT with no write pending is satisfied at once; only an acknowledged write
+            # shows the replica streaming (valkey acks nothing for a moment after the sync).
+            while True:
+                probe.set("fencelock-test:synced", "1")
+                if probe.execute_command("WAIT", 1, 100) >= 1:  # blocks up to 100 ms
+                    break
+                assert time.monotonic() < deadline, "replica did not sync"
+            probe.delete("fencelock-test:synced")
+            probe.close()
+            yield master, replica

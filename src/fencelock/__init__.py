@@ -5,7 +5,15 @@ The sync API lives here; ``fencelock.asyncio`` has the same names for asyncio.
 
 from ._sync.client import LockClient
 from ._sync.lock import Lock
-from .errors import LockConnectionError, LockError, LockLost, LockNotOwned, LockTimeout, StaleToken
+from .errors import (
+    LockConnectionError,
+    LockError,
+    LockLost,
+    LockNotOwned,
+    LockTimeout,
+    NotReplicated,
+    StaleToken,
+)
 
 __version__ = "0.1.0"
 
@@ -17,6 +25,7 @@ __all__ = [
     "LockLost",
     "LockNotOwned",
     "LockTimeout",
+    "NotReplicated",
     "StaleToken",
     "__version__",
 ]

@@ -2,7 +2,15 @@
 
 from ._async.client import AsyncLockClient as LockClient
 from ._async.lock import AsyncLock as Lock
-from .errors import LockConnectionError, LockError, LockLost, LockNotOwned, LockTimeout, StaleToken
+from .errors import (
+    LockConnectionError,
+    LockError,
+    LockLost,
+    LockNotOwned,
+    LockTimeout,
+    NotReplicated,
+    StaleToken,
+)
 
 __all__ = [
     "Lock",
@@ -12,5 +20,6 @@ __all__ = [
     "LockLost",
     "LockNotOwned",
     "LockTimeout",
+    "NotReplicated",
     "StaleToken",
 ]

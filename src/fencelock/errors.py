@@ -34,5 +34,15 @@ class StaleToken(LockError):
         self.seen = seen
 
 
+class NotReplicated(LockError):
+    """Fewer replicas than ``min_replicas`` acknowledged a grant or extension in time (``WAIT``):
+    a failover could lose it, so an acquire gave the lock back."""
+
+    def __init__(self, message: str, acked: int, wanted: int) -> None:
+        super().__init__(message)
+        self.acked = acked
+        self.wanted = wanted
+
+
 class LockConnectionError(LockError):
     """The server could not be reached, or did not answer in time."""

@@ -17,6 +17,7 @@ from .._core.timing import DEFAULT_MAX_POLL
 from ..keys import (
     DEFAULT_PREFIX,
     fence_key_for,
+    ttl_to_ms,
     validate_prefix,
     validate_resource_key,
     validate_ttl,
@@ -70,6 +71,8 @@ class AsyncLockClient:
         prefix: str = DEFAULT_PREFIX,
         socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
         max_poll: float = DEFAULT_MAX_POLL,
+        min_replicas: int = 0,
+        replica_timeout: float = 1.0,
     ) -> None:
         if not isinstance(redis, AsyncRedis):
             expected = AsyncRedis.__module__
@@ -77,6 +80,15 @@ class AsyncLockClient:
         self._prefix = validate_prefix(prefix)
         # a blocked acquire re-tries at least this often, even if no wake-up message arrives
         self.max_poll = validate_ttl(max_poll, "max_poll")
+        if isinstance(min_replicas, bool) or not isinstance(min_replicas, int):
+            raise TypeError(f"min_replicas must be an int, not {type(min_replicas).__name__}")
+        if min_replicas < 0:
+            raise ValueError(f"min_replicas must be >= 0, got {min_replicas}")
+        # grants and extensions wait (WAIT) for this many replicas to acknowledge them
+        self.min_replicas = min_replicas
+        self.replica_timeout = validate_ttl(replica_timeout, "replica_timeout")
+        if min_replicas and self.replica_timeout >= socket_timeout:
+            raise ValueError("replica_timeout must be shorter than socket_timeout")
         self.redis = _bounded(redis, socket_timeout)
         # close() closes what fencelock made: its own pool, or (from_url) the whole client
         self._owns_redis = self.redis is not redis
@@ -124,6 +136,28 @@ class AsyncLockClient:
 
     async def run(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         return await run_script(self.redis, script, keys, args)
+
+    async def run_replicated(
+        self, script: Script, keys: Sequence[str], args: Sequence[Any]
+    ) -> tuple[Any, int | None]:
+        """Run ``script``, then ``WAIT`` for ``min_replicas``: the reply, and how many replicas
+        acknowledged it (None without ``min_replicas``). WAIT counts the writes of its own
+        connection, so both go in one pipeline, which keeps them on one connection."""
+        if not self.min_replicas:
+            return await self.run(script, keys, args), None
+        wait = ("WAIT", self.min_replicas, ttl_to_ms(self.replica_timeout))
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
+            pipe.execute_command(*wait)
+            reply, acked = await pipe.execute(raise_on_error=False)
+            if isinstance(reply, NoScriptError):  # nothing ran: send the source, which caches it
+                pipe.eval(script.source, len(keys), *keys, *args)
+                pipe.execute_command(*wait)
+                reply, acked = await pipe.execute(raise_on_error=False)
+        for result in (reply, acked):
+            if isinstance(result, Exception):
+                raise result
+        return reply, int(acked)
 
     async def fenced_set(
         self,

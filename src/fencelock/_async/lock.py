@@ -48,12 +48,13 @@ from .._core.replies import (
     Busy,
     Granted,
     acquire_reply,
+    check_replicated,
     new_holder_token,
     renew_reply,
     translate_error,
 )
 from .._core.timing import lease_deadline, remaining, retry_delay
-from ..errors import LockError, LockLost, LockNotOwned, LockTimeout
+from ..errors import LockError, LockLost, LockNotOwned, LockTimeout, NotReplicated
 from ..keys import LockKeys, ttl_to_ms, validate_name, validate_timeout, validate_ttl
 from ..scripts import ACQUIRE, REENTRANT_ACQUIRE, REENTRANT_RELEASE, RELEASE, RENEW
 
@@ -175,6 +176,9 @@ class AsyncLock:
         except LockLost:
             self._declare_lost(grant, "re-entry found the hold count changed")
             raise
+        except NotReplicated:
+            await async_shield(self._release_once(grant.holder))  # take the extra hold back
+            raise
         grant.depth += 1
         grant.deadline = lease_deadline(sent_at, self.ttl)
 
@@ -206,9 +210,14 @@ class AsyncLock:
             args += (depth,)
         for attempt in range(1, ACQUIRE_ATTEMPTS + 1):
             try:
-                reply = await self._client.run(self._acquire_script, self._acquire_keys, args)
+                reply, acked = await self._client.run_replicated(
+                    self._acquire_script, self._acquire_keys, args
+                )
                 await async_checkpoint()
-                return acquire_reply(reply)
+                result = acquire_reply(reply)
+                if isinstance(result, Granted):
+                    check_replicated(acked, self._client.min_replicas, f"grant of {self.name!r}")
+                return result
             except TimeoutError as exc:
                 if attempt == ACQUIRE_ATTEMPTS:
                     raise translate_error(exc, self._keys.lock) from exc
@@ -255,7 +264,7 @@ class AsyncLock:
         grant = self._owned_grant("extend")
         sent_at = time.monotonic()
         try:
-            reply = await self._client.run(
+            reply, acked = await self._client.run_replicated(
                 RENEW, self._lock_key, (grant.holder, ttl_to_ms(new_ttl))
             )
         except RedisError as exc:
@@ -263,6 +272,8 @@ class AsyncLock:
         if not renew_reply(reply, 1)[0]:
             self._declare_lost(grant, "found gone at extend")
             raise LockLost(f"cannot extend {self.name!r}: its lease had already expired")
+        # an extension the replicas did not confirm could be undone by a failover
+        check_replicated(acked, self._client.min_replicas, f"extension of {self.name!r}")
         grant.deadline = lease_deadline(sent_at, new_ttl)
 
     # -- loss --------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from redis.exceptions import RedisError
 
 from .._backend import AsyncBackground, AsyncEvent, AsyncStateLock, async_sleep
-from .._core.replies import renew_reply
+from .._core.replies import check_replicated, renew_reply
 from .._core.timing import (
     RENEW_BATCH,
     RENEW_RETRY,
@@ -135,7 +135,10 @@ class AsyncWatchdog:
         sent_at = time.monotonic()
         self.stats.calls += 1
         try:
-            held = renew_reply(await self._client.run(RENEW, keys, args), len(batch))
+            reply, acked = await self._client.run_replicated(RENEW, keys, args)
+            held = renew_reply(reply, len(batch))
+            # unacknowledged renewals are not confirmed: a failover could undo them
+            check_replicated(acked, self._client.min_replicas, "renewal")
         except (RedisError, LockError):
             now = time.monotonic()
             for lease in batch:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import redis.exceptions
 
-from ..errors import LockConnectionError, LockError, LockLost, StaleToken
+from ..errors import LockConnectionError, LockError, LockLost, NotReplicated, StaleToken
 
 # 20 random bytes = 160 bits from the OS CSPRNG: unguessable, and short in Redis memory.
 HOLDER_TOKEN_BYTES = 20
@@ -57,6 +57,15 @@ def renew_reply(reply: object, count: int) -> list[bool]:
     if not isinstance(reply, list) or len(reply) != count:
         raise LockError(f"unexpected renew reply {reply!r}")
     return [_int(r) == 1 for r in reply]
+
+
+def check_replicated(acked: int | None, wanted: int, what: str) -> None:
+    """Raise ``NotReplicated`` when fewer than ``wanted`` replicas acknowledged a write (``acked``
+    is None when no acknowledgement was asked for)."""
+    if acked is not None and acked < wanted:
+        raise NotReplicated(
+            f"{what}: {acked} of {wanted} replicas acknowledged in time", acked, wanted
+        )
 
 
 def fenced_set_reply(reply: object, key: str, token: int) -> None:

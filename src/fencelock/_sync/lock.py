@@ -49,12 +49,13 @@ from .._core.replies import (
     Busy,
     Granted,
     acquire_reply,
+    check_replicated,
     new_holder_token,
     renew_reply,
     translate_error,
 )
 from .._core.timing import lease_deadline, remaining, retry_delay
-from ..errors import LockError, LockLost, LockNotOwned, LockTimeout
+from ..errors import LockError, LockLost, LockNotOwned, LockTimeout, NotReplicated
 from ..keys import LockKeys, ttl_to_ms, validate_name, validate_timeout, validate_ttl
 from ..scripts import ACQUIRE, REENTRANT_ACQUIRE, REENTRANT_RELEASE, RELEASE, RENEW
 
@@ -176,6 +177,9 @@ class Lock:
         except LockLost:
             self._declare_lost(grant, "re-entry found the hold count changed")
             raise
+        except NotReplicated:
+            sync_shield(self._release_once(grant.holder))  # take the extra hold back
+            raise
         grant.depth += 1
         grant.deadline = lease_deadline(sent_at, self.ttl)
 
@@ -207,9 +211,14 @@ class Lock:
             args += (depth,)
         for attempt in range(1, ACQUIRE_ATTEMPTS + 1):
             try:
-                reply = self._client.run(self._acquire_script, self._acquire_keys, args)
+                reply, acked = self._client.run_replicated(
+                    self._acquire_script, self._acquire_keys, args
+                )
                 sync_checkpoint()
-                return acquire_reply(reply)
+                result = acquire_reply(reply)
+                if isinstance(result, Granted):
+                    check_replicated(acked, self._client.min_replicas, f"grant of {self.name!r}")
+                return result
             except TimeoutError as exc:
                 if attempt == ACQUIRE_ATTEMPTS:
                     raise translate_error(exc, self._keys.lock) from exc
@@ -256,7 +265,7 @@ class Lock:
         grant = self._owned_grant("extend")
         sent_at = time.monotonic()
         try:
-            reply = self._client.run(
+            reply, acked = self._client.run_replicated(
                 RENEW, self._lock_key, (grant.holder, ttl_to_ms(new_ttl))
             )
         except RedisError as exc:
@@ -264,6 +273,8 @@ class Lock:
         if not renew_reply(reply, 1)[0]:
             self._declare_lost(grant, "found gone at extend")
             raise LockLost(f"cannot extend {self.name!r}: its lease had already expired")
+        # an extension the replicas did not confirm could be undone by a failover
+        check_replicated(acked, self._client.min_replicas, f"extension of {self.name!r}")
         grant.deadline = lease_deadline(sent_at, new_ttl)
 
     # -- loss --------------------------------------------------------------------------------
