@@ -220,6 +220,8 @@ def variants(url: str, runner: asyncio.Runner) -> Iterator[list[Variant]]:
         stack.callback(lambda: runner.run(fl_async.close()))
         stack.callback(lambda: runner.run(min_async.aclose()))
 
+        assert isinstance(fl_sync.redis, redis.Redis)
+        assert isinstance(fl_async.redis, redis.asyncio.Redis)
         reference = connection_settings(fl_sync.redis)
         for client in (min_sync, fl_async.redis, min_async):
             settings = connection_settings(client)

@@ -93,3 +93,36 @@ def replicated(server_kind: str) -> Iterator[tuple[EmbeddedServer, EmbeddedServe
             probe.delete("fencelock-test:synced")
             probe.close()
             yield master, replica
+
+
+REDLOCK_NODES = 5
+
+
+@pytest.fixture(scope="session")
+def redlock_servers(server_kind: str) -> Iterator[list[EmbeddedServer]]:
+    binary = _binary(server_kind)
+    servers = [EmbeddedServer(binary) for _ in range(REDLOCK_NODES)]
+    try:
+        for srv in servers:
+            srv.start()
+        yield servers
+    finally:
+        for srv in servers:
+            srv.stop()
+
+
+@pytest.fixture
+def redlock(redlock_servers: list[EmbeddedServer]) -> Iterator[list[EmbeddedServer]]:
+    """Five independent masters, empty; a test may kill, pause or restart them (they are
+    brought back, empty, afterwards)."""
+    for srv in redlock_servers:
+        if srv.process is None:
+            srv.start()
+        srv.resume()
+        with srv.client() as probe:
+            probe.flushall()
+            probe.script_flush()
+    yield redlock_servers
+    for srv in redlock_servers:
+        if srv.process is not None:
+            srv.resume()

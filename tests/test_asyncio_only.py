@@ -66,7 +66,7 @@ async def test_cancel_anywhere_while_waiting(
     for steps in range(40):
         assert not await cancel_after(steps, lambda: waiter.acquire(timeout=None))
         assert raw.get(KEY) == holder_value  # the holder's lock is never touched
-    assert async_client._waiter._watchers == {}  # every wait unsubscribed
+    assert async_client._waiters[0]._watchers == {}  # every wait unsubscribed
     await holder.release()
 
 
@@ -147,7 +147,7 @@ async def test_many_waiters_share_one_pubsub_connection(
         return token
 
     tasks = [asyncio.ensure_future(take(w)) for w in waiters]
-    await async_until(lambda: async_client._waiter.stats.waiting == 20)
+    await async_until(lambda: async_client.wait_stats.waiting == 20)
     clients = raw.client_list()
     assert sum(1 for c in clients if int(c.get("sub", 0)) > 0) == 1
     await holder.release()

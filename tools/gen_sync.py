@@ -20,24 +20,31 @@ PAIRS = [
     (ROOT / "tests" / "_async", ROOT / "tests" / "_sync"),
 ]
 
-RULE = unasync.Rule(
+
+class _Rule(unasync.Rule):  # type: ignore[misc]
+    """unasync's rule, plus: ``async_x`` -> ``sync_x`` and ``ASYNC_X`` -> ``SYNC_X`` (the paired
+    primitives of ``_backend.py`` and the tests' helpers)."""
+
+    def _unasync_name(self, name: str) -> str:
+        for prefix, replacement in (("async_", "sync_"), ("ASYNC_", "SYNC_")):
+            if name.startswith(prefix) and name not in self.token_replacements:
+                return replacement + name[len(prefix) :]
+        result: str = super()._unasync_name(name)
+        return result
+
+
+RULE = _Rule(
     fromdir="/_async/",
     todir="/_sync/",
     additional_replacements={
         "AsyncLockClient": "LockClient",
         "AsyncLock": "Lock",
         "AsyncWaiter": "Waiter",
-        "async_sleep": "sync_sleep",
-        "async_shield": "sync_shield",
-        "async_checkpoint": "sync_checkpoint",
-        "async_current_task": "sync_current_task",
-        "async_uncancel": "sync_uncancel",
-        "ASYNC_CAN_CANCEL": "SYNC_CAN_CANCEL",
         "AsyncWatchdog": "Watchdog",
+        "AsyncExitStack": "ExitStack",
+        "enter_async_context": "enter_context",
         "aclose": "close",
         "_async": "_sync",
-        "async_client": "sync_client",
-        "async_until": "sync_until",
     },
 )
 

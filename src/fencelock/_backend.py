@@ -12,12 +12,16 @@ import asyncio
 import contextvars
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
 import redis
 import redis.asyncio
+import redis.asyncio.cluster
+import redis.cluster
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 T = TypeVar("T")
 
@@ -25,6 +29,8 @@ AsyncRedis = redis.asyncio.Redis
 SyncRedis = redis.Redis
 AsyncPubSub = redis.asyncio.client.PubSub
 SyncPubSub = redis.client.PubSub
+AsyncRedisCluster = redis.asyncio.cluster.RedisCluster
+SyncRedisCluster = redis.cluster.RedisCluster
 
 
 async def async_sleep(seconds: float) -> None:
@@ -74,6 +80,21 @@ ASYNC_CAN_CANCEL = True
 SYNC_CAN_CANCEL = False
 
 
+# Whether ``lock.token`` may do I/O: a sync property can block, an asyncio one cannot await. So
+# the Redlock fencing write-back runs lazily at the first token read in the sync API, and as part
+# of acquire under asyncio.
+ASYNC_LAZY_TOKEN = False
+SYNC_LAZY_TOKEN = True
+
+
+def async_blocking(call: Callable[..., Awaitable[T]], *args: Any) -> T:
+    raise AssertionError("asyncio does this work in acquire (ASYNC_LAZY_TOKEN is False)")
+
+
+def sync_blocking(call: Callable[..., T], *args: Any) -> T:
+    return call(*args)
+
+
 def async_current_task() -> asyncio.Task[Any] | None:
     return asyncio.current_task()
 
@@ -91,6 +112,91 @@ def async_uncancel(task: asyncio.Task[Any] | None) -> None:
 
 def sync_uncancel(task: None) -> None:
     return None
+
+
+async def async_fan_out(
+    nodes: Sequence[redis.asyncio.Redis], command: Sequence[Any], timeout: float
+) -> list[Any]:
+    """Send ``command`` to every node at once; per node, its reply or the ``RedisError`` it
+    raised (a node silent for ``timeout`` seconds gets a ``TimeoutError``)."""
+    send = [node.execute_command(*command) for node in nodes]  # type: ignore[no-untyped-call]
+    tasks = [asyncio.ensure_future(request) for request in send]
+    try:
+        await asyncio.wait(tasks, timeout=timeout)
+    except asyncio.CancelledError:
+        # Let requests already sent finish first (bounded by the timeout): a release sent right
+        # after on another connection could otherwise overtake them.
+        await asyncio.wait(tasks, timeout=timeout)
+        raise
+    finally:
+        for task in tasks:
+            if not task.done():
+                task.cancel()
+            task.add_done_callback(_consume)
+    return [_outcome(task, timeout) for task in tasks]
+
+
+def _outcome(task: asyncio.Future[Any], timeout: float) -> Any:
+    if not task.done() or task.cancelled():
+        return RedisTimeoutError(f"no reply within {timeout * 1000:.0f} ms")
+    error = task.exception()
+    if error is None:
+        return task.result()
+    if isinstance(error, RedisError):
+        return error
+    raise error
+
+
+def sync_fan_out(nodes: Sequence[redis.Redis], command: Sequence[Any], timeout: float) -> list[Any]:
+    """The same without threads: write the request to one connection of every node, then read
+    the replies against one shared deadline, so the nodes work in parallel."""
+    sent: list[Any] = []
+    for node in nodes:
+        pool = node.connection_pool
+        try:
+            conn = pool.get_connection()
+        except RedisError as exc:
+            sent.append(exc)
+            continue
+        try:
+            conn.send_command(*command)  # type: ignore[no-untyped-call]
+            sent.append(conn)
+        except RedisError as exc:  # send_command has disconnected it
+            pool.release(conn)
+            sent.append(exc)
+    # Counted from after the writes: a node whose connection had to be re-made (and hung in its
+    # handshake, bounded by the socket timeout) does not eat the others' time.
+    deadline = time.monotonic() + timeout
+    replies: list[Any] = []
+    for node, conn in zip(nodes, sent, strict=True):
+        if isinstance(conn, RedisError):
+            replies.append(conn)
+            continue
+        try:
+            # a timeout disconnects the connection: its reply may still come, to nobody
+            replies.append(conn.read_response(timeout=max(1e-4, deadline - time.monotonic())))
+        except RedisError as exc:
+            replies.append(exc)
+        finally:
+            node.connection_pool.release(conn)
+    return replies
+
+
+def async_node_client(node: Any) -> redis.asyncio.Redis:
+    """A plain client (a pool of its own) to one node of an asyncio ``RedisCluster``, with the
+    cluster's connection settings: a pub/sub connection must stay on the node of its channel."""
+    pool = redis.asyncio.ConnectionPool(
+        connection_class=node.connection_class, **node.connection_kwargs
+    )
+    return redis.asyncio.Redis(connection_pool=pool)
+
+
+def sync_node_client(node: Any) -> redis.Redis:
+    template = node.redis_connection.connection_pool
+    pool = redis.ConnectionPool(
+        connection_class=template.connection_class, **template.connection_kwargs
+    )
+    return redis.Redis(connection_pool=pool)
 
 
 class AsyncEvent:

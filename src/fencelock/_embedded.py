@@ -116,6 +116,14 @@ class EmbeddedServer:
     def resume(self) -> None:
         os.kill(self.pid, signal.SIGCONT)
 
+    def kill(self) -> None:
+        """SIGKILL, as a crash: the data is gone (no persistence); ``start()`` brings the server
+        back empty on the same port."""
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
+
     def stop(self) -> None:
         process, self.process = self.process, None
         if process is None:

@@ -184,11 +184,11 @@ async def test_waiter_is_woken_by_release_message(async_client: AsyncLockClient)
         return token
 
     call = AsyncCall(wait_then_release)
-    await async_until(lambda: async_client._waiter.stats.waiting == 1)
+    await async_until(lambda: async_client.wait_stats.waiting == 1)
     first = holder.token
     await holder.release()
     assert await call.result() > first
-    assert async_client._waiter.stats.wakeups == 1 and async_client._waiter.stats.polls == 0
+    assert async_client.wait_stats.wakeups == 1 and async_client.wait_stats.polls == 0
 
 
 async def test_fallback_retry_at_holder_ttl(
@@ -199,7 +199,7 @@ async def test_fallback_retry_at_holder_ttl(
     await holder.acquire(0)
     waiter = async_client.lock("expire", ttl=10)
     assert await waiter.acquire(timeout=30)
-    assert async_client._waiter.stats.polls >= 1 and async_client._waiter.stats.wakeups == 0
+    assert async_client.wait_stats.polls >= 1 and async_client.wait_stats.wakeups == 0
     assert waiter.token > holder.token
     await waiter.release()
 

@@ -185,11 +185,11 @@ def test_waiter_is_woken_by_release_message(sync_client: LockClient) -> None:
         return token
 
     call = SyncCall(wait_then_release)
-    sync_until(lambda: sync_client._waiter.stats.waiting == 1)
+    sync_until(lambda: sync_client.wait_stats.waiting == 1)
     first = holder.token
     holder.release()
     assert call.result() > first
-    assert sync_client._waiter.stats.wakeups == 1 and sync_client._waiter.stats.polls == 0
+    assert sync_client.wait_stats.wakeups == 1 and sync_client.wait_stats.polls == 0
 
 
 def test_fallback_retry_at_holder_ttl(
@@ -200,7 +200,7 @@ def test_fallback_retry_at_holder_ttl(
     holder.acquire(0)
     waiter = sync_client.lock("expire", ttl=10)
     assert waiter.acquire(timeout=30)
-    assert sync_client._waiter.stats.polls >= 1 and sync_client._waiter.stats.wakeups == 0
+    assert sync_client.wait_stats.polls >= 1 and sync_client.wait_stats.wakeups == 0
     assert waiter.token > holder.token
     waiter.release()
 

@@ -37,12 +37,24 @@ from redis.exceptions import RedisError, TimeoutError
 
 from .._backend import (
     ASYNC_CAN_CANCEL,
+    ASYNC_LAZY_TOKEN,
     AsyncOwnerSlot,
     AsyncStateLock,
+    async_blocking,
     async_checkpoint,
     async_current_task,
     async_shield,
+    async_sleep,
     async_uncancel,
+)
+from .._core.quorum import (
+    acquire_outcome,
+    node_timeout,
+    owned_answers,
+    renew_answers,
+    retry_jitter,
+    tally,
+    validity,
 )
 from .._core.replies import (
     Busy,
@@ -54,9 +66,24 @@ from .._core.replies import (
     translate_error,
 )
 from .._core.timing import lease_deadline, remaining, retry_delay
-from ..errors import LockError, LockLost, LockNotOwned, LockTimeout, NotReplicated
+from ..errors import (
+    LockConnectionError,
+    LockError,
+    LockLost,
+    LockNotOwned,
+    LockTimeout,
+    NotReplicated,
+)
 from ..keys import LockKeys, ttl_to_ms, validate_name, validate_timeout, validate_ttl
-from ..scripts import ACQUIRE, REENTRANT_ACQUIRE, REENTRANT_RELEASE, RELEASE, RENEW
+from ..scripts import (
+    ACQUIRE,
+    FENCE_RAISE,
+    REENTRANT_ACQUIRE,
+    REENTRANT_RELEASE,
+    RELEASE,
+    RENEW,
+    Script,
+)
 
 if TYPE_CHECKING:
     from .client import AsyncLockClient
@@ -87,6 +114,8 @@ class Grant:
     lost: bool = False
     task: Any = None  # the task inside ``async with``, cancelled under on_lost_policy="cancel"
     cancelled: bool = False  # the library cancelled that task because the lease was lost
+    # Redlock: ``fence`` is safe to hand out only once a majority's counters were raised to it
+    confirmed: bool = True
 
 
 class AsyncLock:
@@ -124,6 +153,8 @@ class AsyncLock:
         self._lock_key = (self._keys.lock,)
         self._acquire_script = REENTRANT_ACQUIRE if reentrant else ACQUIRE
         self._release_script = REENTRANT_RELEASE if reentrant else RELEASE
+        # Redlock: how long one node may take to answer a request about this lock
+        self._node_timeout = client.node_timeout or node_timeout(self.ttl)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} ttl={self.ttl}>"
@@ -171,8 +202,10 @@ class AsyncLock:
         self.check()
         sent_at = time.monotonic()
         try:
-            # the script answers a count that is not ours (LockLost), never "busy", to a re-entry
-            await self._try(grant.holder, grant.depth)
+            # one server answers a count that is not ours (LockLost), never "busy", to a
+            # re-entry; Redlock answers "busy" when a majority did not let it in
+            if isinstance(await self._try(grant.holder, grant.depth), Busy):
+                raise LockLost(f"{self.name!r}: a majority of nodes refused the re-entry")
         except LockLost:
             self._declare_lost(grant, "re-entry found the hold count changed")
             raise
@@ -185,9 +218,9 @@ class AsyncLock:
     async def _acquire(self, holder: str, deadline: float | None) -> Grant | None:
         sent_at = time.monotonic()
         result = await self._try(holder)
+        client = self._client
         if isinstance(result, Busy) and remaining(deadline, time.monotonic()) != 0:
-            waiter = self._client._waiter
-            async with waiter.watch(self._keys.channel) as wake:
+            async with client.watch(self._keys.channel) as wake:
                 while isinstance(result, Busy):
                     left = remaining(deadline, time.monotonic())
                     if left == 0:
@@ -198,16 +231,23 @@ class AsyncLock:
                     result = await self._try(holder)
                     if isinstance(result, Granted):
                         break
+                    if (
+                        client.nodes
+                    ):  # Redlock: contenders that split the nodes must not collide again
+                        await async_sleep(retry_jitter(client.max_poll))
                     left = remaining(deadline, time.monotonic())
-                    await waiter.wait(wake, retry_delay(result.pttl, left, self._client.max_poll))
+                    await client.wait(wake, retry_delay(result.pttl, left, client.max_poll))
         if isinstance(result, Busy):
             return None
-        return Grant(holder, result.fence, os.getpid(), lease_deadline(sent_at, self.ttl))
+        deadline = lease_deadline(sent_at, self.ttl)
+        return Grant(holder, result.fence, os.getpid(), deadline, confirmed=result.confirmed)
 
     async def _try(self, holder: str, depth: int = 0) -> Granted | Busy:
         args: tuple[str | int, ...] = (holder, self._ttl_ms)
         if self.reentrant:
             args += (depth,)
+        if self._client.nodes:
+            return await self._try_quorum(holder, depth, args)
         for attempt in range(1, ACQUIRE_ATTEMPTS + 1):
             try:
                 reply, acked = await self._client.run_replicated(
@@ -225,6 +265,45 @@ class AsyncLock:
                 raise translate_error(exc, self._keys.lock) from exc
         raise AssertionError("unreachable")
 
+    async def _try_quorum(
+        self, holder: str, depth: int, args: tuple[str | int, ...]
+    ) -> Granted | Busy:
+        """Redlock: ask every node at once; a majority within the validity grants."""
+        sent_at = time.monotonic()
+        replies = await self._fan_out(self._acquire_script, self._acquire_keys, args)
+        await async_checkpoint()
+        outcome = acquire_outcome(replies, self.ttl, time.monotonic() - sent_at)
+        result = outcome.result
+        if isinstance(result, Granted) and depth == 0 and not ASYNC_LAZY_TOKEN:
+            # asyncio cannot do the write-back later, inside the ``token`` property
+            try:
+                confirmed = await self._raise_fence(holder, result.fence)
+            except LockConnectionError:
+                confirmed = False
+            result = Granted(result.fence) if confirmed else Busy(None)
+        if depth == 0 and outcome.touched and isinstance(result, Busy):
+            # some nodes may have granted (or still will): give it back on all of them
+            await async_shield(self._release_quietly(holder))
+        return result
+
+    async def _fan_out(self, script: Script, keys: tuple[str, ...], args: Any) -> list[Any]:
+        return await self._client.fan_out_script(script, keys, args, self._node_timeout)
+
+    async def _raise_fence(self, holder: str, fence: int) -> bool:
+        """Redlock fencing: raise a majority's counters to ``fence`` (see fence_raise.lua).
+        False when a majority no longer holds the grant; LockConnectionError when unknown."""
+        replies = await self._fan_out(FENCE_RAISE, self._acquire_keys, (holder, fence))
+        return tally(owned_answers(replies, (1,))).outcome(len(replies), f"token of {self.name!r}")
+
+    async def _confirm_token(self, grant: Grant) -> int:
+        if not self._is_lost(grant):
+            if await self._raise_fence(grant.holder, grant.fence):
+                grant.confirmed = True
+                return grant.fence
+            self._declare_lost(grant, "a majority no longer held it when its token was read")
+        # a later grant may have been computed without this token: it must never be used
+        raise LockLost(f"{self.name!r}: the lease was lost before its fencing token was read")
+
     async def _release_quietly(self, holder: str) -> bool:
         try:
             return await self._release_once(holder) == 1
@@ -236,6 +315,10 @@ class AsyncLock:
     async def _release_once(self, holder: str) -> int:
         """1: released, 2: a reentrant hold left but still held, 0: not held by ``holder``."""
         args = (holder, self._keys.channel, self._client.publish_command)
+        if self._client.nodes:
+            replies = await self._fan_out(self._release_script, self._lock_key, args)
+            answers = owned_answers(replies, (1, 2))
+            return int(tally(answers).outcome(len(replies), f"release of {self.name!r}"))
         try:
             reply = await self._client.run(self._release_script, self._lock_key, args)
         except RedisError as exc:
@@ -263,12 +346,20 @@ class AsyncLock:
         new_ttl = self.ttl if ttl is None else validate_ttl(ttl)
         grant = self._owned_grant("extend")
         sent_at = time.monotonic()
-        try:
-            reply, acked = await self._client.run_replicated(
-                RENEW, self._lock_key, (grant.holder, ttl_to_ms(new_ttl))
+        args = (grant.holder, ttl_to_ms(new_ttl))
+        if self._client.nodes:
+            replies = await self._fan_out(RENEW, self._lock_key, args)
+            held = tally(renew_answers(replies, 1)[0]).outcome(
+                len(replies), f"extend {self.name!r}"
             )
-        except RedisError as exc:
-            raise translate_error(exc, self._keys.lock) from exc
+            if held and validity(new_ttl, time.monotonic() - sent_at) <= 0:
+                raise LockConnectionError(f"extend {self.name!r}: the nodes answered too late")
+            reply, acked = [int(held)], None
+        else:
+            try:
+                reply, acked = await self._client.run_replicated(RENEW, self._lock_key, args)
+            except RedisError as exc:
+                raise translate_error(exc, self._keys.lock) from exc
         if not renew_reply(reply, 1)[0]:
             self._declare_lost(grant, "found gone at extend")
             raise LockLost(f"cannot extend {self.name!r}: its lease had already expired")
@@ -302,6 +393,25 @@ class AsyncLock:
         grant = self._grant()
         if grant is None:
             return False
+        if self._client.nodes:
+            ok = await self._held_by_quorum(grant)
+        else:
+            ok = await self._held_by_server(grant)
+        if not ok:
+            self._declare_lost(grant, "found gone by held()")
+        return ok
+
+    async def _held_by_quorum(self, grant: Grant) -> bool:
+        key, holder = self._keys.lock, grant.holder
+        command = ("HEXISTS", key, holder) if self.reentrant else ("GET", key)
+        replies = await self._client.fan_out(command, self._node_timeout, key)
+        answers: list[bool | BaseException] = [
+            r if isinstance(r, BaseException) else r in (1, holder, holder.encode())
+            for r in replies
+        ]
+        return tally(answers).outcome(len(replies), f"held {self.name!r}")
+
+    async def _held_by_server(self, grant: Grant) -> bool:
         try:
             if self.reentrant:
                 ok = bool(await self._client.redis.hexists(self._keys.lock, grant.holder))
@@ -310,14 +420,18 @@ class AsyncLock:
                 ok = (value.decode() if isinstance(value, bytes) else value) == grant.holder
         except RedisError as exc:
             raise translate_error(exc, self._keys.lock) from exc
-        if not ok:
-            self._declare_lost(grant, "found gone by held()")
         return ok
 
     @property
     def token(self) -> int:
-        """The fencing token of the current grant (kept after the lease is lost, until release)."""
-        return self._owned_grant("read the token of").fence
+        """The fencing token of the current grant (kept after the lease is lost, until release).
+
+        Redlock: the first read raises a majority's counters to the token (one round trip), so
+        that every later grant gets a larger one; ``LockLost`` if the lease is gone by then."""
+        grant = self._owned_grant("read the token of")
+        if not grant.confirmed:
+            return async_blocking(self._confirm_token, grant)
+        return grant.fence
 
     def _is_lost(self, grant: Grant) -> bool:
         if not grant.lost and time.monotonic() >= grant.deadline:

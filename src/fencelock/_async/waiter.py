@@ -19,7 +19,6 @@ import itertools
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 
 import redis.exceptions
 
@@ -39,19 +38,14 @@ from ..errors import LockConnectionError
 _READ_TIMEOUT = 0.5
 
 
-@dataclass
-class WaitStats:
-    """Counters the tests use to tell a pub/sub wake-up from a fallback re-try."""
-
-    waiting: int = 0  # acquires blocked right now, waiting for a wake-up or their timer
-    wakeups: int = 0  # waits ended by a release message
-    polls: int = 0  # waits ended by their timer
-
-
 class AsyncWaiter:
-    def __init__(self, redis: AsyncRedis, confirm_timeout: float) -> None:
-        self._redis = redis
+    """The wake-up subscriptions of one client on one server (``sharded``: a Cluster node, where
+    a release publishes with SPUBLISH)."""
+
+    def __init__(self, redis: AsyncRedis, confirm_timeout: float, sharded: bool = False) -> None:
+        self.redis = redis
         self._confirm_timeout = confirm_timeout
+        self._sharded = sharded
         # _guard protects the maps below (shared with the listener); _mutex orders the decision
         # to SUBSCRIBE/UNSUBSCRIBE a channel with sending it, so an UNSUBSCRIBE decided before a
         # new watcher arrived can never reach the server after that watcher's SUBSCRIBE.
@@ -64,7 +58,6 @@ class AsyncWaiter:
         self._nonces = itertools.count()
         self._watchers: dict[str, set[AsyncEvent]] = {}  # channel -> events of its watchers
         self._pings: dict[str, AsyncEvent] = {}  # PING nonce -> set when its reply arrives
-        self.stats = WaitStats()
 
     def _reset_after_fork(self) -> None:
         if self._pid != os.getpid():
@@ -81,14 +74,17 @@ class AsyncWaiter:
 
     def _connection(self) -> AsyncPubSub:
         if self._pubsub is None:
-            self._pubsub = self._redis.pubsub()
+            self._pubsub = self.redis.pubsub()
         return self._pubsub
 
     @asynccontextmanager
-    async def watch(self, channel: str) -> AsyncIterator[AsyncEvent]:
+    async def watch(
+        self, channel: str, event: AsyncEvent | None = None
+    ) -> AsyncIterator[AsyncEvent]:
         """Subscribe to ``channel`` (active on the server before this returns) and yield an
-        event that every message on it sets, until the block ends."""
-        event, ready = AsyncEvent(), AsyncEvent()
+        event (``event``, or a new one) that every message on it sets, until the block ends."""
+        event = AsyncEvent() if event is None else event
+        ready = AsyncEvent()
         nonce = f"fencelock-{os.getpid()}-{next(self._nonces)}"
         self._reset_after_fork()
         try:
@@ -98,7 +94,10 @@ class AsyncWaiter:
                     self._watchers.setdefault(channel, set()).add(event)
                     self._pings[nonce] = ready
                 try:
-                    await pubsub.subscribe(channel)
+                    if self._sharded:
+                        await pubsub.ssubscribe(channel)
+                    else:
+                        await pubsub.subscribe(channel)
                     await pubsub.ping(nonce)
                     await async_checkpoint()
                 except redis.exceptions.RedisError as exc:
@@ -116,22 +115,6 @@ class AsyncWaiter:
                 self._pings.pop(nonce, None)
             await self._unwatch(channel, event)
 
-    async def wait(self, event: AsyncEvent, timeout: float) -> bool:
-        """Wait for a message on a watched channel, at most ``timeout`` seconds."""
-        with self._guard:
-            self.stats.waiting += 1
-        woken = False
-        try:
-            woken = await event.wait(timeout)
-        finally:
-            with self._guard:
-                self.stats.waiting -= 1
-                if woken:
-                    self.stats.wakeups += 1
-                else:
-                    self.stats.polls += 1
-        return woken
-
     async def _unwatch(self, channel: str, event: AsyncEvent) -> None:
         async with self._mutex:
             with self._guard:
@@ -146,7 +129,10 @@ class AsyncWaiter:
             if pubsub is not None and self._pid == os.getpid():
                 # a failure means the connection is gone, and the subscription with it
                 with contextlib.suppress(redis.exceptions.RedisError):
-                    await pubsub.unsubscribe(channel)
+                    if self._sharded:
+                        await pubsub.sunsubscribe(channel)
+                    else:
+                        await pubsub.unsubscribe(channel)
 
     def _dispatch(self, message: dict[str, object]) -> None:
         kind, channel, data = message["type"], message["channel"], message["data"]

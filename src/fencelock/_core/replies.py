@@ -20,6 +20,7 @@ def new_holder_token() -> str:
 @dataclass(frozen=True, slots=True)
 class Granted:
     fence: int
+    confirmed: bool = True  # Redlock: False until a majority's counters were raised to it
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,19 +2,40 @@
 """The client: one per application (or per process), shared by all its locks.
 
 It owns what must not be per lock: the Redis connection pool, the one pub/sub connection that
-wakes every waiter, and (later) the one watchdog that renews every lease.
+wakes every waiter (one per node in Redlock mode), and the one watchdog that renews every lease.
+
+Modes, chosen by what it is given:
+
+* one ``Redis`` (also a Sentinel ``master_for`` client): one server's word is final;
+* a ``RedisCluster``: the same per lock (every key of a lock is in one slot, thanks to the hash
+  tag); wake-ups use sharded pub/sub and the watchdog batches per slot;
+* a list of ``Redis`` (independent masters): Redlock. Every request goes to all nodes at once,
+  each bounded by a per-node timeout, and a majority decides (``_core/quorum.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Iterator, Callable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Self
 
+from redis.crc import key_slot
 from redis.exceptions import NoScriptError, RedisError
 
-from .._backend import SyncRedis
+from .._backend import (
+    SyncEvent,
+    SyncRedis,
+    SyncRedisCluster,
+    SyncStateLock,
+    sync_fan_out,
+    sync_node_client,
+)
+from .._core.quorum import NODE_TIMEOUT_MAX
 from .._core.replies import fenced_set_reply, translate_error
 from .._core.timing import DEFAULT_MAX_POLL
+from ..errors import LockConnectionError
 from ..keys import (
     DEFAULT_PREFIX,
     fence_key_for,
@@ -31,8 +52,17 @@ from .watchdog import Watchdog
 DEFAULT_SOCKET_TIMEOUT = 5.0
 
 
-def _bounded(client: SyncRedis, socket_timeout: float) -> SyncRedis:
-    """The same server, with every socket operation bounded.
+@dataclass
+class WaitStats:
+    """Counters the tests use to tell a pub/sub wake-up from a fallback re-try."""
+
+    waiting: int = 0  # acquires blocked right now, waiting for a wake-up or their timer
+    wakeups: int = 0  # waits ended by a release message
+    polls: int = 0  # waits ended by their timer
+
+
+def _bounded(client: SyncRedis, socket_timeout: float, force: bool = False) -> SyncRedis:
+    """The same server, with every socket operation bounded (``force``: by exactly that).
 
     A client given without ``socket_timeout`` would let a hung server block a lock call forever.
     Its pool is not changed (the application may rely on blocking commands): fencelock gets its
@@ -40,16 +70,29 @@ def _bounded(client: SyncRedis, socket_timeout: float) -> SyncRedis:
     """
     pool = client.connection_pool
     kwargs = dict(pool.connection_kwargs)
-    if kwargs.get("socket_timeout") and kwargs.get("socket_connect_timeout"):
+    if not force and kwargs.get("socket_timeout") and kwargs.get("socket_connect_timeout"):
         return client
-    kwargs["socket_timeout"] = kwargs.get("socket_timeout") or socket_timeout
-    kwargs["socket_connect_timeout"] = kwargs.get("socket_connect_timeout") or socket_timeout
+    for option in ("socket_timeout", "socket_connect_timeout"):
+        kwargs[option] = socket_timeout if force else kwargs.get(option) or socket_timeout
+    for option in ("service_name", "sentinel_manager"):  # a Sentinel pool finds its master so
+        if hasattr(pool, option):
+            kwargs[option] = getattr(pool, option)
     new_pool = type(pool)(connection_class=pool.connection_class, **kwargs)
     return SyncRedis(connection_pool=new_pool)
 
 
+def _checked_cluster(cluster: SyncRedisCluster) -> SyncRedisCluster:
+    # the asyncio cluster keeps its connection settings on itself, the sync one on its manager
+    kwargs = getattr(cluster, "connection_kwargs", None) or cluster.nodes_manager.connection_kwargs
+    if not kwargs.get("socket_timeout"):
+        raise ValueError(
+            "the RedisCluster must be built with socket_timeout= (fencelock bounds every request)"
+        )
+    return cluster
+
+
 def run_script(
-    client: SyncRedis, script: Script, keys: Sequence[str], args: Sequence[Any]
+    client: SyncRedis | SyncRedisCluster, script: Script, keys: Sequence[str], args: Sequence[Any]
 ) -> Any:
     """EVALSHA, falling back to EVAL (which also caches the script) after SCRIPT FLUSH or a
     restart: the server answers NOSCRIPT and nothing has run, so the fallback is safe."""
@@ -60,24 +103,23 @@ def run_script(
 
 
 class LockClient:
-    """Distributed locks on one Redis server.
+    """Distributed locks on one Redis server, a Redis Cluster, or several masters (Redlock).
 
-    ``LockClient(redis.asyncio.Redis(...))`` or ``LockClient.from_url("redis://...")``.
+    ``LockClient(redis.asyncio.Redis(...))``, ``LockClient([r1, r2, r3])`` (Redlock) or
+    ``LockClient.from_url("redis://...")`` / ``LockClient.from_url([url1, url2, url3])``.
     """
 
     def __init__(
         self,
-        redis: SyncRedis,
+        redis: SyncRedis | SyncRedisCluster | Sequence[SyncRedis],
         *,
         prefix: str = DEFAULT_PREFIX,
         socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
         max_poll: float = DEFAULT_MAX_POLL,
         min_replicas: int = 0,
         replica_timeout: float = 1.0,
+        node_timeout: float | None = None,
     ) -> None:
-        if not isinstance(redis, SyncRedis):
-            expected = SyncRedis.__module__
-            raise TypeError(f"redis must be a {expected}.Redis, not {type(redis).__name__}")
         self._prefix = validate_prefix(prefix)
         # a blocked acquire re-tries at least this often, even if no wake-up message arrives
         self.max_poll = validate_ttl(max_poll, "max_poll")
@@ -90,21 +132,78 @@ class LockClient:
         self.replica_timeout = validate_ttl(replica_timeout, "replica_timeout")
         if min_replicas and self.replica_timeout >= socket_timeout:
             raise ValueError("replica_timeout must be shorter than socket_timeout")
-        self.redis = _bounded(redis, socket_timeout)
-        # close() closes what fencelock made: its own pool, or (from_url) the whole client
-        self._owns_redis = self.redis is not redis
-        self._waiter = Waiter(self.redis, confirm_timeout=socket_timeout)
+        # Redlock: each node's share of a request is bounded by this (None: derived per lock
+        # from its ttl, see _core/quorum.node_timeout)
+        self.node_timeout = (
+            None if node_timeout is None else validate_ttl(node_timeout, "node_timeout")
+        )
+        self.nodes: list[SyncRedis] = []
+        self.cluster = isinstance(redis, SyncRedisCluster)
+        expected = SyncRedis.__module__ + ".Redis"
+        if isinstance(redis, SyncRedis | SyncRedisCluster):
+            given: list[SyncRedis] = []
+        elif isinstance(redis, list | tuple) and redis:
+            given = list(redis)
+            for node in given:
+                if not isinstance(node, SyncRedis):
+                    raise TypeError(f"Redlock nodes must be {expected}, not {type(node).__name__}")
+            if min_replicas:
+                raise ValueError("min_replicas applies to one master, not to Redlock nodes")
+        else:
+            raise TypeError(
+                f"redis must be a {expected}, a RedisCluster, or a non-empty list of "
+                f"{expected} (Redlock), not {redis!r}"
+            )
+        if self.cluster and min_replicas:
+            raise ValueError("min_replicas is not supported with a RedisCluster")
+        if given:
+            # Every socket of a node is bounded by the node timeout: a hung node must cost an
+            # acquire about that, even when a connection has to be made again.
+            limit = self.node_timeout or NODE_TIMEOUT_MAX
+            self.nodes = [_bounded(node, limit, force=True) for node in given]
+            self.redis: SyncRedis | SyncRedisCluster = self.nodes[0]
+            self._owns_redis = True
+            waiters = [Waiter(node, confirm_timeout=limit) for node in self.nodes]
+        elif isinstance(redis, SyncRedisCluster):
+            self.redis = _checked_cluster(redis)
+            self._owns_redis = False
+            waiters = []  # one per node, made as channels on it are first watched
+        else:
+            assert isinstance(redis, SyncRedis)
+            self.redis = _bounded(redis, socket_timeout)
+            # close() closes what fencelock made: its own pool, or (from_url) the whole client
+            self._owns_redis = self.redis is not redis
+            waiters = [Waiter(self.redis, confirm_timeout=socket_timeout)]
+        self._socket_timeout = socket_timeout
+        self._waiters: dict[object, Waiter] = dict(enumerate(waiters))
+        self._guard = SyncStateLock()
+        self.wait_stats = WaitStats()
         self._watchdog = Watchdog(self)
-        self.publish_command = "PUBLISH"
+        # a release wakes waiters through sharded pub/sub on a Cluster: a plain PUBLISH there
+        # is broadcast to every node of the cluster
+        self.publish_command = "SPUBLISH" if self.cluster else "PUBLISH"
 
     @classmethod
     def from_url(
-        cls, url: str, *, socket_timeout: float = DEFAULT_SOCKET_TIMEOUT, **kwargs: Any
+        cls,
+        url: str | Sequence[str],
+        *,
+        socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
+        **kwargs: Any,
     ) -> Self:
-        redis_client = SyncRedis.from_url(
-            url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout
-        )
-        client = cls(redis_client, socket_timeout=socket_timeout, **kwargs)
+        """A client for ``url``; a list of URLs means Redlock over those masters."""
+        urls = [url] if isinstance(url, str) else list(url)
+        if not urls or not all(isinstance(u, str) for u in urls):
+            raise TypeError(f"url must be a URL or a non-empty list of URLs, not {url!r}")
+        clients = [
+            SyncRedis.from_url(
+                u, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout
+            )
+            for u in urls
+        ]
+        # (not connected yet: nothing to close if the constructor refuses the arguments)
+        target: SyncRedis | list[SyncRedis] = clients[0] if isinstance(url, str) else clients
+        client = cls(target, socket_timeout=socket_timeout, **kwargs)
         client._owns_redis = True
         return client
 
@@ -160,13 +259,94 @@ class LockClient:
                 raise result
         return reply, int(acked)
 
+    def fan_out(self, command: Sequence[Any], timeout: float, what: str) -> list[Any]:
+        """Redlock: send ``command`` to every node at once; per node its reply, or the
+        ``LockError`` it failed with (a node silent for ``timeout`` seconds counts as failed)."""
+        replies = sync_fan_out(self.nodes, command, timeout)
+        return [translate_error(r, what) if isinstance(r, RedisError) else r for r in replies]
+
+    def fan_out_script(
+        self, script: Script, keys: Sequence[str], args: Sequence[Any], timeout: float
+    ) -> list[Any]:
+        """``fan_out`` of a script by EVALSHA; nodes that answer NOSCRIPT (restarted, or SCRIPT
+        FLUSH) get the source in a second, smaller round."""
+        replies = sync_fan_out(
+            self.nodes, ("EVALSHA", script.sha, len(keys), *keys, *args), timeout
+        )
+        missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        if missing:
+            command = ("EVAL", script.source, len(keys), *keys, *args)
+            again = sync_fan_out([self.nodes[i] for i in missing], command, timeout)
+            for i, reply in zip(missing, again, strict=True):
+                replies[i] = reply
+        what = keys[0] if keys else script.name
+        return [translate_error(r, what) if isinstance(r, RedisError) else r for r in replies]
+
+    @contextmanager
+    def watch(self, channel: str) -> Iterator[SyncEvent]:
+        """Subscribe to a lock's wake-up channel (on every node in Redlock mode: a release
+        message from any of them wakes the waiter) and yield the event a message sets."""
+        if self.cluster:
+            with self._shard_waiter(channel).watch(channel) as event:
+                yield event
+            return
+        if not self.nodes:
+            with self._waiters[0].watch(channel) as event:
+                yield event
+            return
+        event = SyncEvent()
+        with contextlib.ExitStack() as stack:
+            for waiter in self._waiters.values():
+                # a node that is down is skipped: the others, or the fallback re-try, wake us
+                with contextlib.suppress(LockConnectionError):
+                    stack.enter_context(waiter.watch(channel, event))
+            yield event
+
+    def _shard_waiter(self, channel: str) -> Waiter:
+        """The waiter on the Cluster node that serves ``channel``'s slot: sharded pub/sub
+        messages are only delivered by that node."""
+        cluster = self.redis
+        assert isinstance(cluster, SyncRedisCluster)
+        node = cluster.get_node_from_key(channel)
+        if node is None:
+            raise LockConnectionError(f"no Cluster node serves {channel!r}")
+        with self._guard:
+            waiter = self._waiters.get(node.name)
+            if waiter is None:
+                redis = sync_node_client(node)
+                waiter = Waiter(redis, confirm_timeout=self._socket_timeout, sharded=True)
+                self._waiters[node.name] = waiter
+        return waiter
+
+    def wait(self, event: SyncEvent, timeout: float) -> bool:
+        """Wait for a message on a watched channel, at most ``timeout`` seconds."""
+        stats = self.wait_stats
+        with self._guard:
+            stats.waiting += 1
+        woken = False
+        try:
+            woken = event.wait(timeout)
+        finally:
+            with self._guard:
+                stats.waiting -= 1
+                if woken:
+                    stats.wakeups += 1
+                else:
+                    stats.polls += 1
+        return woken
+
+    def slot_of(self, key: str) -> int:
+        """The Cluster slot of ``key``: one multi-key script call must stay within one slot.
+        (0 elsewhere: everything can share a call.)"""
+        return key_slot(key.encode()) if self.cluster else 0
+
     def fenced_set(
         self,
         key: str,
         value: str | bytes | int | float,
         token: int,
         *,
-        redis: SyncRedis | None = None,
+        redis: SyncRedis | SyncRedisCluster | None = None,
     ) -> None:
         """Write ``value`` to ``key`` only if ``token`` is >= every token seen for ``key``;
         otherwise raise ``StaleToken`` and write nothing."""
@@ -177,6 +357,11 @@ class LockClient:
             raise ValueError(f"token must be a positive fencing token, got {token}")
         if not isinstance(value, str | bytes | int | float) or isinstance(value, bool):
             raise TypeError(f"value must be str, bytes, int or float, not {type(value).__name__}")
+        if redis is None and self.nodes:
+            raise TypeError("fenced_set in Redlock mode needs redis=: the server of the resource")
+        if redis is not None and not isinstance(redis, SyncRedis | SyncRedisCluster):
+            expected = SyncRedis.__module__ + ".Redis"
+            raise TypeError(f"redis must be a {expected}, not {redis!r}")
         target = self.redis if redis is None else redis
         try:
             reply = run_script(
@@ -188,9 +373,17 @@ class LockClient:
 
     def close(self) -> None:
         self._watchdog.close()
-        self._waiter.close()
+        for waiter in list(self._waiters.values()):
+            waiter.close()
+            if self.cluster:  # its own client to one node (see _shard_waiter)
+                waiter.redis.connection_pool.disconnect()
         if self._owns_redis:
-            self.redis.close()
+            owned: list[SyncRedis | SyncRedisCluster] = [*self.nodes] or [self.redis]
+            for node in owned:
+                assert isinstance(node, SyncRedis)  # a RedisCluster is always the caller's
+                node.close()
+                # a pool of fencelock's own is not closed by aclose()
+                node.connection_pool.disconnect()
 
     def __enter__(self) -> Self:
         return self

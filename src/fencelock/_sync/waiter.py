@@ -20,7 +20,6 @@ import itertools
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import redis.exceptions
 
@@ -40,19 +39,14 @@ from ..errors import LockConnectionError
 _READ_TIMEOUT = 0.5
 
 
-@dataclass
-class WaitStats:
-    """Counters the tests use to tell a pub/sub wake-up from a fallback re-try."""
-
-    waiting: int = 0  # acquires blocked right now, waiting for a wake-up or their timer
-    wakeups: int = 0  # waits ended by a release message
-    polls: int = 0  # waits ended by their timer
-
-
 class Waiter:
-    def __init__(self, redis: SyncRedis, confirm_timeout: float) -> None:
-        self._redis = redis
+    """The wake-up subscriptions of one client on one server (``sharded``: a Cluster node, where
+    a release publishes with SPUBLISH)."""
+
+    def __init__(self, redis: SyncRedis, confirm_timeout: float, sharded: bool = False) -> None:
+        self.redis = redis
         self._confirm_timeout = confirm_timeout
+        self._sharded = sharded
         # _guard protects the maps below (shared with the listener); _mutex orders the decision
         # to SUBSCRIBE/UNSUBSCRIBE a channel with sending it, so an UNSUBSCRIBE decided before a
         # new watcher arrived can never reach the server after that watcher's SUBSCRIBE.
@@ -65,7 +59,6 @@ class Waiter:
         self._nonces = itertools.count()
         self._watchers: dict[str, set[SyncEvent]] = {}  # channel -> events of its watchers
         self._pings: dict[str, SyncEvent] = {}  # PING nonce -> set when its reply arrives
-        self.stats = WaitStats()
 
     def _reset_after_fork(self) -> None:
         if self._pid != os.getpid():
@@ -82,14 +75,17 @@ class Waiter:
 
     def _connection(self) -> SyncPubSub:
         if self._pubsub is None:
-            self._pubsub = self._redis.pubsub()
+            self._pubsub = self.redis.pubsub()
         return self._pubsub
 
     @contextmanager
-    def watch(self, channel: str) -> Iterator[SyncEvent]:
+    def watch(
+        self, channel: str, event: SyncEvent | None = None
+    ) -> Iterator[SyncEvent]:
         """Subscribe to ``channel`` (active on the server before this returns) and yield an
-        event that every message on it sets, until the block ends."""
-        event, ready = SyncEvent(), SyncEvent()
+        event (``event``, or a new one) that every message on it sets, until the block ends."""
+        event = SyncEvent() if event is None else event
+        ready = SyncEvent()
         nonce = f"fencelock-{os.getpid()}-{next(self._nonces)}"
         self._reset_after_fork()
         try:
@@ -99,7 +95,10 @@ class Waiter:
                     self._watchers.setdefault(channel, set()).add(event)
                     self._pings[nonce] = ready
                 try:
-                    pubsub.subscribe(channel)
+                    if self._sharded:
+                        pubsub.ssubscribe(channel)
+                    else:
+                        pubsub.subscribe(channel)
                     pubsub.ping(nonce)
                     sync_checkpoint()
                 except redis.exceptions.RedisError as exc:
@@ -117,22 +116,6 @@ class Waiter:
                 self._pings.pop(nonce, None)
             self._unwatch(channel, event)
 
-    def wait(self, event: SyncEvent, timeout: float) -> bool:
-        """Wait for a message on a watched channel, at most ``timeout`` seconds."""
-        with self._guard:
-            self.stats.waiting += 1
-        woken = False
-        try:
-            woken = event.wait(timeout)
-        finally:
-            with self._guard:
-                self.stats.waiting -= 1
-                if woken:
-                    self.stats.wakeups += 1
-                else:
-                    self.stats.polls += 1
-        return woken
-
     def _unwatch(self, channel: str, event: SyncEvent) -> None:
         with self._mutex:
             with self._guard:
@@ -147,7 +130,10 @@ class Waiter:
             if pubsub is not None and self._pid == os.getpid():
                 # a failure means the connection is gone, and the subscription with it
                 with contextlib.suppress(redis.exceptions.RedisError):
-                    pubsub.unsubscribe(channel)
+                    if self._sharded:
+                        pubsub.sunsubscribe(channel)
+                    else:
+                        pubsub.unsubscribe(channel)
 
     def _dispatch(self, message: dict[str, object]) -> None:
         kind, channel, data = message["type"], message["channel"], message["data"]

@@ -17,12 +17,14 @@ import logging
 import math
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 
 from .._backend import SyncBackground, SyncEvent, SyncStateLock, sync_sleep
+from .._core.quorum import renew_answers, tally, validity
 from .._core.replies import check_replicated, renew_reply
 from .._core.timing import (
     RENEW_BATCH,
@@ -32,7 +34,7 @@ from .._core.timing import (
     renewal_due,
     renewal_retry,
 )
-from ..errors import LockError
+from ..errors import LockConnectionError, LockError
 from ..keys import ttl_to_ms
 from ..scripts import RENEW
 
@@ -113,10 +115,16 @@ class Watchdog:
     def _round(self) -> None:
         self._wake.clear()  # before looking: a lease tracked from now on wakes the next wait
         now = time.monotonic()
+        slot_of = self._client.slot_of
+        by_slot: dict[int, list[Lease]] = {}
         with self._guard:
-            due = [le for le in self._leases.values() if renewal_due(le.renew_at, le.lock.ttl, now)]
-        for start in range(0, len(due), RENEW_BATCH):
-            self._renew(due[start : start + RENEW_BATCH])
+            for le in self._leases.values():
+                if renewal_due(le.renew_at, le.lock.ttl, now):
+                    # a Cluster runs a multi-key script only on keys of one slot
+                    by_slot.setdefault(slot_of(le.lock._keys.lock), []).append(le)
+        for due in by_slot.values():
+            for start in range(0, len(due), RENEW_BATCH):
+                self._renew(due[start : start + RENEW_BATCH])
         now = time.monotonic()
         with self._guard:
             expired = [lease for lease in self._leases.values() if now >= lease.grant.deadline]
@@ -135,23 +143,45 @@ class Watchdog:
             args += (lease.grant.holder, ttl_to_ms(lease.lock.ttl))
         sent_at = time.monotonic()
         self.stats.calls += 1
+        held: Sequence[bool | None]
         try:
-            reply, acked = self._client.run_replicated(RENEW, keys, args)
-            held = renew_reply(reply, len(batch))
-            # unacknowledged renewals are not confirmed: a failover could undo them
-            check_replicated(acked, self._client.min_replicas, "renewal")
+            if self._client.nodes:
+                held = self._renew_quorum(batch, keys, args, sent_at)
+            else:
+                reply, acked = self._client.run_replicated(RENEW, keys, args)
+                held = renew_reply(reply, len(batch))
+                # unacknowledged renewals are not confirmed: a failover could undo them
+                check_replicated(acked, self._client.min_replicas, "renewal")
         except (RedisError, LockError):
-            now = time.monotonic()
-            for lease in batch:
-                lease.renew_at = renewal_retry(now, lease.lock.ttl)
-            return
+            held = [None] * len(batch)
+        now = time.monotonic()
         for lease, ok in zip(batch, held, strict=True):
-            if ok:
+            if ok is None:  # not confirmed, not refused: try again soon
+                lease.renew_at = renewal_retry(now, lease.lock.ttl)
+            elif ok:
                 self.stats.renewed += 1
                 lease.grant.deadline = lease_deadline(sent_at, lease.lock.ttl)
                 lease.renew_at = next_renewal(sent_at, lease.lock.ttl)
             else:
                 self._lose(lease, "the lock was gone or held by another holder at renewal")
+
+    def _renew_quorum(
+        self, batch: list[Lease], keys: list[str], args: list[str | int], sent_at: float
+    ) -> list[bool | None]:
+        """Redlock: per lease, renewed by a majority in time (True), refused by enough nodes
+        that no majority can hold it (False), or unknown (None)."""
+        timeout = min(lease.lock._node_timeout for lease in batch)
+        replies = self._client.fan_out_script(RENEW, keys, args, timeout)
+        elapsed = time.monotonic() - sent_at
+        held: list[bool | None] = []
+        for lease, answers in zip(batch, renew_answers(replies, len(batch)), strict=True):
+            try:
+                ok = tally(answers).outcome(len(replies), "renewal")
+            except LockConnectionError:
+                held.append(None)
+                continue
+            held.append(None if ok and validity(lease.lock.ttl, elapsed) <= 0 else ok)
+        return held
 
     def _lose(self, lease: Lease, reason: str) -> None:
         with self._guard:

@@ -1,0 +1,154 @@
+"""Redlock's arithmetic: quorum, validity, per-node timeouts and what N replies mean together.
+
+Every function here is pure: the client sends one request to every node in parallel and hands the
+list of replies (a reply, or the exception that node raised) to these functions to decide.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..errors import LockConnectionError, LockError, LockLost
+from .replies import Busy, Granted, acquire_reply, renew_reply
+from .timing import drift
+
+
+def quorum(nodes: int) -> int:
+    """A majority: any two majorities of the same nodes share at least one node."""
+    return nodes // 2 + 1
+
+
+def validity(ttl: float, elapsed: float) -> float:
+    """How long a lease granted by a majority certainly lasts, counted from when the requests
+    were sent: the ttl, less the time the requests took, less the clock-rate allowance."""
+    return ttl - elapsed - drift(ttl)
+
+
+# The per-node timeout, when not configured, is a small fraction of the ttl within these bounds:
+# long enough for a loaded local network, short enough that a hung node costs little of the lease.
+NODE_TIMEOUT_MIN = 0.005
+NODE_TIMEOUT_MAX = 0.05
+
+
+def node_timeout(ttl: float) -> float:
+    return min(NODE_TIMEOUT_MAX, max(NODE_TIMEOUT_MIN, ttl / 200))
+
+
+def retry_jitter(max_poll: float) -> float:
+    """A random pause before a Redlock re-try, so that contenders that split the nodes between
+    them (nobody got a majority) do not collide again in lockstep."""
+    return random.uniform(0.0, min(max_poll, 0.05))
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """Answers of every node to "does this holder hold it (and did the action apply)?"."""
+
+    yes: int
+    no: int
+    failed: int  # unreachable, timed out, or an error reply
+
+    def outcome(self, nodes: int, what: str) -> bool:
+        """True with a majority of yes; False when enough nodes said no that no majority could
+        say yes; otherwise (too many nodes unreachable to know) ``LockConnectionError``."""
+        need = quorum(nodes)
+        if self.yes >= need:
+            return True
+        if self.no > nodes - need:
+            return False
+        raise LockConnectionError(
+            f"{what}: {self.yes} of {nodes} nodes confirmed, {self.failed} unreachable "
+            f"(a majority is {need})"
+        )
+
+
+def tally(answers: Sequence[bool | BaseException]) -> Tally:
+    yes = sum(1 for a in answers if a is True)
+    no = sum(1 for a in answers if a is False)
+    return Tally(yes, no, len(answers) - yes - no)
+
+
+def first_error(replies: Sequence[object]) -> BaseException | None:
+    """The error to show when every node failed, preferring one that is not a connection
+    failure (a wrong-type key says more than "connection refused")."""
+    errors = [r for r in replies if isinstance(r, BaseException)]
+    if len(errors) < len(replies) or not errors:
+        return None
+    for error in errors:
+        if not isinstance(error, LockConnectionError):
+            return error
+    return errors[0]
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumAcquire:
+    """What one round of acquire requests to every node amounts to."""
+
+    result: Granted | Busy  # Granted: a majority granted in time (fence = their maximum)
+    touched: bool  # some node may hold the grant: release everywhere unless granted
+
+
+def acquire_outcome(replies: Sequence[object], ttl: float, elapsed: float) -> QuorumAcquire:
+    """Decide a Redlock acquire from every node's reply to the acquire script.
+
+    ``replies``: one entry per node, the raw script reply or the (already translated) exception.
+    A grant needs a majority and a positive validity; the fencing token proposed is the largest
+    counter value among the granting nodes (it still has to be written back to a majority before
+    anyone may use it: ``confirm_outcome``).
+    """
+    fences: list[int] = []
+    pttls: list[float | None] = []
+    failed = 0
+    for reply in replies:
+        if isinstance(reply, BaseException):
+            failed += 1
+            continue
+        try:
+            result = acquire_reply(reply)
+        except LockLost:  # reentrant: this node's hold count is not ours
+            failed += 1
+            continue
+        if isinstance(result, Granted):
+            fences.append(result.fence)
+        else:
+            pttls.append(result.pttl)
+    if len(fences) >= quorum(len(replies)) and validity(ttl, elapsed) > 0:
+        return QuorumAcquire(Granted(max(fences), confirmed=False), touched=True)
+    error = first_error(replies)
+    if error is not None:
+        raise error
+    known = [p for p in pttls if p is not None]
+    # the lock frees itself on a majority no later than the busy nodes' longest remaining lease
+    pttl = max(known) if known and len(known) == len(pttls) else None
+    return QuorumAcquire(Busy(pttl), touched=bool(fences) or failed > 0)
+
+
+def owned_answers(replies: Sequence[object], held: Sequence[int]) -> list[bool | BaseException]:
+    """Per node: did the script answer one of ``held`` (the holder held it), or not, or fail."""
+    answers: list[bool | BaseException] = []
+    for reply in replies:
+        if isinstance(reply, BaseException):
+            answers.append(reply)
+        elif isinstance(reply, int):
+            answers.append(reply in held)
+        else:
+            answers.append(LockError(f"unexpected reply {reply!r}"))
+    return answers
+
+
+def renew_answers(replies: Sequence[object], count: int) -> list[list[bool | BaseException]]:
+    """Per lock of a renew batch of ``count`` locks, every node's answer (see ``tally``)."""
+    per_lock: list[list[bool | BaseException]] = [[] for _ in range(count)]
+    for reply in replies:
+        if isinstance(reply, BaseException):
+            flags: Sequence[bool | BaseException] = [reply] * count
+        else:
+            try:
+                flags = renew_reply(reply, count)
+            except LockError as exc:
+                flags = [exc] * count
+        for answers, flag in zip(per_lock, flags, strict=True):
+            answers.append(flag)
+    return per_lock

@@ -1,0 +1,307 @@
+"""Redlock over five independent masters, real processes killed, paused and restarted empty.
+Sync twin generated into tests/_sync by tools/gen_sync.py."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+import fencelock
+from fencelock._async.client import AsyncLockClient
+from fencelock._async.lock import AsyncLock
+from fencelock._backend import AsyncRedis
+from fencelock._embedded import EmbeddedServer
+from fencelock.keys import LockKeys
+from tests.concurrency import AsyncCall, async_until
+
+KEYS = LockKeys.for_name("job")
+# generous per-node timeout: these tests are about quorum logic, not about a loaded CI machine
+NODE_TIMEOUT = 0.5
+
+
+def make_client(servers: Sequence[EmbeddedServer], **kwargs: object) -> AsyncLockClient:
+    options: dict[str, object] = {"node_timeout": NODE_TIMEOUT, **kwargs}
+    return AsyncLockClient.from_url([s.url for s in servers], **options)  # type: ignore[arg-type]
+
+
+def holders(servers: Sequence[EmbeddedServer], key: str = KEYS.lock) -> list[bytes | None]:
+    """The holder token each live node has for ``key`` (None: not held there)."""
+    found = []
+    for srv in servers:
+        with srv.client() as probe:
+            found.append(probe.get(key))
+    return found
+
+
+def counters(servers: Sequence[EmbeddedServer]) -> list[int]:
+    found = []
+    for srv in servers:
+        with srv.client() as probe:
+            found.append(int(probe.get(KEYS.fence) or 0))
+    return found
+
+
+async def test_acquire_and_release_on_every_node(redlock: list[EmbeddedServer]) -> None:
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=10)
+    assert await lock.acquire(0)
+    tokens = holders(redlock)
+    assert tokens[0] is not None and tokens == [tokens[0]] * 5
+    assert lock.token == 1
+    assert await lock.held()
+    await lock.release()
+    assert holders(redlock) == [None] * 5
+    await client.close()
+
+
+async def test_a_second_client_is_refused(redlock: list[EmbeddedServer]) -> None:
+    first, second = make_client(redlock), make_client(redlock)
+    lock = first.lock("job", ttl=10)
+    assert await lock.acquire(0)
+    other = second.lock("job", ttl=10)
+    assert not await other.acquire(0)
+    assert not await other.acquire(0.2)  # waits, retries, and gives up: nothing taken
+    assert holders(redlock) == [holders(redlock)[0]] * 5  # still only the first holder
+    await lock.release()
+    assert await other.acquire(0)
+    assert other.token == 2
+    await other.release()
+    await first.close()
+    await second.close()
+
+
+async def test_a_split_vote_is_given_back_everywhere(redlock: list[EmbeddedServer]) -> None:
+    # Another holder owns 3 of the 5 nodes: no majority for us, and the 2 nodes we did get
+    # must be released at once, not left to expire.
+    for srv in redlock[:3]:
+        with srv.client() as probe:
+            probe.set(KEYS.lock, "someone-else", px=60_000)
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=10)
+    assert not await lock.acquire(0)
+    assert holders(redlock) == [b"someone-else"] * 3 + [None, None]
+    await client.close()
+
+
+async def test_two_of_five_killed_acquisitions_continue(redlock: list[EmbeddedServer]) -> None:
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=10)
+    seen = []
+    for round_ in range(6):
+        if round_ == 2:
+            redlock[0].kill()
+            redlock[3].kill()
+        assert await lock.acquire(0)
+        seen.append(lock.token)
+        await lock.release()
+    assert seen == sorted(set(seen)), f"tokens must strictly increase: {seen}"
+    await client.close()
+
+
+async def test_three_of_five_killed_is_a_clean_failure(redlock: list[EmbeddedServer]) -> None:
+    for srv in redlock[:3]:
+        srv.kill()
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=10)
+    assert not await lock.acquire(0)
+    assert not await lock.acquire(0.3)
+    with pytest.raises(fencelock.LockTimeout):
+        async with client.lock("job", ttl=10, timeout=0.1):
+            pass
+    assert holders(redlock[3:]) == [None, None]  # nothing left held on the survivors
+    await client.close()
+
+
+async def test_no_node_reachable_is_a_connection_error(redlock: list[EmbeddedServer]) -> None:
+    for srv in redlock:
+        srv.kill()
+    client = make_client(redlock)
+    with pytest.raises(fencelock.LockConnectionError):
+        await client.lock("job", ttl=10).acquire(0)
+    await client.close()
+
+
+async def test_tokens_increase_across_majorities_that_overlap_partly(
+    redlock: list[EmbeddedServer],
+) -> None:
+    # The counter-example of the design notes. Nodes a..e; each phase a new client (a new
+    # process, say) takes the lock on whichever majority is up, and reads its token.
+    a, b, c, d, e = redlock
+    tokens = []
+
+    async def grant() -> None:
+        client = make_client(redlock)
+        lock = client.lock("job", ttl=10)
+        assert await lock.acquire(0)
+        tokens.append(lock.token)
+        await lock.release()
+        await client.close()
+
+    b.kill()
+    c.kill()
+    for _ in range(5):
+        await grant()  # on {a, d, e}: their counters reach 5
+    b.start()  # back, empty
+    c.start()
+    d.kill()
+    e.kill()
+    await grant()  # on {a, b, c}: max(6, 1, 1) = 6, written back to b and c
+    assert counters([a, b, c]) == [6, 6, 6]
+    a.kill()
+    d.start()  # back, empty
+    e.start()
+    await grant()  # on {b, c, d, e}: without the write-back this would be max(2, 2, 1, 1) = 2
+    assert tokens == sorted(set(tokens)), f"tokens must strictly increase: {tokens}"
+    assert tokens[-1] == 7
+
+
+async def test_a_hung_node_costs_a_node_timeout_not_its_hang(
+    redlock: list[EmbeddedServer],
+) -> None:
+    # ttl 1 s: a grant has positive validity, so it proves the acquire took well under 1 s
+    # while the paused node never answers at all.
+    client = make_client(redlock, node_timeout=0.05)
+    lock = client.lock("job", ttl=1.0)
+    redlock[2].pause()
+    for _ in range(3):
+        assert await lock.acquire(5)
+        await lock.release()
+    redlock[2].resume()
+    await client.close()
+
+
+async def test_release_wakes_a_waiter_through_any_node(redlock: list[EmbeddedServer]) -> None:
+    holder_client, waiter_client = make_client(redlock), make_client(redlock, max_poll=3600)
+    held = holder_client.lock("job", ttl=3600)
+    assert await held.acquire(0)
+    redlock[0].kill()  # one node's pub/sub is gone: the others still deliver
+    waiting = waiter_client.lock("job", ttl=10)
+
+    async def acquire_and_release() -> bool:
+        granted = await waiting.acquire(None)
+        await waiting.release()
+        return granted
+
+    call = AsyncCall(acquire_and_release)
+    await async_until(lambda: waiter_client.wait_stats.waiting == 1)
+    await held.release()
+    assert await call.result()
+    # woken by a message: the only timer (an hour) cannot have fired
+    assert waiter_client.wait_stats.wakeups >= 1 and waiter_client.wait_stats.polls == 0
+    await holder_client.close()
+    await waiter_client.close()
+
+
+async def test_extend_and_held_go_by_majority(redlock: list[EmbeddedServer]) -> None:
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=5)
+    assert await lock.acquire(0)
+    await lock.extend(60)
+    with redlock[0].client() as probe:
+        assert probe.pttl(KEYS.lock) > 10_000
+    for srv in redlock[:2]:  # a minority loses it: still held
+        with srv.client() as probe:
+            probe.delete(KEYS.lock)
+    assert await lock.held()
+    await lock.extend()
+    with redlock[2].client() as probe:  # now a majority has lost it
+        probe.delete(KEYS.lock)
+    assert not await lock.held()
+    assert lock.lost
+    with pytest.raises(fencelock.LockLost):
+        await lock.extend()
+    with pytest.raises(fencelock.LockLost):
+        await lock.release()
+    # the holder's keys on the other nodes are not someone else's: they were left alone
+    await client.close()
+
+
+async def test_release_never_deletes_another_holders_lock(redlock: list[EmbeddedServer]) -> None:
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=10)
+    assert await lock.acquire(0)
+    for srv in redlock[:3]:
+        with srv.client() as probe:
+            probe.set(KEYS.lock, "successor", px=60_000)
+    with pytest.raises(fencelock.LockLost):
+        await lock.release()
+    assert holders(redlock)[:3] == [b"successor"] * 3
+    await client.close()
+
+
+async def test_watchdog_renews_by_majority_and_signals_loss(
+    redlock: list[EmbeddedServer],
+) -> None:
+    lost: list[AsyncLock] = []
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=0.6, auto_renew=True, on_lost=lost.append)
+    assert await lock.acquire(0)
+    renewals = client._watchdog.stats.renewed
+    await async_until(lambda: client._watchdog.stats.renewed >= renewals + 3)
+    assert not lock.lost and await lock.held()  # outlived its ttl several times
+    for srv in redlock[:3]:
+        with srv.client() as probe:
+            probe.delete(KEYS.lock)
+    await async_until(lambda: lock.lost)
+    assert lost == [lock]
+    with pytest.raises(fencelock.LockLost):
+        lock.check()
+    await client.close()
+
+
+async def test_reentrant_lock_over_redlock(redlock: list[EmbeddedServer]) -> None:
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=10, reentrant=True)
+    assert await lock.acquire(0)
+    token = lock.token
+    assert await lock.acquire(0)
+    assert lock.token == token  # a re-entry keeps the outer grant's token
+    await lock.release()
+    assert await lock.held()
+    await lock.release()
+    assert holders(redlock) == [None] * 5
+    await client.close()
+
+
+async def test_script_flush_on_some_nodes_is_survived(redlock: list[EmbeddedServer]) -> None:
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=10)
+    assert await lock.acquire(0)
+    await lock.release()
+    for srv in redlock[:2]:
+        with srv.client() as probe:
+            probe.script_flush()
+    assert await lock.acquire(0)
+    await lock.release()
+    assert holders(redlock) == [None] * 5
+    await client.close()
+
+
+async def test_fenced_set_needs_the_resource_server(redlock: list[EmbeddedServer]) -> None:
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=10)
+    assert await lock.acquire(0)
+    with pytest.raises(TypeError, match="redis="):
+        await client.fenced_set("stock", "1", lock.token)
+    with pytest.raises(TypeError, match="redis must be"):
+        await client.fenced_set("stock", "1", lock.token, redis=redlock[0].url)  # type: ignore[arg-type]
+    resource = AsyncRedis(port=redlock[0].port, socket_timeout=5)
+    await client.fenced_set("stock", "1", lock.token, redis=resource)
+    assert await resource.get("stock") == b"1"
+    await resource.aclose()
+    await lock.release()
+    await client.close()
+
+
+async def test_redlock_arguments_are_checked(redlock: list[EmbeddedServer]) -> None:
+    with pytest.raises(TypeError, match="non-empty list"):
+        AsyncLockClient([])
+    with pytest.raises(TypeError, match="Redlock nodes"):
+        AsyncLockClient([redlock[0].url])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="min_replicas"):
+        make_client(redlock, min_replicas=1)
+    with pytest.raises(ValueError, match="node_timeout"):
+        make_client(redlock, node_timeout=0)
+    with pytest.raises(TypeError, match="url"):
+        AsyncLockClient.from_url([])

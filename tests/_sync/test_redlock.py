@@ -1,0 +1,308 @@
+# GENERATED from tests/_async/test_redlock.py by tools/gen_sync.py: edit that file instead.
+"""Redlock over five independent masters, real processes killed, paused and restarted empty.
+Sync twin generated into tests/_sync by tools/gen_sync.py."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+import fencelock
+from fencelock._sync.client import LockClient
+from fencelock._sync.lock import Lock
+from fencelock._backend import SyncRedis
+from fencelock._embedded import EmbeddedServer
+from fencelock.keys import LockKeys
+from tests.concurrency import SyncCall, sync_until
+
+KEYS = LockKeys.for_name("job")
+# generous per-node timeout: these tests are about quorum logic, not about a loaded CI machine
+NODE_TIMEOUT = 0.5
+
+
+def make_client(servers: Sequence[EmbeddedServer], **kwargs: object) -> LockClient:
+    options: dict[str, object] = {"node_timeout": NODE_TIMEOUT, **kwargs}
+    return LockClient.from_url([s.url for s in servers], **options)  # type: ignore[arg-type]
+
+
+def holders(servers: Sequence[EmbeddedServer], key: str = KEYS.lock) -> list[bytes | None]:
+    """The holder token each live node has for ``key`` (None: not held there)."""
+    found = []
+    for srv in servers:
+        with srv.client() as probe:
+            found.append(probe.get(key))
+    return found
+
+
+def counters(servers: Sequence[EmbeddedServer]) -> list[int]:
+    found = []
+    for srv in servers:
+        with srv.client() as probe:
+            found.append(int(probe.get(KEYS.fence) or 0))
+    return found
+
+
+def test_acquire_and_release_on_every_node(redlock: list[EmbeddedServer]) -> None:
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=10)
+    assert lock.acquire(0)
+    tokens = holders(redlock)
+    assert tokens[0] is not None and tokens == [tokens[0]] * 5
+    assert lock.token == 1
+    assert lock.held()
+    lock.release()
+    assert holders(redlock) == [None] * 5
+    client.close()
+
+
+def test_a_second_client_is_refused(redlock: list[EmbeddedServer]) -> None:
+    first, second = make_client(redlock), make_client(redlock)
+    lock = first.lock("job", ttl=10)
+    assert lock.acquire(0)
+    other = second.lock("job", ttl=10)
+    assert not other.acquire(0)
+    assert not other.acquire(0.2)  # waits, retries, and gives up: nothing taken
+    assert holders(redlock) == [holders(redlock)[0]] * 5  # still only the first holder
+    lock.release()
+    assert other.acquire(0)
+    assert other.token == 2
+    other.release()
+    first.close()
+    second.close()
+
+
+def test_a_split_vote_is_given_back_everywhere(redlock: list[EmbeddedServer]) -> None:
+    # Another holder owns 3 of the 5 nodes: no majority for us, and the 2 nodes we did get
+    # must be released at once, not left to expire.
+    for srv in redlock[:3]:
+        with srv.client() as probe:
+            probe.set(KEYS.lock, "someone-else", px=60_000)
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=10)
+    assert not lock.acquire(0)
+    assert holders(redlock) == [b"someone-else"] * 3 + [None, None]
+    client.close()
+
+
+def test_two_of_five_killed_acquisitions_continue(redlock: list[EmbeddedServer]) -> None:
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=10)
+    seen = []
+    for round_ in range(6):
+        if round_ == 2:
+            redlock[0].kill()
+            redlock[3].kill()
+        assert lock.acquire(0)
+        seen.append(lock.token)
+        lock.release()
+    assert seen == sorted(set(seen)), f"tokens must strictly increase: {seen}"
+    client.close()
+
+
+def test_three_of_five_killed_is_a_clean_failure(redlock: list[EmbeddedServer]) -> None:
+    for srv in redlock[:3]:
+        srv.kill()
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=10)
+    assert not lock.acquire(0)
+    assert not lock.acquire(0.3)
+    with pytest.raises(fencelock.LockTimeout):
+        with client.lock("job", ttl=10, timeout=0.1):
+            pass
+    assert holders(redlock[3:]) == [None, None]  # nothing left held on the survivors
+    client.close()
+
+
+def test_no_node_reachable_is_a_connection_error(redlock: list[EmbeddedServer]) -> None:
+    for srv in redlock:
+        srv.kill()
+    client = make_client(redlock)
+    with pytest.raises(fencelock.LockConnectionError):
+        client.lock("job", ttl=10).acquire(0)
+    client.close()
+
+
+def test_tokens_increase_across_majorities_that_overlap_partly(
+    redlock: list[EmbeddedServer],
+) -> None:
+    # The counter-example of the design notes. Nodes a..e; each phase a new client (a new
+    # process, say) takes the lock on whichever majority is up, and reads its token.
+    a, b, c, d, e = redlock
+    tokens = []
+
+    def grant() -> None:
+        client = make_client(redlock)
+        lock = client.lock("job", ttl=10)
+        assert lock.acquire(0)
+        tokens.append(lock.token)
+        lock.release()
+        client.close()
+
+    b.kill()
+    c.kill()
+    for _ in range(5):
+        grant()  # on {a, d, e}: their counters reach 5
+    b.start()  # back, empty
+    c.start()
+    d.kill()
+    e.kill()
+    grant()  # on {a, b, c}: max(6, 1, 1) = 6, written back to b and c
+    assert counters([a, b, c]) == [6, 6, 6]
+    a.kill()
+    d.start()  # back, empty
+    e.start()
+    grant()  # on {b, c, d, e}: without the write-back this would be max(2, 2, 1, 1) = 2
+    assert tokens == sorted(set(tokens)), f"tokens must strictly increase: {tokens}"
+    assert tokens[-1] == 7
+
+
+def test_a_hung_node_costs_a_node_timeout_not_its_hang(
+    redlock: list[EmbeddedServer],
+) -> None:
+    # ttl 1 s: a grant has positive validity, so it proves the acquire took well under 1 s
+    # while the paused node never answers at all.
+    client = make_client(redlock, node_timeout=0.05)
+    lock = client.lock("job", ttl=1.0)
+    redlock[2].pause()
+    for _ in range(3):
+        assert lock.acquire(5)
+        lock.release()
+    redlock[2].resume()
+    client.close()
+
+
+def test_release_wakes_a_waiter_through_any_node(redlock: list[EmbeddedServer]) -> None:
+    holder_client, waiter_client = make_client(redlock), make_client(redlock, max_poll=3600)
+    held = holder_client.lock("job", ttl=3600)
+    assert held.acquire(0)
+    redlock[0].kill()  # one node's pub/sub is gone: the others still deliver
+    waiting = waiter_client.lock("job", ttl=10)
+
+    def acquire_and_release() -> bool:
+        granted = waiting.acquire(None)
+        waiting.release()
+        return granted
+
+    call = SyncCall(acquire_and_release)
+    sync_until(lambda: waiter_client.wait_stats.waiting == 1)
+    held.release()
+    assert call.result()
+    # woken by a message: the only timer (an hour) cannot have fired
+    assert waiter_client.wait_stats.wakeups >= 1 and waiter_client.wait_stats.polls == 0
+    holder_client.close()
+    waiter_client.close()
+
+
+def test_extend_and_held_go_by_majority(redlock: list[EmbeddedServer]) -> None:
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=5)
+    assert lock.acquire(0)
+    lock.extend(60)
+    with redlock[0].client() as probe:
+        assert probe.pttl(KEYS.lock) > 10_000
+    for srv in redlock[:2]:  # a minority loses it: still held
+        with srv.client() as probe:
+            probe.delete(KEYS.lock)
+    assert lock.held()
+    lock.extend()
+    with redlock[2].client() as probe:  # now a majority has lost it
+        probe.delete(KEYS.lock)
+    assert not lock.held()
+    assert lock.lost
+    with pytest.raises(fencelock.LockLost):
+        lock.extend()
+    with pytest.raises(fencelock.LockLost):
+        lock.release()
+    # the holder's keys on the other nodes are not someone else's: they were left alone
+    client.close()
+
+
+def test_release_never_deletes_another_holders_lock(redlock: list[EmbeddedServer]) -> None:
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=10)
+    assert lock.acquire(0)
+    for srv in redlock[:3]:
+        with srv.client() as probe:
+            probe.set(KEYS.lock, "successor", px=60_000)
+    with pytest.raises(fencelock.LockLost):
+        lock.release()
+    assert holders(redlock)[:3] == [b"successor"] * 3
+    client.close()
+
+
+def test_watchdog_renews_by_majority_and_signals_loss(
+    redlock: list[EmbeddedServer],
+) -> None:
+    lost: list[Lock] = []
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=0.6, auto_renew=True, on_lost=lost.append)
+    assert lock.acquire(0)
+    renewals = client._watchdog.stats.renewed
+    sync_until(lambda: client._watchdog.stats.renewed >= renewals + 3)
+    assert not lock.lost and lock.held()  # outlived its ttl several times
+    for srv in redlock[:3]:
+        with srv.client() as probe:
+            probe.delete(KEYS.lock)
+    sync_until(lambda: lock.lost)
+    assert lost == [lock]
+    with pytest.raises(fencelock.LockLost):
+        lock.check()
+    client.close()
+
+
+def test_reentrant_lock_over_redlock(redlock: list[EmbeddedServer]) -> None:
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=10, reentrant=True)
+    assert lock.acquire(0)
+    token = lock.token
+    assert lock.acquire(0)
+    assert lock.token == token  # a re-entry keeps the outer grant's token
+    lock.release()
+    assert lock.held()
+    lock.release()
+    assert holders(redlock) == [None] * 5
+    client.close()
+
+
+def test_script_flush_on_some_nodes_is_survived(redlock: list[EmbeddedServer]) -> None:
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=10)
+    assert lock.acquire(0)
+    lock.release()
+    for srv in redlock[:2]:
+        with srv.client() as probe:
+            probe.script_flush()
+    assert lock.acquire(0)
+    lock.release()
+    assert holders(redlock) == [None] * 5
+    client.close()
+
+
+def test_fenced_set_needs_the_resource_server(redlock: list[EmbeddedServer]) -> None:
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=10)
+    assert lock.acquire(0)
+    with pytest.raises(TypeError, match="redis="):
+        client.fenced_set("stock", "1", lock.token)
+    with pytest.raises(TypeError, match="redis must be"):
+        client.fenced_set("stock", "1", lock.token, redis=redlock[0].url)  # type: ignore[arg-type]
+    resource = SyncRedis(port=redlock[0].port, socket_timeout=5)
+    client.fenced_set("stock", "1", lock.token, redis=resource)
+    assert resource.get("stock") == b"1"
+    resource.close()
+    lock.release()
+    client.close()
+
+
+def test_redlock_arguments_are_checked(redlock: list[EmbeddedServer]) -> None:
+    with pytest.raises(TypeError, match="non-empty list"):
+        LockClient([])
+    with pytest.raises(TypeError, match="Redlock nodes"):
+        LockClient([redlock[0].url])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="min_replicas"):
+        make_client(redlock, min_replicas=1)
+    with pytest.raises(ValueError, match="node_timeout"):
+        make_client(redlock, node_timeout=0)
+    with pytest.raises(TypeError, match="url"):
+        LockClient.from_url([])
