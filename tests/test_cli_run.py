@@ -203,7 +203,7 @@ def test_no_server_exits_69(tmp_path: Path) -> None:
         ["--timeout", "-1", NAME, "--", "touch", "ran"],
         ["--grace", "nan", NAME, "--", "touch", "ran"],
         ["", "--", "touch", "ran"],  # empty name
-        ["--url", "redis://a", "--url", "redis://b", NAME, "--", "touch", "ran"],  # Redlock: later
+        ["--url", "redis://a", "--url", "http://b", NAME, "--", "touch", "ran"],
         ["--url", "http://example.com", NAME, "--", "touch", "ran"],
     ],
 )
@@ -296,3 +296,20 @@ def test_command_ignoring_sigterm_is_killed_after_the_grace_period(
     stderr = proc.communicate()[1]
     assert "sending SIGKILL" in stderr
     assert "status 137" in stderr
+
+
+def test_several_urls_mean_redlock(tmp_path: Path, redlock: list[EmbeddedServer]) -> None:
+    urls = [arg for srv in redlock for arg in ("--url", srv.url)]
+    script = 'echo "$FENCELOCK_TOKEN" > token; test -n "$FENCELOCK_TOKEN"'
+    result = run(*urls, NAME, "--", "sh", "-c", script, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "token").read_text().strip() == "1"
+    for srv in redlock:  # the grant went to every master, and was released on every one
+        with srv.client() as probe:
+            assert probe.get(KEYS.fence) == b"1" and not probe.exists(KEYS.lock)
+    # held elsewhere on a majority: busy
+    for srv in redlock[:3]:
+        with srv.client() as probe:
+            probe.set(KEYS.lock, "someone-else", px=60_000)
+    result = run(*urls, "--timeout", "0", NAME, "--", "touch", "ran", cwd=tmp_path)
+    assert result.returncode == 75 and not (tmp_path / "ran").exists()

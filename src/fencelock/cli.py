@@ -124,18 +124,13 @@ def _run(args: argparse.Namespace) -> int:
     if not args.command:
         parser.error("missing COMMAND: give it after --, as in: fencelock run NAME -- COMMAND")
     urls: list[str] = args.url or [default_url()]
-    if len(urls) > 1:
-        parser.error(
-            f"{len(urls)} --url given: Redlock mode (several servers) is not supported by "
-            "fencelock run yet; give one --url"
-        )
     runner = Runner(
         args.name,
         args.command,
         ttl=args.ttl,
         timeout=args.timeout,
         grace=args.grace,
-        url=urls[0],
+        urls=urls,  # several: Redlock over those masters
     )
     return runner.run()
 
@@ -179,7 +174,7 @@ def _add_run(subparsers: argparse._SubParsersAction[_Parser]) -> None:
         action="append",
         metavar="URL",
         help="the server, redis://host:port/db (default: $FENCELOCK_URL, then $REDIS_URL, "
-        "then redis://127.0.0.1:6379/0)",
+        "then redis://127.0.0.1:6379/0); repeat it for Redlock over several masters",
     )
     parser.add_argument(
         "--grace",

@@ -173,7 +173,7 @@ class Runner:
         ttl: float,
         timeout: float | None,
         grace: float,
-        url: str,
+        urls: Sequence[str],
     ) -> None:
         if not command:
             raise ValueError("command must not be empty")
@@ -182,7 +182,8 @@ class Runner:
         self.ttl = ttl
         self.timeout = timeout
         self.grace = grace
-        self.url = url
+        self.urls = list(urls)
+        self._where = ", ".join(redact(url) for url in urls)
         self._wake = threading.Event()  # COMMAND exited or the lease was lost
         self._exited = threading.Event()
         self._lost = threading.Event()
@@ -218,9 +219,9 @@ class Runner:
 
     def run(self) -> int:
         try:
-            client = LockClient.from_url(self.url)
+            client = LockClient.from_url(self.urls[0] if len(self.urls) == 1 else self.urls)
         except ValueError as exc:
-            say(f"bad --url {redact(self.url)!r}: {exc}")
+            say(f"bad --url {self._where!r}: {exc}")
             return EX_USAGE
         try:
             with _handling(FORWARDED, self._on_signal):
@@ -239,7 +240,7 @@ class Runner:
             say(f"{signal_name(exc.signum)} while waiting for {self.name!r}; COMMAND not run")
             return 128 + exc.signum
         except LockConnectionError as exc:
-            say(f"no server reachable at {redact(self.url)}: {exc}")
+            say(f"no server reachable at {self._where}: {exc}")
             return EX_UNAVAILABLE
         except LockError as exc:  # e.g. the key holds something else, or NOAUTH
             say(f"cannot acquire {self.name!r}: {exc}")
