@@ -11,11 +11,13 @@ import redis
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
+from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys
 from fencelock.scripts import ACQUIRE, RELEASE
 from tests.concurrency import async_until
 
 KEY = LockKeys.for_name("cancel").lock
+FENCE = LockKeys.for_name("cancel").fence
 
 
 async def settle() -> None:
@@ -197,3 +199,42 @@ async def test_reentrant_lock_belongs_to_its_task(
     await lock.release()
     await lock.release()
     assert not raw.exists(LockKeys.for_name("re-task").lock)
+
+
+async def test_redlock_cancel_anywhere_leaves_nothing_held(
+    redlock: list[EmbeddedServer],
+) -> None:
+    """Cancellation while the requests to five nodes are in flight: whatever each node did, the
+    grant is given back on all of them (the fan-out lets sent requests finish first, so the
+    release cannot overtake them)."""
+    client = AsyncLockClient.from_url([s.url for s in redlock], node_timeout=0.5)
+    lock = client.lock("cancel", ttl=30)
+    probes = [srv.client() for srv in redlock]
+
+    async def cycle() -> None:
+        if await lock.acquire(timeout=5):
+            await lock.release()
+
+    steps = 0
+    while not await cancel_after(steps, cycle):
+        assert not any(p.exists(KEY) for p in probes), f"orphaned after cancel at step {steps}"
+        steps += 1
+    assert steps > 2
+    assert not any(p.exists(KEY) for p in probes)
+    for probe in probes:
+        probe.close()
+    await client.close()
+
+
+async def test_redlock_token_is_written_back_at_acquire(redlock: list[EmbeddedServer]) -> None:
+    """asyncio cannot do I/O in the ``token`` property, so the fencing write-back is part of a
+    Redlock acquire: the token stays readable after the lease is lost, as in every mode."""
+    client = AsyncLockClient.from_url([s.url for s in redlock], node_timeout=0.5)
+    lock = client.lock("cancel", ttl=30)
+    assert await lock.acquire(0)
+    for srv in redlock:
+        with srv.client() as probe:
+            assert probe.get(FENCE) == b"1"
+            probe.delete(KEY)
+    assert lock.token == 1
+    await client.close()
