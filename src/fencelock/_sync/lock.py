@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
-from redis.exceptions import RedisError, TimeoutError
+from redis.exceptions import ConnectionError, RedisError, TimeoutError
 
 from .._backend import (
     SYNC_CAN_CANCEL,
@@ -91,8 +91,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("fencelock")
 
-# A request that timed out is sent once more with the same holder token (see step 2).
-ACQUIRE_ATTEMPTS: Final = 2
+# A request that timed out, or whose connection broke (a Sentinel failover closes every client
+# connection), is sent once more: with the same holder token it cannot count twice (see step 2).
+ATTEMPTS: Final = 2
 POLICIES: Final = ("raise", "ignore", "cancel")
 
 
@@ -249,7 +250,7 @@ class Lock:
             args += (depth,)
         if self._client.nodes:
             return self._try_quorum(holder, depth, args)
-        for attempt in range(1, ACQUIRE_ATTEMPTS + 1):
+        for attempt in range(1, ATTEMPTS + 1):
             try:
                 reply, acked = self._client.run_replicated(
                     self._acquire_script, self._acquire_keys, args
@@ -259,8 +260,8 @@ class Lock:
                 if isinstance(result, Granted):
                     check_replicated(acked, self._client.min_replicas, f"grant of {self.name!r}")
                 return result
-            except TimeoutError as exc:
-                if attempt == ACQUIRE_ATTEMPTS:
+            except (TimeoutError, ConnectionError) as exc:
+                if attempt == ATTEMPTS:
                     raise translate_error(exc, self._keys.lock) from exc
             except RedisError as exc:
                 raise translate_error(exc, self._keys.lock) from exc
@@ -413,15 +414,19 @@ class Lock:
         return tally(answers).outcome(len(replies), f"held {self.name!r}")
 
     def _held_by_server(self, grant: Grant) -> bool:
-        try:
-            if self.reentrant:
-                ok = bool(self._client.redis.hexists(self._keys.lock, grant.holder))
-            else:
-                value = self._client.redis.get(self._keys.lock)
-                ok = (value.decode() if isinstance(value, bytes) else value) == grant.holder
-        except RedisError as exc:
-            raise translate_error(exc, self._keys.lock) from exc
-        return ok
+        redis, key = self._client.redis, self._keys.lock
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                if self.reentrant:
+                    return bool(redis.hexists(key, grant.holder))
+                value = redis.get(key)
+                return (value.decode() if isinstance(value, bytes) else value) == grant.holder
+            except (TimeoutError, ConnectionError) as exc:  # a read: safe to send again
+                if attempt == ATTEMPTS:
+                    raise translate_error(exc, key) from exc
+            except RedisError as exc:
+                raise translate_error(exc, key) from exc
+        raise AssertionError("unreachable")
 
     @property
     def token(self) -> int:
