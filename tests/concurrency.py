@@ -10,7 +10,14 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import redis.asyncio.sentinel
+import redis.sentinel
+
 TIMEOUT = 30.0
+
+# where the sentinel tests get their masters from (the generated sync twin uses SyncSentinel)
+AsyncSentinel = redis.asyncio.sentinel.Sentinel
+SyncSentinel = redis.sentinel.Sentinel
 
 
 async def async_until(predicate: Callable[[], bool], timeout: float = TIMEOUT) -> None:

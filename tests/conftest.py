@@ -17,6 +17,7 @@ import redis
 from fencelock._async.client import AsyncLockClient
 from fencelock._embedded import EmbeddedServer, ServerNotFound, find_server
 from fencelock._sync.client import LockClient
+from tests.topology import Cluster, SentinelSetup
 
 KINDS = os.environ.get("FENCELOCK_TEST_SERVERS", "redis,valkey").split(",")
 
@@ -126,3 +127,17 @@ def redlock(redlock_servers: list[EmbeddedServer]) -> Iterator[list[EmbeddedServ
     for srv in redlock_servers:
         if srv.process is not None:
             srv.resume()
+
+
+@pytest.fixture(scope="session")
+def cluster(server_kind: str) -> Iterator[Cluster]:
+    """A Redis Cluster of three masters with one replica each, flushed by the tests that use it."""
+    with Cluster(_binary(server_kind)) as built:
+        yield built
+
+
+@pytest.fixture
+def sentinel_setup(server_kind: str) -> Iterator[SentinelSetup]:
+    """A master, a replica and a sentinel of this test's own (tests fail them over)."""
+    with SentinelSetup(_binary(server_kind)) as setup:
+        yield setup

@@ -3,7 +3,8 @@ Sync twin generated into tests/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 
 import pytest
 
@@ -14,6 +15,7 @@ from fencelock._backend import AsyncRedis
 from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys
 from tests.concurrency import AsyncCall, async_until
+from tests.proxy import TcpProxy
 
 KEYS = LockKeys.for_name("job")
 # generous per-node timeout: these tests are about quorum logic, not about a loaded CI machine
@@ -305,3 +307,43 @@ async def test_redlock_arguments_are_checked(redlock: list[EmbeddedServer]) -> N
         make_client(redlock, node_timeout=0)
     with pytest.raises(TypeError, match="url"):
         AsyncLockClient.from_url([])
+
+
+@pytest.fixture
+def proxies(redlock: list[EmbeddedServer]) -> Iterator[list[TcpProxy]]:
+    """One userspace TCP proxy in front of each node, to slow its traffic down."""
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(TcpProxy(srv.port)) for srv in redlock]
+
+
+async def test_slow_nodes_behind_a_proxy(
+    redlock: list[EmbeddedServer], proxies: list[TcpProxy]
+) -> None:
+    client = AsyncLockClient.from_url([p.url for p in proxies], node_timeout=0.2)
+    lock = client.lock("job", ttl=10)
+    assert await lock.acquire(0)  # connections made and scripts cached beforehand
+    await lock.release()
+    for proxy in proxies[:2]:
+        proxy.delay(0.5)  # a round trip of 1 s, far past the node timeout
+    assert await lock.acquire(5)  # the three fast nodes are a majority
+    await lock.release()
+    proxies[2].delay(0.5)  # now a majority is slow
+    assert not await lock.acquire(0)
+    assert not await lock.acquire(0.5)
+    await client.close()
+
+
+async def test_no_grant_with_a_non_positive_validity(
+    redlock: list[EmbeddedServer], proxies: list[TcpProxy]
+) -> None:
+    # Every node answers (the node timeout is long) and grants, but the round trip (>= 0.4 s)
+    # uses up the whole 0.3 s lease: by the time the replies arrive the lease may be gone.
+    client = AsyncLockClient.from_url([p.url for p in proxies], node_timeout=3.0)
+    warm_up = client.lock("job", ttl=30)  # connections made and scripts cached beforehand
+    assert await warm_up.acquire(0)
+    await warm_up.release()
+    for proxy in proxies:
+        proxy.delay(0.2)
+    assert not await client.lock("job", ttl=0.3).acquire(0)
+    assert await client.lock("job", ttl=30).acquire(0)  # the same network: only the ttl differs
+    await client.close()

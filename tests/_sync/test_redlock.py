@@ -4,7 +4,8 @@ Sync twin generated into tests/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 
 import pytest
 
@@ -15,6 +16,7 @@ from fencelock._backend import SyncRedis
 from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys
 from tests.concurrency import SyncCall, sync_until
+from tests.proxy import TcpProxy
 
 KEYS = LockKeys.for_name("job")
 # generous per-node timeout: these tests are about quorum logic, not about a loaded CI machine
@@ -306,3 +308,43 @@ def test_redlock_arguments_are_checked(redlock: list[EmbeddedServer]) -> None:
         make_client(redlock, node_timeout=0)
     with pytest.raises(TypeError, match="url"):
         LockClient.from_url([])
+
+
+@pytest.fixture
+def proxies(redlock: list[EmbeddedServer]) -> Iterator[list[TcpProxy]]:
+    """One userspace TCP proxy in front of each node, to slow its traffic down."""
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(TcpProxy(srv.port)) for srv in redlock]
+
+
+def test_slow_nodes_behind_a_proxy(
+    redlock: list[EmbeddedServer], proxies: list[TcpProxy]
+) -> None:
+    client = LockClient.from_url([p.url for p in proxies], node_timeout=0.2)
+    lock = client.lock("job", ttl=10)
+    assert lock.acquire(0)  # connections made and scripts cached beforehand
+    lock.release()
+    for proxy in proxies[:2]:
+        proxy.delay(0.5)  # a round trip of 1 s, far past the node timeout
+    assert lock.acquire(5)  # the three fast nodes are a majority
+    lock.release()
+    proxies[2].delay(0.5)  # now a majority is slow
+    assert not lock.acquire(0)
+    assert not lock.acquire(0.5)
+    client.close()
+
+
+def test_no_grant_with_a_non_positive_validity(
+    redlock: list[EmbeddedServer], proxies: list[TcpProxy]
+) -> None:
+    # Every node answers (the node timeout is long) and grants, but the round trip (>= 0.4 s)
+    # uses up the whole 0.3 s lease: by the time the replies arrive the lease may be gone.
+    client = LockClient.from_url([p.url for p in proxies], node_timeout=3.0)
+    warm_up = client.lock("job", ttl=30)  # connections made and scripts cached beforehand
+    assert warm_up.acquire(0)
+    warm_up.release()
+    for proxy in proxies:
+        proxy.delay(0.2)
+    assert not client.lock("job", ttl=0.3).acquire(0)
+    assert client.lock("job", ttl=30).acquire(0)  # the same network: only the ttl differs
+    client.close()

@@ -1,0 +1,125 @@
+"""Redis Cluster: three masters with a replica each, built by the test suite.
+Sync twin generated into tests/_sync by tools/gen_sync.py."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from redis.crc import key_slot
+
+import fencelock
+from fencelock._async.client import AsyncLockClient
+from fencelock._backend import AsyncRedisCluster
+from fencelock.keys import LockKeys, fence_key_for
+from tests.concurrency import AsyncCall, async_until
+from tests.topology import Cluster
+
+# names whose keys land on different shards (and slots)
+NAMES = [f"job-{i}" for i in range(12)]
+
+
+@pytest.fixture
+async def cluster_client(cluster: Cluster) -> AsyncIterator[AsyncLockClient]:
+    for master in cluster.masters:
+        with master.client() as probe:
+            probe.flushall()
+    redis = AsyncRedisCluster(
+        host="127.0.0.1", port=cluster.port, socket_timeout=5, socket_connect_timeout=5
+    )
+    client = AsyncLockClient(redis)
+    yield client
+    await client.close()
+    await redis.aclose()
+
+
+def test_every_key_of_a_lock_is_in_one_slot() -> None:
+    for name in NAMES:
+        keys = LockKeys.for_name(name)
+        slots = {key_slot(k.encode()) for k in (keys.lock, keys.fence, keys.channel)}
+        assert len(slots) == 1, name
+    assert len({key_slot(LockKeys.for_name(n).lock.encode()) for n in NAMES}) > 3
+
+
+async def test_locks_across_shards(cluster_client: AsyncLockClient, cluster: Cluster) -> None:
+    locks = [cluster_client.lock(name, ttl=10) for name in NAMES]
+    for lock in locks:
+        assert await lock.acquire(0)
+        assert lock.token == 1
+    shards = {cluster.master_for_key(LockKeys.for_name(n).lock).port for n in NAMES}
+    assert len(shards) == 3  # the test really spans the cluster
+    other = cluster_client.lock(NAMES[0], ttl=10)
+    assert not await other.acquire(0)
+    for lock in locks:
+        assert await lock.held()
+        await lock.extend()
+        await lock.release()
+    assert await other.acquire(0)
+    assert other.token == 2
+    await other.release()
+
+
+async def test_release_wakes_a_waiter_by_sharded_pubsub(
+    cluster_client: AsyncLockClient, cluster: Cluster
+) -> None:
+    redis = AsyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=5)
+    waiter_client = AsyncLockClient(redis, max_poll=3600)
+    for name in NAMES[:3]:
+        held = cluster_client.lock(name, ttl=3600)
+        assert await held.acquire(0)
+        waiting = waiter_client.lock(name, ttl=10)
+
+        async def acquire_and_release() -> bool:
+            granted = await waiting.acquire(None)  # noqa: B023 (awaited within the iteration)
+            await waiting.release()  # noqa: B023
+            return granted
+
+        wakeups = waiter_client.wait_stats.wakeups
+        call = AsyncCall(acquire_and_release)
+        await async_until(lambda: waiter_client.wait_stats.waiting == 1)
+        await held.release()
+        assert await call.result()
+        # a message woke it: the only timer is an hour long
+        assert waiter_client.wait_stats.wakeups == wakeups + 1
+    assert waiter_client.wait_stats.polls == 0
+    await waiter_client.close()
+    await redis.aclose()
+
+
+async def test_watchdog_renews_locks_of_every_slot(cluster_client: AsyncLockClient) -> None:
+    locks = [cluster_client.lock(name, ttl=0.6, auto_renew=True) for name in NAMES]
+    for lock in locks:
+        assert await lock.acquire(0)
+    stats = cluster_client._watchdog.stats
+    # one multi-key script per slot and round: a CROSSSLOT error would lose every lock
+    await async_until(lambda: stats.renewed >= 3 * len(NAMES))
+    assert stats.lost == 0
+    for lock in locks:
+        assert not lock.lost and await lock.held()
+        await lock.release()
+
+
+async def test_reentrant_and_fenced_write_on_a_cluster(
+    cluster_client: AsyncLockClient, cluster: Cluster
+) -> None:
+    lock = cluster_client.lock("stock", ttl=10, reentrant=True)
+    assert await lock.acquire(0)
+    assert await lock.acquire(0)
+    await cluster_client.fenced_set("stock-level", "41", lock.token)
+    await cluster_client.fenced_set("stock-level", "42", lock.token + 1)  # a newer holder's
+    with pytest.raises(fencelock.StaleToken):
+        await cluster_client.fenced_set("stock-level", "40", lock.token)
+    node = cluster.master_for_key("stock-level")
+    assert node is cluster.master_for_key(fence_key_for("stock-level"))
+    with node.client() as probe:
+        assert probe.get("stock-level") == b"42"
+    await lock.release()
+    await lock.release()
+    assert not await lock.held()
+
+
+async def test_cluster_client_needs_timeouts(cluster: Cluster) -> None:
+    redis = AsyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=None)
+    with pytest.raises(ValueError, match="socket_timeout"):
+        AsyncLockClient(redis)
+    await redis.aclose()
