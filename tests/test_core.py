@@ -9,6 +9,18 @@ from redis.crc import key_slot
 from redis.exceptions import ConnectionError, ResponseError, TimeoutError
 
 from fencelock import LockConnectionError, LockError, StaleToken
+from fencelock._core.quorum import (
+    NODE_TIMEOUT_MAX,
+    NODE_TIMEOUT_MIN,
+    acquire_outcome,
+    node_timeout,
+    owned_answers,
+    quorum,
+    renew_answers,
+    retry_jitter,
+    tally,
+    validity,
+)
 from fencelock._core.replies import (
     Busy,
     Granted,
@@ -116,3 +128,90 @@ def test_lease_deadline_is_conservative() -> None:
     assert drift(10.0) == pytest.approx(0.102)
     assert lease_deadline(100.0, 10.0) == pytest.approx(109.898)
     assert lease_deadline(100.0, 10.0) < 100.0 + 10.0
+
+
+# -- Redlock: quorum, validity and what N replies mean (fencelock._core.quorum) ---------------
+
+
+@pytest.mark.parametrize(("nodes", "majority"), [(1, 1), (2, 2), (3, 2), (4, 3), (5, 3), (7, 4)])
+def test_quorum_is_a_strict_majority(nodes: int, majority: int) -> None:
+    assert quorum(nodes) == majority
+    assert 2 * quorum(nodes) > nodes  # two majorities always share a node
+
+
+def test_validity_is_ttl_less_elapsed_less_drift() -> None:
+    assert validity(10.0, 0.5) == pytest.approx(10.0 - 0.5 - (0.1 + 0.002))
+    assert validity(1.0, 0.99) < 0
+
+
+def test_node_timeout_is_a_small_bounded_share_of_the_ttl() -> None:
+    assert node_timeout(10.0) == pytest.approx(0.05)
+    assert node_timeout(30.0) == NODE_TIMEOUT_MAX  # never more than 50 ms
+    assert node_timeout(0.1) == NODE_TIMEOUT_MIN  # never less than 5 ms
+    assert node_timeout(2.0) == pytest.approx(0.01)
+
+
+def test_retry_jitter_is_random_and_bounded() -> None:
+    delays = {retry_jitter(1.0) for _ in range(50)}
+    assert len(delays) > 1 and all(0.0 <= d <= 0.05 for d in delays)
+    assert all(0.0 <= retry_jitter(0.01) <= 0.01 for _ in range(20))
+
+
+def test_acquire_outcome_needs_a_majority() -> None:
+    granted = [[1, 4], [1, 7], [1, 5], [0, 900], LockConnectionError("down")]
+    outcome = acquire_outcome(granted, ttl=10.0, elapsed=0.01)
+    # the proposed token is the largest counter among the granting nodes, not yet confirmed
+    assert outcome.result == Granted(7, confirmed=False)
+    split = [[1, 4], [1, 7], [0, 900], [0, 800], LockConnectionError("down")]
+    outcome = acquire_outcome(split, ttl=10.0, elapsed=0.01)
+    assert isinstance(outcome.result, Busy) and outcome.touched  # give back the two grants
+    # the lock frees itself on a majority no later than the longest remaining busy lease
+    assert outcome.result.pttl == pytest.approx(0.9)
+
+
+def test_acquire_outcome_refuses_a_grant_without_validity() -> None:
+    replies = [[1, 1]] * 5
+    outcome = acquire_outcome(replies, ttl=1.0, elapsed=1.0)
+    assert isinstance(outcome.result, Busy) and outcome.touched
+
+
+def test_acquire_outcome_of_a_busy_lock_touches_nothing() -> None:
+    outcome = acquire_outcome([[0, 500]] * 3, ttl=10.0, elapsed=0.0)
+    assert outcome.result == Busy(0.5) and not outcome.touched
+    no_expiry = acquire_outcome([[0, 500], [0, -1], [0, 10]], ttl=10.0, elapsed=0.0)
+    assert no_expiry.result == Busy(None)
+
+
+def test_acquire_outcome_with_every_node_failed_raises_the_telling_error() -> None:
+    down = LockConnectionError("refused")
+    wrong_type = LockError("fencelock:{x}:lock holds a value of another Redis type")
+    with pytest.raises(LockConnectionError):
+        acquire_outcome([down, down, down], ttl=10.0, elapsed=0.0)
+    with pytest.raises(LockError, match="another Redis type"):
+        acquire_outcome([down, wrong_type, down], ttl=10.0, elapsed=0.0)
+    # some node answered: no error, just not granted (the caller retries until its timeout)
+    outcome = acquire_outcome([down, down, [0, 100]], ttl=10.0, elapsed=0.0)
+    assert isinstance(outcome.result, Busy) and outcome.touched
+
+
+def test_acquire_outcome_counts_a_foreign_hold_count_as_a_failure() -> None:
+    # a reentrant re-entry: {-1, count} means this node's hold count is not ours
+    outcome = acquire_outcome([[1, 3], [-1, 2], [-1, 0]], ttl=10.0, elapsed=0.0)
+    assert isinstance(outcome.result, Busy)
+
+
+def test_tally_decides_yes_no_or_unknown() -> None:
+    down = LockConnectionError("down")
+    assert tally([True, True, True, False, down]).outcome(5, "release") is True
+    assert tally([False, False, False, True, True]).outcome(5, "release") is False
+    with pytest.raises(LockConnectionError, match="2 of 5 nodes confirmed, 2 unreachable"):
+        tally([True, True, False, down, down]).outcome(5, "release")
+
+
+def test_owned_and_renew_answers_per_node() -> None:
+    down = LockConnectionError("down")
+    assert owned_answers([1, 2, 0, down], (1, 2)) == [True, True, False, down]
+    assert isinstance(owned_answers(["odd"], (1,))[0], LockError)
+    per_lock = renew_answers([[1, 0], [1, 1], down], 2)
+    assert per_lock == [[True, True, down], [False, True, down]]
+    assert isinstance(renew_answers([[1]], 2)[0][0], LockError)  # a reply of the wrong size
