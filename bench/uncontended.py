@@ -37,17 +37,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
-import os
-import platform
 import secrets
-import statistics
 import sys
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 import redis
 import redis.asyncio
@@ -56,70 +50,30 @@ import fencelock
 import fencelock.asyncio
 from fencelock._embedded import EmbeddedServer
 
+from ._common import (
+    GOAL,
+    MINIMAL_RELEASE,
+    SOCKET_TIMEOUT,
+    TOKEN_BYTES,
+    TTL,
+    TTL_MS,
+    AsyncCycle,
+    BenchError,
+    SyncCycle,
+    Variant,
+    check_same_settings,
+    client_description,
+    measure,
+    pin,
+    print_ratios,
+    print_table,
+    server_description,
+    time_async,
+    time_sync,
+)
+
 LOCK_NAME: Final = "bench"
-TTL: Final = 10.0
-TTL_MS: Final = 10_000
 MINIMAL_KEY: Final = "bench:minimal:lock"
-SOCKET_TIMEOUT: Final = 5.0  # what LockClient.from_url uses
-TOKEN_BYTES: Final = 20
-# Cycles between two reads of the clock: the loop overhead stays far below one round trip.
-BATCH: Final = 100
-GOAL: Final = 0.9
-
-# Compare-and-delete: delete the key only if it still holds our token.
-MINIMAL_RELEASE: Final = """\
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"""
-
-SyncCycle = Callable[[], None]
-AsyncCycle = Callable[[], Awaitable[None]]
-
-
-class BenchError(RuntimeError):
-    """A cycle did not do what it should (the lock was busy, or the release found no grant)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Sample:
-    rate: float  # cycles per second, wall clock
-    cpu_us: float  # this process's CPU time per cycle, microseconds
-
-
-# -- timing loops ----------------------------------------------------------------------------
-
-
-def time_sync(cycle: SyncCycle, seconds: float) -> Sample:
-    """Run ``cycle`` for at least ``seconds``."""
-    count = 0
-    cpu_start = time.process_time()
-    start = time.perf_counter()
-    deadline = start + seconds
-    while True:
-        for _ in range(BATCH):
-            cycle()
-        count += BATCH
-        now = time.perf_counter()
-        if now >= deadline:
-            cpu = time.process_time() - cpu_start
-            return Sample(count / (now - start), 1e6 * cpu / count)
-
-
-async def time_async(cycle: AsyncCycle, seconds: float) -> Sample:
-    count = 0
-    cpu_start = time.process_time()
-    start = time.perf_counter()
-    deadline = start + seconds
-    while True:
-        for _ in range(BATCH):
-            await cycle()
-        count += BATCH
-        now = time.perf_counter()
-        if now >= deadline:
-            cpu = time.process_time() - cpu_start
-            return Sample(count / (now - start), 1e6 * cpu / count)
 
 
 # -- the variants ----------------------------------------------------------------------------
@@ -169,34 +123,6 @@ def minimal_async_cycle(client: redis.asyncio.Redis, sha: str) -> AsyncCycle:
     return cycle
 
 
-@dataclass
-class Variant:
-    name: str
-    measure: Callable[[float], Sample]  # run for that many seconds
-    samples: list[Sample] = field(default_factory=list)
-
-    @property
-    def rates(self) -> list[float]:
-        return [s.rate for s in self.samples]
-
-    @property
-    def cpu(self) -> list[float]:
-        return [s.cpu_us for s in self.samples]
-
-
-# Connection settings that must be the same for every client (the rest are per-pool objects).
-_COMPARED_SETTINGS: Final = ("host", "port", "db", "socket_timeout", "socket_connect_timeout",
-                             "parser_class", "username", "password", "ssl")  # fmt: skip
-
-
-def connection_settings(client: redis.Redis | redis.asyncio.Redis) -> dict[str, Any]:
-    pool = client.connection_pool
-    kwargs = pool.connection_kwargs
-    settings = {key: kwargs.get(key) for key in _COMPARED_SETTINGS}
-    settings["connection_class"] = pool.connection_class.__name__
-    return settings
-
-
 @contextmanager
 def variants(url: str, runner: asyncio.Runner) -> Iterator[list[Variant]]:
     """The four variants, connected to ``url``; all clients are closed on exit."""
@@ -222,12 +148,7 @@ def variants(url: str, runner: asyncio.Runner) -> Iterator[list[Variant]]:
 
         assert isinstance(fl_sync.redis, redis.Redis)
         assert isinstance(fl_async.redis, redis.asyncio.Redis)
-        reference = connection_settings(fl_sync.redis)
-        for client in (min_sync, fl_async.redis, min_async):
-            settings = connection_settings(client)
-            settings["connection_class"] = reference["connection_class"]  # sync vs async class
-            if settings != reference:
-                raise BenchError(f"connection settings differ: {settings} != {reference}")
+        check_same_settings(fl_sync.redis, [min_sync, fl_async.redis, min_async])
 
         sha: str = min_sync.script_load(MINIMAL_RELEASE)
         fl_sync_cycle = fencelock_sync_cycle(fl_sync)
@@ -242,98 +163,15 @@ def variants(url: str, runner: asyncio.Runner) -> Iterator[list[Variant]]:
         ]
 
 
-# -- running and reporting -------------------------------------------------------------------
-
-
-def order_for(repetition: int, items: list[Variant]) -> list[Variant]:
-    """Rotated by the repetition number, reversed on odd ones: over the repetitions each variant
-    runs early and late, before and after each other one."""
-    shift = repetition % len(items)
-    rotated = items[shift:] + items[:shift]
-    return rotated[::-1] if repetition % 2 else rotated
-
-
-def measure(all_variants: list[Variant], seconds: float, repeat: int, warmup: float) -> None:
-    for variant in all_variants:
-        variant.measure(warmup)
-    for repetition in range(repeat):
-        for variant in order_for(repetition, all_variants):
-            gc.collect()  # start each run from the same heap state
-            variant.samples.append(variant.measure(seconds))
-        line = "  ".join(f"{v.name}={v.rates[-1]:,.0f}" for v in all_variants)
-        sys.stdout.flush()
-        print(f"  run {repetition + 1}/{repeat}: {line}", file=sys.stderr, flush=True)
-
-
-def pin(mode: str, server: EmbeddedServer | None) -> str:
-    """Set CPU affinities for ``--pin``; describe what was done."""
-    if mode == "none":
-        return "none"
-    if not hasattr(os, "sched_setaffinity"):
-        raise SystemExit("--pin needs os.sched_setaffinity (Linux)")
-    cpus = sorted(os.sched_getaffinity(0))
-    if mode == "split" and len(cpus) < 2:
-        raise SystemExit("--pin split needs two CPUs")
-    server_cpu, client_cpu = cpus[0], cpus[0] if mode == "same" else cpus[1]
-    os.sched_setaffinity(0, {client_cpu})
-    if server is None:
-        return f"{mode}: client on CPU {client_cpu}, server not pinned (not started here)"
-    for task in os.listdir(f"/proc/{server.pid}/task"):  # every thread of the server
-        os.sched_setaffinity(int(task), {server_cpu})
-    return f"{mode}: client on CPU {client_cpu}, server on CPU {server_cpu}"
-
-
-def server_description(url: str) -> str:
-    client = redis.Redis.from_url(url, socket_timeout=SOCKET_TIMEOUT)
-    try:
-        info: dict[str, Any] = client.info("server")
-    finally:
-        client.close()
-    if "valkey_version" in info:
-        name, version = "valkey", info["valkey_version"]
-    else:
-        name, version = info.get("server_name", "redis"), info.get("redis_version", "?")
-    executable = info.get("executable") or "?"
-    return f"{name} {version} ({executable})"
-
-
-def spread(values: list[float]) -> str:
-    low, high = min(values), max(values)
-    noise = 100 * (high - low) / statistics.median(values)
-    return f"{low:>9,.0f} {high:>9,.0f} {noise:>7.1f}%"
+# -- reporting -------------------------------------------------------------------------------
 
 
 def report(all_variants: list[Variant], seconds: float, repeat: int) -> float:
     """Print the table; return the sync ratio of medians (the figure the goal is about)."""
     by_name = {v.name: v for v in all_variants}
-    print(f"\n{repeat} runs of {seconds:g} s each; cycles/s (one cycle = acquire + release)\n")
-    print(
-        f"{'variant':<16} {'median':>9} {'min':>9} {'max':>9} {'spread':>8}"
-        f" {'us/cycle':>9} {'client CPU us/cycle':>20}"
-    )
-    for v in all_variants:
-        median = statistics.median(v.rates)
-        cpu = statistics.median(v.cpu)
-        cpu_range = f"{cpu:.1f} ({min(v.cpu):.1f}-{max(v.cpu):.1f})"
-        rates = f"{median:>9,.0f} {spread(v.rates)} {1e6 / median:>9.1f}"
-        print(f"{v.name:<16} {rates} {cpu_range:>20}")
-    print(
-        f"\n{'ratio (cycles/s)':<32} {'of medians':>10} {'per-run median':>15}"
-        f" {'min':>6} {'max':>6}   {'client CPU ratio':>16}"
-    )
-    sync_ratio = 0.0
-    for kind in ("sync", "async"):
-        ours, base = by_name[f"fencelock {kind}"], by_name[f"minimal {kind}"]
-        of_medians = statistics.median(ours.rates) / statistics.median(base.rates)
-        paired = [a / b for a, b in zip(ours.rates, base.rates, strict=True)]
-        cpu_ratio = statistics.median(ours.cpu) / statistics.median(base.cpu)
-        label = f"fencelock {kind} / minimal {kind}"
-        print(
-            f"{label:<32} {of_medians:>10.3f} {statistics.median(paired):>15.3f}"
-            f" {min(paired):>6.3f} {max(paired):>6.3f}   {cpu_ratio:>16.2f}"
-        )
-        if kind == "sync":
-            sync_ratio = of_medians
+    print_table(all_variants, seconds, repeat)
+    pairs = [(by_name[f"fencelock {k}"], by_name[f"minimal {k}"]) for k in ("sync", "async")]
+    sync_ratio = print_ratios(pairs)[0]
     verdict = "met" if sync_ratio >= GOAL else "NOT met"
     print(f"\ngoal: fencelock sync >= {GOAL}x minimal sync: {verdict} ({sync_ratio:.3f})")
     return sync_ratio
@@ -364,12 +202,8 @@ def main(argv: list[str] | None = None) -> int:
             server = stack.enter_context(EmbeddedServer())
             url = server.url
         print(f"server:  {server_description(url)} at {url}")
-        print(
-            f"client:  Python {platform.python_version()}, redis-py {redis.__version__}, "
-            f"hiredis {'yes' if redis.utils.HIREDIS_AVAILABLE else 'no'}, "
-            f"fencelock {fencelock.__version__}, {os.cpu_count()} CPUs"
-        )
-        print(f"pinning: {pin(args.pin, server)}")
+        print(f"client:  {client_description()}")
+        print(f"pinning: {pin(args.pin, [] if server is None else [server])}")
         runner = stack.enter_context(asyncio.Runner())
         all_variants = stack.enter_context(variants(url, runner))
         measure(all_variants, args.seconds, args.repeat, args.warmup)
