@@ -73,6 +73,8 @@ import fencelock
 import fencelock.asyncio
 from fencelock._core.quorum import NODE_TIMEOUT_MAX, node_timeout, quorum
 from fencelock._embedded import EmbeddedServer, find_server
+from fencelock.keys import LockKeys
+from fencelock.scripts import ACQUIRE, RELEASE
 
 from ._common import (
     GOAL,
@@ -147,7 +149,12 @@ def fencelock_async_cycle(client: fencelock.asyncio.LockClient) -> AsyncCycle:
     return cycle
 
 
-def minimal_sync_cycle(nodes: Sequence[redis.Redis], sha: str) -> SyncCycle:
+def minimal_sync_cycle(
+    nodes: Sequence[redis.Redis], sha: str, fencelock_scripts: bool = False
+) -> SyncCycle:
+    """``fencelock_scripts``: acquire and release with fencelock's own Lua (the fencing counter's
+    INCR, the wake-up PUBLISH) instead of SET NX PX and a bare compare-and-delete, to separate
+    what the scripts cost on the servers from what the library costs in the client."""
     pools = [node.connection_pool for node in nodes]
     need = quorum(len(nodes))
 
@@ -172,14 +179,32 @@ def minimal_sync_cycle(nodes: Sequence[redis.Redis], sha: str) -> SyncCycle:
                 pool.release(conn)
         return replies
 
+    keys = LockKeys.for_name("bench-minimal-scripts")
+
+    def acquire_command(token: str) -> tuple[Any, ...]:
+        if fencelock_scripts:
+            return ("EVALSHA", ACQUIRE.sha, 2, keys.lock, keys.fence, token, TTL_MS)
+        return ("SET", MINIMAL_KEY, token, "NX", "PX", TTL_MS)
+
+    def release_command(token: str) -> tuple[Any, ...]:
+        if fencelock_scripts:
+            return ("EVALSHA", RELEASE.sha, 1, keys.lock, token, keys.channel, "PUBLISH")
+        return ("EVALSHA", sha, 1, MINIMAL_KEY, token)
+
+    def granted(reply: Any) -> bool:
+        if fencelock_scripts:
+            return isinstance(reply, list) and reply[0] == 1
+        return reply in OK_REPLIES
+
     def cycle() -> None:
         token = secrets.token_urlsafe(TOKEN_BYTES)
         sent_at = time.monotonic()
-        replies = fan_out(("SET", MINIMAL_KEY, token, "NX", "PX", TTL_MS))
-        granted = sum(1 for reply in replies if reply in OK_REPLIES)
-        if granted < need or time.monotonic() - sent_at >= VALIDITY_BUDGET:
+        replies = fan_out(acquire_command(token))
+        if sum(1 for reply in replies if granted(reply)) < need or (
+            time.monotonic() - sent_at >= VALIDITY_BUDGET
+        ):
             raise BenchError(f"minimal sync: no majority for {MINIMAL_KEY!r}: {replies}")
-        replies = fan_out(("EVALSHA", sha, 1, MINIMAL_KEY, token))
+        replies = fan_out(release_command(token))
         if sum(1 for reply in replies if reply == 1) < need:
             raise BenchError(f"minimal sync: {MINIMAL_KEY!r} not ours at release: {replies}")
 
@@ -219,6 +244,9 @@ def node_clients(urls: Sequence[str]) -> list[redis.Redis]:
 
 
 def load_script(nodes: Sequence[redis.Redis]) -> str:
+    for node in nodes:  # for the variant that runs fencelock's own scripts
+        for script in (ACQUIRE, RELEASE):
+            node.script_load(script.source)
     shas = {str(node.script_load(MINIMAL_RELEASE)) for node in nodes}
     if len(shas) != 1:
         raise BenchError(f"the nodes disagree on the script's SHA1: {shas}")
@@ -267,11 +295,13 @@ def variants(urls: list[str], runner: asyncio.Runner) -> Iterator[list[Variant]]
         fl_token_cycle = fencelock_token_cycle(fl_sync)
         fl_async_cycle = fencelock_async_cycle(fl_async)
         min_sync_cycle = minimal_sync_cycle(min_sync, sha)
+        min_scripts_cycle = minimal_sync_cycle(min_sync, sha, fencelock_scripts=True)
         min_async_cycle = minimal_async_cycle(min_async, sha)
         yield [
             Variant("fencelock sync", lambda s: time_sync(fl_sync_cycle, s), 2),
             Variant("fencelock sync + token", lambda s: time_sync(fl_token_cycle, s), 3),
             Variant("minimal sync", lambda s: time_sync(min_sync_cycle, s), 2),
+            Variant("minimal sync, our Lua", lambda s: time_sync(min_scripts_cycle, s), 2),
             Variant("fencelock async", lambda s: runner.run(time_async(fl_async_cycle, s)), 3),
             Variant("minimal async", lambda s: runner.run(time_async(min_async_cycle, s)), 2),
         ]
@@ -292,6 +322,7 @@ def report(all_variants: list[Variant], seconds: float, repeat: int) -> float:
     pairs = [
         (by_name["fencelock sync"], by_name["minimal sync"]),
         (by_name["fencelock sync + token"], by_name["minimal sync"]),
+        (by_name["fencelock sync"], by_name["minimal sync, our Lua"]),
         (by_name["fencelock async"], by_name["minimal async"]),
     ]
     sync_ratio = print_ratios(pairs)[0]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import math
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -149,36 +150,52 @@ def _outcome(task: asyncio.Future[Any], timeout: float) -> Any:
 
 def sync_fan_out(nodes: Sequence[redis.Redis], command: Sequence[Any], timeout: float) -> list[Any]:
     """The same without threads: write the request to one connection of every node, then read
-    the replies against one shared deadline, so the nodes work in parallel."""
-    sent: list[Any] = []
-    for node in nodes:
+    the replies in turn; the nodes work in parallel meanwhile.
+
+    Each read is bounded by the socket timeout, or by what is left of ``timeout`` when that is
+    shorter (which costs two system calls a read to change the socket's timeout). Once one read
+    has timed out, the others only take what has already arrived: however many nodes hang, the
+    whole costs at most twice the timeout.
+    """
+    replies: list[Any] = [None] * len(nodes)
+    sent: list[tuple[int, Any]] = []
+    for i, node in enumerate(nodes):
         pool = node.connection_pool
         try:
             conn = pool.get_connection()
         except RedisError as exc:
-            sent.append(exc)
+            replies[i] = exc
             continue
         try:
             conn.send_command(*command)  # type: ignore[no-untyped-call]
-            sent.append(conn)
+            sent.append((i, conn))
         except RedisError as exc:  # send_command has disconnected it
             pool.release(conn)
-            sent.append(exc)
+            replies[i] = exc
     # Counted from after the writes: a node whose connection had to be re-made (and hung in its
     # handshake, bounded by the socket timeout) does not eat the others' time.
     deadline = time.monotonic() + timeout
-    replies: list[Any] = []
-    for node, conn in zip(nodes, sent, strict=True):
-        if isinstance(conn, RedisError):
-            replies.append(conn)
-            continue
+    expired = False
+    for i, conn in sent:
         try:
-            # a timeout disconnects the connection: its reply may still come, to nobody
-            replies.append(conn.read_response(timeout=max(1e-4, deadline - time.monotonic())))
+            left = deadline - time.monotonic()
+            if expired or left <= 0:
+                expired = True
+                if not conn.can_read(timeout=0):  # nothing arrived: give up on this node
+                    conn.disconnect()  # its reply may still come: to nobody
+                    raise RedisTimeoutError(f"no reply within {timeout * 1000:.0f} ms")
+                replies[i] = conn.read_response()
+            elif timeout >= (conn.socket_timeout or math.inf):
+                replies[i] = conn.read_response()
+            else:
+                replies[i] = conn.read_response(timeout=left)
+        except RedisTimeoutError as exc:
+            expired = True
+            replies[i] = exc
         except RedisError as exc:
-            replies.append(exc)
+            replies[i] = exc
         finally:
-            node.connection_pool.release(conn)
+            nodes[i].connection_pool.release(conn)
     return replies
 
 

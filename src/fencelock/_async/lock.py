@@ -50,7 +50,7 @@ from .._backend import (
 from .._core.quorum import (
     acquire_outcome,
     node_timeout,
-    owned_answers,
+    owned_by_quorum,
     renew_answers,
     retry_jitter,
     tally,
@@ -294,7 +294,7 @@ class AsyncLock:
         """Redlock fencing: raise a majority's counters to ``fence`` (see fence_raise.lua).
         False when a majority no longer holds the grant; LockConnectionError when unknown."""
         replies = await self._fan_out(FENCE_RAISE, self._acquire_keys, (holder, fence))
-        return tally(owned_answers(replies, (1,))).outcome(len(replies), f"token of {self.name!r}")
+        return owned_by_quorum(replies, (1,), f"token of {self.name!r}")
 
     async def _confirm_token(self, grant: Grant) -> int:
         if not self._is_lost(grant):
@@ -318,8 +318,7 @@ class AsyncLock:
         args = (holder, self._keys.channel, self._client.publish_command)
         if self._client.nodes:
             replies = await self._fan_out(self._release_script, self._lock_key, args)
-            answers = owned_answers(replies, (1, 2))
-            return int(tally(answers).outcome(len(replies), f"release of {self.name!r}"))
+            return int(owned_by_quorum(replies, (1, 2), f"release of {self.name!r}"))
         try:
             reply = await self._client.run(self._release_script, self._lock_key, args)
         except RedisError as exc:

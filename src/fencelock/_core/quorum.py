@@ -64,6 +64,14 @@ class Tally:
         )
 
 
+def owned_by_quorum(replies: Sequence[object], held: Sequence[int], what: str) -> bool:
+    """``Tally.outcome`` of the nodes' replies to a script that answers one of ``held`` when the
+    holder held the lock (the common case, a majority said so, is decided without the tally)."""
+    if sum(1 for r in replies if r in held) >= quorum(len(replies)):
+        return True
+    return tally(owned_answers(replies, held)).outcome(len(replies), what)
+
+
 def tally(answers: Sequence[bool | BaseException]) -> Tally:
     yes = sum(1 for a in answers if a is True)
     no = sum(1 for a in answers if a is False)
@@ -98,7 +106,12 @@ def acquire_outcome(replies: Sequence[object], ttl: float, elapsed: float) -> Qu
     counter value among the granting nodes (it still has to be written back to a majority before
     anyone may use it: ``confirm_outcome``).
     """
-    fences: list[int] = []
+    need = quorum(len(replies))
+    # the common case first, without building a result per node: a majority granted
+    fences = [r[1] for r in replies if type(r) is list and r[0] == 1 and type(r[1]) is int]
+    if len(fences) >= need and validity(ttl, elapsed) > 0:
+        return QuorumAcquire(Granted(max(fences), confirmed=False), touched=True)
+    fences = []
     pttls: list[float | None] = []
     failed = 0
     for reply in replies:
@@ -114,8 +127,6 @@ def acquire_outcome(replies: Sequence[object], ttl: float, elapsed: float) -> Qu
             fences.append(result.fence)
         else:
             pttls.append(result.pttl)
-    if len(fences) >= quorum(len(replies)) and validity(ttl, elapsed) > 0:
-        return QuorumAcquire(Granted(max(fences), confirmed=False), touched=True)
     error = first_error(replies)
     if error is not None:
         raise error

@@ -51,7 +51,7 @@ from .._backend import (
 from .._core.quorum import (
     acquire_outcome,
     node_timeout,
-    owned_answers,
+    owned_by_quorum,
     renew_answers,
     retry_jitter,
     tally,
@@ -295,7 +295,7 @@ class Lock:
         """Redlock fencing: raise a majority's counters to ``fence`` (see fence_raise.lua).
         False when a majority no longer holds the grant; LockConnectionError when unknown."""
         replies = self._fan_out(FENCE_RAISE, self._acquire_keys, (holder, fence))
-        return tally(owned_answers(replies, (1,))).outcome(len(replies), f"token of {self.name!r}")
+        return owned_by_quorum(replies, (1,), f"token of {self.name!r}")
 
     def _confirm_token(self, grant: Grant) -> int:
         if not self._is_lost(grant):
@@ -319,8 +319,7 @@ class Lock:
         args = (holder, self._keys.channel, self._client.publish_command)
         if self._client.nodes:
             replies = self._fan_out(self._release_script, self._lock_key, args)
-            answers = owned_answers(replies, (1, 2))
-            return int(tally(answers).outcome(len(replies), f"release of {self.name!r}"))
+            return int(owned_by_quorum(replies, (1, 2), f"release of {self.name!r}"))
         try:
             reply = self._client.run(self._release_script, self._lock_key, args)
         except RedisError as exc:
