@@ -76,6 +76,24 @@ async def async_client(server: EmbeddedServer, raw: redis.Redis) -> AsyncIterato
 
 
 @pytest.fixture
+def sync_client_b(server: EmbeddedServer, raw: redis.Redis) -> Iterator[LockClient]:
+    """A second client on the same server: another process, as far as the lock can tell (two
+    lock objects of one client queue locally instead, see singleflight.py)."""
+    client = LockClient.from_url(server.url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+async def async_client_b(
+    server: EmbeddedServer, raw: redis.Redis
+) -> AsyncIterator[AsyncLockClient]:
+    client = AsyncLockClient.from_url(server.url)
+    yield client
+    await client.close()
+
+
+@pytest.fixture
 def replicated(server_kind: str) -> Iterator[tuple[EmbeddedServer, EmbeddedServer]]:
     """A master and one replica in sync. Disk-based sync makes the first WAIT reliable."""
     binary = _binary(server_kind)

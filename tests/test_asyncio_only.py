@@ -135,12 +135,14 @@ async def test_grant_follows_the_task(async_client: AsyncLockClient, raw: redis.
 
 
 async def test_many_waiters_share_one_pubsub_connection(
-    async_client: AsyncLockClient, raw: redis.Redis
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
 ) -> None:
-    holder = async_client.lock("shared", ttl=60)
-    await holder.acquire(0)
+    names = [f"shared-{i}" for i in range(20)]
+    holders = [async_client_b.lock(name, ttl=60) for name in names]
+    for holder in holders:
+        await holder.acquire(0)
     async_client.max_poll = 3600.0
-    waiters = [async_client.lock("shared", ttl=60) for _ in range(20)]
+    waiters = [async_client.lock(name, ttl=60) for name in names]
 
     async def take(lock: fencelock.asyncio.Lock) -> int:
         assert await lock.acquire(timeout=None)
@@ -150,11 +152,11 @@ async def test_many_waiters_share_one_pubsub_connection(
 
     tasks = [asyncio.ensure_future(take(w)) for w in waiters]
     await async_until(lambda: async_client.wait_stats.waiting == 20)
-    clients = raw.client_list()
-    assert sum(1 for c in clients if int(c.get("sub", 0)) > 0) == 1
-    await holder.release()
-    tokens = await asyncio.gather(*tasks)
-    assert len(set(tokens)) == 20
+    subscribed = [c for c in raw.client_list() if int(c.get("sub", 0)) > 0]
+    assert len(subscribed) == 1  # one connection for the 20 waits
+    for holder in holders:
+        await holder.release()
+    assert await asyncio.gather(*tasks) == [2] * 20
 
 
 async def test_cancel_policy_cancels_the_block(
@@ -238,3 +240,48 @@ async def test_redlock_token_is_written_back_at_acquire(redlock: list[EmbeddedSe
             probe.delete(KEY)
     assert lock.token == 1
     await client.close()
+
+
+async def test_cancel_anywhere_while_queued_for_a_local_hand_off(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    """A queued waiter cancelled at every step of a hand-off to it: whatever reached it (the
+    lock, or its turn as head) is passed on, never left held, and the queue is left empty."""
+
+    def queued_tickets() -> int:
+        return sum(len(line.tickets) for line in async_client._queues._lines.values())
+
+    steps, finished = 0, False
+    while not finished:  # cancel one loop step later each time, until the waiter got through
+        held, go = asyncio.Event(), asyncio.Event()
+
+        async def hold(held: asyncio.Event = held, go: asyncio.Event = go) -> None:
+            # acquire and release in one task: the grant follows the task
+            holder = async_client.lock("cancel", ttl=30)
+            assert await holder.acquire(0)
+            held.set()
+            await go.wait()
+            await holder.release()
+
+        async def take() -> None:
+            waiter = async_client.lock("cancel", ttl=30)
+            if await waiter.acquire(None):
+                await waiter.release()
+
+        holding = asyncio.ensure_future(hold())
+        await held.wait()
+        task = asyncio.ensure_future(take())
+        await async_until(lambda: queued_tickets() == 1)
+        go.set()
+        for _ in range(steps):
+            await asyncio.sleep(0)
+        finished = task.done()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await holding
+        await settle()
+        assert not raw.exists(KEY), f"lock orphaned after cancel at step {steps}"
+        assert async_client._queues._lines == {}, f"queue left behind at step {steps}"
+        steps += 1
+    assert steps > 3 and async_client._queues.handoffs > 0

@@ -85,11 +85,14 @@ def test_the_guide_shows_the_tested_sql() -> None:
 
 
 def test_late_write_of_expired_holder_affects_no_rows(
-    sync_client: fencelock.LockClient, raw: redis.Redis, tmp_path: Path
+    sync_client: fencelock.LockClient,
+    sync_client_b: fencelock.LockClient,
+    raw: redis.Redis,
+    tmp_path: Path,
 ) -> None:
     with closing(_connect(_create(tmp_path))) as db:
         a = sync_client.lock(NAME, ttl=10)
-        b = sync_client.lock(NAME, ttl=10)
+        b = sync_client_b.lock(NAME, ttl=10)
         assert a.acquire(0)
         token_a = a.token
         assert not b.acquire(0)  # mutual exclusion while A's lease lasts
@@ -156,13 +159,16 @@ def test_paused_holder_learns_from_its_own_clock_and_is_fenced(
 
 
 def test_fencing_only_the_write_can_lose_a_read_modify_write(
-    sync_client: fencelock.LockClient, raw: redis.Redis, tmp_path: Path
+    sync_client: fencelock.LockClient,
+    sync_client_b: fencelock.LockClient,
+    raw: redis.Redis,
+    tmp_path: Path,
 ) -> None:
     """The limit the guide warns about: a stale write that lands *before* the new holder's first
     write is accepted, and the new holder, which read before it, overwrites it. Nobody is told."""
     with closing(_connect(_create(tmp_path))) as db:
         a = sync_client.lock(NAME, ttl=10)
-        b = sync_client.lock(NAME, ttl=10)
+        b = sync_client_b.lock(NAME, ttl=10)
         assert a.acquire(0)
         read_a = _balance(db)  # A will deposit 10
         raw.delete(LockKeys.for_name(NAME).lock)  # A's lease ends
@@ -175,13 +181,16 @@ def test_fencing_only_the_write_can_lose_a_read_modify_write(
 
 
 def test_claim_before_read_refuses_the_stale_read_modify_write(
-    sync_client: fencelock.LockClient, raw: redis.Redis, tmp_path: Path
+    sync_client: fencelock.LockClient,
+    sync_client_b: fencelock.LockClient,
+    raw: redis.Redis,
+    tmp_path: Path,
 ) -> None:
     """The fix: the new holder claims the row (stores its token) before reading it, so the stale
     write is refused and its writer learns it (0 rows). The claimed row needs <= afterwards."""
     with closing(_connect(_create(tmp_path))) as db:
         a = sync_client.lock(NAME, ttl=10)
-        b = sync_client.lock(NAME, ttl=10)
+        b = sync_client_b.lock(NAME, ttl=10)
         assert a.acquire(0)
         read_a = _balance(db)
         raw.delete(LockKeys.for_name(NAME).lock)

@@ -41,6 +41,7 @@ RULE = _Rule(
         "AsyncLock": "Lock",
         "AsyncWaiter": "Waiter",
         "AsyncWatchdog": "Watchdog",
+        "AsyncLocalQueues": "LocalQueues",
         "AsyncExitStack": "ExitStack",
         "enter_async_context": "enter_context",
         "aclose": "close",

@@ -85,10 +85,10 @@ async def test_release_is_one_atomic_script(
 
 
 async def test_expired_holder_cannot_delete_successor(
-    async_client: AsyncLockClient, raw: redis.Redis
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
 ) -> None:
     # pitfall 5: A's lease ends (simulated by deleting its key), B takes over; A's release fails
-    a, b = async_client.lock("succ", ttl=10), async_client.lock("succ", ttl=10)
+    a, b = async_client.lock("succ", ttl=10), async_client_b.lock("succ", ttl=10)
     await a.acquire(0)
     raw.delete(key("succ"))
     assert await b.acquire(0)
@@ -171,10 +171,12 @@ async def test_busy_wait_gives_up_at_timeout(async_client: AsyncLockClient) -> N
     await holder.release()
 
 
-async def test_waiter_is_woken_by_release_message(async_client: AsyncLockClient) -> None:
+async def test_waiter_is_woken_by_release_message(
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient
+) -> None:
     # The fallback re-try is an hour away: only the pub/sub message can hand the lock over.
     async_client.max_poll = 3600.0
-    holder, waiter = async_client.lock("wake", ttl=3600), async_client.lock("wake", ttl=10)
+    holder, waiter = async_client_b.lock("wake", ttl=3600), async_client.lock("wake", ttl=10)
     await holder.acquire(0)
 
     async def wait_then_release() -> int:

@@ -86,10 +86,10 @@ def test_release_is_one_atomic_script(
 
 
 def test_expired_holder_cannot_delete_successor(
-    sync_client: LockClient, raw: redis.Redis
+    sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
 ) -> None:
     # pitfall 5: A's lease ends (simulated by deleting its key), B takes over; A's release fails
-    a, b = sync_client.lock("succ", ttl=10), sync_client.lock("succ", ttl=10)
+    a, b = sync_client.lock("succ", ttl=10), sync_client_b.lock("succ", ttl=10)
     a.acquire(0)
     raw.delete(key("succ"))
     assert b.acquire(0)
@@ -172,10 +172,12 @@ def test_busy_wait_gives_up_at_timeout(sync_client: LockClient) -> None:
     holder.release()
 
 
-def test_waiter_is_woken_by_release_message(sync_client: LockClient) -> None:
+def test_waiter_is_woken_by_release_message(
+    sync_client: LockClient, sync_client_b: LockClient
+) -> None:
     # The fallback re-try is an hour away: only the pub/sub message can hand the lock over.
     sync_client.max_poll = 3600.0
-    holder, waiter = sync_client.lock("wake", ttl=3600), sync_client.lock("wake", ttl=10)
+    holder, waiter = sync_client_b.lock("wake", ttl=3600), sync_client.lock("wake", ttl=10)
     holder.acquire(0)
 
     def wait_then_release() -> int:

@@ -46,10 +46,13 @@ from ..keys import (
 )
 from ..scripts import FENCED_SET, Script
 from .lock import Lock
+from .singleflight import LocalQueues
 from .waiter import Waiter
 from .watchdog import Watchdog
 
 DEFAULT_SOCKET_TIMEOUT = 5.0
+# Consecutive local hand-offs before the lock goes back through Redis (see singleflight.py).
+DEFAULT_MAX_HANDOFFS = 10
 
 
 @dataclass
@@ -119,6 +122,7 @@ class LockClient:
         min_replicas: int = 0,
         replica_timeout: float = 1.0,
         node_timeout: float | None = None,
+        max_handoffs: int = DEFAULT_MAX_HANDOFFS,
     ) -> None:
         self._prefix = validate_prefix(prefix)
         # a blocked acquire re-tries at least this often, even if no wake-up message arrives
@@ -179,6 +183,13 @@ class LockClient:
         self._guard = SyncStateLock()
         self.wait_stats = WaitStats()
         self._watchdog = Watchdog(self)
+        if isinstance(max_handoffs, bool) or not isinstance(max_handoffs, int):
+            raise TypeError(f"max_handoffs must be an int, not {type(max_handoffs).__name__}")
+        if max_handoffs < 0:
+            raise ValueError(f"max_handoffs must be >= 0, got {max_handoffs}")
+        # lock objects of this client wait for a name in a local queue; the lock passes from one
+        # to the next at most this many times in a row before it goes back through Redis
+        self._queues = LocalQueues(max_handoffs)
         # a release wakes waiters through sharded pub/sub on a Cluster: a plain PUBLISH there
         # is broadcast to every node of the cluster
         self.publish_command = "SPUBLISH" if self.cluster else "PUBLISH"

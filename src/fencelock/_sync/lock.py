@@ -26,6 +26,7 @@ Failure timeline of a simple lease, and what each step guards against:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -79,6 +80,7 @@ from ..keys import LockKeys, ttl_to_ms, validate_name, validate_timeout, validat
 from ..scripts import (
     ACQUIRE,
     FENCE_RAISE,
+    HANDOFF,
     REENTRANT_ACQUIRE,
     REENTRANT_RELEASE,
     RELEASE,
@@ -88,6 +90,7 @@ from ..scripts import (
 
 if TYPE_CHECKING:
     from .client import LockClient
+    from .singleflight import Ticket
 
 logger = logging.getLogger("fencelock")
 
@@ -155,6 +158,9 @@ class Lock:
         self._lock_key = (self._keys.lock,)
         self._acquire_script = REENTRANT_ACQUIRE if reentrant else ACQUIRE
         self._release_script = REENTRANT_RELEASE if reentrant else RELEASE
+        # its local queue (singleflight.py): simple and reentrant locks on one name queue apart,
+        # the key types differ and the server refuses the wrong one
+        self._line = f"{self._keys.lock}:{'reentrant' if reentrant else 'simple'}"
         # Redlock: how long one node may take to answer a request about this lock
         self._node_timeout = client.node_timeout or node_timeout(self.ttl)
 
@@ -185,20 +191,73 @@ class Lock:
                 raise LockError(f"{self.name!r} is already held by this lock (not reentrant)")
             self._reenter(held)
             return True
-        holder = new_holder_token()
         deadline = None if wait is None else time.monotonic() + wait
+        queues, key = self._client._queues, self._line
+        ticket = queues.join(key, self)
+        if ticket is not None:  # another lock object of this client is ahead: wait locally
+            handed = self._wait_in_line(ticket, deadline)
+            if handed is not None:
+                self._install(handed)
+                return True
+            if not ticket.turn:
+                return False
+        # The head of the local queue: the one that talks to Redis.
+        holder = new_holder_token()
         try:
             grant = self._acquire(holder, deadline)
         except BaseException:
             # Cancelled, interrupted or failed with a request in flight: it may have been granted.
             sync_shield(self._release_quietly(holder))
+            queues.pass_turn(key)
             raise
         if grant is None:
+            queues.pass_turn(key)
             return False
+        self._install(grant)
+        return True
+
+    def _install(self, grant: Grant) -> None:
         self._slot.set(grant)
+        self._client._queues.holding(self._line, grant)
         if self.auto_renew:
             self._client._watchdog.track(self, grant)
-        return True
+
+    def _wait_in_line(self, ticket: Ticket, deadline: float | None) -> Grant | None:
+        """Wait in the local queue: a grant handed over, or None (``ticket.turn``: go to Redis
+        as the head; else the deadline passed)."""
+        queues, key = self._client._queues, self._line
+        try:
+            while True:
+                now = time.monotonic()
+                left, lease = remaining(deadline, now), queues.holder_gone(key, now)
+                waits = [t for t in (left, lease) if t is not None]
+                if ticket.event.wait(min(waits) if waits else None):
+                    return ticket.grant
+                if (
+                    remaining(deadline, time.monotonic()) != 0
+                    and queues.holder_gone(key, time.monotonic()) != 0
+                ):
+                    continue  # the holder renewed its lease meanwhile
+                if queues.leave(key, ticket):
+                    break  # the lock or the turn reached us just now: take it
+                # timed out, or the local holder's lease ran out without a release (an object
+                # never released): go to Redis without waiting for it any longer
+                ticket.turn = remaining(deadline, time.monotonic()) != 0
+                return None
+        except BaseException:
+            if queues.leave(key, ticket):  # it reached us as we were leaving: pass it on
+                sync_shield(self._pass_on(ticket))
+            raise
+        ticket.event.wait(None)  # set by now, or within one request (a hand-off script)
+        return ticket.grant
+
+    def _pass_on(self, ticket: Ticket) -> None:
+        ticket.event.wait(None)
+        if ticket.grant is not None:
+            with contextlib.suppress(LockError):
+                self._give_up(ticket.grant)
+        else:
+            self._client._queues.pass_turn(self._line)
 
     def _reenter(self, grant: Grant) -> None:
         self.check()
@@ -339,8 +398,46 @@ class Lock:
         # Forget the grant first: whatever happens below, this object no longer holds it.
         self._slot.set(None)
         self._client._watchdog.untrack(grant)
-        if sync_shield(self._release_once(grant.holder)) == 0:
-            raise LockLost(f"{self.name!r} was no longer held when released: its lease had expired")
+        sync_shield(self._give_up(grant))
+
+    def _give_up(self, grant: Grant) -> None:
+        """Release ``grant``: hand it to the next local waiter if there is one, else in Redis."""
+        queues, key = self._client._queues, self._line
+        ticket = None
+        if not (grant.lost or self._client.nodes or self._client.min_replicas):
+            ticket = queues.next_for_handoff(key)
+        if ticket is not None:
+            try:
+                handed = self._hand_off(grant, ticket.lock)
+            except BaseException:
+                queues.give_turn(ticket)
+                raise
+            if handed is not None:
+                queues.hand(ticket, handed)
+                return
+            queues.give_turn(ticket)
+        else:
+            try:
+                if self._release_once(grant.holder) != 0:
+                    return
+            finally:
+                queues.pass_turn(key)
+        raise LockLost(f"{self.name!r} was no longer held when released: its lease had expired")
+
+    def _hand_off(self, grant: Grant, to: Lock) -> Grant | None:
+        """One script: the lock now belongs to a fresh holder token for ``to`` (its ttl, a new
+        fencing token). None if ``grant`` no longer held it."""
+        holder = new_holder_token()
+        sent_at = time.monotonic()
+        args = (grant.holder, holder, to._ttl_ms)
+        try:
+            reply = self._client.run(HANDOFF, self._acquire_keys, args)
+        except RedisError as exc:
+            raise translate_error(exc, self._keys.lock) from exc
+        result = acquire_reply(reply)
+        if isinstance(result, Busy):
+            return None
+        return Grant(holder, result.fence, os.getpid(), lease_deadline(sent_at, to.ttl))
 
     def extend(self, ttl: float | None = None) -> None:
         """Reset the remaining lease to ``ttl`` seconds (default: the lock's ttl)."""
