@@ -194,10 +194,10 @@ async def test_waiter_is_woken_by_release_message(
 
 
 async def test_fallback_retry_at_holder_ttl(
-    async_client: AsyncLockClient, raw: redis.Redis
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
 ) -> None:
     # A lock that expires (no release, no message) is retaken by the fallback re-try.
-    holder = async_client.lock("expire", ttl=0.2)
+    holder = async_client_b.lock("expire", ttl=0.2)
     await holder.acquire(0)
     waiter = async_client.lock("expire", ttl=10)
     assert await waiter.acquire(timeout=30)

@@ -195,10 +195,10 @@ def test_waiter_is_woken_by_release_message(
 
 
 def test_fallback_retry_at_holder_ttl(
-    sync_client: LockClient, raw: redis.Redis
+    sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
 ) -> None:
     # A lock that expires (no release, no message) is retaken by the fallback re-try.
-    holder = sync_client.lock("expire", ttl=0.2)
+    holder = sync_client_b.lock("expire", ttl=0.2)
     holder.acquire(0)
     waiter = sync_client.lock("expire", ttl=10)
     assert waiter.acquire(timeout=30)

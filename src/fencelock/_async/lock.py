@@ -397,7 +397,7 @@ class AsyncLock:
         # Forget the grant first: whatever happens below, this object no longer holds it.
         self._slot.set(None)
         self._client._watchdog.untrack(grant)
-        await async_shield(self._give_up(grant))
+        await self._give_up(grant)
 
     async def _give_up(self, grant: Grant) -> None:
         """Release ``grant``: hand it to the next local waiter if there is one, else in Redis."""
@@ -406,22 +406,40 @@ class AsyncLock:
         if not (grant.lost or self._client.nodes or self._client.min_replicas):
             ticket = queues.next_for_handoff(key)
         if ticket is not None:
-            try:
-                handed = await self._hand_off(grant, ticket.lock)
-            except BaseException:
-                queues.give_turn(ticket)
-                raise
-            if handed is not None:
-                queues.hand(ticket, handed)
+            # the script and the bookkeeping after it must both happen, whatever the caller does
+            if await async_shield(self._hand_to(grant, ticket)):
                 return
-            queues.give_turn(ticket)
         else:
             try:
-                if await self._release_once(grant.holder) != 0:
-                    return
+                released = await self._release_once(grant.holder)
+                await async_checkpoint()  # a cancellation redis.asyncio swallowed
+            except LockError:
+                raise
+            except BaseException:
+                # Cancelled or interrupted with the request in flight: make sure it happened
+                # (a compare-and-delete with our own holder token is safe to repeat).
+                await async_shield(self._release_quietly(grant.holder))
+                raise
             finally:
                 queues.pass_turn(key)
+            if released != 0:
+                return
         raise LockLost(f"{self.name!r} was no longer held when released: its lease had expired")
+
+    async def _hand_to(self, grant: Grant, ticket: Ticket) -> bool:
+        """Hand ``grant`` to ``ticket``; False if it was no longer ours (the ticket then goes to
+        Redis as the head)."""
+        queues = self._client._queues
+        try:
+            handed = await self._hand_off(grant, ticket.lock)
+        except BaseException:
+            queues.give_turn(ticket)
+            raise
+        if handed is None:
+            queues.give_turn(ticket)
+            return False
+        queues.hand(ticket, handed)
+        return True
 
     async def _hand_off(self, grant: Grant, to: AsyncLock) -> Grant | None:
         """One script: the lock now belongs to a fresh holder token for ``to`` (its ttl, a new

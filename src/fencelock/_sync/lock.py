@@ -398,7 +398,7 @@ class Lock:
         # Forget the grant first: whatever happens below, this object no longer holds it.
         self._slot.set(None)
         self._client._watchdog.untrack(grant)
-        sync_shield(self._give_up(grant))
+        self._give_up(grant)
 
     def _give_up(self, grant: Grant) -> None:
         """Release ``grant``: hand it to the next local waiter if there is one, else in Redis."""
@@ -407,22 +407,40 @@ class Lock:
         if not (grant.lost or self._client.nodes or self._client.min_replicas):
             ticket = queues.next_for_handoff(key)
         if ticket is not None:
-            try:
-                handed = self._hand_off(grant, ticket.lock)
-            except BaseException:
-                queues.give_turn(ticket)
-                raise
-            if handed is not None:
-                queues.hand(ticket, handed)
+            # the script and the bookkeeping after it must both happen, whatever the caller does
+            if sync_shield(self._hand_to(grant, ticket)):
                 return
-            queues.give_turn(ticket)
         else:
             try:
-                if self._release_once(grant.holder) != 0:
-                    return
+                released = self._release_once(grant.holder)
+                sync_checkpoint()  # a cancellation redis.asyncio swallowed
+            except LockError:
+                raise
+            except BaseException:
+                # Cancelled or interrupted with the request in flight: make sure it happened
+                # (a compare-and-delete with our own holder token is safe to repeat).
+                sync_shield(self._release_quietly(grant.holder))
+                raise
             finally:
                 queues.pass_turn(key)
+            if released != 0:
+                return
         raise LockLost(f"{self.name!r} was no longer held when released: its lease had expired")
+
+    def _hand_to(self, grant: Grant, ticket: Ticket) -> bool:
+        """Hand ``grant`` to ``ticket``; False if it was no longer ours (the ticket then goes to
+        Redis as the head)."""
+        queues = self._client._queues
+        try:
+            handed = self._hand_off(grant, ticket.lock)
+        except BaseException:
+            queues.give_turn(ticket)
+            raise
+        if handed is None:
+            queues.give_turn(ticket)
+            return False
+        queues.hand(ticket, handed)
+        return True
 
     def _hand_off(self, grant: Grant, to: Lock) -> Grant | None:
         """One script: the lock now belongs to a fresh holder token for ``to`` (its ttl, a new
