@@ -304,9 +304,13 @@ def test_several_urls_mean_redlock(tmp_path: Path, redlock: list[EmbeddedServer]
     result = run(*urls, NAME, "--", "sh", "-c", script, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "token").read_text().strip() == "1"
-    for srv in redlock:  # the grant went to every master, and was released on every one
+    granted_and_released = 0
+    for srv in redlock:
         with srv.client() as probe:
-            assert probe.get(KEYS.fence) == b"1" and not probe.exists(KEYS.lock)
+            granted_and_released += probe.get(KEYS.fence) == b"1" and not probe.exists(KEYS.lock)
+    # on a majority at least: a node slower than the 50 ms node timeout (a loaded machine) may
+    # have missed the grant, or may have answered it too late and hold it until the ttl
+    assert granted_and_released >= 3
     # held elsewhere on a majority: busy
     for srv in redlock[:3]:
         with srv.client() as probe:

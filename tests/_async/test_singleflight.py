@@ -54,10 +54,35 @@ async def test_waiters_of_one_client_queue_and_are_handed_the_lock(
     assert [i for i, _ in order] == list(range(8))  # first come, first served
     tokens = [token for _, token in order]
     assert tokens == list(range(2, 10))  # every hand-off is a grant with a larger token
-    # one script per hand-off (8) and the last release: no acquire attempt, no wake-up round
-    assert calls(raw, "evalsha") - before == 9
+    # The first hand-off reserves a block of tokens (max_handoffs = 10: 2..11) and restarts the
+    # lease; the next seven cost no request at all. Then the last release.
+    assert calls(raw, "evalsha") - before == 2
+    assert int(raw.get(KEYS.fence)) == 11
     assert async_client._queues.handoffs == 8
     assert not raw.exists(KEYS.lock) and async_client._queues._lines == {}
+
+
+async def test_a_later_grant_outranks_every_reserved_token(
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
+) -> None:
+    holder = async_client.lock("hot", ttl=10)
+    assert await holder.acquire(0)
+    waiter = async_client.lock("hot", ttl=10)
+
+    async def take() -> int:
+        assert await waiter.acquire(None)
+        token = waiter.token
+        await waiter.release()
+        return token
+
+    call = AsyncCall(take)
+    await async_until(lambda: queued(async_client) == 1)
+    await holder.release()
+    assert await call.result() == 2  # handed off, from the block 2..11
+    other = async_client_b.lock("hot", ttl=10)  # another process, after the streak
+    assert await other.acquire(0)
+    assert other.token == 12  # larger than any token the block could still hand out
+    await other.release()
 
 
 async def test_a_hand_off_is_a_fresh_grant(async_client: AsyncLockClient, raw: redis.Redis) -> None:
@@ -73,9 +98,10 @@ async def test_a_hand_off_is_a_fresh_grant(async_client: AsyncLockClient, raw: r
     grant = second._slot.get()
     if grant is None:  # asyncio: the grant belongs to the task that acquired
         grant = next(iter(async_client._watchdog._leases.values())).grant
-    # a new holder token, the new holder's ttl, a larger fencing token, renewed by the watchdog
-    assert raw.get(KEYS.lock) not in (None, old_holder)
-    assert raw.get(KEYS.lock) == grant.holder
+    # The process keeps its holder token; the lease (1 s left, less than two thirds of the new
+    # holder's 60 s) restarts at the new holder's ttl; a larger fencing token; the watchdog
+    # renews it.
+    assert raw.get(KEYS.lock) == old_holder == grant.holder
     assert raw.pttl(KEYS.lock) > 30_000
     assert grant.fence == token + 1
     assert len(async_client._watchdog) == 1

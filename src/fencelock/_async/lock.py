@@ -30,7 +30,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
@@ -66,7 +66,7 @@ from .._core.replies import (
     renew_reply,
     translate_error,
 )
-from .._core.timing import lease_deadline, remaining, retry_delay
+from .._core.timing import handoff_needs_refresh, lease_deadline, remaining, retry_delay
 from ..errors import (
     LockConnectionError,
     LockError,
@@ -120,6 +120,8 @@ class Grant:
     cancelled: bool = False  # the library cancelled that task because the lease was lost
     # Redlock: ``fence`` is safe to hand out only once a majority's counters were raised to it
     confirmed: bool = True
+    # local hand-offs: the highest fencing token reserved for this streak (0: none reserved)
+    reserved: int = 0
 
 
 class AsyncLock:
@@ -406,6 +408,12 @@ class AsyncLock:
         if not (grant.lost or self._client.nodes or self._client.min_replicas):
             ticket = queues.next_for_handoff(key)
         if ticket is not None:
+            to = ticket.lock
+            left = grant.deadline - time.monotonic()
+            if grant.fence < grant.reserved and not handoff_needs_refresh(left, to.ttl):
+                # the next token of the reserved block, the same lease: no request at all
+                queues.hand(ticket, replace(grant, fence=grant.fence + 1, lost=False, task=None))
+                return
             # the script and the bookkeeping after it must both happen, whatever the caller does
             if await async_shield(self._hand_to(grant, ticket)):
                 return
@@ -442,11 +450,12 @@ class AsyncLock:
         return True
 
     async def _hand_off(self, grant: Grant, to: AsyncLock) -> Grant | None:
-        """One script: the lock now belongs to a fresh holder token for ``to`` (its ttl, a new
-        fencing token). None if ``grant`` no longer held it."""
-        holder = new_holder_token()
+        """One script: the lease restarts at ``to``'s ttl, and a block of fencing tokens is
+        reserved for this streak of hand-offs (the first is ``to``'s). None if ``grant`` no
+        longer held the lock."""
+        block = self._client._queues.max_handoffs
         sent_at = time.monotonic()
-        args = (grant.holder, holder, to._ttl_ms)
+        args = (grant.holder, to._ttl_ms, block)
         try:
             reply = await self._client.run(HANDOFF, self._acquire_keys, args)
         except RedisError as exc:
@@ -454,7 +463,9 @@ class AsyncLock:
         result = acquire_reply(reply)
         if isinstance(result, Busy):
             return None
-        return Grant(holder, result.fence, os.getpid(), lease_deadline(sent_at, to.ttl))
+        deadline = lease_deadline(sent_at, to.ttl)
+        top = result.fence
+        return Grant(grant.holder, top - block + 1, os.getpid(), deadline, reserved=top)
 
     async def extend(self, ttl: float | None = None) -> None:
         """Reset the remaining lease to ``ttl`` seconds (default: the lock's ttl)."""

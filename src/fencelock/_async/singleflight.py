@@ -4,9 +4,12 @@ Without this, eight threads of one process that want the same lock are eight con
 Redis: each re-tries on every release message, most of them in vain. Here the lock objects of one
 client that want the same name form a local FIFO queue. Only its head talks to Redis (acquires,
 waits for a wake-up); the others wait in the queue. When the holder releases and someone is
-queued, the lock is handed straight to the next in line: one script re-points the lock to the
-new holder token, restarts its ttl and increments the fencing counter, so the new holder gets a
-larger token like any other grant (no DEL, no SET NX race, no wake-up round).
+queued, the lock is handed straight to the next in line, and the process keeps its holder token
+in Redis. Fencing still orders every holder: the first hand-off of a streak runs one script that
+restarts the lease and reserves a block of ``max_handoffs`` fencing tokens (INCRBY), so any later
+grant, by anyone, gets a larger token than the block's. The next hand-offs of the streak take the
+next token of the block and send nothing, as long as at least two thirds of the new holder's ttl
+is left on the lease (else the script runs again).
 
 Failure timeline and fairness:
 

@@ -62,3 +62,10 @@ def renewal_due(renew_at: float, ttl: float, now: float) -> bool:
 
 def renewal_retry(now: float, ttl: float) -> float:
     return now + min(RENEW_RETRY, ttl * RENEW_FRACTION / 2)
+
+
+def handoff_needs_refresh(left: float, ttl: float) -> bool:
+    """Whether a lease with ``left`` seconds to run must be restarted before it is handed to a
+    local waiter whose lock has ``ttl``: a waiter gets at least what the watchdog keeps a lease
+    at (two thirds of the ttl), never a lease about to end."""
+    return left < ttl * (1 - RENEW_FRACTION)

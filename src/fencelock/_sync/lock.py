@@ -31,7 +31,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
@@ -67,7 +67,7 @@ from .._core.replies import (
     renew_reply,
     translate_error,
 )
-from .._core.timing import lease_deadline, remaining, retry_delay
+from .._core.timing import handoff_needs_refresh, lease_deadline, remaining, retry_delay
 from ..errors import (
     LockConnectionError,
     LockError,
@@ -121,6 +121,8 @@ class Grant:
     cancelled: bool = False  # the library cancelled that task because the lease was lost
     # Redlock: ``fence`` is safe to hand out only once a majority's counters were raised to it
     confirmed: bool = True
+    # local hand-offs: the highest fencing token reserved for this streak (0: none reserved)
+    reserved: int = 0
 
 
 class Lock:
@@ -407,6 +409,12 @@ class Lock:
         if not (grant.lost or self._client.nodes or self._client.min_replicas):
             ticket = queues.next_for_handoff(key)
         if ticket is not None:
+            to = ticket.lock
+            left = grant.deadline - time.monotonic()
+            if grant.fence < grant.reserved and not handoff_needs_refresh(left, to.ttl):
+                # the next token of the reserved block, the same lease: no request at all
+                queues.hand(ticket, replace(grant, fence=grant.fence + 1, lost=False, task=None))
+                return
             # the script and the bookkeeping after it must both happen, whatever the caller does
             if sync_shield(self._hand_to(grant, ticket)):
                 return
@@ -443,11 +451,12 @@ class Lock:
         return True
 
     def _hand_off(self, grant: Grant, to: Lock) -> Grant | None:
-        """One script: the lock now belongs to a fresh holder token for ``to`` (its ttl, a new
-        fencing token). None if ``grant`` no longer held it."""
-        holder = new_holder_token()
+        """One script: the lease restarts at ``to``'s ttl, and a block of fencing tokens is
+        reserved for this streak of hand-offs (the first is ``to``'s). None if ``grant`` no
+        longer held the lock."""
+        block = self._client._queues.max_handoffs
         sent_at = time.monotonic()
-        args = (grant.holder, holder, to._ttl_ms)
+        args = (grant.holder, to._ttl_ms, block)
         try:
             reply = self._client.run(HANDOFF, self._acquire_keys, args)
         except RedisError as exc:
@@ -455,7 +464,9 @@ class Lock:
         result = acquire_reply(reply)
         if isinstance(result, Busy):
             return None
-        return Grant(holder, result.fence, os.getpid(), lease_deadline(sent_at, to.ttl))
+        deadline = lease_deadline(sent_at, to.ttl)
+        top = result.fence
+        return Grant(grant.holder, top - block + 1, os.getpid(), deadline, reserved=top)
 
     def extend(self, ttl: float | None = None) -> None:
         """Reset the remaining lease to ``ttl`` seconds (default: the lock's ttl)."""

@@ -1,22 +1,21 @@
--- Hand a lock held by this process straight to another of its waiters (local hand-off).
+-- Local hand-off: the releasing holder passes the lock to another waiter of its own process,
+-- and reserves a block of fencing tokens for that and the next hand-offs of the streak.
 --
 -- KEYS[1]  lock key: a string (simple lock) or a hash holder -> hold count (reentrant)
 -- KEYS[2]  fencing counter
--- ARGV[1]  the releasing holder's token
--- ARGV[2]  the new holder's token (fresh random bytes)
--- ARGV[3]  the new holder's ttl in milliseconds
+-- ARGV[1]  the holder token (the process keeps it across its local hand-offs)
+-- ARGV[2]  the new holder's ttl in milliseconds
+-- ARGV[3]  how many fencing tokens to reserve (the longest streak of local hand-offs)
 --
--- Returns {1, fence}: the lock now belongs to ARGV[2] with a fresh ttl and a new, larger fencing
--- token, exactly as if it had been released and acquired, without the round trips in between.
--- Returns {0, 0} when ARGV[1] no longer holds it (its lease expired): nothing is touched.
+-- Returns {1, top}: the lease restarts at ARGV[2] and the counter moved up by ARGV[3]; the
+-- process hands out top - ARGV[3] + 1 .. top, one per hand-off, and any later grant by anyone
+-- gets more than top. Returns {0, 0} when ARGV[1] no longer holds the lock (its lease expired):
+-- nothing is touched.
 local kind = redis.call('TYPE', KEYS[1]).ok
-if kind == 'string' and redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-elseif kind == 'hash' and redis.call('HGET', KEYS[1], ARGV[1]) == '1' then
-  redis.call('DEL', KEYS[1])
-  redis.call('HSET', KEYS[1], ARGV[2], 1)
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
-else
+local held = (kind == 'string' and redis.call('GET', KEYS[1]) == ARGV[1])
+  or (kind == 'hash' and redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1)
+if not held then
   return {0, 0}
 end
-return {1, redis.call('INCR', KEYS[2])}
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return {1, redis.call('INCRBY', KEYS[2], ARGV[3])}
