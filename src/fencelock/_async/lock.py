@@ -66,7 +66,13 @@ from .._core.replies import (
     renew_reply,
     translate_error,
 )
-from .._core.timing import handoff_needs_refresh, lease_deadline, remaining, retry_delay
+from .._core.timing import (
+    handoff_needs_refresh,
+    lease_deadline,
+    remaining,
+    retry_delay,
+    yield_after_release,
+)
 from ..errors import (
     LockConnectionError,
     LockError,
@@ -278,11 +284,18 @@ class AsyncLock:
         grant.deadline = lease_deadline(sent_at, self.ttl)
 
     async def _acquire(self, holder: str, deadline: float | None) -> Grant | None:
-        sent_at = time.monotonic()
-        result = await self._try(holder)
         client = self._client
+        sent_at = time.monotonic()
+        polite = client._queues.take_yield(self._line, sent_at)
+        if polite and remaining(deadline, sent_at) != 0:
+            result: Granted | Busy = Busy(None)  # first let the waiter we woke take its turn
+        else:
+            result = await self._try(holder)
         if isinstance(result, Busy) and remaining(deadline, time.monotonic()) != 0:
             async with client.watch(self._keys.channel) as wake:
+                if polite:
+                    left = remaining(deadline, time.monotonic())
+                    await client.wait(wake, polite if left is None else min(polite, left))
                 while isinstance(result, Busy):
                     left = remaining(deadline, time.monotonic())
                     if left == 0:
@@ -293,9 +306,8 @@ class AsyncLock:
                     result = await self._try(holder)
                     if isinstance(result, Granted):
                         break
-                    if (
-                        client.nodes
-                    ):  # Redlock: contenders that split the nodes must not collide again
+                    if client.nodes:
+                        # Redlock: contenders that split the nodes must not collide again
                         await async_sleep(retry_jitter(client.max_poll))
                     left = remaining(deadline, time.monotonic())
                     await client.wait(wake, retry_delay(result.pttl, left, client.max_poll))
@@ -368,18 +380,19 @@ class AsyncLock:
 
     async def _release_quietly(self, holder: str) -> bool:
         try:
-            return await self._release_once(holder) == 1
+            return await self._release_once(holder) in (1, 3)
         except (RedisError, LockError):
             return False  # the server is unreachable: the lease expires on its own
 
     # -- release / extend ------------------------------------------------------------------
 
     async def _release_once(self, holder: str) -> int:
-        """1: released, 2: a reentrant hold left but still held, 0: not held by ``holder``."""
+        """1: released, 3: released and another client was waiting, 2: a reentrant hold left
+        but still held, 0: not held by ``holder``."""
         args = (holder, self._keys.channel, self._client.publish_command)
         if self._client.nodes:
             replies = await self._fan_out(self._release_script, self._lock_key, args)
-            return int(owned_by_quorum(replies, (1, 2), f"release of {self.name!r}"))
+            return int(owned_by_quorum(replies, (1, 2, 3), f"release of {self.name!r}"))
         try:
             reply = await self._client.run(self._release_script, self._lock_key, args)
         except RedisError as exc:
@@ -418,6 +431,7 @@ class AsyncLock:
             if await async_shield(self._hand_to(grant, ticket)):
                 return
         else:
+            sent_at = time.monotonic()
             try:
                 released = await self._release_once(grant.holder)
                 await async_checkpoint()  # a cancellation redis.asyncio swallowed
@@ -430,6 +444,9 @@ class AsyncLock:
                 raise
             finally:
                 queues.pass_turn(key)
+            if released == 3:  # someone elsewhere was waiting: let them have the next turn
+                now = time.monotonic()
+                queues.yield_to_others(key, now + yield_after_release(now - sent_at))
             if released != 0:
                 return
         raise LockLost(f"{self.name!r} was no longer held when released: its lease had expired")

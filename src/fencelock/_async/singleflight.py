@@ -63,6 +63,8 @@ class AsyncLocalQueues:
         self.max_handoffs = max_handoffs
         self._guard = AsyncStateLock()
         self._lines: dict[str, _Line] = {}
+        # key -> monotonic time until which this client lets other clients' waiters go first
+        self._yields: dict[str, float] = {}
         self._pid = os.getpid()
         self.handoffs = 0  # successful local hand-offs (for the tests and benchmarks)
 
@@ -72,6 +74,22 @@ class AsyncLocalQueues:
             self._pid = os.getpid()
             self._guard = AsyncStateLock()
             self._lines = {}
+            self._yields = {}
+
+    def yield_to_others(self, key: str, until: float) -> None:
+        """The lock was released to Redis while another client waited for it: this client's
+        next acquire of it waits for that client's turn first (see ``take_yield``)."""
+        with self._guard:
+            if len(self._yields) > 1000:  # keys never acquired again: forget the stale ones
+                now = until - 60.0
+                self._yields = {k: t for k, t in self._yields.items() if t > now}
+            self._yields[key] = until
+
+    def take_yield(self, key: str, now: float) -> float:
+        """Seconds the head about to acquire ``key`` should hold back (0: none)."""
+        with self._guard:
+            until = self._yields.pop(key, 0.0)
+        return max(0.0, until - now)
 
     def join(self, key: str, lock: AsyncLock) -> Ticket | None:
         """None: the caller is the head (goes to Redis). Else a ticket to wait on."""

@@ -48,11 +48,6 @@ def acquire_reply(reply: object) -> Granted | Busy:
     return Busy(value / 1000 if value >= 0 else None)
 
 
-def owned_reply(reply: object) -> bool:
-    """Release and extend scripts answer 1 when the token held the lock, 0 otherwise."""
-    return _int(reply) == 1
-
-
 def renew_reply(reply: object, count: int) -> list[bool]:
     """One flag per lock of a renew batch: still held (and extended) or not."""
     if not isinstance(reply, list) or len(reply) != count:

@@ -69,3 +69,11 @@ def handoff_needs_refresh(left: float, ttl: float) -> bool:
     local waiter whose lock has ``ttl``: a waiter gets at least what the watchdog keeps a lease
     at (two thirds of the ttl), never a lease about to end."""
     return left < ttl * (1 - RENEW_FRACTION)
+
+
+def yield_after_release(round_trip: float) -> float:
+    """How long a client that released a lock while other clients were waiting for it holds back
+    before it tries to take the lock again: long enough for a woken waiter to get the message
+    and take it (about two round trips), so the releaser does not win every time by being first.
+    Bounded, since the waiter may have given up meanwhile."""
+    return min(0.05, max(0.0005, 3 * round_trip))

@@ -67,7 +67,13 @@ from .._core.replies import (
     renew_reply,
     translate_error,
 )
-from .._core.timing import handoff_needs_refresh, lease_deadline, remaining, retry_delay
+from .._core.timing import (
+    handoff_needs_refresh,
+    lease_deadline,
+    remaining,
+    retry_delay,
+    yield_after_release,
+)
 from ..errors import (
     LockConnectionError,
     LockError,
@@ -279,11 +285,18 @@ class Lock:
         grant.deadline = lease_deadline(sent_at, self.ttl)
 
     def _acquire(self, holder: str, deadline: float | None) -> Grant | None:
-        sent_at = time.monotonic()
-        result = self._try(holder)
         client = self._client
+        sent_at = time.monotonic()
+        polite = client._queues.take_yield(self._line, sent_at)
+        if polite and remaining(deadline, sent_at) != 0:
+            result: Granted | Busy = Busy(None)  # first let the waiter we woke take its turn
+        else:
+            result = self._try(holder)
         if isinstance(result, Busy) and remaining(deadline, time.monotonic()) != 0:
             with client.watch(self._keys.channel) as wake:
+                if polite:
+                    left = remaining(deadline, time.monotonic())
+                    client.wait(wake, polite if left is None else min(polite, left))
                 while isinstance(result, Busy):
                     left = remaining(deadline, time.monotonic())
                     if left == 0:
@@ -294,9 +307,8 @@ class Lock:
                     result = self._try(holder)
                     if isinstance(result, Granted):
                         break
-                    if (
-                        client.nodes
-                    ):  # Redlock: contenders that split the nodes must not collide again
+                    if client.nodes:
+                        # Redlock: contenders that split the nodes must not collide again
                         sync_sleep(retry_jitter(client.max_poll))
                     left = remaining(deadline, time.monotonic())
                     client.wait(wake, retry_delay(result.pttl, left, client.max_poll))
@@ -369,18 +381,19 @@ class Lock:
 
     def _release_quietly(self, holder: str) -> bool:
         try:
-            return self._release_once(holder) == 1
+            return self._release_once(holder) in (1, 3)
         except (RedisError, LockError):
             return False  # the server is unreachable: the lease expires on its own
 
     # -- release / extend ------------------------------------------------------------------
 
     def _release_once(self, holder: str) -> int:
-        """1: released, 2: a reentrant hold left but still held, 0: not held by ``holder``."""
+        """1: released, 3: released and another client was waiting, 2: a reentrant hold left
+        but still held, 0: not held by ``holder``."""
         args = (holder, self._keys.channel, self._client.publish_command)
         if self._client.nodes:
             replies = self._fan_out(self._release_script, self._lock_key, args)
-            return int(owned_by_quorum(replies, (1, 2), f"release of {self.name!r}"))
+            return int(owned_by_quorum(replies, (1, 2, 3), f"release of {self.name!r}"))
         try:
             reply = self._client.run(self._release_script, self._lock_key, args)
         except RedisError as exc:
@@ -419,6 +432,7 @@ class Lock:
             if sync_shield(self._hand_to(grant, ticket)):
                 return
         else:
+            sent_at = time.monotonic()
             try:
                 released = self._release_once(grant.holder)
                 sync_checkpoint()  # a cancellation redis.asyncio swallowed
@@ -431,6 +445,9 @@ class Lock:
                 raise
             finally:
                 queues.pass_turn(key)
+            if released == 3:  # someone elsewhere was waiting: let them have the next turn
+                now = time.monotonic()
+                queues.yield_to_others(key, now + yield_after_release(now - sent_at))
             if released != 0:
                 return
         raise LockLost(f"{self.name!r} was no longer held when released: its lease had expired")

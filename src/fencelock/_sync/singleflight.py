@@ -5,9 +5,12 @@ Without this, eight threads of one process that want the same lock are eight con
 Redis: each re-tries on every release message, most of them in vain. Here the lock objects of one
 client that want the same name form a local FIFO queue. Only its head talks to Redis (acquires,
 waits for a wake-up); the others wait in the queue. When the holder releases and someone is
-queued, the lock is handed straight to the next in line: one script re-points the lock to the
-new holder token, restarts its ttl and increments the fencing counter, so the new holder gets a
-larger token like any other grant (no DEL, no SET NX race, no wake-up round).
+queued, the lock is handed straight to the next in line, and the process keeps its holder token
+in Redis. Fencing still orders every holder: the first hand-off of a streak runs one script that
+restarts the lease and reserves a block of ``max_handoffs`` fencing tokens (INCRBY), so any later
+grant, by anyone, gets a larger token than the block's. The next hand-offs of the streak take the
+next token of the block and send nothing, as long as at least two thirds of the new holder's ttl
+is left on the lease (else the script runs again).
 
 Failure timeline and fairness:
 
@@ -61,6 +64,8 @@ class LocalQueues:
         self.max_handoffs = max_handoffs
         self._guard = SyncStateLock()
         self._lines: dict[str, _Line] = {}
+        # key -> monotonic time until which this client lets other clients' waiters go first
+        self._yields: dict[str, float] = {}
         self._pid = os.getpid()
         self.handoffs = 0  # successful local hand-offs (for the tests and benchmarks)
 
@@ -70,6 +75,22 @@ class LocalQueues:
             self._pid = os.getpid()
             self._guard = SyncStateLock()
             self._lines = {}
+            self._yields = {}
+
+    def yield_to_others(self, key: str, until: float) -> None:
+        """The lock was released to Redis while another client waited for it: this client's
+        next acquire of it waits for that client's turn first (see ``take_yield``)."""
+        with self._guard:
+            if len(self._yields) > 1000:  # keys never acquired again: forget the stale ones
+                now = until - 60.0
+                self._yields = {k: t for k, t in self._yields.items() if t > now}
+            self._yields[key] = until
+
+    def take_yield(self, key: str, now: float) -> float:
+        """Seconds the head about to acquire ``key`` should hold back (0: none)."""
+        with self._guard:
+            until = self._yields.pop(key, 0.0)
+        return max(0.0, until - now)
 
     def join(self, key: str, lock: Lock) -> Ticket | None:
         """None: the caller is the head (goes to Redis). Else a ticket to wait on."""

@@ -5,8 +5,8 @@
 -- ARGV[2]  wake-up channel (same hash tag as KEYS[1])
 -- ARGV[3]  'PUBLISH', or 'SPUBLISH' on a Cluster with sharded pub/sub
 --
--- Returns 1 when released, 2 when still held (count decremented), 0 when ARGV[1] does not hold
--- the lock (nothing is touched then).
+-- Returns 1 when released, 3 when released and the wake-up reached a waiting client, 2 when
+-- still held (count decremented), 0 when ARGV[1] does not hold the lock (nothing is touched).
 local count = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
 if count == 0 then
   return 0
@@ -16,5 +16,7 @@ if count > 1 then
   return 2
 end
 redis.call('DEL', KEYS[1])
-redis.call(ARGV[3], ARGV[2], '1')
+if redis.call(ARGV[3], ARGV[2], '1') > 0 then
+  return 3
+end
 return 1
