@@ -8,14 +8,10 @@ both as a ratio of medians and as the median of the per-repetition ratios.
 
 from __future__ import annotations
 
-import gc
 import os
 import platform
 import statistics
-import sys
-import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any, Final
 
 import redis
@@ -24,12 +20,41 @@ import redis.asyncio
 import fencelock
 from fencelock._embedded import EmbeddedServer
 
-TTL: Final = 10.0
+# The timing loops and the run schedule live in the library, which ``fencelock bench`` and
+# ``bench.compare`` use too; re-exported here for the benchmarks of issues 2 and 4.
+from fencelock.benchmark import (
+    BATCH,
+    SOCKET_TIMEOUT,
+    TTL,
+    AsyncCycle,
+    BenchError,
+    Sample,
+    SyncCycle,
+    Variant,
+    measure,
+    order_for,
+    time_async,
+    time_sync,
+)
+
+# re-exported (the rest of this module's names are its own)
+__all__ = [
+    "BATCH",
+    "SOCKET_TIMEOUT",
+    "TTL",
+    "AsyncCycle",
+    "BenchError",
+    "Sample",
+    "SyncCycle",
+    "Variant",
+    "measure",
+    "order_for",
+    "time_async",
+    "time_sync",
+]
+
 TTL_MS: Final = 10_000
-SOCKET_TIMEOUT: Final = 5.0  # what LockClient.from_url uses for one server
 TOKEN_BYTES: Final = 20
-# Cycles between two reads of the clock: the loop overhead stays far below one round trip.
-BATCH: Final = 100
 GOAL: Final = 0.9
 
 # Compare-and-delete: delete the key only if it still holds our token.
@@ -40,69 +65,7 @@ end
 return 0
 """
 
-SyncCycle = Callable[[], None]
-AsyncCycle = Callable[[], Awaitable[None]]
 AnyRedis = redis.Redis | redis.asyncio.Redis
-
-
-class BenchError(RuntimeError):
-    """A cycle did not do what it should (the lock was busy, or the release found no grant)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Sample:
-    rate: float  # cycles per second, wall clock
-    cpu_us: float  # this process's CPU time per cycle, microseconds
-
-
-# -- timing loops ----------------------------------------------------------------------------
-
-
-def time_sync(cycle: SyncCycle, seconds: float) -> Sample:
-    """Run ``cycle`` for at least ``seconds``."""
-    count = 0
-    cpu_start = time.process_time()
-    start = time.perf_counter()
-    deadline = start + seconds
-    while True:
-        for _ in range(BATCH):
-            cycle()
-        count += BATCH
-        now = time.perf_counter()
-        if now >= deadline:
-            cpu = time.process_time() - cpu_start
-            return Sample(count / (now - start), 1e6 * cpu / count)
-
-
-async def time_async(cycle: AsyncCycle, seconds: float) -> Sample:
-    count = 0
-    cpu_start = time.process_time()
-    start = time.perf_counter()
-    deadline = start + seconds
-    while True:
-        for _ in range(BATCH):
-            await cycle()
-        count += BATCH
-        now = time.perf_counter()
-        if now >= deadline:
-            cpu = time.process_time() - cpu_start
-            return Sample(count / (now - start), 1e6 * cpu / count)
-
-
-@dataclass
-class Variant:
-    name: str
-    measure: Callable[[float], Sample]  # run for that many seconds
-    round_trips: int | None = None  # per cycle, shown in the table when known
-    samples: list[Sample] = field(default_factory=list)
-
-    @property
-    def rates(self) -> list[float]:
-        return [s.rate for s in self.samples]
-
-    @property
-    def cpu(self) -> list[float]:
-        return [s.cpu_us for s in self.samples]
 
 
 # -- clients ---------------------------------------------------------------------------------
@@ -154,26 +117,6 @@ def client_description() -> str:
 
 
 # -- running ---------------------------------------------------------------------------------
-
-
-def order_for(repetition: int, items: list[Variant]) -> list[Variant]:
-    """Rotated by the repetition number, reversed on odd ones: over the repetitions each variant
-    runs early and late, before and after each other one."""
-    shift = repetition % len(items)
-    rotated = items[shift:] + items[:shift]
-    return rotated[::-1] if repetition % 2 else rotated
-
-
-def measure(all_variants: list[Variant], seconds: float, repeat: int, warmup: float) -> None:
-    for variant in all_variants:
-        variant.measure(warmup)
-    for repetition in range(repeat):
-        for variant in order_for(repetition, all_variants):
-            gc.collect()  # start each run from the same heap state
-            variant.samples.append(variant.measure(seconds))
-        line = "  ".join(f"{v.name}={v.rates[-1]:,.0f}" for v in all_variants)
-        sys.stdout.flush()
-        print(f"  run {repetition + 1}/{repeat}: {line}", file=sys.stderr, flush=True)
 
 
 def pin(mode: str, servers: Sequence[EmbeddedServer]) -> str:

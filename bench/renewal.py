@@ -2,44 +2,36 @@
 
     python -m bench.renewal [--locks 10000] [--ttl 3] [--seconds 10] [--url redis://...]
 
-Reports renewal script calls per renewal period (ttl/3), locks renewed, leases lost (misses:
-must be 0), and the client's threads. Nothing is asserted; the figures go to docs/benchmarks.md.
+Reports renewal script calls per renewal period (ttl/3), counted by the server (``EVAL``/
+``EVALSHA`` calls in ``INFO commandstats``) and by the watchdog itself, locks renewed, leases lost
+(misses: must be 0), and the client's threads. Nothing is asserted; the figures go to
+docs/benchmarks.md. The measurement is workload P5 of ``fencelock.benchmark`` (issue 5), which
+``fencelock bench`` and ``python -m bench.compare`` run too.
 """
 
 from __future__ import annotations
 
 import argparse
-import threading
-import time
 
-import fencelock
 from fencelock._embedded import EmbeddedServer
+from fencelock.benchmark import FENCELOCK_RENEWING, renewal
 
 
 def run(url: str, locks: int, ttl: float, seconds: float) -> None:
-    client = fencelock.LockClient.from_url(url)
-    threads_before = threading.active_count()
-    held = [client.lock(f"bench-renew-{i}", ttl=ttl, auto_renew=True) for i in range(locks)]
-    started = time.monotonic()
-    for lock in held:
-        assert lock.acquire(0)
-    acquired_in = time.monotonic() - started
-    stats = client._watchdog.stats
-    calls0, renewed0 = stats.calls, stats.renewed
-    time.sleep(seconds)  # the measurement window: the watchdog works on its own meanwhile
-    periods = seconds / (ttl / 3)
-    calls, renewed = stats.calls - calls0, stats.renewed - renewed0
-    print(f"locks held:                {locks} (acquired in {acquired_in:.2f} s)")
-    print(f"ttl / renewal period:      {ttl} s / {ttl / 3:.2f} s, window {seconds} s")
-    print(f"renew script calls:        {calls} ({calls / periods:.1f} per period)")
-    print(f"calls per 100 locks/period: {100 * calls / periods / locks:.2f}")
-    per_lock = renewed / periods / locks
-    print(f"locks renewed:             {renewed} ({per_lock:.2f} per lock per period)")
-    print(f"leases lost (misses):      {stats.lost}")
-    print(f"extra threads:             {threading.active_count() - threads_before}")
-    for lock in held:
-        lock.release()
-    client.close()
+    r = renewal(url, FENCELOCK_RENEWING, locks=locks, ttl=ttl, seconds=seconds, progress=None)
+    if r.error:
+        raise SystemExit(f"failed: {r.error}")
+    print(f"locks held:                {locks} (acquired in {r.acquired_in:.2f} s)")
+    print(f"ttl / renewal period:      {ttl} s / {r.period:.2f} s, window {r.window:.1f} s")
+    print(f"renew script calls:        {r.requests} ({r.per_period:.1f} per period, server count)")
+    print(f"calls per 100 locks/period: {r.per_100_locks:.2f}")
+    if r.internal is not None:
+        calls, renewed, lost = r.internal
+        per_lock = renewed / r.periods / locks
+        print(f"watchdog's own count:      {calls} calls, {lost} leases lost")
+        print(f"locks renewed:             {renewed} ({per_lock:.2f} per lock per period)")
+    print(f"leases lost (misses):      {r.missed}")
+    print(f"extra threads:             {r.threads}")
 
 
 def main() -> None:

@@ -187,6 +187,109 @@ def _add_run(subparsers: argparse._SubParsersAction[_Parser]) -> None:
     parser.set_defaults(handler=_run, parser=parser, takes_command=True)
 
 
+def _workloads(text: str) -> list[str]:
+    from .benchmark import WORKLOADS
+
+    chosen = [w.strip().upper() for w in text.split(",") if w.strip()]
+    unknown = [w for w in chosen if w not in WORKLOADS]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated list of {','.join(WORKLOADS)}, got {text!r}"
+        )
+    return chosen
+
+
+def _bench(args: argparse.Namespace) -> int:
+    # Imported here: the benchmarks pull in multiprocessing and asyncio.
+    import redis
+
+    from .benchmark import WORKLOADS, Options, run_fencelock
+    from .run import EX_UNAVAILABLE, redact
+
+    url: str = args.url or default_url()
+    for server in (url, *args.redlock):
+        try:
+            with redis.Redis.from_url(server, socket_timeout=5, socket_connect_timeout=5) as r:
+                r.ping()
+        except (redis.RedisError, ValueError) as exc:
+            print(f"fencelock bench: {redact(server)}: {exc}", file=sys.stderr)
+            return EX_UNAVAILABLE
+    options = Options(
+        url=url,
+        redlock=list(args.redlock),
+        workloads=args.workload or list(WORKLOADS),
+        seconds=args.seconds,
+        repeat=args.repeat,
+        warmup=args.warmup,
+        processes=args.processes,
+        threads=args.threads,
+        hold=args.hold,
+        locks=args.locks,
+        renew_ttl=args.renew_ttl,
+        renew_seconds=args.renew_seconds,
+        memory_locks=args.memory_locks,
+    )
+    return run_fencelock(options)
+
+
+def _add_bench(subparsers: argparse._SubParsersAction[_Parser]) -> None:
+    parser = subparsers.add_parser(
+        "bench",
+        help="measure fencelock against your Redis (throughput, hand-off latency, memory)",
+        description=(
+            "Run fencelock's side of the contention benchmarks against a server, to size it: "
+            "P1 uncontended acquire+release (sync, asyncio); P2 processes contending for one "
+            "name (throughput, hand-off latency, fairness, lost updates); P3 threads and asyncio "
+            "tasks of one process contending (throughput, Redis commands per acquisition); P4 "
+            "Redlock over the --redlock masters; P5 many auto-renewed locks (renewal calls, "
+            "missed renewals, threads); P6 Redis memory per held lock. Prints one line per "
+            "result: medians over --repeat runs (min-max). Writes keys named "
+            "fencelock:{fencelock-bench-...}:* and fencelock-bench:counter, and deletes them."
+        ),
+        epilog="python -m bench.compare (in the source tree) runs the same against other locks.",
+    )
+    parser.add_argument(
+        "--url",
+        metavar="URL",
+        help="the server, redis://host:port/db (default: $FENCELOCK_URL, then $REDIS_URL, "
+        "then redis://127.0.0.1:6379/0)",
+    )
+    parser.add_argument(
+        "--redlock",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a master for P4 (Redlock); repeat it for each (P4 is skipped without it)",
+    )
+    parser.add_argument(
+        "--workload",
+        type=_workloads,
+        metavar="P1,P2,...",
+        help="which workloads to run (default: all of P1-P6)",
+    )
+    parser.add_argument("--seconds", type=_positive_float, default=1.0, metavar="S",
+                        help="one run of a variant (default 1)")  # fmt: skip
+    parser.add_argument("--repeat", type=_positive_int, default=3, metavar="N",
+                        help="runs per variant; medians are reported (default 3)")  # fmt: skip
+    parser.add_argument("--warmup", type=_seconds, default=0.3, metavar="S",
+                        help="warm-up before measuring (default 0.3)")  # fmt: skip
+    parser.add_argument("--processes", type=_positive_int, default=4, metavar="N",
+                        help="P2: contending processes (default 4)")  # fmt: skip
+    parser.add_argument("--threads", type=_positive_int, default=8, metavar="N",
+                        help="P3: contending threads, and tasks (default 8)")  # fmt: skip
+    parser.add_argument("--hold", type=_seconds, default=0.001, metavar="S",
+                        help="P2: how long each grant is held (default 0.001)")  # fmt: skip
+    parser.add_argument("--locks", type=_positive_int, default=10_000, metavar="N",
+                        help="P5: auto-renewed locks held (default 10000)")  # fmt: skip
+    parser.add_argument("--renew-ttl", type=_checked(validate_ttl), default=3.0, metavar="S",
+                        help="P5: their ttl; renewed every ttl/3 (default 3)")  # fmt: skip
+    parser.add_argument("--renew-seconds", type=_positive_float, default=10.0, metavar="S",
+                        help="P5: how long to watch the renewals (default 10)")  # fmt: skip
+    parser.add_argument("--memory-locks", type=_positive_int, default=1000, metavar="N",
+                        help="P6: locks held at once to measure memory (default 1000)")  # fmt: skip
+    parser.set_defaults(handler=_bench)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="fencelock", description="Distributed locks on Redis with fencing tokens."
@@ -195,6 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
     _add_demo(subparsers)
     _add_run(subparsers)
+    _add_bench(subparsers)
     return parser
 
 
