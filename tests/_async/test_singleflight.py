@@ -232,3 +232,38 @@ async def test_max_handoffs_is_checked(server: EmbeddedServer) -> None:
         AsyncLockClient.from_url(server.url, max_handoffs=-1)
     with pytest.raises(TypeError, match="max_handoffs"):
         AsyncLockClient.from_url(server.url, max_handoffs=1.5)  # type: ignore[arg-type]
+
+
+async def test_a_head_with_waiters_behind_it_reserves_their_tokens_at_acquire(
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
+) -> None:
+    async_client.max_poll = 3600.0
+    holder = async_client_b.lock("hot", ttl=10)  # another process holds it
+    assert await holder.acquire(0)
+    tokens: list[int] = []
+
+    def take() -> AsyncCall:
+        lock = async_client.lock("hot", ttl=10)
+
+        async def run() -> None:
+            assert await lock.acquire(None)
+            tokens.append(lock.token)
+            await lock.release()
+
+        return AsyncCall(run)
+
+    waiting = [take()]
+    await async_until(lambda: async_client.wait_stats.waiting == 1)  # the head, in Redis
+    for i in range(3):
+        waiting.append(take())
+        await async_until(lambda: queued(async_client) == i + 1)  # noqa: B023
+    before = calls(raw, "evalsha")
+    await holder.release()
+    for call in waiting:
+        await call.result()
+    # The head's grant reserved 1 + max_handoffs tokens (2..12): the three hand-offs after it
+    # send nothing. Requests: the holder's release, the head's re-try, the last release.
+    assert tokens == [2, 3, 4, 5]
+    assert int(raw.get(KEYS.fence)) == 12
+    assert calls(raw, "evalsha") - before == 3
+    assert async_client._queues.handoffs == 3

@@ -233,3 +233,38 @@ def test_max_handoffs_is_checked(server: EmbeddedServer) -> None:
         LockClient.from_url(server.url, max_handoffs=-1)
     with pytest.raises(TypeError, match="max_handoffs"):
         LockClient.from_url(server.url, max_handoffs=1.5)  # type: ignore[arg-type]
+
+
+def test_a_head_with_waiters_behind_it_reserves_their_tokens_at_acquire(
+    sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
+) -> None:
+    sync_client.max_poll = 3600.0
+    holder = sync_client_b.lock("hot", ttl=10)  # another process holds it
+    assert holder.acquire(0)
+    tokens: list[int] = []
+
+    def take() -> SyncCall:
+        lock = sync_client.lock("hot", ttl=10)
+
+        def run() -> None:
+            assert lock.acquire(None)
+            tokens.append(lock.token)
+            lock.release()
+
+        return SyncCall(run)
+
+    waiting = [take()]
+    sync_until(lambda: sync_client.wait_stats.waiting == 1)  # the head, in Redis
+    for i in range(3):
+        waiting.append(take())
+        sync_until(lambda: queued(sync_client) == i + 1)  # noqa: B023
+    before = calls(raw, "evalsha")
+    holder.release()
+    for call in waiting:
+        call.result()
+    # The head's grant reserved 1 + max_handoffs tokens (2..12): the three hand-offs after it
+    # send nothing. Requests: the holder's release, the head's re-try, the last release.
+    assert tokens == [2, 3, 4, 5]
+    assert int(raw.get(KEYS.fence)) == 12
+    assert calls(raw, "evalsha") - before == 3
+    assert sync_client._queues.handoffs == 3

@@ -5,9 +5,10 @@ Redis: each re-tries on every release message, most of them in vain. Here the lo
 client that want the same name form a local FIFO queue. Only its head talks to Redis (acquires,
 waits for a wake-up); the others wait in the queue. When the holder releases and someone is
 queued, the lock is handed straight to the next in line, and the process keeps its holder token
-in Redis. Fencing still orders every holder: the first hand-off of a streak runs one script that
-restarts the lease and reserves a block of ``max_handoffs`` fencing tokens (INCRBY), so any later
-grant, by anyone, gets a larger token than the block's. The next hand-offs of the streak take the
+in Redis. Fencing still orders every holder: a block of fencing tokens is reserved (INCRBY) by
+the head's acquire when waiters are already queued behind it, or else by the first hand-off of a
+streak (one script that also restarts the lease), so any later grant, by anyone, gets a larger
+token than the block's. The next hand-offs of the streak take the
 next token of the block and send nothing, as long as at least two thirds of the new holder's ttl
 is left on the lease (else the script runs again).
 
@@ -119,6 +120,13 @@ class AsyncLocalQueues:
         if holder is None:
             return None
         return 0.0 if holder.lost else max(0.0, holder.deadline - now)
+
+    def handoffs_ahead(self, key: str) -> int:
+        """How many local hand-offs the grant the head is about to take can expect: the
+        waiters queued behind it, up to the streak bound."""
+        with self._guard:
+            line = self._lines.get(key)
+            return 0 if line is None or not line.tickets else self.max_handoffs
 
     def pass_turn(self, key: str) -> None:
         """The head or the holder leaves without handing the lock on: the next in line becomes

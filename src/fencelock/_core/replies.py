@@ -21,6 +21,7 @@ def new_holder_token() -> str:
 class Granted:
     fence: int
     confirmed: bool = True  # Redlock: False until a majority's counters were raised to it
+    reserved: int = 0  # the last fencing token reserved for local hand-offs (0: none)
 
 
 @dataclass(frozen=True, slots=True)

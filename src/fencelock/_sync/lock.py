@@ -291,7 +291,7 @@ class Lock:
         if polite and remaining(deadline, sent_at) != 0:
             result: Granted | Busy = Busy(None)  # first let the waiter we woke take its turn
         else:
-            result = self._try(holder)
+            result = self._try(holder, block=self._block())
         if isinstance(result, Busy) and remaining(deadline, time.monotonic()) != 0:
             with client.watch(self._keys.channel) as wake:
                 if polite:
@@ -304,7 +304,7 @@ class Lock:
                     # Subscribed (and confirmed) before this re-try: a release after it wakes us.
                     wake.clear()
                     sent_at = time.monotonic()
-                    result = self._try(holder)
+                    result = self._try(holder, block=self._block())
                     if isinstance(result, Granted):
                         break
                     if client.nodes:
@@ -315,12 +315,27 @@ class Lock:
         if isinstance(result, Busy):
             return None
         deadline = lease_deadline(sent_at, self.ttl)
-        return Grant(holder, result.fence, os.getpid(), deadline, confirmed=result.confirmed)
+        return Grant(
+            holder,
+            result.fence,
+            os.getpid(),
+            deadline,
+            confirmed=result.confirmed,
+            reserved=result.reserved,
+        )
 
-    def _try(self, holder: str, depth: int = 0) -> Granted | Busy:
+    def _block(self) -> int:
+        """Fencing tokens to reserve with a grant: one, or enough for a streak of local
+        hand-offs when waiters of this client are queued already (singleflight.py)."""
+        if self._client.nodes or self._client.min_replicas:
+            return 1
+        return 1 + self._client._queues.handoffs_ahead(self._line)
+
+    def _try(self, holder: str, depth: int = 0, block: int = 1) -> Granted | Busy:
         args: tuple[str | int, ...] = (holder, self._ttl_ms)
         if self.reentrant:
             args += (depth,)
+        args += (block,)
         if self._client.nodes:
             return self._try_quorum(holder, depth, args)
         for attempt in range(1, ATTEMPTS + 1):
@@ -332,6 +347,8 @@ class Lock:
                 result = acquire_reply(reply)
                 if isinstance(result, Granted):
                     check_replicated(acked, self._client.min_replicas, f"grant of {self.name!r}")
+                    if block > 1:  # the grant's token is the first of the block reserved
+                        return Granted(result.fence - block + 1, reserved=result.fence)
                 return result
             except (TimeoutError, ConnectionError) as exc:
                 if attempt == ATTEMPTS:
