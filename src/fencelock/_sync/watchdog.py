@@ -13,6 +13,7 @@ no later than the moment another client could acquire it. One task (asyncio) or 
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 import os
@@ -117,12 +118,18 @@ class Watchdog:
         now = time.monotonic()
         slot_of = self._client.slot_of
         by_slot: dict[int, list[Lease]] = {}
+        later: dict[int, list[Lease]] = {}
         with self._guard:
             for le in self._leases.values():
-                if renewal_due(le.renew_at, le.lock.ttl, now):
-                    # a Cluster runs a multi-key script only on keys of one slot
-                    by_slot.setdefault(slot_of(le.lock._keys.lock), []).append(le)
-        for due in by_slot.values():
+                # a Cluster runs a multi-key script only on keys of one slot
+                group = by_slot if renewal_due(le.renew_at, le.lock.ttl, now) else later
+                group.setdefault(slot_of(le.lock._keys.lock), []).append(le)
+        for slot, due in by_slot.items():
+            # Fill the last batch with the leases due soonest: renewing them early costs nothing,
+            # and leases taken at scattered times end up sharing full batches.
+            room = -len(due) % RENEW_BATCH
+            if room and slot in later:
+                due += heapq.nsmallest(room, later[slot], key=lambda le: le.renew_at)
             for start in range(0, len(due), RENEW_BATCH):
                 self._renew(due[start : start + RENEW_BATCH])
         now = time.monotonic()
