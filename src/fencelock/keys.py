@@ -38,12 +38,21 @@ class LockKeys:
         return cls(lock=f"{base}:lock", fence=f"{base}:fence", channel=f"{base}:released")
 
 
+def encodable(arg: str, value: str) -> str:
+    """``value``, checked to be sendable: a lone surrogate has no UTF-8 encoding."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{arg} is not valid Unicode (no UTF-8 encoding): {exc.reason}") from None
+    return value
+
+
 def _nonempty_str(arg: str, value: object) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{arg} must be a str, not {type(value).__name__}")
     if not value:
         raise ValueError(f"{arg} must not be empty")
-    return value
+    return encodable(arg, value)
 
 
 def validate_name(name: object) -> str:

@@ -37,6 +37,7 @@ from .._core.timing import DEFAULT_MAX_POLL
 from ..errors import LockConnectionError
 from ..keys import (
     DEFAULT_PREFIX,
+    encodable,
     fence_key_for,
     ttl_to_ms,
     validate_prefix,
@@ -124,6 +125,7 @@ class AsyncLockClient:
         max_handoffs: int = DEFAULT_MAX_HANDOFFS,
     ) -> None:
         self._prefix = validate_prefix(prefix)
+        socket_timeout = validate_ttl(socket_timeout, "socket_timeout")
         # a blocked acquire re-tries at least this often, even if no wake-up message arrives
         self.max_poll = validate_ttl(max_poll, "max_poll")
         if isinstance(min_replicas, bool) or not isinstance(min_replicas, int):
@@ -202,6 +204,7 @@ class AsyncLockClient:
         **kwargs: Any,
     ) -> Self:
         """A client for ``url``; a list of URLs means Redlock over those masters."""
+        socket_timeout = validate_ttl(socket_timeout, "socket_timeout")
         urls = [url] if isinstance(url, str) else list(url)
         if not urls or not all(isinstance(u, str) for u in urls):
             raise TypeError(f"url must be a URL or a non-empty list of URLs, not {url!r}")
@@ -367,6 +370,8 @@ class AsyncLockClient:
             raise ValueError(f"token must be a positive fencing token, got {token}")
         if not isinstance(value, str | bytes | int | float) or isinstance(value, bool):
             raise TypeError(f"value must be str, bytes, int or float, not {type(value).__name__}")
+        if isinstance(value, str):
+            encodable("value", value)
         if redis is None and self.nodes:
             raise TypeError("fenced_set in Redlock mode needs redis=: the server of the resource")
         if redis is not None and not isinstance(redis, AsyncRedis | AsyncRedisCluster):

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import redis.exceptions
+from redis.exceptions import RedisError
 
 from .._backend import (
     AsyncBackground,
@@ -32,6 +33,7 @@ from .._backend import (
     async_checkpoint,
     async_sleep,
 )
+from .._core.replies import translate_error
 from ..errors import LockConnectionError
 
 # How long the listener blocks in one read, which bounds how long close() waits for it.
@@ -58,6 +60,8 @@ class AsyncWaiter:
         self._nonces = itertools.count()
         self._watchers: dict[str, set[AsyncEvent]] = {}  # channel -> events of its watchers
         self._pings: dict[str, AsyncEvent] = {}  # PING nonce -> set when its reply arrives
+        # PING nonce -> the error reply that came instead of the confirmation (e.g. NOPERM)
+        self._refusals: dict[str, RedisError] = {}
 
     def _reset_after_fork(self) -> None:
         if self._pid != os.getpid():
@@ -71,6 +75,7 @@ class AsyncWaiter:
             self._mutex = AsyncMutex()
             self._watchers.clear()
             self._pings.clear()
+            self._refusals.clear()
 
     def _connection(self) -> AsyncPubSub:
         if self._pubsub is None:
@@ -101,7 +106,7 @@ class AsyncWaiter:
                     await pubsub.ping(nonce)
                     await async_checkpoint()
                 except redis.exceptions.RedisError as exc:
-                    raise LockConnectionError(f"subscribe {channel!r}: {exc}") from exc
+                    raise translate_error(exc, f"subscribe {channel!r}") from exc
                 # Subscribe first, then start the listener: redis-py refuses to read a pub/sub
                 # connection that has never subscribed.
                 if not self._listener.running():
@@ -109,10 +114,15 @@ class AsyncWaiter:
                     self._listener.start(self._listen)
             if not await ready.wait(self._confirm_timeout):
                 raise LockConnectionError(f"subscribe {channel!r}: no confirmation in time")
+            with self._guard:
+                refusal = self._refusals.pop(nonce, None)
+            if refusal is not None:
+                raise translate_error(refusal, f"subscribe {channel!r}") from refusal
             yield event
         finally:
             with self._guard:
                 self._pings.pop(nonce, None)
+                self._refusals.pop(nonce, None)
             await self._unwatch(channel, event)
 
     async def _unwatch(self, channel: str, event: AsyncEvent) -> None:
@@ -163,6 +173,16 @@ class AsyncWaiter:
                         for event in events:
                             event.set()
                 await async_sleep(_READ_TIMEOUT)
+                continue
+            except redis.exceptions.RedisError as exc:
+                # An error reply (NOPERM for a SUBSCRIBE, say): the listener lives on, and the
+                # waiters confirming their subscriptions now hear of it instead of timing out.
+                with self._guard:
+                    pending, self._pings = self._pings, {}
+                    for nonce in pending:
+                        self._refusals[nonce] = exc
+                for ready in pending.values():
+                    ready.set()
                 continue
             if message is not None:
                 self._dispatch(message)

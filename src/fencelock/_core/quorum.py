@@ -108,7 +108,7 @@ def acquire_outcome(replies: Sequence[object], ttl: float, elapsed: float) -> Qu
     """
     need = quorum(len(replies))
     # the common case first, without building a result per node: a majority granted
-    fences = [r[1] for r in replies if type(r) is list and r[0] == 1 and type(r[1]) is int]
+    fences = [int(r[1]) for r in replies if type(r) is list and r[0] == 1]
     if len(fences) >= need and validity(ttl, elapsed) > 0:
         return QuorumAcquire(Granted(max(fences), confirmed=False), touched=True)
     fences = []

@@ -78,7 +78,5 @@ def translate_error(exc: redis.exceptions.RedisError, what: str) -> LockError:
         return LockConnectionError(f"{what}: {type(exc).__name__}: {exc}")
     message = str(exc)
     if "WRONGTYPE" in message or "not an integer" in message:
-        return LockError(
-            f"{what} holds a value of another Redis type, not a fencelock key: {message}"
-        )
+        return LockError(f"{what}: a key holds a value of another Redis type: {message}")
     return LockError(f"{what}: {message}")

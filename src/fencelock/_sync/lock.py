@@ -152,8 +152,11 @@ class Lock:
         if on_lost_policy not in POLICIES or (on_lost_policy == "cancel" and not SYNC_CAN_CANCEL):
             allowed = POLICIES if SYNC_CAN_CANCEL else POLICIES[:2]
             raise ValueError(f"on_lost_policy must be one of {allowed}, got {on_lost_policy!r}")
-        self.auto_renew = bool(auto_renew)
-        self.reentrant = bool(reentrant)
+        for arg, flag in (("auto_renew", auto_renew), ("reentrant", reentrant)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{arg} must be a bool, not {type(flag).__name__}")
+        self.auto_renew = auto_renew
+        self.reentrant = reentrant
         self.on_lost = on_lost
         self.on_lost_policy = on_lost_policy
         self._client = client
@@ -215,8 +218,10 @@ class Lock:
             grant = self._acquire(holder, deadline)
         except BaseException:
             # Cancelled, interrupted or failed with a request in flight: it may have been granted.
-            sync_shield(self._release_quietly(holder))
-            queues.pass_turn(key)
+            try:
+                sync_shield(self._release_quietly(holder))
+            finally:
+                queues.pass_turn(key)
             raise
         if grant is None:
             queues.pass_turn(key)

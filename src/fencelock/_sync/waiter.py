@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import redis.exceptions
+from redis.exceptions import RedisError
 
 from .._backend import (
     SyncBackground,
@@ -33,6 +34,7 @@ from .._backend import (
     sync_checkpoint,
     sync_sleep,
 )
+from .._core.replies import translate_error
 from ..errors import LockConnectionError
 
 # How long the listener blocks in one read, which bounds how long close() waits for it.
@@ -59,6 +61,8 @@ class Waiter:
         self._nonces = itertools.count()
         self._watchers: dict[str, set[SyncEvent]] = {}  # channel -> events of its watchers
         self._pings: dict[str, SyncEvent] = {}  # PING nonce -> set when its reply arrives
+        # PING nonce -> the error reply that came instead of the confirmation (e.g. NOPERM)
+        self._refusals: dict[str, RedisError] = {}
 
     def _reset_after_fork(self) -> None:
         if self._pid != os.getpid():
@@ -72,6 +76,7 @@ class Waiter:
             self._mutex = SyncMutex()
             self._watchers.clear()
             self._pings.clear()
+            self._refusals.clear()
 
     def _connection(self) -> SyncPubSub:
         if self._pubsub is None:
@@ -102,7 +107,7 @@ class Waiter:
                     pubsub.ping(nonce)
                     sync_checkpoint()
                 except redis.exceptions.RedisError as exc:
-                    raise LockConnectionError(f"subscribe {channel!r}: {exc}") from exc
+                    raise translate_error(exc, f"subscribe {channel!r}") from exc
                 # Subscribe first, then start the listener: redis-py refuses to read a pub/sub
                 # connection that has never subscribed.
                 if not self._listener.running():
@@ -110,10 +115,15 @@ class Waiter:
                     self._listener.start(self._listen)
             if not ready.wait(self._confirm_timeout):
                 raise LockConnectionError(f"subscribe {channel!r}: no confirmation in time")
+            with self._guard:
+                refusal = self._refusals.pop(nonce, None)
+            if refusal is not None:
+                raise translate_error(refusal, f"subscribe {channel!r}") from refusal
             yield event
         finally:
             with self._guard:
                 self._pings.pop(nonce, None)
+                self._refusals.pop(nonce, None)
             self._unwatch(channel, event)
 
     def _unwatch(self, channel: str, event: SyncEvent) -> None:
@@ -164,6 +174,16 @@ class Waiter:
                         for event in events:
                             event.set()
                 sync_sleep(_READ_TIMEOUT)
+                continue
+            except redis.exceptions.RedisError as exc:
+                # An error reply (NOPERM for a SUBSCRIBE, say): the listener lives on, and the
+                # waiters confirming their subscriptions now hear of it instead of timing out.
+                with self._guard:
+                    pending, self._pings = self._pings, {}
+                    for nonce in pending:
+                        self._refusals[nonce] = exc
+                for ready in pending.values():
+                    ready.set()
                 continue
             if message is not None:
                 self._dispatch(message)

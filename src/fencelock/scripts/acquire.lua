@@ -16,12 +16,12 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if type(fence) == 'table' then
     -- the counter holds something else: undo the SET rather than grant without a token
     redis.call('DEL', KEYS[1])
-    return redis.error_reply('WRONGTYPE fencing counter ' .. KEYS[2] .. ': ' .. fence.err)
+    return redis.error_reply('fencing counter ' .. KEYS[2] .. ': ' .. fence.err)
   end
-  return {1, fence}
+  return {1, redis.call('GET', KEYS[2])}  -- the exact decimal string, not a Lua double
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, tonumber(redis.call('GET', KEYS[2]))}
+  return {1, redis.call('GET', KEYS[2])}
 end
 return {0, redis.call('PTTL', KEYS[1])}

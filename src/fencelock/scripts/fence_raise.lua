@@ -19,7 +19,9 @@ local counter = redis.pcall('GET', KEYS[2])
 if type(counter) == 'table' then
   return redis.error_reply('WRONGTYPE fencing counter ' .. KEYS[2] .. ': ' .. counter.err)
 end
-if not counter or tonumber(counter) < tonumber(ARGV[2]) then
-  redis.call('SET', KEYS[2], ARGV[2])
+-- compared as decimal strings (length first): exact beyond the 2^53 of a Lua number
+local token = ARGV[2]
+if not counter or #counter < #token or (#counter == #token and counter < token) then
+  redis.call('SET', KEYS[2], token)
 end
 return 1

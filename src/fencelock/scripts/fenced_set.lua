@@ -14,6 +14,9 @@ if t ~= 'none' and t ~= 'string' then
   return redis.error_reply('WRONGTYPE resource ' .. KEYS[1] .. ' holds a ' .. t)
 end
 local seen = redis.call('GET', KEYS[2]) or '0'
+if not string.match(seen, '^%d+$') then
+  return redis.error_reply('WRONGTYPE companion key ' .. KEYS[2] .. ' holds no token: ' .. seen)
+end
 local token = ARGV[2]
 if #token < #seen or (#token == #seen and token < seen) then
   return {0, seen}

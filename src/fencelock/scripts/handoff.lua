@@ -18,4 +18,5 @@ if not held then
   return {0, 0}
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return {1, redis.call('INCRBY', KEYS[2], ARGV[3])}
+redis.call('INCRBY', KEYS[2], ARGV[3])
+return {1, redis.call('GET', KEYS[2])}

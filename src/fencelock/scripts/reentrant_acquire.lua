@@ -19,11 +19,11 @@ if count == 0 and expected == 0 then
   end
   local fence = redis.pcall('INCRBY', KEYS[2], ARGV[4])
   if type(fence) == 'table' then
-    return redis.error_reply('WRONGTYPE fencing counter ' .. KEYS[2] .. ': ' .. fence.err)
+    return redis.error_reply('fencing counter ' .. KEYS[2] .. ': ' .. fence.err)
   end
   redis.call('HSET', KEYS[1], ARGV[1], 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, fence}
+  return {1, redis.call('GET', KEYS[2])}  -- the exact decimal string, not a Lua double
 end
 if count == expected + 1 then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -33,4 +33,4 @@ elseif count == expected then
 else
   return {-1, count}
 end
-return {1, tonumber(redis.call('GET', KEYS[2]))}
+return {1, redis.call('GET', KEYS[2])}

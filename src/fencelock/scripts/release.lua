@@ -10,7 +10,10 @@
 -- is deleted then).
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  if redis.call(ARGV[3], ARGV[2], '1') > 0 then
+  -- the wake-up is best effort (without the right to publish, waiters poll): the lock is
+  -- released whatever it answers
+  local woken = redis.pcall(ARGV[3], ARGV[2], '1')
+  if type(woken) == 'number' and woken > 0 then
     return 3
   end
   return 1
