@@ -20,7 +20,10 @@ from typing import Any, Generic, TypeVar
 import redis
 import redis.asyncio
 import redis.asyncio.cluster
+import redis.asyncio.retry
 import redis.cluster
+import redis.retry
+from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -197,6 +200,16 @@ def sync_fan_out(nodes: Sequence[redis.Redis], command: Sequence[Any], timeout: 
         finally:
             nodes[i].connection_pool.release(conn)
     return replies
+
+
+def async_no_retry() -> redis.asyncio.retry.Retry:
+    """No reconnect-and-retry inside redis-py (whose default is 10 tries with backoff): a
+    Redlock node that fails counts as failed in that round, within its node timeout."""
+    return redis.asyncio.retry.Retry(NoBackoff(), 0)
+
+
+def sync_no_retry() -> redis.retry.Retry:
+    return redis.retry.Retry(NoBackoff(), 0)
 
 
 def async_node_client(node: Any) -> redis.asyncio.Redis:

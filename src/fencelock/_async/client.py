@@ -29,6 +29,7 @@ from .._backend import (
     AsyncRedisCluster,
     AsyncStateLock,
     async_fan_out,
+    async_no_retry,
     async_node_client,
 )
 from .._core.quorum import NODE_TIMEOUT_MAX
@@ -77,6 +78,8 @@ def _bounded(client: AsyncRedis, socket_timeout: float, force: bool = False) -> 
         return client
     for option in ("socket_timeout", "socket_connect_timeout"):
         kwargs[option] = socket_timeout if force else kwargs.get(option) or socket_timeout
+    if force:  # a Redlock node: one try within its node timeout, no retries with backoff
+        kwargs["retry"] = async_no_retry()
     for option in ("service_name", "sentinel_manager"):  # a Sentinel pool finds its master so
         if hasattr(pool, option):
             kwargs[option] = getattr(pool, option)

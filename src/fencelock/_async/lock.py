@@ -393,7 +393,8 @@ class AsyncLock:
 
     async def _confirm_token(self, grant: Grant) -> int:
         if not self._is_lost(grant):
-            if await self._raise_fence(grant.holder, grant.fence):
+            # the lease must still be ours once the write-back is done, not only before
+            if await self._raise_fence(grant.holder, grant.fence) and not self._is_lost(grant):
                 grant.confirmed = True
                 return grant.fence
             self._declare_lost(grant, "a majority no longer held it when its token was read")

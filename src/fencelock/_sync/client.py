@@ -30,6 +30,7 @@ from .._backend import (
     SyncRedisCluster,
     SyncStateLock,
     sync_fan_out,
+    sync_no_retry,
     sync_node_client,
 )
 from .._core.quorum import NODE_TIMEOUT_MAX
@@ -78,6 +79,8 @@ def _bounded(client: SyncRedis, socket_timeout: float, force: bool = False) -> S
         return client
     for option in ("socket_timeout", "socket_connect_timeout"):
         kwargs[option] = socket_timeout if force else kwargs.get(option) or socket_timeout
+    if force:  # a Redlock node: one try within its node timeout, no retries with backoff
+        kwargs["retry"] = sync_no_retry()
     for option in ("service_name", "sentinel_manager"):  # a Sentinel pool finds its master so
         if hasattr(pool, option):
             kwargs[option] = getattr(pool, option)

@@ -394,7 +394,8 @@ class Lock:
 
     def _confirm_token(self, grant: Grant) -> int:
         if not self._is_lost(grant):
-            if self._raise_fence(grant.holder, grant.fence):
+            # the lease must still be ours once the write-back is done, not only before
+            if self._raise_fence(grant.holder, grant.fence) and not self._is_lost(grant):
                 grant.confirmed = True
                 return grant.fence
             self._declare_lost(grant, "a majority no longer held it when its token was read")

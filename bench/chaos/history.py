@@ -1,0 +1,142 @@
+"""The history of a run: one event per step of a worker, the nemesis or the harness.
+
+Every event carries ``time.monotonic()``. On Linux that is CLOCK_MONOTONIC, one clock for the
+whole machine, so the events of different processes can be merged and compared. Each process
+appends to a JSONL file of its own (one event per line, flushed at once: a SIGKILLed worker loses
+nothing it recorded); ``read_dir`` merges them in time order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import IO, Any, Final
+
+# -- event kinds ---------------------------------------------------------------------------------
+# Recorded by the harness before the workers start: one per lock name.
+CONFIG: Final = "config"  # name; value = ttl in ms; detail = lock kind
+# A worker's steps ("worker" is its id, "name" the lock name).
+ACQUIRE: Final = "acquire"  # acquire returned True; token; t0 = when acquire was called
+ACQUIRE_FAILED: Final = "acquire_failed"  # False or an error; t0; detail = why
+REENTER: Final = "reenter"  # a reentrant lock acquired again (same token)
+READ: Final = "read"  # the counter's value read from the resource; value
+CHECK_PASSED: Final = "check_passed"  # lock.check() returned
+CHECK_FAILED: Final = "check_failed"  # lock.check() raised LockLost
+LOST: Final = "lost"  # on_lost(lock) was called; detail = the thread it ran on
+WRITE_ATTEMPT: Final = "write_attempt"  # fenced_set sent; value = what it writes
+WRITE_ACCEPTED: Final = "write_accepted"  # fenced_set returned; t0 = when it was sent
+WRITE_REFUSED: Final = "write_refused"  # StaleToken; t0; detail = the token already seen
+WRITE_ERROR: Final = "write_error"  # any other error of the write; detail
+RELEASE: Final = "release"  # release() called: the worker's belief ends here at the latest
+RELEASED: Final = "released"  # release() returned
+RELEASE_FAILED: Final = "release_failed"  # release() raised; detail = the exception's class
+EXIT: Final = "exit"  # the worker left its loop and closed its client
+LIBRARY_LOG: Final = "library_log"  # a line fencelock logged in this worker; detail
+THREAD_DIED: Final = "thread_died"  # a thread of the worker ended on an exception; detail
+# The nemesis ("worker" is "nemesis", except for the events about one worker).
+FAULT_START: Final = "fault_start"  # value = fault id; name = the lock it aims at ("" = all);
+#   detail = what was done; scope = "holder" (a worker was hit) or "server" (servers/network)
+FAULT_END: Final = "fault_end"  # value = fault id: the fault was healed (may equal its start)
+KILLED: Final = "killed"  # worker = the SIGKILLed worker; detail = why
+PAUSED: Final = "paused"  # worker = the SIGSTOPped worker
+RESUMED: Final = "resumed"  # worker = the SIGCONTed worker
+# The harness, after every worker has stopped and every fault was healed.
+FINAL_VALUE: Final = "final_value"  # name; value = the counter on the resource
+FINAL_KEY: Final = "final_key"  # name; value = PTTL in ms of the lock key on a node; detail = node
+FINAL_ACQUIRE: Final = "final_acquire"  # name; value = ms a fresh client waited for the lock;
+#   -1: not within the bound (held); -2: the acquire failed (detail), so nothing was verified
+
+HOLDER: Final = "holder"
+SERVER: Final = "server"
+NEMESIS: Final = "nemesis"
+HARNESS: Final = "harness"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    t: float  # time.monotonic() when the step ended (or happened)
+    worker: str
+    kind: str
+    name: str = ""
+    token: int | None = None
+    value: int | None = None
+    t0: float | None = None  # when the operation began (acquire called, write sent)
+    detail: str = ""
+    scope: str = ""  # faults only: HOLDER or SERVER
+
+    def to_json(self) -> str:
+        data = {k: v for k, v in asdict(self).items() if v not in (None, "")}
+        return json.dumps(data, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Event:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def write_jsonl(path: str | os.PathLike[str], events: Iterable[Event]) -> None:
+    with open(path, "w", encoding="utf-8") as out:
+        for event in events:
+            out.write(event.to_json() + "\n")
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> list[Event]:
+    """The events of one file. A last line cut short (its writer was killed mid-write) is
+    skipped; a bad line anywhere else is an error."""
+    events: list[Event] = []
+    with open(path, encoding="utf-8") as source:
+        lines = source.read().split("\n")
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            events.append(Event.from_dict(json.loads(line)))
+        except (ValueError, TypeError):
+            if number == len(lines):  # no newline after it: it was never finished
+                break
+            raise ValueError(f"{path}:{number}: not an event: {line!r}") from None
+    return events
+
+
+def merge(histories: Iterable[Iterable[Event]]) -> list[Event]:
+    """One history in time order (stable: events of one process keep their order)."""
+    return sorted((e for history in histories for e in history), key=lambda e: e.t)
+
+
+def read_dir(directory: str | os.PathLike[str]) -> list[Event]:
+    return merge(read_jsonl(path) for path in sorted(Path(directory).glob("*.jsonl")))
+
+
+class Recorder:
+    """Appends the events of one process (any thread) to its own JSONL file."""
+
+    def __init__(self, path: str | os.PathLike[str], worker: str) -> None:
+        self.path = Path(path)
+        self.worker = worker
+        self._lock = threading.Lock()
+        # line-buffered text: every event is one write() of a whole line
+        self._file: IO[str] | None = open(self.path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+
+    def record(self, kind: str, *, worker: str | None = None, **fields: Any) -> Event:
+        event = Event(time.monotonic(), self.worker if worker is None else worker, kind, **fields)
+        self.write(event)
+        return event
+
+    def write(self, event: Event) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.write(event.to_json() + "\n")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(read_jsonl(self.path))

@@ -1,0 +1,315 @@
+"""The nemesis: one small function per fault. Each records ``fault_start`` before it strikes and
+``fault_end`` once it has healed (the same moment for a fault that heals itself, such as a
+SIGKILLed holder), so that the checker can measure the recovery after it. Every wait is bounded,
+and every fault is undone in a ``finally``: a failing run leaves no paused process behind.
+
+Faults on a holder: ``kill_holder`` (SIGKILL), ``pause_holders`` (SIGSTOP past the ttl,
+then SIGCONT). Faults on servers: ``kill_node`` (SIGKILL, restarted empty: no persistence, so its
+locks and fencing counters vanish), ``pause_node`` (SIGSTOP: a hung node). On the network, through
+a userspace TCP proxy: ``slow_network`` (delay), ``drop_network`` (connections reset),
+``blackhole_network`` (data held until healed). ``clock_jump`` moves a node's wall clock forward
+(libfaketime). ``sentinel_failover`` and ``cluster_failover`` kill a master whose replica lags
+(``lag_replicas``: paused, behind a write burst) and wait for the promotion.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+import redis
+
+from fencelock._embedded import EmbeddedServer
+from fencelock.keys import LockKeys, escape
+from tests.proxy import TcpProxy
+from tests.topology import REPLICA_ROLES, probe, wait_until
+
+from . import history as h
+from .topologies import ClusterTopology, NodeClock, SentinelTopology
+from .workers import CHECKED, WORKING, WRITTEN
+
+if TYPE_CHECKING:
+    from .runner import FaultMark, Run, WorkerHandle
+
+STOP_CONFIRM = 2.0  # seconds to wait for a SIGSTOPped process to show as stopped
+
+
+class NoHolder(RuntimeError):
+    """No worker held the lock at the wanted point within the time allowed."""
+
+
+# -- holders -------------------------------------------------------------------------------------
+
+
+def _stopped(pid: int) -> bool:
+    """Whether the process shows as stopped (state T) in /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            # the state follows the command name, which is in parentheses and may hold spaces
+            return stat.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
+
+
+def _freeze_holder(
+    run: Run, name: str, phases: Sequence[int], timeout: float
+) -> WorkerHandle | None:
+    """SIGSTOP a worker of ``name`` that is in one of ``phases``; None if none was caught."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        holder = run.wait_holder(name, phases, deadline - time.monotonic())
+        if holder is None:
+            return None
+        os.kill(holder.pid, signal.SIGSTOP)
+        limit = time.monotonic() + STOP_CONFIRM
+        while not _stopped(holder.pid) and time.monotonic() < limit:
+            time.sleep(0.001)
+        if run.phase(holder) in phases:  # stopped where we wanted it
+            return holder
+        os.kill(holder.pid, signal.SIGCONT)  # it moved on before the signal landed: again
+    return None
+
+
+def kill_holder(run: Run, name: str, timeout: float = 10.0) -> None:
+    """SIGKILL a worker while it holds ``name`` (working, or after its write: never in the
+    middle of a write, so its outcome is known), and start a replacement."""
+    holder = _freeze_holder(run, name, (WORKING, WRITTEN), timeout)
+    if holder is None:
+        raise NoHolder(f"no holder of {name!r} to kill within {timeout} s")
+    with run.fault(f"SIGKILL holder {holder.id} of {name}", h.HOLDER, name) as fault:
+        os.kill(holder.pid, signal.SIGKILL)
+        run.record(h.KILLED, worker=holder.id, name=name, value=fault.id, detail="nemesis")
+    run.reap(holder)
+    run.respawn(holder)
+
+
+def pause_holders(
+    run: Run, names: Sequence[str], seconds: float, *, after_check: bool, timeout: float = 10.0
+) -> None:
+    """SIGSTOP one holder of each of ``names`` for ``seconds`` (together), then SIGCONT them:
+    while they work (their next ``check()`` must fail), or ``after_check``, between a passed
+    check and the write (only the fence can stop that write)."""
+    phases = (CHECKED,) if after_check else (WORKING,)
+    where = "after its check" if after_check else "while it works"
+    frozen: list[tuple[WorkerHandle, contextlib.ExitStack, FaultMark]] = []
+    try:
+        for name in names:
+            holder = _freeze_holder(run, name, phases, timeout)
+            if holder is None:
+                raise NoHolder(f"no holder of {name!r} to pause within {timeout} s")
+            stack = contextlib.ExitStack()
+            detail = f"SIGSTOP holder {holder.id} of {name} {where}, {seconds:g} s"
+            fault = stack.enter_context(run.fault(detail, h.HOLDER, name))
+            frozen.append((holder, stack, fault))
+            run.record(h.PAUSED, worker=holder.id, name=name, value=fault.id)
+        run.sleep(seconds)
+    finally:
+        for holder, stack, fault in frozen:
+            fault.heal()
+            os.kill(holder.pid, signal.SIGCONT)
+            run.record(h.RESUMED, worker=holder.id, name=holder.name)
+            stack.close()
+
+
+def wait_new_grants(run: Run, timeout: float) -> bool:
+    """Until every lock name was granted anew since the call and is held (a worker WORKING on
+    a grant it got since); False if not within ``timeout``."""
+    before = {w.id: run.grant_count(w) for name in run.names for w in run.workers_of(name)}
+
+    def granted_anew(name: str) -> bool:
+        return any(
+            run.phase(w) == WORKING and run.grant_count(w) > before.get(w.id, 0)
+            for w in run.workers_of(name)
+        )
+
+    return run.wait_for(lambda: all(granted_anew(n) for n in run.names), timeout)
+
+
+# -- servers -------------------------------------------------------------------------------------
+
+
+def kill_node(run: Run, servers: Sequence[EmbeddedServer], down: float, what: str = "") -> None:
+    """SIGKILL ``servers``, keep them down ``down`` seconds, restart them empty."""
+    ports = ",".join(str(s.port) for s in servers)
+    with run.fault(what or f"SIGKILL node(s) {ports} for {down:g} s, restart empty", h.SERVER) as f:
+        try:
+            for server in servers:
+                server.kill()
+            run.sleep(down)
+        finally:
+            f.heal()
+            for server in servers:
+                if server.process is None:
+                    server.start()
+
+
+def pause_node(run: Run, servers: Sequence[EmbeddedServer], seconds: float) -> None:
+    """SIGSTOP ``servers`` (hung: connections open, no answers) for ``seconds``."""
+    ports = ",".join(str(s.port) for s in servers)
+    with run.fault(f"SIGSTOP node(s) {ports} for {seconds:g} s", h.SERVER) as f:
+        try:
+            for server in servers:
+                server.pause()
+            run.sleep(seconds)
+        finally:
+            f.heal()
+            for server in servers:
+                server.resume()
+
+
+@contextmanager
+def _network(run: Run, proxies: Sequence[TcpProxy], what: str) -> Iterator[None]:
+    with run.fault(what, h.SERVER) as f:
+        try:
+            yield
+        finally:
+            f.heal()
+            for proxy in proxies:
+                proxy.normal()
+
+
+def slow_network(run: Run, proxies: Sequence[TcpProxy], delay: float, seconds: float) -> None:
+    """Every chunk held ``delay`` seconds each way (a round trip costs at least 2 x delay)."""
+    with _network(run, proxies, f"delay {delay * 1000:g} ms each way via proxy, {seconds:g} s"):
+        for proxy in proxies:
+            proxy.delay(delay)
+        run.sleep(seconds)
+
+
+def drop_network(run: Run, proxies: Sequence[TcpProxy], seconds: float) -> None:
+    """Open connections reset, new ones refused: requests are lost, not delayed."""
+    with _network(run, proxies, f"drop (reset) connections via proxy, {seconds:g} s"):
+        for proxy in proxies:
+            proxy.reset()
+        run.sleep(seconds)
+
+
+def blackhole_network(run: Run, proxies: Sequence[TcpProxy], seconds: float) -> None:
+    """Connections accepted, nothing delivered until healed (then delivered late, as TCP
+    would after a healed partition)."""
+    with _network(run, proxies, f"black hole via proxy, {seconds:g} s"):
+        for proxy in proxies:
+            proxy.blackhole()
+        run.sleep(seconds)
+
+
+def clock_jump(run: Run, clock: NodeClock, seconds: float, node: str) -> None:
+    """Move a node's wall clock forward: its keys expire early (Redis expires by wall clock)."""
+    with run.fault(f"wall clock of node {node} jumps +{seconds:g} s", h.SERVER):
+        clock.jump(seconds)
+
+
+def redlock_clock_jump(
+    run: Run,
+    clock: NodeClock,
+    clock_node: str,
+    cut: Sequence[TcpProxy],
+    jump: float,
+    timeout: float = 15.0,
+) -> None:
+    """Kleppmann's Redlock scenario: two nodes cut off (connections reset) while every lock is
+    granted on the three others, then reconnected; then the clock of one of those three jumps
+    past the ttl. Its copy of each grant expires, and another client can win a majority of the
+    jumped node and the two that never had the grant, while the first holder, rightly by its
+    own clock, still believes it holds the lock."""
+    with run.fault(f"cut {len(cut)} nodes off until every lock is granted anew", h.SERVER) as f:
+        try:
+            for proxy in cut:
+                proxy.reset()
+            wait_new_grants(run, timeout)
+        finally:
+            f.heal()
+            for proxy in cut:
+                proxy.normal()
+    clock_jump(run, clock, jump, clock_node)
+
+
+FLOOD_MB = 32  # more than the kernel buffers of one loopback connection can hold
+
+
+def lag_replicas(master: EmbeddedServer, replicas: Sequence[EmbeddedServer], tag: str) -> None:
+    """Make ``replicas`` fall behind ``master``: SIGSTOP them, then write FLOOD_MB MB to the
+    master. A paused replica alone does not lag: the master's stream waits in the replica's
+    socket buffer and is applied on SIGCONT. Once that buffer is full, what the master writes
+    next stays in the master's own output buffer, and dies with it. ``tag``: a hash tag in the
+    master's slots (Cluster)."""
+    for replica in replicas:
+        replica.pause()
+    blob = b"x" * (1 << 20)
+    with probe(master.port, timeout=10) as client, client.pipeline(transaction=False) as pipe:
+        for i in range(FLOOD_MB):
+            pipe.set(f"chaos:flood:{{{tag}}}:{i}", blob)
+        pipe.execute()
+
+
+def sentinel_failover(
+    run: Run, topology: SentinelTopology, lag: float, *, rejoin: bool = True
+) -> None:
+    """The master dies while its replica lags behind (``lag_replicas``): until every lock was
+    granted anew (at most ``lag`` seconds), then the master is SIGKILLed and the replica
+    resumed. The sentinel promotes it without the grants and fencing increments it missed
+    (unless ``min_replicas`` refused them). The old master comes back empty as the replica."""
+    setup = topology.setup
+    old, replica = setup.master, setup.replica
+    try:
+        lag_replicas(old, [replica], "flood")
+        wait_new_grants(run, lag)
+        with run.fault(f"SIGKILL master {old.port} (replica lagging); sentinel failover", h.SERVER):
+            old.kill()
+    finally:
+        replica.resume()
+    setup.wait_promoted(timeout=30)
+    if rejoin:  # for the next failover
+        old.start()
+        setup.wait_synced(timeout=30)
+
+
+def cluster_failover(
+    run: Run, topology: ClusterTopology, name: str, lag: float, *, rejoin: bool = True
+) -> None:
+    """As ``sentinel_failover``, for the shard of ``name``: its master dies while its replica
+    lags (``lag_replicas``), the cluster promotes the replica; with ``rejoin`` the old master
+    is restarted (it keeps its cluster config, not its data) and rejoins as a replica."""
+    cluster = topology.cluster
+    key = LockKeys.for_name(name).lock
+    old = cluster.master_for_key(key)
+    replicas = [n for n in cluster.nodes if n is not old and _replica_of(n, old)]
+    try:
+        lag_replicas(old, replicas, escape(name))
+        wait_new_grants(run, lag)
+        with run.fault(f"SIGKILL cluster master {old.port} (replica lagging); failover", h.SERVER):
+            old.kill()
+    finally:
+        for replica in replicas:
+            replica.resume()
+
+    def promoted() -> str | None:
+        return None if cluster.master_for_key(key) is not old else f"{old.port} still master"
+
+    wait_until(promoted, 30, "promotion")
+    cluster.wait_ready(timeout=30)
+    if not rejoin:
+        return
+    old.start()  # for the next failover
+
+    def rejoined() -> str | None:
+        with probe(old.port) as client:
+            info = client.info("replication")
+        if info["role"] not in REPLICA_ROLES or info.get("master_link_status") != "up":
+            return f"{old.port} is {info['role']}, link {info.get('master_link_status')}"
+        return None
+
+    wait_until(rejoined, 30, f"{old.port} replicating again")
+    cluster.wait_ready(timeout=30)
+
+
+def _replica_of(node: EmbeddedServer, master: EmbeddedServer) -> bool:
+    with contextlib.suppress(redis.exceptions.RedisError), probe(node.port) as client:
+        info = client.info("replication")
+        return info["role"] in REPLICA_ROLES and int(info.get("master_port", 0)) == master.port
+    return False

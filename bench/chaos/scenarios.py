@@ -1,0 +1,359 @@
+"""The fault matrix: which topology, which lock kinds, which nemesis schedule, and what fencelock
+promises under it (``promises``, which ``tests/test_chaos_short.py`` asserts).
+
+Every scenario runs the three lock kinds at once, each on a lock name of its own with workers of
+its own: the default lock (no renewal), ``auto_renew=True``, and ``reentrant=True`` (each grant
+re-entered once). A fault on a holder hits one holder of each name; a fault on servers or the
+network hits all names at once. The names all hash to the first shard of the 3-master test
+cluster, so a failover there hits all of them too.
+
+Invariants checked in every scenario (``ALWAYS``): no stale write accepted, no orphaned lock, no
+loss of an ``auto_renew`` lock left unsignalled, no counter increment nobody wrote, and a nemesis
+that did what it was asked. The others are per scenario.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from redis.crc import key_slot
+
+from fencelock.keys import LockKeys
+
+from . import nemesis
+from .runner import Run
+from .topologies import CLUSTER, REDLOCK, SENTINEL, SINGLE, find_faketime
+from .topologies import FAKETIME_MISSING as FAKETIME_MISSING
+from .workers import LOCK_KINDS
+
+# -- promises (asserted by the short run's test) -------------------------------------------------
+NO_OVERLAP: Final = "no overlapping holds"
+FAILS_CHECK: Final = "a holder paused past its lease fails check()"
+FENCED: Final = "every write of an overtaken holder is refused"
+FREE_IN_TTL: Final = "a crashed holder's lock is free within its ttl"
+ALWAYS: Final = (
+    "no stale write accepted",
+    "no orphaned lock",
+    "every loss of an auto_renew lock signalled",
+    "no counter increment nobody wrote",
+)
+
+FIRST_SHARD_LAST_SLOT: Final = 16384 // 3 - 1  # tests/topology.py: an even split of 3 masters
+
+
+def lock_name(kind: str) -> str:
+    """``kind-N``: the first such name whose keys hash to the first shard of the test cluster."""
+    for n in range(10_000):
+        name = f"{kind}-{n}"
+        if key_slot(LockKeys.for_name(name).lock.encode()) <= FIRST_SHARD_LAST_SLOT:
+            return name
+    raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    cycles: int  # how many times the scenario's fault schedule runs
+    workers_per_kind: int
+    warmup: float  # seconds of work before the first fault
+    quiet: float  # seconds after each cycle (plus one ttl)
+
+    def budget(self, scenario: Scenario) -> float:
+        """A generous bound on one run's length: workers stop by themselves after it."""
+        per_cycle = scenario.cycle_seconds + self.quiet + scenario.ttl
+        return self.warmup + self.cycles * per_cycle + 60.0
+
+
+SHORT: Final = Mode("short", cycles=1, workers_per_kind=2, warmup=0.5, quiet=0.2)
+LONG: Final = Mode("long", cycles=6, workers_per_kind=3, warmup=1.0, quiet=1.0)
+MODES: Final = {m.name: m for m in (SHORT, LONG)}
+
+Schedule = Callable[[Run, int], None]  # (run, cycle number)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    topology: str
+    fault: str
+    schedule: Schedule
+    summary: str  # what the nemesis does
+    expectation: str  # what fencelock promises here, and which overlaps are expected and why
+    promises: tuple[str, ...] = ()
+    ttl: float = 1.0
+    work: tuple[float, float] = (0.05, 0.3)  # work per grant, in ttls (default, reentrant)
+    renewed_work: tuple[float, float] = (0.05, 1.2)  # auto_renew: may outlast the ttl
+    gap: float = 0.05  # seconds between a passed check() and the write
+    think: float = 0.01
+    client: Mapping[str, Any] = field(default_factory=dict)  # ClientSpec options
+    topology_options: Mapping[str, Any] = field(default_factory=dict)
+    proxied: tuple[int, ...] = ()  # node indexes that clients reach through a TCP proxy
+    kinds: tuple[str, ...] = LOCK_KINDS
+    needs_faketime: bool = False
+    shared_topology: bool = False  # reuse one topology across scenarios (cluster: seconds)
+    cycle_seconds: float = 5.0  # a rough length of one cycle (for the workers' own deadline)
+
+    @property
+    def name(self) -> str:
+        return f"{self.topology}/{self.fault}"
+
+    @property
+    def slug(self) -> str:
+        return self.name.replace("/", "-")
+
+    def lock_name(self, kind: str) -> str:
+        return lock_name(kind)
+
+    def unavailable(self, binary: str) -> str:
+        """Why this scenario cannot run here ("" if it can); see also ``Unavailable``."""
+        if self.needs_faketime and find_faketime() is None:
+            return FAKETIME_MISSING
+        return ""
+
+    @property
+    def max_hold(self) -> float:
+        """The longest a grant is held without faults, in seconds."""
+        return max(self.work[1], self.renewed_work[1]) * self.ttl + self.gap
+
+
+# -- schedules -----------------------------------------------------------------------------------
+
+
+def holder_crash(run: Run, cycle: int) -> None:
+    for name in run.names:
+        nemesis.kill_holder(run, name)
+
+
+def holder_pause(run: Run, cycle: int) -> None:
+    # past the holder's lease, and past the whole hold of its successor: by the time it wakes
+    # up, a newer token has written (so its own write, if it makes one, must be refused)
+    seconds = run.ttl + run.scenario.max_hold + 0.5
+    nemesis.pause_holders(run, run.names, seconds, after_check=True)
+    nemesis.pause_holders(run, run.names, seconds, after_check=False)
+
+
+def node_restart(run: Run, cycle: int) -> None:
+    nemesis.kill_node(run, run.topology.servers, down=0.3)
+
+
+def node_hang(run: Run, cycle: int) -> None:
+    nemesis.pause_node(run, run.topology.servers[-1:], seconds=1.5 * run.ttl)
+
+
+def network(run: Run, cycle: int) -> None:
+    proxies = list(run.topology.proxies.values())
+    nemesis.slow_network(run, proxies, delay=0.1, seconds=1.5)
+    nemesis.drop_network(run, proxies, seconds=0.5)
+    nemesis.blackhole_network(run, proxies, seconds=0.5)
+
+
+def minority_loss(run: Run, cycle: int) -> None:
+    nemesis.kill_node(run, run.topology.servers[3:], down=1.0)
+
+
+def majority_loss(run: Run, cycle: int) -> None:
+    # restarted only after a ttl, as antirez prescribes for Redlock without persistence
+    nemesis.kill_node(run, run.topology.servers[2:], down=run.ttl + 0.5)
+
+
+def clock_jump(run: Run, cycle: int) -> None:
+    from .topologies import Redlock
+
+    topology = run.topology
+    assert isinstance(topology, Redlock)
+    cut = [topology.proxies[3], topology.proxies[4]]
+    node = f"{topology.nodes[2].port} ({os.path.basename(topology.clock_binaries[2])})"
+    nemesis.redlock_clock_jump(
+        run, topology.clocks[2], node, cut, jump=2 * run.ttl, timeout=3 * run.ttl
+    )
+
+
+def failover(run: Run, cycle: int) -> None:
+    from .topologies import ClusterTopology, SentinelTopology
+
+    topology = run.topology
+    # the old master is needed for the next failover, and with min_replicas for any grant
+    rejoin = cycle + 1 < run.mode.cycles or bool(run.client_spec.min_replicas)
+    if isinstance(topology, SentinelTopology):
+        nemesis.sentinel_failover(run, topology, lag=run.ttl, rejoin=rejoin)
+    else:
+        assert isinstance(topology, ClusterTopology)
+        nemesis.cluster_failover(run, topology, run.names[0], lag=run.ttl, rejoin=rejoin)
+
+
+# -- the matrix ----------------------------------------------------------------------------------
+
+CRASH_EXPECT = (
+    "The killed holder's lock is free within its ttl (the waiters retry at the holder's "
+    "remaining ttl); nothing is orphaned; no overlap."
+)
+PAUSE_EXPECT = (
+    "Overlaps expected: a SIGSTOPped holder believes it holds the lock until it runs again. "
+    "Paused while it works, its next check() fails (LockLost from its own clock) and it writes "
+    "nothing. Paused between a passed check() and its write, only the fence can stop the "
+    "write: it must be refused, since a newer token has written meanwhile."
+)
+HOLDER_FAULTS = (
+    ("holder-crash", holder_crash, "SIGKILL a holder of each lock", CRASH_EXPECT,
+     (NO_OVERLAP, FREE_IN_TTL), 3.0),
+    ("holder-pause", holder_pause,
+     "SIGSTOP a holder of each lock past its lease (once after its check(), once while it "
+     "works), then SIGCONT", PAUSE_EXPECT, (FAILS_CHECK, FENCED), 12.0),
+)  # fmt: skip
+
+
+def _holder_scenarios(topology: str, **options: Any) -> list[Scenario]:
+    return [
+        Scenario(topology, fault, schedule, summary, expect, promises,
+                 cycle_seconds=seconds, **options)
+        for fault, schedule, summary, expect, promises, seconds in HOLDER_FAULTS
+    ]  # fmt: skip
+
+
+# holds that outlast the outage (about 2 s), so that a grant lost in the failover is still
+# believed in when a waiter takes the lock on the promoted replica
+FAILOVER_WORK: Final[dict[str, Any]] = {"ttl": 4.0, "work": (0.6, 0.95), "renewed_work": (0.6, 2.0)}
+
+# one cluster for the three cluster scenarios (the failover last: it leaves a master down)
+CLUSTER_OPTIONS: Final[dict[str, Any]] = {
+    "topology_options": {"node_timeout_ms": 1000},
+    "shared_topology": True,
+}
+
+SCENARIOS: Final[list[Scenario]] = [
+    *_holder_scenarios(SINGLE),
+    Scenario(
+        SINGLE, "node-restart", node_restart,
+        "SIGKILL the server, restart it empty 0.3 s later (no persistence)",
+        "Overlaps expected: the restart forgets every lock, so a waiter takes it at once while "
+        "its holder (without auto_renew) still believes it holds it. auto_renew holders are "
+        "told at their next renewal. The fencing counters are forgotten too: tokens start again "
+        "at 1, so the resource refuses even the new holders' writes (refused writes of holders "
+        "nobody overtook) until the tokens catch up: docs/modes.md, 'Single server'.",
+        cycle_seconds=2.0,
+    ),
+    Scenario(
+        SINGLE, "node-hang", node_hang,
+        "SIGSTOP the server for 1.5 ttl, then SIGCONT",
+        "No overlap: nobody can be granted the lock while the server is hung, and when it "
+        "resumes its keys have expired by the wall clock, after every holder's lease ran out "
+        "by its own clock.",
+        (NO_OVERLAP,), cycle_seconds=3.0,
+    ),
+    Scenario(
+        SINGLE, "slow-network", network,
+        "through a TCP proxy: 100 ms each way for 1.5 s, then connections reset for 0.5 s, "
+        "then a black hole for 0.5 s",
+        "No overlap: the lease is counted from when the request was sent, so a slow answer "
+        "only shortens it; a request held in the black hole and delivered late sets a lock "
+        "nobody holds, which expires within its ttl.",
+        (NO_OVERLAP,), proxied=(0,), cycle_seconds=4.0,
+    ),
+    *_holder_scenarios(REDLOCK),
+    Scenario(
+        REDLOCK, "minority-loss", minority_loss,
+        "SIGKILL 2 of the 5 nodes, restart them empty 1 s later",
+        "No overlap: every grant needs 3 of 5, and any two majorities share a node that kept "
+        "its data.",
+        (NO_OVERLAP,), cycle_seconds=3.0,
+    ),
+    Scenario(
+        REDLOCK, "majority-loss", majority_loss,
+        "SIGKILL 3 of the 5 nodes, restart them empty after ttl + 0.5 s",
+        "A clean failure: no grant while 3 are down (acquire returns False), holders without "
+        "a majority lose their lease by their own clock (auto_renew: signalled), and with the "
+        "restart delayed past the ttl nothing can be granted twice: no overlap.",
+        (NO_OVERLAP,), cycle_seconds=4.0,
+    ),
+    Scenario(
+        REDLOCK, "hung-node", node_hang,
+        "SIGSTOP 1 of the 5 nodes for 1.5 ttl",
+        "No overlap; grants go on, each costing about one node timeout.",
+        (NO_OVERLAP,), cycle_seconds=3.0,
+    ),
+    Scenario(
+        REDLOCK, "minority-loss-redis-objects", minority_loss,
+        "as redlock5/minority-loss, with LockClient([redis.Redis(...), ...]) (the README's "
+        "form, redis-py's defaults) instead of LockClient.from_url([...])",
+        "As redlock5/minority-loss: no overlap, grants go on. (This scenario found that the "
+        "node clients kept redis-py's default Retry, 10 tries with backoff on the dead nodes' "
+        "reconnects; fixed: a Redlock node gets one try within its node timeout.)",
+        (NO_OVERLAP,), client={"from_url": False}, cycle_seconds=3.0,
+    ),
+    Scenario(
+        REDLOCK, "hung-node-redis-objects", node_hang,
+        "as redlock5/hung-node, with LockClient([redis.Redis(...), ...])",
+        "As redlock5/hung-node (see minority-loss-redis-objects).",
+        (NO_OVERLAP,), client={"from_url": False}, cycle_seconds=3.0,
+    ),
+    Scenario(
+        REDLOCK, "slow-network", network,
+        "2 of the 5 nodes through TCP proxies: 100 ms each way for 1.5 s, connections reset "
+        "for 0.5 s, a black hole for 0.5 s",
+        "No overlap: the slow nodes time out (node timeout 5 ms at this ttl) and the other "
+        "three decide; no grant is handed out with a non-positive validity.",
+        (NO_OVERLAP,), proxied=(3, 4), cycle_seconds=4.0,
+    ),
+    Scenario(
+        REDLOCK, "clock-jump", clock_jump,
+        "cut 2 nodes off (connections reset) until every lock is granted on the other 3, "
+        "reconnect them, then jump the wall clock of one of those 3 forward by 2 ttl "
+        "(libfaketime)",
+        "Overlaps expected (Kleppmann's counter-example): the jumped node expires its copy of "
+        "the grant early, so a waiter wins that node plus the two that never had the grant, "
+        "while the holder, rightly by its own clock, still believes it holds the lock. Tokens "
+        "still increase (the jumped node kept its counter), so a write of the old holder after "
+        "the new holder's first write is refused; one that lands between the new holder's "
+        "read and its write is accepted and lost (lost updates).",
+        ttl=3.0, work=(0.3, 0.9), renewed_work=(0.3, 0.9), proxied=(3, 4),
+        client={"max_poll": 0.2}, topology_options={"faketime": (2,)}, needs_faketime=True,
+        cycle_seconds=12.0,
+    ),
+    *_holder_scenarios(CLUSTER, **CLUSTER_OPTIONS),
+    Scenario(
+        CLUSTER, "failover", failover,
+        "make the replica of the locks' shard lag (SIGSTOP, then 32 MB written to the "
+        "master), wait until every lock is granted anew (at most a ttl), SIGKILL the master, "
+        "resume the replica; the cluster promotes it (node timeout 1 s); the old master "
+        "rejoins as a replica",
+        "Overlaps expected: asynchronous replication loses the grants the replica missed, so "
+        "waiters take those locks on the promoted replica while their holders still believe. "
+        "auto_renew holders are told at their next renewal. The fencing counters can lose "
+        "increments too (token regressions): the resource then refuses the new holders.",
+        cycle_seconds=20.0, **CLUSTER_OPTIONS, **FAILOVER_WORK,
+    ),
+    Scenario(
+        SENTINEL, "failover", failover,
+        "make the replica lag (SIGSTOP, then 32 MB written to the master), wait until every "
+        "lock is granted anew (at most a ttl), SIGKILL the master, resume the replica; the "
+        "sentinel promotes it (down-after 1 s); the old master comes back empty as the new "
+        "replica",
+        "Overlaps expected, as for the cluster: the promoted replica lacks the grants it "
+        "missed. auto_renew holders are told; fencing refuses the old holders' late writes.",
+        cycle_seconds=15.0, **FAILOVER_WORK,
+    ),
+    Scenario(
+        SENTINEL, "failover-min-replicas", failover,
+        "as sentinel/failover, with LockClient(min_replicas=1, replica_timeout=0.25)",
+        "No overlap: a grant the paused replica did not acknowledge is given back "
+        "(NotReplicated), and an unacknowledged renewal does not move the holder's deadline, "
+        "so the promoted replica has every grant that a holder believes in.",
+        (NO_OVERLAP,), client={"min_replicas": 1, "replica_timeout": 0.25},
+        cycle_seconds=15.0, **FAILOVER_WORK,
+    ),
+]  # fmt: skip
+
+BY_NAME: Final = {s.name: s for s in SCENARIOS}
+TOPOLOGIES: Final = (SINGLE, REDLOCK, CLUSTER, SENTINEL)
+
+
+def select(patterns: list[str] | None) -> list[Scenario]:
+    """Scenarios whose name contains any of ``patterns`` (all without any)."""
+    if not patterns:
+        return list(SCENARIOS)
+    chosen = [s for s in SCENARIOS if any(p in s.name for p in patterns)]
+    if not chosen:
+        raise KeyError(f"no scenario matches {patterns}; known: {sorted(BY_NAME)}")
+    return chosen

@@ -1,0 +1,350 @@
+"""The chaos checker on hand-made histories: each check has histories that must pass and
+histories that must fail (bench/chaos/checker.py; no server needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.chaos import checker
+from bench.chaos import history as h
+from bench.chaos.history import Event
+
+NAME = "job"
+
+
+class Story:
+    """A history written step by step: ``s.acquire("w1", 1, at=0.0)`` and so on."""
+
+    def __init__(self, ttl_ms: int = 1000, kind: str = "default") -> None:
+        self.events: list[Event] = [
+            Event(0.0, h.HARNESS, h.CONFIG, NAME, value=ttl_ms, detail=kind)
+        ]
+        self.tokens: dict[str, int] = {}
+
+    def add(self, t: float, worker: str, kind: str, **fields: Any) -> Story:
+        fields.setdefault("name", NAME)
+        if worker in self.tokens and "token" not in fields and kind not in (h.KILLED, h.EXIT):
+            fields["token"] = self.tokens[worker]
+        self.events.append(Event(t, worker, kind, **fields))
+        return self
+
+    def acquire(self, worker: str, token: int, at: float, asked: float | None = None) -> Story:
+        self.tokens[worker] = token
+        return self.add(at, worker, h.ACQUIRE, token=token, t0=at if asked is None else asked)
+
+    def write(self, worker: str, value: int, at: float, outcome: str = h.WRITE_ACCEPTED) -> Story:
+        self.add(at, worker, h.WRITE_ATTEMPT, value=value)
+        return self.add(at + 0.001, worker, outcome, value=value, t0=at)
+
+    def release(self, worker: str, at: float, error: str = "") -> Story:
+        self.add(at, worker, h.RELEASE)
+        if error:
+            return self.add(at + 0.001, worker, h.RELEASE_FAILED, detail=error)
+        return self.add(at + 0.001, worker, h.RELEASED)
+
+    def cycle(self, worker: str, token: int, start: float, value: int) -> Story:
+        """A clean critical section: acquire, read, check, write value, release."""
+        self.acquire(worker, token, start)
+        self.add(start + 0.01, worker, h.READ, value=value - 1)
+        self.add(start + 0.02, worker, h.CHECK_PASSED)
+        self.write(worker, value, start + 0.03)
+        return self.release(worker, start + 0.05)
+
+    def final(self, value: int, pttl: int = -2, waited_ms: int = 0) -> Story:
+        end = max(e.t for e in self.events) + 1
+        self.add(end, h.HARNESS, h.FINAL_VALUE, value=value)
+        self.add(end, h.HARNESS, h.FINAL_KEY, value=pttl, detail="node0")
+        return self.add(end, h.HARNESS, h.FINAL_ACQUIRE, value=waited_ms)
+
+    def report(self) -> checker.NameReport:
+        return checker.check(self.events).names[NAME]
+
+
+def clean(n: int = 3) -> Story:
+    s = Story()
+    for i in range(n):
+        s.cycle(f"w{i % 2}", i + 1, i * 0.1, i + 1)
+    return s.final(n)
+
+
+def assert_clean(r: checker.NameReport) -> None:
+    assert r.overlaps == []
+    assert r.stale_accepted == []
+    assert r.lost_updates == 0
+    assert r.losses == []
+    assert r.orphaned == []
+    assert r.token_regressions == []
+    assert r.late_checks == []
+
+
+# -- passing histories ---------------------------------------------------------------------------
+
+
+def test_sequential_holders_pass_every_check() -> None:
+    r = clean(4).report()
+    assert_clean(r)
+    assert r.acquisitions == 4
+    assert r.count(h.WRITE_ACCEPTED) == 4
+    assert r.final_value == 4
+    assert r.ttl == 1.0 and r.kind == "default"
+
+
+def test_touching_intervals_are_not_an_overlap() -> None:
+    # w1 is granted exactly when w0 calls release: release first, then the grant (in time order)
+    s = Story().acquire("w0", 1, 0.0).release("w0", 0.5).acquire("w1", 2, 0.5, asked=0.2)
+    assert s.report().overlaps == []
+
+
+def test_waiting_for_the_lock_is_not_holding_it() -> None:
+    # w1 asked while w0 held; its grant came after the release: no overlap, no loss
+    s = Story().acquire("w0", 1, 0.0).release("w0", 0.4).acquire("w1", 2, 0.45, asked=0.1)
+    s.release("w1", 0.6).final(0)
+    assert_clean(s.report())
+
+
+def test_a_killed_holder_stops_believing_and_is_no_loss() -> None:
+    s = Story().acquire("w0", 1, 0.0).add(0.1, "w0", h.KILLED, detail="nemesis")
+    s.acquire("w1", 2, 1.0, asked=0.05).write("w1", 1, 1.1).release("w1", 1.2).final(1)
+    r = s.report()
+    assert_clean(r)
+    assert [g.ended_by for g in checker.grants(s.events)] == ["killed", "release"]
+
+
+def test_a_holder_that_learns_of_its_loss_stops_believing() -> None:
+    # w0 told by on_lost at 0.9, w1 granted at 1.0: w0 kept holding the object, not the belief
+    s = Story(kind="auto_renew").acquire("w0", 1, 0.0).add(0.9, "w0", h.LOST)
+    s.acquire("w1", 2, 1.0).release("w1", 1.2).release("w0", 1.5, error="LockLost").final(0)
+    r = s.report()
+    assert r.overlaps == []
+    assert len(r.losses) == 1 and r.losses[0].signalled == checker.IN_TIME
+    assert r.unsignalled == []
+
+
+def test_refused_stale_write_is_not_a_stale_write_accepted() -> None:
+    s = Story().acquire("w0", 1, 0.0)
+    s.acquire("w1", 2, 1.2).write("w1", 1, 1.3).release("w1", 1.4)
+    s.write("w0", 1, 2.0, outcome=h.WRITE_REFUSED).release("w0", 2.1, error="LockLost")
+    s.final(1)
+    r = s.report()
+    assert r.stale_accepted == []
+    assert len(r.overlaps) == 1  # the pause: expected, and harmless
+    assert [w.worker for w in r.superseded_refused] == ["w0"]
+    assert r.superseded_accepted == []
+    assert r.lost_updates == 0
+    assert r.losses[0].signalled == checker.IN_TIME  # the refused write told it
+
+
+def test_same_token_written_twice_by_its_grant_is_fine() -> None:
+    s = Story().acquire("w0", 1, 0.0).write("w0", 1, 0.1).write("w0", 2, 0.2).release("w0", 0.3)
+    r = s.final(2).report()
+    assert_clean(r)
+
+
+def test_recovery_after_a_holder_crash_is_measured_from_the_kill() -> None:
+    s = Story().acquire("w0", 1, 0.0)
+    s.add(0.2, h.NEMESIS, h.FAULT_START, value=1, scope=h.HOLDER, detail="kill w0")
+    s.add(0.2, "w0", h.KILLED, value=1).add(0.2, h.NEMESIS, h.FAULT_END, value=1)
+    s.acquire("w1", 2, 1.05, asked=0.1).release("w1", 1.1).final(0)
+    r = s.report()
+    assert [round(x.seconds or 0, 3) for x in r.recoveries] == [0.85]
+    assert r.worst_recovery == pytest.approx(0.85)
+
+
+def test_recovery_is_zero_when_grants_go_on_during_a_server_fault() -> None:
+    s = Story().add(1.0, h.NEMESIS, h.FAULT_START, value=7, scope=h.SERVER, name="")
+    s.acquire("w0", 1, 1.5, asked=1.1).release("w0", 1.6)
+    s.add(3.0, h.NEMESIS, h.FAULT_END, value=7).final(0)
+    assert [x.seconds for x in s.report().recoveries] == [0.0]
+
+
+def test_recovery_after_a_server_outage_counts_from_the_heal() -> None:
+    s = Story().acquire("w0", 1, 0.9, asked=0.5)  # asked before the fault: does not count
+    s.add(1.0, h.NEMESIS, h.FAULT_START, value=3, scope=h.SERVER)
+    s.add(1.2, "w1", h.ACQUIRE_FAILED, t0=1.1, detail="LockConnectionError")
+    s.add(3.0, h.NEMESIS, h.FAULT_END, value=3)
+    s.acquire("w1", 2, 3.4, asked=1.3).release("w1", 3.5).final(0)
+    assert [round(x.seconds or 0, 3) for x in s.report().recoveries] == [0.4]
+
+
+def test_jsonl_round_trip_and_a_torn_last_line(tmp_path: Path) -> None:
+    s = clean(2)
+    path = tmp_path / "w.jsonl"
+    h.write_jsonl(path, s.events)
+    with path.open("a") as out:
+        out.write('{"t": 9.0, "worker": "w0", "ki')  # killed mid-write
+    assert h.read_jsonl(path) == s.events
+    recorder = h.Recorder(tmp_path / "r.jsonl", "w5")
+    event = recorder.record(h.ACQUIRE, name=NAME, token=2**70, t0=1.5)
+    recorder.close()
+    assert list(recorder) == [event] and event.token == 2**70
+    assert json.loads((tmp_path / "r.jsonl").read_text())["token"] == 2**70
+    assert h.read_dir(tmp_path) == h.merge([s.events, [event]])
+
+
+def test_a_bad_line_in_the_middle_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"t": 1, "worker": "w", "kind": "acquire"}\nnot json\n{"t": 2}\n')
+    with pytest.raises(ValueError, match=r"bad\.jsonl:2"):
+        h.read_jsonl(path)
+
+
+# -- failing histories ---------------------------------------------------------------------------
+
+
+def test_overlapping_beliefs_are_reported() -> None:
+    # w0 paused past its lease (no signal yet); w1 granted meanwhile
+    s = Story().acquire("w0", 1, 0.0).acquire("w1", 2, 1.1).release("w1", 1.3)
+    s.release("w0", 2.5, error="LockLost").final(0)
+    r = s.report()
+    assert len(r.overlaps) == 1
+    o = r.overlaps[0]
+    assert (o.earlier.worker, o.later.worker) == ("w0", "w1")
+    assert (o.start, o.end) == (1.1, 1.3)
+    assert r.losses[0].signalled == checker.AT_RELEASE
+
+
+def test_overlap_ends_at_the_signal_of_the_earlier_holder() -> None:
+    s = Story().acquire("w0", 1, 0.0).acquire("w1", 2, 1.0).add(1.25, "w0", h.CHECK_FAILED)
+    s.release("w1", 2.0).release("w0", 3.0, error="LockLost")
+    (o,) = s.report().overlaps
+    assert (o.start, o.end) == (1.0, 1.25)
+
+
+def test_stale_write_accepted_is_reported() -> None:
+    s = Story().acquire("w0", 1, 0.0).acquire("w1", 2, 1.0)
+    s.write("w1", 1, 1.1).release("w1", 1.2)
+    s.write("w0", 1, 1.5)  # accepted with token 1 after token 2 was accepted: a broken fence
+    s.release("w0", 1.6, error="LockLost").final(1)
+    r = s.report()
+    assert [(w.worker, w.token) for w in r.stale_accepted] == [("w0", 1)]
+    assert r.superseded_accepted and r.superseded_accepted[0].worker == "w0"
+
+
+def test_concurrent_writes_are_not_called_stale() -> None:
+    # token 2's write was still in flight when token 1's was sent: the order is unknown
+    s = Story().acquire("w0", 1, 0.0).acquire("w1", 2, 0.5)
+    s.add(1.0, "w1", h.WRITE_ATTEMPT, value=1).add(1.2, "w1", h.WRITE_ACCEPTED, value=1, t0=1.0)
+    s.add(1.1, "w0", h.WRITE_ATTEMPT, value=1).add(1.3, "w0", h.WRITE_ACCEPTED, value=1, t0=1.1)
+    assert s.report().stale_accepted == []
+
+
+def test_lost_update_is_counted() -> None:
+    # w1 read 0, w0's superseded write of 1 landed, then w1 wrote 1 over it: one increment lost
+    s = Story().acquire("w0", 1, 0.0).add(0.1, "w0", h.READ, value=0)
+    s.acquire("w1", 2, 1.0).add(1.05, "w1", h.READ, value=0)
+    s.write("w0", 1, 1.1).write("w1", 1, 1.2).release("w1", 1.3)
+    s.release("w0", 1.4, error="LockLost").final(1)
+    r = s.report()
+    assert r.lost_updates == 1
+    assert r.stale_accepted == []  # token 1 was accepted before token 2 was seen
+    assert len(r.superseded_accepted) == 1
+
+
+def test_an_unanswered_write_may_explain_a_higher_counter() -> None:
+    s = Story().acquire("w0", 1, 0.0).add(0.1, "w0", h.WRITE_ATTEMPT, value=1)
+    s.add(0.15, "w0", h.KILLED, detail="nemesis").final(1)
+    r = s.report()
+    assert r.lost_updates == 0 and r.unexplained_increments == 0
+    s2 = Story().final(1)  # nobody wrote, yet the counter moved
+    assert s2.report().unexplained_increments == 1
+
+
+def test_a_loss_never_signalled_is_reported() -> None:
+    # w0 was taken over, yet every check passed and its release "succeeded"
+    s = Story(kind="auto_renew").acquire("w0", 1, 0.0).acquire("w1", 2, 0.5)
+    s.add(0.6, "w0", h.CHECK_PASSED).release("w0", 0.7).release("w1", 0.8).final(0)
+    r = s.report()
+    assert [loss.grant.worker for loss in r.unsignalled] == ["w0"]
+    assert r.losses_signalled == 0
+    assert [(g.worker, t) for g, t in r.late_checks] == [("w0", 0.6)]
+
+
+def test_a_lease_gone_at_release_is_a_loss() -> None:
+    s = Story().acquire("w0", 1, 0.0).release("w0", 2.0, error="LockLost").final(0)
+    (loss,) = s.report().losses
+    assert loss.how == "gone at release" and loss.signalled == checker.AT_RELEASE
+
+
+def test_a_connection_error_at_release_is_no_loss() -> None:
+    s = Story().acquire("w0", 1, 0.0).release("w0", 0.5, error="LockConnectionError").final(0)
+    assert s.report().losses == []
+
+
+def test_orphaned_locks_are_reported() -> None:
+    assert Story().final(0, pttl=-1).report().orphaned == ["node0: lock key without an expiry"]
+    assert Story().final(0, pttl=5000).report().orphaned == ["node0: PTTL 5000 ms > ttl 1000 ms"]
+    blocked = Story().final(0, waited_ms=-1).report().orphaned
+    assert len(blocked) == 1 and "could not acquire" in blocked[0]
+    assert Story().final(0, pttl=900).report().orphaned == []
+
+
+def test_token_regression_is_reported() -> None:
+    # a server restarted without persistence: the counter starts again at 1
+    s = Story().cycle("w0", 5, 0.0, 1).cycle("w1", 1, 1.0, 2).final(1)
+    r = s.report()
+    assert [g.token for g in r.token_regressions] == [1]
+    # ... and the same token twice is a regression too
+    s2 = Story().cycle("w0", 5, 0.0, 1).cycle("w1", 5, 1.0, 2).final(2)
+    assert len(s2.report().token_regressions) == 1
+
+
+def test_token_order_of_concurrent_requests_is_not_a_regression() -> None:
+    # w1 asked before w0's grant returned: either may have been granted first by the server
+    s = Story().acquire("w1", 3, 0.3, asked=0.0).release("w1", 0.35)
+    s.acquire("w0", 4, 0.2, asked=0.1).release("w0", 0.25)
+    assert s.report().token_regressions == []
+
+
+def test_a_fault_never_recovered_from_is_reported() -> None:
+    s = Story().add(1.0, h.NEMESIS, h.FAULT_START, value=2, scope=h.SERVER, detail="kill node")
+    s.add(2.0, h.NEMESIS, h.FAULT_END, value=2)
+    s.add(2.5, "w0", h.ACQUIRE_FAILED, t0=2.1).final(0)
+    r = s.report()
+    assert [x.seconds for x in r.recoveries] == [None]
+    assert r.worst_recovery == float("inf")
+
+
+def test_refused_writes_of_holders_nobody_overtook_are_told_apart() -> None:
+    # after a token regression the current holder is fenced out although it holds the lock
+    s = Story().cycle("w0", 5, 0.0, 1)
+    s.acquire("w1", 1, 1.0).write("w1", 2, 1.1, outcome=h.WRITE_REFUSED).release("w1", 1.2)
+    r = s.final(1).report()
+    assert [w.worker for w in r.refused_not_superseded] == ["w1"]
+    assert r.superseded_refused == []
+
+
+def test_a_grant_returned_after_its_lease_ran_out_is_the_one_overtaken() -> None:
+    # w1 asked at 0.0 and got token 3 at the servers, but its acquire returned only at 3.5, long
+    # after its lease; w0 was granted token 9 meanwhile (asked after w1's lease ran out)
+    s = Story().acquire("w0", 9, 3.4, asked=3.39).acquire("w1", 3, 3.5, asked=0.0)
+    s.add(3.6, "w1", h.CHECK_FAILED).release("w1", 3.61, error="LockLost").release("w0", 3.7)
+    r = s.final(0).report()
+    (o,) = r.overlaps  # w1 believed it held the lock from 3.5 until its check failed
+    assert (o.earlier.worker, o.later.worker, o.start, o.end) == ("w0", "w1", 3.5, 3.6)
+    (loss,) = r.losses  # w1 lost it (before its acquire even returned), not w0
+    assert (loss.grant.worker, loss.at, loss.signalled) == ("w1", 3.4, checker.IN_TIME)
+    assert r.late_checks == []
+
+
+def test_a_late_grant_that_passes_its_check_is_a_late_check() -> None:
+    s = Story().acquire("w0", 9, 3.4, asked=3.39).acquire("w1", 3, 3.5, asked=0.0)
+    s.add(3.55, "w1", h.CHECK_PASSED).write("w1", 1, 3.56, outcome=h.WRITE_REFUSED)
+    s.release("w1", 3.6, error="LockLost").release("w0", 3.7)
+    r = s.final(0).report()
+    assert [(g.worker, t) for g, t in r.late_checks] == [("w1", 3.55)]
+    assert [w.worker for w in r.superseded_refused] == ["w1"]
+
+
+def test_a_final_probe_that_failed_is_unverified_not_orphaned() -> None:
+    s = Story().add(1.0, h.HARNESS, h.FINAL_ACQUIRE, value=-2, detail="NotReplicated(...)")
+    r = s.report()
+    assert r.orphaned == [] and r.unverified == "NotReplicated(...)"
+
+
+def test_threads_that_died_are_reported() -> None:
+    s = Story().add(1.0, "w0", h.THREAD_DIED, detail="fencelock-waiter: KeyError: 0").final(0)
+    assert s.report().threads_died == ["w0 fencelock-waiter: KeyError: 0"]

@@ -1,0 +1,75 @@
+"""The short chaos run (``python -m bench.chaos --short``), one test per scenario of the fault
+matrix (bench/chaos/scenarios.py), against real servers, worker processes and a nemesis.
+
+Each test asserts what fencelock promises in its scenario (``report.violations``): in every
+scenario no stale write accepted, no orphaned lock, no unsignalled loss of an ``auto_renew``
+lock; per scenario no overlap, a failing ``check()`` after a pause, a refused write of an
+overtaken holder, a crashed holder's lock free within its ttl. Overlaps that are expected (a
+paused holder, a server restarted empty, a failover, a clock jump) are reported, not asserted:
+docs/safety.md says which and why.
+
+The chaos suite runs on one server kind (the first of FENCELOCK_TEST_SERVERS, default redis)
+to keep within CI's time: about 2.5 minutes for all scenarios on 2 vCPUs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from bench.chaos import report
+from bench.chaos.runner import Lab, run_scenario
+from bench.chaos.scenarios import NO_OVERLAP, SCENARIOS, SHORT, Scenario
+from fencelock._embedded import ServerNotFound, find_server
+
+# Violations that a known library bug causes: (scenario, text in the violation, the bug). They
+# are shown as xfail, not hidden; any other violation in these scenarios still fails the test.
+REDIS_OBJECTS_BUG = (
+    "LockClient([redis.Redis(...), ...]) keeps redis-py's default Retry on its Redlock node "
+    "clients: with nodes down or hung, every sync call pays reconnect retries with backoff "
+    "(seconds), so acquire/token/release outlast the ttl and lock.token can hand out the "
+    "token of a lease that has already run out"
+)
+KNOWN_BUGS = [
+    ("redlock5/minority-loss-redis-objects", f": {NO_OVERLAP}:", REDIS_OBJECTS_BUG),
+    ("redlock5/hung-node-redis-objects", f": {NO_OVERLAP}:", REDIS_OBJECTS_BUG),
+    (
+        "single/slow-network",
+        f" auto_renew: {NO_OVERLAP}:",
+        "the watchdog blocked in a renewal to a black-holed server calls on_lost only when the "
+        "request times out, not at the local lease deadline (check() is right all along)",
+    ),
+]
+
+
+def chaos_binary() -> str:
+    kind = os.environ.get("FENCELOCK_TEST_SERVERS", "redis,valkey").split(",")[0]
+    try:
+        return find_server(kind)
+    except ServerNotFound as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"{kind} server not available: {exc}")
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[Lab]:
+    with Lab(chaos_binary()) as built:
+        yield built
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
+def test_short_run(scenario: Scenario, lab: Lab) -> None:
+    result = run_scenario(scenario, SHORT, lab)
+    if result.skipped:
+        pytest.skip(result.skipped)
+    broken = report.violations(result)
+    known = [(text, bug) for name, text, bug in KNOWN_BUGS if name == scenario.name]
+    unexpected = [line for line in broken if not any(text in line for text, _ in known)]
+    assert not unexpected, "\n".join([*unexpected, report.details(result)])
+    if broken:
+        bugs = {bug for text, bug in known if any(text in line for line in broken)}
+        pytest.xfail(f"known library bug: {'; '.join(sorted(bugs))}; seen: {broken[0]}")
+    assert result.report.names, "no history"
