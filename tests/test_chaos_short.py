@@ -26,15 +26,8 @@ from fencelock._embedded import ServerNotFound, find_server
 
 # Violations that a known library bug causes: (scenario, text in the violation, the bug). They
 # are shown as xfail, not hidden; any other violation in these scenarios still fails the test.
-REDIS_OBJECTS_BUG = (
-    "LockClient([redis.Redis(...), ...]) keeps redis-py's default Retry on its Redlock node "
-    "clients: with nodes down or hung, every sync call pays reconnect retries with backoff "
-    "(seconds), so acquire/token/release outlast the ttl and lock.token can hand out the "
-    "token of a lease that has already run out"
-)
+# (The rows redlock5/*-redis-objects found a bug fixed in eaeb97e: they now guard the fix.)
 KNOWN_BUGS = [
-    ("redlock5/minority-loss-redis-objects", f": {NO_OVERLAP}:", REDIS_OBJECTS_BUG),
-    ("redlock5/hung-node-redis-objects", f": {NO_OVERLAP}:", REDIS_OBJECTS_BUG),
     (
         "single/slow-network",
         f" auto_renew: {NO_OVERLAP}:",

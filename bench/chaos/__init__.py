@@ -9,5 +9,6 @@ and the time to recover after each fault. docs/safety.md has the results and wha
 
 Modules: ``history`` (events, JSONL), ``checker`` (pure: events -> report), ``nemesis`` (one
 function per fault), ``workers`` (the worker process), ``topologies`` (the servers of a run),
-``scenarios`` (the matrix), ``runner`` (one scenario run), ``report`` (tables, docs/safety.md).
+``scenarios`` (the matrix), ``runner`` (one scenario run), ``report`` (tables, the promises
+check), ``safety_doc`` (docs/safety.md).
 """

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from . import checker
 from . import history as h
 from .runner import Result
 from .scenarios import ALWAYS, FAILS_CHECK, FENCED, FREE_IN_TTL, NO_OVERLAP
@@ -188,6 +187,3 @@ def summary(result: Result) -> str:
         f"{r.losses_signalled}/{len(r.losses)} sig"
         for r in result.report.names.values()
     )
-
-
-__all__ = ["checker", "details", "markdown", "rows", "summary", "violations"]

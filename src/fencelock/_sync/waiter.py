@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,6 +37,8 @@ from .._backend import (
 )
 from .._core.replies import translate_error
 from ..errors import LockConnectionError
+
+logger = logging.getLogger("fencelock")
 
 # How long the listener blocks in one read, which bounds how long close() waits for it.
 _READ_TIMEOUT = 0.5
@@ -184,6 +187,17 @@ class Waiter:
                         self._refusals[nonce] = exc
                 for ready in pending.values():
                     ready.set()
+                continue
+            except Exception:
+                # redis-py's PubSub can trip over itself while its connection is being re-made
+                # (a restart, a failover). The listener must not die of it: every wait would
+                # then fall back to polling. Wake the waiters to re-try, and read on.
+                logger.warning("fencelock: pub/sub listener error, reading on", exc_info=True)
+                with self._guard:
+                    for events in self._watchers.values():
+                        for event in events:
+                            event.set()
+                sync_sleep(_READ_TIMEOUT)
                 continue
             if message is not None:
                 self._dispatch(message)
