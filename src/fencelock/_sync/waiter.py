@@ -169,16 +169,14 @@ class Waiter:
         while not self._closing:
             try:
                 message = pubsub.get_message(timeout=_READ_TIMEOUT)
-            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
-                # redis-py reconnects and re-subscribes on the next read; messages sent
-                # meanwhile are lost, so wake every waiter to re-try now.
-                with self._guard:
-                    for events in self._watchers.values():
-                        for event in events:
-                            event.set()
-                sync_sleep(_READ_TIMEOUT)
-                continue
             except redis.exceptions.RedisError as exc:
+                if isinstance(
+                    exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError
+                ):
+                    # redis-py reconnects and re-subscribes on the next read; messages sent
+                    # meanwhile are lost, so every waiter re-tries now.
+                    self._wake_all()
+                    continue
                 # An error reply (NOPERM for a SUBSCRIBE, say): the listener lives on, and the
                 # waiters confirming their subscriptions now hear of it instead of timing out.
                 with self._guard:
@@ -191,16 +189,20 @@ class Waiter:
             except Exception:
                 # redis-py's PubSub can trip over itself while its connection is being re-made
                 # (a restart, a failover). The listener must not die of it: every wait would
-                # then fall back to polling. Wake the waiters to re-try, and read on.
+                # then fall back to polling.
                 logger.warning("fencelock: pub/sub listener error, reading on", exc_info=True)
-                with self._guard:
-                    for events in self._watchers.values():
-                        for event in events:
-                            event.set()
-                sync_sleep(_READ_TIMEOUT)
+                self._wake_all()
                 continue
             if message is not None:
                 self._dispatch(message)
+
+    def _wake_all(self) -> None:
+        """Wake every waiter to re-try at once, then pause before reading again."""
+        with self._guard:
+            for events in self._watchers.values():
+                for event in events:
+                    event.set()
+        sync_sleep(_READ_TIMEOUT)
 
     def close(self) -> None:
         self._closing = True
