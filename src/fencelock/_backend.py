@@ -22,6 +22,7 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.asyncio.retry
 import redis.cluster
+import redis.exceptions as redis_exceptions
 import redis.retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
@@ -200,6 +201,68 @@ def sync_fan_out(nodes: Sequence[redis.Redis], command: Sequence[Any], timeout: 
         finally:
             nodes[i].connection_pool.release(conn)
     return replies
+
+
+async def async_request(
+    redis: redis.asyncio.Redis | redis.asyncio.RedisCluster,
+    commands: Sequence[Sequence[Any]],
+    timeout: float,
+    key: str,
+) -> list[Any]:
+    """Send ``commands`` on one connection (a pipeline; on a Cluster, to the node of ``key``)
+    and return their replies, error replies included; give up with ``TimeoutError`` after
+    ``timeout`` seconds, whatever the socket timeout: a renewal must not outlive its lease."""
+    pipe = redis.pipeline(transaction=False)
+    for command in commands:
+        pipe.execute_command(*command)
+    task = asyncio.ensure_future(pipe.execute(raise_on_error=False))
+    task.add_done_callback(_consume)
+    try:
+        await asyncio.wait((task,), timeout=timeout)
+    finally:
+        if not task.done():
+            task.cancel()  # redis.asyncio closes a connection whose read was cancelled
+    if task.cancelled():
+        raise RedisTimeoutError(f"no reply within {timeout * 1000:.0f} ms")
+    replies: list[Any] = task.result()
+    return replies
+
+
+def sync_request(
+    redis: redis.Redis | redis.RedisCluster,
+    commands: Sequence[Sequence[Any]],
+    timeout: float,
+    key: str,
+) -> list[Any]:
+    """The same, reading with the socket's timeout cut to what is left of ``timeout``."""
+    client = redis
+    if isinstance(redis, SyncRedisCluster):
+        node = redis.get_node_from_key(key)  # type: ignore[no-untyped-call]
+        if node is None or node.redis_connection is None:
+            raise redis_exceptions.ConnectionError(f"no Cluster node serves {key!r}")
+        client = node.redis_connection
+    assert isinstance(client, SyncRedis)
+    pool = client.connection_pool
+    conn = pool.get_connection()
+    try:
+        conn.send_packed_command(conn.pack_commands(commands))  # type: ignore[no-untyped-call]
+        deadline = time.monotonic() + timeout
+        replies: list[Any] = []
+        for _ in commands:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                conn.disconnect()  # type: ignore[no-untyped-call]  # else its late replies go to the next user
+                raise RedisTimeoutError(f"no reply within {timeout * 1000:.0f} ms")
+            try:
+                if left >= (conn.socket_timeout or math.inf):
+                    replies.append(conn.read_response())
+                else:
+                    replies.append(conn.read_response(timeout=left))  # disconnects on timeout
+            except redis_exceptions.ResponseError as exc:  # an error reply: the next one follows
+                replies.append(exc)
+        return replies
+    finally:
+        pool.release(conn)
 
 
 def async_no_retry() -> redis.asyncio.retry.Retry:

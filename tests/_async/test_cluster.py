@@ -11,6 +11,7 @@ from redis.crc import key_slot
 import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock._backend import AsyncRedisCluster
+from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys, fence_key_for
 from tests.concurrency import AsyncCall, async_until
 from tests.topology import Cluster
@@ -97,6 +98,45 @@ async def test_watchdog_renews_locks_of_every_slot(cluster_client: AsyncLockClie
     for lock in locks:
         assert not lock.lost and await lock.held()
         await lock.release()
+
+
+async def test_renewals_follow_a_failover(
+    cluster_client: AsyncLockClient, cluster: Cluster
+) -> None:
+    # The watchdog sends each renewal straight to the node of its slot, bounded by the lease's
+    # deadline; after a failover that node answers MOVED, and the cluster client must take over.
+    lock = cluster_client.lock("failover-job", ttl=3, auto_renew=True)
+    assert await lock.acquire(0)
+    old = cluster.master_for_key(lock._keys.lock)
+    (replica,) = cluster.replicas_of(old)
+    try:
+        await _fail_over_to(replica, cluster, lock._keys.lock)
+        stats = cluster_client._watchdog.stats
+        renewed = stats.renewed
+        await async_until(lambda: stats.renewed >= renewed + 2)
+        assert not lock.lost and await lock.held()
+        await lock.release()
+        with replica.client() as new_master:
+            assert new_master.exists(lock._keys.lock) == 0
+    finally:  # the session's cluster goes back to its first layout for the other tests
+        await _fail_over_to(old, cluster, lock._keys.lock)
+
+
+async def _fail_over_to(replica: EmbeddedServer, cluster: Cluster, key: str) -> None:
+    """Promote ``replica`` once it has every write of its master. TAKEOVER needs no votes: a
+    plain manual failover is refused when the masters voted for a replica of that shard in the
+    last two node timeouts, and pauses the master's clients for seconds meanwhile."""
+    master = cluster.master_for_key(key)
+
+    def in_sync() -> bool:
+        with master.client() as m, replica.client() as r:
+            offset = m.info("replication")["master_repl_offset"]
+            return bool(r.info("replication").get("slave_repl_offset") == offset)
+
+    await async_until(in_sync)
+    with replica.client() as promote:
+        promote.execute_command("CLUSTER", "FAILOVER", "TAKEOVER")
+    await async_until(lambda: cluster.master_for_key(key) is replica)
 
 
 async def test_reentrant_and_fenced_write_on_a_cluster(

@@ -109,6 +109,26 @@ async def test_unreachable_server_lost_by_local_deadline(fresh_server: EmbeddedS
     await client.close()
 
 
+async def test_hung_renewal_is_signalled_at_the_deadline(fresh_server: EmbeddedServer) -> None:
+    # The socket timeout (60 s) is far longer than the ttl: a renewal hanging on a server that
+    # no longer answers (paused: the connection stays open) must not delay on_lost until the
+    # request times out, by which time another client could have held the lock for a minute.
+    client = AsyncLockClient.from_url(fresh_server.url, socket_timeout=60.0)
+    seen: list[bool] = []
+    lock = client.lock(
+        "hung-renewal", ttl=1.0, auto_renew=True, on_lost=lambda lk: seen.append(True)
+    )
+    await lock.acquire(0)
+    fresh_server.pause()
+    try:
+        await async_until(lambda: bool(seen), timeout=30.0)
+        assert lock.lost
+        assert client._watchdog.stats.calls >= 1  # a renewal was sent, and did hang
+    finally:
+        fresh_server.resume()
+    await client.close()
+
+
 async def test_many_leases_one_watchdog_batched(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:

@@ -12,6 +12,7 @@ from redis.crc import key_slot
 import fencelock
 from fencelock._sync.client import LockClient
 from fencelock._backend import SyncRedisCluster
+from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys, fence_key_for
 from tests.concurrency import SyncCall, sync_until
 from tests.topology import Cluster
@@ -98,6 +99,45 @@ def test_watchdog_renews_locks_of_every_slot(cluster_client: LockClient) -> None
     for lock in locks:
         assert not lock.lost and lock.held()
         lock.release()
+
+
+def test_renewals_follow_a_failover(
+    cluster_client: LockClient, cluster: Cluster
+) -> None:
+    # The watchdog sends each renewal straight to the node of its slot, bounded by the lease's
+    # deadline; after a failover that node answers MOVED, and the cluster client must take over.
+    lock = cluster_client.lock("failover-job", ttl=3, auto_renew=True)
+    assert lock.acquire(0)
+    old = cluster.master_for_key(lock._keys.lock)
+    (replica,) = cluster.replicas_of(old)
+    try:
+        _fail_over_to(replica, cluster, lock._keys.lock)
+        stats = cluster_client._watchdog.stats
+        renewed = stats.renewed
+        sync_until(lambda: stats.renewed >= renewed + 2)
+        assert not lock.lost and lock.held()
+        lock.release()
+        with replica.client() as new_master:
+            assert new_master.exists(lock._keys.lock) == 0
+    finally:  # the session's cluster goes back to its first layout for the other tests
+        _fail_over_to(old, cluster, lock._keys.lock)
+
+
+def _fail_over_to(replica: EmbeddedServer, cluster: Cluster, key: str) -> None:
+    """Promote ``replica`` once it has every write of its master. TAKEOVER needs no votes: a
+    plain manual failover is refused when the masters voted for a replica of that shard in the
+    last two node timeouts, and pauses the master's clients for seconds meanwhile."""
+    master = cluster.master_for_key(key)
+
+    def in_sync() -> bool:
+        with master.client() as m, replica.client() as r:
+            offset = m.info("replication")["master_repl_offset"]
+            return bool(r.info("replication").get("slave_repl_offset") == offset)
+
+    sync_until(in_sync)
+    with replica.client() as promote:
+        promote.execute_command("CLUSTER", "FAILOVER", "TAKEOVER")
+    sync_until(lambda: cluster.master_for_key(key) is replica)
 
 
 def test_reentrant_and_fenced_write_on_a_cluster(

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from redis.crc import key_slot
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import AskError, NoScriptError, RedisError
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from .._backend import (
     AsyncEvent,
@@ -31,6 +32,7 @@ from .._backend import (
     async_fan_out,
     async_no_retry,
     async_node_client,
+    async_request,
 )
 from .._core.quorum import NODE_TIMEOUT_MAX
 from .._core.replies import fenced_set_reply, translate_error
@@ -254,26 +256,39 @@ class AsyncLockClient:
         return await run_script(self.redis, script, keys, args)
 
     async def run_replicated(
-        self, script: Script, keys: Sequence[str], args: Sequence[Any]
+        self,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        timeout: float | None = None,
     ) -> tuple[Any, int | None]:
         """Run ``script``, then ``WAIT`` for ``min_replicas``: the reply, and how many replicas
         acknowledged it (None without ``min_replicas``). WAIT counts the writes of its own
-        connection, so both go in one pipeline, which keeps them on one connection."""
-        if not self.min_replicas:
+        connection, so both go on one connection. With ``timeout``, give up (``TimeoutError``)
+        after that many seconds even if the socket timeout is longer."""
+        if not self.min_replicas and timeout is None:
             return await self.run(script, keys, args), None
-        wait = ("WAIT", self.min_replicas, ttl_to_ms(self.replica_timeout))
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.evalsha(script.sha, len(keys), *keys, *args)
-            pipe.execute_command(*wait)
-            reply, acked = await pipe.execute(raise_on_error=False)
-            if isinstance(reply, NoScriptError):  # nothing ran: send the source, which caches it
-                pipe.eval(script.source, len(keys), *keys, *args)
-                pipe.execute_command(*wait)
-                reply, acked = await pipe.execute(raise_on_error=False)
-        for result in (reply, acked):
+        wait: list[tuple[Any, ...]] = []
+        if self.min_replicas:
+            wait.append(("WAIT", self.min_replicas, ttl_to_ms(self.replica_timeout)))
+        bound = self._socket_timeout if timeout is None else timeout
+        try:
+            for call in (("EVALSHA", script.sha), ("EVAL", script.source)):
+                command = (*call, len(keys), *keys, *args)
+                reply, *acked = await async_request(self.redis, [command, *wait], bound, keys[0])
+                if not isinstance(reply, NoScriptError):
+                    break  # else nothing ran: send the source, which caches it
+            moved = isinstance(reply, AskError)
+        except RedisConnectionError:
+            if not self.cluster:
+                raise
+            moved = True  # or failed over
+        if moved:  # the cluster client re-learns which node serves the slot
+            return await self.run(script, keys, args), None
+        for result in (reply, *acked):
             if isinstance(result, Exception):
                 raise result
-        return reply, int(acked)
+        return reply, int(acked[0]) if acked else None
 
     async def fan_out(self, command: Sequence[Any], timeout: float, what: str) -> list[Any]:
         """Redlock: send ``command`` to every node at once; per node its reply, or the

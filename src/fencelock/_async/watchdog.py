@@ -123,6 +123,8 @@ class AsyncWatchdog:
                 # a Cluster runs a multi-key script only on keys of one slot
                 group = by_slot if renewal_due(le.renew_at, le.lock.ttl, now) else later
                 group.setdefault(slot_of(le.lock._keys.lock), []).append(le)
+            ends = [(le.grant.deadline, id(le), le) for le in self._leases.values()]
+        heapq.heapify(ends)
         for slot, due in by_slot.items():
             # Fill the last batch with the leases due soonest: renewing them early costs nothing,
             # and leases taken at scattered times end up sharing full batches.
@@ -130,31 +132,46 @@ class AsyncWatchdog:
             if room and slot in later:
                 due += heapq.nsmallest(room, later[slot], key=lambda le: le.renew_at)
             for start in range(0, len(due), RENEW_BATCH):
+                # between batches too: a lease must be declared lost at its deadline, not when
+                # the round ends (each batch may take until its earliest deadline)
+                self._expire(ends)
                 await self._renew(due[start : start + RENEW_BATCH])
-        now = time.monotonic()
-        with self._guard:
-            expired = [lease for lease in self._leases.values() if now >= lease.grant.deadline]
-        for lease in expired:
-            self._lose(lease, "its lease ran out before a renewal was confirmed")
+        self._expire(ends)
         with self._guard:
             times = [min(le.renew_at, le.grant.deadline) for le in self._leases.values()]
             self._sleep_until = min(times, default=math.inf)
         left = self._sleep_until - time.monotonic()
         await self._wake.wait(None if math.isinf(left) else max(0.0, left))
 
+    def _expire(self, ends: list[tuple[float, int, Lease]]) -> None:
+        """Declare lost the leases whose deadline has passed (``ends``: a heap of the round's
+        deadlines; a lease renewed since is skipped)."""
+        now = time.monotonic()
+        while ends and ends[0][0] <= now:
+            lease = heapq.heappop(ends)[2]
+            if now >= lease.grant.deadline:
+                self._lose(lease, "its lease ran out before a renewal was confirmed")
+
     async def _renew(self, batch: list[Lease]) -> None:
+        with self._guard:  # not the ones declared lost or released meanwhile
+            batch = [lease for lease in batch if lease.grant in self._leases]
+        if not batch:
+            return
         keys = [lease.lock._keys.lock for lease in batch]
         args: list[str | int] = []
         for lease in batch:
             args += (lease.grant.holder, ttl_to_ms(lease.lock.ttl))
         sent_at = time.monotonic()
+        # A server that hangs must not hold the worker past a lease's deadline, at which its
+        # loss is to be signalled (and the socket timeout may be longer than the whole ttl).
+        left = min(lease.grant.deadline for lease in batch) - sent_at
         self.stats.calls += 1
         held: Sequence[bool | None]
         try:
             if self._client.nodes:
-                held = await self._renew_quorum(batch, keys, args, sent_at)
+                held = await self._renew_quorum(batch, keys, args, sent_at, left)
             else:
-                reply, acked = await self._client.run_replicated(RENEW, keys, args)
+                reply, acked = await self._client.run_replicated(RENEW, keys, args, left)
                 held = renew_reply(reply, len(batch))
                 # unacknowledged renewals are not confirmed: a failover could undo them
                 check_replicated(acked, self._client.min_replicas, "renewal")
@@ -172,11 +189,16 @@ class AsyncWatchdog:
                 self._lose(lease, "the lock was gone or held by another holder at renewal")
 
     async def _renew_quorum(
-        self, batch: list[Lease], keys: list[str], args: list[str | int], sent_at: float
+        self,
+        batch: list[Lease],
+        keys: list[str],
+        args: list[str | int],
+        sent_at: float,
+        left: float,
     ) -> list[bool | None]:
         """Redlock: per lease, renewed by a majority in time (True), refused by enough nodes
         that no majority can hold it (False), or unknown (None)."""
-        timeout = min(lease.lock._node_timeout for lease in batch)
+        timeout = min(left, *(lease.lock._node_timeout for lease in batch))
         replies = await self._client.fan_out_script(RENEW, keys, args, timeout)
         elapsed = time.monotonic() - sent_at
         held: list[bool | None] = []
