@@ -183,12 +183,22 @@ def minimal_sync_cycle(
 
     def acquire_command(token: str) -> tuple[Any, ...]:
         if fencelock_scripts:
-            return ("EVALSHA", ACQUIRE.sha, 2, keys.lock, keys.fence, token, TTL_MS)
+            lock_keys = (keys.lock, keys.fence, keys.queue)
+            return ("EVALSHA", ACQUIRE.sha, 3, *lock_keys, token, TTL_MS, 1, "")
         return ("SET", MINIMAL_KEY, token, "NX", "PX", TTL_MS)
 
     def release_command(token: str) -> tuple[Any, ...]:
         if fencelock_scripts:
-            return ("EVALSHA", RELEASE.sha, 1, keys.lock, token, keys.channel, "PUBLISH")
+            return (
+                "EVALSHA",
+                RELEASE.sha,
+                2,
+                keys.lock,
+                keys.queue,
+                token,
+                keys.channel,
+                "PUBLISH",
+            )
         return ("EVALSHA", sha, 1, MINIMAL_KEY, token)
 
     def granted(reply: Any) -> bool:

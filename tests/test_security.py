@@ -283,7 +283,7 @@ def test_scripts_see_user_input_only_as_keys_and_argv(
         exercise(sync_client, sync_client_b, evil, f"{evil}-resource-{i}", evil, renew=i == 0)
         for name in (evil, evil + "-r", evil + "-w"):
             keys = LockKeys.for_name(name)
-            declared |= {keys.lock.encode(), keys.fence.encode()}
+            declared |= {keys.lock.encode(), keys.fence.encode(), keys.queue.encode()}
         resource = f"{evil}-resource-{i}"
         declared |= {resource.encode(), fence_key_for(resource).encode()}
     monitor.stop()
@@ -434,6 +434,9 @@ def test_library_works_under_the_acl_user(
         a.fenced_set("stock:{2}", "7", 3)  # a tagged resource key: its companion is stock:{2}:...
         assert admin.get("stock:{2}:fencelock:fence") == "3"
         assert b.wait_stats.wakeups == 1 and b._queues.handoffs == 1
+    with LockClient.from_url(url, wake="one") as a, LockClient.from_url(url, wake="one") as b:
+        exercise(a, b, "acl-job-one", "stock:3", "43")  # the waiter queue and its own channel
+        assert b.wait_stats.wakeups == 1
     replicated = LockClient.from_url(url, min_replicas=1, replica_timeout=0.01)
     with replicated, pytest.raises(fencelock.NotReplicated):  # WAIT ran (found no replica)
         replicated.lock("acl-replicated", 10).acquire(0)

@@ -31,11 +31,17 @@ class LockKeys:
     lock: str  # the holder token (string) or hold counts (hash, reentrant locks)
     fence: str  # the fencing counter: INCRed on every grant, never expires
     channel: str  # pub/sub channel: a message on release wakes waiters
+    queue: str  # waiters woken one at a time (wake="one"), each on channel + ":" + its id
 
     @classmethod
     def for_name(cls, name: str, prefix: str = DEFAULT_PREFIX) -> LockKeys:
         base = f"{prefix}{{{escape(name)}}}"
-        return cls(lock=f"{base}:lock", fence=f"{base}:fence", channel=f"{base}:released")
+        return cls(
+            lock=f"{base}:lock",
+            fence=f"{base}:fence",
+            channel=f"{base}:released",
+            queue=f"{base}:waiters",
+        )
 
 
 def encodable(arg: str, value: str) -> str:

@@ -63,6 +63,7 @@ from .._core.replies import (
     acquire_reply,
     check_replicated,
     new_holder_token,
+    new_waiter_id,
     renew_reply,
     translate_error,
 )
@@ -166,6 +167,13 @@ class AsyncLock:
         self._ttl_ms = ttl_to_ms(self.ttl)
         self._acquire_keys = (self._keys.lock, self._keys.fence)
         self._lock_key = (self._keys.lock,)
+        # a simple lock's acquire and release also keep the queue of waiters woken one at a
+        # time; reentrant waiters are always woken all together
+        self._try_keys = (
+            self._acquire_keys if reentrant else (*self._acquire_keys, self._keys.queue)
+        )
+        self._release_keys = self._lock_key if reentrant else (self._keys.lock, self._keys.queue)
+        self._wake_one = client.wake == "one" and not reentrant
         self._acquire_script = REENTRANT_ACQUIRE if reentrant else ACQUIRE
         self._release_script = REENTRANT_RELEASE if reentrant else RELEASE
         # its local queue (singleflight.py): simple and reentrant locks on one name queue apart,
@@ -297,7 +305,10 @@ class AsyncLock:
         else:
             result = await self._try(holder, block=self._block())
         if isinstance(result, Busy) and remaining(deadline, time.monotonic()) != 0:
-            async with client.watch(self._keys.channel) as wake:
+            # wake="one": queued in Redis by the re-tries below, woken on a channel of its own
+            waiter = new_waiter_id() if self._wake_one else ""
+            channel = self._keys.channel + ":" + waiter if waiter else self._keys.channel
+            async with client.watch(channel) as wake:
                 if polite:
                     left = remaining(deadline, time.monotonic())
                     await client.wait(wake, polite if left is None else min(polite, left))
@@ -308,7 +319,7 @@ class AsyncLock:
                     # Subscribed (and confirmed) before this re-try: a release after it wakes us.
                     wake.clear()
                     sent_at = time.monotonic()
-                    result = await self._try(holder, block=self._block())
+                    result = await self._try(holder, block=self._block(), waiter=waiter)
                     if isinstance(result, Granted):
                         break
                     if client.nodes:
@@ -335,17 +346,20 @@ class AsyncLock:
             return 1
         return 1 + self._client._queues.handoffs_ahead(self._line)
 
-    async def _try(self, holder: str, depth: int = 0, block: int = 1) -> Granted | Busy:
+    async def _try(
+        self, holder: str, depth: int = 0, block: int = 1, waiter: str = ""
+    ) -> Granted | Busy:
         args: tuple[str | int, ...] = (holder, self._ttl_ms)
         if self.reentrant:
-            args += (depth,)
-        args += (block,)
+            args += (depth, block)
+        else:
+            args += (block, waiter)
         if self._client.nodes:
             return await self._try_quorum(holder, depth, args)
         for attempt in range(1, ATTEMPTS + 1):
             try:
                 reply, acked = await self._client.run_replicated(
-                    self._acquire_script, self._acquire_keys, args
+                    self._acquire_script, self._try_keys, args
                 )
                 await async_checkpoint()
                 result = acquire_reply(reply)
@@ -366,7 +380,7 @@ class AsyncLock:
     ) -> Granted | Busy:
         """Redlock: ask every node at once; a majority within the validity grants."""
         sent_at = time.monotonic()
-        replies = await self._fan_out(self._acquire_script, self._acquire_keys, args)
+        replies = await self._fan_out(self._acquire_script, self._try_keys, args)
         await async_checkpoint()
         outcome = acquire_outcome(replies, self.ttl, time.monotonic() - sent_at)
         result = outcome.result
@@ -414,10 +428,10 @@ class AsyncLock:
         but still held, 0: not held by ``holder``."""
         args = (holder, self._keys.channel, self._client.publish_command)
         if self._client.nodes:
-            replies = await self._fan_out(self._release_script, self._lock_key, args)
+            replies = await self._fan_out(self._release_script, self._release_keys, args)
             return int(owned_by_quorum(replies, (1, 2, 3), f"release of {self.name!r}"))
         try:
-            reply = await self._client.run(self._release_script, self._lock_key, args)
+            reply = await self._client.run(self._release_script, self._release_keys, args)
         except RedisError as exc:
             raise translate_error(exc, self._keys.lock) from exc
         return int(reply)

@@ -17,6 +17,12 @@ def new_holder_token() -> str:
     return secrets.token_urlsafe(HOLDER_TOKEN_BYTES)
 
 
+def new_waiter_id() -> str:
+    """A waiter's name in a lock's queue and its wake-up channel: unique, not a secret (anyone
+    allowed PUBSUB sees it), so not derived from the holder token."""
+    return secrets.token_hex(8)
+
+
 @dataclass(frozen=True, slots=True)
 class Granted:
     fence: int

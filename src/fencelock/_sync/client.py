@@ -55,6 +55,7 @@ from .waiter import Waiter
 from .watchdog import Watchdog
 
 DEFAULT_SOCKET_TIMEOUT = 5.0
+WAKE_MODES = ("all", "one")
 # Consecutive local hand-offs before the lock goes back through Redis (see singleflight.py).
 DEFAULT_MAX_HANDOFFS = 10
 
@@ -129,8 +130,14 @@ class LockClient:
         replica_timeout: float = 1.0,
         node_timeout: float | None = None,
         max_handoffs: int = DEFAULT_MAX_HANDOFFS,
+        wake: str = "all",
     ) -> None:
         self._prefix = validate_prefix(prefix)
+        if wake not in WAKE_MODES:
+            raise ValueError(f"wake must be one of {WAKE_MODES}, got {wake!r}")
+        # "all": a release wakes every waiting client, and one wins the re-try; "one": waiters
+        # queue in Redis and a release wakes the first that still listens (docs/contention.md)
+        self.wake = wake
         socket_timeout = validate_ttl(socket_timeout, "socket_timeout")
         # a blocked acquire re-tries at least this often, even if no wake-up message arrives
         self.max_poll = validate_ttl(max_poll, "max_poll")

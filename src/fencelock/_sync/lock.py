@@ -64,6 +64,7 @@ from .._core.replies import (
     acquire_reply,
     check_replicated,
     new_holder_token,
+    new_waiter_id,
     renew_reply,
     translate_error,
 )
@@ -167,6 +168,13 @@ class Lock:
         self._ttl_ms = ttl_to_ms(self.ttl)
         self._acquire_keys = (self._keys.lock, self._keys.fence)
         self._lock_key = (self._keys.lock,)
+        # a simple lock's acquire and release also keep the queue of waiters woken one at a
+        # time; reentrant waiters are always woken all together
+        self._try_keys = (
+            self._acquire_keys if reentrant else (*self._acquire_keys, self._keys.queue)
+        )
+        self._release_keys = self._lock_key if reentrant else (self._keys.lock, self._keys.queue)
+        self._wake_one = client.wake == "one" and not reentrant
         self._acquire_script = REENTRANT_ACQUIRE if reentrant else ACQUIRE
         self._release_script = REENTRANT_RELEASE if reentrant else RELEASE
         # its local queue (singleflight.py): simple and reentrant locks on one name queue apart,
@@ -298,7 +306,10 @@ class Lock:
         else:
             result = self._try(holder, block=self._block())
         if isinstance(result, Busy) and remaining(deadline, time.monotonic()) != 0:
-            with client.watch(self._keys.channel) as wake:
+            # wake="one": queued in Redis by the re-tries below, woken on a channel of its own
+            waiter = new_waiter_id() if self._wake_one else ""
+            channel = self._keys.channel + ":" + waiter if waiter else self._keys.channel
+            with client.watch(channel) as wake:
                 if polite:
                     left = remaining(deadline, time.monotonic())
                     client.wait(wake, polite if left is None else min(polite, left))
@@ -309,7 +320,7 @@ class Lock:
                     # Subscribed (and confirmed) before this re-try: a release after it wakes us.
                     wake.clear()
                     sent_at = time.monotonic()
-                    result = self._try(holder, block=self._block())
+                    result = self._try(holder, block=self._block(), waiter=waiter)
                     if isinstance(result, Granted):
                         break
                     if client.nodes:
@@ -336,17 +347,20 @@ class Lock:
             return 1
         return 1 + self._client._queues.handoffs_ahead(self._line)
 
-    def _try(self, holder: str, depth: int = 0, block: int = 1) -> Granted | Busy:
+    def _try(
+        self, holder: str, depth: int = 0, block: int = 1, waiter: str = ""
+    ) -> Granted | Busy:
         args: tuple[str | int, ...] = (holder, self._ttl_ms)
         if self.reentrant:
-            args += (depth,)
-        args += (block,)
+            args += (depth, block)
+        else:
+            args += (block, waiter)
         if self._client.nodes:
             return self._try_quorum(holder, depth, args)
         for attempt in range(1, ATTEMPTS + 1):
             try:
                 reply, acked = self._client.run_replicated(
-                    self._acquire_script, self._acquire_keys, args
+                    self._acquire_script, self._try_keys, args
                 )
                 sync_checkpoint()
                 result = acquire_reply(reply)
@@ -367,7 +381,7 @@ class Lock:
     ) -> Granted | Busy:
         """Redlock: ask every node at once; a majority within the validity grants."""
         sent_at = time.monotonic()
-        replies = self._fan_out(self._acquire_script, self._acquire_keys, args)
+        replies = self._fan_out(self._acquire_script, self._try_keys, args)
         sync_checkpoint()
         outcome = acquire_outcome(replies, self.ttl, time.monotonic() - sent_at)
         result = outcome.result
@@ -415,10 +429,10 @@ class Lock:
         but still held, 0: not held by ``holder``."""
         args = (holder, self._keys.channel, self._client.publish_command)
         if self._client.nodes:
-            replies = self._fan_out(self._release_script, self._lock_key, args)
+            replies = self._fan_out(self._release_script, self._release_keys, args)
             return int(owned_by_quorum(replies, (1, 2, 3), f"release of {self.name!r}"))
         try:
-            reply = self._client.run(self._release_script, self._lock_key, args)
+            reply = self._client.run(self._release_script, self._release_keys, args)
         except RedisError as exc:
             raise translate_error(exc, self._keys.lock) from exc
         return int(reply)

@@ -2,15 +2,18 @@
 --
 -- KEYS[1]  lock key: a string holding the holder token, always with a TTL
 -- KEYS[2]  fencing counter: an integer incremented on every grant, never expires
+-- KEYS[3]  queue of waiters to wake one at a time (a sorted set, by arrival on the server clock)
 -- ARGV[1]  holder token (at least 20 random bytes, url-safe base64)
 -- ARGV[2]  ttl in milliseconds
 -- ARGV[3]  fencing tokens to reserve: 1, or more when waiters of the same process are queued
 --          for local hand-offs (the grant's token is the first of the block)
+-- ARGV[4]  this waiter's id in KEYS[3] when it waits to be woken alone (wake="one"), or ''
 --
--- Returns {1, fence} when granted, fence being the last token of the block. When ARGV[1] already holds the lock (the library retries a
--- request that timed out, and the first attempt had in fact succeeded) the lease is re-extended
--- and the fence of that grant is returned again, so the retry cannot fail against itself.
--- Otherwise returns {0, pttl}: the holder's remaining ttl in ms (-1: a key without expiry).
+-- Returns {1, fence} when granted, fence being the last token of the block. When ARGV[1] already
+-- holds the lock (the library retries a request that timed out, and the first attempt had in
+-- fact succeeded) the lease is re-extended and the fence of that grant is returned again, so the
+-- retry cannot fail against itself. Otherwise returns {0, pttl}: the holder's remaining ttl in
+-- ms (-1: a key without expiry), and a waiter is queued (once: it keeps its place on re-tries).
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local fence = redis.pcall('INCRBY', KEYS[2], ARGV[3])
   if type(fence) == 'table' then
@@ -18,10 +21,24 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     redis.call('DEL', KEYS[1])
     return redis.error_reply('fencing counter ' .. KEYS[2] .. ': ' .. fence.err)
   end
+  if ARGV[4] ~= '' then
+    redis.call('ZREM', KEYS[3], ARGV[4])
+  end
   return {1, redis.call('GET', KEYS[2])}  -- the exact decimal string, not a Lua double
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {1, redis.call('GET', KEYS[2])}
 end
-return {0, redis.call('PTTL', KEYS[1])}
+local pttl = redis.call('PTTL', KEYS[1])
+if ARGV[4] ~= '' then
+  local now = redis.call('TIME')
+  -- microseconds, as a string: a Lua number would be sent rounded to 14 digits
+  redis.call('ZADD', KEYS[3], 'NX', now[1] .. string.format('%06d', now[2]), ARGV[4])
+  -- Waiters re-try (and so re-queue) within the holder's ttl at the latest: a queue nobody
+  -- refreshes for that long is left over from waiters that are gone.
+  if redis.call('PTTL', KEYS[3]) < pttl + ARGV[2] then
+    redis.call('PEXPIRE', KEYS[3], pttl + ARGV[2])
+  end
+end
+return {0, pttl}
