@@ -60,11 +60,12 @@ async def test_locks_across_shards(cluster_client: AsyncLockClient, cluster: Clu
     await other.release()
 
 
+@pytest.mark.parametrize("wake", ["all", "one"])
 async def test_release_wakes_a_waiter_by_sharded_pubsub(
-    cluster_client: AsyncLockClient, cluster: Cluster
+    cluster_client: AsyncLockClient, cluster: Cluster, wake: str
 ) -> None:
     redis = AsyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=5)
-    waiter_client = AsyncLockClient(redis, max_poll=3600)
+    waiter_client = AsyncLockClient(redis, max_poll=3600, wake=wake)
     for name in NAMES[:3]:
         held = cluster_client.lock(name, ttl=3600)
         assert await held.acquire(0)

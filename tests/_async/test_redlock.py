@@ -173,8 +173,12 @@ async def test_a_hung_node_costs_a_node_timeout_not_its_hang(
     await client.close()
 
 
-async def test_release_wakes_a_waiter_through_any_node(redlock: list[EmbeddedServer]) -> None:
-    holder_client, waiter_client = make_client(redlock), make_client(redlock, max_poll=3600)
+@pytest.mark.parametrize("wake", ["all", "one"])
+async def test_release_wakes_a_waiter_through_any_node(
+    redlock: list[EmbeddedServer], wake: str
+) -> None:
+    holder_client = make_client(redlock, wake=wake)
+    waiter_client = make_client(redlock, max_poll=3600, wake=wake)
     held = holder_client.lock("job", ttl=3600)
     assert await held.acquire(0)
     redlock[0].kill()  # one node's pub/sub is gone: the others still deliver

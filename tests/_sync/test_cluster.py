@@ -61,11 +61,12 @@ def test_locks_across_shards(cluster_client: LockClient, cluster: Cluster) -> No
     other.release()
 
 
+@pytest.mark.parametrize("wake", ["all", "one"])
 def test_release_wakes_a_waiter_by_sharded_pubsub(
-    cluster_client: LockClient, cluster: Cluster
+    cluster_client: LockClient, cluster: Cluster, wake: str
 ) -> None:
     redis = SyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=5)
-    waiter_client = LockClient(redis, max_poll=3600)
+    waiter_client = LockClient(redis, max_poll=3600, wake=wake)
     for name in NAMES[:3]:
         held = cluster_client.lock(name, ttl=3600)
         assert held.acquire(0)
