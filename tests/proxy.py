@@ -162,13 +162,18 @@ class TcpProxy:
         try:
             while True:
                 events = self._selector.select(self._timeout(mode, delay))
+                # Drain the wake-ups before reading what they announce: one sent after that
+                # read then stays pending for the next select (drained after it, it was lost,
+                # and a close() could wait for the thread forever).
+                if any(key.fileobj is self._wake_r for key, _ in events):
+                    self._drain_wake()
                 with self._cond:
                     if self._closing:
                         return
                     mode, delay, ticket = self._mode, self._delay, self._requested
                 for key, mask in events:
                     if key.fileobj is self._wake_r:
-                        self._drain_wake()
+                        continue
                     elif key.fileobj is self._listener:
                         self._accept(mode)
                     elif mask & selectors.EVENT_READ:

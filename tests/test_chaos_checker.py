@@ -1,5 +1,6 @@
 """The chaos checker on hand-made histories: each check has histories that must pass and
-histories that must fail (bench/chaos/checker.py; no server needed)."""
+histories that must fail (bench/chaos/checker.py, and the promises of bench/chaos/report.py;
+no server needed)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from typing import Any
 
 import pytest
 
-from bench.chaos import checker
+from bench.chaos import checker, report
 from bench.chaos import history as h
 from bench.chaos.history import Event
+from bench.chaos.runner import Result
+from bench.chaos.scenarios import ALWAYS, BY_NAME
 
 NAME = "job"
 
@@ -348,3 +351,145 @@ def test_a_final_probe_that_failed_is_unverified_not_orphaned() -> None:
 def test_threads_that_died_are_reported() -> None:
     s = Story().add(1.0, "w0", h.THREAD_DIED, detail="fencelock-waiter: KeyError: 0").final(0)
     assert s.report().threads_died == ["w0 fencelock-waiter: KeyError: 0"]
+
+
+# -- async_cancel: auto_renew under asyncio, on_lost_policy="cancel" ------------------------------
+
+
+def cancel_story() -> Story:
+    """w0 is told of a loss at 0.5 by the watchdog (on_lost), its block is cancelled; w1 waits."""
+    s = Story(kind=h.ASYNC_CANCEL).acquire("w0", 1, 0.0).add(0.01, "w0", h.READ, value=0)
+    s.add(0.5, "w0", h.LOST, detail="fencelock-watchdog").add(0.5, "w0", h.CANCELLED, detail="work")
+    return s
+
+
+def test_a_loss_that_cancels_the_block_and_ends_it_with_lock_lost_passes() -> None:
+    s = cancel_story().release("w0", 0.51, error="LockLost")
+    s.acquire("w1", 2, 0.6, asked=0.2).write("w1", 1, 0.7).release("w1", 0.8).final(1)
+    r = s.report()
+    assert r.renewed and r.cancelling
+    assert r.uncancelled == []
+    assert r.overlaps == [] and r.stale_accepted == []
+    (loss,) = r.losses  # found gone when the block released it: told in time, by on_lost
+    assert (loss.how, loss.signalled) == ("gone at release", checker.IN_TIME)
+
+
+def test_a_cancellation_that_lands_in_the_block_ends_its_belief() -> None:
+    # w0 taken over at 1.0; the cancellation landing at 1.25 is the signal (no on_lost seen)
+    s = Story(kind=h.ASYNC_CANCEL).acquire("w0", 1, 0.0).acquire("w1", 2, 1.0)
+    s.add(1.25, "w0", h.CANCELLED, detail="work").release("w0", 1.26, error="LockLost")
+    s.release("w1", 2.0).final(0)
+    r = s.report()
+    (o,) = r.overlaps
+    assert (o.start, o.end) == (1.0, 1.25)
+    (loss,) = r.losses
+    assert (loss.grant.worker, loss.signalled) == ("w0", checker.IN_TIME)
+    assert r.uncancelled == []
+
+
+def test_a_loss_found_by_check_in_the_block_passes() -> None:
+    # check() declared the loss from the worker's own task: on_lost, then LockLost from check()
+    s = Story(kind=h.ASYNC_CANCEL).acquire("w0", 1, 0.0).add(0.01, "w0", h.READ, value=0)
+    s.add(0.9, "w0", h.LOST, detail="chaos-w0").add(0.9001, "w0", h.CHECK_FAILED)
+    s.release("w0", 0.901, error="LockLost").final(0)
+    r = s.report()
+    assert r.uncancelled == [] and r.unsignalled == []
+
+
+def test_the_answer_of_a_write_in_flight_when_cancelled_is_no_step_after_the_loss() -> None:
+    # the cancellation landed while the fenced write was in flight; its answer came after it
+    s = Story(kind=h.ASYNC_CANCEL).acquire("w0", 1, 0.0).add(0.01, "w0", h.READ, value=0)
+    s.add(0.3, "w0", h.CHECK_PASSED).add(0.35, "w0", h.WRITE_ATTEMPT, value=1)
+    s.add(0.36, "w0", h.LOST).add(0.36, "w0", h.CANCELLED, detail="write (in flight)")
+    s.add(0.37, "w0", h.WRITE_ACCEPTED, value=1, t0=0.35).release("w0", 0.38, error="LockLost")
+    r = s.final(1).report()
+    assert r.uncancelled == []
+    assert r.count(h.WRITE_ACCEPTED) == 1 and r.lost_updates == 0
+
+
+def test_a_loss_without_any_block_left_to_cancel_passes() -> None:
+    # gone at release without a signal before: nothing was told inside the block
+    s = Story(kind=h.ASYNC_CANCEL).cycle("w0", 1, 0.0, 1)
+    s.acquire("w1", 2, 1.0).release("w1", 1.5, error="LockLost").final(1)
+    assert s.report().uncancelled == []
+
+
+def test_a_step_after_the_cancel_is_reported() -> None:
+    # the block went on after on_lost: the cancellation did not land at the next await
+    s = cancel_story().add(0.6, "w0", h.CHECK_FAILED)
+    s.add(0.62, "w0", h.WRITE_ATTEMPT, value=1).add(0.63, "w0", h.WRITE_REFUSED, value=1, t0=0.62)
+    s.release("w0", 0.64, error="LockLost").final(0)
+    ((grant, why),) = s.report().uncancelled
+    assert grant.worker == "w0"
+    assert why == "write_attempt at 0.620, after the loss at 0.500"
+
+
+def test_a_step_after_on_lost_is_fine_without_the_cancel_policy() -> None:
+    # the same steps under on_lost_policy="ignore" (the sync auto_renew kind): it goes on
+    s = Story(kind=h.AUTO_RENEW).acquire("w0", 1, 0.0).add(0.5, "w0", h.LOST)
+    s.add(0.6, "w0", h.CHECK_PASSED).write("w0", 1, 0.62).release("w0", 0.7, error="LockLost")
+    r = s.final(1).report()
+    assert r.renewed and not r.cancelling
+    assert r.uncancelled == []
+
+
+@pytest.mark.parametrize(
+    ("error", "why"),
+    [
+        ("", "the block ended normally after the loss, not with LockLost"),
+        ("CancelledError", "the block ended with CancelledError, not LockLost"),
+    ],
+)
+def test_a_cancelled_block_that_does_not_end_with_lock_lost_is_reported(
+    error: str, why: str
+) -> None:
+    s = cancel_story().release("w0", 0.51, error=error).final(0)
+    r = s.report()
+    assert [(g.worker, text) for g, text in r.uncancelled] == [("w0", why)]
+    assert r.masked_losses == []
+
+
+def test_a_release_error_in_place_of_lock_lost_is_a_masked_loss() -> None:
+    # the release at the block's exit could not reach the servers: its error came out instead
+    s = cancel_story().release("w0", 0.51, error="LockConnectionError").final(0)
+    r = s.report()
+    assert r.uncancelled == []
+    why = "the block ended with LockConnectionError from its release, not LockLost"
+    assert [(g.worker, text) for g, text in r.masked_losses] == [("w0", why)]
+    # not when nothing was told inside the block: the release's error is all there is to say
+    s2 = Story(kind=h.ASYNC_CANCEL).acquire("w0", 1, 0.0).release("w0", 0.5, "LockConnectionError")
+    assert s2.final(0).report().masked_losses == []
+
+
+def test_a_holder_killed_after_its_loss_is_not_held_to_its_block_end() -> None:
+    s = cancel_story().add(0.6, "w0", h.KILLED, detail="nemesis").final(0)
+    assert s.report().uncancelled == []
+    s2 = cancel_story().add(0.51, "w0", h.RELEASE).final(0)  # killed within the block's exit
+    assert s2.report().uncancelled == []
+
+
+def broken_promises(s: Story) -> list[str]:
+    """What ``report.violations`` says of the history ``s`` (in any scenario: holder-crash)."""
+    result = Result(BY_NAME["single/holder-crash"], checker.check(s.events), 0, 0.0, Path())
+    return report.violations(result)
+
+
+def test_every_loss_of_an_async_cancel_lock_must_be_signalled_as_for_auto_renew() -> None:
+    def unsignalled(kind: str) -> Story:  # w0 taken over, and never told
+        s = Story(kind=kind).acquire("w0", 1, 0.0).acquire("w1", 2, 2.0, asked=1.5)
+        return s.release("w1", 2.2).release("w0", 2.5).final(0)
+
+    for kind, promised in [(h.ASYNC_CANCEL, True), (h.AUTO_RENEW, True), (h.DEFAULT, False)]:
+        lines = [line for line in broken_promises(unsignalled(kind)) if ALWAYS[2] in line]
+        assert len(lines) == (1 if promised else 0), kind
+        assert all(line.startswith(f"single/holder-crash {kind}: ") for line in lines)
+
+
+def test_an_uncancelled_block_is_a_broken_promise_a_masked_loss_is_not() -> None:
+    uncancelled = cancel_story().release("w0", 0.51, error="CancelledError").final(0)
+    (line,) = [line for line in broken_promises(uncancelled) if ALWAYS[4] in line]
+    assert line.endswith("the block ended with CancelledError, not LockLost")
+    cancelled = cancel_story().release("w0", 0.51, error="LockLost").final(0)
+    assert broken_promises(cancelled) == []
+    masked = cancel_story().release("w0", 0.51, error="LockConnectionError").final(0)
+    assert broken_promises(masked) == []

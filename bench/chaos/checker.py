@@ -10,8 +10,8 @@ grant
 belief
     The part of a grant during which its holder, by its own knowledge, held the lock: from the
     acquire until ``release`` was called, the worker was killed, or it was told of a loss
-    (``lost`` from ``on_lost``, ``check_failed``, or a ``write_refused``), whichever came first.
-    A paused (SIGSTOPped) holder keeps believing: that is what a pause is.
+    (``lost`` from ``on_lost``, ``check_failed``, ``cancelled``, or a ``write_refused``),
+    whichever came first. A paused (SIGSTOPped) holder keeps believing: that is what a pause is.
 overlap
     Two grants of one name, by different workers, whose beliefs intersect: two holders inside
     the critical section at once, each by its own belief.
@@ -33,8 +33,20 @@ loss
     A grant whose lock was taken by another worker while it held it (a newer grant of the name
     returned before its hold ended: asked for after it returned, or with a larger token), or
     whose release found it gone (``release_failed`` with
-    ``LockLost``/``LockNotOwned``). Signalled: by ``on_lost``/``check_failed``/``write_refused``
-    before the release (in time), only by the release raising (at release), or never.
+    ``LockLost``/``LockNotOwned``). Signalled: by ``on_lost``/``check_failed``/``cancelled``/
+    ``write_refused`` before the release (in time), only by the release raising (at release), or
+    never. Every loss of a lock with ``auto_renew`` (``history.RENEWED_KINDS``) must be signalled.
+uncancelled block
+    Locks with ``on_lost_policy="cancel"`` (``history.CANCELLING_KINDS``) only: a grant whose
+    holder was told of a loss inside its ``async with`` block (``lost``, ``cancelled`` or
+    ``check_failed`` before ``release``) must stop at its next await, and its block must end
+    with ``LockLost``. Reported: a step begun after the loss was declared (``read``, ``reenter``,
+    ``check_passed`` or ``write_attempt`` after ``lost``/``cancelled``), and a block that ended
+    otherwise: normally, or with ``CancelledError`` or any error but those of ``RELEASE_ERRORS``.
+masked loss
+    Such a block that ended instead with the error of a release that could not reach the servers
+    (``LockConnectionError``, which the block's exit lets through in place of ``LockLost``). Told
+    apart from the uncancelled blocks: the loss was signalled, and the error is a typed one.
 token regression
     A grant whose token is not larger than that of a grant returned before it was requested.
 orphaned lock
@@ -55,6 +67,7 @@ import bisect
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from . import history as h
 from .history import Event
@@ -89,6 +102,8 @@ class Grant:
     released: bool | None = None  # release() returned (True) or raised (False)
     release_error: str = ""
     signals: list[tuple[float, str]] = field(default_factory=list)  # (t, event kind)
+    steps: list[tuple[float, str]] = field(default_factory=list)  # (t, kind): read, reenter,
+    #   check_passed, write_attempt: what the holder began
     checks_passed: list[float] = field(default_factory=list)
     writes: list[Write] = field(default_factory=list)
 
@@ -165,9 +180,21 @@ class NameReport:
     unverified: str = ""  # why the final probe failed ("": it did not)
     threads_died: list[str] = field(default_factory=list)  # worker threads ended by exceptions
     recoveries: list[Recovery] = field(default_factory=list)
+    uncancelled: list[tuple[Grant, str]] = field(default_factory=list)  # cancelling kinds only
+    masked_losses: list[tuple[Grant, str]] = field(default_factory=list)  # the same
 
     def count(self, outcome: str) -> int:
         return sum(1 for w in self.writes if w.outcome == outcome)
+
+    @property
+    def renewed(self) -> bool:
+        """Whether this lock is renewed by the watchdog (its losses must all be signalled)."""
+        return self.kind in h.RENEWED_KINDS
+
+    @property
+    def cancelling(self) -> bool:
+        """Whether this lock has ``on_lost_policy="cancel"`` (see ``uncancelled_blocks``)."""
+        return self.kind in h.CANCELLING_KINDS
 
     @property
     def losses_signalled(self) -> int:
@@ -243,12 +270,16 @@ def grants(events: Sequence[Event]) -> list[Grant]:
                 grant.signals.append((e.t, e.kind))
         elif e.kind in (h.KILLED, h.EXIT):
             close(grant, e.t, "killed" if e.kind == h.KILLED else "exit")
-        elif e.kind in (h.LOST, h.CHECK_FAILED):
+        elif e.kind in (h.LOST, h.CHECK_FAILED, h.CANCELLED):
             grant.signals.append((e.t, e.kind))
+        elif e.kind in (h.READ, h.REENTER):
+            grant.steps.append((e.t, e.kind))
         elif e.kind == h.CHECK_PASSED:
             grant.checks_passed.append(e.t)
+            grant.steps.append((e.t, e.kind))
         elif e.kind == h.WRITE_ATTEMPT:
             sent[e.worker] = e
+            grant.steps.append((e.t, e.kind))
         elif e.kind in (h.WRITE_ACCEPTED, h.WRITE_REFUSED, h.WRITE_ERROR):
             attempt = sent.pop(e.worker, None)
             t0 = e.t0 if e.t0 is not None else (attempt.t if attempt else e.t)
@@ -362,6 +393,53 @@ def late_checks(grant_list: Sequence[Grant]) -> list[tuple[Grant, float]]:
             if taken is not None:
                 found.extend((grant, t) for t in grant.checks_passed if t > taken)
     return found
+
+
+TOLD: Final = (h.LOST, h.CANCELLED, h.CHECK_FAILED)  # the library declared the lease lost
+DECLARED: Final = (h.LOST, h.CANCELLED)  # ... and (cancel policy) cancelled the block
+# errors of a release that could not reach the servers: the block's exit lets them through in
+# place of LockLost (a masked loss, reported apart)
+RELEASE_ERRORS: Final = ("LockConnectionError",)
+
+
+def _told_in_block(grant: Grant) -> bool:
+    return any(kind in TOLD and t <= grant.hold_end for t, kind in grant.signals)
+
+
+def uncancelled_blocks(grant_list: Iterable[Grant]) -> list[tuple[Grant, str]]:
+    """Grants of a lock with ``on_lost_policy="cancel"`` (pass only those) whose loss, told
+    inside the block, did not cancel it: a step begun after the loss was declared, or a block
+    that did not end with ``LockLost`` (see the module's docstring), each with what happened."""
+    found: list[tuple[Grant, str]] = []
+    for grant in grant_list:
+        if not _told_in_block(grant):
+            continue
+        declared = [t for t, kind in grant.signals if kind in DECLARED and t <= grant.hold_end]
+        if declared:
+            lost_at = min(declared)
+            later = [(t, kind) for t, kind in grant.steps if t > lost_at]
+            for t, kind in later[:1]:
+                found.append((grant, f"{kind} at {t:.3f}, after the loss at {lost_at:.3f}"))
+        if grant.ended_by != "release" or grant.released is None:
+            continue  # killed, or its history ended, before the block did
+        if grant.released:
+            found.append((grant, "the block ended normally after the loss, not with LockLost"))
+        elif grant.release_error not in ("LockLost", *RELEASE_ERRORS):
+            found.append((grant, f"the block ended with {grant.release_error}, not LockLost"))
+    return found
+
+
+def masked_losses(grant_list: Iterable[Grant]) -> list[tuple[Grant, str]]:
+    """Grants of a lock with ``on_lost_policy="cancel"`` (pass only those) whose loss, told
+    inside the block, ended the block with a ``RELEASE_ERRORS`` error instead of ``LockLost``."""
+    return [
+        (grant, f"the block ended with {grant.release_error} from its release, not LockLost")
+        for grant in grant_list
+        if _told_in_block(grant)
+        and grant.ended_by == "release"
+        and grant.released is False
+        and grant.release_error in RELEASE_ERRORS
+    ]
 
 
 def stale_accepted(writes: Sequence[Write]) -> list[Write]:
@@ -516,6 +594,11 @@ def check(events: Sequence[Event]) -> Report:
         report(loss.grant.name).losses.append(loss)
     for grant, t in late_checks(grant_list):
         report(grant.name).late_checks.append((grant, t))
+    cancelling = [g for g in grant_list if report(g.name).cancelling]
+    for grant, why in uncancelled_blocks(cancelling):
+        report(grant.name).uncancelled.append((grant, why))
+    for grant, why in masked_losses(cancelling):
+        report(grant.name).masked_losses.append((grant, why))
     for grant in token_regressions(grant_list):
         report(grant.name).token_regressions.append(grant)
     for name, found in orphans(events, ttl_ms).items():

@@ -17,6 +17,15 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import IO, Any, Final
 
+# -- lock kinds (the detail of CONFIG) -----------------------------------------------------------
+DEFAULT: Final = "default"  # sync LockClient, no renewal
+AUTO_RENEW: Final = "auto_renew"  # sync LockClient, auto_renew=True, on_lost_policy="ignore"
+REENTRANT: Final = "reentrant"  # sync LockClient, reentrant=True (each grant entered twice)
+# asyncio LockClient, ``async with lock:`` with auto_renew=True, on_lost_policy="cancel"
+ASYNC_CANCEL: Final = "async_cancel"
+RENEWED_KINDS: Final = (AUTO_RENEW, ASYNC_CANCEL)  # auto_renew=True: every loss is signalled
+CANCELLING_KINDS: Final = (ASYNC_CANCEL,)  # a loss cancels the block, which ends with LockLost
+
 # -- event kinds ---------------------------------------------------------------------------------
 # Recorded by the harness before the workers start: one per lock name.
 CONFIG: Final = "config"  # name; value = ttl in ms; detail = lock kind
@@ -27,7 +36,10 @@ REENTER: Final = "reenter"  # a reentrant lock acquired again (same token)
 READ: Final = "read"  # the counter's value read from the resource; value
 CHECK_PASSED: Final = "check_passed"  # lock.check() returned
 CHECK_FAILED: Final = "check_failed"  # lock.check() raised LockLost
-LOST: Final = "lost"  # on_lost(lock) was called; detail = the thread it ran on
+LOST: Final = "lost"  # on_lost(lock) was called; detail = the thread (or asyncio task) it ran on
+# on_lost_policy="cancel": the library's cancellation landed in the ``async with`` block (a
+# CancelledError at one of its awaits); detail = the step it landed in
+CANCELLED: Final = "cancelled"
 WRITE_ATTEMPT: Final = "write_attempt"  # fenced_set sent; value = what it writes
 WRITE_ACCEPTED: Final = "write_accepted"  # fenced_set returned; t0 = when it was sent
 WRITE_REFUSED: Final = "write_refused"  # StaleToken; t0; detail = the token already seen
@@ -35,9 +47,12 @@ WRITE_ERROR: Final = "write_error"  # any other error of the write; detail
 RELEASE: Final = "release"  # release() called: the worker's belief ends here at the latest
 RELEASED: Final = "released"  # release() returned
 RELEASE_FAILED: Final = "release_failed"  # release() raised; detail = the exception's class
+#   (ASYNC_CANCEL: RELEASE is the end of the block's body, RELEASED/RELEASE_FAILED how the
+#   ``async with`` then ended: normally, or with the exception it raised, LockLost after a loss)
 EXIT: Final = "exit"  # the worker left its loop and closed its client
 LIBRARY_LOG: Final = "library_log"  # a line fencelock logged in this worker; detail
-THREAD_DIED: Final = "thread_died"  # a thread of the worker ended on an exception; detail
+THREAD_DIED: Final = "thread_died"  # a thread (or asyncio task) of the worker ended on an
+#   exception; detail
 # The nemesis ("worker" is "nemesis", except for the events about one worker).
 FAULT_START: Final = "fault_start"  # value = fault id; name = the lock it aims at ("" = all);
 #   detail = what was done; scope = "holder" (a worker was hit) or "server" (servers/network)

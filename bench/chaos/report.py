@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from . import history as h
 from .runner import Result
 from .scenarios import ALWAYS, FAILS_CHECK, FENCED, FREE_IN_TTL, NO_OVERLAP
-from .workers import AUTO_RENEW
 
 SLACK = 1.0  # seconds allowed above the ttl for "free within its ttl" (a loaded 2-vCPU box)
 
@@ -121,9 +120,11 @@ def violations(result: Result) -> list[str]:
         if r.unverified:
             found.append(f"{where}: {ALWAYS[1]}: not verified, the final acquire failed: "
                          f"{r.unverified}")  # fmt: skip
-        if r.kind == AUTO_RENEW:
+        if r.renewed:
             for loss in r.unsignalled:
                 found.append(f"{where}: {ALWAYS[2]}: {loss.grant} {loss.how} at {loss.at:.3f}")
+        for grant, why in r.uncancelled:
+            found.append(f"{where}: {ALWAYS[4]}: {grant}: {why}")
         if r.unexplained_increments:
             found.append(f"{where}: {ALWAYS[3]}: {r.unexplained_increments}")
         if NO_OVERLAP in scenario.promises:
@@ -178,6 +179,10 @@ def details(result: Result) -> str:
             )
         for loss in r.losses:
             out.append(f"    loss ({loss.how}, signalled {loss.signalled}): {loss.grant}")
+        for grant, why in r.uncancelled:
+            out.append(f"    block not cancelled by its loss: {grant}: {why}")
+        for grant, why in r.masked_losses:
+            out.append(f"    loss masked by a release error: {grant}: {why}")
     return "\n".join(out)
 
 

@@ -200,7 +200,7 @@ class Run:
         worker_id = f"{kind}-{n}"
         scenario = self.scenario
         ttl = scenario.ttl
-        low, high = scenario.renewed_work if kind == workers.AUTO_RENEW else scenario.work
+        low, high = scenario.renewed_work if kind in h.RENEWED_KINDS else scenario.work
         spec = workers.WorkerSpec(
             worker=worker_id,
             name=name,

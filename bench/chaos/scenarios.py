@@ -1,15 +1,22 @@
 """The fault matrix: which topology, which lock kinds, which nemesis schedule, and what fencelock
 promises under it (``promises``, which ``tests/test_chaos_short.py`` asserts).
 
-Every scenario runs the three lock kinds at once, each on a lock name of its own with workers of
-its own: the default lock (no renewal), ``auto_renew=True``, and ``reentrant=True`` (each grant
-re-entered once). A fault on a holder hits one holder of each name; a fault on servers or the
-network hits all names at once. The names all hash to the first shard of the 3-master test
-cluster, so a failover there hits all of them too.
+Every scenario runs the four lock kinds at once, each on a lock name of its own with workers of
+its own: with the sync API the default lock (no renewal), ``auto_renew=True``, and
+``reentrant=True`` (each grant re-entered once); with the asyncio API ``async with lock:`` of a
+lock with ``auto_renew=True, on_lost_policy="cancel"`` (``async_cancel``). A fault on a holder
+hits one holder of each name; a fault on servers or the network hits all names at once. The
+names all hash to the first shard of the 3-master test cluster, so a failover there hits all of
+them too. Every scenario applies to every kind: each topology has an asyncio client
+(``topologies.make_async_client``), and the nemesis acts on processes, servers and the network,
+whichever API a worker uses.
 
 Invariants checked in every scenario (``ALWAYS``): no stale write accepted, no orphaned lock, no
-loss of an ``auto_renew`` lock left unsignalled, no counter increment nobody wrote, and a nemesis
-that did what it was asked. The others are per scenario.
+loss of an ``auto_renew`` lock (sync or asyncio) left unsignalled, no counter increment nobody
+wrote, every loss of an ``async_cancel`` lock told inside its block cancels the block, which
+ends with ``LockLost`` (one that ends with the ``LockConnectionError`` of its release is
+counted apart: ``checker.masked_losses``), and a nemesis that did what it was asked. The others
+are per scenario.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ ALWAYS: Final = (
     "no orphaned lock",
     "every loss of an auto_renew lock signalled",
     "no counter increment nobody wrote",
+    "a loss cancels an async_cancel block, which ends with LockLost",
 )
 
 FIRST_SHARD_LAST_SLOT: Final = 16384 // 3 - 1  # tests/topology.py: an even split of 3 masters
@@ -84,7 +92,7 @@ class Scenario:
     promises: tuple[str, ...] = ()
     ttl: float = 1.0
     work: tuple[float, float] = (0.05, 0.3)  # work per grant, in ttls (default, reentrant)
-    renewed_work: tuple[float, float] = (0.05, 1.2)  # auto_renew: may outlast the ttl
+    renewed_work: tuple[float, float] = (0.05, 1.2)  # auto_renew, async_cancel: may outlast ttl
     gap: float = 0.05  # seconds between a passed check() and the write
     think: float = 0.01
     client: Mapping[str, Any] = field(default_factory=dict)  # ClientSpec options

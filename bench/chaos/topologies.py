@@ -1,9 +1,11 @@
 """The servers of one scenario run, and how a worker builds its client for them.
 
 ``ClientSpec`` is what crosses into a worker process (picklable); ``make_client`` turns it into a
-``fencelock.LockClient``. Every topology starts real servers on free loopback ports (through
-``fencelock._embedded`` and ``tests/topology.py``) and stops them by PID in ``stop()``, on every
-path. The fenced resource is a server of its own that no nemesis touches (``Resource``).
+``fencelock.LockClient``, ``make_async_client`` into a ``fencelock.asyncio.LockClient`` on the
+same servers (over ``redis.asyncio`` clients). Every topology starts real servers on free
+loopback ports (through ``fencelock._embedded`` and ``tests/topology.py``) and stops them by PID
+in ``stop()``, on every path. The fenced resource is a server of its own that no nemesis
+touches (``Resource``).
 
 A Redlock node can run under libfaketime (``faketime=``): its wall clock, which Redis uses to
 expire keys, then follows an offset that ``NodeClock.jump`` moves forward while it runs.
@@ -21,10 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.asyncio.sentinel
 import redis.cluster
 import redis.sentinel
 
 import fencelock
+import fencelock.asyncio
 from fencelock._embedded import EmbeddedServer, ServerNotFound, find_server
 from fencelock.keys import LockKeys
 from tests.proxy import TcpProxy
@@ -108,6 +114,69 @@ def close_client(client: fencelock.LockClient) -> None:
     client.close()
     if isinstance(cluster, redis.cluster.RedisCluster):
         cluster.close()
+
+
+def _plain_async(port: int, timeout: float) -> redis.asyncio.Redis:
+    return redis.asyncio.Redis(
+        host="127.0.0.1", port=port, socket_timeout=timeout, socket_connect_timeout=timeout
+    )
+
+
+def make_async_client(spec: ClientSpec) -> fencelock.asyncio.LockClient:
+    """``make_client``'s asyncio twin: the same servers and options, through ``redis.asyncio``
+    (call it in the event loop that will use the client)."""
+    options: dict[str, Any] = {"max_poll": spec.max_poll, "socket_timeout": spec.socket_timeout}
+    urls = [f"redis://127.0.0.1:{port}/0" for port in spec.ports]
+    client_class = fencelock.asyncio.LockClient
+    if spec.mode == SINGLE:
+        if spec.from_url:
+            return client_class.from_url(urls[0], **options)
+        return client_class(_plain_async(spec.ports[0], spec.socket_timeout), **options)
+    if spec.mode == REDLOCK:
+        if spec.from_url:
+            return client_class.from_url(urls, node_timeout=spec.node_timeout, **options)
+        nodes = [_plain_async(port, spec.socket_timeout) for port in spec.ports]
+        return client_class(nodes, node_timeout=spec.node_timeout, **options)
+    if spec.mode == CLUSTER:
+        cluster = redis.asyncio.cluster.RedisCluster(
+            startup_nodes=[
+                redis.asyncio.cluster.ClusterNode("127.0.0.1", port) for port in spec.ports
+            ],
+            socket_timeout=spec.socket_timeout,
+            socket_connect_timeout=spec.socket_timeout,
+        )
+        return client_class(cluster, **options)
+    if spec.mode == SENTINEL:
+        sentinel = redis.asyncio.sentinel.Sentinel(  # type: ignore[no-untyped-call]
+            [("127.0.0.1", spec.sentinel_port)],
+            socket_timeout=spec.socket_timeout,
+            socket_connect_timeout=spec.socket_timeout,
+        )
+        master: redis.asyncio.Redis = sentinel.master_for(spec.service)
+        return client_class(
+            master,
+            min_replicas=spec.min_replicas,
+            replica_timeout=spec.replica_timeout,
+            **options,
+        )
+    raise ValueError(f"unknown mode {spec.mode!r}")
+
+
+async def close_async_client(client: fencelock.asyncio.LockClient) -> None:
+    """Close a client of ``make_async_client``, and what it leaves open: a RedisCluster it was
+    given, a Sentinel master client and its connections to the sentinel."""
+    given = client.redis
+    await client.close()
+    if isinstance(given, redis.asyncio.cluster.RedisCluster):
+        await given.aclose()
+        return
+    if client.nodes:  # Redlock: the client made (and closed) its own node clients
+        return
+    manager = getattr(given.connection_pool, "sentinel_manager", None)
+    await given.aclose()  # closed already if the client owned it: harmless
+    await given.connection_pool.disconnect()
+    for sentinel in getattr(manager, "sentinels", ()):
+        await sentinel.aclose()
 
 
 # -- libfaketime ---------------------------------------------------------------------------------

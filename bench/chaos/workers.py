@@ -4,6 +4,11 @@ One process per worker, so that a nemesis can SIGKILL or SIGSTOP a holder for re
 records every step to its own JSONL file (``history.Recorder``) with ``time.monotonic()``, and
 ``on_lost`` records the loss signal from whatever thread it runs on (the watchdog, or ``check()``).
 
+Kinds ``default``, ``auto_renew`` and ``reentrant`` drive the sync API (``Worker``).
+``async_cancel`` drives the asyncio API (``AsyncWorker``): each round is an ``async with lock:``
+block of a lock with ``auto_renew=True, on_lost_policy="cancel"``, so a lost lease cancels the
+block at its next await (recorded: ``cancelled``), and the block then ends with ``LockLost``.
+
 The counter lives on the resource server: the worker reads it, works, and writes (value read) + 1
 with ``client.fenced_set(key, value, token, redis=resource)``. The write is fenced, the read is
 not: docs/leases.md, "Read-modify-write: fence the read too", and the checker's "lost updates".
@@ -15,22 +20,37 @@ passed ``check()`` and its write. A second array counts its grants.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
 import redis
+import redis.asyncio
 from redis.exceptions import RedisError
 
 import fencelock
+import fencelock.asyncio
 
 from . import history as h
-from .topologies import ClientSpec, close_client, counter_key, make_client
+from .history import ASYNC_CANCEL as ASYNC_CANCEL
+from .history import AUTO_RENEW as AUTO_RENEW
+from .history import DEFAULT as DEFAULT
+from .history import REENTRANT as REENTRANT
+from .topologies import (
+    ClientSpec,
+    close_async_client,
+    close_client,
+    counter_key,
+    make_async_client,
+    make_client,
+)
 
 # The phase of a worker, in its slot of the shared array.
 IDLE: Final = 0  # not holding (acquiring, or between rounds)
@@ -40,15 +60,14 @@ WRITTEN: Final = 3  # the write answered, release not yet called
 
 STOP_POLL: Final = 0.02  # seconds between two looks at the stop flag while working
 
-DEFAULT, AUTO_RENEW, REENTRANT = "default", "auto_renew", "reentrant"
-LOCK_KINDS: Final = (DEFAULT, AUTO_RENEW, REENTRANT)
+LOCK_KINDS: Final = (DEFAULT, AUTO_RENEW, REENTRANT, ASYNC_CANCEL)
 
 
 @dataclass(frozen=True)
 class WorkerSpec:
     worker: str
     name: str
-    kind: str  # DEFAULT, AUTO_RENEW or REENTRANT
+    kind: str  # one of LOCK_KINDS
     ttl: float
     client: ClientSpec
     resource_port: int
@@ -71,7 +90,11 @@ class _LibraryLog(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         with contextlib.suppress(Exception):
-            self.recorder.record(h.LIBRARY_LOG, name=self.lock_name, detail=record.getMessage())
+            detail = record.getMessage()
+            if record.exc_info and record.exc_info[1] is not None:  # logger.exception(...)
+                exc = record.exc_info[1]
+                detail += f": {type(exc).__name__}: {exc}"
+            self.recorder.record(h.LIBRARY_LOG, name=self.lock_name, detail=detail)
 
 
 def run(spec: WorkerSpec, phases: Any, grants: Any, slot: int, stop: Any) -> None:
@@ -96,16 +119,28 @@ def run(spec: WorkerSpec, phases: Any, grants: Any, slot: int, stop: Any) -> Non
 
     threading.excepthook = thread_died
     parent = os.getppid()
+
+    def stopping() -> bool:
+        return bool(stop[0]) or time.monotonic() > spec.deadline or os.getppid() != parent
+
     try:
-        Worker(spec, recorder, phases, grants, slot, stop).loop(
-            lambda: bool(stop[0]) or time.monotonic() > spec.deadline or os.getppid() != parent
-        )
+        if spec.kind == ASYNC_CANCEL:
+            asyncio.run(AsyncWorker(spec, recorder, phases, grants, slot, stop).loop(stopping))
+        else:
+            Worker(spec, recorder, phases, grants, slot, stop).loop(stopping)
+    except Exception as exc:  # an error no step expects (the library's promise: typed errors)
+        with contextlib.suppress(Exception):
+            what = f"worker {spec.worker}: {type(exc).__name__}: {exc}"
+            recorder.record(h.THREAD_DIED, name=spec.name, detail=what)
+        raise
     finally:
         phases[slot] = IDLE
         recorder.close()
 
 
-class Worker:
+class _Worker:
+    """What the sync and the asyncio worker share: the spec, the history, the shared slots."""
+
     def __init__(
         self,
         spec: WorkerSpec,
@@ -123,14 +158,36 @@ class Worker:
         self.slot = slot
         self.rng = random.Random(spec.seed)
         self.token: int | None = None  # of the current grant, for on_lost
-        self.client = make_client(spec.client)
-        self.resource = redis.Redis(
-            host="127.0.0.1", port=spec.resource_port, socket_timeout=5, socket_connect_timeout=5
-        )
         self.key = counter_key(spec.name)
 
     def record(self, kind: str, **fields: Any) -> None:
         self.rec.record(kind, name=self.spec.name, **fields)
+
+    def stopped(self) -> bool:
+        return self.stop is not None and bool(self.stop[0])
+
+    def granted(self, token: int, asked: float, detail: str) -> None:
+        """The acquire returned a grant: recorded, counted, and shown as held (WORKING)."""
+        self.record(h.ACQUIRE, token=token, t0=asked, detail=detail)
+        self.grants[self.slot] += 1
+        self.phases[self.slot] = WORKING
+
+
+class Worker(_Worker):
+    def __init__(
+        self,
+        spec: WorkerSpec,
+        recorder: h.Recorder,
+        phases: Any,
+        grants: Any,
+        slot: int,
+        stop: Any = None,
+    ) -> None:
+        super().__init__(spec, recorder, phases, grants, slot, stop)
+        self.client = make_client(spec.client)
+        self.resource = redis.Redis(
+            host="127.0.0.1", port=spec.resource_port, socket_timeout=5, socket_connect_timeout=5
+        )
 
     def on_lost(self, lock: fencelock.Lock) -> None:
         self.record(h.LOST, token=self.token, detail=threading.current_thread().name)
@@ -168,15 +225,14 @@ class Worker:
         returned = time.monotonic()
         try:
             self.token = lock.token  # Redlock: the write-back happens here
-        except fencelock.LockLost:
-            self.record(h.ACQUIRE_FAILED, t0=asked, detail="LockLost when the token was read")
+        except fencelock.LockError as exc:  # LockLost, or no majority answered the write-back
+            detail = f"{type(exc).__name__} when the token was read"
+            self.record(h.ACQUIRE_FAILED, t0=asked, detail=detail)
             with contextlib.suppress(fencelock.LockError, RedisError):
                 lock.release()  # nothing was handed out: this is no grant
             return
         took = f"acquire() {returned - asked:.3f} s, token {time.monotonic() - returned:.3f} s"
-        self.record(h.ACQUIRE, token=self.token, t0=asked, detail=took)
-        self.grants[self.slot] += 1
-        self.phases[self.slot] = WORKING
+        self.granted(self.token, asked, took)
         try:
             self.hold(lock, self.token)
         finally:
@@ -219,7 +275,7 @@ class Worker:
         writes and releases)."""
         end = time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:
-            if self.stop is not None and self.stop[0]:
+            if self.stopped():
                 return
             time.sleep(min(left, STOP_POLL))
 
@@ -243,3 +299,176 @@ class Worker:
             self.record(h.RELEASE_FAILED, token=self.token, detail=type(exc).__name__)
         else:
             self.record(h.RELEASED, token=self.token)
+
+
+class AsyncWorker(_Worker):
+    """The ``async_cancel`` worker: the rounds of ``Worker`` through the asyncio API, in one
+    event loop. A round is one ``async with lock:`` block, the lock with ``auto_renew=True,
+    on_lost_policy="cancel"``: a lost lease cancels the block at its next await, recorded where
+    it lands (``cancelled``), and the block then ends with ``LockLost``. ``release`` is recorded
+    when the body ends (the block's exit releases next), ``released``/``release_failed`` (with
+    the exception's class) when the ``async with`` has ended."""
+
+    client: fencelock.asyncio.LockClient
+    resource: redis.asyncio.Redis
+
+    def __init__(
+        self,
+        spec: WorkerSpec,
+        recorder: h.Recorder,
+        phases: Any,
+        grants: Any,
+        slot: int,
+        stop: Any = None,
+    ) -> None:
+        super().__init__(spec, recorder, phases, grants, slot, stop)
+        self.step = ""  # where the body is ("" outside a block): where a cancellation lands
+        self.cancel_recorded = False
+
+    def on_lost(self, lock: fencelock.asyncio.Lock) -> None:
+        task = asyncio.current_task()  # the watchdog's, or this worker's own (check())
+        where = task.get_name() if task is not None else threading.current_thread().name
+        self.record(h.LOST, token=self.token, detail=where)
+
+    def task_failed(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """An error the loop reports (a library task, the watchdog or the pub/sub listener,
+        that ended on an exception) is recorded, then reported as usual on stderr."""
+        task = context.get("task") or context.get("future")
+        name = task.get_name() if isinstance(task, asyncio.Task) else "?"
+        exc = context.get("exception")
+        what = f"{type(exc).__name__}: {exc}" if exc is not None else context.get("message")
+        with contextlib.suppress(Exception):
+            self.record(h.THREAD_DIED, detail=f"task {name}: {what}")
+        loop.default_exception_handler(context)
+
+    async def loop(self, stopping: Callable[[], bool]) -> None:
+        asyncio.get_running_loop().set_exception_handler(self.task_failed)
+        task = asyncio.current_task()
+        if task is not None:
+            task.set_name(f"chaos-{self.spec.worker}")
+        self.client = make_async_client(self.spec.client)
+        self.resource = redis.asyncio.Redis(
+            host="127.0.0.1",
+            port=self.spec.resource_port,
+            socket_timeout=5,
+            socket_connect_timeout=5,
+        )
+        try:
+            while not stopping():
+                await self.round()
+        finally:
+            self.record(h.EXIT)
+            with contextlib.suppress(Exception):
+                await close_async_client(self.client)
+            await self.resource.aclose()
+
+    async def round(self) -> None:
+        spec = self.spec
+        lock = self.client.lock(
+            spec.name,
+            spec.ttl,
+            timeout=spec.acquire_timeout,
+            auto_renew=True,
+            on_lost=self.on_lost,
+            on_lost_policy="cancel",
+        )
+        asked = time.monotonic()
+        self.step = ""
+        try:
+            async with lock:
+                await self.hold(lock, asked)
+        except asyncio.CancelledError:
+            if not self.step:
+                raise  # not the lock's: nothing else cancels this task
+            # the lock's cancellation escaped the block instead of becoming LockLost (a broken
+            # promise, which the checker reports): withdraw it, and go on with the next round
+            self.record(h.RELEASE_FAILED, token=self.token, detail="CancelledError")
+            task = asyncio.current_task()
+            while task is not None and task.cancelling():
+                task.uncancel()
+        except (fencelock.LockError, RedisError) as exc:
+            if self.step:  # the block's exit: LockLost after a loss
+                self.record(h.RELEASE_FAILED, token=self.token, detail=type(exc).__name__)
+            elif isinstance(exc, fencelock.LockTimeout):  # not granted within acquire_timeout
+                self.record(h.ACQUIRE_FAILED, t0=asked, detail="timeout")
+                return
+            else:
+                self.record(h.ACQUIRE_FAILED, t0=asked, detail=type(exc).__name__)
+                await asyncio.sleep(0.05 + self.rng.random() * 0.05)  # the server is down
+                return
+        else:
+            self.record(h.RELEASED, token=self.token)
+        finally:
+            self.phases[self.slot] = IDLE
+            self.token = None
+        await asyncio.sleep(spec.think)
+
+    async def hold(self, lock: fencelock.asyncio.Lock, asked: float) -> None:
+        returned = time.monotonic()
+        token = self.token = lock.token  # no I/O under asyncio: Redlock's write-back is done
+        self.step, self.cancel_recorded = "read", False
+        self.granted(token, asked, f"acquire() {returned - asked:.3f} s")
+        try:
+            raw = await self.resource.get(self.key)
+            value = int(raw) if raw is not None else 0
+            self.record(h.READ, token=token, value=value)
+            self.step = "work"
+            await self.work(self.rng.uniform(*self.spec.work))
+            try:
+                lock.check()
+            except fencelock.LockLost:
+                # declared lost by this very call: its cancellation is due at the next await,
+                # the release at the block's exit
+                self.record(h.CHECK_FAILED, token=token)
+            else:
+                self.record(h.CHECK_PASSED, token=token)
+                self.phases[self.slot] = CHECKED
+                self.step = "gap"
+                await asyncio.sleep(self.spec.gap)
+                self.step = "write"
+                await self.write(token, value + 1)
+        except asyncio.CancelledError:
+            if not self.cancel_recorded:
+                self.record(h.CANCELLED, token=token, detail=self.step)
+            raise
+        finally:
+            self.phases[self.slot] = WRITTEN
+            self.step = "exit"
+            self.record(h.RELEASE, token=token)
+
+    async def work(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            if self.stopped():
+                return
+            await asyncio.sleep(min(left, STOP_POLL))
+
+    async def write(self, token: int, value: int) -> None:
+        """The fenced write. Shielded from the lock's cancellation: one that lands while the
+        write is in flight is recorded at once, but the write's outcome is still waited for and
+        recorded (a stale write accepted must not hide behind "unknown"), then the
+        cancellation goes on."""
+        self.record(h.WRITE_ATTEMPT, token=token, value=value)
+        sent = time.monotonic()
+        request = asyncio.ensure_future(
+            self.client.fenced_set(self.key, value, token, redis=self.resource)
+        )
+        cancelled: asyncio.CancelledError | None = None
+        try:
+            await asyncio.shield(request)
+        except asyncio.CancelledError as exc:  # this task's: the shielded request goes on
+            self.record(h.CANCELLED, token=token, detail="write (in flight)")
+            self.cancel_recorded, cancelled = True, exc
+            await asyncio.wait([request])
+        except Exception:
+            pass  # the request's own error: its outcome, read below
+        try:
+            request.result()
+        except fencelock.StaleToken as exc:
+            self.record(h.WRITE_REFUSED, token=token, value=value, t0=sent, detail=str(exc.seen))
+        except (fencelock.LockError, RedisError) as exc:
+            self.record(h.WRITE_ERROR, token=token, value=value, t0=sent, detail=repr(exc))
+        else:
+            self.record(h.WRITE_ACCEPTED, token=token, value=value, t0=sent)
+        if cancelled is not None:
+            raise cancelled
