@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import time
 
 import pytest
 import redis
@@ -173,6 +174,27 @@ async def test_cancel_policy_cancels_the_block(
     task = asyncio.current_task()
     assert task is not None and task.cancelling() == 0  # the library's cancel was withdrawn
     await asyncio.sleep(0)  # and the task goes on normally
+
+
+async def test_cancel_policy_spares_the_task_that_finds_the_loss(
+    async_client: AsyncLockClient,
+) -> None:
+    # The block's own check() declares the loss: it raises LockLost, and must not also leave a
+    # cancellation of its own task pending (before Python 3.13 Task.uncancel() cannot withdraw
+    # it), which would land in the next await, here or after the block.
+    lock = async_client.lock("self-found", ttl=0.5, auto_renew=True, on_lost_policy="cancel")
+    reached_end = False
+    with pytest.raises(fencelock.LockLost):
+        async with lock:
+            time.sleep(0.6)  # the holder stalls past its lease: the loop (and watchdog) with it
+            with pytest.raises(fencelock.LockLost):
+                lock.check()
+            await asyncio.sleep(0)
+            reached_end = True
+    assert reached_end
+    task = asyncio.current_task()
+    assert task is not None and task.cancelling() == 0
+    await asyncio.sleep(0)
 
 
 async def test_cancel_policy_is_asyncio_only() -> None:

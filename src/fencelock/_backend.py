@@ -218,11 +218,11 @@ async def async_request(
     task = asyncio.ensure_future(pipe.execute(raise_on_error=False))
     task.add_done_callback(_consume)
     try:
-        await asyncio.wait((task,), timeout=timeout)
+        done, _ = await asyncio.wait((task,), timeout=timeout)
     finally:
         if not task.done():
             task.cancel()  # redis.asyncio closes a connection whose read was cancelled
-    if task.cancelled():
+    if not done:
         raise RedisTimeoutError(f"no reply within {timeout * 1000:.0f} ms")
     replies: list[Any] = task.result()
     return replies

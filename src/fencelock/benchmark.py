@@ -58,7 +58,7 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
 from functools import partial
@@ -81,6 +81,8 @@ COUNTER_KEY: Final = f"{PREFIX}:counter"
 READY_TIMEOUT: Final = 60.0  # spawned interpreters import redis; a loaded box can be slow
 RENEW_TTL: Final = 3.0
 WORKLOADS: Final = ("P1", "P2", "P3", "P4", "P5", "P6")
+# The P2 workload's own commands in each grant: the counter's GET and SET (not the lock's)
+COUNTER_COMMANDS: Final = 2
 SCRIPT_CALLS: Final = ("cmdstat_eval", "cmdstat_evalsha", "cmdstat_eval_ro", "cmdstat_evalsha_ro",
                        "cmdstat_fcall", "cmdstat_fcall_ro")  # fmt: skip
 
@@ -154,31 +156,63 @@ def _target(target: Target) -> str | list[str]:
 
 
 class FencelockLocks:
-    """``fencelock.LockClient`` as a contender; ``options`` go to ``client.lock``."""
+    """``fencelock.LockClient`` as a contender; ``client_options`` go to ``LockClient.from_url``
+    (``wake="one"``...), ``options`` to ``client.lock``."""
 
-    def __init__(self, target: Target, ttl: float, **options: Any) -> None:
-        self.client = LockClient.from_url(_target(target), socket_timeout=SOCKET_TIMEOUT)
+    def __init__(
+        self,
+        target: Target,
+        ttl: float,
+        *,
+        client_options: Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> None:
+        self.client = LockClient.from_url(
+            _target(target), socket_timeout=SOCKET_TIMEOUT, **(client_options or {})
+        )
         self.ttl = ttl
         self.options = options
 
     def lock(self, name: str) -> Lock:
         return self.client.lock(name, self.ttl, **self.options)
 
+    def wait_counts(self) -> dict[str, int]:
+        """The client's waits so far, by how they ended (P2 workers report them)."""
+        return _wait_counts(self.client.wait_stats)
+
     def close(self) -> None:
         self.client.close()
 
 
 class FencelockAsyncLocks:
-    def __init__(self, target: Target, ttl: float, **options: Any) -> None:
-        self.client = fl_asyncio.LockClient.from_url(_target(target), socket_timeout=SOCKET_TIMEOUT)
+    def __init__(
+        self,
+        target: Target,
+        ttl: float,
+        *,
+        client_options: Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> None:
+        self.client = fl_asyncio.LockClient.from_url(
+            _target(target), socket_timeout=SOCKET_TIMEOUT, **(client_options or {})
+        )
         self.ttl = ttl
         self.options = options
 
     def lock(self, name: str) -> fl_asyncio.Lock:
         return self.client.lock(name, self.ttl, **self.options)
 
+    def wait_counts(self) -> dict[str, int]:
+        return _wait_counts(self.client.wait_stats)
+
     async def close(self) -> None:
         await self.client.close()
+
+
+def _wait_counts(stats: Any) -> dict[str, int]:
+    # wakeups: waits a release message ended; polls: waits their timer ended (the fallback
+    # re-try, and the pause a releaser takes to let a woken waiter go first)
+    return {"wakeups": int(stats.wakeups), "polls": int(stats.polls)}
 
 
 def fencelock_keys(name: str) -> list[str]:
@@ -369,6 +403,9 @@ class ServerCounters:
 
     calls: dict[str, int]  # per command (``cmdstat_set``...), from INFO commandstats
     processed: int  # total_commands_processed
+    # server CPU time, s: used_cpu_sys + used_cpu_user (every thread of the server, the INFO
+    # calls and the server's own timers included; NaN when INFO has no cpu section)
+    cpu: float = math.nan
 
     @property
     def total(self) -> int:
@@ -384,7 +421,14 @@ def server_delta(before: dict[str, Any], after: dict[str, Any]) -> ServerCounter
     calls = {k: a[k] - b.get(k, 0) for k in a if a[k] - b.get(k, 0) and k != "cmdstat_info"}
     infos = a.get("cmdstat_info", 0) - b.get("cmdstat_info", 0)
     processed = int(after["total_commands_processed"]) - int(before["total_commands_processed"])
-    return ServerCounters(calls, processed - infos)
+    return ServerCounters(calls, processed - infos, _cpu(after) - _cpu(before))
+
+
+def _cpu(info: dict[str, Any]) -> float:
+    try:
+        return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+    except (KeyError, TypeError, ValueError):
+        return math.nan
 
 
 def server_info(client: redis.Redis) -> dict[str, Any]:
@@ -491,6 +535,10 @@ class HandoffRun:
     handoffs: list[float]  # s, from one process's release to another's acquire
     same: int  # grants that went back to the process that had just released
     overlaps: int  # a grant that began before the previous one was released: must be 0
+    # the server's counters from the start signal until every worker had stopped (so for all
+    # ``total`` grants), and the workers' waits by how they ended (``wait_counts``: fencelock)
+    server: ServerCounters | None = None
+    waits: dict[str, int] = field(default_factory=dict)
 
     @property
     def throughput(self) -> float:
@@ -499,6 +547,36 @@ class HandoffRun:
     @property
     def lost_updates(self) -> int:
         return self.total - self.counter
+
+    def per_grant(self, count: float) -> float:
+        return count / self.total if self.total else math.nan
+
+    @property
+    def commands_per_acquisition(self) -> float:
+        """The lock's commands per grant (INFO commandstats, a script's own commands included),
+        without the workload's GET and SET of the counter."""
+        if self.server is None:
+            return math.nan
+        return self.per_grant(self.server.total - COUNTER_COMMANDS * self.total)
+
+    def calls_per_acquisition(self, command: str) -> float:
+        """Calls of one command (``evalsha``) per grant; for ``get`` and ``set``, the counter's
+        are left out (one each per grant)."""
+        if self.server is None:
+            return math.nan
+        calls = self.server.calls.get(f"cmdstat_{command}", 0)
+        if command in ("get", "set"):
+            calls -= self.total
+        return self.per_grant(calls)
+
+    @property
+    def cpu_us_per_acquisition(self) -> float:
+        """Server CPU time per grant, microseconds."""
+        return math.nan if self.server is None else self.per_grant(1e6 * self.server.cpu)
+
+    def waits_per_acquisition(self, kind: str) -> float:
+        """The workers' ``wakeups`` or ``polls`` per grant (NaN: the contender does not count)."""
+        return self.per_grant(self.waits[kind]) if kind in self.waits else math.nan
 
 
 @dataclass
@@ -544,6 +622,33 @@ class HandoffResult:
         grants = sum(len(r.handoffs) + r.same for r in self.runs)
         return sum(r.same for r in self.runs) / grants if grants else math.nan
 
+    @property
+    def commands(self) -> Spread:
+        """The lock's commands per acquisition (``HandoffRun.commands_per_acquisition``)."""
+        return Spread.of(_known([r.commands_per_acquisition for r in self.runs]))
+
+    def calls(self, command: str) -> Spread:
+        return Spread.of(_known([r.calls_per_acquisition(command) for r in self.runs]))
+
+    @property
+    def server_cpu(self) -> Spread:
+        """Server CPU microseconds per acquisition."""
+        return Spread.of(_known([r.cpu_us_per_acquisition for r in self.runs]))
+
+    def waits(self, kind: str) -> Spread:
+        return Spread.of(_known([r.waits_per_acquisition(kind) for r in self.runs]))
+
+    def per_command(self) -> dict[str, float]:
+        """Median calls per acquisition of each command the server ran (the counter's GET and
+        SET left out)."""
+        names = {k.removeprefix("cmdstat_") for r in self.runs if r.server for k in r.server.calls}
+        found = {k: self.calls(k).median for k in sorted(names)}
+        return {k: v for k, v in found.items() if v > 0}
+
+
+def _known(values: Sequence[float]) -> list[float]:
+    return [v for v in values if not math.isnan(v)]
+
 
 def _handoff_worker(
     factory: SyncFactory,
@@ -558,14 +663,17 @@ def _handoff_worker(
 ) -> None:
     """One P2 process: warm up, wait for the start, then acquire, GET/+1/SET the counter, hold
     until ``hold`` after the grant, release; until the window ends. Sends back its
-    (acquired_at, release_called_at) pairs."""
+    (acquired_at, release_called_at) pairs, and its waits in the window by how they ended when
+    the contender counts them (``wait_counts()``)."""
     records: list[tuple[float, float]] = []
+    waits: dict[str, int] = {}
     try:
         with ExitStack() as stack:
             locks = factory(url, TTL)
             stack.callback(locks.close)
             plain = stack.enter_context(plain_client(url))
             lock = locks.lock(name)
+            wait_counts: Callable[[], dict[str, int]] | None = getattr(locks, "wait_counts", None)
             plain.ping()
             if not lock.acquire(READY_TIMEOUT):  # warm-up: connections made, scripts cached
                 raise BenchError(f"{name!r} not acquired in {READY_TIMEOUT:g} s at warm-up")
@@ -574,6 +682,7 @@ def _handoff_worker(
             if not go.wait(READY_TIMEOUT):
                 raise BenchError("no start signal")
             end = window[1]
+            waits0 = wait_counts() if wait_counts is not None else {}
             while (left := end - time.monotonic()) > 0:
                 if not lock.acquire(left):
                     break
@@ -586,10 +695,12 @@ def _handoff_worker(
                 released = time.monotonic()
                 lock.release()
                 records.append((acquired, released))
-        out.put((index, records, None))
+            if wait_counts is not None:
+                waits = {k: v - waits0.get(k, 0) for k, v in wait_counts().items()}
+        out.put((index, records, None, waits))
     except BaseException as exc:
         ready.abort()  # the others (and the parent) stop waiting for this one
-        out.put((index, records, f"{type(exc).__name__}: {exc}"))
+        out.put((index, records, f"{type(exc).__name__}: {exc}", waits))
 
 
 def merge_handoffs(
@@ -650,11 +761,16 @@ def handoff_run(
                 errors = [out.get(timeout=READY_TIMEOUT)[2] for _ in workers]
                 raise BenchError("; ".join(sorted({e for e in errors if e}))) from None
             plain.delete(COUNTER_KEY)
+            info0 = server_info(plain)
             start = time.monotonic()
             window[0], window[1] = start, start + seconds
             go.set()
-            results = sorted(out.get(timeout=seconds + READY_TIMEOUT) for _ in workers)
-            errors = [error for _, _, error in results if error]
+            results = sorted(
+                (out.get(timeout=seconds + READY_TIMEOUT) for _ in workers), key=lambda r: r[0]
+            )
+            # every worker has closed its client: each of its grants' commands is counted
+            server = server_delta(info0, server_info(plain))
+            errors = [error for _, _, error, _ in results if error]
             if errors:
                 raise BenchError("; ".join(sorted(set(errors))))
             counter = int(plain.get(COUNTER_KEY) or 0)
@@ -665,7 +781,12 @@ def handoff_run(
                     worker.kill()
                     worker.join()
             plain.delete(COUNTER_KEY)
-    return merge_handoffs([records for _, records, _ in results], start, start + seconds, counter)
+    run = merge_handoffs([records for _, records, _, _ in results], start, start + seconds, counter)
+    run.server = server
+    for _, _, _, waits in results:
+        for kind, count in waits.items():
+            run.waits[kind] = run.waits.get(kind, 0) + count
+    return run
 
 
 def handoffs(

@@ -129,6 +129,23 @@ async def test_hung_renewal_is_signalled_at_the_deadline(fresh_server: EmbeddedS
     await client.close()
 
 
+async def test_a_known_loss_is_not_masked_by_a_failed_release(
+    fresh_server: EmbeddedServer,
+) -> None:
+    # The loss was signalled, then the release at the block's end cannot reach the server:
+    # the block ends with LockLost, not with the release's connection error.
+    client = AsyncLockClient.from_url(fresh_server.url, socket_timeout=0.2)
+    lock = client.lock("masked", ttl=1.0, auto_renew=True)
+    try:
+        with pytest.raises(fencelock.LockLost):
+            async with lock:
+                fresh_server.pause()
+                await async_until(lambda: lock.lost)
+    finally:
+        fresh_server.resume()
+    await client.close()
+
+
 async def test_many_leases_one_watchdog_batched(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:

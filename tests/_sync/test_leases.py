@@ -130,6 +130,23 @@ def test_hung_renewal_is_signalled_at_the_deadline(fresh_server: EmbeddedServer)
     client.close()
 
 
+def test_a_known_loss_is_not_masked_by_a_failed_release(
+    fresh_server: EmbeddedServer,
+) -> None:
+    # The loss was signalled, then the release at the block's end cannot reach the server:
+    # the block ends with LockLost, not with the release's connection error.
+    client = LockClient.from_url(fresh_server.url, socket_timeout=0.2)
+    lock = client.lock("masked", ttl=1.0, auto_renew=True)
+    try:
+        with pytest.raises(fencelock.LockLost):
+            with lock:
+                fresh_server.pause()
+                sync_until(lambda: lock.lost)
+    finally:
+        fresh_server.resume()
+    client.close()
+
+
 def test_many_leases_one_watchdog_batched(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:

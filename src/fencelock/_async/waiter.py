@@ -110,6 +110,10 @@ class AsyncWaiter:
                     await async_checkpoint()
                 except redis.exceptions.RedisError as exc:
                     raise translate_error(exc, f"subscribe {channel!r}") from exc
+                except RuntimeError as exc:
+                    # redis.asyncio, re-making the connection the listener is reading: "read()
+                    # called while another coroutine is already waiting for incoming data"
+                    raise LockConnectionError(f"subscribe {channel!r}: {exc}") from exc
                 # Subscribe first, then start the listener: redis-py refuses to read a pub/sub
                 # connection that has never subscribed.
                 if not self._listener.running():

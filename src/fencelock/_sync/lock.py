@@ -563,9 +563,17 @@ class Lock:
                 self.on_lost(self)
             except Exception:
                 logger.exception("fencelock: on_lost callback of %r raised", self.name)
-        if self.on_lost_policy == "cancel" and grant.task is not None:
+        # Not the task that is declaring it (its check(), or the release at the block's end):
+        # that one raises LockLost now, and a cancellation of itself would stay pending (before
+        # Python 3.13 Task.uncancel() does not withdraw it) and land in whatever it awaits next.
+        task = grant.task
+        if (
+            self.on_lost_policy == "cancel"
+            and task is not None
+            and task is not sync_current_task()
+        ):
             grant.cancelled = True
-            grant.task.cancel()
+            task.cancel()
 
     # -- state -----------------------------------------------------------------------------
 
@@ -662,6 +670,10 @@ class Lock:
             self.release()
         except LockNotOwned as error:
             loss = error
+        except LockError:
+            if not grant.lost:
+                raise
+            # the server could not be reached to release: the loss is what the block must hear
         if loss is None and grant.lost:
             loss = LockLost(f"{self.name!r}: the lease was lost while the block ran")
         if loss is None or self.on_lost_policy == "ignore":
