@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import math
+import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -22,6 +23,7 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.asyncio.retry
 import redis.cluster
+import redis.connection
 import redis.exceptions as redis_exceptions
 import redis.retry
 from redis.backoff import NoBackoff
@@ -203,66 +205,111 @@ def sync_fan_out(nodes: Sequence[redis.Redis], command: Sequence[Any], timeout: 
     return replies
 
 
-async def async_request(
-    redis: redis.asyncio.Redis | redis.asyncio.RedisCluster,
-    commands: Sequence[Sequence[Any]],
-    timeout: float,
-    key: str,
-) -> list[Any]:
-    """Send ``commands`` on one connection (a pipeline; on a Cluster, to the node of ``key``)
-    and return their replies, error replies included; give up with ``TimeoutError`` after
-    ``timeout`` seconds, whatever the socket timeout: a renewal must not outlive its lease."""
-    pipe = redis.pipeline(transaction=False)
-    for command in commands:
-        pipe.execute_command(*command)
-    task = asyncio.ensure_future(pipe.execute(raise_on_error=False))
-    task.add_done_callback(_consume)
-    try:
-        done, _ = await asyncio.wait((task,), timeout=timeout)
-    finally:
-        if not task.done():
-            task.cancel()  # redis.asyncio closes a connection whose read was cancelled
-    if not done:
-        raise RedisTimeoutError(f"no reply within {timeout * 1000:.0f} ms")
-    replies: list[Any] = task.result()
-    return replies
+class AsyncRequester:
+    """Requests bounded by a deadline of their own, whatever the socket timeout: a renewal must
+    not outlive the lease it renews."""
 
-
-def sync_request(
-    redis: redis.Redis | redis.RedisCluster,
-    commands: Sequence[Sequence[Any]],
-    timeout: float,
-    key: str,
-) -> list[Any]:
-    """The same, reading with the socket's timeout cut to what is left of ``timeout``."""
-    client = redis
-    if isinstance(redis, SyncRedisCluster):
-        node = redis.get_node_from_key(key)  # type: ignore[no-untyped-call]
-        if node is None or node.redis_connection is None:
-            raise redis_exceptions.ConnectionError(f"no Cluster node serves {key!r}")
-        client = node.redis_connection
-    assert isinstance(client, SyncRedis)
-    pool = client.connection_pool
-    conn = pool.get_connection()
-    try:
-        conn.send_packed_command(conn.pack_commands(commands))  # type: ignore[no-untyped-call]
-        deadline = time.monotonic() + timeout
-        replies: list[Any] = []
-        for _ in commands:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                conn.disconnect()  # type: ignore[no-untyped-call]  # else its late replies go to the next user
-                raise RedisTimeoutError(f"no reply within {timeout * 1000:.0f} ms")
-            try:
-                if left >= (conn.socket_timeout or math.inf):
-                    replies.append(conn.read_response())
-                else:
-                    replies.append(conn.read_response(timeout=left))  # disconnects on timeout
-            except redis_exceptions.ResponseError as exc:  # an error reply: the next one follows
-                replies.append(exc)
+    async def request(
+        self,
+        redis: redis.asyncio.Redis | redis.asyncio.RedisCluster,
+        commands: Sequence[Sequence[Any]],
+        timeout: float,
+        key: str,
+    ) -> list[Any]:
+        """Send ``commands`` on one connection (a pipeline; on a Cluster, to the node of
+        ``key``) and return their replies, error replies included; ``TimeoutError`` after
+        ``timeout`` seconds, connecting included."""
+        pipe = redis.pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*command)
+        task = asyncio.ensure_future(pipe.execute(raise_on_error=False))
+        task.add_done_callback(_consume)
+        try:
+            done, _ = await asyncio.wait((task,), timeout=timeout)
+        finally:
+            if not task.done():
+                task.cancel()  # redis.asyncio closes a connection whose read was cancelled
+        if not done:
+            raise RedisTimeoutError(f"no reply within {timeout * 1000:.0f} ms")
+        replies: list[Any] = task.result()
         return replies
-    finally:
-        pool.release(conn)
+
+    async def close(self) -> None:
+        return None
+
+
+class SyncRequester:
+    """The same with threads, on connections of its own (per server, kept between requests):
+    a pooled connection would be (re)connected by the pool with the full socket timeout and
+    redis-py's retries, and a server that hangs in the handshake would hold the request."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._idle: dict[int, list[redis.connection.AbstractConnection]] = {}
+        self._pid = os.getpid()
+
+    def _take(self, pool: redis.ConnectionPool) -> redis.connection.AbstractConnection:
+        with self._guard:
+            if self._pid != os.getpid():  # forked: the sockets are the parent's
+                self._pid, self._idle = os.getpid(), {}
+            idle = self._idle.get(id(pool))
+            if idle:
+                return idle.pop()
+        conn: redis.connection.AbstractConnection = pool.connection_class(**pool.connection_kwargs)
+        conn.retry = sync_no_retry()  # one connect attempt, within the deadline
+        return conn
+
+    def request(
+        self,
+        redis: redis.Redis | redis.RedisCluster,
+        commands: Sequence[Sequence[Any]],
+        timeout: float,
+        key: str,
+    ) -> list[Any]:
+        deadline = time.monotonic() + timeout
+        client = redis
+        if isinstance(redis, SyncRedisCluster):
+            node = redis.get_node_from_key(key)  # type: ignore[no-untyped-call]
+            if node is None or node.redis_connection is None:
+                raise redis_exceptions.ConnectionError(f"no Cluster node serves {key!r}")
+            client = node.redis_connection
+        assert isinstance(client, SyncRedis)
+        pool = client.connection_pool
+        conn = self._take(pool)
+        try:
+            # used when connecting only: the reads below pass their own timeouts
+            conn.socket_timeout = conn.socket_connect_timeout = timeout
+            try:
+                # (connects if need be) an idle connection with something to read is broken:
+                # the server closed it (a restart, a failover) or a late reply is pending
+                if conn.can_read(timeout=0):
+                    conn.disconnect()  # type: ignore[no-untyped-call]
+            except redis_exceptions.ConnectionError:
+                conn.disconnect()  # type: ignore[no-untyped-call]
+            conn.connect()  # type: ignore[no-untyped-call]
+            conn.send_packed_command(conn.pack_commands(commands))  # type: ignore[no-untyped-call]
+            replies: list[Any] = []
+            for _ in commands:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise RedisTimeoutError(f"no reply within {timeout * 1000:.0f} ms")
+                try:
+                    replies.append(conn.read_response(timeout=left))
+                except redis_exceptions.ResponseError as exc:  # an error reply; the next follows
+                    replies.append(exc)
+        except BaseException:
+            conn.disconnect()  # type: ignore[no-untyped-call]  # else late replies come next
+            raise
+        with self._guard:
+            self._idle.setdefault(id(pool), []).append(conn)
+        return replies
+
+    def close(self) -> None:
+        with self._guard:
+            idle, self._idle = self._idle, {}
+        for conns in idle.values():
+            for conn in conns:
+                conn.disconnect()  # type: ignore[no-untyped-call]
 
 
 def async_no_retry() -> redis.asyncio.retry.Retry:

@@ -130,6 +130,28 @@ def test_hung_renewal_is_signalled_at_the_deadline(fresh_server: EmbeddedServer)
     client.close()
 
 
+def test_renewal_reconnecting_to_a_hung_server_is_bounded(
+    fresh_server: EmbeddedServer,
+) -> None:
+    # Two leases renewed in one batch; the server hangs. The batch gives up at the shorter
+    # lease's deadline (that lease is lost) and closes its connection; the longer lease's
+    # re-try must connect again, and the handshake with a hung server must not hold the
+    # watchdog for the 60 s socket timeout either.
+    client = LockClient.from_url(fresh_server.url, socket_timeout=60.0)
+    lost: list[str] = []
+    short = client.lock("short", ttl=1.0, auto_renew=True, on_lost=lambda lk: lost.append("s"))
+    long = client.lock("long", ttl=2.0, auto_renew=True, on_lost=lambda lk: lost.append("l"))
+    short.acquire(0)
+    long.acquire(0)
+    fresh_server.pause()
+    try:
+        sync_until(lambda: len(lost) == 2, timeout=30.0)
+        assert lost == ["s", "l"]
+    finally:
+        fresh_server.resume()
+    client.close()
+
+
 def test_a_known_loss_is_not_masked_by_a_failed_release(
     fresh_server: EmbeddedServer,
 ) -> None:

@@ -28,11 +28,11 @@ from .._backend import (
     AsyncEvent,
     AsyncRedis,
     AsyncRedisCluster,
+    AsyncRequester,
     AsyncStateLock,
     async_fan_out,
     async_no_retry,
     async_node_client,
-    async_request,
 )
 from .._core.quorum import NODE_TIMEOUT_MAX
 from .._core.replies import fenced_set_reply, translate_error
@@ -196,6 +196,7 @@ class AsyncLockClient:
         self._guard = AsyncStateLock()
         self.wait_stats = WaitStats()
         self._watchdog = AsyncWatchdog(self)
+        self._requester = AsyncRequester()  # requests bounded by a deadline (the watchdog's)
         if isinstance(max_handoffs, bool) or not isinstance(max_handoffs, int):
             raise TypeError(f"max_handoffs must be an int, not {type(max_handoffs).__name__}")
         if max_handoffs < 0:
@@ -282,7 +283,9 @@ class AsyncLockClient:
         try:
             for call in (("EVALSHA", script.sha), ("EVAL", script.source)):
                 command = (*call, len(keys), *keys, *args)
-                reply, *acked = await async_request(self.redis, [command, *wait], bound, keys[0])
+                reply, *acked = await self._requester.request(
+                    self.redis, [command, *wait], bound, keys[0]
+                )
                 if not isinstance(reply, NoScriptError):
                     break  # else nothing ran: send the source, which caches it
             moved = isinstance(reply, AskError)
@@ -413,6 +416,7 @@ class AsyncLockClient:
 
     async def close(self) -> None:
         await self._watchdog.close()
+        await self._requester.close()
         for waiter in list(self._waiters.values()):
             await waiter.close()
             if self.cluster:  # its own client to one node (see _shard_waiter)

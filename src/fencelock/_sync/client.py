@@ -29,11 +29,11 @@ from .._backend import (
     SyncEvent,
     SyncRedis,
     SyncRedisCluster,
+    SyncRequester,
     SyncStateLock,
     sync_fan_out,
     sync_no_retry,
     sync_node_client,
-    sync_request,
 )
 from .._core.quorum import NODE_TIMEOUT_MAX
 from .._core.replies import fenced_set_reply, translate_error
@@ -197,6 +197,7 @@ class LockClient:
         self._guard = SyncStateLock()
         self.wait_stats = WaitStats()
         self._watchdog = Watchdog(self)
+        self._requester = SyncRequester()  # requests bounded by a deadline (the watchdog's)
         if isinstance(max_handoffs, bool) or not isinstance(max_handoffs, int):
             raise TypeError(f"max_handoffs must be an int, not {type(max_handoffs).__name__}")
         if max_handoffs < 0:
@@ -283,7 +284,9 @@ class LockClient:
         try:
             for call in (("EVALSHA", script.sha), ("EVAL", script.source)):
                 command = (*call, len(keys), *keys, *args)
-                reply, *acked = sync_request(self.redis, [command, *wait], bound, keys[0])
+                reply, *acked = self._requester.request(
+                    self.redis, [command, *wait], bound, keys[0]
+                )
                 if not isinstance(reply, NoScriptError):
                     break  # else nothing ran: send the source, which caches it
             moved = isinstance(reply, AskError)
@@ -414,6 +417,7 @@ class LockClient:
 
     def close(self) -> None:
         self._watchdog.close()
+        self._requester.close()
         for waiter in list(self._waiters.values()):
             waiter.close()
             if self.cluster:  # its own client to one node (see _shard_waiter)
