@@ -15,37 +15,21 @@ to keep within CI's time: about 2.5 minutes for all scenarios on 2 vCPUs.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 
 import pytest
 
 from bench.chaos import report
 from bench.chaos.runner import Lab, run_scenario
-from bench.chaos.scenarios import NO_OVERLAP, SCENARIOS, SHORT, Scenario
+from bench.chaos.scenarios import SCENARIOS, SHORT, Scenario
 from tests.conftest import KINDS, _binary
 
 # Violations that a known library bug causes: (scenario, or "" for any, text in the violation,
 # the bug). They are shown as xfail, not hidden; any other violation in these scenarios still
-# fails the test. (The rows redlock5/*-redis-objects found a bug fixed in eaeb97e: they now
-# guard the fix.)
-LATE_ON_LOST = (
-    "the watchdog blocked in a renewal to a black-holed server calls on_lost only when the "
-    "request times out, not at the local lease deadline (check() is right all along)"
-)
-PENDING_CANCEL = (
-    "asyncio before Python 3.13, on_lost_policy='cancel': a loss that check() declares from "
-    "the block's own task cancels that task; __aexit__'s Task.uncancel() does not clear the "
-    "pending cancellation before 3.13, so it lands in the release (unless redis-py's wait_for "
-    "swallows it, as on an open single-server connection): the block ends with CancelledError "
-    "instead of LockLost"
-)
-KNOWN_BUGS = [
-    ("single/slow-network", f" auto_renew: {NO_OVERLAP}:", LATE_ON_LOST),
-    ("single/slow-network", f" async_cancel: {NO_OVERLAP}:", LATE_ON_LOST),  # the same watchdog
-]
-if sys.version_info < (3, 13):  # seen in redlock5/holder-pause; any pause or outage can do it
-    KNOWN_BUGS.append(("", "the block ended with CancelledError, not LockLost", PENDING_CANCEL))
+# fails the test. None is known now. Earlier rows found bugs since fixed, and their scenarios
+# guard the fixes: redlock5/*-redis-objects (eaeb97e), single/slow-network's late on_lost
+# (77ce024, 6dcbfdc) and async_cancel's pending self-cancellation (93e699e).
+KNOWN_BUGS: list[tuple[str, str, str]] = []
 
 
 def chaos_binary() -> str:

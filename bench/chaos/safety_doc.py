@@ -236,22 +236,29 @@ FINDINGS = """\
   clients; the token is handed out only if the lease is still held after the write-back): the
   `*-redis-objects` rows above run the README's form and check the fix.
 
-- **Library bug (sync pub/sub listener)**: the `fencelock-waiter` thread of a client dies
+- **Found and fixed (sync pub/sub listener)**: the `fencelock-waiter` thread of a client died
   on exceptions that redis-py raises while its pub/sub connection is re-made after a server
   restart, hang or failover (`KeyError: 0` in `PubSub.handle_message`, `AttributeError: 'bytes'
   object has no attribute 'get'` in the connection handshake, `TypeError: argument must be an
   int, or have a fileno() method` polling a closed socket), consistent with two threads using
-  one `PubSub` at once. `Waiter._listen` catches only `ConnectionError` and `TimeoutError`. From
-  then on that client's waiters are woken only by their fallback re-try (at the holder's
-  remaining ttl, at most every `max_poll`): slower hand-over, no effect on safety. Counted as
-  "library threads died" above.
-
-- **Late `on_lost` while a renewal hangs (sync, one server)**: when the server stops
-  answering without closing the connection (the proxy's black hole), the watchdog waits for its
-  renewal request up to the socket timeout and declares the loss only then, not at the local
-  lease deadline as README.md says. `check()` and `lost` are right from the deadline on (they
-  use the local clock), so fencing and `check()` are unaffected, but `on_lost` can come after
-  another worker was granted the lock (seen in `single/slow-network`, auto_renew).
+  one `PubSub` at once. Its client's waiters were then woken only by their fallback re-try.
+  Fixed in d6fe20f: the listener logs such an error, wakes its waiters to re-try, and reads on
+  ("library threads died" above counts any that still die). The concurrent use of one `PubSub`
+  by the listener and a subscribing thread is still there; in asyncio it showed once as a
+  `RuntimeError` from a subscribe, now a `LockConnectionError` (93e699e).
+- **Found and fixed (late `on_lost` while a renewal hangs)**: when the server stopped
+  answering without closing the connection (the proxy's black hole), the watchdog waited for its
+  renewal up to the socket timeout, and declared the loss only then: `on_lost` could come after
+  another worker was granted the lock (`single/slow-network`; `check()` and `lost` were right
+  all along). A renewal is now bounded by the earliest lease deadline of its batch, leases are
+  declared lost between batches (77ce024), and in the sync API the re-connect and handshake of
+  that request are bounded too (6dcbfdc).
+- **Found and fixed (asyncio, `on_lost_policy="cancel"`)**, by the `async_cancel` workers: a
+  loss that the block's own `check()` declared also cancelled that same task; before Python
+  3.13 `Task.uncancel()` does not withdraw such a pending cancellation, so it landed in the
+  release and the block ended with `CancelledError` instead of `LockLost`
+  (`redlock5/holder-pause`). And a release that could not reach the server after a known loss
+  ended the block with `LockConnectionError`, masking `LockLost`. Both fixed in 93e699e.
 
 ## Not covered yet
 
