@@ -175,8 +175,8 @@ def test_without_timeout_it_waits_for_the_holder(
         holder = client.lock(NAME)
         assert holder.acquire()
         proc = spawn("--url", server.url, NAME, "--", "sh", "-c", 'echo "$FENCELOCK_TOKEN" > ran')
-        # It is waiting once it listens for the release (it would also retry without that).
-        sync_until(lambda: raw.pubsub_numsub(KEYS.channel)[0][1] == 1)
+        # It is waiting once it is queued for the release (it would also retry without that).
+        sync_until(lambda: raw.zcard(KEYS.queue) == 1)
         assert not (tmp_path / "ran").exists()
         holder.release()
 

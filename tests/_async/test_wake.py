@@ -71,6 +71,42 @@ async def test_release_wakes_only_the_first_waiter(
     assert queued(raw) == []
 
 
+async def test_wake_all_wakes_every_waiter(server: EmbeddedServer, raw: redis.Redis) -> None:
+    # The other mode, for contrast: no queue, one message on the lock's channel wakes every
+    # waiting client; one wins the re-try, the others wait again.
+    made = [AsyncLockClient.from_url(server.url, wake="all", max_poll=3600.0) for _ in range(3)]
+    holder_client, *waiter_clients = made
+    holder = holder_client.lock(NAME, ttl=3600)
+    assert await holder.acquire(0)
+    order: list[int] = []
+    done = [AsyncEvent() for _ in waiter_clients]
+
+    async def take(lock: AsyncLock, i: int) -> None:
+        assert await lock.acquire(timeout=None)
+        order.append(i)
+        await done[i].wait(None)
+        await lock.release()
+
+    calls = [
+        AsyncCall(lambda client=client, i=i: take(client.lock(NAME, ttl=10), i))
+        for i, client in enumerate(waiter_clients)
+    ]
+    await async_until(lambda: all(c.wait_stats.waiting == 1 for c in waiter_clients))
+    await holder.release()
+    await async_until(lambda: len(order) == 1)
+    # one message woke both: the winner holds the lock, the other waits again
+    await async_until(lambda: all(c.wait_stats.wakeups == 1 for c in waiter_clients))
+    assert not raw.exists(QUEUE)
+    first = order[0]
+    done[first].set()
+    await calls[first].result()
+    await async_until(lambda: len(order) == 2)
+    done[order[1]].set()
+    await calls[order[1]].result()
+    for client in made:
+        await client.close()
+
+
 async def test_a_waiter_that_left_is_skipped(
     clients: list[AsyncLockClient], raw: redis.Redis
 ) -> None:
@@ -78,9 +114,11 @@ async def test_a_waiter_that_left_is_skipped(
     holder = holder_client.lock(NAME, ttl=3600)
     assert await holder.acquire(0)
     holder_token = holder.token
-    # queued, then gave up: its entry stays, but nobody listens on its channel any more
+    # a waiter that gives up leaves the queue ...
     assert not await gone_client.lock(NAME, ttl=10).acquire(timeout=0.2)
-    assert len(queued(raw)) == 1
+    assert queued(raw) == []
+    # ... one that died did not: its entry stays, first in line, but nobody listens for it
+    raw.zadd(QUEUE, {"died": 1})
     waiter = waiter_client.lock(NAME, ttl=10)
 
     async def take() -> int:
@@ -110,10 +148,20 @@ async def test_the_queue_expires_with_its_waiters(
 ) -> None:
     holder = clients[0].lock(NAME, ttl=3600)
     assert await holder.acquire(0)
-    assert not await clients[1].lock(NAME, ttl=10).acquire(timeout=0.2)
-    # kept for the holder's remaining ttl plus the waiter's ttl: a waiter re-queues before then
+    waiter = clients[1].lock(NAME, ttl=10)
+
+    async def take() -> None:
+        assert await waiter.acquire(timeout=None)
+        await waiter.release()
+
+    call = AsyncCall(take)
+    await async_until(lambda: len(queued(raw)) == 1)
+    # kept for the holder's remaining ttl plus the waiter's: a waiter re-queues before then, so
+    # a queue left by waiters that all died goes away on its own
     assert 3600_000 < raw.pttl(QUEUE) <= 3610_000
     await holder.release()
+    await call.result()
+    assert not raw.exists(QUEUE)
 
 
 def test_bad_wake_mode(server: EmbeddedServer) -> None:

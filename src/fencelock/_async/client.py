@@ -129,13 +129,14 @@ class AsyncLockClient:
         replica_timeout: float = 1.0,
         node_timeout: float | None = None,
         max_handoffs: int = DEFAULT_MAX_HANDOFFS,
-        wake: str = "all",
+        wake: str = "one",
     ) -> None:
         self._prefix = validate_prefix(prefix)
         if wake not in WAKE_MODES:
             raise ValueError(f"wake must be one of {WAKE_MODES}, got {wake!r}")
-        # "all": a release wakes every waiting client, and one wins the re-try; "one": waiters
-        # queue in Redis and a release wakes the first that still listens (docs/contention.md)
+        # "one": waiters queue in Redis and a release wakes the first that still listens;
+        # "all": a release wakes every waiting client, and one wins the re-try. One wins from
+        # 4 waiting processes on and is fairer (docs/contention.md, python -m bench.herd)
         self.wake = wake
         socket_timeout = validate_ttl(socket_timeout, "socket_timeout")
         # a blocked acquire re-tries at least this often, even if no wake-up message arrives

@@ -328,6 +328,8 @@ class Lock:
                         sync_sleep(retry_jitter(client.max_poll))
                     left = remaining(deadline, time.monotonic())
                     client.wait(wake, retry_delay(result.pttl, left, client.max_poll))
+                if isinstance(result, Busy) and waiter:
+                    self._leave_queue(waiter)
         if isinstance(result, Busy):
             return None
         deadline = lease_deadline(sent_at, self.ttl)
@@ -339,6 +341,16 @@ class Lock:
             confirmed=result.confirmed,
             reserved=result.reserved,
         )
+
+    def _leave_queue(self, waiter: str) -> None:
+        """A waiter that gives up leaves the queue of wake="one" (best effort: a release skips
+        an entry nobody listens for, and the queue expires)."""
+        command = ("ZREM", self._keys.queue, waiter)
+        with contextlib.suppress(RedisError, LockError):
+            if self._client.nodes:
+                self._client.fan_out(command, self._node_timeout, self._keys.queue)
+            else:
+                self._client.redis.execute_command(*command)  # type: ignore[no-untyped-call]
 
     def _block(self) -> int:
         """Fencing tokens to reserve with a grant: one, or enough for a streak of local
