@@ -144,8 +144,9 @@ class AsyncWaiter:
                 del self._watchers[channel]
                 pubsub = self._pubsub
             if pubsub is not None and self._pid == os.getpid():
-                # a failure means the connection is gone, and the subscription with it
-                with contextlib.suppress(redis.exceptions.RedisError):
+                # A failure means the connection is gone, and the subscription with it. (The
+                # RuntimeError: redis.asyncio re-making the connection the listener reads.)
+                with contextlib.suppress(redis.exceptions.RedisError, RuntimeError):
                     if self._sharded:
                         await pubsub.sunsubscribe(channel)
                     else:
