@@ -12,6 +12,7 @@ from fencelock._async.client import AsyncLockClient
 from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys
 from tests.concurrency import AsyncCall, async_until
+from tests.proxy import TcpProxy
 
 
 def key(name: str) -> str:
@@ -370,3 +371,19 @@ async def test_user_client_without_timeouts_is_bounded(
         pass
     await client.close()
     await user.aclose()
+
+
+async def test_a_grant_that_comes_back_after_its_lease_is_given_back(
+    server: EmbeddedServer, raw: redis.Redis
+) -> None:
+    # Every byte takes 0.15 s each way: the grant's reply arrives after its 0.2 s lease would
+    # have ended. Such a grant is no grant: acquire must not hand out a lease already over.
+    with TcpProxy(server.port) as proxy:
+        client = AsyncLockClient.from_url(proxy.url)
+        await client.lock("warm-up", ttl=10).acquire(0)  # connected, scripts cached
+        proxy.delay(0.15)
+        lock = client.lock("late", ttl=0.2)
+        assert not await lock.acquire(0)
+        proxy.normal()
+        assert not await lock.held()
+        await client.close()

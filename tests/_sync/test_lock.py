@@ -13,6 +13,7 @@ from fencelock._sync.client import LockClient
 from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys
 from tests.concurrency import SyncCall, sync_until
+from tests.proxy import TcpProxy
 
 
 def key(name: str) -> str:
@@ -371,3 +372,19 @@ def test_user_client_without_timeouts_is_bounded(
         pass
     client.close()
     user.close()
+
+
+def test_a_grant_that_comes_back_after_its_lease_is_given_back(
+    server: EmbeddedServer, raw: redis.Redis
+) -> None:
+    # Every byte takes 0.15 s each way: the grant's reply arrives after its 0.2 s lease would
+    # have ended. Such a grant is no grant: acquire must not hand out a lease already over.
+    with TcpProxy(server.port) as proxy:
+        client = LockClient.from_url(proxy.url)
+        client.lock("warm-up", ttl=10).acquire(0)  # connected, scripts cached
+        proxy.delay(0.15)
+        lock = client.lock("late", ttl=0.2)
+        assert not lock.acquire(0)
+        proxy.normal()
+        assert not lock.held()
+        client.close()

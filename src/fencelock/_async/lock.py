@@ -331,7 +331,8 @@ class AsyncLock:
                     await self._leave_queue(waiter)
         if isinstance(result, Busy):
             return None
-        deadline = lease_deadline(sent_at, self.ttl)
+        # a request re-sent after a timeout was granted later than the first one left
+        deadline = lease_deadline(result.sent_at or sent_at, self.ttl)
         return Grant(
             holder,
             result.fence,
@@ -370,6 +371,7 @@ class AsyncLock:
             return await self._try_quorum(holder, depth, args)
         for attempt in range(1, ATTEMPTS + 1):
             try:
+                sent_at = time.monotonic()
                 reply, acked = await self._client.run_replicated(
                     self._acquire_script, self._try_keys, args
                 )
@@ -377,8 +379,14 @@ class AsyncLock:
                 result = acquire_reply(reply)
                 if isinstance(result, Granted):
                     check_replicated(acked, self._client.min_replicas, f"grant of {self.name!r}")
+                    if depth == 0 and lease_deadline(sent_at, self.ttl) <= time.monotonic():
+                        # The reply came back after the lease's local deadline: the lease may
+                        # be someone else's by now. Give it back; the caller tries again.
+                        await async_shield(self._release_quietly(holder))
+                        return Busy(0.0)
                     if block > 1:  # the grant's token is the first of the block reserved
-                        return Granted(result.fence - block + 1, reserved=result.fence)
+                        result = Granted(result.fence - block + 1, reserved=result.fence)
+                    return replace(result, sent_at=sent_at)
                 return result
             except (TimeoutError, ConnectionError) as exc:
                 if attempt == ATTEMPTS:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import redis.exceptions
 
@@ -28,6 +28,9 @@ class Granted:
     fence: int
     confirmed: bool = True  # Redlock: False until a majority's counters were raised to it
     reserved: int = 0  # the last fencing token reserved for local hand-offs (0: none)
+    # when the request that was granted left (a re-sent one: the lease runs from it); None: the
+    # caller's own send time
+    sent_at: float | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -332,7 +332,8 @@ class Lock:
                     self._leave_queue(waiter)
         if isinstance(result, Busy):
             return None
-        deadline = lease_deadline(sent_at, self.ttl)
+        # a request re-sent after a timeout was granted later than the first one left
+        deadline = lease_deadline(result.sent_at or sent_at, self.ttl)
         return Grant(
             holder,
             result.fence,
@@ -371,6 +372,7 @@ class Lock:
             return self._try_quorum(holder, depth, args)
         for attempt in range(1, ATTEMPTS + 1):
             try:
+                sent_at = time.monotonic()
                 reply, acked = self._client.run_replicated(
                     self._acquire_script, self._try_keys, args
                 )
@@ -378,8 +380,14 @@ class Lock:
                 result = acquire_reply(reply)
                 if isinstance(result, Granted):
                     check_replicated(acked, self._client.min_replicas, f"grant of {self.name!r}")
+                    if depth == 0 and lease_deadline(sent_at, self.ttl) <= time.monotonic():
+                        # The reply came back after the lease's local deadline: the lease may
+                        # be someone else's by now. Give it back; the caller tries again.
+                        sync_shield(self._release_quietly(holder))
+                        return Busy(0.0)
                     if block > 1:  # the grant's token is the first of the block reserved
-                        return Granted(result.fence - block + 1, reserved=result.fence)
+                        result = Granted(result.fence - block + 1, reserved=result.fence)
+                    return replace(result, sent_at=sent_at)
                 return result
             except (TimeoutError, ConnectionError) as exc:
                 if attempt == ATTEMPTS:
