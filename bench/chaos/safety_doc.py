@@ -259,6 +259,13 @@ FINDINGS = """\
   release and the block ended with `CancelledError` instead of `LockLost`
   (`redlock5/holder-pause`). And a release that could not reach the server after a known loss
   ended the block with `LockConnectionError`, masking `LockLost`. Both fixed in 93e699e.
+- **Found and fixed (the first long run with the asyncio kind)**: in `single/node-hang` an
+  acquire whose first request timed out and whose re-send was granted computed its lease from
+  the first request's send time, so the watchdog declared the fresh grant lost at once, while
+  the block was already reading; the lease now runs from the request that was granted, and a
+  grant whose reply comes back after its local deadline is given back (3b1ceae). An
+  `UNSUBSCRIBE` failing with redis.asyncio's `RuntimeError` killed an asyncio worker
+  (252d36c).
 
 ## Not covered yet
 
