@@ -18,6 +18,9 @@ MAX_NAME_LENGTH = 4096
 # PX takes a 64-bit integer, but a lease beyond a year is certainly a unit mistake (ms vs s).
 MAX_TTL = 365 * 24 * 3600.0
 MIN_TTL = 0.001
+# A lease must outlast its drift allowance (1% + 2 ms, _core/timing.py) and the grant's round trip
+# with room to spare: shorter, the local deadline can pass before the grant's reply arrives.
+MIN_LEASE = 0.1
 
 
 def escape(name: str) -> str:
@@ -85,11 +88,11 @@ def _number(arg: str, value: object) -> float:
     return float(value)
 
 
-def validate_ttl(ttl: object, arg: str = "ttl") -> float:
-    """A lease length in seconds: finite, at least 1 ms, at most a year."""
+def validate_ttl(ttl: object, arg: str = "ttl", minimum: float = MIN_TTL) -> float:
+    """A duration in seconds: finite, at least ``minimum`` (1 ms), at most a year."""
     value = _number(arg, ttl)
-    if not MIN_TTL <= value <= MAX_TTL:
-        raise ValueError(f"{arg} must be between {MIN_TTL} and {MAX_TTL} seconds, got {ttl!r}")
+    if not minimum <= value <= MAX_TTL:
+        raise ValueError(f"{arg} must be between {minimum} and {MAX_TTL} seconds, got {ttl!r}")
     return value
 
 

@@ -83,7 +83,14 @@ from ..errors import (
     LockTimeout,
     NotReplicated,
 )
-from ..keys import LockKeys, ttl_to_ms, validate_name, validate_timeout, validate_ttl
+from ..keys import (
+    MIN_LEASE,
+    LockKeys,
+    ttl_to_ms,
+    validate_name,
+    validate_timeout,
+    validate_ttl,
+)
 from ..scripts import (
     ACQUIRE,
     FENCE_RAISE,
@@ -146,7 +153,7 @@ class Lock:
         on_lost_policy: str = "raise",
     ) -> None:
         self.name = validate_name(name)
-        self.ttl = validate_ttl(ttl)
+        self.ttl = validate_ttl(ttl, minimum=MIN_LEASE)
         self.timeout = validate_timeout(timeout)
         if on_lost is not None and not callable(on_lost):
             raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
@@ -544,7 +551,7 @@ class Lock:
 
     def extend(self, ttl: float | None = None) -> None:
         """Reset the remaining lease to ``ttl`` seconds (default: the lock's ttl)."""
-        new_ttl = self.ttl if ttl is None else validate_ttl(ttl)
+        new_ttl = self.ttl if ttl is None else validate_ttl(ttl, minimum=MIN_LEASE)
         grant = self._owned_grant("extend")
         sent_at = time.monotonic()
         args = (grant.holder, ttl_to_ms(new_ttl))
