@@ -218,7 +218,9 @@ class AsyncRequester:
     ) -> list[Any]:
         """Send ``commands`` on one connection (a pipeline; on a Cluster, to the node of
         ``key``) and return their replies, error replies included; ``TimeoutError`` after
-        ``timeout`` seconds, connecting included."""
+        ``timeout`` seconds, connecting included (at once, sending nothing, if none is left)."""
+        if timeout <= 0:
+            raise RedisTimeoutError("no time left to send the request")
         pipe = redis.pipeline(transaction=False)
         for command in commands:
             pipe.execute_command(*command)
@@ -266,6 +268,8 @@ class SyncRequester:
         timeout: float,
         key: str,
     ) -> list[Any]:
+        if timeout <= 0:  # a socket timeout of 0 or less would not bound anything
+            raise RedisTimeoutError("no time left to send the request")
         deadline = time.monotonic() + timeout
         client = redis
         if isinstance(redis, SyncRedisCluster):

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import pytest
 import redis
+import redis.exceptions
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock._async.lock import AsyncLock
+from fencelock._backend import AsyncRedis, AsyncRequester
 from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys
 from tests.concurrency import async_until
@@ -263,3 +265,16 @@ async def test_bad_policy(async_client: AsyncLockClient) -> None:
         async_client.lock("p", on_lost_policy="explode")
     with pytest.raises(TypeError, match="on_lost"):
         async_client.lock("p", on_lost=42)  # type: ignore[arg-type]
+
+
+async def test_a_bounded_request_with_no_time_left_is_not_sent(server: EmbeddedServer) -> None:
+    # The watchdog's last lease can reach its deadline between the round's look and the send:
+    # the request then times out at once (not a ValueError from a negative socket timeout,
+    # which would stall the watchdog for a retry interval before it signals the loss).
+    redis_client = AsyncRedis.from_url(server.url)
+    requester = AsyncRequester()
+    for timeout in (0.0, -0.001):
+        with pytest.raises(redis.exceptions.TimeoutError):
+            await requester.request(redis_client, [("PING",)], timeout, "k")
+    await requester.close()
+    await redis_client.aclose()

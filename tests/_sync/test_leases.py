@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import pytest
 import redis
+import redis.exceptions
 
 import fencelock
 from fencelock._sync.client import LockClient
 from fencelock._sync.lock import Lock
+from fencelock._backend import SyncRedis, SyncRequester
 from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys
 from tests.concurrency import sync_until
@@ -264,3 +266,16 @@ def test_bad_policy(sync_client: LockClient) -> None:
         sync_client.lock("p", on_lost_policy="explode")
     with pytest.raises(TypeError, match="on_lost"):
         sync_client.lock("p", on_lost=42)  # type: ignore[arg-type]
+
+
+def test_a_bounded_request_with_no_time_left_is_not_sent(server: EmbeddedServer) -> None:
+    # The watchdog's last lease can reach its deadline between the round's look and the send:
+    # the request then times out at once (not a ValueError from a negative socket timeout,
+    # which would stall the watchdog for a retry interval before it signals the loss).
+    redis_client = SyncRedis.from_url(server.url)
+    requester = SyncRequester()
+    for timeout in (0.0, -0.001):
+        with pytest.raises(redis.exceptions.TimeoutError):
+            requester.request(redis_client, [("PING",)], timeout, "k")
+    requester.close()
+    redis_client.close()
