@@ -197,7 +197,8 @@ class AsyncLockClient:
         self._guard = AsyncStateLock()
         self.wait_stats = WaitStats()
         self._watchdog = AsyncWatchdog(self)
-        self._requester = AsyncRequester()  # requests bounded by a deadline (the watchdog's)
+        # bounded requests: the watchdog's renewals (by their deadline) and min_replicas WAITs
+        self._requester = AsyncRequester()
         if isinstance(max_handoffs, bool) or not isinstance(max_handoffs, int):
             raise TypeError(f"max_handoffs must be an int, not {type(max_handoffs).__name__}")
         if max_handoffs < 0:

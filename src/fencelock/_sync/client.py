@@ -198,7 +198,8 @@ class LockClient:
         self._guard = SyncStateLock()
         self.wait_stats = WaitStats()
         self._watchdog = Watchdog(self)
-        self._requester = SyncRequester()  # requests bounded by a deadline (the watchdog's)
+        # bounded requests: the watchdog's renewals (by their deadline) and min_replicas WAITs
+        self._requester = SyncRequester()
         if isinstance(max_handoffs, bool) or not isinstance(max_handoffs, int):
             raise TypeError(f"max_handoffs must be an int, not {type(max_handoffs).__name__}")
         if max_handoffs < 0:
