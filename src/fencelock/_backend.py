@@ -346,6 +346,8 @@ def sync_node_client(node: Any) -> redis.Redis:
 class AsyncEvent:
     def __init__(self) -> None:
         self._event = asyncio.Event()
+        # the last grant a release announced on the watched channel (see waiter.py)
+        self.grant: str | None = None
 
     def set(self) -> None:
         self._event.set()
@@ -372,6 +374,8 @@ class AsyncEvent:
 class SyncEvent:
     def __init__(self) -> None:
         self._event = threading.Event()
+        # the last grant a release announced on the watched channel (see waiter.py)
+        self.grant: str | None = None
 
     def set(self) -> None:
         self._event.set()

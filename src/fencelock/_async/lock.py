@@ -39,6 +39,7 @@ from redis.exceptions import ConnectionError, RedisError, TimeoutError
 from .._backend import (
     ASYNC_CAN_CANCEL,
     ASYNC_LAZY_TOKEN,
+    AsyncEvent,
     AsyncOwnerSlot,
     AsyncStateLock,
     async_blocking,
@@ -64,6 +65,8 @@ from .._core.replies import (
     check_replicated,
     new_holder_token,
     new_waiter_id,
+    queue_entry,
+    release_grant,
     renew_reply,
     translate_error,
 )
@@ -179,8 +182,13 @@ class AsyncLock:
         self._try_keys = (
             self._acquire_keys if reentrant else (*self._acquire_keys, self._keys.queue)
         )
-        self._release_keys = self._lock_key if reentrant else (self._keys.lock, self._keys.queue)
+        self._release_keys = (
+            self._lock_key if reentrant else (self._keys.lock, self._keys.queue, self._keys.fence)
+        )
         self._wake_one = client.wake == "one" and not reentrant
+        # wake="one" on one master: a release grants the lock to the first queued waiter itself
+        # (no Redlock majority, no replica acknowledgement can be given by one release script)
+        self._granted_by_release = self._wake_one and not (client.nodes or client.min_replicas)
         self._acquire_script = REENTRANT_ACQUIRE if reentrant else ACQUIRE
         self._release_script = REENTRANT_RELEASE if reentrant else RELEASE
         # its local queue (singleflight.py): simple and reentrant locks on one name queue apart,
@@ -315,27 +323,21 @@ class AsyncLock:
             # wake="one": queued in Redis by the re-tries below, woken on a channel of its own
             waiter = new_waiter_id() if self._wake_one else ""
             channel = self._keys.channel + ":" + waiter if waiter else self._keys.channel
+            block = self._block()  # fixed: a grant by a release reserves what the entry says
+            entry = waiter
+            if self._granted_by_release:
+                entry = queue_entry(waiter, holder, self._ttl_ms, block)
             async with client.watch(channel) as wake:
-                if polite:
-                    left = remaining(deadline, time.monotonic())
-                    await client.wait(wake, polite if left is None else min(polite, left))
-                while isinstance(result, Busy):
-                    left = remaining(deadline, time.monotonic())
-                    if left == 0:
-                        break
-                    # Subscribed (and confirmed) before this re-try: a release after it wakes us.
-                    wake.clear()
-                    sent_at = time.monotonic()
-                    result = await self._try(holder, block=self._block(), waiter=waiter)
-                    if isinstance(result, Granted):
-                        break
-                    if client.nodes:
-                        # Redlock: contenders that split the nodes must not collide again
-                        await async_sleep(retry_jitter(client.max_poll))
-                    left = remaining(deadline, time.monotonic())
-                    await client.wait(wake, retry_delay(result.pttl, left, client.max_poll))
-                if isinstance(result, Busy) and waiter:
-                    await self._leave_queue(waiter)
+                try:
+                    if polite:
+                        left = remaining(deadline, time.monotonic())
+                        await client.wait(wake, polite if left is None else min(polite, left))
+                    result = await self._wait_for_grant(holder, block, entry, wake, deadline)
+                finally:
+                    if isinstance(result, Busy) and entry:
+                        # timed out, cancelled or failed: leave the queue, and give back what
+                        # a release may have granted meanwhile
+                        await async_shield(self._leave_queue(holder, entry))
         if isinstance(result, Busy):
             return None
         # a request re-sent after a timeout was granted later than the first one left
@@ -349,15 +351,54 @@ class AsyncLock:
             reserved=result.reserved,
         )
 
-    async def _leave_queue(self, waiter: str) -> None:
+    async def _wait_for_grant(
+        self, holder: str, block: int, entry: str, wake: AsyncEvent, deadline: float | None
+    ) -> Granted | Busy:
+        """Re-try whenever woken (and at least every ``max_poll``) until granted or the
+        deadline passes. With wake="one" each re-try keeps this waiter's place in the queue, and
+        on one master the release itself may grant the lock: the message then carries the token.
+
+        The lease of such a grant is counted from when the last re-try that found this waiter's
+        entry still queued was sent: the grant came after that re-try ran. A grant that leaves
+        less than half the ttl is confirmed by one more re-try (it re-extends the lease)."""
+        client = self._client
+        result: Granted | Busy = Busy(None)
+        while True:
+            left = remaining(deadline, time.monotonic())
+            if left == 0:
+                return result
+            # Subscribed (and confirmed) before this re-try: a release after it wakes us.
+            wake.clear()
+            sent_at = time.monotonic()
+            result = await self._try(holder, block=block, waiter=entry)
+            if isinstance(result, Granted):
+                return result
+            queued, queued_at = result.queued, sent_at
+            if client.nodes:
+                # Redlock: contenders that split the nodes must not collide again
+                await async_sleep(retry_jitter(client.max_poll))
+            left = remaining(deadline, time.monotonic())
+            await client.wait(wake, retry_delay(result.pttl, left, client.max_poll))
+            message, wake.grant = wake.grant, None
+            granted = release_grant(message, queued, block)
+            # with less than half the ttl left, the next re-try finds the lock ours and
+            # re-extends it instead
+            if (
+                granted is not None
+                and lease_deadline(queued_at, self.ttl) - time.monotonic() >= self.ttl / 2
+            ):
+                return replace(granted, sent_at=queued_at)
+
+    async def _leave_queue(self, holder: str, entry: str) -> None:
         """A waiter that gives up leaves the queue of wake="one" (best effort: a release skips
-        an entry nobody listens for, and the queue expires)."""
-        command = ("ZREM", self._keys.queue, waiter)
+        an entry nobody listens for, and the queue expires). On one master this is a release
+        with the waiter's token, in case a release granted it the lock meanwhile."""
         with contextlib.suppress(RedisError, LockError):
             if self._client.nodes:
+                command = ("ZREM", self._keys.queue, entry)
                 await self._client.fan_out(command, self._node_timeout, self._keys.queue)
             else:
-                await self._client.redis.execute_command(*command)  # type: ignore[no-untyped-call]
+                await self._release_once(holder, entry)
 
     def _block(self) -> int:
         """Fencing tokens to reserve with a grant: one, or enough for a streak of local
@@ -444,19 +485,22 @@ class AsyncLock:
 
     async def _release_quietly(self, holder: str) -> bool:
         try:
-            return await self._release_once(holder) in (1, 3)
+            return await self._release_once(holder) in (1, 3, 4)
         except (RedisError, LockError):
             return False  # the server is unreachable: the lease expires on its own
 
     # -- release / extend ------------------------------------------------------------------
 
-    async def _release_once(self, holder: str) -> int:
-        """1: released, 3: released and another client was waiting, 2: a reentrant hold left
-        but still held, 0: not held by ``holder``."""
-        args = (holder, self._keys.channel, self._client.publish_command)
+    async def _release_once(self, holder: str, leaving: str = "") -> int:
+        """1: released, 3: released and another client was woken, 4: released and granted to a
+        queued waiter, 2: a reentrant hold left but still held, 0: not held by ``holder``.
+        ``leaving``: a queue entry removed first (a simple lock's waiter giving up)."""
+        args: tuple[str, ...] = (holder, self._keys.channel, self._client.publish_command)
+        if not self.reentrant:
+            args += (leaving,)
         if self._client.nodes:
             replies = await self._fan_out(self._release_script, self._release_keys, args)
-            return int(owned_by_quorum(replies, (1, 2, 3), f"release of {self.name!r}"))
+            return int(owned_by_quorum(replies, (1, 2, 3, 4), f"release of {self.name!r}"))
         try:
             reply = await self._client.run(self._release_script, self._release_keys, args)
         except RedisError as exc:

@@ -161,6 +161,8 @@ class AsyncWaiter:
         with self._guard:
             if kind in ("message", "smessage") and isinstance(channel, str):
                 for event in self._watchers.get(channel, ()):
+                    if isinstance(data, str) and data.startswith("g"):
+                        event.grant = data  # a release granted the lock to the waiter
                     event.set()
             elif kind == "pong" and isinstance(data, str):
                 ready = self._pings.pop(data, None)

@@ -36,6 +36,8 @@ class Granted:
 @dataclass(frozen=True, slots=True)
 class Busy:
     pttl: float | None  # the holder's remaining lease in seconds; None: the key has no expiry
+    # the score of this waiter's entry in the lock's queue (wake="one"), None when not queued
+    queued: str | None = field(default=None, compare=False)
 
 
 def _int(value: object) -> int:
@@ -47,7 +49,7 @@ def _int(value: object) -> int:
 
 
 def acquire_reply(reply: object) -> Granted | Busy:
-    if not isinstance(reply, list) or len(reply) != 2:
+    if not isinstance(reply, list) or len(reply) not in (2, 3):
         raise LockError(f"unexpected acquire reply {reply!r}")
     status, value = _int(reply[0]), _int(reply[1])
     if status == 1:
@@ -55,7 +57,32 @@ def acquire_reply(reply: object) -> Granted | Busy:
     if status == -1:
         # reentrant: the server's hold count is not ours, so our lease expired and was retaken
         raise LockLost(f"cannot re-enter: the lease had expired (server hold count {value})")
-    return Busy(value / 1000 if value >= 0 else None)
+    score = reply[2] if len(reply) == 3 else None
+    if isinstance(score, bytes):
+        score = score.decode()
+    return Busy(value / 1000 if value >= 0 else None, queued=score or None)
+
+
+def queue_entry(waiter: str, holder: str, ttl_ms: int, block: int) -> str:
+    """A waiter's entry in a lock's queue that lets a release grant it the lock directly
+    (release.lua): its id, and the token, ttl and fencing block the grant is made with."""
+    return f"{waiter} {ttl_ms} {block} {holder}"
+
+
+def release_grant(message: str | None, queued: str | None, block: int) -> Granted | None:
+    """The grant a release announced on a waiter's channel (``'g<score> <top>'``), if it was made
+    to the queue entry this waiter's last re-try found in place (``queued``, its score).
+
+    A grant to an earlier entry (popped before that re-try ran, and so expired or released by
+    then, since the re-try did not find the lock ours) must not be trusted, nor a message that is
+    not a grant. The token is the first of the ``block`` the release reserved."""
+    if message is None or queued is None or not message.startswith("g"):
+        return None
+    score, _, top = message[1:].partition(" ")
+    if score != queued or not top.isdigit():
+        return None
+    last = int(top)
+    return Granted(last - block + 1, reserved=last if block > 1 else 0)
 
 
 def renew_reply(reply: object, count: int) -> list[bool]:

@@ -7,13 +7,17 @@
 -- ARGV[2]  ttl in milliseconds
 -- ARGV[3]  fencing tokens to reserve: 1, or more when waiters of the same process are queued
 --          for local hand-offs (the grant's token is the first of the block)
--- ARGV[4]  this waiter's id in KEYS[3] when it waits to be woken alone (wake="one"), or ''
+-- ARGV[4]  this waiter's entry in KEYS[3] when it waits to be woken alone (wake="one"), or '':
+--          its id, or 'id ttl block token' when a release may grant it the lock (release.lua)
 --
 -- Returns {1, fence} when granted, fence being the last token of the block. When ARGV[1] already
--- holds the lock (the library retries a request that timed out, and the first attempt had in
--- fact succeeded) the lease is re-extended and the fence of that grant is returned again, so the
--- retry cannot fail against itself. Otherwise returns {0, pttl}: the holder's remaining ttl in
--- ms (-1: a key without expiry), and a waiter is queued (once: it keeps its place on re-tries).
+-- holds the lock (the library retries a request that timed out and the first attempt had in
+-- fact succeeded, or a release granted it to this waiter) the lease is re-extended and the fence
+-- of that grant is returned again, so the retry cannot fail against itself. Otherwise returns
+-- {0, pttl, score}: the holder's remaining ttl in ms (-1: a key without expiry), and a waiter is
+-- queued (once: it keeps its place on re-tries) with the score of its entry ('' if none). An
+-- entry popped by a release and queued again has a new score: that is how a waiter tells a
+-- grant it may trust from one that came before this reply (see lock.py).
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local fence = redis.pcall('INCRBY', KEYS[2], ARGV[3])
   if type(fence) == 'table' then
@@ -31,14 +35,16 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   return {1, redis.call('GET', KEYS[2])}
 end
 local pttl = redis.call('PTTL', KEYS[1])
+local score = ''
 if ARGV[4] ~= '' then
   local now = redis.call('TIME')
   -- microseconds, as a string: a Lua number would be sent rounded to 14 digits
   redis.call('ZADD', KEYS[3], 'NX', now[1] .. string.format('%06d', now[2]), ARGV[4])
+  score = redis.call('ZSCORE', KEYS[3], ARGV[4])
   -- Waiters re-try (and so re-queue) within the holder's ttl at the latest: a queue nobody
   -- refreshes for that long is left over from waiters that are gone.
   if redis.call('PTTL', KEYS[3]) < pttl + ARGV[2] then
     redis.call('PEXPIRE', KEYS[3], pttl + ARGV[2])
   end
 end
-return {0, pttl}
+return {0, pttl, score}
