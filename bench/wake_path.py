@@ -245,9 +245,13 @@ class FencelockSide(Side):
         t3 = mono()
         self.parked = None
         granted = [t for t in self.tries if t[2]]
-        ts, tr = granted[-1][:2] if granted else (NAN, NAN)
-        waits = [w for w in self.waits if w[0] <= ts]
-        tw, woken = waits[-1] if waits else (NAN, False)
+        if granted:
+            ts, tr = granted[-1][:2]
+            waits = [w for w in self.waits if w[0] <= ts]
+            tw, woken = waits[-1] if waits else (NAN, False)
+        else:  # the release granted the lock with its wake-up: no re-try
+            tw, woken = self.waits[-1] if self.waits else (NAN, False)
+            ts = tr = tw
         messages = [m for m in self.messages if m[1] <= tw]
         tcr, t2, t2x = messages[-1] if messages else [NAN, NAN, NAN]
         tu0, tu1 = self.unwatches[-1] if self.unwatches else (NAN, NAN)

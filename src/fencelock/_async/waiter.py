@@ -62,6 +62,7 @@ class AsyncWaiter:
         self._closing = False
         self._nonces = itertools.count()
         self._watchers: dict[str, set[AsyncEvent]] = {}  # channel -> events of its watchers
+        self._unwatched: set[str] = set()  # channels left by their last watcher, to UNSUBSCRIBE
         self._pings: dict[str, AsyncEvent] = {}  # PING nonce -> set when its reply arrives
         # PING nonce -> the error reply that came instead of the confirmation (e.g. NOPERM)
         self._refusals: dict[str, RedisError] = {}
@@ -77,6 +78,7 @@ class AsyncWaiter:
             self._guard = AsyncStateLock()
             self._mutex = AsyncMutex()
             self._watchers.clear()
+            self._unwatched.clear()
             self._pings.clear()
             self._refusals.clear()
 
@@ -133,24 +135,33 @@ class AsyncWaiter:
             await self._unwatch(channel, event)
 
     async def _unwatch(self, channel: str, event: AsyncEvent) -> None:
-        async with self._mutex:
+        with self._guard:
+            watchers = self._watchers.get(channel)
+            if watchers is None:
+                return
+            watchers.discard(event)
+            if watchers:
+                return
+            del self._watchers[channel]
+            # The listener sends the UNSUBSCRIBE, before its next read: off the path of the
+            # acquire that ends here (a round trip's worth of a hand-off). Meanwhile a message
+            # on the channel goes to nobody: a waiter's own channel gets none once its queue
+            # entry is gone, and a lock's channel is re-checked for new watchers first.
+            self._unwatched.add(channel)
+
+    async def _unsubscribe_unwatched(self, pubsub: AsyncPubSub) -> None:
+        async with self._mutex:  # a new watcher's SUBSCRIBE is sent before or after, not amid
             with self._guard:
-                watchers = self._watchers.get(channel)
-                if watchers is None:
-                    return
-                watchers.discard(event)
-                if watchers:
-                    return
-                del self._watchers[channel]
-                pubsub = self._pubsub
-            if pubsub is not None and self._pid == os.getpid():
-                # A failure means the connection is gone, and the subscription with it. (The
+                channels = [c for c in self._unwatched if c not in self._watchers]
+                self._unwatched.clear()
+            if channels and self._pid == os.getpid():
+                # A failure means the connection is gone, and the subscriptions with it. (The
                 # RuntimeError: redis.asyncio re-making the connection the listener reads.)
                 with contextlib.suppress(redis.exceptions.RedisError, RuntimeError):
                     if self._sharded:
-                        await pubsub.sunsubscribe(channel)
+                        await pubsub.sunsubscribe(*channels)
                     else:
-                        await pubsub.unsubscribe(channel)
+                        await pubsub.unsubscribe(*channels)
 
     def _dispatch(self, message: dict[str, object]) -> None:
         kind, channel, data = message["type"], message["channel"], message["data"]
@@ -173,6 +184,8 @@ class AsyncWaiter:
         pubsub = self._pubsub
         assert pubsub is not None
         while not self._closing:
+            if self._unwatched:
+                await self._unsubscribe_unwatched(pubsub)
             try:
                 message = await pubsub.get_message(timeout=_READ_TIMEOUT)
             except redis.exceptions.RedisError as exc:

@@ -63,6 +63,7 @@ class Waiter:
         self._closing = False
         self._nonces = itertools.count()
         self._watchers: dict[str, set[SyncEvent]] = {}  # channel -> events of its watchers
+        self._unwatched: set[str] = set()  # channels left by their last watcher, to UNSUBSCRIBE
         self._pings: dict[str, SyncEvent] = {}  # PING nonce -> set when its reply arrives
         # PING nonce -> the error reply that came instead of the confirmation (e.g. NOPERM)
         self._refusals: dict[str, RedisError] = {}
@@ -78,6 +79,7 @@ class Waiter:
             self._guard = SyncStateLock()
             self._mutex = SyncMutex()
             self._watchers.clear()
+            self._unwatched.clear()
             self._pings.clear()
             self._refusals.clear()
 
@@ -134,24 +136,33 @@ class Waiter:
             self._unwatch(channel, event)
 
     def _unwatch(self, channel: str, event: SyncEvent) -> None:
-        with self._mutex:
+        with self._guard:
+            watchers = self._watchers.get(channel)
+            if watchers is None:
+                return
+            watchers.discard(event)
+            if watchers:
+                return
+            del self._watchers[channel]
+            # The listener sends the UNSUBSCRIBE, before its next read: off the path of the
+            # acquire that ends here (a round trip's worth of a hand-off). Meanwhile a message
+            # on the channel goes to nobody: a waiter's own channel gets none once its queue
+            # entry is gone, and a lock's channel is re-checked for new watchers first.
+            self._unwatched.add(channel)
+
+    def _unsubscribe_unwatched(self, pubsub: SyncPubSub) -> None:
+        with self._mutex:  # a new watcher's SUBSCRIBE is sent before or after, not amid
             with self._guard:
-                watchers = self._watchers.get(channel)
-                if watchers is None:
-                    return
-                watchers.discard(event)
-                if watchers:
-                    return
-                del self._watchers[channel]
-                pubsub = self._pubsub
-            if pubsub is not None and self._pid == os.getpid():
-                # A failure means the connection is gone, and the subscription with it. (The
+                channels = [c for c in self._unwatched if c not in self._watchers]
+                self._unwatched.clear()
+            if channels and self._pid == os.getpid():
+                # A failure means the connection is gone, and the subscriptions with it. (The
                 # RuntimeError: redis.asyncio re-making the connection the listener reads.)
                 with contextlib.suppress(redis.exceptions.RedisError, RuntimeError):
                     if self._sharded:
-                        pubsub.sunsubscribe(channel)
+                        pubsub.sunsubscribe(*channels)
                     else:
-                        pubsub.unsubscribe(channel)
+                        pubsub.unsubscribe(*channels)
 
     def _dispatch(self, message: dict[str, object]) -> None:
         kind, channel, data = message["type"], message["channel"], message["data"]
@@ -174,6 +185,8 @@ class Waiter:
         pubsub = self._pubsub
         assert pubsub is not None
         while not self._closing:
+            if self._unwatched:
+                self._unsubscribe_unwatched(pubsub)
             try:
                 message = pubsub.get_message(timeout=_READ_TIMEOUT)
             except redis.exceptions.RedisError as exc:
