@@ -27,6 +27,8 @@ from fencelock._core.replies import (
     acquire_reply,
     fenced_set_reply,
     new_holder_token,
+    queue_entry,
+    release_grant,
     translate_error,
 )
 from fencelock._core.timing import drift, lease_deadline, remaining, retry_delay
@@ -93,8 +95,29 @@ def test_acquire_reply() -> None:
     assert acquire_reply([0, 1500]) == Busy(1.5)
     assert acquire_reply([0, -1]) == Busy(None)
     assert acquire_reply([b"1", b"3"]) == Granted(3)
+    # a queued waiter: its entry's score comes back with the holder's remaining ttl
+    assert acquire_reply([0, 1500, b"1795332386523807"]).queued == "1795332386523807"
+    assert acquire_reply([0, 1500, ""]).queued is None  # not queued (wake="all")
     with pytest.raises(LockError):
         acquire_reply(None)
+
+
+def test_queue_entry() -> None:
+    assert queue_entry("ab12", "tok", 10_000, 3) == "ab12 10000 3 tok"
+
+
+def test_release_grant_is_trusted_only_for_the_entry_last_seen_queued() -> None:
+    score = "1795332386523807"
+    assert release_grant(f"g{score} 42", score, 1) == Granted(42)
+    # a block reserved for local hand-offs: the grant's token is its first
+    assert release_grant(f"g{score} 42", score, 3) == Granted(40, reserved=42)
+    # a grant to an earlier entry of this waiter (popped before its last re-try ran)
+    assert release_grant(f"g{score} 42", "1795332386523999", 1) is None
+    assert release_grant(f"g{score} 42", None, 1) is None  # the last re-try was not queued
+    assert release_grant("1", score, 1) is None  # a wake-up, not a grant
+    assert release_grant(None, score, 1) is None
+    assert release_grant(f"g{score}", score, 1) is None  # malformed
+    assert release_grant(f"g{score} x", score, 1) is None
 
 
 def test_owned_and_fenced_replies() -> None:

@@ -191,6 +191,11 @@ async def test_release_wakes_a_waiter_through_any_node(
 
     call = AsyncCall(acquire_and_release)
     await async_until(lambda: waiter_client.wait_stats.waiting == 1)
+    if wake == "one":
+        with redlock[1].client(decode_responses=True) as probe:
+            # queued to be woken, never to be granted by a release: one node's release
+            # script cannot give a majority
+            assert [len(entry.split()) for entry in probe.zrange(KEYS.queue, 0, -1)] == [1]
     await held.release()
     assert await call.result()
     # woken by a message: the only timer (an hour) cannot have fired

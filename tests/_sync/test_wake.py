@@ -4,6 +4,7 @@ Sync twin generated into tests/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -13,11 +14,13 @@ from fencelock._sync.client import LockClient
 from fencelock._sync.lock import Lock
 from fencelock._backend import SyncEvent
 from fencelock._embedded import EmbeddedServer
+from fencelock.errors import LockError
 from fencelock.keys import LockKeys
 from tests.concurrency import SyncCall, sync_until
 
 NAME = "herd"
-QUEUE = LockKeys.for_name(NAME).queue
+KEYS = LockKeys.for_name(NAME)
+QUEUE = KEYS.queue
 
 
 @pytest.fixture
@@ -118,8 +121,9 @@ def test_a_waiter_that_left_is_skipped(
     # a waiter that gives up leaves the queue ...
     assert not gone_client.lock(NAME, ttl=10).acquire(timeout=0.2)
     assert queued(raw) == []
-    # ... one that died did not: its entry stays, first in line, but nobody listens for it
-    raw.zadd(QUEUE, {"died": 1})
+    # ... ones that died did not: their entries stay, first in line, but nobody listens for
+    # them (one to be woken, one to be granted the lock by the release)
+    raw.zadd(QUEUE, {"died": 1, "died-too 10000 1 its-token": 2})
     waiter = waiter_client.lock(NAME, ttl=10)
 
     def take() -> int:
@@ -129,7 +133,7 @@ def test_a_waiter_that_left_is_skipped(
         return token
 
     call = SyncCall(take)
-    sync_until(lambda: len(queued(raw)) == 2)
+    sync_until(lambda: len(queued(raw)) == 3)
     holder.release()
     assert call.result() > holder_token
     assert waiter_client.wait_stats.wakeups == 1 and waiter_client.wait_stats.polls == 0
@@ -168,3 +172,178 @@ def test_the_queue_expires_with_its_waiters(
 def test_bad_wake_mode(server: EmbeddedServer) -> None:
     with pytest.raises(ValueError, match="wake"):
         LockClient.from_url(server.url, wake="some")
+
+
+def evalsha_calls(raw: redis.Redis) -> int:
+    return int(raw.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+def test_a_release_grants_the_lock_to_the_first_waiter(
+    clients: list[LockClient], raw: redis.Redis
+) -> None:
+    holder_client, waiter_client, *_ = clients
+    holder = holder_client.lock(NAME, ttl=3600)
+    assert holder.acquire(0)
+    holder_token = holder.token
+    waiter = waiter_client.lock(NAME, ttl=10)
+    taken, done = SyncEvent(), SyncEvent()
+
+    def take() -> int:
+        assert waiter.acquire(timeout=None)
+        taken.set()
+        done.wait(None)
+        token = waiter.token
+        waiter.release()
+        return token
+
+    call = SyncCall(take)
+    sync_until(lambda: len(queued(raw)) == 1)
+    waiter_id, ttl_ms, block, its_token = queued(raw)[0].split(" ")
+    assert (ttl_ms, block) == ("10000", "1")
+    before = evalsha_calls(raw)
+    holder.release()
+    # the release itself granted it: the key holds the waiter's token, with the waiter's ttl
+    assert raw.get(KEYS.lock) == its_token
+    assert 9000 < raw.pttl(KEYS.lock) <= 10_000
+    assert taken.wait(10)
+    # ... and the waiter took it from the message, without a re-try of its own
+    assert evalsha_calls(raw) == before + 1
+    assert raw.get(KEYS.lock) == its_token
+    assert waiter_client.wait_stats.wakeups == 1 and waiter_client.wait_stats.polls == 0
+    done.set()
+    assert call.result() == holder_token + 1
+    assert queued(raw) == [] and not raw.exists(KEYS.lock)
+    # the waiter's channel is unsubscribed after the acquire returned (by the listener)
+    channel = f"{KEYS.channel}:{waiter_id}"
+    sync_until(lambda: raw.pubsub_numsub(channel) == [(channel, 0)])
+
+
+def test_a_grant_nobody_listens_for_is_taken_back(
+    clients: list[LockClient], raw: redis.Redis
+) -> None:
+    holder = clients[0].lock(NAME, ttl=3600)
+    assert holder.acquire(0)
+    fence = holder.token
+    raw.zadd(QUEUE, {"died 10000 1 its-token": 1})
+    holder.release()
+    assert not raw.exists(KEYS.lock)  # not left to a waiter that is gone
+    assert queued(raw) == []
+    assert int(raw.get(KEYS.fence) or 0) >= fence  # tokens only ever grow
+    lock = clients[1].lock(NAME, ttl=10)
+    assert lock.acquire(0)
+    assert lock.token > fence
+    lock.release()
+
+
+def test_a_waiter_that_leaves_gives_back_a_grant_it_did_not_see(
+    clients: list[LockClient], raw: redis.Redis
+) -> None:
+    # A release granted the lock to a waiter just as it gave up: the message reached its
+    # connection, but the waiter was already leaving. Its leaving releases that grant.
+    holder_client, leaving_client, next_client, _ = clients
+    holder = holder_client.lock(NAME, ttl=3600)
+    assert holder.acquire(0)
+    leaving = leaving_client.lock(NAME, ttl=3600)
+    entry = "leaving 3600000 1 its-token"
+    raw.zadd(QUEUE, {entry: 1})
+    listener = raw.pubsub()
+    listener.subscribe(f"{KEYS.channel}:leaving")  # so the release finds it listening
+    next_lock = next_client.lock(NAME, ttl=10)
+
+    def take() -> bool:
+        granted = next_lock.acquire(timeout=None)
+        next_lock.release()
+        return granted
+
+    call = SyncCall(take)
+    sync_until(lambda: len(queued(raw)) == 2)
+    holder.release()
+    assert raw.get(KEYS.lock) == "its-token"
+    leaving._leave_queue("its-token", entry)
+    assert call.result()  # the next waiter was served by that release
+    assert next_client.wait_stats.polls == 0
+    assert queued(raw) == []
+    listener.close()
+
+
+def test_a_fencing_counter_of_the_wrong_type_fails_the_waiter_cleanly(
+    clients: list[LockClient], raw: redis.Redis
+) -> None:
+    holder = clients[0].lock(NAME, ttl=3600)
+    assert holder.acquire(0)
+    waiter = clients[1].lock(NAME, ttl=10)
+    call = SyncCall(lambda: waiter.acquire(timeout=None))
+    sync_until(lambda: len(queued(raw)) == 1)
+    raw.delete(KEYS.fence)
+    raw.hset(KEYS.fence, "not", "a counter")
+    holder.release()
+    # no grant without a token: the waiter re-tries and hears of the counter itself
+    with pytest.raises(LockError, match="another Redis type"):
+        call.result()
+    assert not raw.exists(KEYS.lock)
+    assert queued(raw) == []
+
+
+def test_a_grant_that_leaves_less_than_half_the_ttl_is_confirmed_first(
+    clients: list[LockClient], raw: redis.Redis
+) -> None:
+    # The lease of a grant made by a release counts from the waiter's last re-try (the grant
+    # came after it). Long after that re-try, one more re-try re-extends the lease instead.
+    holder = clients[0].lock(NAME, ttl=3600)
+    assert holder.acquire(0)
+    holder_token = holder.token
+    waiter = clients[1].lock(NAME, ttl=0.2)
+    taken, done = SyncEvent(), SyncEvent()
+
+    def take() -> int:
+        assert waiter.acquire(timeout=None)
+        taken.set()
+        done.wait(None)
+        token = waiter.token
+        waiter.release()
+        return token
+
+    call = SyncCall(take)
+    sync_until(lambda: len(queued(raw)) == 1)
+    queued_by = time.monotonic()
+    sync_until(lambda: time.monotonic() > queued_by + 0.15)  # over half the ttl ago
+    before = evalsha_calls(raw)
+    holder.release()
+    assert taken.wait(10)
+    assert evalsha_calls(raw) == before + 2  # the release, and the waiter's confirming re-try
+    done.set()
+    assert call.result() == holder_token + 1  # the same grant, re-extended
+
+
+def test_a_releaser_that_served_a_waiter_queues_without_a_doomed_try(
+    clients: list[LockClient], raw: redis.Redis
+) -> None:
+    holder_client, waiter_client, *_ = clients
+    holder = holder_client.lock(NAME, ttl=3600)
+    assert holder.acquire(0)
+    waiter = waiter_client.lock(NAME, ttl=3600)
+    taken, done = SyncEvent(), SyncEvent()
+
+    def take() -> None:
+        assert waiter.acquire(timeout=None)
+        taken.set()
+        done.wait(None)
+        waiter.release()
+
+    call = SyncCall(take)
+    sync_until(lambda: len(queued(raw)) == 1)
+    holder.release()
+    assert taken.wait(10)
+    # the lock went to the waiter: the old holder's next acquire goes straight to the queue
+    before = evalsha_calls(raw)
+
+    def take_again() -> None:
+        assert holder.acquire(timeout=None)
+        holder.release()
+
+    again = SyncCall(take_again)
+    sync_until(lambda: len(queued(raw)) == 1)
+    assert evalsha_calls(raw) == before + 1
+    done.set()
+    call.result()
+    again.result()

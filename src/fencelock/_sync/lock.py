@@ -13,7 +13,8 @@ Failure timeline of a simple lease, and what each step guards against:
 4. The work outlives the lease: ``extend`` resets it; a lease that expired meanwhile is reported
    (``LockNotOwned``/``lost``), never silently re-taken.
 5. release: one script compares the holder token and deletes, so an expired holder can never
-   delete its successor's lock; it then publishes a wake-up for waiters.
+   delete its successor's lock; it then serves the next waiter: on one master it grants the
+   first queued waiter the lock in the same script (wake="one"), else it publishes a wake-up.
 6. Meanwhile ``check()`` compares the monotonic clock with the local lease deadline (counted from
    when the request was sent, minus a drift allowance): a holder paused past its lease learns it
    before it can act, even if Redis is unreachable.
@@ -316,8 +317,10 @@ class Lock:
         client = self._client
         sent_at = time.monotonic()
         polite = client._queues.take_yield(self._line, sent_at)
-        if polite and remaining(deadline, sent_at) != 0:
-            result: Granted | Busy = Busy(None)  # first let the waiter we woke take its turn
+        if polite is not None and remaining(deadline, sent_at) != 0:
+            # this client's last release woke another client (let it take its turn first) or
+            # granted it the lock: a try now would find the lock busy
+            result: Granted | Busy = Busy(None)
         else:
             result = self._try(holder, block=self._block())
         if isinstance(result, Busy) and remaining(deadline, time.monotonic()) != 0:
@@ -553,9 +556,12 @@ class Lock:
                 raise
             finally:
                 queues.pass_turn(key)
-            if released == 3:  # someone elsewhere was waiting: let them have the next turn
-                now = time.monotonic()
-                queues.yield_to_others(key, now + yield_after_release(now - sent_at))
+            now = time.monotonic()
+            if released == 3:  # someone elsewhere was woken: let them have the next turn
+                queues.yield_to_others(key, now + yield_after_release(now - sent_at), True)
+            elif released == 4:  # granted to someone elsewhere: busy for their hold, at most
+                # about a ttl (their lock on this name is likely configured like this one)
+                queues.yield_to_others(key, now + self.ttl, False)
             if released != 0:
                 return
         raise LockLost(f"{self.name!r} was no longer held when released: its lease had expired")

@@ -30,6 +30,7 @@ Failure timeline and fairness:
 from __future__ import annotations
 
 import os
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -65,8 +66,9 @@ class LocalQueues:
         self.max_handoffs = max_handoffs
         self._guard = SyncStateLock()
         self._lines: dict[str, _Line] = {}
-        # key -> monotonic time until which this client lets other clients' waiters go first
-        self._yields: dict[str, float] = {}
+        # key -> (monotonic time until which this client lets another client's waiter go first,
+        # whether it holds back meanwhile: else the other already has the lock)
+        self._yields: dict[str, tuple[float, bool]] = {}
         self._pid = os.getpid()
         self.handoffs = 0  # successful local hand-offs (for the tests and benchmarks)
 
@@ -78,20 +80,24 @@ class LocalQueues:
             self._lines = {}
             self._yields = {}
 
-    def yield_to_others(self, key: str, until: float) -> None:
-        """The lock was released to Redis while another client waited for it: this client's
-        next acquire of it waits for that client's turn first (see ``take_yield``)."""
+    def yield_to_others(self, key: str, until: float, hold_back: bool) -> None:
+        """The lock was released to Redis while another client waited for it (``hold_back``:
+        woken to take it; else granted it by the release): this client's next acquire of it
+        before ``until`` lets that client go first (see ``take_yield``)."""
         with self._guard:
             if len(self._yields) > 1000:  # keys never acquired again: forget the stale ones
-                now = until - 60.0
-                self._yields = {k: t for k, t in self._yields.items() if t > now}
-            self._yields[key] = until
+                now = time.monotonic()
+                self._yields = {k: v for k, v in self._yields.items() if v[0] > now}
+            self._yields[key] = (until, hold_back)
 
-    def take_yield(self, key: str, now: float) -> float:
-        """Seconds the head about to acquire ``key`` should hold back (0: none)."""
+    def take_yield(self, key: str, now: float) -> float | None:
+        """None: the head about to acquire ``key`` tries at once. Else it skips that try (it
+        would find the lock busy), and first holds back this many seconds (0: none)."""
         with self._guard:
-            until = self._yields.pop(key, 0.0)
-        return max(0.0, until - now)
+            until, hold_back = self._yields.pop(key, (0.0, False))
+        if until <= now:
+            return None
+        return until - now if hold_back else 0.0
 
     def join(self, key: str, lock: Lock) -> Ticket | None:
         """None: the caller is the head (goes to Redis). Else a ticket to wait on."""
