@@ -4,6 +4,7 @@ Sync twin generated into tests/_sync by tools/gen_sync.py."""
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator, Sequence
 
 import pytest
@@ -200,6 +201,28 @@ async def test_release_wakes_a_waiter_through_any_node(
     assert await call.result()
     # woken by a message: the only timer (an hour) cannot have fired
     assert waiter_client.wait_stats.wakeups >= 1 and waiter_client.wait_stats.polls == 0
+    await holder_client.close()
+    await waiter_client.close()
+
+
+async def test_a_waiters_lease_runs_from_the_re_try_that_won(redlock: list[EmbeddedServer]) -> None:
+    holder_client = make_client(redlock)
+    waiter_client = make_client(redlock, max_poll=3600)
+    held = holder_client.lock("job", ttl=3600)
+    assert await held.acquire(0)
+    waiting = waiter_client.lock("job", ttl=0.5)
+
+    async def take() -> None:
+        assert await waiting.acquire(None)
+        waiting.check()  # LockLost if the lease were counted from the first, refused, try
+        await waiting.release()
+
+    call = AsyncCall(take)
+    await async_until(lambda: waiter_client.wait_stats.waiting == 1)
+    queued_by = time.monotonic()
+    await async_until(lambda: time.monotonic() > queued_by + 0.6)  # past the waiter's ttl
+    await held.release()
+    await call.result()
     await holder_client.close()
     await waiter_client.close()
 

@@ -5,6 +5,7 @@ Sync twin generated into tests/_sync by tools/gen_sync.py."""
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator, Sequence
 
 import pytest
@@ -201,6 +202,28 @@ def test_release_wakes_a_waiter_through_any_node(
     assert call.result()
     # woken by a message: the only timer (an hour) cannot have fired
     assert waiter_client.wait_stats.wakeups >= 1 and waiter_client.wait_stats.polls == 0
+    holder_client.close()
+    waiter_client.close()
+
+
+def test_a_waiters_lease_runs_from_the_re_try_that_won(redlock: list[EmbeddedServer]) -> None:
+    holder_client = make_client(redlock)
+    waiter_client = make_client(redlock, max_poll=3600)
+    held = holder_client.lock("job", ttl=3600)
+    assert held.acquire(0)
+    waiting = waiter_client.lock("job", ttl=0.5)
+
+    def take() -> None:
+        assert waiting.acquire(None)
+        waiting.check()  # LockLost if the lease were counted from the first, refused, try
+        waiting.release()
+
+    call = SyncCall(take)
+    sync_until(lambda: waiter_client.wait_stats.waiting == 1)
+    queued_by = time.monotonic()
+    sync_until(lambda: time.monotonic() > queued_by + 0.6)  # past the waiter's ttl
+    held.release()
+    call.result()
     holder_client.close()
     waiter_client.close()
 

@@ -374,8 +374,8 @@ class AsyncLock:
             wake.clear()
             sent_at = time.monotonic()
             result = await self._try(holder, block=block, waiter=entry)
-            if isinstance(result, Granted):
-                return result
+            if isinstance(result, Granted):  # the lease runs from this re-try at the earliest
+                return replace(result, sent_at=result.sent_at or sent_at)
             queued, queued_at = result.queued, sent_at
             if client.nodes:
                 # Redlock: contenders that split the nodes must not collide again
