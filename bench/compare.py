@@ -698,7 +698,8 @@ def environment(server: str, kind: str | None, s: Settings, quick: bool) -> list
         "",
         f"Runs: P1 and P4 {s.repeat} x {s.seconds:g} s per variant after {s.warmup:g} s of"
         f" warm-up; P2 {s.p2_repeat} x {s.p2_seconds:g} s per lock; P3 {s.p3_repeat} x"
-        f" {s.p3_seconds:g} s after {s.warmup:g} s; P5 a window of {s.renew_seconds:g} s; P6"
+        f" {s.p3_seconds:g} s after {s.warmup:g} s; P5 a window of {s.renew_seconds:g} s,"
+        " opened 2 renewal periods after the last acquisition; P6"
         f" {s.memory_locks:,} locks held at once. Medians over the runs, min-max and noise"
         " ((max - min) / median).",
     ]
