@@ -177,6 +177,22 @@ def evalsha_calls(raw: redis.Redis) -> int:
     return int(raw.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
 
 
+def hold_in_a_call(lock: AsyncLock) -> tuple[AsyncCall, AsyncEvent, AsyncEvent]:
+    """Acquire ``lock`` (waiting as long as it takes) in a call of its own, set ``taken``, hold
+    it until ``done`` is set, release it; the call's result is the fencing token it had."""
+    taken, done = AsyncEvent(), AsyncEvent()
+
+    async def take() -> int:
+        assert await lock.acquire(timeout=None)
+        taken.set()
+        await done.wait(None)
+        token = lock.token
+        await lock.release()
+        return token
+
+    return AsyncCall(take), taken, done
+
+
 async def test_a_release_grants_the_lock_to_the_first_waiter(
     clients: list[AsyncLockClient], raw: redis.Redis
 ) -> None:
@@ -185,17 +201,7 @@ async def test_a_release_grants_the_lock_to_the_first_waiter(
     assert await holder.acquire(0)
     holder_token = holder.token
     waiter = waiter_client.lock(NAME, ttl=10)
-    taken, done = AsyncEvent(), AsyncEvent()
-
-    async def take() -> int:
-        assert await waiter.acquire(timeout=None)
-        taken.set()
-        await done.wait(None)
-        token = waiter.token
-        await waiter.release()
-        return token
-
-    call = AsyncCall(take)
+    call, taken, done = hold_in_a_call(waiter)
     await async_until(lambda: len(queued(raw)) == 1)
     waiter_id, ttl_ms, block, its_token = queued(raw)[0].split(" ")
     assert (ttl_ms, block) == ("10000", "1")
@@ -292,17 +298,7 @@ async def test_a_grant_that_leaves_less_than_half_the_ttl_is_confirmed_first(
     assert await holder.acquire(0)
     holder_token = holder.token
     waiter = clients[1].lock(NAME, ttl=0.2)
-    taken, done = AsyncEvent(), AsyncEvent()
-
-    async def take() -> int:
-        assert await waiter.acquire(timeout=None)
-        taken.set()
-        await done.wait(None)
-        token = waiter.token
-        await waiter.release()
-        return token
-
-    call = AsyncCall(take)
+    call, taken, done = hold_in_a_call(waiter)
     await async_until(lambda: len(queued(raw)) == 1)
     queued_by = time.monotonic()
     await async_until(lambda: time.monotonic() > queued_by + 0.15)  # over half the ttl ago
@@ -321,15 +317,7 @@ async def test_a_releaser_that_served_a_waiter_queues_without_a_doomed_try(
     holder = holder_client.lock(NAME, ttl=3600)
     assert await holder.acquire(0)
     waiter = waiter_client.lock(NAME, ttl=3600)
-    taken, done = AsyncEvent(), AsyncEvent()
-
-    async def take() -> None:
-        assert await waiter.acquire(timeout=None)
-        taken.set()
-        await done.wait(None)
-        await waiter.release()
-
-    call = AsyncCall(take)
+    call, taken, done = hold_in_a_call(waiter)
     await async_until(lambda: len(queued(raw)) == 1)
     await holder.release()
     assert await taken.wait(10)

@@ -178,6 +178,22 @@ def evalsha_calls(raw: redis.Redis) -> int:
     return int(raw.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
 
 
+def hold_in_a_call(lock: Lock) -> tuple[SyncCall, SyncEvent, SyncEvent]:
+    """Acquire ``lock`` (waiting as long as it takes) in a call of its own, set ``taken``, hold
+    it until ``done`` is set, release it; the call's result is the fencing token it had."""
+    taken, done = SyncEvent(), SyncEvent()
+
+    def take() -> int:
+        assert lock.acquire(timeout=None)
+        taken.set()
+        done.wait(None)
+        token = lock.token
+        lock.release()
+        return token
+
+    return SyncCall(take), taken, done
+
+
 def test_a_release_grants_the_lock_to_the_first_waiter(
     clients: list[LockClient], raw: redis.Redis
 ) -> None:
@@ -186,17 +202,7 @@ def test_a_release_grants_the_lock_to_the_first_waiter(
     assert holder.acquire(0)
     holder_token = holder.token
     waiter = waiter_client.lock(NAME, ttl=10)
-    taken, done = SyncEvent(), SyncEvent()
-
-    def take() -> int:
-        assert waiter.acquire(timeout=None)
-        taken.set()
-        done.wait(None)
-        token = waiter.token
-        waiter.release()
-        return token
-
-    call = SyncCall(take)
+    call, taken, done = hold_in_a_call(waiter)
     sync_until(lambda: len(queued(raw)) == 1)
     waiter_id, ttl_ms, block, its_token = queued(raw)[0].split(" ")
     assert (ttl_ms, block) == ("10000", "1")
@@ -293,17 +299,7 @@ def test_a_grant_that_leaves_less_than_half_the_ttl_is_confirmed_first(
     assert holder.acquire(0)
     holder_token = holder.token
     waiter = clients[1].lock(NAME, ttl=0.2)
-    taken, done = SyncEvent(), SyncEvent()
-
-    def take() -> int:
-        assert waiter.acquire(timeout=None)
-        taken.set()
-        done.wait(None)
-        token = waiter.token
-        waiter.release()
-        return token
-
-    call = SyncCall(take)
+    call, taken, done = hold_in_a_call(waiter)
     sync_until(lambda: len(queued(raw)) == 1)
     queued_by = time.monotonic()
     sync_until(lambda: time.monotonic() > queued_by + 0.15)  # over half the ttl ago
@@ -322,15 +318,7 @@ def test_a_releaser_that_served_a_waiter_queues_without_a_doomed_try(
     holder = holder_client.lock(NAME, ttl=3600)
     assert holder.acquire(0)
     waiter = waiter_client.lock(NAME, ttl=3600)
-    taken, done = SyncEvent(), SyncEvent()
-
-    def take() -> None:
-        assert waiter.acquire(timeout=None)
-        taken.set()
-        done.wait(None)
-        waiter.release()
-
-    call = SyncCall(take)
+    call, taken, done = hold_in_a_call(waiter)
     sync_until(lambda: len(queued(raw)) == 1)
     holder.release()
     assert taken.wait(10)
