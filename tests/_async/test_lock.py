@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 import redis
@@ -371,6 +372,30 @@ async def test_user_client_without_timeouts_is_bounded(
         pass
     await client.close()
     await user.aclose()
+
+
+async def test_a_token_given_back_is_never_used_again(server: EmbeddedServer) -> None:
+    # A late grant is given back, and acquire tries again: with a new holder token, since the
+    # give-back (or a copy the client re-sent) can still reach the server later and would
+    # delete a grant made to the same token meanwhile.
+    with TcpProxy(server.port) as proxy:
+        client = AsyncLockClient.from_url(proxy.url)
+        await client.lock("warm-up", ttl=10).acquire(0)  # connected, scripts cached
+        lock = client.lock("late", ttl=0.2)
+        holders: list[str] = []
+        original = lock._try
+
+        async def recording(holder: str, *args: Any, **kwargs: Any) -> Any:
+            holders.append(holder)
+            return await original(holder, *args, **kwargs)
+
+        lock._try = recording  # type: ignore[method-assign]
+        proxy.delay(0.15)  # every grant comes back after its 0.2 s lease
+        assert not await lock.acquire(2.0)
+        proxy.normal()
+        assert len(holders) >= 2
+        assert len(set(holders)) == len(holders)  # one try per token: each was given back
+        await client.close()
 
 
 async def test_a_grant_that_comes_back_after_its_lease_is_given_back(

@@ -118,6 +118,12 @@ ATTEMPTS: Final = 2
 POLICIES: Final = ("raise", "ignore", "cancel")
 
 
+class _GaveBack(Exception):
+    """A grant came back after its lease and was given back. Its holder token must not be used
+    again: the give-back (or a copy redis-py re-sent) may reach the server later still, and it
+    would delete a grant made later to the same token."""
+
+
 class _Default:
     pass
 
@@ -237,16 +243,24 @@ class Lock:
             if not ticket.turn:
                 return False
         # The head of the local queue: the one that talks to Redis.
-        holder = new_holder_token()
-        try:
-            grant = self._acquire(holder, deadline)
-        except BaseException:
-            # Cancelled, interrupted or failed with a request in flight: it may have been granted.
+        while True:
+            holder = new_holder_token()
             try:
-                sync_shield(self._release_quietly(holder))
-            finally:
-                queues.pass_turn(key)
-            raise
+                grant = self._acquire(holder, deadline)
+                break
+            except _GaveBack:
+                if remaining(deadline, time.monotonic()) == 0:
+                    grant = None
+                    break
+                # again, with a new holder token
+            except BaseException:
+                # Cancelled, interrupted or failed with a request in flight: it may have been
+                # granted.
+                try:
+                    sync_shield(self._release_quietly(holder))
+                finally:
+                    queues.pass_turn(key)
+                raise
         if grant is None:
             queues.pass_turn(key)
             return False
@@ -433,9 +447,9 @@ class Lock:
                     check_replicated(acked, self._client.min_replicas, f"grant of {self.name!r}")
                     if depth == 0 and lease_deadline(sent_at, self.ttl) <= time.monotonic():
                         # The reply came back after the lease's local deadline: the lease may
-                        # be someone else's by now. Give it back; the caller tries again.
+                        # be someone else's by now. Give it back; acquire tries again.
                         sync_shield(self._release_quietly(holder))
-                        return Busy(0.0)
+                        raise _GaveBack
                     if block > 1:  # the grant's token is the first of the block reserved
                         result = Granted(result.fence - block + 1, reserved=result.fence)
                     return replace(result, sent_at=sent_at)
