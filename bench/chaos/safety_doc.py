@@ -276,21 +276,21 @@ FINDINGS = """\
 - Redis Cluster with a node paused (rather than killed), and a network partition between
   cluster nodes; several Sentinels (the harness has one, quorum 1).
 - A clock jumping backwards (keys then outlive their ttl on that node), and clock drift (rate).
-- The same matrix on valkey as the lock servers (`--server valkey`) is not recorded here.
-  Its one long run (2026-11-22, 19 scenarios in 698 s, with the release granting the lock to
-  the first queued waiter) broke one promise: in `single/slow-network`, an `auto_renew`
-  holder's loss was signalled only by its release, after the next holder's grant (an
-  overlapping hold; 0 stale writes accepted). One mechanism fits it and is fixed: a grant whose
-  reply came back after its lease was given back, and the acquire tried again *with the same
-  holder token*; the give-back, delayed by the slow network (or a copy redis-py re-sent), could
-  reach the server after a later grant to that token and delete it. A token given back is now
-  never used again (`test_a_token_given_back_is_never_used_again`, fails on the previous
-  code). Runs of that scenario on valkey before the fix: 2 overlaps in about 27 (11 of them with
-  debug logging, none of which overlapped), the other one of 2 ms
-  (the watchdog's `on_lost` came 2 ms after the next grant returned, at the moment the proxy
-  switched from delaying to resetting connections: the callback's own latency, while
-  `check()` compares the clock with the deadline directly). The same class of reuse remains
-  in two rarer paths, not fixed yet: a Redlock split vote gives the grant back and re-tries
-  with the same token, and a reentrant re-entry whose replicas did not acknowledge takes its
-  hold back and keeps the token.
+- The same matrix on valkey as the lock servers (`--server valkey`) is not recorded here. Its one
+  long run (2026-11-22, 19 scenarios in 698 s, with the release granting the lock to the first
+  queued waiter) broke one promise: in `single/slow-network`, an `auto_renew` holder's loss was
+  signalled only by its release, after the next holder's grant (an overlapping hold; 0 stale
+  writes accepted). One mechanism fits it and is fixed: a grant whose reply came back after its
+  lease was given back, and the acquire tried again *with the same holder token*; the give-back,
+  delayed by the slow network (or a copy redis-py re-sent), could reach the server after a later
+  grant to that token and delete it. A token given back is now never used again
+  (`test_a_token_given_back_is_never_used_again`, fails on the previous code); 8 runs of that
+  scenario on valkey after the fix: no overlap. Runs of that scenario on valkey before the fix: 2
+  overlaps in about 27 (11 of them with debug logging, none of which overlapped), the other one of
+  2 ms (the watchdog's `on_lost` came 2 ms after the next grant returned, at the moment the proxy
+  switched from delaying to resetting connections: the callback's own latency, while `check()`
+  compares the clock with the deadline directly). The same class of reuse remains in two rarer
+  paths, not fixed yet: a Redlock split vote gives the grant back and re-tries with the same
+  token, and a reentrant re-entry whose replicas did not acknowledge takes its hold back and keeps
+  the token.
 """
