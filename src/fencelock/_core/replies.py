@@ -81,8 +81,13 @@ def release_grant(message: str | None, queued: str | None, block: int) -> Grante
     score, _, top = message[1:].partition(" ")
     if score != queued or not top.isdigit():
         return None
-    last = int(top)
-    return Granted(last - block + 1, reserved=last if block > 1 else 0)
+    return reserved_block(int(top), block)
+
+
+def reserved_block(top: int, block: int) -> Granted:
+    """A grant that moved the fencing counter up by ``block`` to ``top``: its token is the first
+    of the block, the rest are reserved for local hand-offs."""
+    return Granted(top - block + 1, reserved=top if block > 1 else 0)
 
 
 def renew_reply(reply: object, count: int) -> list[bool]:

@@ -70,6 +70,7 @@ from .._core.replies import (
     queue_entry,
     release_grant,
     renew_reply,
+    reserved_block,
     translate_error,
 )
 from .._core.timing import (
@@ -389,8 +390,8 @@ class Lock:
             wake.clear()
             sent_at = time.monotonic()
             result = self._try(holder, block=block, waiter=entry)
-            if isinstance(result, Granted):  # the lease runs from this re-try at the earliest
-                return replace(result, sent_at=result.sent_at or sent_at)
+            if isinstance(result, Granted):  # its lease runs from its own request (_try)
+                return result
             queued, queued_at = result.queued, sent_at
             if client.nodes:
                 # Redlock: contenders that split the nodes must not collide again
@@ -450,9 +451,7 @@ class Lock:
                         # be someone else's by now. Give it back; acquire tries again.
                         sync_shield(self._release_quietly(holder))
                         raise _GaveBack
-                    if block > 1:  # the grant's token is the first of the block reserved
-                        result = Granted(result.fence - block + 1, reserved=result.fence)
-                    return replace(result, sent_at=sent_at)
+                    return replace(reserved_block(result.fence, block), sent_at=sent_at)
                 return result
             except (TimeoutError, ConnectionError) as exc:
                 if attempt == ATTEMPTS:
@@ -477,10 +476,12 @@ class Lock:
             except LockConnectionError:
                 confirmed = False
             result = Granted(result.fence) if confirmed else Busy(None)
-        if depth == 0 and outcome.touched and isinstance(result, Busy):
-            # some nodes may have granted (or still will): give it back on all of them
-            sync_shield(self._release_quietly(holder))
-        return result
+        if isinstance(result, Busy):
+            if depth == 0 and outcome.touched:
+                # some nodes may have granted (or still will): give it back on all of them
+                sync_shield(self._release_quietly(holder))
+            return result
+        return replace(result, sent_at=sent_at)  # the lease runs from this round
 
     def _fan_out(self, script: Script, keys: tuple[str, ...], args: Any) -> list[Any]:
         return self._client.fan_out_script(script, keys, args, self._node_timeout)
@@ -610,8 +611,8 @@ class Lock:
         if isinstance(result, Busy):
             return None
         deadline = lease_deadline(sent_at, to.ttl)
-        top = result.fence
-        return Grant(grant.holder, top - block + 1, os.getpid(), deadline, reserved=top)
+        handed = reserved_block(result.fence, block)
+        return Grant(grant.holder, handed.fence, os.getpid(), deadline, reserved=handed.reserved)
 
     def extend(self, ttl: float | None = None) -> None:
         """Reset the remaining lease to ``ttl`` seconds (default: the lock's ttl)."""
