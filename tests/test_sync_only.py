@@ -129,3 +129,12 @@ def test_redlock_token_is_written_back_when_first_read(redlock: list[EmbeddedSer
     for probe in probes:
         probe.close()
     client.close()
+
+
+def test_an_async_on_lost_callback_is_refused(sync_client: fencelock.LockClient) -> None:
+    async def on_lost(lock: fencelock.Lock) -> None:
+        pass
+
+    # a thread cannot await it: refused when the lock is made, not dropped unawaited later
+    with pytest.raises(TypeError, match="on_lost is an async def"):
+        sync_client.lock("cb", on_lost=on_lost)

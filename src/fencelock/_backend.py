@@ -9,14 +9,15 @@ Everything else is shared source, so a fix cannot land in one API only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
+import logging
 import math
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from types import MappingProxyType
-from typing import Any, Generic, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
+from typing import Any, TypeVar
 
 import redis
 import redis.asyncio
@@ -65,15 +66,39 @@ def sync_shield(value: T) -> T:
     return value  # a sync call cannot be cancelled half-way by anyone but a signal
 
 
+# How many cancellation requests the current task had when the library call began. A task can
+# carry requests that were never withdrawn: after a TaskGroup failure it caught, Python 3.11 and
+# 3.12 leave ``cancelling()`` at 1. Those are not meant for the lock call.
+_cancelling_at_start: contextvars.ContextVar[int] = contextvars.ContextVar(
+    "fencelock_cancelling_at_start", default=0
+)
+
+
+@contextlib.contextmanager
+def async_call_scope() -> Iterator[None]:
+    """Mark the start of a public lock call, for ``async_checkpoint``."""
+    task = asyncio.current_task()
+    token = _cancelling_at_start.set(0 if task is None else task.cancelling())
+    try:
+        yield
+    finally:
+        _cancelling_at_start.reset(token)
+
+
+sync_call_scope = contextlib.nullcontext
+
+
 async def async_checkpoint() -> None:
-    """Raise the cancellation of the current task if it is pending but was never delivered.
+    """Raise the cancellation of the current task if one was requested during this library call
+    but never delivered.
 
     redis.asyncio (seen with 8.1) can return a reply although the awaiting task was cancelled
     during the request, swallowing the CancelledError. An acquire that carried on would then wait
     for, or take, a lock nobody wants any more; so the acquire path checks after each request.
+    Only requests made since the call began count (``async_call_scope``).
     """
     task = asyncio.current_task()
-    if task is not None and task.cancelling():
+    if task is not None and task.cancelling() > _cancelling_at_start.get():
         raise asyncio.CancelledError
 
 
@@ -100,6 +125,34 @@ def async_blocking(call: Callable[..., Awaitable[T]], *args: Any) -> T:
 
 def sync_blocking(call: Callable[..., T], *args: Any) -> T:
     return call(*args)
+
+
+# Whether an ``async def`` callback (on_lost) can be run: under asyncio as a task of its own; a
+# thread has no loop to run it on, so the sync API refuses one when the lock is made.
+ASYNC_AWAITS_CALLBACKS = True
+SYNC_AWAITS_CALLBACKS = False
+
+_callbacks: set[asyncio.Task[None]] = set()  # running async callbacks: a task must be referenced
+
+
+def async_spawn(aw: Awaitable[object], what: str) -> None:
+    """Run the awaitable an ``async def`` callback returned, as a task; its error is logged."""
+
+    async def run() -> None:
+        try:
+            await aw
+        except Exception:
+            logging.getLogger("fencelock").exception("fencelock: %s raised", what)
+
+    task = asyncio.ensure_future(run())
+    _callbacks.add(task)
+    task.add_done_callback(_callbacks.discard)
+
+
+def sync_spawn(aw: Awaitable[object], what: str) -> None:
+    if isinstance(aw, Coroutine):
+        aw.close()  # never awaited: no "coroutine was never awaited" warning later
+    logging.getLogger("fencelock").error("fencelock: %s returned an awaitable; not awaited", what)
 
 
 def async_current_task() -> asyncio.Task[Any] | None:
@@ -452,40 +505,3 @@ class SyncBackground:
         thread, self._thread = self._thread, None
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
-
-
-# Under asyncio a grant belongs to the task that acquired it (and to tasks it spawns, which copy
-# its context). One module-level variable holds an immutable mapping slot -> value: creating a
-# ContextVar per lock object would leak, since contexts keep their variables alive.
-_owned: contextvars.ContextVar[Mapping[object, Any]] = contextvars.ContextVar(
-    "fencelock_owned", default=MappingProxyType({})
-)
-
-
-class AsyncOwnerSlot(Generic[T]):
-    """Where a lock object keeps its grant: per asyncio task."""
-
-    def get(self) -> T | None:
-        value: T | None = _owned.get().get(self)
-        return value
-
-    def set(self, value: T | None) -> None:
-        owned = dict(_owned.get())
-        if value is None:
-            owned.pop(self, None)
-        else:
-            owned[self] = value
-        _owned.set(owned)
-
-
-class SyncOwnerSlot(Generic[T]):
-    """Where a lock object keeps its grant: on the object (the sync holder is the lock object)."""
-
-    def __init__(self) -> None:
-        self._value: T | None = None
-
-    def get(self) -> T | None:
-        return self._value
-
-    def set(self, value: T | None) -> None:
-        self._value = value

@@ -95,7 +95,7 @@ async def test_a_hand_off_is_a_fresh_grant(async_client: AsyncLockClient, raw: r
     token = first.token
     await first.release()
     assert await call.result()
-    grant = second._slot.get()
+    grant = second._held
     if grant is None:  # asyncio: the grant belongs to the task that acquired
         grant = next(iter(async_client._watchdog._leases.values())).grant
     # The process keeps its holder token; the lease (1 s left, less than two thirds of the new

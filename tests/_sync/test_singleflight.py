@@ -96,7 +96,7 @@ def test_a_hand_off_is_a_fresh_grant(sync_client: LockClient, raw: redis.Redis) 
     token = first.token
     first.release()
     assert call.result()
-    grant = second._slot.get()
+    grant = second._held
     if grant is None:  # asyncio: the grant belongs to the task that acquired
         grant = next(iter(sync_client._watchdog._leases.values())).grant
     # The process keeps its holder token; the lease (1 s left, less than two thirds of the new

@@ -27,6 +27,7 @@ Failure timeline of a simple lease, and what each step guards against:
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import os
 import time
@@ -38,16 +39,18 @@ from typing import TYPE_CHECKING, Any, Final
 from redis.exceptions import ConnectionError, RedisError, TimeoutError
 
 from .._backend import (
+    ASYNC_AWAITS_CALLBACKS,
     ASYNC_CAN_CANCEL,
     ASYNC_LAZY_TOKEN,
     AsyncEvent,
-    AsyncOwnerSlot,
     AsyncStateLock,
     async_blocking,
+    async_call_scope,
     async_checkpoint,
     async_current_task,
     async_shield,
     async_sleep,
+    async_spawn,
     async_uncancel,
 )
 from .._core.quorum import (
@@ -167,6 +170,11 @@ class AsyncLock:
         self.timeout = validate_timeout(timeout)
         if on_lost is not None and not callable(on_lost):
             raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
+        if not ASYNC_AWAITS_CALLBACKS and inspect.iscoroutinefunction(on_lost):
+            raise TypeError(
+                "on_lost is an async def, which a thread cannot await: pass a plain function "
+                "(or use fencelock.asyncio)"
+            )
         if on_lost_policy not in POLICIES or (on_lost_policy == "cancel" and not ASYNC_CAN_CANCEL):
             allowed = POLICIES if ASYNC_CAN_CANCEL else POLICIES[:2]
             raise ValueError(f"on_lost_policy must be one of {allowed}, got {on_lost_policy!r}")
@@ -179,7 +187,9 @@ class AsyncLock:
         self.on_lost_policy = on_lost_policy
         self._client = client
         self._keys = LockKeys.for_name(self.name, client.prefix)
-        self._slot: AsyncOwnerSlot[Grant] = AsyncOwnerSlot()
+        # The lock object is the holder, in both APIs: whichever task or thread acquired, any may
+        # use the grant and release it (asyncio.Lock, threading.Lock and redis-py's Lock agree).
+        self._held: Grant | None = None
         self._guard = AsyncStateLock()
         # built once: the uncontended cycle is a hot path
         self._ttl_ms = ttl_to_ms(self.ttl)
@@ -209,7 +219,7 @@ class AsyncLock:
         return f"<{type(self).__name__} {self.name!r} ttl={self.ttl}>"
 
     def _grant(self) -> Grant | None:
-        grant = self._slot.get()
+        grant = self._held
         if grant is not None and grant.pid != os.getpid():
             return None  # the parent's grant, inherited through fork(): not ours
         return grant
@@ -226,16 +236,21 @@ class AsyncLock:
         """Take the lock. ``timeout``: None waits forever, 0 tries once, > 0 waits that long
         (default: the lock's own timeout). Returns whether the lock was acquired."""
         wait = self.timeout if isinstance(timeout, _Default) else validate_timeout(timeout)
-        held = self._grant()
-        if held is not None:
-            if not self.reentrant:
-                raise LockError(f"{self.name!r} is already held by this lock (not reentrant)")
-            await self._reenter(held)
-            return True
-        deadline = None if wait is None else time.monotonic() + wait
+        with async_call_scope():
+            held = self._grant()
+            if held is not None:
+                if self.reentrant:
+                    await self._reenter(held)
+                    return True
+                if not self._is_lost(held):
+                    raise LockError(f"{self.name!r} is already held by this lock (not reentrant)")
+                self._forget(held)  # a lost lease holds nothing: take the name afresh
+            return await self._take(None if wait is None else time.monotonic() + wait)
+
+    async def _take(self, deadline: float | None) -> bool:
         queues, key = self._client._queues, self._line
-        ticket = queues.join(key, self)
-        if ticket is not None:  # another lock object of this client is ahead: wait locally
+        ticket = queues.join(key, self, time.monotonic())
+        if not ticket.turn:  # another lock object of this client is ahead: wait locally
             handed = await self._wait_in_line(ticket, deadline)
             if handed is not None:
                 self._install(handed)
@@ -259,19 +274,25 @@ class AsyncLock:
                 try:
                     await async_shield(self._release_quietly(holder))
                 finally:
-                    queues.pass_turn(key)
+                    queues.pass_turn(key, ticket)
                 raise
         if grant is None:
-            queues.pass_turn(key)
+            queues.pass_turn(key, ticket)
             return False
+        queues.holding(key, ticket, grant)
         self._install(grant)
         return True
 
     def _install(self, grant: Grant) -> None:
-        self._slot.set(grant)
-        self._client._queues.holding(self._line, grant)
+        self._held = grant
         if self.auto_renew:
             self._client._watchdog.track(self, grant)
+
+    def _forget(self, grant: Grant) -> None:
+        """This object no longer holds ``grant`` (released, or lost and taken afresh)."""
+        self._held = None
+        self._client._watchdog.untrack(grant)
+        self._client._queues.pass_turn(self._line, grant)
 
     async def _wait_in_line(self, ticket: Ticket, deadline: float | None) -> Grant | None:
         """Wait in the local queue: a grant handed over, or None (``ticket.turn``: go to Redis
@@ -280,21 +301,16 @@ class AsyncLock:
         try:
             while True:
                 now = time.monotonic()
+                # (a local holder whose lease ran out gives the first in line its turn here)
                 left, lease = remaining(deadline, now), queues.holder_gone(key, now)
                 waits = [t for t in (left, lease) if t is not None]
                 if await ticket.event.wait(min(waits) if waits else None):
                     return ticket.grant
-                if (
-                    remaining(deadline, time.monotonic()) != 0
-                    and queues.holder_gone(key, time.monotonic()) != 0
-                ):
-                    continue  # the holder renewed its lease meanwhile
+                if remaining(deadline, time.monotonic()) != 0:
+                    continue  # the local holder's lease ran out, or was renewed meanwhile
                 if queues.leave(key, ticket):
                     break  # the lock or the turn reached us just now: take it
-                # timed out, or the local holder's lease ran out without a release (an object
-                # never released): go to Redis without waiting for it any longer
-                ticket.turn = remaining(deadline, time.monotonic()) != 0
-                return None
+                return None  # timed out
         except BaseException:
             if queues.leave(key, ticket):  # it reached us as we were leaving: pass it on
                 await async_shield(self._pass_on(ticket))
@@ -308,7 +324,7 @@ class AsyncLock:
             with contextlib.suppress(LockError):
                 await self._give_up(ticket.grant)
         else:
-            self._client._queues.pass_turn(self._line)
+            self._client._queues.pass_turn(self._line, ticket)
 
     async def _reenter(self, grant: Grant) -> None:
         self.check()
@@ -529,29 +545,31 @@ class AsyncLock:
         """Give the lock up (a reentrant lock: leave one hold). Raises ``LockNotOwned``
         (deleting nothing) if this lock does not hold it, ``LockLost`` if its lease expired."""
         grant = self._owned_grant("release")
-        if grant.depth > 1:
-            grant.depth -= 1
-            if await async_shield(self._release_once(grant.holder)) == 0:
-                self._declare_lost(grant, "found gone at release")
-                raise LockLost(f"{self.name!r} was no longer held: its lease had expired")
-            return
-        # Forget the grant first: whatever happens below, this object no longer holds it.
-        self._slot.set(None)
-        self._client._watchdog.untrack(grant)
-        await self._give_up(grant)
+        with async_call_scope():
+            if grant.depth > 1:
+                grant.depth -= 1
+                if await async_shield(self._release_once(grant.holder)) == 0:
+                    self._declare_lost(grant, "found gone at release")
+                    raise LockLost(f"{self.name!r} was no longer held: its lease had expired")
+                return
+            # Forget the grant first: whatever happens below, this object no longer holds it.
+            self._held = None
+            self._client._watchdog.untrack(grant)
+            await self._give_up(grant)
 
     async def _give_up(self, grant: Grant) -> None:
         """Release ``grant``: hand it to the next local waiter if there is one, else in Redis."""
         queues, key = self._client._queues, self._line
         ticket = None
         if not (grant.lost or self._client.nodes or self._client.min_replicas):
-            ticket = queues.next_for_handoff(key)
+            ticket = queues.next_for_handoff(key, grant)
         if ticket is not None:
             to = ticket.lock
             left = grant.deadline - time.monotonic()
             if grant.fence < grant.reserved and not handoff_needs_refresh(left, to.ttl):
                 # the next token of the reserved block, the same lease: no request at all
-                queues.hand(ticket, replace(grant, fence=grant.fence + 1, lost=False, task=None))
+                handed = replace(grant, fence=grant.fence + 1, lost=False, task=None)
+                queues.hand(key, ticket, handed)
                 return
             # the script and the bookkeeping after it must both happen, whatever the caller does
             if await async_shield(self._hand_to(grant, ticket)):
@@ -569,7 +587,7 @@ class AsyncLock:
                 await async_shield(self._release_quietly(grant.holder))
                 raise
             finally:
-                queues.pass_turn(key)
+                queues.pass_turn(key, grant)
             now = time.monotonic()
             if released == 3:  # someone elsewhere was woken: let them have the next turn
                 queues.yield_to_others(key, now + yield_after_release(now - sent_at), True)
@@ -592,7 +610,7 @@ class AsyncLock:
         if handed is None:
             queues.give_turn(ticket)
             return False
-        queues.hand(ticket, handed)
+        queues.hand(self._line, ticket, handed)
         return True
 
     async def _hand_off(self, grant: Grant, to: AsyncLock) -> Grant | None:
@@ -651,7 +669,9 @@ class AsyncLock:
         logger.warning("fencelock: lock %r lost: %s", self.name, reason)
         if self.on_lost is not None:
             try:
-                self.on_lost(self)
+                outcome = self.on_lost(self)
+                if inspect.isawaitable(outcome):  # an async def: awaited in a task of its own
+                    async_spawn(outcome, f"on_lost callback of {self.name!r}")
             except Exception:
                 logger.exception("fencelock: on_lost callback of %r raised", self.name)
         # Not the task that is declaring it (its check(), or the release at the block's end):
@@ -669,9 +689,11 @@ class AsyncLock:
     # -- state -----------------------------------------------------------------------------
 
     async def held(self) -> bool:
-        """Ask the server whether this lock still holds the lease."""
+        """Whether this lock holds the lease and may rely on it: asks the server, and is False
+        once the lease is lost or has run out by the local deadline, whatever the server still
+        shows."""
         grant = self._grant()
-        if grant is None:
+        if grant is None or self._is_lost(grant):
             return False
         if self._client.nodes:
             ok = await self._held_by_quorum(grant)
@@ -679,7 +701,7 @@ class AsyncLock:
             ok = await self._held_by_server(grant)
         if not ok:
             self._declare_lost(grant, "found gone by held()")
-        return ok
+        return ok and not self._is_lost(grant)  # the deadline may have passed meanwhile
 
     async def _held_by_quorum(self, grant: Grant) -> bool:
         key, holder = self._keys.lock, grant.holder

@@ -42,7 +42,8 @@ if TYPE_CHECKING:
 
 @dataclass(eq=False, slots=True)
 class Ticket:
-    """A queued acquire: it is woken with either a grant (handed off) or its turn as head."""
+    """An acquire in the local queue: the head (``turn``: it goes to Redis), or a waiter woken
+    with either a grant (handed off) or its turn as head."""
 
     lock: AsyncLock
     event: AsyncEvent = field(default_factory=AsyncEvent)
@@ -52,9 +53,18 @@ class Ticket:
 
 @dataclass(slots=True)
 class _Line:
+    # Who has the key's turn in this client: the head acquiring it in Redis (its ticket), or the
+    # local grant once it has one. Only the owner may pass the turn on or hand the lock off: a
+    # grant whose lease ran out without a release loses the turn to the next acquire, and its
+    # late release must not take the turn from that one.
+    owner: Ticket | Grant
     tickets: deque[Ticket] = field(default_factory=deque)
     streak: int = 0  # local hand-offs since the lock last went through Redis
-    holder: Grant | None = None  # the local grant, once the head (or a hand-off) got one
+
+
+def _gone(owner: Ticket | Grant, now: float) -> bool:
+    """Whether ``owner`` is a grant whose lease has run out (lost, or past its deadline)."""
+    return not isinstance(owner, Ticket) and (owner.lost or owner.deadline <= now)
 
 
 class AsyncLocalQueues:
@@ -98,34 +108,48 @@ class AsyncLocalQueues:
             return None
         return until - now if hold_back else 0.0
 
-    def join(self, key: str, lock: AsyncLock) -> Ticket | None:
-        """None: the caller is the head (goes to Redis). Else a ticket to wait on."""
+    def join(self, key: str, lock: AsyncLock, now: float) -> Ticket:
+        """A ticket for ``lock``'s acquire of ``key``: the head (``turn``, it goes to Redis), or
+        a place in the queue to wait on."""
         self._reset_after_fork()
+        ticket = Ticket(lock)
         with self._guard:
             line = self._lines.get(key)
             if line is None:
-                self._lines[key] = _Line()
-                return None
-            ticket = Ticket(lock)
-            line.tickets.append(ticket)
-            return ticket
+                if len(self._lines) > 1000:  # keys of lock objects dropped while they held
+                    self._lines = {
+                        k: v for k, v in self._lines.items() if v.tickets or not _gone(v.owner, now)
+                    }
+                self._lines[key] = _Line(ticket)
+                ticket.turn = True
+            elif not line.tickets and _gone(line.owner, now):
+                # a grant whose lease ran out without a release (a lock object dropped, or its
+                # holder just carried on) holds nothing any more: the name is free here too
+                line.owner, line.streak = ticket, 0
+                ticket.turn = True
+            else:
+                line.tickets.append(ticket)
+        return ticket
 
-    def holding(self, key: str, grant: Grant) -> None:
+    def holding(self, key: str, ticket: Ticket, grant: Grant) -> None:
+        """The head ``ticket`` got ``grant`` in Redis."""
         with self._guard:
             line = self._lines.get(key)
-            if line is not None:
-                line.holder = grant
+            if line is not None and line.owner is ticket:
+                line.owner = grant
 
     def holder_gone(self, key: str, now: float) -> float | None:
-        """For a queued waiter: 0 when the local holder's lease has run out (a lock object that
-        was never released must not hold its queue up forever), else the seconds until its
-        deadline (None while the head is still acquiring)."""
+        """For a queued waiter: the seconds until the local holder's deadline (None while the
+        head is still acquiring). A holder whose lease has run out (a lock object never
+        released must not hold its queue up forever) gives its turn to the first in line."""
         with self._guard:
             line = self._lines.get(key)
-            holder = None if line is None else line.holder
-        if holder is None:
-            return None
-        return 0.0 if holder.lost else max(0.0, holder.deadline - now)
+            if line is None or isinstance(line.owner, Ticket):
+                return None
+            if _gone(line.owner, now) and line.tickets:
+                self._next_turn(line)
+                return None
+            return max(0.0, line.owner.deadline - now)
 
     def handoffs_ahead(self, key: str) -> int:
         """How many local hand-offs the grant the head is about to take can expect: the
@@ -134,36 +158,50 @@ class AsyncLocalQueues:
             line = self._lines.get(key)
             return 0 if line is None or not line.tickets else self.max_handoffs
 
-    def pass_turn(self, key: str) -> None:
-        """The head or the holder leaves without handing the lock on: the next in line becomes
-        the head; with nobody queued the key has no local user any more."""
+    def pass_turn(self, key: str, owner: Ticket | Grant) -> None:
+        """``owner`` (a head that failed, or a grant released or lost) leaves without handing
+        the lock on: the next in line becomes the head; with nobody queued the key has no local
+        user any more. Nothing happens if ``owner`` no longer had the turn."""
         with self._guard:
             line = self._lines.get(key)
-            if line is None:
+            if line is None or line.owner is not owner:
                 return
             line.streak = 0
-            line.holder = None
             if line.tickets:
-                ticket = line.tickets.popleft()
-                ticket.turn = True
-                ticket.event.set()
+                self._next_turn(line)
             else:
                 del self._lines[key]
 
-    def next_for_handoff(self, key: str) -> Ticket | None:
-        """The ticket the releasing holder may hand the lock to, taken out of the queue; None
-        when nobody is queued or the streak is used up."""
+    @staticmethod
+    def _next_turn(line: _Line) -> None:
+        ticket = line.tickets.popleft()
+        line.owner = ticket
+        ticket.turn = True
+        ticket.event.set()
+
+    def next_for_handoff(self, key: str, grant: Grant) -> Ticket | None:
+        """The ticket the releasing holder of ``grant`` may hand the lock to, taken out of the
+        queue; None when nobody is queued, the streak is used up, or ``grant`` no longer had
+        the turn."""
         with self._guard:
             line = self._lines.get(key)
-            if line is None or not line.tickets or line.streak >= self.max_handoffs:
+            if (
+                line is None
+                or line.owner is not grant
+                or not line.tickets
+                or line.streak >= self.max_handoffs
+            ):
                 return None
             line.streak += 1
-            line.holder = None
-            return line.tickets.popleft()
+            line.owner = line.tickets.popleft()
+            return line.owner
 
-    def hand(self, ticket: Ticket, grant: Grant) -> None:
+    def hand(self, key: str, ticket: Ticket, grant: Grant) -> None:
         with self._guard:
             self.handoffs += 1
+            line = self._lines.get(key)
+            if line is not None and line.owner is ticket:
+                line.owner = grant
         ticket.grant = grant
         ticket.event.set()
 
