@@ -135,11 +135,12 @@ def test_translate_error() -> None:
 
 
 def test_retry_delay_never_past_deadline() -> None:
-    assert retry_delay(0.3, 10.0, 1.0) == 0.3  # the holder's lease ends first
-    assert retry_delay(30.0, 10.0, 1.0) == 1.0  # bounded fallback poll
-    assert retry_delay(30.0, 0.05, 1.0) == 0.05  # never past the caller's deadline
-    assert retry_delay(None, None, 1.0) == 1.0  # a key without expiry: poll
-    assert retry_delay(0.3, 0.0, 1.0) == 0.0
+    assert retry_delay(0.3, 10.0, None, 5.0) == 0.3  # the holder's lease ends first
+    assert retry_delay(30.0, None, None, 5.0) == 30.0  # no polling: the lease's end
+    assert retry_delay(30.0, 10.0, 1.0, 5.0) == 1.0  # a poll the user asked for
+    assert retry_delay(30.0, 0.05, None, 5.0) == 0.05  # never past the caller's deadline
+    assert retry_delay(None, None, None, 5.0) == 5.0  # a key without expiry: the fallback
+    assert retry_delay(0.3, 0.0, None, 5.0) == 0.0
     assert (
         remaining(None, 5.0) is None and remaining(4.0, 5.0) == 0.0 and remaining(6.0, 5.0) == 1.0
     )

@@ -57,7 +57,7 @@ class ClientSpec:
     replica_timeout: float = 0.25
     socket_timeout: float = 1.0
     node_timeout: float | None = None  # Redlock: None is the library's default (ttl / 200)
-    max_poll: float = 1.0  # the library's default
+    max_poll: float | None = None  # the library's default: no polling
     # SINGLE/REDLOCK: LockClient.from_url(...) (True), or LockClient(redis.Redis(...)) with
     # redis-py's defaults, its default Retry included (False)
     from_url: bool = True

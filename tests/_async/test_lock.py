@@ -208,6 +208,30 @@ async def test_fallback_retry_at_holder_ttl(
     await waiter.release()
 
 
+async def test_an_idle_waiter_costs_the_server_nothing(
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
+) -> None:
+    """While the holder's lease is far from its end, a waiter sends no command at all: it waits
+    for the release message. The one script call after it began waiting is its leaving the
+    queue at its deadline."""
+    async with async_client_b.lock("warm-up", ttl=30):
+        pass  # the scripts are cached on the server: one call each from now on
+    holder = async_client_b.lock("idle", ttl=30)
+    assert await holder.acquire(0)
+
+    def scripts() -> int:
+        stats = raw.info("commandstats")
+        return sum(stats.get(f"cmdstat_{c}", {}).get("calls", 0) for c in ("evalsha", "eval"))
+
+    waiter = async_client.lock("idle", ttl=30)
+    call = AsyncCall(lambda: waiter.acquire(timeout=2.5))
+    await async_until(lambda: async_client.wait_stats.waiting == 1)
+    before = scripts()
+    assert await call.result() is False
+    assert scripts() - before == 1
+    await holder.release()
+
+
 async def test_script_flush_is_survived(async_client: AsyncLockClient, raw: redis.Redis) -> None:
     lock = async_client.lock("flush", ttl=10)
     await lock.acquire(0)

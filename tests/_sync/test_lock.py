@@ -209,6 +209,30 @@ def test_fallback_retry_at_holder_ttl(
     waiter.release()
 
 
+def test_an_idle_waiter_costs_the_server_nothing(
+    sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
+) -> None:
+    """While the holder's lease is far from its end, a waiter sends no command at all: it waits
+    for the release message. The one script call after it began waiting is its leaving the
+    queue at its deadline."""
+    with sync_client_b.lock("warm-up", ttl=30):
+        pass  # the scripts are cached on the server: one call each from now on
+    holder = sync_client_b.lock("idle", ttl=30)
+    assert holder.acquire(0)
+
+    def scripts() -> int:
+        stats = raw.info("commandstats")
+        return sum(stats.get(f"cmdstat_{c}", {}).get("calls", 0) for c in ("evalsha", "eval"))
+
+    waiter = sync_client.lock("idle", ttl=30)
+    call = SyncCall(lambda: waiter.acquire(timeout=2.5))
+    sync_until(lambda: sync_client.wait_stats.waiting == 1)
+    before = scripts()
+    assert call.result() is False
+    assert scripts() - before == 1
+    holder.release()
+
+
 def test_script_flush_is_survived(sync_client: LockClient, raw: redis.Redis) -> None:
     lock = sync_client.lock("flush", ttl=10)
     lock.acquire(0)

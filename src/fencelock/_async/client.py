@@ -36,7 +36,6 @@ from .._backend import (
 )
 from .._core.quorum import NODE_TIMEOUT_MAX
 from .._core.replies import fenced_set_reply, translate_error
-from .._core.timing import DEFAULT_MAX_POLL
 from ..errors import LockConnectionError
 from ..keys import (
     DEFAULT_PREFIX,
@@ -124,7 +123,7 @@ class AsyncLockClient:
         *,
         prefix: str = DEFAULT_PREFIX,
         socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
-        max_poll: float = DEFAULT_MAX_POLL,
+        max_poll: float | None = None,
         min_replicas: int = 0,
         replica_timeout: float = 1.0,
         node_timeout: float | None = None,
@@ -139,8 +138,9 @@ class AsyncLockClient:
         # 4 waiting processes on and is fairer (docs/contention.md, python -m bench.herd)
         self.wake = wake
         socket_timeout = validate_ttl(socket_timeout, "socket_timeout")
-        # a blocked acquire re-tries at least this often, even if no wake-up message arrives
-        self.max_poll = validate_ttl(max_poll, "max_poll")
+        # None: a blocked acquire re-tries only when woken or when the holder's lease ends;
+        # else also at least this often (it costs a request per waiter each time)
+        self.max_poll = None if max_poll is None else validate_ttl(max_poll, "max_poll")
         if isinstance(min_replicas, bool) or not isinstance(min_replicas, int):
             raise TypeError(f"min_replicas must be an int, not {type(min_replicas).__name__}")
         if min_replicas < 0:

@@ -36,10 +36,10 @@ def node_timeout(ttl: float) -> float:
     return min(NODE_TIMEOUT_MAX, max(NODE_TIMEOUT_MIN, ttl / 200))
 
 
-def retry_jitter(max_poll: float) -> float:
+def retry_jitter(max_poll: float | None) -> float:
     """A random pause before a Redlock re-try, so that contenders that split the nodes between
     them (nobody got a majority) do not collide again in lockstep."""
-    return random.uniform(0.0, min(max_poll, 0.05))
+    return random.uniform(0.0, 0.05 if max_poll is None else min(max_poll, 0.05))
 
 
 @dataclass(frozen=True, slots=True)

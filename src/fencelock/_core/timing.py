@@ -2,24 +2,27 @@
 
 from __future__ import annotations
 
-# Even when the holder's lease is long, a waiter re-tries at least this often: a pub/sub message
-# can be lost (the listener's connection dropped and came back), and this bounds the cost of that.
-DEFAULT_MAX_POLL = 1.0
-
 
 def remaining(deadline: float | None, now: float) -> float | None:
     """Seconds left until ``deadline`` (monotonic), or None for no deadline."""
     return None if deadline is None else max(0.0, deadline - now)
 
 
-def retry_delay(pttl: float | None, left: float | None, max_poll: float) -> float:
+def retry_delay(
+    pttl: float | None, left: float | None, max_poll: float | None, fallback: float
+) -> float:
     """How long to wait for a wake-up before re-trying an acquire that found the lock busy.
 
+    Waiting costs the server nothing: the wake-up is a pub/sub message, and a message lost with
+    a broken pub/sub connection is made up for when it is re-made (waiter.py), not by polling.
     The holder's remaining lease ``pttl`` is when the lock frees itself at the latest, so the
-    fallback re-try fires then; never later than ``max_poll``, and never past the caller's
-    deadline (``left`` seconds away; None waits forever).
+    one fallback re-try fires then (a key without expiry, not fencelock's: after ``fallback``);
+    never later than ``max_poll`` if the user set one, nor past the caller's deadline (``left``
+    seconds away; None waits forever).
     """
-    delay = max_poll if pttl is None else min(pttl, max_poll)
+    delay = fallback if pttl is None else pttl
+    if max_poll is not None:
+        delay = min(delay, max_poll)
     if left is not None:
         delay = min(delay, left)
     return max(0.0, delay)

@@ -389,7 +389,7 @@ class Lock:
     def _wait_for_grant(
         self, holder: str, block: int, entry: str, wake: SyncEvent, deadline: float | None
     ) -> Granted | Busy:
-        """Re-try whenever woken (and at least every ``max_poll``) until granted or the
+        """Re-try whenever woken (or when the holder's lease ends) until granted or the
         deadline passes. With wake="one" each re-try keeps this waiter's place in the queue, and
         on one master the release itself may grant the lock: the message then carries the token.
 
@@ -413,7 +413,7 @@ class Lock:
                 # Redlock: contenders that split the nodes must not collide again
                 sync_sleep(retry_jitter(client.max_poll))
             left = remaining(deadline, time.monotonic())
-            client.wait(wake, retry_delay(result.pttl, left, client.max_poll))
+            client.wait(wake, retry_delay(result.pttl, left, client.max_poll, self.ttl))
             message, wake.grant = wake.grant, None
             granted = release_grant(message, queued, block)
             # with less than half the ttl left, the next re-try finds the lock ours and
