@@ -16,7 +16,9 @@ import redis
 
 import fencelock
 from fencelock._embedded import EmbeddedServer, free_port
+from fencelock._sync.lock import Lock
 from fencelock.keys import LockKeys
+from fencelock.run import Runner
 from tests.concurrency import TIMEOUT, sync_until
 
 NAME = "nightly-report"
@@ -357,3 +359,32 @@ def test_redlock_without_a_majority_exits_69_and_with_a_busy_majority_75(
         assert "2 of 3 nodes unreachable" in result.stderr
         assert len(result.stderr.splitlines()) == 1
     assert not (tmp_path / "ran").exists()
+
+
+def test_redlock_majority_lost_before_the_token_is_read_exits_69(
+    tmp_path: Path,
+    redlock: list[EmbeddedServer],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # In-process, to lose the majority between the grant and the first read of the token
+    # (which writes it back to a majority, modes.md): COMMAND must not run without a token.
+    nodes = redlock[:3]
+    ran = tmp_path / "ran"
+    runner = Runner(
+        NAME, ["touch", str(ran)], ttl=10, timeout=0, grace=1, urls=[s.url for s in nodes]
+    )
+    acquire = Runner._acquire
+
+    def acquire_then_lose_the_majority(self: Runner, lock: Lock) -> bool:
+        acquired = acquire(self, lock)
+        for srv in nodes[:2]:
+            srv.kill()
+        return acquired
+
+    monkeypatch.setattr(Runner, "_acquire", acquire_then_lose_the_majority)
+    assert runner.run() == 69
+    stderr = capsys.readouterr().err
+    assert "no majority of the 3 servers reachable" in stderr
+    assert "COMMAND not run" in stderr
+    assert not ran.exists()

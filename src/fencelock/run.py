@@ -277,6 +277,10 @@ class Runner:
         except LockNotOwned:  # (Redlock mode: a token first read after the loss)
             self._lost.set()
             token = 0
+        except LockConnectionError as exc:  # Redlock: no majority to write the token back to
+            where = f"{len(self.urls)} servers reachable ({self._where})"
+            say(f"no majority of the {where} to confirm the fencing token: {exc}; COMMAND not run")
+            return EX_UNAVAILABLE
         if self._lost.is_set():
             say(f"lost the lock {self.name!r} before COMMAND started; COMMAND not run")
             return EX_SOFTWARE
