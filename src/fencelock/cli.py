@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from . import __version__
-from .keys import validate_name, validate_timeout, validate_ttl
+from .keys import MAX_TTL, MIN_LEASE, validate_name, validate_timeout, validate_ttl
 from .run import DEFAULT_GRACE, EX_USAGE, Runner, default_url
 
 Handler = Callable[[argparse.Namespace], int]
@@ -58,11 +57,20 @@ def _checked(check: Callable[[object, str], object]) -> Callable[[str], object]:
 
     def convert(text: str) -> object:
         try:
-            return check(float(text), "value")
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        try:
+            return check(value, "value")
         except ValueError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
 
     return convert
+
+
+def _lease(value: object, arg: str) -> float:
+    """A lock's ttl, with the library's minimum for a lease (the lock would refuse less)."""
+    return validate_ttl(value, arg, minimum=MIN_LEASE)
 
 
 def _seconds(text: str) -> float:
@@ -70,8 +78,9 @@ def _seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 <= value < math.inf:  # also refuses NaN
-        raise argparse.ArgumentTypeError(f"must be >= 0 and finite, got {text}")
+    # at most a year, as a ttl: a longer wait would overflow threading's timeouts
+    if not 0 <= value <= MAX_TTL:  # also refuses NaN
+        raise argparse.ArgumentTypeError(f"must be between 0 and {MAX_TTL:.0f} seconds, got {text}")
     return value
 
 
@@ -148,15 +157,15 @@ def _add_run(subparsers: argparse._SubParsersAction[_Parser]) -> None:
             "status is 70. SIGINT, SIGTERM and SIGHUP are passed on to COMMAND."
         ),
         epilog=(
-            "exit statuses of its own: 64 bad usage, 69 no server reachable, 70 lock lost while "
-            "COMMAND ran, 75 lock busy until --timeout (COMMAND not run), 126/127 COMMAND not "
-            "executable / not found"
+            "exit statuses of its own: 64 bad usage, 69 no server reachable (Redlock: no "
+            "majority of them), 70 lock lost while COMMAND ran, 75 lock busy until --timeout "
+            "(COMMAND not run), 126/127 COMMAND not executable / not found"
         ),
     )
     parser.add_argument("name", type=_lock_name, metavar="NAME", help="the lock's name")
     parser.add_argument(
         "--ttl",
-        type=_checked(validate_ttl),
+        type=_checked(_lease),
         default=30.0,
         metavar="S",
         help="lease length in seconds, renewed every ttl/3 (default 30)",
@@ -281,7 +290,7 @@ def _add_bench(subparsers: argparse._SubParsersAction[_Parser]) -> None:
                         help="P2: how long each grant is held (default 0.001)")  # fmt: skip
     parser.add_argument("--locks", type=_positive_int, default=10_000, metavar="N",
                         help="P5: auto-renewed locks held (default 10000)")  # fmt: skip
-    parser.add_argument("--renew-ttl", type=_checked(validate_ttl), default=3.0, metavar="S",
+    parser.add_argument("--renew-ttl", type=_checked(_lease), default=3.0, metavar="S",
                         help="P5: their ttl; renewed every ttl/3 (default 3)")  # fmt: skip
     parser.add_argument("--renew-seconds", type=_positive_float, default=10.0, metavar="S",
                         help="P5: how long to watch the renewals (default 10)")  # fmt: skip

@@ -14,8 +14,9 @@ foreground group while the command runs, so it can read from the terminal and ge
 directly.
 
 Exit statuses (sysexits.h): COMMAND's own status (128 + N for death by signal N, like a shell),
-or 64 bad usage, 69 no server reachable, 70 lease lost while COMMAND ran, 75 lock busy until
-``--timeout``, 126/127 COMMAND could not be executed / was not found (like a shell).
+or 64 bad usage, 69 no server reachable (Redlock: no majority of them), 70 lease lost while
+COMMAND ran, 75 lock busy until ``--timeout``, 126/127 COMMAND could not be executed / was not
+found (like a shell).
 """
 
 from __future__ import annotations
@@ -240,7 +241,10 @@ class Runner:
             say(f"{signal_name(exc.signum)} while waiting for {self.name!r}; COMMAND not run")
             return 128 + exc.signum
         except LockConnectionError as exc:
-            say(f"no server reachable at {self._where}: {exc}")
+            if len(self.urls) > 1:  # Redlock: fewer than a majority answered
+                say(f"no majority of the {len(self.urls)} servers reachable ({self._where}): {exc}")
+            else:
+                say(f"no server reachable at {self._where}: {exc}")
             return EX_UNAVAILABLE
         except LockError as exc:  # e.g. the key holds something else, or NOAUTH
             say(f"cannot acquire {self.name!r}: {exc}")
@@ -273,6 +277,10 @@ class Runner:
         except LockNotOwned:  # (Redlock mode: a token first read after the loss)
             self._lost.set()
             token = 0
+        except LockConnectionError as exc:  # Redlock: no majority to write the token back to
+            where = f"{len(self.urls)} servers reachable ({self._where})"
+            say(f"no majority of the {where} to confirm the fencing token: {exc}; COMMAND not run")
+            return EX_UNAVAILABLE
         if self._lost.is_set():
             say(f"lost the lock {self.name!r} before COMMAND started; COMMAND not run")
             return EX_SOFTWARE

@@ -102,17 +102,52 @@ async def test_two_of_five_killed_acquisitions_continue(redlock: list[EmbeddedSe
     await client.close()
 
 
-async def test_three_of_five_killed_is_a_clean_failure(redlock: list[EmbeddedServer]) -> None:
+async def test_three_of_five_killed_is_an_outage(redlock: list[EmbeddedServer]) -> None:
     for srv in redlock[:3]:
         srv.kill()
     client = make_client(redlock)
     lock = client.lock("job", ttl=10)
-    assert not await lock.acquire(0)
-    assert not await lock.acquire(0.3)
-    with pytest.raises(fencelock.LockTimeout):
+    with pytest.raises(fencelock.LockConnectionError, match="3 of 5 nodes unreachable"):
+        await lock.acquire(0)
+    with pytest.raises(fencelock.LockConnectionError):
+        await lock.acquire(0.3)
+    with pytest.raises(fencelock.LockConnectionError):  # not LockTimeout: nobody holds it
         async with client.lock("job", ttl=10, timeout=0.1):
             pass
     assert holders(redlock[3:]) == [None, None]  # nothing left held on the survivors
+    await client.close()
+
+
+@pytest.mark.parametrize("fault", ["kill", "pause"])
+async def test_a_majority_down_is_an_outage_a_majority_busy_is_not(
+    redlock: list[EmbeddedServer], fault: str
+) -> None:
+    nodes = redlock[:3]  # Redlock over 3 masters
+    client = make_client(nodes)
+    holder = client.lock("held", ttl=10)
+    assert await holder.acquire(0)
+    # 2 of 3 hold the name for another client: a majority answered no
+    for srv in nodes[:2]:
+        with srv.client() as probe:
+            probe.set(KEYS.lock, "someone-else", px=60_000)
+    assert not await client.lock("job", ttl=10).acquire(0)
+    assert not await client.lock("job", ttl=10).acquire(0.3)
+    with pytest.raises(fencelock.LockTimeout):
+        async with client.lock("job", ttl=10, timeout=0.1):
+            pass
+    for srv in nodes[:2]:
+        srv.kill() if fault == "kill" else srv.pause()
+    # 2 of 3 down (refused) or hung (silent past the node timeout): an outage, whatever the
+    # one node left says, for acquire as for held, extend and release
+    lock = client.lock("job", ttl=10)
+    with pytest.raises(fencelock.LockConnectionError, match="2 of 3 nodes unreachable"):
+        await lock.acquire(0)
+    with pytest.raises(fencelock.LockConnectionError, match="2 of 3 nodes unreachable"):
+        await lock.acquire(1)
+    for call in (holder.held, holder.extend, holder.release):
+        with pytest.raises(fencelock.LockConnectionError, match="1 of 3 nodes confirmed"):
+            await call()
+    assert holders(nodes[2:], KEYS.lock) == [None]  # the failed acquires left nothing held
     await client.close()
 
 
@@ -360,9 +395,11 @@ async def test_slow_nodes_behind_a_proxy(
         proxy.delay(0.5)  # a round trip of 1 s, far past the node timeout
     assert await lock.acquire(5)  # the three fast nodes are a majority
     await lock.release()
-    proxies[2].delay(0.5)  # now a majority is slow
-    assert not await lock.acquire(0)
-    assert not await lock.acquire(0.5)
+    proxies[2].delay(0.5)  # now a majority is slow: as good as down
+    with pytest.raises(fencelock.LockConnectionError, match="3 of 5 nodes unreachable"):
+        await lock.acquire(0)
+    with pytest.raises(fencelock.LockConnectionError):
+        await lock.acquire(0.5)
     await client.close()
 
 

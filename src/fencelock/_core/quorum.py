@@ -104,7 +104,8 @@ def acquire_outcome(replies: Sequence[object], ttl: float, elapsed: float) -> Qu
     ``replies``: one entry per node, the raw script reply or the (already translated) exception.
     A grant needs a majority and a positive validity; the fencing token proposed is the largest
     counter value among the granting nodes (it still has to be written back to a majority before
-    anyone may use it: ``confirm_outcome``).
+    anyone may use it: ``confirm_outcome``). ``LockConnectionError`` when fewer than a majority
+    of nodes could be reached (``Busy`` is for a majority that answered without granting).
     """
     need = quorum(len(replies))
     # the common case first, without building a result per node: a majority granted
@@ -130,6 +131,13 @@ def acquire_outcome(replies: Sequence[object], ttl: float, elapsed: float) -> Qu
     error = first_error(replies)
     if error is not None:
         raise error
+    down = [r for r in replies if isinstance(r, LockConnectionError)]
+    if len(replies) - len(down) < need:
+        # Without a majority answering, "busy" cannot be told from "down": an outage, which
+        # acquire reports rather than waiting out its timeout as if the lock were held.
+        raise LockConnectionError(
+            f"{len(down)} of {len(replies)} nodes unreachable, a majority is {need}: {down[0]}"
+        )
     known = [p for p in pttls if p is not None]
     # the lock frees itself on a majority no later than the busy nodes' longest remaining lease
     pttl = max(known) if known and len(known) == len(pttls) else None
