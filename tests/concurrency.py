@@ -83,3 +83,13 @@ def in_forked_child(check: Callable[[], int]) -> int:
     os.waitpid(pid, 0)
     assert report, "the child died without reporting"
     return report[0]
+
+
+def async_workers() -> int:
+    """How many tasks are alive (the sync twin counts threads): a dropped client must leave no
+    background worker behind."""
+    return len(asyncio.all_tasks())
+
+
+def sync_workers() -> int:
+    return threading.active_count()

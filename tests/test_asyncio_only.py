@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import gc
 import time
+import warnings
 
 import pytest
 import redis
@@ -15,7 +17,7 @@ from fencelock._async.client import AsyncLockClient
 from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys
 from fencelock.scripts import ACQUIRE, RELEASE
-from tests.concurrency import async_until
+from tests.concurrency import async_until, sync_until
 
 KEY = LockKeys.for_name("cancel").lock
 FENCE = LockKeys.for_name("cancel").fence
@@ -402,3 +404,36 @@ async def test_cancel_anywhere_while_queued_for_a_local_hand_off(
         assert async_client._queues._lines == {}, f"queue left behind at step {steps}"
         steps += 1
     assert steps > 3 and async_client._queues.handoffs > 0
+
+
+def test_a_dropped_client_ends_its_tasks_at_once(
+    server: EmbeddedServer, raw: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Dropped unclosed, its lock held with auto_renew (next renewal due in 10 s) and its pub/sub
+    listener running: its close() runs as a task, so its tasks end now, and a loop closed right
+    after (without cancelling anything, unlike asyncio.run) destroys no pending task."""
+
+    async def use_and_drop() -> None:
+        client = AsyncLockClient.from_url(server.url)
+        async with client.watch("some-channel"):
+            pass  # the listener task runs from now on
+        assert await client.lock("unclosed", ttl=30, auto_renew=True).acquire(0)
+
+    async def main() -> None:
+        me = asyncio.current_task()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            await use_and_drop()
+            gc.collect()
+        await async_until(lambda: asyncio.all_tasks() == {me}, timeout=5)
+
+    connections = len(raw.client_list())
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+    gc.collect()
+    assert "Task was destroyed" not in caplog.text
+    sync_until(lambda: len(raw.client_list()) == connections)
+    assert 0 < raw.pttl(LockKeys.for_name("unclosed").lock) <= 30_000  # left to expire

@@ -461,6 +461,30 @@ AsyncMutex = asyncio.Lock
 SyncMutex = threading.Lock
 
 
+_reaping: set[asyncio.Task[None]] = set()  # a task the loop holds only weakly could vanish
+
+
+def async_reap(close: Callable[[], Awaitable[None]]) -> None:
+    """From a finalizer (the garbage collector, maybe amid the loop's own code): run ``close()``
+    as a task of the loop running in this thread, started by the loop, not here."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return  # collected outside the loop: the workers end by themselves
+    loop.call_soon(_reap_task, close)
+
+
+def _reap_task(close: Callable[[], Awaitable[None]]) -> None:
+    task = asyncio.ensure_future(close())
+    _reaping.add(task)
+    task.add_done_callback(_reaping.discard)
+    task.add_done_callback(_consume)
+
+
+def sync_reap(close: Callable[[], None]) -> None:
+    return None  # threads cannot be waited for here: they end by themselves
+
+
 class AsyncBackground:
     """One long-running worker: a task of the running loop."""
 

@@ -3,6 +3,9 @@ Sync twin generated into tests/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 
+import gc
+import warnings
+
 import pytest
 import redis
 import redis.exceptions
@@ -13,7 +16,7 @@ from fencelock._async.lock import AsyncLock
 from fencelock._backend import AsyncRedis, AsyncRequester
 from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys
-from tests.concurrency import async_until
+from tests.concurrency import AsyncCall, async_until, async_workers
 
 
 def key(name: str) -> str:
@@ -278,3 +281,58 @@ async def test_a_bounded_request_with_no_time_left_is_not_sent(server: EmbeddedS
             await requester.request(redis_client, [("PING",)], timeout, "k")
     await requester.close()
     await redis_client.aclose()
+
+
+async def test_a_lock_dropped_while_held_is_no_longer_renewed(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    lock = async_client.lock("dropped", ttl=0.6, auto_renew=True)
+    assert await lock.acquire(0)
+    await async_until(lambda: async_client._watchdog.stats.renewed >= 1)
+    with pytest.warns(ResourceWarning, match="'dropped' was dropped while held"):
+        del lock
+        gc.collect()
+    # not renewed any more (not deleted either): the lease runs out by its ttl on the server
+    await async_until(lambda: not raw.exists(key("dropped")))
+    await async_until(lambda: not async_client._watchdog._worker.running())
+    assert len(async_client._watchdog) == 0 and async_client._watchdog.stats.lost == 0
+
+
+async def wait_renew_and_drop(server: EmbeddedServer, other: AsyncLock) -> None:
+    """A client that waits for ``other``'s lock (on pub/sub) and holds it, renewed: dropped,
+    with its lock, unclosed, when this returns."""
+    client = AsyncLockClient.from_url(server.url)
+    lock = client.lock(other.name, ttl=0.6, auto_renew=True)
+    call = AsyncCall(lambda: lock.acquire(timeout=30))
+    await async_until(lambda: client.wait_stats.waiting == 1)
+    await other.release()
+    assert await call.result()
+    await async_until(lambda: client._watchdog.stats.renewed >= 1)
+
+
+async def test_dropped_clients_leave_nothing_behind(
+    server: EmbeddedServer,
+    async_client_b: AsyncLockClient,
+    raw: redis.Redis,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Clients dropped unclosed while holding a renewed lease, after waiting on pub/sub: their
+    threads (tasks) end, their connections close, and the lease runs out."""
+    other = async_client_b.lock("abandoned", ttl=30)
+    assert await other.acquire(0)
+    await other.release()  # its connection is part of the baseline
+    workers, connections = async_workers(), len(raw.client_list())
+    for _ in range(3):
+        assert await other.acquire(0)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            await wait_renew_and_drop(server, other)
+            gc.collect()
+        messages = [str(w.message) for w in seen if w.category is ResourceWarning]
+        assert any("was dropped while held" in m for m in messages), messages
+        assert any("LockClient: call close()" in m for m in messages), messages
+        await async_until(lambda: not raw.exists(key("abandoned")))
+    await async_until(lambda: async_workers() == workers)
+    await async_until(lambda: len(raw.client_list()) == connections)
+    gc.collect()
+    assert "Task was destroyed" not in caplog.text

@@ -4,6 +4,9 @@ Sync twin generated into tests/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 
+import gc
+import warnings
+
 import pytest
 import redis
 import redis.exceptions
@@ -14,7 +17,7 @@ from fencelock._sync.lock import Lock
 from fencelock._backend import SyncRedis, SyncRequester
 from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys
-from tests.concurrency import sync_until
+from tests.concurrency import SyncCall, sync_until, sync_workers
 
 
 def key(name: str) -> str:
@@ -279,3 +282,58 @@ def test_a_bounded_request_with_no_time_left_is_not_sent(server: EmbeddedServer)
             requester.request(redis_client, [("PING",)], timeout, "k")
     requester.close()
     redis_client.close()
+
+
+def test_a_lock_dropped_while_held_is_no_longer_renewed(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    lock = sync_client.lock("dropped", ttl=0.6, auto_renew=True)
+    assert lock.acquire(0)
+    sync_until(lambda: sync_client._watchdog.stats.renewed >= 1)
+    with pytest.warns(ResourceWarning, match="'dropped' was dropped while held"):
+        del lock
+        gc.collect()
+    # not renewed any more (not deleted either): the lease runs out by its ttl on the server
+    sync_until(lambda: not raw.exists(key("dropped")))
+    sync_until(lambda: not sync_client._watchdog._worker.running())
+    assert len(sync_client._watchdog) == 0 and sync_client._watchdog.stats.lost == 0
+
+
+def wait_renew_and_drop(server: EmbeddedServer, other: Lock) -> None:
+    """A client that waits for ``other``'s lock (on pub/sub) and holds it, renewed: dropped,
+    with its lock, unclosed, when this returns."""
+    client = LockClient.from_url(server.url)
+    lock = client.lock(other.name, ttl=0.6, auto_renew=True)
+    call = SyncCall(lambda: lock.acquire(timeout=30))
+    sync_until(lambda: client.wait_stats.waiting == 1)
+    other.release()
+    assert call.result()
+    sync_until(lambda: client._watchdog.stats.renewed >= 1)
+
+
+def test_dropped_clients_leave_nothing_behind(
+    server: EmbeddedServer,
+    sync_client_b: LockClient,
+    raw: redis.Redis,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Clients dropped unclosed while holding a renewed lease, after waiting on pub/sub: their
+    threads (tasks) end, their connections close, and the lease runs out."""
+    other = sync_client_b.lock("abandoned", ttl=30)
+    assert other.acquire(0)
+    other.release()  # its connection is part of the baseline
+    workers, connections = sync_workers(), len(raw.client_list())
+    for _ in range(3):
+        assert other.acquire(0)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            wait_renew_and_drop(server, other)
+            gc.collect()
+        messages = [str(w.message) for w in seen if w.category is ResourceWarning]
+        assert any("was dropped while held" in m for m in messages), messages
+        assert any("LockClient: call close()" in m for m in messages), messages
+        sync_until(lambda: not raw.exists(key("abandoned")))
+    sync_until(lambda: sync_workers() == workers)
+    sync_until(lambda: len(raw.client_list()) == connections)
+    gc.collect()
+    assert "Task was destroyed" not in caplog.text

@@ -15,6 +15,8 @@ Modes, chosen by what it is given:
 from __future__ import annotations
 
 import contextlib
+import warnings
+import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -33,6 +35,7 @@ from .._backend import (
     async_fan_out,
     async_no_retry,
     async_node_client,
+    async_reap,
 )
 from .._core.quorum import NODE_TIMEOUT_MAX
 from .._core.replies import fenced_set_reply, translate_error
@@ -108,6 +111,42 @@ async def run_script(
         return await client.evalsha(script.sha, len(keys), *keys, *args)
     except NoScriptError:
         return await client.eval(script.source, len(keys), *keys, *args)
+
+
+@dataclass
+class _Parts:
+    """What close() closes: everything of a client but the client itself."""
+
+    watchdog: AsyncWatchdog
+    requester: AsyncRequester
+    waiters: dict[object, AsyncWaiter]
+    cluster: bool
+    owned: list[AsyncRedis | AsyncRedisCluster]  # made by fencelock: closed with the client
+
+    async def close(self) -> None:
+        await self.watchdog.close()
+        await self.requester.close()
+        for waiter in list(self.waiters.values()):
+            await waiter.close()
+            if self.cluster:  # its own client to one node (see _shard_waiter)
+                await waiter.redis.connection_pool.disconnect()
+        for node in self.owned:
+            assert isinstance(node, AsyncRedis)  # a RedisCluster is always the caller's
+            await node.aclose()
+            # a pool of fencelock's own is not closed by aclose()
+            await node.connection_pool.disconnect()
+
+
+def _abandoned(name: str, parts: _Parts) -> None:
+    """A client was collected unclosed. Run by the garbage collector, in whatever thread, maybe
+    while that thread holds a lock of ours: so it takes no lock and waits for nothing. The
+    pub/sub listeners are told to stop (they end within a read and close their connection); the
+    watchdog holds the client weakly and ends with its last lease; under asyncio close() is run
+    in full, as a task of the loop; in threads redis-py closes a collected pool's connections."""
+    warnings.warn(f"unclosed {name}: call close()", ResourceWarning, stacklevel=2)
+    for waiter in list(parts.waiters.values()):
+        waiter.abandon()
+    async_reap(parts.close)
 
 
 class AsyncLockClient:
@@ -196,7 +235,7 @@ class AsyncLockClient:
         self._waiters: dict[object, AsyncWaiter] = dict(enumerate(waiters))
         self._guard = AsyncStateLock()
         self.wait_stats = WaitStats()
-        self._watchdog = AsyncWatchdog(self)
+        self._watchdog = AsyncWatchdog(self)  # holds the client weakly
         # bounded requests: the watchdog's renewals (by their deadline) and min_replicas WAITs
         self._requester = AsyncRequester()
         if isinstance(max_handoffs, bool) or not isinstance(max_handoffs, int):
@@ -209,6 +248,7 @@ class AsyncLockClient:
         # a release wakes waiters through sharded pub/sub on a Cluster: a plain PUBLISH there
         # is broadcast to every node of the cluster
         self.publish_command = "SPUBLISH" if self.cluster else "PUBLISH"
+        self._finalizer = self._on_drop()
 
     @classmethod
     def from_url(
@@ -233,6 +273,8 @@ class AsyncLockClient:
         target: AsyncRedis | list[AsyncRedis] = clients[0] if isinstance(url, str) else clients
         client = cls(target, socket_timeout=socket_timeout, **kwargs)
         client._owns_redis = True
+        client._finalizer.detach()
+        client._finalizer = client._on_drop()  # with the connections it now owns
         return client
 
     def lock(
@@ -416,20 +458,22 @@ class AsyncLockClient:
             raise translate_error(exc, f"resource {key!r}") from exc
         fenced_set_reply(reply, key, token)
 
-    async def close(self) -> None:
-        await self._watchdog.close()
-        await self._requester.close()
-        for waiter in list(self._waiters.values()):
-            await waiter.close()
-            if self.cluster:  # its own client to one node (see _shard_waiter)
-                await waiter.redis.connection_pool.disconnect()
+    def _parts(self) -> _Parts:
+        owned: list[AsyncRedis | AsyncRedisCluster] = []
         if self._owns_redis:
-            owned: list[AsyncRedis | AsyncRedisCluster] = [*self.nodes] or [self.redis]
-            for node in owned:
-                assert isinstance(node, AsyncRedis)  # a RedisCluster is always the caller's
-                await node.aclose()
-                # a pool of fencelock's own is not closed by aclose()
-                await node.connection_pool.disconnect()
+            owned = [*self.nodes] or [self.redis]
+        return _Parts(self._watchdog, self._requester, self._waiters, self.cluster, owned)
+
+    def _on_drop(self) -> weakref.finalize[[str, _Parts], Any]:
+        """What happens if this client is dropped unclosed, like an unclosed file (see
+        ``_abandoned``). Nothing of it may hold the client: it would never be collected."""
+        finalizer = weakref.finalize(self, _abandoned, type(self).__name__, self._parts())
+        finalizer.atexit = False  # at exit the daemon threads just stop
+        return finalizer
+
+    async def close(self) -> None:
+        self._finalizer.detach()
+        await self._parts().close()
 
     async def __aenter__(self) -> Self:
         return self

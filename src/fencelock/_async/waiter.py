@@ -60,6 +60,7 @@ class AsyncWaiter:
         self._pid = os.getpid()
         self._listener = AsyncBackground("fencelock-waiter")
         self._closing = False
+        self._abandoned = False  # the client was dropped unclosed: the listener cleans up
         self._nonces = itertools.count()
         self._watchers: dict[str, set[AsyncEvent]] = {}  # channel -> events of its watchers
         self._unwatched: set[str] = set()  # channels left by their last watcher, to UNSUBSCRIBE
@@ -214,6 +215,9 @@ class AsyncWaiter:
                 continue
             if message is not None:
                 self._dispatch(message)
+        if self._abandoned:  # nobody will call close(): the connection must not outlive us
+            with contextlib.suppress(redis.exceptions.RedisError):
+                await pubsub.aclose()
 
     async def _wake_all(self) -> None:
         """Wake every waiter to re-try at once, then pause before reading again."""
@@ -222,6 +226,11 @@ class AsyncWaiter:
                 for event in events:
                     event.set()
         await async_sleep(_READ_TIMEOUT)
+
+    def abandon(self) -> None:
+        """The client was dropped without close(): the listener ends after its current read
+        and closes the connection. (Called by the garbage collector: it only sets flags.)"""
+        self._abandoned = self._closing = True
 
     async def close(self) -> None:
         self._closing = True

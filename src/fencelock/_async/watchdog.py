@@ -8,6 +8,12 @@ finds the lock gone or held by another holder declares it lost at once. When ren
 host's monotonic clock from when the last successful renewal was *sent*, minus a drift allowance:
 no later than the moment another client could acquire it. One task (asyncio) or one thread
 (sync) serves every lease of the client: 10,000 leases are not 10,000 timers.
+
+Nothing here keeps a lock or the client alive: a lease record holds its lock object through a weak
+reference, the worker holds the client weakly and runs only while there are leases. A lock object
+dropped while held is no longer renewed (a ResourceWarning says so) and its lease runs out on the
+server by its ttl; it is not deleted: the drop may have been a mistake elsewhere, and expiry is
+the outcome the server guarantees anyway.
 """
 
 from __future__ import annotations
@@ -17,13 +23,16 @@ import logging
 import math
 import os
 import time
+import warnings
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 
-from .._backend import AsyncBackground, AsyncEvent, AsyncStateLock, async_sleep
+from .._backend import AsyncBackground, AsyncEvent, AsyncStateLock
 from .._core.quorum import renew_answers, tally, validity
 from .._core.replies import check_replicated, renew_reply
 from .._core.timing import (
@@ -48,8 +57,14 @@ logger = logging.getLogger("fencelock")
 
 @dataclass(eq=False, slots=True)
 class Lease:
-    lock: AsyncLock
+    """What renewing one grant takes, read once at track(); the lock only weakly."""
+
+    lock: weakref.ref[AsyncLock]
     grant: Grant
+    key: str
+    ttl: float
+    slot: int  # its Cluster slot (0 elsewhere)
+    node_timeout: float
     renew_at: float  # monotonic
 
 
@@ -62,12 +77,14 @@ class RenewStats:
 
 class AsyncWatchdog:
     def __init__(self, client: AsyncLockClient) -> None:
-        self._client = client
+        # weakly: the worker must not keep a dropped client (and its connections) alive
+        self._client = weakref.ref(client)
         self._guard = AsyncStateLock()
         self._wake = AsyncEvent()
         self._worker = AsyncBackground("fencelock-watchdog")
         self._pid = os.getpid()
         self._closing = False
+        self._running = False  # a worker runs, or has been started (under _guard)
         self._leases: dict[Grant, Lease] = {}
         self._sleep_until = math.inf  # monotonic time the worker sleeps until
         self.stats = RenewStats()
@@ -84,17 +101,30 @@ class AsyncWatchdog:
             self._guard = AsyncStateLock()
             self._wake = AsyncEvent()
             self._worker = AsyncBackground("fencelock-watchdog")
+            self._running = False
             self._sleep_until = math.inf
 
     def track(self, lock: AsyncLock, grant: Grant) -> None:
         self._reset_after_fork()
         renew_at = next_renewal(time.monotonic(), lock.ttl)
+        key = lock._keys.lock
+        dropped = partial(_dropped, self._leases, grant, lock.name)
+        lease = Lease(
+            weakref.ref(lock, dropped),
+            grant,
+            key,
+            lock.ttl,
+            lock._client.slot_of(key),
+            lock._node_timeout,
+            renew_at,
+        )
         with self._guard:
-            self._leases[grant] = Lease(lock, grant, renew_at)
+            self._leases[grant] = lease
             # Wake the worker only if it sleeps past this lease's first renewal: waking it for
             # every acquire would make it rescan all leases each time.
             wake = renew_at < self._sleep_until
-        if not self._worker.running():
+            start, self._running = not self._running, True
+        if start:
             self._closing = False
             self._worker.start(self._run)
         elif wake:
@@ -105,24 +135,38 @@ class AsyncWatchdog:
             self._leases.pop(grant, None)
 
     async def _run(self) -> None:
-        while not self._closing:
+        while True:
+            client = self._client()
+            with self._guard:
+                # leases of lock objects that were dropped: no longer renewed (see _dropped)
+                for grant in [g for g, le in self._leases.items() if le.lock() is None]:
+                    del self._leases[grant]
+                if self._closing or client is None or not self._leases:
+                    # Done: a lease tracked from now on starts a new worker. Ending here lets a
+                    # dropped client go, with no thread or task of it left behind.
+                    self._running = False
+                    self._sleep_until = math.inf
+                    return
             try:
-                await self._round()
+                await self._round(client)
             except Exception:  # a bug here must not silently end renewals for every lock
                 logger.exception("fencelock watchdog round failed")
-                await async_sleep(RENEW_RETRY)
+                self._sleep_until = time.monotonic() + RENEW_RETRY
+            del client  # not held while asleep
+            left = self._sleep_until - time.monotonic()
+            if not math.isinf(left):  # (else no lease is left: the worker ends above)
+                await self._wake.wait(max(0.0, left))
 
-    async def _round(self) -> None:
+    async def _round(self, client: AsyncLockClient) -> None:
         self._wake.clear()  # before looking: a lease tracked from now on wakes the next wait
         now = time.monotonic()
-        slot_of = self._client.slot_of
         by_slot: dict[int, list[Lease]] = {}
         later: dict[int, list[Lease]] = {}
         with self._guard:
             for le in self._leases.values():
                 # a Cluster runs a multi-key script only on keys of one slot
-                group = by_slot if renewal_due(le.renew_at, le.lock.ttl, now) else later
-                group.setdefault(slot_of(le.lock._keys.lock), []).append(le)
+                group = by_slot if renewal_due(le.renew_at, le.ttl, now) else later
+                group.setdefault(le.slot, []).append(le)
             ends = [(le.grant.deadline, id(le), le) for le in self._leases.values()]
         heapq.heapify(ends)
         for slot, due in by_slot.items():
@@ -135,13 +179,11 @@ class AsyncWatchdog:
                 # between batches too: a lease must be declared lost at its deadline, not when
                 # the round ends (each batch may take until its earliest deadline)
                 self._expire(ends)
-                await self._renew(due[start : start + RENEW_BATCH])
+                await self._renew(client, due[start : start + RENEW_BATCH])
         self._expire(ends)
         with self._guard:
             times = [min(le.renew_at, le.grant.deadline) for le in self._leases.values()]
             self._sleep_until = min(times, default=math.inf)
-        left = self._sleep_until - time.monotonic()
-        await self._wake.wait(None if math.isinf(left) else max(0.0, left))
 
     def _expire(self, ends: list[tuple[float, int, Lease]]) -> None:
         """Declare lost the leases whose deadline has passed (``ends``: a heap of the round's
@@ -152,15 +194,15 @@ class AsyncWatchdog:
             if now >= lease.grant.deadline:
                 self._lose(lease, "its lease ran out before a renewal was confirmed")
 
-    async def _renew(self, batch: list[Lease]) -> None:
-        with self._guard:  # not the ones declared lost or released meanwhile
-            batch = [lease for lease in batch if lease.grant in self._leases]
+    async def _renew(self, client: AsyncLockClient, batch: list[Lease]) -> None:
+        with self._guard:  # not the ones declared lost, released or dropped meanwhile
+            batch = [le for le in batch if le.grant in self._leases and le.lock() is not None]
         if not batch:
             return
-        keys = [lease.lock._keys.lock for lease in batch]
+        keys = [lease.key for lease in batch]
         args: list[str | int] = []
         for lease in batch:
-            args += (lease.grant.holder, ttl_to_ms(lease.lock.ttl))
+            args += (lease.grant.holder, ttl_to_ms(lease.ttl))
         sent_at = time.monotonic()
         # A server that hangs must not hold the worker past a lease's deadline, at which its
         # loss is to be signalled (and the socket timeout may be longer than the whole ttl).
@@ -168,28 +210,29 @@ class AsyncWatchdog:
         self.stats.calls += 1
         held: Sequence[bool | None]
         try:
-            if self._client.nodes:
-                held = await self._renew_quorum(batch, keys, args, sent_at, left)
+            if client.nodes:
+                held = await self._renew_quorum(client, batch, keys, args, sent_at, left)
             else:
-                reply, acked = await self._client.run_replicated(RENEW, keys, args, left)
+                reply, acked = await client.run_replicated(RENEW, keys, args, left)
                 held = renew_reply(reply, len(batch))
                 # unacknowledged renewals are not confirmed: a failover could undo them
-                check_replicated(acked, self._client.min_replicas, "renewal")
+                check_replicated(acked, client.min_replicas, "renewal")
         except (RedisError, LockError):
             held = [None] * len(batch)
         now = time.monotonic()
         for lease, ok in zip(batch, held, strict=True):
             if ok is None:  # not confirmed, not refused: try again soon
-                lease.renew_at = renewal_retry(now, lease.lock.ttl)
+                lease.renew_at = renewal_retry(now, lease.ttl)
             elif ok:
                 self.stats.renewed += 1
-                lease.grant.deadline = lease_deadline(sent_at, lease.lock.ttl)
-                lease.renew_at = next_renewal(sent_at, lease.lock.ttl)
+                lease.grant.deadline = lease_deadline(sent_at, lease.ttl)
+                lease.renew_at = next_renewal(sent_at, lease.ttl)
             else:
                 self._lose(lease, "the lock was gone or held by another holder at renewal")
 
     async def _renew_quorum(
         self,
+        client: AsyncLockClient,
         batch: list[Lease],
         keys: list[str],
         args: list[str | int],
@@ -198,8 +241,8 @@ class AsyncWatchdog:
     ) -> list[bool | None]:
         """Redlock: per lease, renewed by a majority in time (True), refused by enough nodes
         that no majority can hold it (False), or unknown (None)."""
-        timeout = min(left, *(lease.lock._node_timeout for lease in batch))
-        replies = await self._client.fan_out_script(RENEW, keys, args, timeout)
+        timeout = min(left, *(lease.node_timeout for lease in batch))
+        replies = await client.fan_out_script(RENEW, keys, args, timeout)
         elapsed = time.monotonic() - sent_at
         held: list[bool | None] = []
         for lease, answers in zip(batch, renew_answers(replies, len(batch)), strict=True):
@@ -208,7 +251,7 @@ class AsyncWatchdog:
             except LockConnectionError:
                 held.append(None)
                 continue
-            held.append(None if ok and validity(lease.lock.ttl, elapsed) <= 0 else ok)
+            held.append(None if ok and validity(lease.ttl, elapsed) <= 0 else ok)
         return held
 
     def _lose(self, lease: Lease, reason: str) -> None:
@@ -216,7 +259,9 @@ class AsyncWatchdog:
             if self._leases.pop(lease.grant, None) is None:
                 return  # released meanwhile: a renewal answered after release is no loss
         self.stats.lost += 1
-        lease.lock._declare_lost(lease.grant, reason)
+        lock = lease.lock()
+        if lock is not None:  # else dropped: nobody is left to hear of it
+            lock._declare_lost(lease.grant, reason)
 
     async def close(self) -> None:
         self._closing = True
@@ -224,3 +269,16 @@ class AsyncWatchdog:
         await self._worker.stop(2.0)
         with self._guard:
             self._leases.clear()
+            self._running = False
+
+
+def _dropped(leases: dict[Grant, Lease], grant: Grant, name: str, _: object) -> None:
+    """A lock object was collected: warn if it still held a renewed lease. (Called by the garbage
+    collector, in whatever thread, maybe inside a section under the watchdog's guard: so it only
+    reads, and the worker drops the lease at its next round.)"""
+    if grant in leases and not grant.lost and grant.pid == os.getpid():
+        warnings.warn(
+            f"lock {name!r} was dropped while held; its lease is no longer renewed",
+            ResourceWarning,
+            stacklevel=2,
+        )

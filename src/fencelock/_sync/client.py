@@ -16,6 +16,8 @@ Modes, chosen by what it is given:
 from __future__ import annotations
 
 import contextlib
+import warnings
+import weakref
 from collections.abc import Iterator, Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,6 +36,7 @@ from .._backend import (
     sync_fan_out,
     sync_no_retry,
     sync_node_client,
+    sync_reap,
 )
 from .._core.quorum import NODE_TIMEOUT_MAX
 from .._core.replies import fenced_set_reply, translate_error
@@ -109,6 +112,42 @@ def run_script(
         return client.evalsha(script.sha, len(keys), *keys, *args)
     except NoScriptError:
         return client.eval(script.source, len(keys), *keys, *args)
+
+
+@dataclass
+class _Parts:
+    """What close() closes: everything of a client but the client itself."""
+
+    watchdog: Watchdog
+    requester: SyncRequester
+    waiters: dict[object, Waiter]
+    cluster: bool
+    owned: list[SyncRedis | SyncRedisCluster]  # made by fencelock: closed with the client
+
+    def close(self) -> None:
+        self.watchdog.close()
+        self.requester.close()
+        for waiter in list(self.waiters.values()):
+            waiter.close()
+            if self.cluster:  # its own client to one node (see _shard_waiter)
+                waiter.redis.connection_pool.disconnect()
+        for node in self.owned:
+            assert isinstance(node, SyncRedis)  # a RedisCluster is always the caller's
+            node.close()
+            # a pool of fencelock's own is not closed by aclose()
+            node.connection_pool.disconnect()
+
+
+def _abandoned(name: str, parts: _Parts) -> None:
+    """A client was collected unclosed. Run by the garbage collector, in whatever thread, maybe
+    while that thread holds a lock of ours: so it takes no lock and waits for nothing. The
+    pub/sub listeners are told to stop (they end within a read and close their connection); the
+    watchdog holds the client weakly and ends with its last lease; under asyncio close() is run
+    in full, as a task of the loop; in threads redis-py closes a collected pool's connections."""
+    warnings.warn(f"unclosed {name}: call close()", ResourceWarning, stacklevel=2)
+    for waiter in list(parts.waiters.values()):
+        waiter.abandon()
+    sync_reap(parts.close)
 
 
 class LockClient:
@@ -197,7 +236,7 @@ class LockClient:
         self._waiters: dict[object, Waiter] = dict(enumerate(waiters))
         self._guard = SyncStateLock()
         self.wait_stats = WaitStats()
-        self._watchdog = Watchdog(self)
+        self._watchdog = Watchdog(self)  # holds the client weakly
         # bounded requests: the watchdog's renewals (by their deadline) and min_replicas WAITs
         self._requester = SyncRequester()
         if isinstance(max_handoffs, bool) or not isinstance(max_handoffs, int):
@@ -210,6 +249,7 @@ class LockClient:
         # a release wakes waiters through sharded pub/sub on a Cluster: a plain PUBLISH there
         # is broadcast to every node of the cluster
         self.publish_command = "SPUBLISH" if self.cluster else "PUBLISH"
+        self._finalizer = self._on_drop()
 
     @classmethod
     def from_url(
@@ -234,6 +274,8 @@ class LockClient:
         target: SyncRedis | list[SyncRedis] = clients[0] if isinstance(url, str) else clients
         client = cls(target, socket_timeout=socket_timeout, **kwargs)
         client._owns_redis = True
+        client._finalizer.detach()
+        client._finalizer = client._on_drop()  # with the connections it now owns
         return client
 
     def lock(
@@ -417,20 +459,22 @@ class LockClient:
             raise translate_error(exc, f"resource {key!r}") from exc
         fenced_set_reply(reply, key, token)
 
-    def close(self) -> None:
-        self._watchdog.close()
-        self._requester.close()
-        for waiter in list(self._waiters.values()):
-            waiter.close()
-            if self.cluster:  # its own client to one node (see _shard_waiter)
-                waiter.redis.connection_pool.disconnect()
+    def _parts(self) -> _Parts:
+        owned: list[SyncRedis | SyncRedisCluster] = []
         if self._owns_redis:
-            owned: list[SyncRedis | SyncRedisCluster] = [*self.nodes] or [self.redis]
-            for node in owned:
-                assert isinstance(node, SyncRedis)  # a RedisCluster is always the caller's
-                node.close()
-                # a pool of fencelock's own is not closed by aclose()
-                node.connection_pool.disconnect()
+            owned = [*self.nodes] or [self.redis]
+        return _Parts(self._watchdog, self._requester, self._waiters, self.cluster, owned)
+
+    def _on_drop(self) -> weakref.finalize[[str, _Parts], Any]:
+        """What happens if this client is dropped unclosed, like an unclosed file (see
+        ``_abandoned``). Nothing of it may hold the client: it would never be collected."""
+        finalizer = weakref.finalize(self, _abandoned, type(self).__name__, self._parts())
+        finalizer.atexit = False  # at exit the daemon threads just stop
+        return finalizer
+
+    def close(self) -> None:
+        self._finalizer.detach()
+        self._parts().close()
 
     def __enter__(self) -> Self:
         return self
