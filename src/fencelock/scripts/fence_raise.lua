@@ -19,8 +19,7 @@ local last, err = last_token(KEYS[2])
 if not last then
   return err
 end
-local token = tonumber(ARGV[2])
-if last < token then
-  keep_token(KEYS[2], token, redis.call('PTTL', KEYS[1]))
+if below(last, ARGV[2]) then
+  keep_token(KEYS[2], ARGV[2], redis.call('PTTL', KEYS[1]))
 end
 return 1
