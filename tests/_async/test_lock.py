@@ -294,11 +294,12 @@ async def test_fenced_set_validates_token(
 
 
 async def test_lock_key_of_wrong_type(async_client: AsyncLockClient, raw: redis.Redis) -> None:
-    raw.hset(key("typed"), "a", "b")
-    lock = async_client.lock("typed", ttl=5)
-    with pytest.raises(fencelock.LockError, match="another Redis type"):
-        await lock.acquire(0)
-    assert raw.hgetall(key("typed")) == {"a": "b"}
+    raw.rpush(key("typed"), "a")  # neither kind of lock: not fencelock's
+    for reentrant in (False, True):
+        lock = async_client.lock("typed", ttl=5, reentrant=reentrant)
+        with pytest.raises(fencelock.LockError, match="another Redis type"):
+            await lock.acquire(0)
+    assert raw.lrange(key("typed"), 0, -1) == ["a"]
     raw.hset(LockKeys.for_name("counter").fence, "a", "b")
     with pytest.raises(fencelock.LockError, match="another Redis type"):
         await async_client.lock("counter", ttl=5).acquire(0)
@@ -353,8 +354,9 @@ async def test_names_with_braces_get_their_own_keys(
     locks = [async_client.lock(n, ttl=10) for n in names]
     for lock in locks:
         assert await lock.acquire(0)
-    assert len({lk.token for lk in locks}) == 1  # each name has its own counter, all at 1
     assert len(raw.keys("fencelock:*:lock")) == len(names)
+    # each name has its own counter, holding its own token
+    assert sorted(int(raw.get(lk._keys.fence)) for lk in locks) == sorted(lk.token for lk in locks)
     for lock in locks:
         await lock.release()
 

@@ -13,7 +13,7 @@ from fencelock._async.client import AsyncLockClient
 from fencelock._async.lock import AsyncLock
 from fencelock._backend import AsyncEvent
 from fencelock._embedded import EmbeddedServer
-from fencelock.errors import LockError
+from fencelock.errors import LockError, LockTimeout
 from fencelock.keys import LockKeys
 from tests.concurrency import AsyncCall, async_until
 
@@ -215,8 +215,9 @@ async def test_a_release_grants_the_lock_to_the_first_waiter(
     assert evalsha_calls(raw) == before + 1
     assert raw.get(KEYS.lock) == its_token
     assert waiter_client.wait_stats.wakeups == 1 and waiter_client.wait_stats.polls == 0
+    granted = int(raw.get(KEYS.fence) or 0)  # the token the release handed out
     done.set()
-    assert await call.result() == holder_token + 1
+    assert await call.result() == granted > holder_token
     assert queued(raw) == [] and not raw.exists(KEYS.lock)
     # the waiter's channel is unsubscribed after the acquire returned (by the listener)
     channel = f"{KEYS.channel}:{waiter_id}"
@@ -306,8 +307,9 @@ async def test_a_grant_that_leaves_less_than_half_the_ttl_is_confirmed_first(
     await holder.release()
     assert await taken.wait(10)
     assert evalsha_calls(raw) == before + 2  # the release, and the waiter's confirming re-try
+    granted = int(raw.get(KEYS.fence) or 0)  # the token the release handed out
     done.set()
-    assert await call.result() == holder_token + 1  # the same grant, re-extended
+    assert await call.result() == granted > holder_token  # the same grant, re-extended
 
 
 async def test_a_releaser_that_served_a_waiter_queues_without_a_doomed_try(
@@ -334,3 +336,39 @@ async def test_a_releaser_that_served_a_waiter_queues_without_a_doomed_try(
     done.set()
     await call.result()
     await again.result()
+
+
+@pytest.mark.parametrize("wake", ["one", "all"])
+@pytest.mark.parametrize("holder_reentrant", [True, False], ids=["reentrant-holds", "simple-holds"])
+async def test_a_lock_of_the_other_kind_is_busy_and_its_release_wakes_the_waiter(
+    server: EmbeddedServer, raw: redis.Redis, holder_reentrant: bool, wake: str
+) -> None:
+    # One name, one lock, whatever its kind: a simple lock on a name a reentrant lock holds
+    # (and the reverse) is busy like any other holder: False at once, LockTimeout after its
+    # timeout, and a waiter is woken by the holder's release (the fallback re-try is an hour
+    # away).
+    made = [AsyncLockClient.from_url(server.url, wake=wake, max_poll=3600.0) for _ in range(2)]
+    holder_client, waiter_client = made
+    try:
+        holder = holder_client.lock(NAME, ttl=3600, reentrant=holder_reentrant)
+        assert await holder.acquire(0)
+        kind = not holder_reentrant
+        assert not await waiter_client.lock(NAME, ttl=10, reentrant=kind).acquire(0)
+        with pytest.raises(LockTimeout):
+            async with waiter_client.lock(NAME, ttl=10, reentrant=kind, timeout=0.05):
+                raise AssertionError("granted while the other kind holds it")
+        polls = waiter_client.wait_stats.polls  # the timed-out wait counts one
+        waiter = waiter_client.lock(NAME, ttl=10, reentrant=kind)
+        call, taken, done = hold_in_a_call(waiter)
+        await async_until(lambda: waiter_client.wait_stats.waiting == 1)
+        await holder.release()
+        assert await taken.wait(10)
+        # woken by the release, not by a re-try
+        assert waiter_client.wait_stats.polls == polls
+        assert not await holder.acquire(0)  # and the other way round
+        done.set()
+        assert await call.result() > 0
+        assert not raw.exists(KEYS.lock) and queued(raw) == []
+    finally:
+        for client in made:
+            await client.close()

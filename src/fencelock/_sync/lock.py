@@ -3,9 +3,10 @@
 
 Failure timeline of a simple lease, and what each step guards against:
 
-1. acquire: one script does ``SET lock holder NX PX ttl`` and ``INCR fence``, so the lease always
-   has an expiry (no SETNX-then-EXPIRE gap) and every grant gets a larger fencing token. The holder
-   token is 20 fresh random bytes, so no other holder can match it.
+1. acquire: one script sets ``lock = holder`` with ``PX ttl`` if the name is free and hands out
+   the next fencing token (scripts/tokens.lua), so the lease always has an expiry (no
+   SETNX-then-EXPIRE gap) and every grant gets a larger token. The holder token is 20 fresh
+   random bytes, so no other holder can match it.
 2. The request times out: the library sends it again with the *same* holder token; if the first
    one had succeeded the script recognises the holder and re-extends instead of refusing it.
 3. The caller is cancelled (or interrupted) while the request is in flight: it may have been
@@ -196,14 +197,12 @@ class Lock:
         self._ttl_ms = ttl_to_ms(self.ttl)
         self._acquire_keys = (self._keys.lock, self._keys.fence)
         self._lock_key = (self._keys.lock,)
-        # a simple lock's acquire and release also keep the queue of waiters woken one at a
-        # time; reentrant waiters are always woken all together
+        # a simple lock's acquire also keeps the queue of waiters woken one at a time
+        # (reentrant waiters are always woken all together); a release of either kind serves it
         self._try_keys = (
             self._acquire_keys if reentrant else (*self._acquire_keys, self._keys.queue)
         )
-        self._release_keys = (
-            self._lock_key if reentrant else (self._keys.lock, self._keys.queue, self._keys.fence)
-        )
+        self._release_keys = (self._keys.lock, self._keys.queue, self._keys.fence)
         self._wake_one = client.wake == "one" and not reentrant
         # wake="one" on one master: a release grants the lock to the first queued waiter itself
         # (no Redlock majority, no replica acknowledgement can be given by one release script)
@@ -211,7 +210,7 @@ class Lock:
         self._acquire_script = REENTRANT_ACQUIRE if reentrant else ACQUIRE
         self._release_script = REENTRANT_RELEASE if reentrant else RELEASE
         # its local queue (singleflight.py): simple and reentrant locks on one name queue apart,
-        # the key types differ and the server refuses the wrong one
+        # a grant of one kind cannot be handed to the other (the key types differ)
         self._line = f"{self._keys.lock}:{'reentrant' if reentrant else 'simple'}"
         # Redlock: how long one node may take to answer a request about this lock
         self._node_timeout = client.node_timeout or node_timeout(self.ttl)

@@ -1,4 +1,9 @@
-"""The Lua scripts, one ``.lua`` file each (KEYS/ARGV documented at the top of each file)."""
+"""The Lua scripts, one ``.lua`` file each (KEYS/ARGV documented at the top of each file).
+
+Scripts that take, release or hand off a lock are sent with ``prelude.lua`` in front (the one
+rule for fencing tokens, and what a lock key may hold), releases with ``serve.lua`` too (serving
+the waiters): a script cannot call another.
+"""
 
 from __future__ import annotations
 
@@ -14,16 +19,20 @@ class Script:
     sha: str  # EVALSHA sends 40 bytes instead of the source; on NOSCRIPT, EVAL reloads it
 
 
-def _load(name: str) -> Script:
-    source = resources.files(__name__).joinpath(f"{name}.lua").read_text(encoding="utf-8")
+def _read(name: str) -> str:
+    return resources.files(__name__).joinpath(f"{name}.lua").read_text(encoding="utf-8")
+
+
+def _load(name: str, *preludes: str) -> Script:
+    source = "".join(_read(part) for part in (*preludes, name))
     return Script(name, source, hashlib.sha1(source.encode()).hexdigest())
 
 
-ACQUIRE = _load("acquire")
-RELEASE = _load("release")
+ACQUIRE = _load("acquire", "prelude")
+RELEASE = _load("release", "prelude", "serve")
 RENEW = _load("renew")
-REENTRANT_ACQUIRE = _load("reentrant_acquire")
-REENTRANT_RELEASE = _load("reentrant_release")
+REENTRANT_ACQUIRE = _load("reentrant_acquire", "prelude")
+REENTRANT_RELEASE = _load("reentrant_release", "prelude", "serve")
 FENCED_SET = _load("fenced_set")
-FENCE_RAISE = _load("fence_raise")
-HANDOFF = _load("handoff")
+FENCE_RAISE = _load("fence_raise", "prelude")
+HANDOFF = _load("handoff", "prelude")

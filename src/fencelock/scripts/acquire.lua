@@ -1,7 +1,7 @@
 -- Acquire a simple lock, or re-confirm a grant this holder already has.
 --
 -- KEYS[1]  lock key: a string holding the holder token, always with a TTL
--- KEYS[2]  fencing counter: an integer incremented on every grant, never expires
+-- KEYS[2]  fencing counter: the last token handed out, kept a while (prelude.lua)
 -- KEYS[3]  queue of waiters to wake one at a time (a sorted set, by arrival on the server clock)
 -- ARGV[1]  holder token (at least 20 random bytes, url-safe base64)
 -- ARGV[2]  ttl in milliseconds
@@ -14,25 +14,30 @@
 -- holds the lock (the library retries a request that timed out and the first attempt had in
 -- fact succeeded, or a release granted it to this waiter) the lease is re-extended and the fence
 -- of that grant is returned again, so the retry cannot fail against itself. Otherwise returns
--- {0, pttl, score}: the holder's remaining ttl in ms (-1: a key without expiry), and a waiter is
--- queued (once: it keeps its place on re-tries) with the score of its entry ('' if none). An
--- entry popped by a release and queued again has a new score: that is how a waiter tells a
--- grant it may trust from one that came before this reply (see lock.py).
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  local fence = redis.pcall('INCRBY', KEYS[2], ARGV[3])
-  if type(fence) == 'table' then
-    -- the counter holds something else: undo the SET rather than grant without a token
-    redis.call('DEL', KEYS[1])
-    return redis.error_reply('fencing counter ' .. KEYS[2] .. ': ' .. fence.err)
+-- {0, pttl, score}: the holder's remaining ttl in ms (-1: a key without expiry; a reentrant
+-- lock holding the name, a hash, is busy the same way), and a waiter is queued (once: it keeps
+-- its place on re-tries) with the score of its entry ('' if none). An entry popped by a release
+-- and queued again has a new score: that is how a waiter tells a grant it may trust from one that
+-- came before this reply (see lock.py). The fence of a grant confirmed again is the counter, or
+-- a fresh token if the counter is gone (prelude.lua).
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  local fence, err = mint(KEYS[2], ARGV[3], ARGV[2])
+  if not fence then
+    return err  -- the counter holds something else: no grant without a token
   end
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   if ARGV[4] ~= '' then
     redis.call('ZREM', KEYS[3], ARGV[4])
   end
-  return {1, redis.call('GET', KEYS[2])}  -- the exact decimal string, not a Lua double
+  return {1, fence}
 end
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+if lock_kind(KEYS[1]) == 'string' and redis.call('GET', KEYS[1]) == ARGV[1] then
+  local fence, err = current_token(KEYS[2], ARGV[3], ARGV[2])
+  if not fence then
+    return err
+  end
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, redis.call('GET', KEYS[2])}
+  return {1, fence}
 end
 local pttl = redis.call('PTTL', KEYS[1])
 local score = ''

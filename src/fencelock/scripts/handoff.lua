@@ -2,21 +2,22 @@
 -- and reserves a block of fencing tokens for that and the next hand-offs of the streak.
 --
 -- KEYS[1]  lock key: a string (simple lock) or a hash holder -> hold count (reentrant)
--- KEYS[2]  fencing counter
+-- KEYS[2]  fencing counter (prelude.lua)
 -- ARGV[1]  the holder token (the process keeps it across its local hand-offs)
 -- ARGV[2]  the new holder's ttl in milliseconds
 -- ARGV[3]  how many fencing tokens to reserve (the longest streak of local hand-offs)
 --
--- Returns {1, top}: the lease restarts at ARGV[2] and the counter moved up by ARGV[3]; the
--- process hands out top - ARGV[3] + 1 .. top, one per hand-off, and any later grant by anyone
--- gets more than top. Returns {0, 0} when ARGV[1] no longer holds the lock (its lease expired):
--- nothing is touched.
-local kind = redis.call('TYPE', KEYS[1]).ok
-local held = (kind == 'string' and redis.call('GET', KEYS[1]) == ARGV[1])
-  or (kind == 'hash' and redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1)
+-- Returns {1, top}: the lease restarts at ARGV[2] and a block of ARGV[3] tokens ending at top
+-- was handed out (the counter is top); the process hands out top - ARGV[3] + 1 .. top, one per
+-- hand-off, and any later grant by anyone gets more than top. Returns {0, 0} when ARGV[1] no
+-- longer holds the lock (its lease expired): nothing is touched.
+local held = holds(KEYS[1], ARGV[1])
 if not held then
   return {0, 0}
 end
+local top, err = mint(KEYS[2], ARGV[3], ARGV[2])
+if not top then
+  return err
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-redis.call('INCRBY', KEYS[2], ARGV[3])
-return {1, redis.call('GET', KEYS[2])}
+return {1, top}

@@ -1,12 +1,19 @@
--- Leave a reentrant lock once; release it (and wake the waiters) when the last hold is left.
+-- Leave a reentrant lock once; release it (and serve the waiters) when the last hold is left.
 --
 -- KEYS[1]  lock key (hash holder -> hold count)
+-- KEYS[2]  queue of the simple locks' waiters woken one at a time (see acquire.lua)
+-- KEYS[3]  fencing counter (prelude.lua)
 -- ARGV[1]  holder token
 -- ARGV[2]  wake-up channel (same hash tag as KEYS[1])
 -- ARGV[3]  'PUBLISH', or 'SPUBLISH' on a Cluster with sharded pub/sub
 --
--- Returns 1 when released, 3 when released and the wake-up reached a waiting client, 2 when
--- still held (count decremented), 0 when ARGV[1] does not hold the lock (nothing is touched).
+-- Returns 1 when released, 3 when released and the wake-up reached a waiting client, 4 when
+-- released and granted to a queued waiter of a simple lock (serve.lua), 2 when still held (count
+-- decremented), 0 when ARGV[1] does not hold the lock (nothing is touched; a simple lock, a
+-- string, holding the name is not ARGV[1]'s either).
+if lock_kind(KEYS[1]) ~= 'hash' then
+  return 0
+end
 local count = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
 if count == 0 then
   return 0
@@ -16,10 +23,4 @@ if count > 1 then
   return 2
 end
 redis.call('DEL', KEYS[1])
--- the wake-up is best effort (without the right to publish, waiters poll): the lock is
--- released whatever it answers
-local woken = redis.pcall(ARGV[3], ARGV[2], '1')
-if type(woken) == 'number' and woken > 0 then
-  return 3
-end
-return 1
+return serve(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3])

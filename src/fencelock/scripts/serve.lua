@@ -1,0 +1,47 @@
+-- Serving the waiters of a lock just released: prepended to release.lua and
+-- reentrant_release.lua (after prelude.lua), so that a waiter of either kind of lock is served
+-- whichever kind released the name.
+--
+-- Serves the first queued waiter of `queue` that still listens (one that left or crashed has no
+-- subscriber: the next is tried). An entry 'id ttl block token' is granted the lock at once: the
+-- lock key is set to its token with its ttl, a block of fencing tokens is handed out at `fence`,
+-- and the message 'g<score> <last token of the block>' tells it so; a waiter that queued by id
+-- alone gets '1' and re-tries. When no queued waiter listens, every waiter of `channel` is woken
+-- (wake="all", and every reentrant waiter). The wake-up is best effort (without the right to
+-- publish, waiters poll): the lock is released whatever it answers.
+-- Returns 1 when nobody was woken, 3 when a waiting client was woken, 4 when a queued waiter was
+-- granted the lock.
+local function serve(lock, queue, fence, channel, publish)
+  for _ = 1, 16 do  -- bounds the script's time when many queued waiters are gone
+    local head = redis.call('ZPOPMIN', queue)
+    if #head == 0 then
+      break
+    end
+    local id, ttl, block, token = string.match(head[1], '^(%S+) (%d+) (%d+) (%S+)$')
+    if id == nil then
+      local woken = redis.pcall(publish, channel .. ':' .. head[1], '1')
+      if type(woken) == 'number' and woken > 0 then
+        return 3
+      end
+    else
+      local top = mint(fence, block, ttl)
+      if not top then
+        -- no token to grant with: let the waiter re-try, and hear of the counter itself
+        redis.pcall(publish, channel .. ':' .. id, '1')
+        return 3
+      end
+      redis.call('SET', lock, token, 'PX', ttl)
+      local granted = redis.pcall(publish, channel .. ':' .. id, 'g' .. head[2] .. ' ' .. top)
+      if type(granted) == 'number' and granted > 0 then
+        return 4
+      end
+      redis.call('DEL', lock)  -- nobody listens for it (the counter keeps its gap)
+    end
+  end
+  local woken = redis.pcall(publish, channel, '1')
+  if type(woken) == 'number' and woken > 0 then
+    return 3
+  end
+  return 1
+end
+
