@@ -232,6 +232,30 @@ async def test_an_idle_waiter_costs_the_server_nothing(
     await holder.release()
 
 
+async def test_a_release_during_a_pubsub_break_is_not_missed(
+    server: EmbeddedServer, async_client_b: AsyncLockClient
+) -> None:
+    """The waiter's pub/sub connection breaks while it waits. Its re-try comes only once the
+    re-made connection is subscribed again: a release right after that re-try wakes it (the
+    holder's lease is an hour: a lost message would leave it waiting until its deadline)."""
+    holder = async_client_b.lock("break", ttl=3600)
+    assert await holder.acquire(0)
+    with TcpProxy(server.port) as proxy:
+        client = AsyncLockClient.from_url(proxy.url)
+        waiter = client.lock("break", ttl=30)
+        call = AsyncCall(lambda: waiter.acquire(timeout=20))
+        await async_until(lambda: client.wait_stats.waiting == 1)
+        proxy.reset()  # every connection through the proxy is cut: the pub/sub one too
+        proxy.normal()
+        await async_until(lambda: client.wait_stats.wakeups == 1)  # woken to re-try once
+        await async_until(lambda: client.wait_stats.waiting == 1)  # and waiting again
+        await holder.release()
+        assert await call.result() is True
+        assert client.wait_stats.polls == 0
+        await waiter.release()
+        await client.close()
+
+
 async def test_script_flush_is_survived(async_client: AsyncLockClient, raw: redis.Redis) -> None:
     lock = async_client.lock("flush", ttl=10)
     await lock.acquire(0)

@@ -233,6 +233,30 @@ def test_an_idle_waiter_costs_the_server_nothing(
     holder.release()
 
 
+def test_a_release_during_a_pubsub_break_is_not_missed(
+    server: EmbeddedServer, sync_client_b: LockClient
+) -> None:
+    """The waiter's pub/sub connection breaks while it waits. Its re-try comes only once the
+    re-made connection is subscribed again: a release right after that re-try wakes it (the
+    holder's lease is an hour: a lost message would leave it waiting until its deadline)."""
+    holder = sync_client_b.lock("break", ttl=3600)
+    assert holder.acquire(0)
+    with TcpProxy(server.port) as proxy:
+        client = LockClient.from_url(proxy.url)
+        waiter = client.lock("break", ttl=30)
+        call = SyncCall(lambda: waiter.acquire(timeout=20))
+        sync_until(lambda: client.wait_stats.waiting == 1)
+        proxy.reset()  # every connection through the proxy is cut: the pub/sub one too
+        proxy.normal()
+        sync_until(lambda: client.wait_stats.wakeups == 1)  # woken to re-try once
+        sync_until(lambda: client.wait_stats.waiting == 1)  # and waiting again
+        holder.release()
+        assert call.result() is True
+        assert client.wait_stats.polls == 0
+        waiter.release()
+        client.close()
+
+
 def test_script_flush_is_survived(sync_client: LockClient, raw: redis.Redis) -> None:
     lock = sync_client.lock("flush", ttl=10)
     lock.acquire(0)

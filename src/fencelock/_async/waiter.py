@@ -67,6 +67,11 @@ class AsyncWaiter:
         self._pings: dict[str, AsyncEvent] = {}  # PING nonce -> set when its reply arrives
         # PING nonce -> the error reply that came instead of the confirmation (e.g. NOPERM)
         self._refusals: dict[str, RedisError] = {}
+        # The connection broke: until a PING through the re-made one is answered, subscriptions
+        # may be missing and messages lost (see _listen).
+        self._broken = False
+        self._resubscribed = AsyncEvent()
+        self.resyncs = 0  # breaks made up for (for the tests)
 
     def _reset_after_fork(self) -> None:
         if self._pid != os.getpid():
@@ -187,15 +192,15 @@ class AsyncWaiter:
         while not self._closing:
             if self._unwatched:
                 await self._unsubscribe_unwatched(pubsub)
+            if self._broken:
+                await self._resubscribe(pubsub)
             try:
                 message = await pubsub.get_message(timeout=_READ_TIMEOUT)
             except redis.exceptions.RedisError as exc:
                 if isinstance(
                     exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError
                 ):
-                    # redis-py reconnects and re-subscribes on the next read; messages sent
-                    # meanwhile are lost, so every waiter re-tries now.
-                    await self._wake_all()
+                    self._broken = True
                     continue
                 # An error reply (NOPERM for a SUBSCRIBE, say): the listener lives on, and the
                 # waiters confirming their subscriptions now hear of it instead of timing out.
@@ -209,23 +214,45 @@ class AsyncWaiter:
             except Exception:
                 # redis-py's PubSub can trip over itself while its connection is being re-made
                 # (a restart, a failover). The listener must not die of it: every wait would
-                # then fall back to polling.
+                # then last until its holder's lease ends.
                 logger.warning("fencelock: pub/sub listener error, reading on", exc_info=True)
-                await self._wake_all()
+                self._broken = True
                 continue
             if message is not None:
                 self._dispatch(message)
+                if self._resubscribed.is_set():
+                    self._wake_all()
         if self._abandoned:  # nobody will call close(): the connection must not outlive us
             with contextlib.suppress(redis.exceptions.RedisError):
                 await pubsub.aclose()
 
-    async def _wake_all(self) -> None:
-        """Wake every waiter to re-try at once, then pause before reading again."""
+    async def _resubscribe(self, pubsub: AsyncPubSub) -> None:
+        """After the connection broke, messages sent meanwhile are lost. A PING re-makes it:
+        redis-py re-subscribes every channel on connect, before the PING, so once its reply is
+        read (``_dispatch``) every subscription is active again, and then every waiter re-tries
+        once: a release whose message was lost is found. Waiters are not woken earlier, when a
+        release could still slip between their re-try and the re-subscription; while the server
+        cannot be reached they wait on (until their holder's lease ends, or their deadline)."""
+        nonce = f"fencelock-{os.getpid()}-{next(self._nonces)}"
         with self._guard:
+            self._pings[nonce] = self._resubscribed
+        try:
+            async with self._mutex:  # not amid a watcher's SUBSCRIBE and its PING
+                await pubsub.ping(nonce)
+            self._broken = False
+        except (redis.exceptions.RedisError, RuntimeError):
+            with self._guard:
+                self._pings.pop(nonce, None)
+            await async_sleep(_READ_TIMEOUT)  # still unreachable: again after a pause
+
+    def _wake_all(self) -> None:
+        """Wake every waiter to re-try at once (the subscriptions are active again)."""
+        self._resubscribed.clear()
+        with self._guard:
+            self.resyncs += 1
             for events in self._watchers.values():
                 for event in events:
                     event.set()
-        await async_sleep(_READ_TIMEOUT)
 
     def abandon(self) -> None:
         """The client was dropped without close(): the listener ends after its current read
