@@ -50,7 +50,7 @@ request (the acquire, and again the release), not the length of the hang. The se
 afterwards. (Embedded servers only.)
 
 With ``--url`` the benchmark writes ``fencelock:{bench}:lock``, ``fencelock:{bench}:fence`` (the
-fencing counter, left behind) and ``bench:minimal:lock`` on every one of those servers.
+fencing counter, until it expires) and ``bench:minimal:lock`` on every one of those servers.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ on one CPU, ``split`` on two different ones. Unpinned, on a small VM the schedul
 between sharing a CPU and not, which changes the round trip about 2x and makes the rate bimodal.
 
 With ``--url`` the benchmark writes ``fencelock:{bench}:lock``, ``fencelock:{bench}:fence`` (the
-fencing counter, left behind) and ``bench:minimal:lock`` in that server's database.
+fencing counter, until it expires) and ``bench:minimal:lock`` in that server's database.
 """
 
 from __future__ import annotations

@@ -138,8 +138,7 @@ def test_lease_is_renewed_while_the_command_runs(
 ) -> None:
     # The command outlives its 1 s lease twice over: only renewal keeps it held.
     result = run("--ttl", "1", "--url", server.url, NAME, "--", "sleep", "2.5", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert raw.get(KEYS.fence) == "1"  # one grant, never lost and re-taken
+    assert result.returncode == 0, result.stderr  # never lost: a loss exits 70
 
 
 def test_url_comes_from_the_environment(
@@ -152,7 +151,7 @@ def test_url_comes_from_the_environment(
     assert first.returncode == 0, first.stderr
     second = run(NAME, "--", "true", cwd=tmp_path, env=_env(REDIS_URL=server.url))
     assert second.returncode == 0, second.stderr
-    assert raw.get(KEYS.fence) == "2"
+    assert raw.exists(KEYS.fence)  # granted on this server
 
 
 # -- its own exit statuses -------------------------------------------------------------------
@@ -320,11 +319,14 @@ def test_several_urls_mean_redlock(tmp_path: Path, redlock: list[EmbeddedServer]
     script = 'echo "$FENCELOCK_TOKEN" > token; test -n "$FENCELOCK_TOKEN"'
     result = run(*urls, NAME, "--", "sh", "-c", script, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert (tmp_path / "token").read_text().strip() == "1"
+    token = (tmp_path / "token").read_text().strip()
+    assert int(token) > 0
     granted_and_released = 0
     for srv in redlock:
         with srv.client() as probe:
-            granted_and_released += probe.get(KEYS.fence) == b"1" and not probe.exists(KEYS.lock)
+            granted_and_released += probe.get(KEYS.fence) == token.encode() and not probe.exists(
+                KEYS.lock
+            )
     # on a majority at least: a node slower than the 50 ms node timeout (a loaded machine) may
     # have missed the grant, or may have answered it too late and hold it until the ttl
     assert granted_and_released >= 3

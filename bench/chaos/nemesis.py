@@ -9,7 +9,9 @@ locks and fencing counters vanish), ``pause_node`` (SIGSTOP: a hung node). On th
 a userspace TCP proxy: ``slow_network`` (delay), ``drop_network`` (connections reset),
 ``blackhole_network`` (data held until healed). ``clock_jump`` moves a node's wall clock forward
 (libfaketime). ``sentinel_failover`` and ``cluster_failover`` kill a master whose replica lags
-(``lag_replicas``: paused, behind a write burst) and wait for the promotion.
+(``lag_replicas``: paused, behind a write burst) and wait for the promotion. ``flush_node``
+(FLUSHALL) and ``delete_counters`` (a DEL of the fencing counters by hand) lose data without a
+restart.
 """
 
 from __future__ import annotations
@@ -146,6 +148,26 @@ def kill_node(run: Run, servers: Sequence[EmbeddedServer], down: float, what: st
             for server in servers:
                 if server.process is None:
                     server.start()
+
+
+def flush_node(run: Run, servers: Sequence[EmbeddedServer]) -> None:
+    """FLUSHALL on ``servers``: every lock and fencing counter is gone at once, the holders
+    still believe they hold their locks (as after a restart, without the downtime)."""
+    ports = ",".join(str(s.port) for s in servers)
+    with run.fault(f"FLUSHALL node(s) {ports}", h.SERVER):
+        for server in servers:
+            with server.client() as client:
+                client.flushall()
+
+
+def delete_counters(run: Run, servers: Sequence[EmbeddedServer]) -> None:
+    """DEL the fencing counters of the run's locks by hand, while they are held."""
+    keys = [LockKeys.for_name(name).fence for name in run.names]
+    with run.fault(f"DEL the fencing counters of {len(keys)} locks", h.SERVER):
+        for server in servers:
+            with server.client() as client:
+                for key in keys:  # one by one: on a cluster each has its own slot
+                    client.delete(key)
 
 
 def pause_node(run: Run, servers: Sequence[EmbeddedServer], seconds: float) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from . import history as h
 from .runner import Result
-from .scenarios import ALWAYS, FAILS_CHECK, FENCED, FREE_IN_TTL, NO_OVERLAP
+from .scenarios import ALWAYS, FAILS_CHECK, FENCED, FREE_IN_TTL, INCREASING, NO_OVERLAP
 
 SLACK = 1.0  # seconds allowed above the ttl for "free within its ttl" (a loaded 2-vCPU box)
 
@@ -136,6 +136,9 @@ def violations(result: Result) -> list[str]:
         if FENCED in scenario.promises:
             for w in r.superseded_accepted:
                 found.append(f"{where}: {FENCED}: {w}")
+        if INCREASING in scenario.promises:
+            for grant in r.token_regressions:
+                found.append(f"{where}: {INCREASING}: {grant}")
         if FREE_IN_TTL in scenario.promises:
             for rec in r.recoveries:
                 late = rec.seconds is None or rec.seconds > scenario.ttl + SLACK

@@ -41,6 +41,7 @@ NO_OVERLAP: Final = "no overlapping holds"
 FAILS_CHECK: Final = "a holder paused past its lease fails check()"
 FENCED: Final = "every write of an overtaken holder is refused"
 FREE_IN_TTL: Final = "a crashed holder's lock is free within its ttl"
+INCREASING: Final = "tokens strictly increase"
 ALWAYS: Final = (
     "no stale write accepted",
     "no orphaned lock",
@@ -146,6 +147,14 @@ def node_restart(run: Run, cycle: int) -> None:
     nemesis.kill_node(run, run.topology.servers, down=0.3)
 
 
+def node_flush(run: Run, cycle: int) -> None:
+    nemesis.flush_node(run, run.topology.servers)
+
+
+def counters_deleted(run: Run, cycle: int) -> None:
+    nemesis.delete_counters(run, run.topology.servers)
+
+
 def node_hang(run: Run, cycle: int) -> None:
     nemesis.pause_node(run, run.topology.servers[-1:], seconds=1.5 * run.ttl)
 
@@ -237,10 +246,24 @@ SCENARIOS: Final[list[Scenario]] = [
         "SIGKILL the server, restart it empty 0.3 s later (no persistence)",
         "Overlaps expected: the restart forgets every lock, so a waiter takes it at once while "
         "its holder (without auto_renew) still believes it holds it. auto_renew holders are "
-        "told at their next renewal. The fencing counters are forgotten too: tokens start again "
-        "at 1, so the resource refuses even the new holders' writes (refused writes of holders "
-        "nobody overtook) until the tokens catch up: docs/modes.md, 'Single server'.",
-        cycle_seconds=2.0,
+        "told at their next renewal. The fencing counters are forgotten too, but tokens go on "
+        "from the server's clock (docs/safety.md, 'Fencing tokens'): they still increase, so "
+        "a write of the old holder after the new holder's first write is refused.",
+        (INCREASING,), cycle_seconds=2.0,
+    ),
+    Scenario(
+        SINGLE, "flushall", node_flush,
+        "FLUSHALL on the server",
+        "As single/node-restart without the downtime: overlaps expected (every lock is "
+        "forgotten at once), tokens still increase.",
+        (INCREASING,), cycle_seconds=1.0,
+    ),
+    Scenario(
+        SINGLE, "counter-deleted", counters_deleted,
+        "DEL the fencing counter of every lock by hand, while the locks are held",
+        "No overlap (the locks stay), and tokens still increase: the next grant takes the "
+        "server's clock.",
+        (NO_OVERLAP, INCREASING), cycle_seconds=1.0,
     ),
     Scenario(
         SINGLE, "node-hang", node_hang,
@@ -264,16 +287,17 @@ SCENARIOS: Final[list[Scenario]] = [
         REDLOCK, "minority-loss", minority_loss,
         "SIGKILL 2 of the 5 nodes, restart them empty 1 s later",
         "No overlap: every grant needs 3 of 5, and any two majorities share a node that kept "
-        "its data.",
-        (NO_OVERLAP,), cycle_seconds=3.0,
+        "its data. Tokens increase (the write-back to a majority, and the clocks).",
+        (NO_OVERLAP, INCREASING), cycle_seconds=3.0,
     ),
     Scenario(
         REDLOCK, "majority-loss", majority_loss,
         "SIGKILL 3 of the 5 nodes, restart them empty after ttl + 0.5 s",
         "A clean failure: no grant while 3 are down (acquire returns False), holders without "
         "a majority lose their lease by their own clock (auto_renew: signalled), and with the "
-        "restart delayed past the ttl nothing can be granted twice: no overlap.",
-        (NO_OVERLAP,), cycle_seconds=4.0,
+        "restart delayed past the ttl nothing can be granted twice: no overlap. Tokens "
+        "increase: the restarted nodes hand out their clocks.",
+        (NO_OVERLAP, INCREASING), cycle_seconds=4.0,
     ),
     Scenario(
         REDLOCK, "hung-node", node_hang,
@@ -328,9 +352,10 @@ SCENARIOS: Final[list[Scenario]] = [
         "rejoins as a replica",
         "Overlaps expected: asynchronous replication loses the grants the replica missed, so "
         "waiters take those locks on the promoted replica while their holders still believe. "
-        "auto_renew holders are told at their next renewal. The fencing counters can lose "
-        "increments too (token regressions): the resource then refuses the new holders.",
-        cycle_seconds=20.0, **CLUSTER_OPTIONS, **FAILOVER_WORK,
+        "auto_renew holders are told at their next renewal. The promoted replica lacks "
+        "fencing counters too, but tokens go on from its clock: they still increase, so "
+        "fencing refuses the old holders' late writes.",
+        (INCREASING,), cycle_seconds=20.0, **CLUSTER_OPTIONS, **FAILOVER_WORK,
     ),
     Scenario(
         SENTINEL, "failover", failover,
@@ -339,8 +364,9 @@ SCENARIOS: Final[list[Scenario]] = [
         "sentinel promotes it (down-after 1 s); the old master comes back empty as the new "
         "replica",
         "Overlaps expected, as for the cluster: the promoted replica lacks the grants it "
-        "missed. auto_renew holders are told; fencing refuses the old holders' late writes.",
-        cycle_seconds=15.0, **FAILOVER_WORK,
+        "missed. auto_renew holders are told; tokens still increase (the promoted replica's "
+        "clock), and fencing refuses the old holders' late writes.",
+        (INCREASING,), cycle_seconds=15.0, **FAILOVER_WORK,
     ),
     Scenario(
         SENTINEL, "failover-min-replicas", failover,
@@ -348,7 +374,7 @@ SCENARIOS: Final[list[Scenario]] = [
         "No overlap: a grant the paused replica did not acknowledge is given back "
         "(NotReplicated), and an unacknowledged renewal does not move the holder's deadline, "
         "so the promoted replica has every grant that a holder believes in.",
-        (NO_OVERLAP,), client={"min_replicas": 1, "replica_timeout": 0.25},
+        (NO_OVERLAP, INCREASING), client={"min_replicas": 1, "replica_timeout": 0.25},
         cycle_seconds=15.0, **FAILOVER_WORK,
     ),
 ]  # fmt: skip

@@ -32,7 +32,9 @@ class LockKeys:
     """The Redis names that belong to one lock."""
 
     lock: str  # the holder token (string) or hold counts (hash, reentrant locks)
-    fence: str  # the fencing counter: INCRed on every grant, never expires
+    # the last fencing token handed out: kept for the lease and until the server's clock has
+    # passed it (scripts/prelude.lua), so an idle name leaves no key
+    fence: str
     channel: str  # pub/sub channel: a message on release wakes waiters
     queue: str  # waiters woken one at a time (wake="one"), each on channel + ":" + its id
 

@@ -330,6 +330,25 @@ async def test_lock_key_of_wrong_type(async_client: AsyncLockClient, raw: redis.
     assert not raw.exists(key("counter"))  # the SET was undone, no grant without a token
 
 
+@pytest.mark.parametrize("reentrant", [False, True], ids=["simple", "reentrant"])
+async def test_a_lease_retaken_by_the_other_kind_is_not_held(
+    async_client: AsyncLockClient,
+    async_client_b: AsyncLockClient,
+    raw: redis.Redis,
+    reentrant: bool,
+) -> None:
+    lock = async_client.lock("taken", ttl=10, reentrant=reentrant)
+    assert await lock.acquire(0)
+    raw.delete(key("taken"))  # its lease ends without its knowing
+    other = async_client_b.lock("taken", ttl=10, reentrant=not reentrant)
+    assert await other.acquire(0)
+    assert not await lock.held() and lock.lost
+    with pytest.raises(fencelock.LockLost):
+        await lock.release()
+    assert await other.held()
+    await other.release()
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "arg"),
     [

@@ -39,7 +39,7 @@ async def test_a_lock_survives_a_forced_failover(sentinel_setup: SentinelSetup) 
         assert probe.exists(LockKeys.for_name("other").lock)
     await other.release()
     await lock.release()
-    assert token == 1
+    assert token > 0
     await client.close()
 
 

@@ -331,6 +331,25 @@ def test_lock_key_of_wrong_type(sync_client: LockClient, raw: redis.Redis) -> No
     assert not raw.exists(key("counter"))  # the SET was undone, no grant without a token
 
 
+@pytest.mark.parametrize("reentrant", [False, True], ids=["simple", "reentrant"])
+def test_a_lease_retaken_by_the_other_kind_is_not_held(
+    sync_client: LockClient,
+    sync_client_b: LockClient,
+    raw: redis.Redis,
+    reentrant: bool,
+) -> None:
+    lock = sync_client.lock("taken", ttl=10, reentrant=reentrant)
+    assert lock.acquire(0)
+    raw.delete(key("taken"))  # its lease ends without its knowing
+    other = sync_client_b.lock("taken", ttl=10, reentrant=not reentrant)
+    assert other.acquire(0)
+    assert not lock.held() and lock.lost
+    with pytest.raises(fencelock.LockLost):
+        lock.release()
+    assert other.held()
+    other.release()
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "arg"),
     [

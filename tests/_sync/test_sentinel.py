@@ -40,7 +40,7 @@ def test_a_lock_survives_a_forced_failover(sentinel_setup: SentinelSetup) -> Non
         assert probe.exists(LockKeys.for_name("other").lock)
     other.release()
     lock.release()
-    assert token == 1
+    assert token > 0
     client.close()
 
 

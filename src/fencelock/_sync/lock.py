@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
-from redis.exceptions import ConnectionError, RedisError, TimeoutError
+from redis.exceptions import ConnectionError, RedisError, ResponseError, TimeoutError
 
 from .._backend import (
     SYNC_AWAITS_CALLBACKS,
@@ -724,6 +724,10 @@ class Lock:
             except (TimeoutError, ConnectionError) as exc:  # a read: safe to send again
                 if attempt == ATTEMPTS:
                     raise translate_error(exc, key) from exc
+            except ResponseError as exc:
+                if "WRONGTYPE" in str(exc):
+                    return False  # a lock of the other kind holds the name now
+                raise translate_error(exc, key) from exc
             except RedisError as exc:
                 raise translate_error(exc, key) from exc
         raise AssertionError("unreachable")
