@@ -25,7 +25,7 @@ from tests.topology import Cluster, SentinelSetup
 ALL_KINDS = ("redis", "valkey")
 
 
-def _installed(kind: str) -> str | None:
+def _missing(kind: str) -> str | None:
     """Why ``kind`` cannot be tested here, or None when its binary is found."""
     try:
         find_server(kind)
@@ -39,7 +39,7 @@ def _kinds() -> tuple[list[str], dict[str, str]]:
     chosen = os.environ.get("FENCELOCK_TEST_SERVERS")
     if chosen or os.environ.get("CI"):
         return (chosen or ",".join(ALL_KINDS)).split(","), {}
-    missing = {kind: why for kind in ALL_KINDS if (why := _installed(kind)) is not None}
+    missing = {kind: why for kind in ALL_KINDS if (why := _missing(kind)) is not None}
     kinds = [kind for kind in ALL_KINDS if kind not in missing]
     # with none installed, keep them all: every test is skipped, saying why
     return kinds or list(ALL_KINDS), missing

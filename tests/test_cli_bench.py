@@ -54,6 +54,9 @@ def test_bench_bad_usage_and_unreachable_server() -> None:
     done = bench("--workload", "P9")
     assert done.returncode == 64
     assert "P1,P2,P3,P4,P5,P6" in done.stderr
+    done = bench("--renew-ttl", "0.01")  # under the library's minimum lease: refused up front
+    assert done.returncode == 64
+    assert "argument --renew-ttl: value must be between 0.1" in done.stderr
     done = bench("--url", f"redis://127.0.0.1:{free_port()}/0", *TINY)
     assert done.returncode == 69
     assert "fencelock bench:" in done.stderr
