@@ -179,10 +179,11 @@ def test_without_timeout_it_waits_for_the_holder(
         # It is waiting once it is queued for the release (it would also retry without that).
         sync_until(lambda: raw.zcard(KEYS.queue) == 1)
         assert not (tmp_path / "ran").exists()
+        token = holder.token
         holder.release()
 
     assert proc.wait(TIMEOUT) == 0
-    assert int((tmp_path / "ran").read_text()) == 2  # the grant after the holder's
+    assert int((tmp_path / "ran").read_text()) > token  # the grant after the holder's
 
 
 def test_no_server_exits_69(tmp_path: Path) -> None:

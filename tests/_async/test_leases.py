@@ -186,7 +186,7 @@ async def test_many_leases_one_watchdog_batched(
     assert stats.lost == 0
     for lock in locks:
         await lock.release()
-    assert raw.dbsize() == 250  # only the fencing counters remain
+    assert raw.keys("fencelock:*:lock") == []  # only fencing counters, until they expire
 
 
 async def test_reentrant_lock(async_client: AsyncLockClient, raw: redis.Redis) -> None:
@@ -257,8 +257,8 @@ async def test_simple_and_reentrant_do_not_mix(
 ) -> None:
     simple = async_client.lock("mixed", ttl=10)
     await simple.acquire(0)
-    with pytest.raises(fencelock.LockError):
-        await async_client.lock("mixed", ttl=10, reentrant=True).acquire(0)
+    # one name, one lock: busy for the other kind (test_wake.py: woken by its release)
+    assert not await async_client.lock("mixed", ttl=10, reentrant=True).acquire(0)
     assert await simple.held()
     await simple.release()
 

@@ -187,7 +187,7 @@ def test_many_leases_one_watchdog_batched(
     assert stats.lost == 0
     for lock in locks:
         lock.release()
-    assert raw.dbsize() == 250  # only the fencing counters remain
+    assert raw.keys("fencelock:*:lock") == []  # only fencing counters, until they expire
 
 
 def test_reentrant_lock(sync_client: LockClient, raw: redis.Redis) -> None:
@@ -258,8 +258,8 @@ def test_simple_and_reentrant_do_not_mix(
 ) -> None:
     simple = sync_client.lock("mixed", ttl=10)
     simple.acquire(0)
-    with pytest.raises(fencelock.LockError):
-        sync_client.lock("mixed", ttl=10, reentrant=True).acquire(0)
+    # one name, one lock: busy for the other kind (test_wake.py: woken by its release)
+    assert not sync_client.lock("mixed", ttl=10, reentrant=True).acquire(0)
     assert simple.held()
     simple.release()
 
