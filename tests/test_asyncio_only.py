@@ -78,10 +78,10 @@ async def test_cancel_after_server_executed(
     async_client: AsyncLockClient, raw: redis.Redis, monkeypatch: pytest.MonkeyPatch, script: object
 ) -> None:
     """Cancellation arriving just as the reply does: the server acted, the caller never saw it."""
-    real_run = async_client.run
+    real_run = async_client._script  # every script of a lock goes through it
 
-    async def run_then_cancel(s: object, keys: object, args: object) -> object:
-        reply = await real_run(s, keys, args)  # type: ignore[arg-type]
+    async def run_then_cancel(s: object, keys: object, args: object, *rest: object) -> object:
+        reply = await real_run(s, keys, args, *rest)  # type: ignore[arg-type]
         if s is script:
             raise asyncio.CancelledError
         return reply
@@ -89,7 +89,7 @@ async def test_cancel_after_server_executed(
     lock = async_client.lock("cancel", ttl=30)
     if script is RELEASE:
         await lock.acquire(0)
-    monkeypatch.setattr(async_client, "run", run_then_cancel)
+    monkeypatch.setattr(async_client, "_script", run_then_cancel)
     with pytest.raises(asyncio.CancelledError):
         if script is ACQUIRE:
             await lock.acquire(0)
@@ -307,3 +307,22 @@ async def test_cancel_anywhere_while_queued_for_a_local_hand_off(
         assert async_client._queues._lines == {}, f"queue left behind at step {steps}"
         steps += 1
     assert steps > 3 and async_client._queues.handoffs > 0
+
+
+def test_a_client_used_in_a_second_event_loop_says_so(server: EmbeddedServer) -> None:
+    # Its connections, tasks and locks belong to the first loop: redis-py failed deep inside
+    # ("attached to a different loop", "Event loop is closed") or hung.
+    client = AsyncLockClient.from_url(server.url)
+
+    async def use() -> None:
+        async with client.lock("loops", ttl=5):
+            pass
+
+    first = asyncio.new_event_loop()
+    try:
+        first.run_until_complete(use())
+        with pytest.raises(fencelock.LockError, match="another event loop"):
+            asyncio.run(use())
+        first.run_until_complete(client.close())
+    finally:
+        first.close()

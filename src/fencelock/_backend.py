@@ -401,20 +401,19 @@ def sync_no_retry() -> redis.retry.Retry:
     return redis.retry.Retry(NoBackoff(), 0)
 
 
-def _own_kwargs(pool: Any, socket_timeout: float, force: bool, retry: Any) -> dict[str, Any]:
+def _own_kwargs(pool: Any, socket_timeout: float, retry: Any) -> dict[str, Any]:
     """The connection settings of fencelock's own connections to the server of ``pool``: the
     same address, credentials and TLS, with
 
-    * every socket operation bounded (``force``: by exactly ``socket_timeout``; otherwise a
-      timeout the application set is kept);
+    * every socket operation bounded by fencelock's ``socket_timeout`` (the application's
+      client may have none, or one meant for its own slow commands);
     * no retries inside redis-py (``retry``: none), whose default is 10 tries with backoff:
       fencelock re-sends a request itself, within the deadline of the call;
     * replies not decoded, whatever the application chose: redis-py 8.0/8.1 mis-parse the pub/sub
       reply to ``PING <nonce>`` when decoding, and fencelock reads bytes anyway.
     """
     kwargs = dict(pool.connection_kwargs)
-    for option in ("socket_timeout", "socket_connect_timeout"):
-        kwargs[option] = socket_timeout if force else kwargs.get(option) or socket_timeout
+    kwargs["socket_timeout"] = kwargs["socket_connect_timeout"] = socket_timeout
     kwargs["retry"] = retry
     kwargs["decode_responses"] = False
     for option in ("service_name", "sentinel_manager"):  # a Sentinel pool finds its master so
@@ -423,15 +422,13 @@ def _own_kwargs(pool: Any, socket_timeout: float, force: bool, retry: Any) -> di
     return kwargs
 
 
-def async_own_client(
-    client: redis.asyncio.Redis, socket_timeout: float, force: bool = False
-) -> redis.asyncio.Redis:
+def async_own_client(client: redis.asyncio.Redis, socket_timeout: float) -> redis.asyncio.Redis:
     """fencelock's own client to the server of ``client`` (its pool untouched: the application
     may rely on blocking commands or on decoding). A plain pool becomes a pool that waits for a
     free connection rather than failing with "Too many connections": each request bounds the
     wait by its deadline (``AsyncRequester``)."""
     pool = client.connection_pool
-    kwargs = _own_kwargs(pool, socket_timeout, force, async_no_retry())
+    kwargs = _own_kwargs(pool, socket_timeout, async_no_retry())
     size = pool.max_connections
     if type(pool) in (redis.asyncio.ConnectionPool, redis.asyncio.BlockingConnectionPool):
         own: redis.asyncio.ConnectionPool = redis.asyncio.BlockingConnectionPool(
@@ -442,12 +439,12 @@ def async_own_client(
     return redis.asyncio.Redis(connection_pool=own)
 
 
-def sync_own_client(client: redis.Redis, socket_timeout: float, force: bool = False) -> redis.Redis:
+def sync_own_client(client: redis.Redis, socket_timeout: float) -> redis.Redis:
     # Lock requests go through SyncRequester, which makes its own connections from this pool's
     # settings and waits for a free one within the deadline; a blocking pool serves the rest
     # (pub/sub, Redlock fan-outs) the same way.
     pool = client.connection_pool
-    kwargs = _own_kwargs(pool, socket_timeout, force, sync_no_retry())
+    kwargs = _own_kwargs(pool, socket_timeout, sync_no_retry())
     size = pool.max_connections
     if type(pool) in (redis.ConnectionPool, redis.BlockingConnectionPool):
         own: redis.ConnectionPool = redis.BlockingConnectionPool(  # type: ignore[no-untyped-call]
@@ -461,14 +458,14 @@ def sync_own_client(client: redis.Redis, socket_timeout: float, force: bool = Fa
 def async_node_client(node: Any, socket_timeout: float) -> redis.asyncio.Redis:
     """fencelock's own client (a pool of its own, as ``async_own_client``) to one node of an
     asyncio ``RedisCluster``: a pub/sub connection must stay on the node of its channel."""
-    kwargs = _own_kwargs(node, socket_timeout, False, async_no_retry())
+    kwargs = _own_kwargs(node, socket_timeout, async_no_retry())
     pool = redis.asyncio.ConnectionPool(connection_class=node.connection_class, **kwargs)
     return redis.asyncio.Redis(connection_pool=pool)
 
 
 def sync_node_client(node: Any, socket_timeout: float) -> redis.Redis:
     template = node.redis_connection.connection_pool
-    kwargs = _own_kwargs(template, socket_timeout, False, sync_no_retry())
+    kwargs = _own_kwargs(template, socket_timeout, sync_no_retry())
     pool = redis.ConnectionPool(connection_class=template.connection_class, **kwargs)
     return redis.Redis(connection_pool=pool)
 

@@ -75,13 +75,6 @@ class WaitStats:
     polls: int = 0  # waits ended by their timer
 
 
-def _cluster_timeout(cluster: AsyncRedisCluster) -> float | None:
-    # the asyncio cluster keeps its connection settings on itself, the sync one on its manager
-    kwargs = getattr(cluster, "connection_kwargs", None) or cluster.nodes_manager.connection_kwargs
-    timeout: float | None = kwargs.get("socket_timeout")
-    return timeout
-
-
 async def run_script(
     client: AsyncRedis | AsyncRedisCluster, script: Script, keys: Sequence[str], args: Sequence[Any]
 ) -> Any:
@@ -164,21 +157,20 @@ class AsyncLockClient:
             # Every socket of a node is bounded by the node timeout: a hung node must cost an
             # acquire about that, even when a connection has to be made again.
             limit = self.node_timeout or NODE_TIMEOUT_MAX
-            self.nodes = [async_own_client(node, limit, force=True) for node in given]
+            self.nodes = [async_own_client(node, limit) for node in given]
             self.redis: AsyncRedis | AsyncRedisCluster = self.nodes[0]
             waiters = [AsyncWaiter(node, confirm_timeout=limit) for node in self.nodes]
         elif isinstance(redis, AsyncRedisCluster):
             self.redis = redis  # requests are bounded by their deadline (AsyncRequester)
-            socket_timeout = _cluster_timeout(redis) or socket_timeout
             waiters = []  # one per node, made as channels on it are first watched
         else:
             assert isinstance(redis, AsyncRedis)
             self.redis = async_own_client(redis, socket_timeout)
-            socket_timeout = self.redis.connection_pool.connection_kwargs["socket_timeout"]
             waiters = [AsyncWaiter(self.redis, confirm_timeout=socket_timeout)]
         # close() closes what fencelock made: its own clients (a RedisCluster is the caller's)
         self._owns_redis = not self.cluster
-        # one request's bound ("one request timeout" in the README): the socket timeout
+        # one request's bound ("one request timeout" in the README): waiting for a connection,
+        # connecting and the reply included
         self.request_timeout = socket_timeout
         self._waiters: dict[object, AsyncWaiter] = dict(enumerate(waiters))
         self._guard = AsyncStateLock()

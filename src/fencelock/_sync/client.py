@@ -76,13 +76,6 @@ class WaitStats:
     polls: int = 0  # waits ended by their timer
 
 
-def _cluster_timeout(cluster: SyncRedisCluster) -> float | None:
-    # the asyncio cluster keeps its connection settings on itself, the sync one on its manager
-    kwargs = getattr(cluster, "connection_kwargs", None) or cluster.nodes_manager.connection_kwargs
-    timeout: float | None = kwargs.get("socket_timeout")
-    return timeout
-
-
 def run_script(
     client: SyncRedis | SyncRedisCluster, script: Script, keys: Sequence[str], args: Sequence[Any]
 ) -> Any:
@@ -165,21 +158,20 @@ class LockClient:
             # Every socket of a node is bounded by the node timeout: a hung node must cost an
             # acquire about that, even when a connection has to be made again.
             limit = self.node_timeout or NODE_TIMEOUT_MAX
-            self.nodes = [sync_own_client(node, limit, force=True) for node in given]
+            self.nodes = [sync_own_client(node, limit) for node in given]
             self.redis: SyncRedis | SyncRedisCluster = self.nodes[0]
             waiters = [Waiter(node, confirm_timeout=limit) for node in self.nodes]
         elif isinstance(redis, SyncRedisCluster):
             self.redis = redis  # requests are bounded by their deadline (AsyncRequester)
-            socket_timeout = _cluster_timeout(redis) or socket_timeout
             waiters = []  # one per node, made as channels on it are first watched
         else:
             assert isinstance(redis, SyncRedis)
             self.redis = sync_own_client(redis, socket_timeout)
-            socket_timeout = self.redis.connection_pool.connection_kwargs["socket_timeout"]
             waiters = [Waiter(self.redis, confirm_timeout=socket_timeout)]
         # close() closes what fencelock made: its own clients (a RedisCluster is the caller's)
         self._owns_redis = not self.cluster
-        # one request's bound ("one request timeout" in the README): the socket timeout
+        # one request's bound ("one request timeout" in the README): waiting for a connection,
+        # connecting and the reply included
         self.request_timeout = socket_timeout
         self._waiters: dict[object, Waiter] = dict(enumerate(waiters))
         self._guard = SyncStateLock()
