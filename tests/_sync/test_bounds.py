@@ -122,7 +122,9 @@ def waiter_is_woken(client: LockClient, other: LockClient) -> None:
     assert client.wait_stats.wakeups == 1 and client.wait_stats.polls == 0
 
 
-def test_a_decoding_client_waits_and_is_woken(server: EmbeddedServer, raw: redis.Redis) -> None:
+def test_a_decoding_client_waits_and_is_woken(
+    server: EmbeddedServer, raw: redis.Redis
+) -> None:
     # redis-py 8.0/8.1 mis-parse the pub/sub reply to PING <nonce> when decoding: a waiter never
     # saw its subscription confirmed and raised LockConnectionError after the socket timeout.
     user = SyncRedis(port=server.port, decode_responses=True)
@@ -180,7 +182,7 @@ def test_bad_urls_name_the_argument() -> None:
         LockClient.from_url(5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="url 'foo://x'"):
         LockClient.from_url("foo://x")
-    with pytest.raises(ValueError, match="url .*port"):
+    with pytest.raises(ValueError, match=r"url .*port"):
         LockClient.from_url("redis://127.0.0.1:notaport/0")
     # redis-py would silently use database 0
     with pytest.raises(ValueError, match="database index"):
