@@ -93,3 +93,20 @@ def async_workers() -> int:
 
 def sync_workers() -> int:
     return threading.active_count()
+
+
+async def async_together(calls: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
+    """Run every call at once (tasks), and return their results in order."""
+    return list(await asyncio.wait_for(asyncio.gather(*(call() for call in calls)), TIMEOUT))
+
+
+def sync_together(calls: list[Callable[[], Any]]) -> list[Any]:
+    """The same with a thread per call, all let go at once."""
+    start = threading.Barrier(len(calls))
+
+    def run(call: Callable[[], Any]) -> Any:
+        start.wait(TIMEOUT)
+        return call()
+
+    threads = [SyncCall(lambda call=call: run(call)) for call in calls]  # type: ignore[misc]
+    return [thread.result() for thread in threads]

@@ -80,10 +80,10 @@ async def test_cancel_after_server_executed(
     async_client: AsyncLockClient, raw: redis.Redis, monkeypatch: pytest.MonkeyPatch, script: object
 ) -> None:
     """Cancellation arriving just as the reply does: the server acted, the caller never saw it."""
-    real_run = async_client.run
+    real_run = async_client._script  # every script of a lock goes through it
 
-    async def run_then_cancel(s: object, keys: object, args: object) -> object:
-        reply = await real_run(s, keys, args)  # type: ignore[arg-type]
+    async def run_then_cancel(s: object, keys: object, args: object, *rest: object) -> object:
+        reply = await real_run(s, keys, args, *rest)  # type: ignore[arg-type]
         if s is script:
             raise asyncio.CancelledError
         return reply
@@ -91,7 +91,7 @@ async def test_cancel_after_server_executed(
     lock = async_client.lock("cancel", ttl=30)
     if script is RELEASE:
         await lock.acquire(0)
-    monkeypatch.setattr(async_client, "run", run_then_cancel)
+    monkeypatch.setattr(async_client, "_script", run_then_cancel)
     with pytest.raises(asyncio.CancelledError):
         if script is ACQUIRE:
             await lock.acquire(0)
@@ -439,3 +439,22 @@ def test_a_dropped_client_ends_its_tasks_at_once(
     assert "Task was destroyed" not in caplog.text
     sync_until(lambda: len(raw.client_list()) == connections)
     assert 0 < raw.pttl(LockKeys.for_name("unclosed").lock) <= 30_000  # left to expire
+
+
+def test_a_client_used_in_a_second_event_loop_says_so(server: EmbeddedServer) -> None:
+    # Its connections, tasks and locks belong to the first loop: redis-py failed deep inside
+    # ("attached to a different loop", "Event loop is closed") or hung.
+    client = AsyncLockClient.from_url(server.url)
+
+    async def use() -> None:
+        async with client.lock("loops", ttl=5):
+            pass
+
+    first = asyncio.new_event_loop()
+    try:
+        first.run_until_complete(use())
+        with pytest.raises(fencelock.LockError, match="another event loop"):
+            asyncio.run(use())
+        first.run_until_complete(client.close())
+    finally:
+        first.close()

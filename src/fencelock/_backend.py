@@ -31,6 +31,8 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from .errors import LockError
+
 T = TypeVar("T")
 
 AsyncRedis = redis.asyncio.Redis
@@ -178,22 +180,37 @@ async def async_fan_out(
     nodes: Sequence[redis.asyncio.Redis], command: Sequence[Any], timeout: float
 ) -> list[Any]:
     """Send ``command`` to every node at once; per node, its reply or the ``RedisError`` it
-    raised (a node silent for ``timeout`` seconds gets a ``TimeoutError``)."""
-    send = [node.execute_command(*command) for node in nodes]  # type: ignore[no-untyped-call]
-    tasks = [asyncio.ensure_future(request) for request in send]
+    raised (a node silent for ``timeout`` seconds gets a ``TimeoutError``).
+
+    Connecting is not part of ``timeout`` (as in ``sync_fan_out``): a node's connection is made
+    first, bounded by its own socket timeouts, and ``timeout`` counts from the request's send. A
+    fresh client's first handshake must not eat a node timeout of a few milliseconds."""
+    tasks = [asyncio.ensure_future(_node_request(node, command, timeout)) for node in nodes]
     try:
-        await asyncio.wait(tasks, timeout=timeout)
+        await asyncio.wait(tasks)  # each is bounded: connecting, then timeout
     except asyncio.CancelledError:
-        # Let requests already sent finish first (bounded by the timeout): a release sent right
-        # after on another connection could otherwise overtake them.
-        await asyncio.wait(tasks, timeout=timeout)
+        # Let requests already sent finish first (bounded as above): a release sent right after
+        # on another connection could otherwise overtake them.
+        await asyncio.wait(tasks)
         raise
     finally:
         for task in tasks:
-            if not task.done():
-                task.cancel()
             task.add_done_callback(_consume)
     return [_outcome(task, timeout) for task in tasks]
+
+
+async def _node_request(node: redis.asyncio.Redis, command: Sequence[Any], timeout: float) -> Any:
+    pool = node.connection_pool
+    conn = await pool.get_connection()  # type: ignore[no-untyped-call]  # connected, bounded
+    try:
+        await conn.send_command(*command)
+        try:
+            # (not read_response(timeout=): that returns None on a timeout, like a nil reply)
+            return await async_bounded(conn.read_response(), timeout)
+        except redis_exceptions.ResponseError as exc:  # an error reply: this node's answer
+            return exc
+    finally:
+        await pool.release(conn)
 
 
 def _outcome(task: asyncio.Future[Any], timeout: float) -> Any:
@@ -259,8 +276,9 @@ def sync_fan_out(nodes: Sequence[redis.Redis], command: Sequence[Any], timeout: 
 
 
 class AsyncRequester:
-    """Requests bounded by a deadline of their own, whatever the socket timeout: a renewal must
-    not outlive the lease it renews."""
+    """Requests bounded by a deadline of their own, whatever the socket timeout: waiting for a
+    free connection, connecting and the reply all count (a renewal must not outlive the lease it
+    renews; a lock call must meet its documented bound)."""
 
     async def request(
         self,
@@ -272,47 +290,90 @@ class AsyncRequester:
         """Send ``commands`` on one connection (a pipeline; on a Cluster, to the node of
         ``key``) and return their replies, error replies included; ``TimeoutError`` after
         ``timeout`` seconds, connecting included (at once, sending nothing, if none is left)."""
-        if timeout <= 0:
-            raise RedisTimeoutError("no time left to send the request")
-        pipe = redis.pipeline(transaction=False)
-        for command in commands:
-            pipe.execute_command(*command)
-        task = asyncio.ensure_future(pipe.execute(raise_on_error=False))
-        task.add_done_callback(_consume)
-        try:
-            done, _ = await asyncio.wait((task,), timeout=timeout)
-        finally:
-            if not task.done():
-                task.cancel()  # redis.asyncio closes a connection whose read was cancelled
-        if not done:
-            raise RedisTimeoutError(f"no reply within {timeout * 1000:.0f} ms")
-        replies: list[Any] = task.result()
-        return replies
+        if len(commands) == 1:  # the common case: no pipeline to build
+            send: Awaitable[list[Any]] = async_one(redis, commands[0])
+        else:
+            pipe = redis.pipeline(transaction=False)
+            for command in commands:
+                pipe.execute_command(*command)
+            send = pipe.execute(raise_on_error=False)
+        return await async_bounded(send, timeout)
 
     async def close(self) -> None:
         return None
 
 
+async def async_one(
+    redis: redis.asyncio.Redis | redis.asyncio.RedisCluster, command: Sequence[Any]
+) -> list[Any]:
+    """``[reply]`` to ``command`` sent by ``redis`` itself (an error reply as ``[error]``, as a
+    pipeline returns it)."""
+    try:
+        return [await redis.execute_command(*command)]
+    except redis_exceptions.ResponseError as exc:
+        return [exc]
+
+
+def sync_one(redis: redis.Redis | redis.RedisCluster, command: Sequence[Any]) -> list[Any]:
+    try:
+        return [redis.execute_command(*command)]  # type: ignore[no-untyped-call]
+    except redis_exceptions.ResponseError as exc:
+        return [exc]
+
+
+async def async_bounded(aw: Awaitable[T], timeout: float) -> T:
+    """The result of ``aw``, or ``TimeoutError`` after ``timeout`` seconds (``aw`` cancelled)."""
+    if timeout <= 0:
+        if asyncio.iscoroutine(aw):
+            aw.close()  # never started: nothing was sent
+        raise RedisTimeoutError("no time left to send the request")
+    task = asyncio.ensure_future(aw)
+    task.add_done_callback(_consume)
+    try:
+        done, _ = await asyncio.wait((task,), timeout=timeout)
+    finally:
+        if not task.done():
+            task.cancel()  # redis.asyncio closes a connection whose read was cancelled
+    if not done:
+        raise RedisTimeoutError(f"no reply within {timeout * 1000:.0f} ms")
+    return task.result()
+
+
+def sync_bounded(value: T, timeout: float) -> T:
+    # A blocking call cannot be bounded from outside: the caller's socket timeouts bound it.
+    return value
+
+
 class SyncRequester:
     """The same with threads, on connections of its own (per server, kept between requests):
     a pooled connection would be (re)connected by the pool with the full socket timeout and
-    redis-py's retries, and a server that hangs in the handshake would hold the request."""
+    redis-py's retries, and a server that hangs in the handshake would hold the request. At most
+    the pool's ``max_connections`` requests per server are in flight; more wait for one to end,
+    within their deadline."""
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
         self._idle: dict[int, list[redis.connection.AbstractConnection]] = {}
+        self._slots: dict[int, threading.BoundedSemaphore] = {}
         self._pid = os.getpid()
 
     def _take(self, pool: redis.ConnectionPool) -> redis.connection.AbstractConnection:
         with self._guard:
-            if self._pid != os.getpid():  # forked: the sockets are the parent's
-                self._pid, self._idle = os.getpid(), {}
             idle = self._idle.get(id(pool))
             if idle:
                 return idle.pop()
         conn: redis.connection.AbstractConnection = pool.connection_class(**pool.connection_kwargs)
         conn.retry = sync_no_retry()  # one connect attempt, within the deadline
         return conn
+
+    def _slot(self, pool: redis.ConnectionPool) -> threading.BoundedSemaphore:
+        with self._guard:
+            if self._pid != os.getpid():  # forked: the sockets are the parent's
+                self._pid, self._idle, self._slots = os.getpid(), {}, {}
+            slots = self._slots.get(id(pool))
+            if slots is None:
+                slots = self._slots[id(pool)] = threading.BoundedSemaphore(pool.max_connections)
+            return slots
 
     def request(
         self,
@@ -332,10 +393,24 @@ class SyncRequester:
             client = node.redis_connection
         assert isinstance(client, SyncRedis)
         pool = client.connection_pool
+        slots = self._slot(pool)
+        if not slots.acquire(timeout=timeout):  # every connection is busy, for all that time
+            raise RedisTimeoutError(f"no connection free within {timeout * 1000:.0f} ms")
+        try:
+            return self._send(pool, commands, deadline)
+        finally:
+            slots.release()
+
+    def _send(
+        self, pool: redis.ConnectionPool, commands: Sequence[Sequence[Any]], deadline: float
+    ) -> list[Any]:
         conn = self._take(pool)
         try:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RedisTimeoutError("no time left to send the request")
             # used when connecting only: the reads below pass their own timeouts
-            conn.socket_timeout = conn.socket_connect_timeout = timeout
+            conn.socket_timeout = conn.socket_connect_timeout = left
             try:
                 # (connects if need be) an idle connection with something to read is broken:
                 # the server closed it (a restart, a failover) or a late reply is pending
@@ -349,7 +424,7 @@ class SyncRequester:
             for _ in commands:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise RedisTimeoutError(f"no reply within {timeout * 1000:.0f} ms")
+                    raise RedisTimeoutError("no reply in time")
                 try:
                     replies.append(conn.read_response(timeout=left))
                 except redis_exceptions.ResponseError as exc:  # an error reply; the next follows
@@ -379,21 +454,97 @@ def sync_no_retry() -> redis.retry.Retry:
     return redis.retry.Retry(NoBackoff(), 0)
 
 
-def async_node_client(node: Any) -> redis.asyncio.Redis:
-    """A plain client (a pool of its own) to one node of an asyncio ``RedisCluster``, with the
-    cluster's connection settings: a pub/sub connection must stay on the node of its channel."""
-    pool = redis.asyncio.ConnectionPool(
-        connection_class=node.connection_class, **node.connection_kwargs
-    )
+def _own_kwargs(pool: Any, socket_timeout: float, retry: Any) -> dict[str, Any]:
+    """The connection settings of fencelock's own connections to the server of ``pool``: the
+    same address, credentials and TLS, with
+
+    * every socket operation bounded by fencelock's ``socket_timeout`` (the application's
+      client may have none, or one meant for its own slow commands);
+    * no retries inside redis-py (``retry``: none), whose default is 10 tries with backoff:
+      fencelock re-sends a request itself, within the deadline of the call;
+    * replies not decoded, whatever the application chose: redis-py 8.0/8.1 mis-parse the pub/sub
+      reply to ``PING <nonce>`` when decoding, and fencelock reads bytes anyway.
+    """
+    kwargs = dict(pool.connection_kwargs)
+    kwargs["socket_timeout"] = kwargs["socket_connect_timeout"] = socket_timeout
+    kwargs["retry"] = retry
+    kwargs["decode_responses"] = False
+    for option in ("service_name", "sentinel_manager"):  # a Sentinel pool finds its master so
+        if hasattr(pool, option):
+            kwargs[option] = getattr(pool, option)
+    return kwargs
+
+
+def async_own_client(client: redis.asyncio.Redis, socket_timeout: float) -> redis.asyncio.Redis:
+    """fencelock's own client to the server of ``client`` (its pool untouched: the application
+    may rely on blocking commands or on decoding). A plain pool becomes a pool that waits for a
+    free connection rather than failing with "Too many connections": each request bounds the
+    wait by its deadline (``AsyncRequester``)."""
+    pool = client.connection_pool
+    kwargs = _own_kwargs(pool, socket_timeout, async_no_retry())
+    size = pool.max_connections
+    if type(pool) in (redis.asyncio.ConnectionPool, redis.asyncio.BlockingConnectionPool):
+        own: redis.asyncio.ConnectionPool = redis.asyncio.BlockingConnectionPool(
+            max_connections=size, timeout=None, connection_class=pool.connection_class, **kwargs
+        )
+    else:
+        own = type(pool)(connection_class=pool.connection_class, max_connections=size, **kwargs)
+    return redis.asyncio.Redis(connection_pool=own)
+
+
+def sync_own_client(client: redis.Redis, socket_timeout: float) -> redis.Redis:
+    # Lock requests go through SyncRequester, which makes its own connections from this pool's
+    # settings and waits for a free one within the deadline; a blocking pool serves the rest
+    # (pub/sub, Redlock fan-outs) the same way.
+    pool = client.connection_pool
+    kwargs = _own_kwargs(pool, socket_timeout, sync_no_retry())
+    size = pool.max_connections
+    if type(pool) in (redis.ConnectionPool, redis.BlockingConnectionPool):
+        own: redis.ConnectionPool = redis.BlockingConnectionPool(  # type: ignore[no-untyped-call]
+            max_connections=size, timeout=None, connection_class=pool.connection_class, **kwargs
+        )
+    else:
+        own = type(pool)(connection_class=pool.connection_class, max_connections=size, **kwargs)
+    return redis.Redis(connection_pool=own)
+
+
+def async_node_client(node: Any, socket_timeout: float) -> redis.asyncio.Redis:
+    """fencelock's own client (a pool of its own, as ``async_own_client``) to one node of an
+    asyncio ``RedisCluster``: a pub/sub connection must stay on the node of its channel."""
+    kwargs = _own_kwargs(node, socket_timeout, async_no_retry())
+    pool = redis.asyncio.ConnectionPool(connection_class=node.connection_class, **kwargs)
     return redis.asyncio.Redis(connection_pool=pool)
 
 
-def sync_node_client(node: Any) -> redis.Redis:
+def sync_node_client(node: Any, socket_timeout: float) -> redis.Redis:
     template = node.redis_connection.connection_pool
-    pool = redis.ConnectionPool(
-        connection_class=template.connection_class, **template.connection_kwargs
-    )
+    kwargs = _own_kwargs(template, socket_timeout, sync_no_retry())
+    pool = redis.ConnectionPool(connection_class=template.connection_class, **kwargs)
     return redis.Redis(connection_pool=pool)
+
+
+class AsyncLoopGuard:
+    """redis.asyncio connections, tasks and locks belong to the event loop they were made in.
+    A client used from a second loop (a second ``asyncio.run``) would fail deep in redis-py, or
+    hang: say so instead."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def check(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = loop
+        elif loop is not self._loop:
+            raise LockError(
+                "this fencelock.asyncio LockClient was first used in another event loop: make "
+                "one client per event loop (e.g. inside the coroutine given to asyncio.run)"
+            )
+
+
+class SyncLoopGuard:
+    def check(self) -> None:
+        return None
 
 
 class AsyncEvent:

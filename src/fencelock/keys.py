@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 DEFAULT_PREFIX = "fencelock:"
 # Redis keys may be 512 MB, but a name that long is a bug; bound it so errors are clear.
@@ -85,16 +86,53 @@ def _number(arg: str, value: object) -> float:
     # bool is an int subclass, but ttl=True is always a mistake.
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{arg} must be a number of seconds, not {type(value).__name__}")
-    if math.isnan(value):
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond any float (10**400)
+        raise ValueError(f"{arg} is out of range: {described(value)}") from None
+    if math.isnan(number):
         raise ValueError(f"{arg} must not be NaN")
-    return float(value)
+    return number
+
+
+def described(value: object, limit: int = 80) -> str:
+    """``value`` for an error message: its type, and its repr cut to ``limit`` characters (the
+    repr of a client or a pool runs to a thousand)."""
+    text = repr(value)
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def validate_db(db: object) -> int:
+    """The database index of a client given to fencelock: checked before any request, since a
+    wrong one would only fail at the first lock call (or, from a URL path, not at all)."""
+    if isinstance(db, str) and db.isdigit():
+        db = int(db)
+    if isinstance(db, bool) or not isinstance(db, int):
+        raise TypeError(f"the client's db must be an int, not {described(db)}")
+    if db < 0:
+        raise ValueError(f"the client's db must be >= 0, got {db}")
+    return db
+
+
+def validate_url(url: str) -> str:
+    """A server URL's database index (its path), which redis-py ignores when it is not a
+    number (``redis://host/abc`` would use database 0)."""
+    parts = urlsplit(url)
+    path = parts.path.lstrip("/")
+    if parts.scheme in ("redis", "rediss") and path and not path.isdigit():
+        raise ValueError(
+            f"url {url!r}: the path must be a database index (a number >= 0), got {path!r}"
+        )
+    return url
 
 
 def validate_ttl(ttl: object, arg: str = "ttl", minimum: float = MIN_TTL) -> float:
     """A duration in seconds: finite, at least ``minimum`` (1 ms), at most a year."""
     value = _number(arg, ttl)
     if not minimum <= value <= MAX_TTL:
-        raise ValueError(f"{arg} must be between {minimum} and {MAX_TTL} seconds, got {ttl!r}")
+        raise ValueError(f"{arg} must be between {minimum} and {MAX_TTL} seconds, got {value!r}")
     return value
 
 

@@ -157,10 +157,3 @@ async def test_reentrant_and_fenced_write_on_a_cluster(
     await lock.release()
     await lock.release()
     assert not await lock.held()
-
-
-async def test_cluster_client_needs_timeouts(cluster: Cluster) -> None:
-    redis = AsyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=None)
-    with pytest.raises(ValueError, match="socket_timeout"):
-        AsyncLockClient(redis)
-    await redis.aclose()

@@ -158,10 +158,3 @@ def test_reentrant_and_fenced_write_on_a_cluster(
     lock.release()
     lock.release()
     assert not lock.held()
-
-
-def test_cluster_client_needs_timeouts(cluster: Cluster) -> None:
-    redis = SyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=None)
-    with pytest.raises(ValueError, match="socket_timeout"):
-        LockClient(redis)
-    redis.close()

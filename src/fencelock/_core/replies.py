@@ -118,6 +118,11 @@ def translate_error(exc: redis.exceptions.RedisError, what: str) -> LockError:
     if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
         return LockConnectionError(f"{what}: {type(exc).__name__}: {exc}")
     message = str(exc)
+    if isinstance(exc, redis.exceptions.AskError):  # MOVED/ASK: a Cluster node, with a plain client
+        return LockError(
+            f"{what}: the server is a Redis Cluster node (it answered {type(exc).__name__} "
+            f"{message}): pass a RedisCluster client to the LockClient, not a Redis client"
+        )
     if "WRONGTYPE" in message or "not an integer" in message:
         return LockError(f"{what}: a key holds a value of another Redis type: {message}")
     return LockError(f"{what}: {message}")

@@ -16,6 +16,7 @@ Modes, chosen by what it is given:
 from __future__ import annotations
 
 import contextlib
+import time
 import warnings
 import weakref
 from collections.abc import Iterator, Callable, Sequence
@@ -29,13 +30,16 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from .._backend import (
     SyncEvent,
+    SyncLoopGuard,
     SyncRedis,
     SyncRedisCluster,
     SyncRequester,
     SyncStateLock,
+    sync_bounded,
     sync_fan_out,
-    sync_no_retry,
     sync_node_client,
+    sync_one,
+    sync_own_client,
     sync_reap,
 )
 from .._core.quorum import NODE_TIMEOUT_MAX
@@ -43,12 +47,15 @@ from .._core.replies import fenced_set_reply, translate_error
 from ..errors import LockConnectionError
 from ..keys import (
     DEFAULT_PREFIX,
+    described,
     encodable,
     fence_key_for,
     ttl_to_ms,
+    validate_db,
     validate_prefix,
     validate_resource_key,
     validate_ttl,
+    validate_url,
 )
 from ..scripts import FENCED_SET, Script
 from .lock import Lock
@@ -69,38 +76,6 @@ class WaitStats:
     waiting: int = 0  # acquires blocked right now, waiting for a wake-up or their timer
     wakeups: int = 0  # waits ended by a release message
     polls: int = 0  # waits ended by their timer
-
-
-def _bounded(client: SyncRedis, socket_timeout: float, force: bool = False) -> SyncRedis:
-    """The same server, with every socket operation bounded (``force``: by exactly that).
-
-    A client given without ``socket_timeout`` would let a hung server block a lock call forever.
-    Its pool is not changed (the application may rely on blocking commands): fencelock gets its
-    own pool with the same settings plus the timeouts.
-    """
-    pool = client.connection_pool
-    kwargs = dict(pool.connection_kwargs)
-    if not force and kwargs.get("socket_timeout") and kwargs.get("socket_connect_timeout"):
-        return client
-    for option in ("socket_timeout", "socket_connect_timeout"):
-        kwargs[option] = socket_timeout if force else kwargs.get(option) or socket_timeout
-    if force:  # a Redlock node: one try within its node timeout, no retries with backoff
-        kwargs["retry"] = sync_no_retry()
-    for option in ("service_name", "sentinel_manager"):  # a Sentinel pool finds its master so
-        if hasattr(pool, option):
-            kwargs[option] = getattr(pool, option)
-    new_pool = type(pool)(connection_class=pool.connection_class, **kwargs)
-    return SyncRedis(connection_pool=new_pool)
-
-
-def _checked_cluster(cluster: SyncRedisCluster) -> SyncRedisCluster:
-    # the asyncio cluster keeps its connection settings on itself, the sync one on its manager
-    kwargs = getattr(cluster, "connection_kwargs", None) or cluster.nodes_manager.connection_kwargs
-    if not kwargs.get("socket_timeout"):
-        raise ValueError(
-            "the RedisCluster must be built with socket_timeout= (fencelock bounds every request)"
-        )
-    return cluster
 
 
 def run_script(
@@ -204,41 +179,46 @@ class LockClient:
             given = list(redis)
             for node in given:
                 if not isinstance(node, SyncRedis):
-                    raise TypeError(f"Redlock nodes must be {expected}, not {type(node).__name__}")
+                    raise TypeError(f"Redlock nodes must be {expected}, not {described(node)}")
             if min_replicas:
                 raise ValueError("min_replicas applies to one master, not to Redlock nodes")
         else:
             raise TypeError(
                 f"redis must be a {expected}, a RedisCluster, or a non-empty list of "
-                f"{expected} (Redlock), not {redis!r}"
+                f"{expected} (Redlock), not {described(redis)}"
             )
         if self.cluster and min_replicas:
             raise ValueError("min_replicas is not supported with a RedisCluster")
+        plain = [redis] if isinstance(redis, SyncRedis) else []
+        for node in given or plain:  # a wrong database index fails here, not at the first call
+            validate_db(node.connection_pool.connection_kwargs.get("db", 0))
+        # fencelock's own clients (own pools) to the servers given: see async_own_client
         if given:
             # Every socket of a node is bounded by the node timeout: a hung node must cost an
             # acquire about that, even when a connection has to be made again.
             limit = self.node_timeout or NODE_TIMEOUT_MAX
-            self.nodes = [_bounded(node, limit, force=True) for node in given]
+            self.nodes = [sync_own_client(node, limit) for node in given]
             self.redis: SyncRedis | SyncRedisCluster = self.nodes[0]
-            self._owns_redis = True
             waiters = [Waiter(node, confirm_timeout=limit) for node in self.nodes]
         elif isinstance(redis, SyncRedisCluster):
-            self.redis = _checked_cluster(redis)
-            self._owns_redis = False
+            self.redis = redis  # requests are bounded by their deadline (AsyncRequester)
             waiters = []  # one per node, made as channels on it are first watched
         else:
             assert isinstance(redis, SyncRedis)
-            self.redis = _bounded(redis, socket_timeout)
-            # close() closes what fencelock made: its own pool, or (from_url) the whole client
-            self._owns_redis = self.redis is not redis
+            self.redis = sync_own_client(redis, socket_timeout)
             waiters = [Waiter(self.redis, confirm_timeout=socket_timeout)]
-        self._socket_timeout = socket_timeout
+        # close() closes what fencelock made: its own clients (a RedisCluster is the caller's)
+        self._owns_redis = not self.cluster
+        # one request's bound ("one request timeout" in the README): waiting for a connection,
+        # connecting and the reply included
+        self.request_timeout = socket_timeout
         self._waiters: dict[object, Waiter] = dict(enumerate(waiters))
         self._guard = SyncStateLock()
         self.wait_stats = WaitStats()
         self._watchdog = Watchdog(self)  # holds the client weakly
         # bounded requests: the watchdog's renewals (by their deadline) and min_replicas WAITs
         self._requester = SyncRequester()
+        self._loop = SyncLoopGuard()
         if isinstance(max_handoffs, bool) or not isinstance(max_handoffs, int):
             raise TypeError(f"max_handoffs must be an int, not {type(max_handoffs).__name__}")
         if max_handoffs < 0:
@@ -261,22 +241,23 @@ class LockClient:
     ) -> Self:
         """A client for ``url``; a list of URLs means Redlock over those masters."""
         socket_timeout = validate_ttl(socket_timeout, "socket_timeout")
-        urls = [url] if isinstance(url, str) else list(url)
+        urls = [url] if isinstance(url, str) else list(url) if isinstance(url, list | tuple) else []
         if not urls or not all(isinstance(u, str) for u in urls):
-            raise TypeError(f"url must be a URL or a non-empty list of URLs, not {url!r}")
-        clients = [
-            SyncRedis.from_url(
-                u, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout
-            )
-            for u in urls
-        ]
+            raise TypeError(f"url must be a URL or a non-empty list of URLs, not {described(url)}")
+        clients = []
+        for u in urls:
+            validate_url(u)
+            try:
+                clients.append(
+                    SyncRedis.from_url(
+                        u, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout
+                    )
+                )
+            except (ValueError, TypeError) as exc:
+                raise ValueError(f"url {u!r}: {exc}") from None
         # (not connected yet: nothing to close if the constructor refuses the arguments)
         target: SyncRedis | list[SyncRedis] = clients[0] if isinstance(url, str) else clients
-        client = cls(target, socket_timeout=socket_timeout, **kwargs)
-        client._owns_redis = True
-        client._finalizer.detach()
-        client._finalizer = client._on_drop()  # with the connections it now owns
-        return client
+        return cls(target, socket_timeout=socket_timeout, **kwargs)
 
     def lock(
         self,
@@ -305,8 +286,17 @@ class LockClient:
     def prefix(self) -> str:
         return self._prefix
 
-    def run(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        return run_script(self.redis, script, keys, args)
+    def run(
+        self,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        timeout: float | None = None,
+    ) -> Any:
+        """Run ``script``: its reply, within ``timeout`` seconds (default: one request timeout),
+        waiting for a free connection and connecting included (else ``TimeoutError``)."""
+        reply, _ = self._script(script, keys, args, timeout, ())
+        return reply
 
     def run_replicated(
         self,
@@ -315,39 +305,61 @@ class LockClient:
         args: Sequence[Any],
         timeout: float | None = None,
     ) -> tuple[Any, int | None]:
-        """Run ``script``, then ``WAIT`` for ``min_replicas``: the reply, and how many replicas
+        """``run``, then ``WAIT`` for ``min_replicas``: the reply, and how many replicas
         acknowledged it (None without ``min_replicas``). WAIT counts the writes of its own
-        connection, so both go on one connection. With ``timeout``, give up (``TimeoutError``)
-        after that many seconds even if the socket timeout is longer."""
-        if not self.min_replicas and timeout is None:
-            return self.run(script, keys, args), None
-        wait: list[tuple[Any, ...]] = []
+        connection, so both go on one connection."""
+        wait: tuple[tuple[Any, ...], ...] = ()
         if self.min_replicas:
-            wait.append(("WAIT", self.min_replicas, ttl_to_ms(self.replica_timeout)))
-        bound = self._socket_timeout if timeout is None else timeout
-        try:
-            for call in (("EVALSHA", script.sha), ("EVAL", script.source)):
-                command = (*call, len(keys), *keys, *args)
-                reply, *acked = self._requester.request(
-                    self.redis, [command, *wait], bound, keys[0]
-                )
-                if not isinstance(reply, NoScriptError):
-                    break  # else nothing ran: send the source, which caches it
-            moved = isinstance(reply, AskError)
-        except RedisConnectionError:
-            if not self.cluster:
-                raise
-            moved = True  # or failed over
-        if moved:  # the cluster client re-learns which node serves the slot
-            return self.run(script, keys, args), None
+            wait = (("WAIT", self.min_replicas, ttl_to_ms(self.replica_timeout)),)
+        return self._script(script, keys, args, timeout, wait)
+
+    def _script(
+        self,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        timeout: float | None,
+        wait: tuple[tuple[Any, ...], ...],
+    ) -> tuple[Any, int | None]:
+        # EVALSHA, falling back to EVAL (which also caches the script) after SCRIPT FLUSH or a
+        # restart: the server answers NOSCRIPT and nothing has run, so the fallback is safe.
+        deadline = time.monotonic() + (self.request_timeout if timeout is None else timeout)
+        for call in (("EVALSHA", script.sha), ("EVAL", script.source)):
+            command = (*call, len(keys), *keys, *args)
+            reply, *acked = self.request([command, *wait], deadline, keys[0])
+            if not isinstance(reply, NoScriptError):
+                break  # else nothing ran: send the source, which caches it
         for result in (reply, *acked):
             if isinstance(result, Exception):
                 raise result
         return reply, int(acked[0]) if acked else None
 
+    def request(
+        self, commands: Sequence[Sequence[Any]], deadline: float, key: str
+    ) -> list[Any]:
+        """The replies to ``commands``, sent on one connection (to the node of ``key`` on a
+        Cluster), error replies included; ``TimeoutError`` at ``deadline`` (monotonic)."""
+        self._loop.check()
+        try:
+            replies = self._requester.request(
+                self.redis, commands, deadline - time.monotonic(), key
+            )
+            moved = self.cluster and isinstance(replies[0], AskError)
+        except RedisConnectionError:
+            if not self.cluster:
+                raise
+            moved = True  # or failed over
+        if moved:  # the cluster client re-learns which node serves the slot, in the time left
+            assert len(commands) == 1  # (no WAIT on a Cluster)
+            replies = sync_bounded(
+                sync_one(self.redis, commands[0]), deadline - time.monotonic()
+            )
+        return replies
+
     def fan_out(self, command: Sequence[Any], timeout: float, what: str) -> list[Any]:
         """Redlock: send ``command`` to every node at once; per node its reply, or the
         ``LockError`` it failed with (a node silent for ``timeout`` seconds counts as failed)."""
+        self._loop.check()
         replies = sync_fan_out(self.nodes, command, timeout)
         return [translate_error(r, what) if isinstance(r, RedisError) else r for r in replies]
 
@@ -356,6 +368,7 @@ class LockClient:
     ) -> list[Any]:
         """``fan_out`` of a script by EVALSHA; nodes that answer NOSCRIPT (restarted, or SCRIPT
         FLUSH) get the source in a second, smaller round."""
+        self._loop.check()
         replies = sync_fan_out(
             self.nodes, ("EVALSHA", script.sha, len(keys), *keys, *args), timeout
         )
@@ -372,6 +385,7 @@ class LockClient:
     def watch(self, channel: str) -> Iterator[SyncEvent]:
         """Subscribe to a lock's wake-up channel (on every node in Redlock mode: a release
         message from any of them wakes the waiter) and yield the event a message sets."""
+        self._loop.check()
         if self.cluster:
             with self._shard_waiter(channel).watch(channel) as event:
                 yield event
@@ -399,8 +413,8 @@ class LockClient:
         with self._guard:
             waiter = self._waiters.get(node.name)
             if waiter is None:
-                redis = sync_node_client(node)
-                waiter = Waiter(redis, confirm_timeout=self._socket_timeout, sharded=True)
+                redis = sync_node_client(node, self.request_timeout)
+                waiter = Waiter(redis, confirm_timeout=self.request_timeout, sharded=True)
                 self._waiters[node.name] = waiter
         return waiter
 
@@ -449,12 +463,13 @@ class LockClient:
             raise TypeError("fenced_set in Redlock mode needs redis=: the server of the resource")
         if redis is not None and not isinstance(redis, SyncRedis | SyncRedisCluster):
             expected = SyncRedis.__module__ + ".Redis"
-            raise TypeError(f"redis must be a {expected}, not {redis!r}")
-        target = self.redis if redis is None else redis
+            raise TypeError(f"redis must be a {expected}, not {described(redis)}")
+        keys, args = [key, fence_key_for(key)], [value, str(token)]
         try:
-            reply = run_script(
-                target, FENCED_SET, [key, fence_key_for(key)], [value, str(token)]
-            )
+            if redis is None:  # within one request timeout
+                reply = self.run(FENCED_SET, keys, args)
+            else:  # the resource's server: within what the caller's client allows
+                reply = run_script(redis, FENCED_SET, keys, args)
         except RedisError as exc:
             raise translate_error(exc, f"resource {key!r}") from exc
         fenced_set_reply(reply, key, token)

@@ -272,7 +272,7 @@ class Lock:
                 # Cancelled, interrupted or failed with a request in flight: it may have been
                 # granted.
                 try:
-                    sync_shield(self._release_quietly(holder))
+                    sync_shield(self._release_quietly(holder, deadline))
                 finally:
                     queues.pass_turn(key, ticket)
                 raise
@@ -332,7 +332,7 @@ class Lock:
         try:
             # one server answers a count that is not ours (LockLost), never "busy", to a
             # re-entry; Redlock answers "busy" when a majority did not let it in
-            if isinstance(self._try(grant.holder, grant.depth), Busy):
+            if isinstance(self._try(grant.holder, grant.depth, deadline=sent_at), Busy):
                 raise LockLost(f"{self.name!r}: a majority of nodes refused the re-entry")
         except LockLost:
             self._declare_lost(grant, "re-entry found the hold count changed")
@@ -352,7 +352,7 @@ class Lock:
             # granted it the lock: a try now would find the lock busy
             result: Granted | Busy = Busy(None)
         else:
-            result = self._try(holder, block=self._block())
+            result = self._try(holder, block=self._block(), deadline=deadline)
         if isinstance(result, Busy) and remaining(deadline, time.monotonic()) != 0:
             # wake="one": queued in Redis by the re-tries below, woken on a channel of its own
             waiter = new_waiter_id() if self._wake_one else ""
@@ -404,7 +404,7 @@ class Lock:
             # Subscribed (and confirmed) before this re-try: a release after it wakes us.
             wake.clear()
             sent_at = time.monotonic()
-            result = self._try(holder, block=block, waiter=entry)
+            result = self._try(holder, block=block, waiter=entry, deadline=deadline)
             if isinstance(result, Granted):  # its lease runs from its own request (_try)
                 return result
             queued, queued_at = result.queued, sent_at
@@ -442,20 +442,32 @@ class Lock:
         return 1 + self._client._queues.handoffs_ahead(self._line)
 
     def _try(
-        self, holder: str, depth: int = 0, block: int = 1, waiter: str = ""
+        self,
+        holder: str,
+        depth: int = 0,
+        block: int = 1,
+        waiter: str = "",
+        *,
+        deadline: float | None = None,
     ) -> Granted | Busy:
+        """One try at the lock. A request that timed out or whose connection broke is sent once
+        more, in the time left: the try ends by the caller's ``deadline`` (None: none) plus one
+        request timeout, however often the server fails to answer."""
         args: tuple[str | int, ...] = (holder, self._ttl_ms)
         if self.reentrant:
             args += (depth, block)
         else:
             args += (block, waiter)
         if self._client.nodes:
-            return self._try_quorum(holder, depth, args)
+            return self._try_quorum(holder, depth, args, deadline)
+        limit = self._client.request_timeout
+        end = None if deadline is None else max(deadline, time.monotonic()) + limit
         for attempt in range(1, ATTEMPTS + 1):
             try:
                 sent_at = time.monotonic()
+                bound = limit if end is None else min(limit, end - sent_at)
                 reply, acked = self._client.run_replicated(
-                    self._acquire_script, self._try_keys, args
+                    self._acquire_script, self._try_keys, args, bound
                 )
                 sync_checkpoint()
                 result = acquire_reply(reply)
@@ -464,25 +476,33 @@ class Lock:
                     if depth == 0 and lease_deadline(sent_at, self.ttl) <= time.monotonic():
                         # The reply came back after the lease's local deadline: the lease may
                         # be someone else's by now. Give it back; acquire tries again.
-                        sync_shield(self._release_quietly(holder))
+                        sync_shield(self._release_quietly(holder, deadline))
                         raise _GaveBack
                     return replace(reserved_block(result.fence, block), sent_at=sent_at)
                 return result
             except (TimeoutError, ConnectionError) as exc:
-                if attempt == ATTEMPTS:
+                if attempt == ATTEMPTS or (end is not None and time.monotonic() >= end):
                     raise translate_error(exc, self._keys.lock) from exc
             except RedisError as exc:
                 raise translate_error(exc, self._keys.lock) from exc
         raise AssertionError("unreachable")
 
     def _try_quorum(
-        self, holder: str, depth: int, args: tuple[str | int, ...]
+        self, holder: str, depth: int, args: tuple[str | int, ...], deadline: float | None
     ) -> Granted | Busy:
-        """Redlock: ask every node at once; a majority within the validity grants."""
-        sent_at = time.monotonic()
-        replies = self._fan_out(self._acquire_script, self._try_keys, args)
-        sync_checkpoint()
-        outcome = acquire_outcome(replies, self.ttl, time.monotonic() - sent_at)
+        """Redlock: ask every node at once; a majority within the validity grants. A round in
+        which too few nodes could be reached to decide is no vote: it is sent once more while
+        the caller's ``deadline`` has time left."""
+        for attempt in range(1, ATTEMPTS + 1):
+            sent_at = time.monotonic()
+            replies = self._fan_out(self._acquire_script, self._try_keys, args)
+            sync_checkpoint()
+            try:
+                outcome = acquire_outcome(replies, self.ttl, time.monotonic() - sent_at)
+                break
+            except LockConnectionError:
+                if attempt == ATTEMPTS or remaining(deadline, time.monotonic()) == 0:
+                    raise
         result = outcome.result
         if isinstance(result, Granted) and depth == 0 and not SYNC_LAZY_TOKEN:
             # asyncio cannot do the write-back later, inside the ``token`` property
@@ -517,18 +537,27 @@ class Lock:
         # a later grant may have been computed without this token: it must never be used
         raise LockLost(f"{self.name!r}: the lease was lost before its fencing token was read")
 
-    def _release_quietly(self, holder: str) -> bool:
+    def _release_quietly(self, holder: str, deadline: float | None = None) -> bool:
+        """Give back what ``holder`` may have been granted, best effort, within what is left of
+        the bound of the call whose ``deadline`` (None: none) it serves: that deadline plus one
+        request timeout. No time left (the server did not answer for all that): not sent, and
+        the lease expires on its own."""
+        limit = self._client.request_timeout
+        bound = limit if deadline is None else deadline + limit - time.monotonic()
         try:
-            return self._release_once(holder) in (1, 3, 4)
+            return self._release_once(holder, timeout=min(bound, limit)) in (1, 3, 4)
         except (RedisError, LockError):
             return False  # the server is unreachable: the lease expires on its own
 
     # -- release / extend ------------------------------------------------------------------
 
-    def _release_once(self, holder: str, leaving: str = "") -> int:
+    def _release_once(
+        self, holder: str, leaving: str = "", timeout: float | None = None
+    ) -> int:
         """1: released, 3: released and another client was woken, 4: released and granted to a
         queued waiter, 2: a reentrant hold left but still held, 0: not held by ``holder``.
-        ``leaving``: a queue entry removed first (a simple lock's waiter giving up)."""
+        ``leaving``: a queue entry removed first (a simple lock's waiter giving up). Within
+        ``timeout`` seconds (default: one request timeout; Redlock: the node timeout)."""
         args: tuple[str, ...] = (holder, self._keys.channel, self._client.publish_command)
         if not self.reentrant:
             args += (leaving,)
@@ -536,7 +565,7 @@ class Lock:
             replies = self._fan_out(self._release_script, self._release_keys, args)
             return int(owned_by_quorum(replies, (1, 2, 3, 4), f"release of {self.name!r}"))
         try:
-            reply = self._client.run(self._release_script, self._release_keys, args)
+            reply = self._client.run(self._release_script, self._release_keys, args, timeout)
         except RedisError as exc:
             raise translate_error(exc, self._keys.lock) from exc
         return int(reply)
@@ -714,15 +743,18 @@ class Lock:
         return tally(answers).outcome(len(replies), f"held {self.name!r}")
 
     def _held_by_server(self, grant: Grant) -> bool:
-        redis, key = self._client.redis, self._keys.lock
+        key = self._keys.lock
+        command = ("HEXISTS", key, grant.holder) if self.reentrant else ("GET", key)
+        # a read is safe to send again, within one request timeout in all
+        end = time.monotonic() + self._client.request_timeout
         for attempt in range(1, ATTEMPTS + 1):
             try:
-                if self.reentrant:
-                    return bool(redis.hexists(key, grant.holder))
-                value = redis.get(key)
-                return (value.decode() if isinstance(value, bytes) else value) == grant.holder
-            except (TimeoutError, ConnectionError) as exc:  # a read: safe to send again
-                if attempt == ATTEMPTS:
+                [reply] = self._client.request([command], end, key)
+                if isinstance(reply, RedisError):
+                    raise reply
+                return reply in (1, grant.holder.encode())
+            except (TimeoutError, ConnectionError) as exc:
+                if attempt == ATTEMPTS or time.monotonic() >= end:
                     raise translate_error(exc, key) from exc
             except ResponseError as exc:
                 if "WRONGTYPE" in str(exc):
