@@ -19,7 +19,7 @@ import redis.asyncio
 
 import fencelock
 from fencelock._sync.client import LockClient
-from fencelock._backend import SyncRedis, SyncRedisCluster
+from fencelock._backend import SyncRedis, SyncRedisCluster, sync_sleep
 from fencelock._embedded import EmbeddedServer, free_port
 from tests.concurrency import SyncCall, sync_together, sync_until
 from tests.topology import Cluster
@@ -63,6 +63,33 @@ def test_every_call_is_bounded_against_a_hung_server(
     finally:
         fresh_server.resume()
     client.close()
+
+
+def test_a_waiting_acquire_is_bounded_when_the_server_hangs(
+    fresh_server: EmbeddedServer,
+) -> None:
+    # The server hangs just before a waiting acquire's deadline: its last re-try, leaving the
+    # queue of waiters and giving back what it may have been granted must all fit in the
+    # timeout plus one request timeout (leaving the queue used to add a request timeout).
+    request = 2.0
+    client = LockClient.from_url(fresh_server.url, socket_timeout=request)
+    holder = client.lock("busy", ttl=60)
+    assert holder.acquire(0)
+    other = LockClient.from_url(fresh_server.url, socket_timeout=request, max_poll=0.1)
+    waiter = other.lock("busy", ttl=60)
+    started = time.monotonic()
+    call = SyncCall(lambda: waiter.acquire(1.0))
+    sync_until(lambda: other.wait_stats.waiting == 1)
+    sync_sleep(started + 0.9 - time.monotonic())  # the fault, timed: not a sync point
+    fresh_server.pause()
+    try:
+        with pytest.raises(fencelock.LockConnectionError):
+            call.result()
+        assert time.monotonic() - started < 1.0 + request + MARGIN
+    finally:
+        fresh_server.resume()
+    client.close()
+    other.close()
 
 
 def test_client_pause_is_bounded(fresh_server: EmbeddedServer, raw: redis.Redis) -> None:
