@@ -19,7 +19,7 @@ import redis.asyncio
 
 import fencelock
 from fencelock._sync.client import LockClient
-from fencelock._backend import SyncRedis, SyncRedisCluster
+from fencelock._backend import SyncRedis, SyncRedisCluster, sync_sleep
 from fencelock._embedded import EmbeddedServer, free_port
 from tests.concurrency import SyncCall, sync_together, sync_until
 from tests.topology import Cluster
@@ -65,19 +65,44 @@ def test_every_call_is_bounded_against_a_hung_server(
     client.close()
 
 
+def test_a_waiting_acquire_is_bounded_when_the_server_hangs(
+    fresh_server: EmbeddedServer,
+) -> None:
+    # The server hangs just before a waiting acquire's deadline: its last re-try, leaving the
+    # queue of waiters and giving back what it may have been granted must all fit in the
+    # timeout plus one request timeout (leaving the queue used to add a request timeout).
+    request = 2.0
+    client = LockClient.from_url(fresh_server.url, socket_timeout=request)
+    holder = client.lock("busy", ttl=60)
+    assert holder.acquire(0)
+    other = LockClient.from_url(fresh_server.url, socket_timeout=request, max_poll=0.1)
+    waiter = other.lock("busy", ttl=60)
+    started = time.monotonic()
+    call = SyncCall(lambda: waiter.acquire(1.0))
+    sync_until(lambda: other.wait_stats.waiting == 1)
+    sync_sleep(started + 0.9 - time.monotonic())  # the fault, timed: not a sync point
+    fresh_server.pause()
+    try:
+        with pytest.raises(fencelock.LockConnectionError):
+            call.result()
+        assert time.monotonic() - started < 1.0 + request + MARGIN
+    finally:
+        fresh_server.resume()
+    client.close()
+    other.close()
+
+
 def test_client_pause_is_bounded(fresh_server: EmbeddedServer, raw: redis.Redis) -> None:
     client = LockClient.from_url(fresh_server.url, socket_timeout=REQUEST)
     lock = client.lock("held", ttl=60)
     assert lock.acquire(0)
     with fresh_server.client() as admin:
-        admin.execute_command("CLIENT", "PAUSE", 10_000)
-        try:
-            error = fencelock.LockConnectionError
-            free = client.lock("free", ttl=60)
-            assert elapsed(lambda: free.acquire(0), error) < REQUEST + MARGIN
-            assert elapsed(lock.held, error) < REQUEST + MARGIN
-        finally:
-            admin.execute_command("CLIENT", "UNPAUSE")
+        # long enough for both calls (CLIENT UNPAUSE would itself wait for the pause to end)
+        admin.execute_command("CLIENT", "PAUSE", round(2 * (REQUEST + MARGIN) * 1000) + 500)
+    error = fencelock.LockConnectionError
+    free = client.lock("free", ttl=60)
+    assert elapsed(lambda: free.acquire(0), error) < REQUEST + MARGIN
+    assert elapsed(lock.held, error) < REQUEST + MARGIN
     client.close()
 
 
@@ -173,6 +198,15 @@ def test_a_fresh_redlock_client_gets_its_first_lock(
         assert lock.acquire(None)
         lock.release()
         client.close()
+
+
+def test_decoding_redlock_nodes_wait_and_are_woken(redlock: list[EmbeddedServer]) -> None:
+    users = [SyncRedis(port=srv.port, decode_responses=True) for srv in redlock[:3]]
+    client = LockClient(users, max_poll=3600.0)
+    other = LockClient.from_url([srv.url for srv in redlock[:3]])
+    waiter_is_woken(client, other)
+    client.close()
+    other.close()
 
 
 def test_bad_urls_name_the_argument() -> None:

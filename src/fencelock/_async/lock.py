@@ -370,7 +370,7 @@ class AsyncLock:
                     if isinstance(result, Busy) and entry:
                         # timed out, cancelled or failed: leave the queue, and give back what
                         # a release may have granted meanwhile
-                        await async_shield(self._leave_queue(holder, entry))
+                        await async_shield(self._leave_queue(holder, entry, deadline))
         if isinstance(result, Busy):
             return None
         # a request re-sent after a timeout was granted later than the first one left
@@ -422,16 +422,17 @@ class AsyncLock:
             ):
                 return replace(granted, sent_at=queued_at)
 
-    async def _leave_queue(self, holder: str, entry: str) -> None:
+    async def _leave_queue(self, holder: str, entry: str, deadline: float | None = None) -> None:
         """A waiter that gives up leaves the queue of wake="one" (best effort: a release skips
         an entry nobody listens for, and the queue expires). On one master this is a release
-        with the waiter's token, in case a release granted it the lock meanwhile."""
+        with the waiter's token, in case a release granted it the lock meanwhile. Within what is
+        left of the acquire's bound (``deadline`` plus one request timeout)."""
         with contextlib.suppress(RedisError, LockError):
             if self._client.nodes:
                 command = ("ZREM", self._keys.queue, entry)
                 await self._client.fan_out(command, self._node_timeout, self._keys.queue)
             else:
-                await self._release_once(holder, entry)
+                await self._release_once(holder, entry, self._time_left(deadline))
 
     def _block(self) -> int:
         """Fencing tokens to reserve with a grant: one, or enough for a streak of local
@@ -536,15 +537,19 @@ class AsyncLock:
         # a later grant may have been computed without this token: it must never be used
         raise LockLost(f"{self.name!r}: the lease was lost before its fencing token was read")
 
+    def _time_left(self, deadline: float | None) -> float:
+        """What is left of the bound of a call whose ``deadline`` (None: none) has passed or is
+        near: that deadline plus one request timeout, and at most one request timeout."""
+        limit = self._client.request_timeout
+        return limit if deadline is None else min(limit, deadline + limit - time.monotonic())
+
     async def _release_quietly(self, holder: str, deadline: float | None = None) -> bool:
         """Give back what ``holder`` may have been granted, best effort, within what is left of
         the bound of the call whose ``deadline`` (None: none) it serves: that deadline plus one
         request timeout. No time left (the server did not answer for all that): not sent, and
         the lease expires on its own."""
-        limit = self._client.request_timeout
-        bound = limit if deadline is None else deadline + limit - time.monotonic()
         try:
-            return await self._release_once(holder, timeout=min(bound, limit)) in (1, 3, 4)
+            return await self._release_once(holder, timeout=self._time_left(deadline)) in (1, 3, 4)
         except (RedisError, LockError):
             return False  # the server is unreachable: the lease expires on its own
 

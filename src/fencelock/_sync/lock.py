@@ -371,7 +371,7 @@ class Lock:
                     if isinstance(result, Busy) and entry:
                         # timed out, cancelled or failed: leave the queue, and give back what
                         # a release may have granted meanwhile
-                        sync_shield(self._leave_queue(holder, entry))
+                        sync_shield(self._leave_queue(holder, entry, deadline))
         if isinstance(result, Busy):
             return None
         # a request re-sent after a timeout was granted later than the first one left
@@ -423,16 +423,17 @@ class Lock:
             ):
                 return replace(granted, sent_at=queued_at)
 
-    def _leave_queue(self, holder: str, entry: str) -> None:
+    def _leave_queue(self, holder: str, entry: str, deadline: float | None = None) -> None:
         """A waiter that gives up leaves the queue of wake="one" (best effort: a release skips
         an entry nobody listens for, and the queue expires). On one master this is a release
-        with the waiter's token, in case a release granted it the lock meanwhile."""
+        with the waiter's token, in case a release granted it the lock meanwhile. Within what is
+        left of the acquire's bound (``deadline`` plus one request timeout)."""
         with contextlib.suppress(RedisError, LockError):
             if self._client.nodes:
                 command = ("ZREM", self._keys.queue, entry)
                 self._client.fan_out(command, self._node_timeout, self._keys.queue)
             else:
-                self._release_once(holder, entry)
+                self._release_once(holder, entry, self._time_left(deadline))
 
     def _block(self) -> int:
         """Fencing tokens to reserve with a grant: one, or enough for a streak of local
@@ -537,15 +538,19 @@ class Lock:
         # a later grant may have been computed without this token: it must never be used
         raise LockLost(f"{self.name!r}: the lease was lost before its fencing token was read")
 
+    def _time_left(self, deadline: float | None) -> float:
+        """What is left of the bound of a call whose ``deadline`` (None: none) has passed or is
+        near: that deadline plus one request timeout, and at most one request timeout."""
+        limit = self._client.request_timeout
+        return limit if deadline is None else min(limit, deadline + limit - time.monotonic())
+
     def _release_quietly(self, holder: str, deadline: float | None = None) -> bool:
         """Give back what ``holder`` may have been granted, best effort, within what is left of
         the bound of the call whose ``deadline`` (None: none) it serves: that deadline plus one
         request timeout. No time left (the server did not answer for all that): not sent, and
         the lease expires on its own."""
-        limit = self._client.request_timeout
-        bound = limit if deadline is None else deadline + limit - time.monotonic()
         try:
-            return self._release_once(holder, timeout=min(bound, limit)) in (1, 3, 4)
+            return self._release_once(holder, timeout=self._time_left(deadline)) in (1, 3, 4)
         except (RedisError, LockError):
             return False  # the server is unreachable: the lease expires on its own
 
