@@ -381,16 +381,17 @@ class AsyncLockClient:
         return [translate_error(r, what) if isinstance(r, RedisError) else r for r in replies]
 
     @asynccontextmanager
-    async def watch(self, channel: str) -> AsyncIterator[AsyncEvent]:
+    async def watch(self, channel: str, timeout: float | None = None) -> AsyncIterator[AsyncEvent]:
         """Subscribe to a lock's wake-up channel (on every node in Redlock mode: a release
-        message from any of them wakes the waiter) and yield the event a message sets."""
+        message from any of them wakes the waiter) and yield the event a message sets. The
+        subscription is confirmed within ``timeout`` seconds (None: one request timeout)."""
         self._loop.check()
         if self.cluster:
-            async with self._shard_waiter(channel).watch(channel) as event:
+            async with self._shard_waiter(channel).watch(channel, timeout=timeout) as event:
                 yield event
             return
         if not self.nodes:
-            async with self._waiters[0].watch(channel) as event:
+            async with self._waiters[0].watch(channel, timeout=timeout) as event:
                 yield event
             return
         event = AsyncEvent()
@@ -398,7 +399,7 @@ class AsyncLockClient:
             for waiter in self._waiters.values():
                 # a node that is down is skipped: the others, or the fallback re-try, wake us
                 with contextlib.suppress(LockConnectionError):
-                    await stack.enter_async_context(waiter.watch(channel, event))
+                    await stack.enter_async_context(waiter.watch(channel, event, timeout))
             yield event
 
     def _shard_waiter(self, channel: str) -> AsyncWaiter:

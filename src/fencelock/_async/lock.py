@@ -360,7 +360,8 @@ class AsyncLock:
             entry = waiter
             if self._granted_by_release:
                 entry = queue_entry(waiter, holder, self._ttl_ms, block)
-            async with client.watch(channel) as wake:
+            # (confirmed within the call's bound: its deadline plus one request timeout)
+            async with client.watch(channel, self._time_left(deadline)) as wake:
                 try:
                     if polite:
                         left = remaining(deadline, time.monotonic())

@@ -95,10 +95,12 @@ class AsyncWaiter:
 
     @asynccontextmanager
     async def watch(
-        self, channel: str, event: AsyncEvent | None = None
+        self, channel: str, event: AsyncEvent | None = None, timeout: float | None = None
     ) -> AsyncIterator[AsyncEvent]:
         """Subscribe to ``channel`` (active on the server before this returns) and yield an
-        event (``event``, or a new one) that every message on it sets, until the block ends."""
+        event (``event``, or a new one) that every message on it sets, until the block ends.
+        The confirmation is awaited for at most ``timeout`` seconds (what is left of the
+        caller's bound), and never longer than one request timeout."""
         event = AsyncEvent() if event is None else event
         ready = AsyncEvent()
         nonce = f"fencelock-{os.getpid()}-{next(self._nonces)}"
@@ -127,7 +129,10 @@ class AsyncWaiter:
                 if not self._listener.running():
                     self._closing = False
                     self._listener.start(self._listen)
-            if not await ready.wait(self._confirm_timeout):
+            limit = (
+                self._confirm_timeout if timeout is None else min(timeout, self._confirm_timeout)
+            )
+            if not await ready.wait(limit):
                 raise LockConnectionError(f"subscribe {channel!r}: no confirmation in time")
             with self._guard:
                 refusal = self._refusals.pop(nonce, None)

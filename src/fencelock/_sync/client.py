@@ -382,16 +382,17 @@ class LockClient:
         return [translate_error(r, what) if isinstance(r, RedisError) else r for r in replies]
 
     @contextmanager
-    def watch(self, channel: str) -> Iterator[SyncEvent]:
+    def watch(self, channel: str, timeout: float | None = None) -> Iterator[SyncEvent]:
         """Subscribe to a lock's wake-up channel (on every node in Redlock mode: a release
-        message from any of them wakes the waiter) and yield the event a message sets."""
+        message from any of them wakes the waiter) and yield the event a message sets. The
+        subscription is confirmed within ``timeout`` seconds (None: one request timeout)."""
         self._loop.check()
         if self.cluster:
-            with self._shard_waiter(channel).watch(channel) as event:
+            with self._shard_waiter(channel).watch(channel, timeout=timeout) as event:
                 yield event
             return
         if not self.nodes:
-            with self._waiters[0].watch(channel) as event:
+            with self._waiters[0].watch(channel, timeout=timeout) as event:
                 yield event
             return
         event = SyncEvent()
@@ -399,7 +400,7 @@ class LockClient:
             for waiter in self._waiters.values():
                 # a node that is down is skipped: the others, or the fallback re-try, wake us
                 with contextlib.suppress(LockConnectionError):
-                    stack.enter_context(waiter.watch(channel, event))
+                    stack.enter_context(waiter.watch(channel, event, timeout))
             yield event
 
     def _shard_waiter(self, channel: str) -> Waiter:

@@ -96,10 +96,12 @@ class Waiter:
 
     @contextmanager
     def watch(
-        self, channel: str, event: SyncEvent | None = None
+        self, channel: str, event: SyncEvent | None = None, timeout: float | None = None
     ) -> Iterator[SyncEvent]:
         """Subscribe to ``channel`` (active on the server before this returns) and yield an
-        event (``event``, or a new one) that every message on it sets, until the block ends."""
+        event (``event``, or a new one) that every message on it sets, until the block ends.
+        The confirmation is awaited for at most ``timeout`` seconds (what is left of the
+        caller's bound), and never longer than one request timeout."""
         event = SyncEvent() if event is None else event
         ready = SyncEvent()
         nonce = f"fencelock-{os.getpid()}-{next(self._nonces)}"
@@ -128,7 +130,10 @@ class Waiter:
                 if not self._listener.running():
                     self._closing = False
                     self._listener.start(self._listen)
-            if not ready.wait(self._confirm_timeout):
+            limit = (
+                self._confirm_timeout if timeout is None else min(timeout, self._confirm_timeout)
+            )
+            if not ready.wait(limit):
                 raise LockConnectionError(f"subscribe {channel!r}: no confirmation in time")
             with self._guard:
                 refusal = self._refusals.pop(nonce, None)
