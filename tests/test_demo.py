@@ -27,5 +27,5 @@ def test_demo_fences_off_the_frozen_holder(capsys: pytest.CaptureFixture[str]) -
     assert "stale write refused: yes" in out  # and the summary
     assert "lock.check() after the freeze: raised LockLost" in out
     assert "violations: 0 " in out
-    assert "hand-off latency" in out
+    assert "hand-off latency (release -> next process's grant" in out  # some were measured
     assert not multiprocessing.active_children()  # every worker was joined

@@ -277,9 +277,11 @@ def analyse(results: Sequence[WorkerResult], slots: int, final_counter: int) -> 
     duplicate_tokens = len(tokens) - len(set(tokens))
 
     handoffs: list[float] = []
-    for (token, slot, _, released), (next_token, next_slot, acquired, _) in pairwise(grants):
-        # Only a released grant followed directly by another process's grant is a hand-off.
-        if released is not None and next_token == token + 1 and next_slot != slot:
+    for (_, slot, _, released), (_, next_slot, acquired, _) in pairwise(grants):
+        # A released grant followed directly (in token order: grant order) by another
+        # process's grant is a hand-off. (Tokens are not consecutive across grants: they follow
+        # the server's clock.)
+        if released is not None and next_slot != slot:
             handoffs.append(acquired - released)
     handoffs.sort()
 

@@ -308,13 +308,22 @@ async def test_fenced_set_refuses_wrong_type_and_touches_nothing(
 
 @pytest.mark.parametrize(
     ("token", "error"),
-    [(0, ValueError), (-1, ValueError), ("1", TypeError), (True, TypeError), (1.5, TypeError)],
+    [
+        (0, ValueError),
+        (-1, ValueError),
+        (2**63, ValueError),  # no grant has it: it would refuse every real holder for good
+        (10**400, ValueError),
+        ("1", TypeError),
+        (True, TypeError),
+        (1.5, TypeError),
+    ],
 )
 async def test_fenced_set_validates_token(
-    async_client: AsyncLockClient, token: object, error: type
+    async_client: AsyncLockClient, raw: redis.Redis, token: object, error: type
 ) -> None:
     with pytest.raises(error, match="token"):
         await async_client.fenced_set("k", "v", token)  # type: ignore[arg-type]
+    assert raw.keys("*") == []  # nothing written, nothing remembered
 
 
 async def test_lock_key_of_wrong_type(async_client: AsyncLockClient, raw: redis.Redis) -> None:

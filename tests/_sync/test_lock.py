@@ -309,13 +309,22 @@ def test_fenced_set_refuses_wrong_type_and_touches_nothing(
 
 @pytest.mark.parametrize(
     ("token", "error"),
-    [(0, ValueError), (-1, ValueError), ("1", TypeError), (True, TypeError), (1.5, TypeError)],
+    [
+        (0, ValueError),
+        (-1, ValueError),
+        (2**63, ValueError),  # no grant has it: it would refuse every real holder for good
+        (10**400, ValueError),
+        ("1", TypeError),
+        (True, TypeError),
+        (1.5, TypeError),
+    ],
 )
 def test_fenced_set_validates_token(
-    sync_client: LockClient, token: object, error: type
+    sync_client: LockClient, raw: redis.Redis, token: object, error: type
 ) -> None:
     with pytest.raises(error, match="token"):
         sync_client.fenced_set("k", "v", token)  # type: ignore[arg-type]
+    assert raw.keys("*") == []  # nothing written, nothing remembered
 
 
 def test_lock_key_of_wrong_type(sync_client: LockClient, raw: redis.Redis) -> None:

@@ -66,6 +66,7 @@ DEFAULT_SOCKET_TIMEOUT = 5.0
 WAKE_MODES = ("all", "one")
 # Consecutive local hand-offs before the lock goes back through Redis (see singleflight.py).
 DEFAULT_MAX_HANDOFFS = 10
+MAX_TOKEN = 2**63 - 1
 
 
 @dataclass
@@ -453,8 +454,11 @@ class AsyncLockClient:
         key = validate_resource_key(key)
         if isinstance(token, bool) or not isinstance(token, int):
             raise TypeError(f"token must be an int, not {type(token).__name__}")
-        if token <= 0:
-            raise ValueError(f"token must be a positive fencing token, got {token}")
+        # A token no grant can have (Redis counts in signed 64 bits) would be stored as the
+        # highest seen and refuse every real holder's write for good.
+        if not 0 < token <= MAX_TOKEN:
+            shown = token if token.bit_length() <= 64 else f"a {len(str(token))}-digit number"
+            raise ValueError(f"token must be a fencing token from 1 to 2**63 - 1, got {shown}")
         if not isinstance(value, str | bytes | int | float) or isinstance(value, bool):
             raise TypeError(f"value must be str, bytes, int or float, not {type(value).__name__}")
         if isinstance(value, str):
