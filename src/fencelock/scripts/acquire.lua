@@ -20,18 +20,19 @@
 -- and queued again has a new score: that is how a waiter tells a grant it may trust from one that
 -- came before this reply (see lock.py). The fence of a grant confirmed again is the counter, or
 -- a fresh token if the counter is gone (prelude.lua).
-if redis.call('EXISTS', KEYS[1]) == 0 then
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local fence, err = mint(KEYS[2], ARGV[3], ARGV[2])
   if not fence then
-    return err  -- the counter holds something else: no grant without a token
+    -- the counter holds something else: undo the SET rather than grant without a token
+    redis.call('DEL', KEYS[1])
+    return err
   end
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   if ARGV[4] ~= '' then
     redis.call('ZREM', KEYS[3], ARGV[4])
   end
   return {1, fence}
 end
-if lock_kind(KEYS[1]) == 'string' and redis.call('GET', KEYS[1]) == ARGV[1] then
+if simple_holder(KEYS[1]) == ARGV[1] then
   local fence, err = current_token(KEYS[2], ARGV[3], ARGV[2])
   if not fence then
     return err

@@ -35,9 +35,10 @@ local function last_token(key)
 end
 
 -- Keep `top` as the last token at `key`, for `ttl_ms` and until this server's clock passes it
--- (an absolute expiry: a replica, once promoted, keeps it until its own clock passes it).
-local function keep_token(key, top, ttl_ms)
-  local t = redis.call('TIME')
+-- (an absolute expiry: a replica, once promoted, keeps it until its own clock passes it). `t`:
+-- the server's TIME, if the caller has it already.
+local function keep_token(key, top, ttl_ms, t)
+  t = t or redis.call('TIME')
   local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local expiry = math.max(now_ms + tonumber(ttl_ms), math.floor(tonumber(top) / 1000) + 2)
   redis.call('SET', key, top, 'PXAT', decimal(expiry))
@@ -64,7 +65,7 @@ local function mint(key, block, ttl_ms)
     end
     top = redis.call('GET', key)
   end
-  keep_token(key, top, ttl_ms)
+  keep_token(key, top, ttl_ms, t)
   return top
 end
 
@@ -80,13 +81,24 @@ end
 
 -- Lock keys. What one holds: 'none', 'string' (a simple lock: the holder token) or 'hash' (a
 -- reentrant lock: holder -> hold count). Either kind of lock is busy for the other. A key of
--- another type is not a lock: an error, raised before the script writes anything.
+-- another type is not a lock: an error.
 local function lock_kind(key)
   local kind = redis.call('TYPE', key).ok
   if kind ~= 'none' and kind ~= 'string' and kind ~= 'hash' then
     error({err = 'WRONGTYPE lock key ' .. key .. ' holds a ' .. kind})
   end
   return kind
+end
+
+-- The holder token of a simple lock at `key`, or nil (no lock, or a reentrant lock's hash). One
+-- GET on the hot path; the type is looked at only when it is not a string.
+local function simple_holder(key)
+  local holder = redis.pcall('GET', key)
+  if type(holder) == 'table' then
+    lock_kind(key)  -- a key that is no lock: an error
+    return nil
+  end
+  return holder
 end
 
 -- Whether `holder` holds the lock at `key`, of either kind.

@@ -17,7 +17,7 @@
 if ARGV[4] ~= '' then
   redis.call('ZREM', KEYS[2], ARGV[4])
 end
-if lock_kind(KEYS[1]) ~= 'string' or redis.call('GET', KEYS[1]) ~= ARGV[1] then
+if simple_holder(KEYS[1]) ~= ARGV[1] then
   return 0
 end
 redis.call('DEL', KEYS[1])
