@@ -280,6 +280,23 @@ class AsyncRequester:
     free connection, connecting and the reply all count (a renewal must not outlive the lease it
     renews; a lock call must meet its documented bound)."""
 
+    def __init__(self) -> None:
+        # Pools that fail with "Too many connections" rather than wait (a Sentinel pool has no
+        # waiting variant): per pool, as many requests in flight as it has connections, less the
+        # pub/sub one; more wait for a slot, within their deadline.
+        self._slots: dict[int, asyncio.Semaphore] = {}
+
+    def _gate(
+        self, client: redis.asyncio.Redis | redis.asyncio.RedisCluster
+    ) -> asyncio.Semaphore | None:
+        pool = getattr(client, "connection_pool", None)  # (a RedisCluster has one per node)
+        if pool is None or isinstance(pool, redis.asyncio.BlockingConnectionPool):
+            return None
+        slots = self._slots.get(id(pool))
+        if slots is None:
+            slots = self._slots[id(pool)] = asyncio.Semaphore(max(1, pool.max_connections - 1))
+        return slots
+
     async def request(
         self,
         redis: redis.asyncio.Redis | redis.asyncio.RedisCluster,
@@ -297,10 +314,24 @@ class AsyncRequester:
             for command in commands:
                 pipe.execute_command(*command)
             send = pipe.execute(raise_on_error=False)
-        return await async_bounded(send, timeout)
+        gate = self._gate(redis)
+        return await async_bounded(send if gate is None else _gated(gate, send), timeout)
 
     async def close(self) -> None:
         return None
+
+
+async def _gated(gate: asyncio.Semaphore, send: Awaitable[T]) -> T:
+    try:
+        await gate.acquire()
+    except BaseException:
+        if asyncio.iscoroutine(send):
+            send.close()  # never started: nothing was sent
+        raise
+    try:
+        return await send
+    finally:
+        gate.release()
 
 
 async def async_one(

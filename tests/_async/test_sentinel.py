@@ -6,7 +6,7 @@ from __future__ import annotations
 from fencelock._async.client import AsyncLockClient
 from fencelock._async.lock import AsyncLock
 from fencelock.keys import LockKeys
-from tests.concurrency import AsyncSentinel, async_until
+from tests.concurrency import AsyncSentinel, async_together, async_until
 from tests.topology import SentinelSetup
 
 KEYS = LockKeys.for_name("job")
@@ -68,4 +68,21 @@ async def test_a_lock_lost_in_the_failover_is_signalled(sentinel_setup: Sentinel
     # not, tokens could go backwards: min_replicas makes every grant wait for the replica
     assert again.token > token
     await again.release()
+    await client.close()
+
+
+async def test_200_concurrent_acquires_through_a_sentinel_pool(
+    sentinel_setup: SentinelSetup,
+) -> None:
+    # redis-py's Sentinel pool holds 100 connections and refuses the 101st ("Too many
+    # connections"), and has no waiting variant: fencelock's requests wait for a slot instead.
+    client = sentinel_client(sentinel_setup)
+
+    async def cycle(i: int) -> bool:
+        lock = client.lock(f"many-{i}", ttl=30)
+        got = await lock.acquire(10)
+        await lock.release()
+        return got
+
+    assert await async_together([lambda i=i: cycle(i) for i in range(200)]) == [True] * 200
     await client.close()

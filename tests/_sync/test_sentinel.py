@@ -7,7 +7,7 @@ from __future__ import annotations
 from fencelock._sync.client import LockClient
 from fencelock._sync.lock import Lock
 from fencelock.keys import LockKeys
-from tests.concurrency import SyncSentinel, sync_until
+from tests.concurrency import SyncSentinel, sync_together, sync_until
 from tests.topology import SentinelSetup
 
 KEYS = LockKeys.for_name("job")
@@ -69,4 +69,21 @@ def test_a_lock_lost_in_the_failover_is_signalled(sentinel_setup: SentinelSetup)
     # not, tokens could go backwards: min_replicas makes every grant wait for the replica
     assert again.token > token
     again.release()
+    client.close()
+
+
+def test_200_concurrent_acquires_through_a_sentinel_pool(
+    sentinel_setup: SentinelSetup,
+) -> None:
+    # redis-py's Sentinel pool holds 100 connections and refuses the 101st ("Too many
+    # connections"), and has no waiting variant: fencelock's requests wait for a slot instead.
+    client = sentinel_client(sentinel_setup)
+
+    def cycle(i: int) -> bool:
+        lock = client.lock(f"many-{i}", ttl=30)
+        got = lock.acquire(10)
+        lock.release()
+        return got
+
+    assert sync_together([lambda i=i: cycle(i) for i in range(200)]) == [True] * 200
     client.close()
