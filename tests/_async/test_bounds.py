@@ -143,7 +143,9 @@ async def waiter_is_woken(client: AsyncLockClient, other: AsyncLockClient) -> No
     await async_until(lambda: client.wait_stats.waiting == 1)
     await holder.release()
     assert await waiter.result()
-    assert client.wait_stats.wakeups == 1 and client.wait_stats.polls == 0
+    # woken by the message, never by a timer (Redlock: each node's message may wake a re-try)
+    assert client.wait_stats.polls == 0
+    assert client.wait_stats.wakeups == 1 or (client.nodes and client.wait_stats.wakeups > 1)
 
 
 async def test_a_decoding_client_waits_and_is_woken(

@@ -291,9 +291,10 @@ async def test_fenced_set(async_client: AsyncLockClient, raw: redis.Redis) -> No
         await async_client.fenced_set("stock", "999", 6)
     assert info.value.seen == 7 and info.value.token == 6
     assert raw.get("stock") == "8"
-    await async_client.fenced_set("stock", "7", 10**30)  # beyond what a Lua number holds exactly
+    big = 2**63 - 1  # the largest token: beyond what a Lua number holds exactly
+    await async_client.fenced_set("stock", "7", big)
     with pytest.raises(fencelock.StaleToken):
-        await async_client.fenced_set("stock", "x", 10**30 - 1)
+        await async_client.fenced_set("stock", "x", big - 1)
     assert raw.get("stock") == "7"
 
 

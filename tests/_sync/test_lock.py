@@ -292,9 +292,10 @@ def test_fenced_set(sync_client: LockClient, raw: redis.Redis) -> None:
         sync_client.fenced_set("stock", "999", 6)
     assert info.value.seen == 7 and info.value.token == 6
     assert raw.get("stock") == "8"
-    sync_client.fenced_set("stock", "7", 10**30)  # beyond what a Lua number holds exactly
+    big = 2**63 - 1  # the largest token: beyond what a Lua number holds exactly
+    sync_client.fenced_set("stock", "7", big)
     with pytest.raises(fencelock.StaleToken):
-        sync_client.fenced_set("stock", "x", 10**30 - 1)
+        sync_client.fenced_set("stock", "x", big - 1)
     assert raw.get("stock") == "7"
 
 
