@@ -458,3 +458,30 @@ def test_a_client_used_in_a_second_event_loop_says_so(server: EmbeddedServer) ->
         first.run_until_complete(client.close())
     finally:
         first.close()
+
+
+async def test_a_woken_waiter_that_gives_up_passes_the_wake_up_on(
+    redlock: list[EmbeddedServer],
+) -> None:
+    """Redlock: a release wakes the first queued waiter only (it cannot grant by itself). That
+    waiter is cancelled before its re-try: its leaving passes the wake-up to the next waiter,
+    which would otherwise sleep until the old holder's lease (an hour) ran out."""
+    urls = [s.url for s in redlock]
+    holder_client = fencelock.LockClient.from_url(urls)  # sync: its release does not yield
+    holder = holder_client.lock("pass-on", ttl=3600)
+    assert holder.acquire(0)
+    first, second = AsyncLockClient.from_url(urls), AsyncLockClient.from_url(urls)
+    woken = asyncio.ensure_future(first.lock("pass-on", ttl=30).acquire(timeout=30))
+    await async_until(lambda: first.wait_stats.waiting == 1)
+    next_lock = second.lock("pass-on", ttl=30)
+    waiting = asyncio.ensure_future(next_lock.acquire(timeout=10))
+    await async_until(lambda: second.wait_stats.waiting == 1)
+    holder.release()  # wakes the first waiter, which is cancelled before it can re-try
+    woken.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await woken
+    assert await waiting is True
+    await next_lock.release()
+    for client in (first, second):
+        await client.close()
+    holder_client.close()

@@ -425,15 +425,12 @@ class AsyncLock:
 
     async def _leave_queue(self, holder: str, entry: str, deadline: float | None = None) -> None:
         """A waiter that gives up leaves the queue of wake="one" (best effort: a release skips
-        an entry nobody listens for, and the queue expires). On one master this is a release
-        with the waiter's token, in case a release granted it the lock meanwhile. Within what is
-        left of the acquire's bound (``deadline`` plus one request timeout)."""
+        an entry nobody listens for, and the queue expires): a release with the waiter's token,
+        which gives back what a release may have granted it meanwhile, and passes on a wake-up
+        it got but will not use (release.lua). Within what is left of the acquire's bound
+        (``deadline`` plus one request timeout)."""
         with contextlib.suppress(RedisError, LockError):
-            if self._client.nodes:
-                command = ("ZREM", self._keys.queue, entry)
-                await self._client.fan_out(command, self._node_timeout, self._keys.queue)
-            else:
-                await self._release_once(holder, entry, self._time_left(deadline))
+            await self._release_once(holder, entry, self._time_left(deadline))
 
     def _block(self) -> int:
         """Fencing tokens to reserve with a grant: one, or enough for a streak of local
