@@ -181,6 +181,9 @@ async def test_a_default_cluster_client_is_accepted(flushed: Cluster, decode: bo
     client = AsyncLockClient(users[0], max_poll=3600.0)
     other = AsyncLockClient(users[1])
     await waiter_is_woken(client, other)
+    async with client.lock("held", ttl=30) as lock:
+        assert await lock.held()  # a decoded reply is still this lock's holder token
+        lock.check()
     await client.close()
     await other.close()
     for user in users:

@@ -182,6 +182,9 @@ def test_a_default_cluster_client_is_accepted(flushed: Cluster, decode: bool) ->
     client = LockClient(users[0], max_poll=3600.0)
     other = LockClient(users[1])
     waiter_is_woken(client, other)
+    with client.lock("held", ttl=30) as lock:
+        assert lock.held()  # a decoded reply is still this lock's holder token
+        lock.check()
     client.close()
     other.close()
     for user in users:

@@ -754,7 +754,8 @@ class AsyncLock:
                 [reply] = await self._client.request([command], end, key)
                 if isinstance(reply, RedisError):
                     raise reply
-                return reply in (1, grant.holder.encode())
+                # (a Cluster request goes through the user's client, which may decode)
+                return reply in (1, grant.holder, grant.holder.encode())
             except (TimeoutError, ConnectionError) as exc:
                 if attempt == ATTEMPTS or time.monotonic() >= end:
                     raise translate_error(exc, key) from exc
