@@ -160,3 +160,19 @@ async def test_held_is_false_once_the_lease_is_lost(
     assert lock.lost
     assert await lock.held() is False
     raw.delete(key("held-lost"))
+
+
+async def test_a_lease_lost_inside_a_block_is_the_blocks_until_it_ends(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    """Taking the name afresh from inside the block (or another task or thread sharing the
+    object) would let the block's end release the newer grant and hide its own loss."""
+    lock = async_client.lock("block", ttl=0.2)
+    with pytest.raises(fencelock.LockLost):
+        async with lock:
+            await async_until(lambda: not raw.exists(key("block")))
+            assert lock.lost
+            with pytest.raises(fencelock.LockError, match="leave the block first"):
+                await AsyncCall(lambda: lock.acquire(timeout=0)).result()
+    assert await lock.acquire(timeout=0)  # once the block has ended
+    await lock.release()

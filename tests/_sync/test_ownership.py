@@ -161,3 +161,19 @@ def test_held_is_false_once_the_lease_is_lost(
     assert lock.lost
     assert lock.held() is False
     raw.delete(key("held-lost"))
+
+
+def test_a_lease_lost_inside_a_block_is_the_blocks_until_it_ends(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    """Taking the name afresh from inside the block (or another task or thread sharing the
+    object) would let the block's end release the newer grant and hide its own loss."""
+    lock = sync_client.lock("block", ttl=0.2)
+    with pytest.raises(fencelock.LockLost):
+        with lock:
+            sync_until(lambda: not raw.exists(key("block")))
+            assert lock.lost
+            with pytest.raises(fencelock.LockError, match="leave the block first"):
+                SyncCall(lambda: lock.acquire(timeout=0)).result()
+    assert lock.acquire(timeout=0)  # once the block has ended
+    lock.release()

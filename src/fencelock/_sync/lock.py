@@ -148,6 +148,7 @@ class Grant:
     lost: bool = False
     task: Any = None  # the task inside ``async with``, cancelled under on_lost_policy="cancel"
     cancelled: bool = False  # the library cancelled that task because the lease was lost
+    in_block: bool = False  # taken by ``with``/``async with``: the block's end releases it
     # Redlock: ``fence`` is safe to hand out only once a majority's counters were raised to it
     confirmed: bool = True
     # local hand-offs: the highest fencing token reserved for this streak (0: none reserved)
@@ -244,6 +245,12 @@ class Lock:
                     return True
                 if not self._is_lost(held):
                     raise LockError(f"{self.name!r} is already held by this lock (not reentrant)")
+                if held.in_block:
+                    # the block's end must still hear of the loss, and release nothing newer
+                    raise LockError(
+                        f"{self.name!r}: its lease was lost inside a with block of this lock; "
+                        "leave the block first"
+                    )
                 self._forget(held)  # a lost lease holds nothing: take the name afresh
             return self._take(None if wait is None else time.monotonic() + wait)
 
@@ -804,6 +811,7 @@ class Lock:
         grant = self._grant()
         if grant is not None and grant.depth == 1:
             grant.task = sync_current_task()
+            grant.in_block = True
         return self
 
     def __exit__(
