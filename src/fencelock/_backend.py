@@ -282,8 +282,8 @@ class AsyncRequester:
 
     def __init__(self) -> None:
         # Pools that fail with "Too many connections" rather than wait (a Sentinel pool has no
-        # waiting variant): per pool, as many requests in flight as it has connections, less the
-        # pub/sub one; more wait for a slot, within their deadline.
+        # waiting variant): per pool, as many requests in flight as it has connections (the
+        # pub/sub connection has a pool of its own); more wait for a slot, within their deadline.
         self._slots: dict[int, asyncio.Semaphore] = {}
 
     def _gate(
@@ -294,7 +294,7 @@ class AsyncRequester:
             return None
         slots = self._slots.get(id(pool))
         if slots is None:
-            slots = self._slots[id(pool)] = asyncio.Semaphore(max(1, pool.max_connections - 1))
+            slots = self._slots[id(pool)] = asyncio.Semaphore(pool.max_connections)
         return slots
 
     async def request(

@@ -213,6 +213,22 @@ async def test_decoding_redlock_nodes_wait_and_are_woken(redlock: list[EmbeddedS
     await other.close()
 
 
+async def test_a_pool_of_one_connection_waits_and_is_woken(
+    server: EmbeddedServer, raw: redis.Redis, redlock: list[EmbeddedServer]
+) -> None:
+    # The pub/sub connection must not be taken from the pool the requests wait on: with one
+    # connection, a waiter's re-tries would wait for it until the call's bound.
+    single = AsyncLockClient(AsyncRedis(port=server.port, max_connections=1), max_poll=3600.0)
+    other = AsyncLockClient.from_url(server.url)
+    await waiter_is_woken(single, other)
+    nodes = [AsyncRedis(port=srv.port, max_connections=1) for srv in redlock[:3]]
+    quorum = AsyncLockClient(nodes, max_poll=3600.0)
+    quorum_other = AsyncLockClient.from_url([srv.url for srv in redlock[:3]])
+    await waiter_is_woken(quorum, quorum_other)
+    for client in (single, other, quorum, quorum_other):
+        await client.close()
+
+
 async def test_bad_urls_name_the_argument() -> None:
     with pytest.raises(TypeError, match="url"):
         AsyncLockClient.from_url(None)  # type: ignore[arg-type]

@@ -214,6 +214,22 @@ def test_decoding_redlock_nodes_wait_and_are_woken(redlock: list[EmbeddedServer]
     other.close()
 
 
+def test_a_pool_of_one_connection_waits_and_is_woken(
+    server: EmbeddedServer, raw: redis.Redis, redlock: list[EmbeddedServer]
+) -> None:
+    # The pub/sub connection must not be taken from the pool the requests wait on: with one
+    # connection, a waiter's re-tries would wait for it until the call's bound.
+    single = LockClient(SyncRedis(port=server.port, max_connections=1), max_poll=3600.0)
+    other = LockClient.from_url(server.url)
+    waiter_is_woken(single, other)
+    nodes = [SyncRedis(port=srv.port, max_connections=1) for srv in redlock[:3]]
+    quorum = LockClient(nodes, max_poll=3600.0)
+    quorum_other = LockClient.from_url([srv.url for srv in redlock[:3]])
+    waiter_is_woken(quorum, quorum_other)
+    for client in (single, other, quorum, quorum_other):
+        client.close()
+
+
 def test_bad_urls_name_the_argument() -> None:
     with pytest.raises(TypeError, match="url"):
         LockClient.from_url(None)  # type: ignore[arg-type]

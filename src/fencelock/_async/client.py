@@ -104,8 +104,7 @@ class _Parts:
         await self.requester.close()
         for waiter in list(self.waiters.values()):
             await waiter.close()
-            if self.cluster:  # its own client to one node (see _shard_waiter)
-                await waiter.redis.connection_pool.disconnect()
+            await waiter.redis.connection_pool.disconnect()  # its own pool (see __init__)
         for node in self.owned:
             assert isinstance(node, AsyncRedis)  # a RedisCluster is always the caller's
             await node.aclose()
@@ -199,14 +198,19 @@ class AsyncLockClient:
             limit = self.node_timeout or NODE_TIMEOUT_MAX
             self.nodes = [async_own_client(node, limit) for node in given]
             self.redis: AsyncRedis | AsyncRedisCluster = self.nodes[0]
-            waiters = [AsyncWaiter(node, confirm_timeout=limit) for node in self.nodes]
+            # each pub/sub connection has a pool of its own: in the requests' pool it would
+            # take a connection they may be waiting for (a pool of one would never serve them)
+            waiters = [
+                AsyncWaiter(async_own_client(node, limit), confirm_timeout=limit) for node in given
+            ]
         elif isinstance(redis, AsyncRedisCluster):
             self.redis = redis  # requests are bounded by their deadline (AsyncRequester)
             waiters = []  # one per node, made as channels on it are first watched
         else:
             assert isinstance(redis, AsyncRedis)
             self.redis = async_own_client(redis, socket_timeout)
-            waiters = [AsyncWaiter(self.redis, confirm_timeout=socket_timeout)]
+            own = async_own_client(redis, socket_timeout)  # the pub/sub connection's own pool
+            waiters = [AsyncWaiter(own, confirm_timeout=socket_timeout)]
         # close() closes what fencelock made: its own clients (a RedisCluster is the caller's)
         self._owns_redis = not self.cluster
         # one request's bound ("one request timeout" in the README): waiting for a connection,

@@ -105,8 +105,7 @@ class _Parts:
         self.requester.close()
         for waiter in list(self.waiters.values()):
             waiter.close()
-            if self.cluster:  # its own client to one node (see _shard_waiter)
-                waiter.redis.connection_pool.disconnect()
+            waiter.redis.connection_pool.disconnect()  # its own pool (see __init__)
         for node in self.owned:
             assert isinstance(node, SyncRedis)  # a RedisCluster is always the caller's
             node.close()
@@ -200,14 +199,19 @@ class LockClient:
             limit = self.node_timeout or NODE_TIMEOUT_MAX
             self.nodes = [sync_own_client(node, limit) for node in given]
             self.redis: SyncRedis | SyncRedisCluster = self.nodes[0]
-            waiters = [Waiter(node, confirm_timeout=limit) for node in self.nodes]
+            # each pub/sub connection has a pool of its own: in the requests' pool it would
+            # take a connection they may be waiting for (a pool of one would never serve them)
+            waiters = [
+                Waiter(sync_own_client(node, limit), confirm_timeout=limit) for node in given
+            ]
         elif isinstance(redis, SyncRedisCluster):
             self.redis = redis  # requests are bounded by their deadline (AsyncRequester)
             waiters = []  # one per node, made as channels on it are first watched
         else:
             assert isinstance(redis, SyncRedis)
             self.redis = sync_own_client(redis, socket_timeout)
-            waiters = [Waiter(self.redis, confirm_timeout=socket_timeout)]
+            own = sync_own_client(redis, socket_timeout)  # the pub/sub connection's own pool
+            waiters = [Waiter(own, confirm_timeout=socket_timeout)]
         # close() closes what fencelock made: its own clients (a RedisCluster is the caller's)
         self._owns_redis = not self.cluster
         # one request's bound ("one request timeout" in the README): waiting for a connection,
