@@ -139,6 +139,11 @@ _callbacks: set[asyncio.Task[None]] = set()  # running async callbacks: a task m
 
 def async_spawn(aw: Awaitable[object], what: str) -> None:
     """Run the awaitable an ``async def`` callback returned, as a task; its error is logged."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # the loss was found outside the loop (check() from another thread)
+        sync_spawn(aw, what)
+        return
 
     async def run() -> None:
         try:
@@ -146,7 +151,7 @@ def async_spawn(aw: Awaitable[object], what: str) -> None:
         except Exception:
             logging.getLogger("fencelock").exception("fencelock: %s raised", what)
 
-    task = asyncio.ensure_future(run())
+    task = loop.create_task(run())
     _callbacks.add(task)
     task.add_done_callback(_callbacks.discard)
 
@@ -154,7 +159,7 @@ def async_spawn(aw: Awaitable[object], what: str) -> None:
 def sync_spawn(aw: Awaitable[object], what: str) -> None:
     if isinstance(aw, Coroutine):
         aw.close()  # never awaited: no "coroutine was never awaited" warning later
-    logging.getLogger("fencelock").error("fencelock: %s returned an awaitable; not awaited", what)
+    logging.getLogger("fencelock").error("fencelock: %s not awaited: no event loop here", what)
 
 
 def async_current_task() -> asyncio.Task[Any] | None:

@@ -8,8 +8,9 @@ subscription is active, and only then does the waiter re-try. Any release after 
 reaches it. (Matching SUBSCRIBE confirmations to waiters is not enough: a waiter cancelled before
 its SUBSCRIBE went out would leave the next waiter matched to the wrong confirmation.)
 
-Messages can still be lost when the pub/sub connection drops; the caller's bounded fallback re-try
-covers that.
+Messages are lost when the pub/sub connection drops: the listener re-makes it (redis-py
+re-subscribes every channel first), confirms that with a PING, and only then wakes every waiter
+to re-try once (``_resubscribe``).
 """
 
 from __future__ import annotations

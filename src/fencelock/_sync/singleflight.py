@@ -148,6 +148,7 @@ class LocalQueues:
             if line is None or isinstance(line.owner, Ticket):
                 return None
             if _gone(line.owner, now) and line.tickets:
+                line.streak = 0  # the next grant goes through Redis
                 self._next_turn(line)
                 return None
             return max(0.0, line.owner.deadline - now)

@@ -8,7 +8,8 @@
 -- and the message 'g<score> <last token of the block>' tells it so; a waiter that queued by id
 -- alone gets '1' and re-tries. When no queued waiter listens, every waiter of `channel` is woken
 -- (wake="all", and every reentrant waiter). The wake-up is best effort (without the right to
--- publish, waiters poll): the lock is released whatever it answers.
+-- publish, waiters re-try when the holder's lease would have ended): the lock is released
+-- whatever it answers.
 -- Returns 1 when nobody was woken, 3 when a waiting client was woken, 4 when a queued waiter was
 -- granted the lock.
 local function serve(lock, queue, fence, channel, publish)
