@@ -312,6 +312,8 @@ class AsyncRequester:
         """Send ``commands`` on one connection (a pipeline; on a Cluster, to the node of
         ``key``) and return their replies, error replies included; ``TimeoutError`` after
         ``timeout`` seconds, connecting included (at once, sending nothing, if none is left)."""
+        if timeout <= 0:  # (before any coroutine is made: none is left unawaited)
+            raise RedisTimeoutError("no time left to send the request")
         if len(commands) == 1:  # the common case: no pipeline to build
             send: Awaitable[list[Any]] = async_one(redis, commands[0])
         else:
