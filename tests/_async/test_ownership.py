@@ -11,6 +11,7 @@ import redis
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
+from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys
 from tests.concurrency import AsyncCall, async_until
 
@@ -176,3 +177,36 @@ async def test_a_lease_lost_inside_a_block_is_the_blocks_until_it_ends(
                 await AsyncCall(lambda: lock.acquire(timeout=0)).result()
     assert await lock.acquire(timeout=0)  # once the block has ended
     await lock.release()
+
+
+async def test_holds_a_lost_re_entry_added_are_left_at_the_last_release(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    """A re-entry the server applied but whose reply was lost (the call raised
+    LockConnectionError) leaves the server counting one hold more than the lock: the last
+    release leaves them all, instead of keeping the name held until the ttl ran out."""
+    lock = async_client.lock("count", ttl=30, reentrant=True)
+    assert await lock.acquire(0)
+    holder = next(iter(raw.hkeys(key("count"))))
+    raw.hincrby(key("count"), holder, 1)  # the applied re-entry
+    await lock.release()
+    assert not raw.exists(key("count"))
+
+
+async def test_redlock_held_is_false_when_the_other_kind_has_the_name(
+    redlock: list[EmbeddedServer],
+) -> None:
+    urls = [s.url for s in redlock]
+    client = AsyncLockClient.from_url(urls)
+    simple = client.lock("kinds", ttl=30)
+    assert await simple.acquire(0)
+    for srv in redlock:
+        with srv.client() as probe:
+            probe.delete(key("kinds"))  # gone behind its back (a flush, say)
+    other = AsyncLockClient.from_url(urls)
+    reentrant = other.lock("kinds", ttl=30, reentrant=True)
+    assert await reentrant.acquire(0)
+    assert await simple.held() is False  # not an outage: every node answered "not yours"
+    await reentrant.release()
+    await client.close()
+    await other.close()

@@ -12,6 +12,7 @@ import redis
 
 import fencelock
 from fencelock._sync.client import LockClient
+from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys
 from tests.concurrency import SyncCall, sync_until
 
@@ -177,3 +178,36 @@ def test_a_lease_lost_inside_a_block_is_the_blocks_until_it_ends(
                 SyncCall(lambda: lock.acquire(timeout=0)).result()
     assert lock.acquire(timeout=0)  # once the block has ended
     lock.release()
+
+
+def test_holds_a_lost_re_entry_added_are_left_at_the_last_release(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    """A re-entry the server applied but whose reply was lost (the call raised
+    LockConnectionError) leaves the server counting one hold more than the lock: the last
+    release leaves them all, instead of keeping the name held until the ttl ran out."""
+    lock = sync_client.lock("count", ttl=30, reentrant=True)
+    assert lock.acquire(0)
+    holder = next(iter(raw.hkeys(key("count"))))
+    raw.hincrby(key("count"), holder, 1)  # the applied re-entry
+    lock.release()
+    assert not raw.exists(key("count"))
+
+
+def test_redlock_held_is_false_when_the_other_kind_has_the_name(
+    redlock: list[EmbeddedServer],
+) -> None:
+    urls = [s.url for s in redlock]
+    client = LockClient.from_url(urls)
+    simple = client.lock("kinds", ttl=30)
+    assert simple.acquire(0)
+    for srv in redlock:
+        with srv.client() as probe:
+            probe.delete(key("kinds"))  # gone behind its back (a flush, say)
+    other = LockClient.from_url(urls)
+    reentrant = other.lock("kinds", ttl=30, reentrant=True)
+    assert reentrant.acquire(0)
+    assert simple.held() is False  # not an outage: every node answered "not yours"
+    reentrant.release()
+    client.close()
+    other.close()

@@ -617,6 +617,10 @@ class Lock:
             sent_at = time.monotonic()
             try:
                 released = self._release_once(grant.holder)
+                while released == 2:
+                    # The server counts more holds than this lock did: a re-entry applied whose
+                    # reply was lost (LockConnectionError). They are all this lock's: leave them.
+                    released = self._release_once(grant.holder)
                 sync_checkpoint()  # a cancellation redis.asyncio swallowed
             except LockError:
                 raise
@@ -746,10 +750,12 @@ class Lock:
         key, holder = self._keys.lock, grant.holder
         command = ("HEXISTS", key, holder) if self.reentrant else ("GET", key)
         replies = self._client.fan_out(command, self._node_timeout, key)
-        answers: list[bool | BaseException] = [
-            r if isinstance(r, BaseException) else r in (1, holder, holder.encode())
-            for r in replies
-        ]
+        answers: list[bool | BaseException] = []
+        for r in replies:
+            if not isinstance(r, BaseException):
+                answers.append(r in (1, holder, holder.encode()))
+            else:  # WRONGTYPE: a lock of the other kind holds the name on that node, not ours
+                answers.append(False if "WRONGTYPE" in str(r) else r)
         return tally(answers).outcome(len(replies), f"held {self.name!r}")
 
     def _held_by_server(self, grant: Grant) -> bool:
