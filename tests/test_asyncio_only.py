@@ -419,7 +419,8 @@ def test_a_dropped_client_ends_its_tasks_at_once(
         client = AsyncLockClient.from_url(server.url)
         async with client.watch("some-channel"):
             pass  # the listener task runs from now on
-        assert await client.lock("unclosed", ttl=30, auto_renew=True).acquire(0)
+        lock = client.lock("unclosed", ttl=30, auto_renew=True)
+        assert await lock.acquire(0)
 
     async def main() -> None:
         me = asyncio.current_task()
@@ -437,7 +438,7 @@ def test_a_dropped_client_ends_its_tasks_at_once(
         loop.close()
     gc.collect()
     assert "Task was destroyed" not in caplog.text
-    sync_until(lambda: len(raw.client_list()) == connections)
+    sync_until(lambda: len(raw.client_list()) <= connections)
     assert 0 < raw.pttl(LockKeys.for_name("unclosed").lock) <= 30_000  # left to expire
 
 

@@ -653,9 +653,12 @@ SyncMutex = threading.Lock
 _reaping: set[asyncio.Task[None]] = set()  # a task the loop holds only weakly could vanish
 
 
-def async_reap(close: Callable[[], Awaitable[None]]) -> None:
-    """From a finalizer (the garbage collector, maybe amid the loop's own code): run ``close()``
-    as a task of the loop running in this thread, started by the loop, not here."""
+def async_reap(
+    close: Callable[[], Awaitable[None]], requester: AsyncRequester, pools: Sequence[Any]
+) -> None:
+    """From the finalizer of a client dropped unclosed (the garbage collector, maybe amid the
+    loop's own code): run its ``close()`` in full, as a task of the loop running in this thread,
+    started by the loop, not here."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
@@ -670,8 +673,17 @@ def _reap_task(close: Callable[[], Awaitable[None]]) -> None:
     task.add_done_callback(_consume)
 
 
-def sync_reap(close: Callable[[], None]) -> None:
-    return None  # threads cannot be waited for here: they end by themselves
+def sync_reap(
+    close: Callable[[], None], requester: SyncRequester, pools: Sequence[redis.ConnectionPool]
+) -> None:
+    """The same with threads: close() would wait for the workers, which a finalizer must not (it
+    may run in any thread). What it can do at once is close the idle connections (a pool's lock
+    is re-entrant; the requester's is only taken by calls of the live client); the workers close
+    theirs as they end. Not left to the pools' own collection: redis-py's are in reference
+    cycles, which only a full collection, maybe much later, frees."""
+    requester.close()
+    for pool in pools:
+        pool.disconnect(inuse_connections=False)
 
 
 class AsyncBackground:

@@ -5,7 +5,9 @@ Sync twin generated into tests/_sync by tools/gen_sync.py."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 
 import pytest
@@ -426,3 +428,34 @@ def test_no_grant_with_a_non_positive_validity(
     assert not client.lock("job", ttl=0.3).acquire(0)
     assert client.lock("job", ttl=30).acquire(0)  # the same network: only the ttl differs
     client.close()
+
+
+def renew_and_drop(servers: Sequence[EmbeddedServer]) -> None:
+    """A client that subscribed on every node and renewed a lease: dropped, holding it, unclosed,
+    when this returns."""
+    client = make_client(servers)
+    with client.watch("dropped"):
+        pass
+    lock = client.lock("dropped", ttl=1.0, auto_renew=True)
+    assert lock.acquire(0)
+    sync_until(lambda: client._watchdog.stats.renewed >= 1)
+
+
+def test_a_dropped_client_closes_its_connections(redlock: list[EmbeddedServer]) -> None:
+    probes = [srv.client() for srv in redlock]
+
+    def connections() -> int:
+        return sum(len(probe.client_list()) for probe in probes)
+
+    before = connections()
+    gc.disable()  # one collection, below: the connections must not wait for a later one
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            renew_and_drop(redlock)
+            gc.collect()
+        sync_until(lambda: connections() <= before)
+    finally:
+        gc.enable()
+        for probe in probes:
+            probe.close()

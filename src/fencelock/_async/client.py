@@ -116,12 +116,12 @@ def _abandoned(name: str, parts: _Parts) -> None:
     """A client was collected unclosed. Run by the garbage collector, in whatever thread, maybe
     while that thread holds a lock of ours: so it takes no lock and waits for nothing. The
     pub/sub listeners are told to stop (they end within a read and close their connection); the
-    watchdog holds the client weakly and ends with its last lease; under asyncio close() is run
-    in full, as a task of the loop; in threads redis-py closes a collected pool's connections."""
+    watchdog holds the client weakly and ends with its last lease; the rest: see async_reap."""
     warnings.warn(f"unclosed {name}: call close()", ResourceWarning, stacklevel=2)
     for waiter in list(parts.waiters.values()):
         waiter.abandon()
-    async_reap(parts.close)
+    pools = [node.connection_pool for node in parts.owned if isinstance(node, AsyncRedis)]
+    async_reap(parts.close, parts.requester, pools)
 
 
 class AsyncLockClient:

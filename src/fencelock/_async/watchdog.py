@@ -22,6 +22,7 @@ import heapq
 import logging
 import math
 import os
+import sys
 import time
 import warnings
 import weakref
@@ -276,6 +277,8 @@ def _dropped(leases: dict[Grant, Lease], grant: Grant, name: str, _: object) -> 
     """A lock object was collected: warn if it still held a renewed lease. (Called by the garbage
     collector, in whatever thread, maybe inside a section under the watchdog's guard: so it only
     reads, and the worker drops the lease at its next round.)"""
+    if sys.is_finalizing():
+        return  # the process is ending: so are its leases' renewals, as expected
     if grant in leases and not grant.lost and grant.pid == os.getpid():
         warnings.warn(
             f"lock {name!r} was dropped while held; its lease is no longer renewed",
