@@ -342,4 +342,10 @@ FINDINGS = """\
   paths, not fixed yet: a Redlock split vote gives the grant back and re-tries with the same
   token, and a reentrant re-entry whose replicas did not acknowledge takes its hold back and keeps
   the token.
+- One long run on a branch of this change before it was merged (2026-11-24, clock-based tokens
+  alone) broke two promises, 0 stale writes accepted: in `single/slow-network` an `auto_renew`
+  holder held 125 ms past the next holder's grant (the class of the valkey finding above; not
+  reproduced in 3 more long runs of that scenario, nor in this page's run of the merged code),
+  and in `redlock5/holder-pause` an `async_cancel` block read 2 ms after its loss was declared
+  (the callback latency described above). Their cause is not proven.
 """
