@@ -38,7 +38,7 @@ async def idle_cost(
     assert await holder.acquire(0)
     clients = [AsyncLockClient.from_url(url, max_poll=poll) for _ in range(waiters)]
     tasks = [asyncio.ensure_future(c.lock("idle", ttl=30).acquire(timeout=None)) for c in clients]
-    while sum(c.wait_stats.waiting for c in clients) < waiters:
+    while sum(c.statistics().waiting for c in clients) < waiters:
         await asyncio.sleep(0.01)
     before = _commands(raw)
     await asyncio.sleep(seconds)  # the measurement window

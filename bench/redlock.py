@@ -71,8 +71,10 @@ from redis.exceptions import RedisError
 
 import fencelock
 import fencelock.asyncio
+from fencelock._async.redlock import AsyncQuorum
 from fencelock._core.quorum import NODE_TIMEOUT_MAX, node_timeout, quorum
 from fencelock._embedded import EmbeddedServer, find_server
+from fencelock._sync.redlock import SyncQuorum
 from fencelock.keys import LockKeys
 from fencelock.scripts import ACQUIRE, RELEASE
 
@@ -293,11 +295,16 @@ def variants(urls: list[str], runner: asyncio.Runner) -> Iterator[list[Variant]]
         for anode in min_async:
             stack.callback(close_async, anode)
 
-        if len(fl_sync.nodes) != len(urls) or len(fl_async.nodes) != len(urls):
+        sync_nodes, async_nodes = fl_sync._topology, fl_async._topology
+        if not isinstance(sync_nodes, SyncQuorum) or not isinstance(async_nodes, AsyncQuorum):
+            raise BenchError("fencelock is not in Redlock mode")
+        if len(sync_nodes.nodes) != len(urls) or len(async_nodes.nodes) != len(urls):
             raise BenchError("fencelock is not in Redlock mode over every URL")
         for i in range(len(urls)):
-            check_same_settings(fl_sync.nodes[i], [min_sync[i], fl_async.nodes[i], min_async[i]])
-        if fl_sync.node_timeout is not None or node_timeout(TTL) != NODE_SOCKET_TIMEOUT:
+            check_same_settings(
+                sync_nodes.nodes[i], [min_sync[i], async_nodes.nodes[i], min_async[i]]
+            )
+        if sync_nodes.node_timeout(TTL) != NODE_SOCKET_TIMEOUT:
             raise BenchError("fencelock's per-request node timeout is not the socket timeout")
 
         sha = load_script(min_sync)

@@ -48,7 +48,9 @@ import redis.asyncio
 
 import fencelock
 import fencelock.asyncio
+from fencelock._async.topology import AsyncOneServer
 from fencelock._embedded import EmbeddedServer
+from fencelock._sync.topology import SyncOneServer
 
 from ._common import (
     GOAL,
@@ -146,9 +148,11 @@ def variants(url: str, runner: asyncio.Runner) -> Iterator[list[Variant]]:
         stack.callback(lambda: runner.run(fl_async.close()))
         stack.callback(lambda: runner.run(min_async.aclose()))
 
-        assert isinstance(fl_sync.redis, redis.Redis)
-        assert isinstance(fl_async.redis, redis.asyncio.Redis)
-        check_same_settings(fl_sync.redis, [min_sync, fl_async.redis, min_async])
+        sync_server, async_server = fl_sync._topology, fl_async._topology
+        assert isinstance(sync_server, SyncOneServer) and isinstance(async_server, AsyncOneServer)
+        assert isinstance(sync_server.redis, redis.Redis)
+        assert isinstance(async_server.redis, redis.asyncio.Redis)
+        check_same_settings(sync_server.redis, [min_sync, async_server.redis, min_async])
 
         sha: str = min_sync.script_load(MINIMAL_RELEASE)
         fl_sync_cycle = fencelock_sync_cycle(fl_sync)

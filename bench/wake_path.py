@@ -11,14 +11,14 @@ A to the return of the blocked ``acquire()`` in the waiter B. Every step is stam
 * ``t0``/``t1``: A calls ``release()`` / it returns.
 * ``tcr``: B's pub/sub listener thread comes back from ``poll()`` with the message to read (the
   hiredis parser's ``can_read`` returned True; the instance method is wrapped).
-* ``t2``: the message is handed to fencelock (``client._waiters[0]._dispatch`` is wrapped).
-* ``tw``: the waiting thread's ``client.wait()`` returns True (the ``threading.Event`` was set).
-* ``ts``/``tr``: the re-try of the acquire script is sent / its reply is parsed (``lock._try``
+* ``t2``: the message is handed to fencelock (the waiter's ``_dispatch`` is wrapped).
+* ``tw``: the waiting thread's ``wait()`` returns True (the ``threading.Event`` was set).
+* ``ts``/``tr``: the re-try of the acquire script is sent / its reply is parsed (``try_acquire``
   wrapped: the last, granted, try).
 * ``t3``: ``acquire()`` returns in B (after the ``with client.watch(...)`` block ends, which sends
   ``UNSUBSCRIBE``; ``tu0``/``tu1`` time that call).
 
-The holder releases only when the waiter is parked: the waiter's wrapped ``client.wait()`` sends
+The holder releases only when the waiter is parked: the waiter's wrapped ``wait()`` sends
 "ready" on a pipe just before it blocks (only after a re-try that found the lock busy, so never
 in the releaser-yield wait), and the holder then sleeps ``--gap`` ms, as long as the waiter needs
 to be asleep in the kernel, before it calls ``release()``. With ``--releaser idle`` (default) the
@@ -30,7 +30,7 @@ in order and the waiter was woken by the message (not by its fallback poll); the
 counted as dropped.
 
 ``fencelock, fewer stamps`` is the same hand-off with only the wrappers the gating needs
-(``lock._try`` and ``client.wait``), to show what the listener-side stamps cost.
+(``try_acquire`` and ``client.wait``), to show what the listener-side stamps cost.
 
 The same harness measures what the wake path could cost at best, with bare redis-py between two
 processes (the same pipe, the same gap):
@@ -45,7 +45,7 @@ processes (the same pipe, the same gap):
   (``ts``/``tr``), on the waiting thread itself.
 * ``round trips``: one process, after sleeping ``--gap`` ms (the state every hand-off above
   starts from) and back to back: ``PING``; ``SET NX EX`` (python-redis-lock's re-try); and
-  fencelock's re-try itself (``lock._try`` on a free lock).
+  fencelock's re-try itself (``try_acquire`` on a free lock).
 
 Reported per step: p50, p99 and mean over the kept hand-offs of one run, and the step's share of
 the mean hand-off (means add up along the path, percentiles do not); then the median over
@@ -157,7 +157,7 @@ class FencelockSide(Side):
     def __init__(self, url: str, name: str, listener: bool = True) -> None:
         self.client = fencelock.LockClient.from_url(url, socket_timeout=SOCKET_TIMEOUT)
         self.lock = self.client.lock(name, ttl=TTL)
-        self.waiter = self.client._waiters[0]
+        self.waiter = self.client._topology.waiters[0]
         self.parked: Parked | None = None
         self.busy = False
         self.tries: list[tuple[float, float, bool]] = []
@@ -167,8 +167,9 @@ class FencelockSide(Side):
         self.readable = NAN
         self.parser: object = None
         self.listener = listener
-        _wrap(self.lock, "_try", self._make_try)
-        _wrap(self.client, "wait", self._make_wait)
+        # (the topology is this client's alone: wrapping it stamps this client's tries only)
+        _wrap(self.client._topology, "try_acquire", self._make_try)
+        _wrap(self.client._topology, "wait", self._make_wait)
         if listener:
             _wrap(self.waiter, "_dispatch", self._make_dispatch)
             _wrap(self.waiter, "_unwatch", self._make_unwatch)
@@ -185,11 +186,11 @@ class FencelockSide(Side):
         return try_
 
     def _make_wait(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        def wait(event: Any, timeout: float) -> Any:
+        def wait(watch: Any, timeout: float) -> Any:
             if self.busy and self.parked is not None:  # after a busy re-try, not the yield
                 self.busy = False
                 self.parked()
-            woken = original(event, timeout)
+            woken = original(watch, timeout)
             self.waits.append((mono(), bool(woken)))
             return woken
 
@@ -569,7 +570,7 @@ def pair_run(scenario: str, url: str, run: int, settings: Settings) -> tuple[lis
 
 def _round_trip_worker(url: str, n: int, gap: float, out: Any) -> None:
     """Round trips in one process: ``PING``; ``SET NX EX`` (python-redis-lock's re-try); and
-    fencelock's re-try itself, ``lock._try`` on a free lock (the acquire script, as the waiter
+    fencelock's re-try itself, ``try_acquire`` on a free lock (the acquire script, as the waiter
     sends it; the lock is deleted again, untimed). Each after sleeping ``gap``, then back to
     back."""
     try:
@@ -579,7 +580,7 @@ def _round_trip_worker(url: str, n: int, gap: float, out: Any) -> None:
             locks = fencelock.LockClient.from_url(url, socket_timeout=SOCKET_TIMEOUT)
             stack.callback(locks.close)
             lock = locks.lock(f"{PREFIX}:round-trip", ttl=TTL)
-            lock_key = lock._keys.lock
+            lock_key = lock._spec.keys.lock
             set_key = f"{PREFIX}:round-trip:set"
 
             def ping() -> None:
@@ -590,14 +591,16 @@ def _round_trip_worker(url: str, n: int, gap: float, out: Any) -> None:
                     raise BenchError("SET NX: the key was there")
 
             def acquire_script() -> None:
-                if not isinstance(lock._try(secrets.token_urlsafe(20)), Granted):
+                topology = locks._topology
+                holder = secrets.token_urlsafe(20)
+                if not isinstance(topology.try_acquire(lock._spec, holder), Granted):
                     raise BenchError("fencelock: the lock was busy")
 
             samples: dict[str, list[float]] = {}
             for label, op, key in (
                 ("PING", ping, None),
                 ("SET NX EX", set_nx, set_key),
-                ("fencelock acquire script (lock._try)", acquire_script, lock_key),
+                ("fencelock acquire script (try_acquire)", acquire_script, lock_key),
             ):
                 for pause, when in ((gap, "after the gap"), (0.0, "back to back")):
                     times = samples.setdefault(f"{label}, {when}", [])

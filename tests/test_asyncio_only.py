@@ -71,7 +71,7 @@ async def test_cancel_anywhere_while_waiting(
     for steps in range(40):
         assert not await cancel_after(steps, lambda: waiter.acquire(timeout=None))
         assert raw.get(KEY) == holder_value  # the holder's lock is never touched
-    assert async_client._waiters[0]._watchers == {}  # every wait unsubscribed
+    assert async_client._topology.waiters[0]._watchers == {}  # every wait unsubscribed
     await holder.release()
 
 
@@ -80,7 +80,7 @@ async def test_cancel_after_server_executed(
     async_client: AsyncLockClient, raw: redis.Redis, monkeypatch: pytest.MonkeyPatch, script: object
 ) -> None:
     """Cancellation arriving just as the reply does: the server acted, the caller never saw it."""
-    real_run = async_client._script  # every script of a lock goes through it
+    real_run = async_client._topology.script  # every script of a lock goes through it
 
     async def run_then_cancel(s: object, keys: object, args: object, *rest: object) -> object:
         reply = await real_run(s, keys, args, *rest)  # type: ignore[arg-type]
@@ -91,7 +91,7 @@ async def test_cancel_after_server_executed(
     lock = async_client.lock("cancel", ttl=30)
     if script is RELEASE:
         await lock.acquire(0)
-    monkeypatch.setattr(async_client, "_script", run_then_cancel)
+    monkeypatch.setattr(async_client._topology, "script", run_then_cancel)
     with pytest.raises(asyncio.CancelledError):
         if script is ACQUIRE:
             await lock.acquire(0)
@@ -209,7 +209,7 @@ async def test_a_cancellation_request_from_before_the_call_does_not_interrupt_it
     assert await holder.acquire(0)
     waiter = async_client.lock("survivor", ttl=30)
     waiting = asyncio.ensure_future(waiter.acquire(timeout=30))
-    await async_until(lambda: async_client.wait_stats.waiting == 1)
+    await async_until(lambda: async_client.statistics().waiting == 1)
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting
@@ -229,7 +229,7 @@ async def _acquire_wait_and_release(
     holder = other.lock("survivor", ttl=30)
     assert await holder.acquire(0)
     waiting = asyncio.ensure_future(lock.acquire(timeout=30))  # waits, and is woken
-    await async_until(lambda: client.wait_stats.waiting == 1)
+    await async_until(lambda: client.statistics().waiting == 1)
     await holder.release()
     assert await waiting
     async with client.lock("survivor-2", ttl=30):
@@ -260,7 +260,6 @@ async def test_many_waiters_share_one_pubsub_connection(
     holders = [async_client_b.lock(name, ttl=60) for name in names]
     for holder in holders:
         await holder.acquire(0)
-    async_client.max_poll = 3600.0
     waiters = [async_client.lock(name, ttl=60) for name in names]
 
     async def take(lock: fencelock.asyncio.Lock) -> int:
@@ -270,7 +269,7 @@ async def test_many_waiters_share_one_pubsub_connection(
         return token
 
     tasks = [asyncio.ensure_future(take(w)) for w in waiters]
-    await async_until(lambda: async_client.wait_stats.waiting == 20)
+    await async_until(lambda: async_client.statistics().waiting == 20)
     subscribed = [c for c in raw.client_list() if int(c.get("sub", 0)) > 0]
     assert len(subscribed) == 1  # one connection for the 20 waits
     first = [holder.token for holder in holders]
@@ -405,7 +404,7 @@ async def test_cancel_anywhere_while_queued_for_a_local_hand_off(
         assert not raw.exists(KEY), f"lock orphaned after cancel at step {steps}"
         assert async_client._queues._lines == {}, f"queue left behind at step {steps}"
         steps += 1
-    assert steps > 3 and async_client._queues.handoffs > 0
+    assert steps > 3 and async_client.statistics().handoffs > 0
 
 
 def test_a_dropped_client_ends_its_tasks_at_once(
@@ -417,7 +416,7 @@ def test_a_dropped_client_ends_its_tasks_at_once(
 
     async def use_and_drop() -> None:
         client = AsyncLockClient.from_url(server.url)
-        async with client.watch("some-channel"):
+        async with client._topology.watch("some-channel"):
             pass  # the listener task runs from now on
         lock = client.lock("unclosed", ttl=30, auto_renew=True)
         assert await lock.acquire(0)
@@ -473,10 +472,10 @@ async def test_a_woken_waiter_that_gives_up_passes_the_wake_up_on(
     assert holder.acquire(0)
     first, second = AsyncLockClient.from_url(urls), AsyncLockClient.from_url(urls)
     woken = asyncio.ensure_future(first.lock("pass-on", ttl=30).acquire(timeout=30))
-    await async_until(lambda: first.wait_stats.waiting == 1)
+    await async_until(lambda: first.statistics().waiting == 1)
     next_lock = second.lock("pass-on", ttl=30)
     waiting = asyncio.ensure_future(next_lock.acquire(timeout=10))
-    await async_until(lambda: second.wait_stats.waiting == 1)
+    await async_until(lambda: second.statistics().waiting == 1)
     holder.release()  # wakes the first waiter, which is cancelled before it can re-try
     woken.cancel()
     with pytest.raises(asyncio.CancelledError):

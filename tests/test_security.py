@@ -126,7 +126,7 @@ def test_stored_holder_tokens_have_that_form(sync_client: LockClient, raw: redis
     assert waiting.result()
     stored.append(raw.get(LockKeys.for_name("token-handoff").lock))
     second.release()
-    assert sync_client._queues.handoffs == 1
+    assert sync_client.statistics().handoffs == 1
     assert len(stored) == 5
     assert len(set(stored[:4])) == 4  # every grant through Redis has a token of its own
     for token in stored:
@@ -224,7 +224,7 @@ def exercise(
     assert holder.acquire(0)
     waiter, next_in_line = b.lock(name, 10), b.lock(name, 10)
     waiting = SyncCall(lambda: waiter.acquire(10))
-    sync_until(lambda: b.wait_stats.waiting == 1)
+    sync_until(lambda: b.statistics().waiting == 1)
     queued_call = SyncCall(lambda: next_in_line.acquire(10))
     sync_until(lambda: queued(b) == 1)
     holder.release()
@@ -288,7 +288,7 @@ def test_scripts_see_user_input_only_as_keys_and_argv(
         declared |= {resource.encode(), fence_key_for(resource).encode()}
     monitor.stop()
 
-    assert sync_client_b._queues.handoffs == len(EVIL)
+    assert sync_client_b.statistics().handoffs == len(EVIL)
     client_commands, lua_commands = set(), set()
     scripts_run = 0
     for source, args in monitor.lines:
@@ -413,12 +413,12 @@ async def exercise_async(url: str) -> None:
         assert lock.token > 0
         waiting = asyncio.ensure_future(b.lock("acl-async", 10).acquire(5))
         deadline = time.monotonic() + 5
-        while b.wait_stats.waiting != 1:
+        while b.statistics().waiting != 1:
             assert time.monotonic() < deadline
             await asyncio.sleep(0.001)
         await lock.release()
         assert await waiting
-        assert b.wait_stats.wakeups == 1
+        assert b.statistics().wakeups == 1
         reentrant = a.lock("acl-async-r", 10, reentrant=True)
         assert await reentrant.acquire(0) and await reentrant.acquire(0)
         await reentrant.release()
@@ -437,10 +437,10 @@ def test_library_works_under_the_acl_user(
         assert int(admin.get("{stock:1}:fencelock:fence")) > 0  # the token that wrote
         a.fenced_set("stock:{2}", "7", 3)  # a tagged resource key: its companion is stock:{2}:...
         assert admin.get("stock:{2}:fencelock:fence") == "3"
-        assert b.wait_stats.wakeups == 1 and b._queues.handoffs == 1
+        assert b.statistics().wakeups == 1 and b.statistics().handoffs == 1
     with LockClient.from_url(url, wake="all") as a, LockClient.from_url(url, wake="all") as b:
         exercise(a, b, "acl-job-all", "stock:3", "43")  # the lock's channel, no waiter queue
-        assert b.wait_stats.wakeups == 1
+        assert b.statistics().wakeups == 1
     replicated = LockClient.from_url(url, min_replicas=1, replica_timeout=0.01)
     with replicated, pytest.raises(fencelock.NotReplicated):  # WAIT ran (found no replica)
         replicated.lock("acl-replicated", 10).acquire(0)
@@ -508,7 +508,7 @@ def test_redlock_under_the_acl_user(redlock: list[EmbeddedServer]) -> None:
             assert lock.token > 0 and lock.held()
             lock.extend()
             waiting = SyncCall(lambda: b.lock("acl-redlock", 10).acquire(5))
-            sync_until(lambda: b.wait_stats.waiting == 1)
+            sync_until(lambda: b.statistics().waiting == 1)
             lock.release()
             assert waiting.result()
             reentrant = a.lock("acl-redlock-r", 10, reentrant=True)
@@ -549,14 +549,14 @@ def test_cluster_under_the_acl_user(cluster: Cluster) -> None:
                 lock.extend()
                 a.fenced_set(f"stock:{name}", "1", lock.token)
                 waiting = SyncCall(lambda: b.lock(name, 10).acquire(5))  # noqa: B023
-                sync_until(lambda: b.wait_stats.waiting == 1)
+                sync_until(lambda: b.statistics().waiting == 1)
                 lock.release()
                 assert waiting.result()
                 reentrant = a.lock(name + "-r", 10, reentrant=True)
                 assert reentrant.acquire(0) and reentrant.acquire(0)
                 reentrant.release()
                 reentrant.release()
-            assert b.wait_stats.wakeups == len(names)  # sharded pub/sub, on every shard
+            assert b.statistics().wakeups == len(names)  # sharded pub/sub, on every shard
             renewed = a.lock(names[0] + "-w", 0.3, auto_renew=True)
             assert renewed.acquire(0)
             time.sleep(0.25)
@@ -681,17 +681,17 @@ def test_rediss_url(tls_server: tuple[EmbeddedServer, int], certificates: dict[s
         plain.ping()  # the port speaks only TLS
     url = rediss_url(port, certificates["ca.crt"])
     with LockClient.from_url(url) as a, LockClient.from_url(url) as b:
-        assert a.redis.connection_pool.connection_class is redis.connection.SSLConnection
+        assert a._topology.redis.connection_pool.connection_class is redis.connection.SSLConnection
         lock = a.lock("tls", 10)
         assert lock.acquire(0)
         assert lock.token > 0 and lock.held()
         lock.extend()
         a.fenced_set("tls-resource", "v", lock.token)
         waiting = SyncCall(lambda: b.lock("tls", 10).acquire(5))  # pub/sub over TLS too
-        sync_until(lambda: b.wait_stats.waiting == 1)
+        sync_until(lambda: b.statistics().waiting == 1)
         lock.release()
         assert waiting.result()
-        assert b.wait_stats.wakeups == 1
+        assert b.statistics().wakeups == 1
         renewed = a.lock("tls-renewed", 0.3, auto_renew=True)
         assert renewed.acquire(0)
         time.sleep(0.25)
@@ -715,9 +715,12 @@ def test_tls_client_passed_in_without_timeouts(
         ssl_ca_certs=str(certificates["ca.crt"]),
     )
     with given, LockClient(given) as client:
-        assert client.redis is not given  # its own pool, with timeouts ...
-        assert client.redis.connection_pool.connection_kwargs["socket_timeout"] == 5
-        assert client.redis.connection_pool.connection_class is redis.connection.SSLConnection
+        assert client._topology.redis is not given  # its own pool, with timeouts ...
+        assert client._topology.redis.connection_pool.connection_kwargs["socket_timeout"] == 5
+        assert (
+            client._topology.redis.connection_pool.connection_class
+            is redis.connection.SSLConnection
+        )
         lock = client.lock("tls-given", 10)  # ... that still speaks TLS
         assert lock.acquire(0)
         lock.release()
@@ -746,10 +749,10 @@ async def test_async_rediss_url(
         assert lock.token > 0 and await lock.held()
         waiting = asyncio.ensure_future(b.lock("tls-async", 10).acquire(5))
         deadline = time.monotonic() + 5
-        while b.wait_stats.waiting != 1:
+        while b.statistics().waiting != 1:
             assert time.monotonic() < deadline
             await asyncio.sleep(0.001)
         await lock.release()
         assert await waiting
-        assert b.wait_stats.wakeups == 1
+        assert b.statistics().wakeups == 1
         await a.fenced_set("tls-async-resource", "v", 1)

@@ -18,11 +18,13 @@ COUNTER = "counter"
 
 def _increment(url: str, times: int) -> None:
     client = fencelock.LockClient.from_url(url)
+    server = redis.Redis.from_url(url)
     for _ in range(times):
         with client.lock("rmw", ttl=10, timeout=60):
-            value = int(client.redis.get(COUNTER) or 0)
-            client.redis.set(COUNTER, value + 1)
+            value = int(server.get(COUNTER) or 0)
+            server.set(COUNTER, value + 1)
     client.close()
+    server.close()
 
 
 def test_four_processes_read_modify_write(server: EmbeddedServer, raw: redis.Redis) -> None:

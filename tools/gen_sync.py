@@ -43,6 +43,7 @@ RULE = _Rule(
         "AsyncWatchdog": "Watchdog",
         "AsyncLocalQueues": "LocalQueues",
         "AsyncExitStack": "ExitStack",
+        "AbstractAsyncContextManager": "AbstractContextManager",
         "enter_async_context": "enter_context",
         "aclose": "close",
         "_async": "_sync",

@@ -110,7 +110,7 @@ def make_client(spec: ClientSpec) -> fencelock.LockClient:
 def close_client(client: fencelock.LockClient) -> None:
     """Close a client of ``make_client``, its cluster connections too (LockClient leaves a
     RedisCluster it was given open)."""
-    cluster = client.redis if client.cluster else None
+    cluster = getattr(client._topology, "redis", None)
     client.close()
     if isinstance(cluster, redis.cluster.RedisCluster):
         cluster.close()
@@ -165,12 +165,12 @@ def make_async_client(spec: ClientSpec) -> fencelock.asyncio.LockClient:
 async def close_async_client(client: fencelock.asyncio.LockClient) -> None:
     """Close a client of ``make_async_client``, and what it leaves open: a RedisCluster it was
     given, a Sentinel master client and its connections to the sentinel."""
-    given = client.redis
+    given = getattr(client._topology, "redis", None)
     await client.close()
     if isinstance(given, redis.asyncio.cluster.RedisCluster):
         await given.aclose()
         return
-    if client.nodes:  # Redlock: the client made (and closed) its own node clients
+    if given is None:  # Redlock: the client made (and closed) its own node clients
         return
     manager = getattr(given.connection_pool, "sentinel_manager", None)
     await given.aclose()  # closed already if the client owned it: harmless

@@ -179,7 +179,7 @@ class FencelockLocks:
 
     def wait_counts(self) -> dict[str, int]:
         """The client's waits so far, by how they ended (P2 workers report them)."""
-        return _wait_counts(self.client.wait_stats)
+        return _wait_counts(self.client.statistics())
 
     def close(self) -> None:
         self.client.close()
@@ -204,7 +204,7 @@ class FencelockAsyncLocks:
         return self.client.lock(name, self.ttl, **self.options)
 
     def wait_counts(self) -> dict[str, int]:
-        return _wait_counts(self.client.wait_stats)
+        return _wait_counts(self.client.statistics())
 
     async def close(self) -> None:
         await self.client.close()

@@ -134,27 +134,33 @@ class Shared:
         return True
 
 
-def _read_counter(client: LockClient, key: str) -> int:
-    value = client.redis.get(key)
+def _read_counter(server: redis.Redis, key: str) -> int:
+    value = server.get(key)
     return int(value) if value is not None else 0
 
 
 def _process_main(
-    body: Callable[[LockClient, WorkerResult], None], slot: int, cfg: Config, shared: Shared
+    body: Callable[[LockClient, redis.Redis, WorkerResult], None],
+    slot: int,
+    cfg: Config,
+    shared: Shared,
 ) -> None:
     result = WorkerResult(slot)
     client = LockClient.from_url(cfg.url)
+    # the counter is read directly (fenced_set writes it)
+    server = redis.Redis.from_url(cfg.url, socket_timeout=5, socket_connect_timeout=5)
     try:
-        client.redis.ping()
+        server.ping()
         shared.ready[slot] = 1
         if shared.wait(START, lambda: not _running(cfg, shared)):
-            body(client, result)
+            body(client, server, result)
     except Exception as exc:  # reported to the parent, which prints it and fails the demo
         result.error = f"{type(exc).__name__}: {exc}"
     finally:
         # Report first: closing the client can take a moment (its pub/sub listener winds down).
         shared.results.put(result)
         client.close()
+        server.close()
 
 
 def _running(cfg: Config, shared: Shared) -> bool:
@@ -167,7 +173,7 @@ def _running(cfg: Config, shared: Shared) -> bool:
 
 
 def worker_main(slot: int, cfg: Config, shared: Shared) -> None:
-    def body(client: LockClient, result: WorkerResult) -> None:
+    def body(client: LockClient, server: redis.Redis, result: WorkerResult) -> None:
         lock = client.lock(cfg.lock_name, ttl=WORKER_TTL, timeout=ACQUIRE_WAIT)
         while _running(cfg, shared):
             if not lock.acquire():
@@ -177,7 +183,7 @@ def worker_main(slot: int, cfg: Config, shared: Shared) -> None:
             shared.counts[slot] += 1
             shared.last_token[slot] = token
             try:
-                value = _read_counter(client, cfg.counter_key) + 1
+                value = _read_counter(server, cfg.counter_key) + 1
                 sent_at = time.monotonic()
                 try:
                     client.fenced_set(cfg.counter_key, value, token)
@@ -198,7 +204,7 @@ def worker_main(slot: int, cfg: Config, shared: Shared) -> None:
 
 
 def victim_main(slot: int, cfg: Config, shared: Shared) -> None:
-    def body(client: LockClient, result: WorkerResult) -> None:
+    def body(client: LockClient, server: redis.Redis, result: WorkerResult) -> None:
         if not shared.wait(VICTIM_GO, lambda: not _running(cfg, shared)):
             return
         lock = client.lock(cfg.lock_name, ttl=VICTIM_TTL, timeout=5.0)
@@ -206,7 +212,7 @@ def victim_main(slot: int, cfg: Config, shared: Shared) -> None:
             raise RuntimeError("the victim could not acquire the lock within 5 s")
         acquired_at = time.monotonic()
         token = lock.token
-        read = _read_counter(client, cfg.counter_key)
+        read = _read_counter(server, cfg.counter_key)
         report = result.victim = VictimReport(token, read)
         shared.counts[slot] += 1
         shared.last_token[slot] = token

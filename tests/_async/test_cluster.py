@@ -10,8 +10,8 @@ from redis.crc import key_slot
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
-from fencelock._backend import AsyncRedisCluster
 from fencelock._embedded import EmbeddedServer
+from fencelock._transport import AsyncRedisCluster
 from fencelock.keys import LockKeys, fence_key_for
 from tests.concurrency import AsyncCall, async_until
 from tests.topology import Cluster
@@ -76,14 +76,14 @@ async def test_release_wakes_a_waiter_by_sharded_pubsub(
             await waiting.release()  # noqa: B023
             return granted
 
-        wakeups = waiter_client.wait_stats.wakeups
+        wakeups = waiter_client.statistics().wakeups
         call = AsyncCall(acquire_and_release)
-        await async_until(lambda: waiter_client.wait_stats.waiting == 1)
+        await async_until(lambda: waiter_client.statistics().waiting == 1)
         await held.release()
         assert await call.result()
         # a message woke it: the only timer is an hour long
-        assert waiter_client.wait_stats.wakeups == wakeups + 1
-    assert waiter_client.wait_stats.polls == 0
+        assert waiter_client.statistics().wakeups == wakeups + 1
+    assert waiter_client.statistics().polls == 0
     await waiter_client.close()
     await redis.aclose()
 
@@ -92,10 +92,9 @@ async def test_watchdog_renews_locks_of_every_slot(cluster_client: AsyncLockClie
     locks = [cluster_client.lock(name, ttl=0.6, auto_renew=True) for name in NAMES]
     for lock in locks:
         assert await lock.acquire(0)
-    stats = cluster_client._watchdog.stats
     # one multi-key script per slot and round: a CROSSSLOT error would lose every lock
-    await async_until(lambda: stats.renewed >= 3 * len(NAMES))
-    assert stats.lost == 0
+    await async_until(lambda: cluster_client.statistics().renewals >= 3 * len(NAMES))
+    assert cluster_client.statistics().losses == 0
     for lock in locks:
         assert not lock.lost and await lock.held()
         await lock.release()
@@ -108,19 +107,18 @@ async def test_renewals_follow_a_failover(
     # deadline; after a failover that node answers MOVED, and the cluster client must take over.
     lock = cluster_client.lock("failover-job", ttl=3, auto_renew=True)
     assert await lock.acquire(0)
-    old = cluster.master_for_key(lock._keys.lock)
+    old = cluster.master_for_key(lock._spec.keys.lock)
     (replica,) = cluster.replicas_of(old)
     try:
-        await _fail_over_to(replica, cluster, lock._keys.lock)
-        stats = cluster_client._watchdog.stats
-        renewed = stats.renewed
-        await async_until(lambda: stats.renewed >= renewed + 2)
+        await _fail_over_to(replica, cluster, lock._spec.keys.lock)
+        renewed = cluster_client.statistics().renewals
+        await async_until(lambda: cluster_client.statistics().renewals >= renewed + 2)
         assert not lock.lost and await lock.held()
         await lock.release()
         with replica.client() as new_master:
-            assert new_master.exists(lock._keys.lock) == 0
+            assert new_master.exists(lock._spec.keys.lock) == 0
     finally:  # the session's cluster goes back to its first layout for the other tests
-        await _fail_over_to(old, cluster, lock._keys.lock)
+        await _fail_over_to(old, cluster, lock._spec.keys.lock)
 
 
 async def _fail_over_to(replica: EmbeddedServer, cluster: Cluster, key: str) -> None:

@@ -13,8 +13,8 @@ import redis.exceptions
 import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock._async.lock import AsyncLock
-from fencelock._backend import AsyncRedis, AsyncRequester
 from fencelock._embedded import EmbeddedServer
+from fencelock._transport import AsyncRedis, AsyncRequester
 from fencelock.keys import LockKeys
 from tests.concurrency import AsyncCall, async_until, async_workers
 
@@ -29,7 +29,7 @@ async def test_watchdog_keeps_lease_alive_past_ttl(
     lock = async_client.lock("renewed", ttl=0.6, auto_renew=True)
     async with lock:
         # three renewals at ttl/3 each: the lease has outlived its original ttl
-        await async_until(lambda: async_client._watchdog.stats.renewed >= 4)
+        await async_until(lambda: async_client.statistics().renewals >= 4)
         assert await lock.held() and not lock.lost
         lock.check()
         assert 0 < raw.pttl(key("renewed")) <= 600
@@ -50,7 +50,7 @@ async def test_deleted_key_is_signalled(async_client: AsyncLockClient, raw: redi
                 lock.check()
             assert lock.token == token  # still readable, for a fenced write to be refused
     assert seen == [lock]  # once
-    assert async_client._watchdog.stats.lost == 1
+    assert async_client.statistics().losses == 1
 
 
 async def test_ignore_policy_carries_on(async_client: AsyncLockClient, raw: redis.Redis) -> None:
@@ -128,7 +128,7 @@ async def test_hung_renewal_is_signalled_at_the_deadline(fresh_server: EmbeddedS
     try:
         await async_until(lambda: bool(seen), timeout=30.0)
         assert lock.lost
-        assert client._watchdog.stats.calls >= 1  # a renewal was sent, and did hang
+        assert client.statistics().renewal_calls >= 1  # a renewal was sent, and did hang
     finally:
         fresh_server.resume()
     await client.close()
@@ -179,11 +179,11 @@ async def test_many_leases_one_watchdog_batched(
     locks = [async_client.lock(f"many-{i}", ttl=1.5, auto_renew=True) for i in range(250)]
     for lock in locks:
         assert await lock.acquire(0)
-    stats = async_client._watchdog.stats
-    await async_until(lambda: stats.renewed >= 3 * 250)
+    await async_until(lambda: async_client.statistics().renewals >= 3 * 250)
+    stats = async_client.statistics()
     # batches of at most 100 locks: 250 due together take 3 calls, not 250
-    assert stats.calls <= stats.renewed / 50
-    assert stats.lost == 0
+    assert stats.renewal_calls <= stats.renewals / 50
+    assert stats.losses == 0
     for lock in locks:
         await lock.release()
     assert raw.keys("fencelock:*:lock") == []  # only fencing counters, until they expire
@@ -214,13 +214,19 @@ async def test_reentrant_retry_does_not_count_twice(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
     lock = async_client.lock("retry", ttl=10, reentrant=True)
-    first = await lock._try("holder", 0)
-    assert await lock._try("holder", 0) == first  # the same request again: no second hold
+    first = await lock._parts.topology.try_acquire(lock._spec, "holder", 0)
+    assert (
+        await lock._parts.topology.try_acquire(lock._spec, "holder", 0) == first
+    )  # the same request again: no second hold
     assert raw.hget(key("retry"), "holder") == "1"
-    assert await lock._try("holder", 1) == first  # a real re-entry
+    assert (
+        await lock._parts.topology.try_acquire(lock._spec, "holder", 1) == first
+    )  # a real re-entry
     assert raw.hget(key("retry"), "holder") == "2"
     with pytest.raises(fencelock.LockLost):
-        await lock._try("holder", 5)  # a holder whose count is not the server's has lost it
+        await lock._parts.topology.try_acquire(
+            lock._spec, "holder", 5
+        )  # a holder whose count is not the server's has lost it
 
 
 async def test_reentrant_lock_is_renewed_and_loss_seen(
@@ -230,7 +236,7 @@ async def test_reentrant_lock_is_renewed_and_loss_seen(
     lock = async_client.lock("rr", ttl=0.6, reentrant=True, auto_renew=True, on_lost=seen.append)
     await lock.acquire(0)
     await lock.acquire(0)
-    await async_until(lambda: async_client._watchdog.stats.renewed >= 3)
+    await async_until(lambda: async_client.statistics().renewals >= 3)
     assert await lock.held()
     raw.delete(key("rr"))
     await async_until(lambda: bool(seen))
@@ -288,14 +294,14 @@ async def test_a_lock_dropped_while_held_is_no_longer_renewed(
 ) -> None:
     lock = async_client.lock("dropped", ttl=0.6, auto_renew=True)
     assert await lock.acquire(0)
-    await async_until(lambda: async_client._watchdog.stats.renewed >= 1)
+    await async_until(lambda: async_client.statistics().renewals >= 1)
     with pytest.warns(ResourceWarning, match="'dropped' was dropped while held"):
         del lock
         gc.collect()
     # not renewed any more (not deleted either): the lease runs out by its ttl on the server
     await async_until(lambda: not raw.exists(key("dropped")))
     await async_until(lambda: not async_client._watchdog._worker.running())
-    assert len(async_client._watchdog) == 0 and async_client._watchdog.stats.lost == 0
+    assert len(async_client._watchdog) == 0 and async_client.statistics().losses == 0
 
 
 async def wait_renew_and_drop(server: EmbeddedServer, other: AsyncLock) -> None:
@@ -304,10 +310,10 @@ async def wait_renew_and_drop(server: EmbeddedServer, other: AsyncLock) -> None:
     client = AsyncLockClient.from_url(server.url)
     lock = client.lock(other.name, ttl=0.6, auto_renew=True)
     call = AsyncCall(lambda: lock.acquire(timeout=30))
-    await async_until(lambda: client.wait_stats.waiting == 1)
+    await async_until(lambda: client.statistics().waiting == 1)
     await other.release()
     assert await call.result()
-    await async_until(lambda: client._watchdog.stats.renewed >= 1)
+    await async_until(lambda: client.statistics().renewals >= 1)
 
 
 async def test_dropped_clients_leave_nothing_behind(

@@ -177,7 +177,6 @@ async def test_waiter_is_woken_by_release_message(
     async_client: AsyncLockClient, async_client_b: AsyncLockClient
 ) -> None:
     # The fallback re-try is an hour away: only the pub/sub message can hand the lock over.
-    async_client.max_poll = 3600.0
     holder, waiter = async_client_b.lock("wake", ttl=3600), async_client.lock("wake", ttl=10)
     await holder.acquire(0)
 
@@ -188,11 +187,11 @@ async def test_waiter_is_woken_by_release_message(
         return token
 
     call = AsyncCall(wait_then_release)
-    await async_until(lambda: async_client.wait_stats.waiting == 1)
+    await async_until(lambda: async_client.statistics().waiting == 1)
     first = holder.token
     await holder.release()
     assert await call.result() > first
-    assert async_client.wait_stats.wakeups == 1 and async_client.wait_stats.polls == 0
+    assert async_client.statistics().wakeups == 1 and async_client.statistics().polls == 0
 
 
 async def test_fallback_retry_at_holder_ttl(
@@ -203,7 +202,7 @@ async def test_fallback_retry_at_holder_ttl(
     await holder.acquire(0)
     waiter = async_client.lock("expire", ttl=10)
     assert await waiter.acquire(timeout=30)
-    assert async_client.wait_stats.polls >= 1 and async_client.wait_stats.wakeups == 0
+    assert async_client.statistics().polls >= 1 and async_client.statistics().wakeups == 0
     assert waiter.token > holder.token
     await waiter.release()
 
@@ -225,7 +224,7 @@ async def test_an_idle_waiter_costs_the_server_nothing(
 
     waiter = async_client.lock("idle", ttl=30)
     call = AsyncCall(lambda: waiter.acquire(timeout=2.5))
-    await async_until(lambda: async_client.wait_stats.waiting == 1)
+    await async_until(lambda: async_client.statistics().waiting == 1)
     before = scripts()
     assert await call.result() is False
     assert scripts() - before == 1
@@ -244,14 +243,14 @@ async def test_a_release_during_a_pubsub_break_is_not_missed(
         client = AsyncLockClient.from_url(proxy.url)
         waiter = client.lock("break", ttl=30)
         call = AsyncCall(lambda: waiter.acquire(timeout=20))
-        await async_until(lambda: client.wait_stats.waiting == 1)
+        await async_until(lambda: client.statistics().waiting == 1)
         proxy.reset()  # every connection through the proxy is cut: the pub/sub one too
         proxy.normal()
-        await async_until(lambda: client.wait_stats.wakeups == 1)  # woken to re-try once
-        await async_until(lambda: client.wait_stats.waiting == 1)  # and waiting again
+        await async_until(lambda: client.statistics().wakeups == 1)  # woken to re-try once
+        await async_until(lambda: client.statistics().waiting == 1)  # and waiting again
         await holder.release()
         assert await call.result() is True
-        assert client.wait_stats.polls == 0
+        assert client.statistics().polls == 0
         await waiter.release()
         await client.close()
 
@@ -275,12 +274,14 @@ async def test_acquire_retry_with_same_holder_reextends(
 ) -> None:
     # What the library does after a timed-out request: send it again with the same holder token.
     lock = async_client.lock("retry", ttl=10)
-    first = await lock._try("holder-token-of-the-first-attempt")
+    first = await lock._parts.topology.try_acquire(lock._spec, "holder-token-of-the-first-attempt")
     raw.pexpire(key("retry"), 500)
-    again = await lock._try("holder-token-of-the-first-attempt")
+    again = await lock._parts.topology.try_acquire(lock._spec, "holder-token-of-the-first-attempt")
     assert first == again  # the same grant, the same fencing token
     assert raw.pttl(key("retry")) > 500
-    assert not isinstance(await lock._try("another-holder"), type(first))
+    assert not isinstance(
+        await lock._parts.topology.try_acquire(lock._spec, "another-holder"), type(first)
+    )
 
 
 async def test_fenced_set(async_client: AsyncLockClient, raw: redis.Redis) -> None:
@@ -409,7 +410,9 @@ async def test_names_with_braces_get_their_own_keys(
         assert await lock.acquire(0)
     assert len(raw.keys("fencelock:*:lock")) == len(names)
     # each name has its own counter, holding its own token
-    assert sorted(int(raw.get(lk._keys.fence)) for lk in locks) == sorted(lk.token for lk in locks)
+    assert sorted(int(raw.get(lk._spec.keys.fence)) for lk in locks) == sorted(
+        lk.token for lk in locks
+    )
     for lock in locks:
         await lock.release()
 
@@ -441,11 +444,11 @@ async def test_hung_server_gives_connection_error(fresh_server: EmbeddedServer) 
 async def test_user_client_without_timeouts_is_bounded(
     server: EmbeddedServer, raw: redis.Redis
 ) -> None:
-    from fencelock._backend import AsyncRedis
+    from fencelock._transport import AsyncRedis
 
     user = AsyncRedis(port=server.port, socket_timeout=None, socket_connect_timeout=None)
     client = AsyncLockClient(user, socket_timeout=2.0)
-    assert client.redis.connection_pool.connection_kwargs["socket_timeout"] == 2.0
+    assert client._topology.redis.connection_pool.connection_kwargs["socket_timeout"] == 2.0
     assert user.connection_pool.connection_kwargs.get("socket_timeout") is None  # untouched
     async with client.lock("bounded", ttl=5):
         pass
@@ -462,13 +465,14 @@ async def test_a_token_given_back_is_never_used_again(server: EmbeddedServer) ->
         await client.lock("warm-up", ttl=10).acquire(0)  # connected, scripts cached
         lock = client.lock("late", ttl=0.2)
         holders: list[str] = []
-        original = lock._try
+        topology = lock._parts.topology
+        original = topology.try_acquire
 
-        async def recording(holder: str, *args: Any, **kwargs: Any) -> Any:
+        async def recording(spec: Any, holder: str, *args: Any, **kwargs: Any) -> Any:
             holders.append(holder)
-            return await original(holder, *args, **kwargs)
+            return await original(spec, holder, *args, **kwargs)
 
-        lock._try = recording  # type: ignore[method-assign]
+        topology.try_acquire = recording  # type: ignore[method-assign]
         proxy.delay(0.15)  # every grant comes back after its 0.2 s lease
         assert not await lock.acquire(2.0)
         proxy.normal()

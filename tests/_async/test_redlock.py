@@ -14,8 +14,8 @@ import pytest
 import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock._async.lock import AsyncLock
-from fencelock._backend import AsyncRedis
 from fencelock._embedded import EmbeddedServer
+from fencelock._transport import AsyncRedis
 from fencelock.keys import LockKeys
 from tests.concurrency import AsyncCall, async_until
 from tests.proxy import TcpProxy
@@ -236,7 +236,7 @@ async def test_release_wakes_a_waiter_through_any_node(
         return granted
 
     call = AsyncCall(acquire_and_release)
-    await async_until(lambda: waiter_client.wait_stats.waiting == 1)
+    await async_until(lambda: waiter_client.statistics().waiting == 1)
     if wake == "one":
         with redlock[1].client(decode_responses=True) as probe:
             # queued to be woken, never to be granted by a release: one node's release
@@ -245,7 +245,7 @@ async def test_release_wakes_a_waiter_through_any_node(
     await held.release()
     assert await call.result()
     # woken by a message: the only timer (an hour) cannot have fired
-    assert waiter_client.wait_stats.wakeups >= 1 and waiter_client.wait_stats.polls == 0
+    assert waiter_client.statistics().wakeups >= 1 and waiter_client.statistics().polls == 0
     await holder_client.close()
     await waiter_client.close()
 
@@ -263,7 +263,7 @@ async def test_a_waiters_lease_runs_from_the_re_try_that_won(redlock: list[Embed
         await waiting.release()
 
     call = AsyncCall(take)
-    await async_until(lambda: waiter_client.wait_stats.waiting == 1)
+    await async_until(lambda: waiter_client.statistics().waiting == 1)
     queued_by = time.monotonic()
     await async_until(lambda: time.monotonic() > queued_by + 0.6)  # past the waiter's ttl
     await held.release()
@@ -316,8 +316,8 @@ async def test_watchdog_renews_by_majority_and_signals_loss(
     client = make_client(redlock)
     lock = client.lock("job", ttl=0.6, auto_renew=True, on_lost=lost.append)
     assert await lock.acquire(0)
-    renewals = client._watchdog.stats.renewed
-    await async_until(lambda: client._watchdog.stats.renewed >= renewals + 3)
+    renewals = client.statistics().renewals
+    await async_until(lambda: client.statistics().renewals >= renewals + 3)
     assert not lock.lost and await lock.held()  # outlived its ttl several times
     for srv in redlock[:3]:
         with srv.client() as probe:
@@ -433,11 +433,11 @@ async def renew_and_drop(servers: Sequence[EmbeddedServer]) -> None:
     """A client that subscribed on every node and renewed a lease: dropped, holding it, unclosed,
     when this returns."""
     client = make_client(servers)
-    async with client.watch("dropped"):
+    async with client._topology.watch("dropped"):
         pass
     lock = client.lock("dropped", ttl=1.0, auto_renew=True)
     assert await lock.acquire(0)
-    await async_until(lambda: client._watchdog.stats.renewed >= 1)
+    await async_until(lambda: client.statistics().renewals >= 1)
 
 
 async def test_a_dropped_client_closes_its_connections(redlock: list[EmbeddedServer]) -> None:

@@ -27,7 +27,6 @@ def queued(client: AsyncLockClient) -> int:
 async def test_waiters_of_one_client_queue_and_are_handed_the_lock(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
-    async_client.max_poll = 3600.0  # any wait in Redis would be for a pub/sub message
     holder = async_client.lock("hot", ttl=10)
     assert await holder.acquire(0)
     order: list[tuple[int, int]] = []
@@ -60,7 +59,7 @@ async def test_waiters_of_one_client_queue_and_are_handed_the_lock(
     # the next seven cost no request at all. Then the last release.
     assert calls(raw, "evalsha") - before == 2
     assert int(raw.get(KEYS.fence)) == tokens[0] + 9
-    assert async_client._queues.handoffs == 8
+    assert async_client.statistics().handoffs == 8
     assert not raw.exists(KEYS.lock) and async_client._queues._lines == {}
 
 
@@ -128,7 +127,7 @@ async def test_the_streak_is_bounded_so_other_processes_get_a_turn(
         return granted
 
     remote_call = AsyncCall(remote_turn)
-    await async_until(lambda: remote.wait_stats.waiting == 1)
+    await async_until(lambda: remote.statistics().waiting == 1)
 
     def take() -> AsyncCall:
         lock = local.lock("hot", ttl=10)
@@ -148,7 +147,7 @@ async def test_the_streak_is_bounded_so_other_processes_get_a_turn(
         await call.result()
     assert await remote_call.result()
     # holder -> 1 -> 2 locally, then through Redis (the remote waiter is woken), then 3 -> 4
-    assert local._queues.handoffs == 3
+    assert local.statistics().handoffs == 3
     await local.close()
     await remote.close()
 
@@ -164,7 +163,7 @@ async def test_a_queued_waiter_times_out_cleanly(
     assert queued(async_client) == 0
     await holder.release()
     assert not raw.exists(KEYS.lock)  # released in Redis: nobody was queued any more
-    assert async_client._queues.handoffs == 0
+    assert async_client.statistics().handoffs == 0
     assert await waiter.acquire(0)
     await waiter.release()
 
@@ -189,7 +188,7 @@ async def test_a_lost_lease_is_not_handed_off(
     with pytest.raises(fencelock.LockLost):
         await holder.release()
     assert await call.result() > first  # the waiter went to Redis and got a grant of its own
-    assert async_client._queues.handoffs == 0
+    assert async_client.statistics().handoffs == 0
 
 
 async def test_a_holder_that_is_never_released_does_not_block_its_queue(
@@ -227,7 +226,7 @@ async def test_without_hand_offs_only_one_waiter_contends(
     await holder.release()
     for call in calls_:
         await call.result()
-    assert client._queues.handoffs == 0
+    assert client.statistics().handoffs == 0
     assert client._queues._lines == {}
     await client.close()
 
@@ -242,7 +241,6 @@ async def test_max_handoffs_is_checked(server: EmbeddedServer) -> None:
 async def test_waiters_queued_behind_a_head_in_redis_share_one_reserved_block(
     async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
 ) -> None:
-    async_client.max_poll = 3600.0
     holder = async_client_b.lock("hot", ttl=10)  # another process holds it
     assert await holder.acquire(0)
     tokens: list[int] = []
@@ -258,7 +256,7 @@ async def test_waiters_queued_behind_a_head_in_redis_share_one_reserved_block(
         return AsyncCall(run)
 
     waiting = [take()]
-    await async_until(lambda: async_client.wait_stats.waiting == 1)  # the head, in Redis
+    await async_until(lambda: async_client.statistics().waiting == 1)  # the head, in Redis
     for i in range(3):
         waiting.append(take())
         await async_until(lambda: queued(async_client) == i + 1)  # noqa: B023
@@ -274,4 +272,4 @@ async def test_waiters_queued_behind_a_head_in_redis_share_one_reserved_block(
     assert tokens[1:] == list(range(tokens[1], tokens[1] + 3))
     assert int(raw.get(KEYS.fence)) == tokens[1] + 9
     assert calls(raw, "evalsha") - before == 3
-    assert async_client._queues.handoffs == 3
+    assert async_client.statistics().handoffs == 3

@@ -10,8 +10,8 @@ import redis
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
-from fencelock._backend import AsyncRedis
 from fencelock._embedded import EmbeddedServer
+from fencelock._transport import AsyncRedis
 from fencelock.keys import LockKeys
 from tests.concurrency import async_until
 

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 import redis
 
+from fencelock._async import contention
 from fencelock._async.client import AsyncLockClient
 from fencelock._async.lock import AsyncLock
 from fencelock._backend import AsyncEvent
@@ -62,15 +63,15 @@ async def test_release_wakes_only_the_first_waiter(
     await holder.release()
     await async_until(lambda: order == [0])
     # the first in the queue was woken and holds the lock; the others heard nothing
-    assert [c.wait_stats.wakeups for c in waiter_clients] == [1, 0, 0]
+    assert [c.statistics().wakeups for c in waiter_clients] == [1, 0, 0]
     assert len(queued(raw)) == 2
     # each release wakes the next, in the order they queued
     for event, call in zip(done, calls, strict=True):
         event.set()
         await call.result()
     assert order == [0, 1, 2]
-    assert [c.wait_stats.wakeups for c in waiter_clients] == [1, 1, 1]
-    assert [c.wait_stats.polls for c in waiter_clients] == [0, 0, 0]
+    assert [c.statistics().wakeups for c in waiter_clients] == [1, 1, 1]
+    assert [c.statistics().polls for c in waiter_clients] == [0, 0, 0]
     assert queued(raw) == []
 
 
@@ -94,11 +95,11 @@ async def test_wake_all_wakes_every_waiter(server: EmbeddedServer, raw: redis.Re
         AsyncCall(lambda client=client, i=i: take(client.lock(NAME, ttl=10), i))
         for i, client in enumerate(waiter_clients)
     ]
-    await async_until(lambda: all(c.wait_stats.waiting == 1 for c in waiter_clients))
+    await async_until(lambda: all(c.statistics().waiting == 1 for c in waiter_clients))
     await holder.release()
     await async_until(lambda: len(order) == 1)
     # one message woke both: the winner holds the lock, the other waits again
-    await async_until(lambda: all(c.wait_stats.wakeups == 1 for c in waiter_clients))
+    await async_until(lambda: all(c.statistics().wakeups == 1 for c in waiter_clients))
     assert not raw.exists(QUEUE)
     first = order[0]
     done[first].set()
@@ -135,7 +136,7 @@ async def test_a_waiter_that_left_is_skipped(
     await async_until(lambda: len(queued(raw)) == 3)
     await holder.release()
     assert await call.result() > holder_token
-    assert waiter_client.wait_stats.wakeups == 1 and waiter_client.wait_stats.polls == 0
+    assert waiter_client.statistics().wakeups == 1 and waiter_client.statistics().polls == 0
     assert queued(raw) == []  # the stale entry was popped and passed over
 
 
@@ -214,7 +215,7 @@ async def test_a_release_grants_the_lock_to_the_first_waiter(
     # ... and the waiter took it from the message, without a re-try of its own
     assert evalsha_calls(raw) == before + 1
     assert raw.get(KEYS.lock) == its_token
-    assert waiter_client.wait_stats.wakeups == 1 and waiter_client.wait_stats.polls == 0
+    assert waiter_client.statistics().wakeups == 1 and waiter_client.statistics().polls == 0
     granted = int(raw.get(KEYS.fence) or 0)  # the token the release handed out
     done.set()
     assert await call.result() == granted > holder_token
@@ -265,9 +266,9 @@ async def test_a_waiter_that_leaves_gives_back_a_grant_it_did_not_see(
     await async_until(lambda: len(queued(raw)) == 2)
     await holder.release()
     assert raw.get(KEYS.lock) == "its-token"
-    await leaving._leave_queue("its-token", entry)
+    await contention._leave_queue(leaving, "its-token", entry, None)
     assert await call.result()  # the next waiter was served by that release
-    assert next_client.wait_stats.polls == 0
+    assert next_client.statistics().polls == 0
     assert queued(raw) == []
     listener.close()
 
@@ -357,14 +358,14 @@ async def test_a_lock_of_the_other_kind_is_busy_and_its_release_wakes_the_waiter
         with pytest.raises(LockTimeout):
             async with waiter_client.lock(NAME, ttl=10, reentrant=kind, timeout=0.05):
                 raise AssertionError("granted while the other kind holds it")
-        polls = waiter_client.wait_stats.polls  # the timed-out wait counts one
+        polls = waiter_client.statistics().polls  # the timed-out wait counts one
         waiter = waiter_client.lock(NAME, ttl=10, reentrant=kind)
         call, taken, done = hold_in_a_call(waiter)
-        await async_until(lambda: waiter_client.wait_stats.waiting == 1)
+        await async_until(lambda: waiter_client.statistics().waiting == 1)
         await holder.release()
         assert await taken.wait(10)
         # woken by the release, not by a re-try
-        assert waiter_client.wait_stats.polls == polls
+        assert waiter_client.statistics().polls == polls
         assert not await holder.acquire(0)  # and the other way round
         done.set()
         assert await call.result() > 0

@@ -19,8 +19,9 @@ import redis.asyncio
 
 import fencelock
 from fencelock._sync.client import LockClient
-from fencelock._backend import SyncRedis, SyncRedisCluster, sync_sleep
+from fencelock._backend import sync_sleep
 from fencelock._embedded import EmbeddedServer, free_port
+from fencelock._transport import SyncRedis, SyncRedisCluster
 from tests.concurrency import SyncCall, sync_together, sync_until
 from tests.topology import Cluster
 
@@ -79,7 +80,7 @@ def test_a_waiting_acquire_is_bounded_when_the_server_hangs(
     waiter = other.lock("busy", ttl=60)
     started = time.monotonic()
     call = SyncCall(lambda: waiter.acquire(1.0))
-    sync_until(lambda: other.wait_stats.waiting == 1)
+    sync_until(lambda: other.statistics().waiting == 1)
     sync_sleep(started + 0.9 - time.monotonic())  # the fault, timed: not a sync point
     fresh_server.pause()
     try:
@@ -141,12 +142,14 @@ def waiter_is_woken(client: LockClient, other: LockClient) -> None:
     holder = other.lock("decoded", ttl=60)
     assert holder.acquire(0)
     waiter = SyncCall(lambda: client.lock("decoded", ttl=60).acquire(30))
-    sync_until(lambda: client.wait_stats.waiting == 1)
+    sync_until(lambda: client.statistics().waiting == 1)
     holder.release()
     assert waiter.result()
     # woken by the message, never by a timer (Redlock: each node's message may wake a re-try)
-    assert client.wait_stats.polls == 0
-    assert client.wait_stats.wakeups == 1 or (client.nodes and client.wait_stats.wakeups > 1)
+    assert client.statistics().polls == 0
+    assert client.statistics().wakeups == 1 or (
+        hasattr(client._topology, "nodes") and client.statistics().wakeups > 1
+    )
 
 
 def test_a_decoding_client_waits_and_is_woken(

@@ -11,8 +11,8 @@ from redis.crc import key_slot
 
 import fencelock
 from fencelock._sync.client import LockClient
-from fencelock._backend import SyncRedisCluster
 from fencelock._embedded import EmbeddedServer
+from fencelock._transport import SyncRedisCluster
 from fencelock.keys import LockKeys, fence_key_for
 from tests.concurrency import SyncCall, sync_until
 from tests.topology import Cluster
@@ -77,14 +77,14 @@ def test_release_wakes_a_waiter_by_sharded_pubsub(
             waiting.release()  # noqa: B023
             return granted
 
-        wakeups = waiter_client.wait_stats.wakeups
+        wakeups = waiter_client.statistics().wakeups
         call = SyncCall(acquire_and_release)
-        sync_until(lambda: waiter_client.wait_stats.waiting == 1)
+        sync_until(lambda: waiter_client.statistics().waiting == 1)
         held.release()
         assert call.result()
         # a message woke it: the only timer is an hour long
-        assert waiter_client.wait_stats.wakeups == wakeups + 1
-    assert waiter_client.wait_stats.polls == 0
+        assert waiter_client.statistics().wakeups == wakeups + 1
+    assert waiter_client.statistics().polls == 0
     waiter_client.close()
     redis.close()
 
@@ -93,10 +93,9 @@ def test_watchdog_renews_locks_of_every_slot(cluster_client: LockClient) -> None
     locks = [cluster_client.lock(name, ttl=0.6, auto_renew=True) for name in NAMES]
     for lock in locks:
         assert lock.acquire(0)
-    stats = cluster_client._watchdog.stats
     # one multi-key script per slot and round: a CROSSSLOT error would lose every lock
-    sync_until(lambda: stats.renewed >= 3 * len(NAMES))
-    assert stats.lost == 0
+    sync_until(lambda: cluster_client.statistics().renewals >= 3 * len(NAMES))
+    assert cluster_client.statistics().losses == 0
     for lock in locks:
         assert not lock.lost and lock.held()
         lock.release()
@@ -109,19 +108,18 @@ def test_renewals_follow_a_failover(
     # deadline; after a failover that node answers MOVED, and the cluster client must take over.
     lock = cluster_client.lock("failover-job", ttl=3, auto_renew=True)
     assert lock.acquire(0)
-    old = cluster.master_for_key(lock._keys.lock)
+    old = cluster.master_for_key(lock._spec.keys.lock)
     (replica,) = cluster.replicas_of(old)
     try:
-        _fail_over_to(replica, cluster, lock._keys.lock)
-        stats = cluster_client._watchdog.stats
-        renewed = stats.renewed
-        sync_until(lambda: stats.renewed >= renewed + 2)
+        _fail_over_to(replica, cluster, lock._spec.keys.lock)
+        renewed = cluster_client.statistics().renewals
+        sync_until(lambda: cluster_client.statistics().renewals >= renewed + 2)
         assert not lock.lost and lock.held()
         lock.release()
         with replica.client() as new_master:
-            assert new_master.exists(lock._keys.lock) == 0
+            assert new_master.exists(lock._spec.keys.lock) == 0
     finally:  # the session's cluster goes back to its first layout for the other tests
-        _fail_over_to(old, cluster, lock._keys.lock)
+        _fail_over_to(old, cluster, lock._spec.keys.lock)
 
 
 def _fail_over_to(replica: EmbeddedServer, cluster: Cluster, key: str) -> None:

@@ -14,8 +14,8 @@ import redis.exceptions
 import fencelock
 from fencelock._sync.client import LockClient
 from fencelock._sync.lock import Lock
-from fencelock._backend import SyncRedis, SyncRequester
 from fencelock._embedded import EmbeddedServer
+from fencelock._transport import SyncRedis, SyncRequester
 from fencelock.keys import LockKeys
 from tests.concurrency import SyncCall, sync_until, sync_workers
 
@@ -30,7 +30,7 @@ def test_watchdog_keeps_lease_alive_past_ttl(
     lock = sync_client.lock("renewed", ttl=0.6, auto_renew=True)
     with lock:
         # three renewals at ttl/3 each: the lease has outlived its original ttl
-        sync_until(lambda: sync_client._watchdog.stats.renewed >= 4)
+        sync_until(lambda: sync_client.statistics().renewals >= 4)
         assert lock.held() and not lock.lost
         lock.check()
         assert 0 < raw.pttl(key("renewed")) <= 600
@@ -51,7 +51,7 @@ def test_deleted_key_is_signalled(sync_client: LockClient, raw: redis.Redis) -> 
                 lock.check()
             assert lock.token == token  # still readable, for a fenced write to be refused
     assert seen == [lock]  # once
-    assert sync_client._watchdog.stats.lost == 1
+    assert sync_client.statistics().losses == 1
 
 
 def test_ignore_policy_carries_on(sync_client: LockClient, raw: redis.Redis) -> None:
@@ -129,7 +129,7 @@ def test_hung_renewal_is_signalled_at_the_deadline(fresh_server: EmbeddedServer)
     try:
         sync_until(lambda: bool(seen), timeout=30.0)
         assert lock.lost
-        assert client._watchdog.stats.calls >= 1  # a renewal was sent, and did hang
+        assert client.statistics().renewal_calls >= 1  # a renewal was sent, and did hang
     finally:
         fresh_server.resume()
     client.close()
@@ -180,11 +180,11 @@ def test_many_leases_one_watchdog_batched(
     locks = [sync_client.lock(f"many-{i}", ttl=1.5, auto_renew=True) for i in range(250)]
     for lock in locks:
         assert lock.acquire(0)
-    stats = sync_client._watchdog.stats
-    sync_until(lambda: stats.renewed >= 3 * 250)
+    sync_until(lambda: sync_client.statistics().renewals >= 3 * 250)
+    stats = sync_client.statistics()
     # batches of at most 100 locks: 250 due together take 3 calls, not 250
-    assert stats.calls <= stats.renewed / 50
-    assert stats.lost == 0
+    assert stats.renewal_calls <= stats.renewals / 50
+    assert stats.losses == 0
     for lock in locks:
         lock.release()
     assert raw.keys("fencelock:*:lock") == []  # only fencing counters, until they expire
@@ -215,13 +215,19 @@ def test_reentrant_retry_does_not_count_twice(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
     lock = sync_client.lock("retry", ttl=10, reentrant=True)
-    first = lock._try("holder", 0)
-    assert lock._try("holder", 0) == first  # the same request again: no second hold
+    first = lock._parts.topology.try_acquire(lock._spec, "holder", 0)
+    assert (
+        lock._parts.topology.try_acquire(lock._spec, "holder", 0) == first
+    )  # the same request again: no second hold
     assert raw.hget(key("retry"), "holder") == "1"
-    assert lock._try("holder", 1) == first  # a real re-entry
+    assert (
+        lock._parts.topology.try_acquire(lock._spec, "holder", 1) == first
+    )  # a real re-entry
     assert raw.hget(key("retry"), "holder") == "2"
     with pytest.raises(fencelock.LockLost):
-        lock._try("holder", 5)  # a holder whose count is not the server's has lost it
+        lock._parts.topology.try_acquire(
+            lock._spec, "holder", 5
+        )  # a holder whose count is not the server's has lost it
 
 
 def test_reentrant_lock_is_renewed_and_loss_seen(
@@ -231,7 +237,7 @@ def test_reentrant_lock_is_renewed_and_loss_seen(
     lock = sync_client.lock("rr", ttl=0.6, reentrant=True, auto_renew=True, on_lost=seen.append)
     lock.acquire(0)
     lock.acquire(0)
-    sync_until(lambda: sync_client._watchdog.stats.renewed >= 3)
+    sync_until(lambda: sync_client.statistics().renewals >= 3)
     assert lock.held()
     raw.delete(key("rr"))
     sync_until(lambda: bool(seen))
@@ -289,14 +295,14 @@ def test_a_lock_dropped_while_held_is_no_longer_renewed(
 ) -> None:
     lock = sync_client.lock("dropped", ttl=0.6, auto_renew=True)
     assert lock.acquire(0)
-    sync_until(lambda: sync_client._watchdog.stats.renewed >= 1)
+    sync_until(lambda: sync_client.statistics().renewals >= 1)
     with pytest.warns(ResourceWarning, match="'dropped' was dropped while held"):
         del lock
         gc.collect()
     # not renewed any more (not deleted either): the lease runs out by its ttl on the server
     sync_until(lambda: not raw.exists(key("dropped")))
     sync_until(lambda: not sync_client._watchdog._worker.running())
-    assert len(sync_client._watchdog) == 0 and sync_client._watchdog.stats.lost == 0
+    assert len(sync_client._watchdog) == 0 and sync_client.statistics().losses == 0
 
 
 def wait_renew_and_drop(server: EmbeddedServer, other: Lock) -> None:
@@ -305,10 +311,10 @@ def wait_renew_and_drop(server: EmbeddedServer, other: Lock) -> None:
     client = LockClient.from_url(server.url)
     lock = client.lock(other.name, ttl=0.6, auto_renew=True)
     call = SyncCall(lambda: lock.acquire(timeout=30))
-    sync_until(lambda: client.wait_stats.waiting == 1)
+    sync_until(lambda: client.statistics().waiting == 1)
     other.release()
     assert call.result()
-    sync_until(lambda: client._watchdog.stats.renewed >= 1)
+    sync_until(lambda: client.statistics().renewals >= 1)
 
 
 def test_dropped_clients_leave_nothing_behind(

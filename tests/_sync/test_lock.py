@@ -178,7 +178,6 @@ def test_waiter_is_woken_by_release_message(
     sync_client: LockClient, sync_client_b: LockClient
 ) -> None:
     # The fallback re-try is an hour away: only the pub/sub message can hand the lock over.
-    sync_client.max_poll = 3600.0
     holder, waiter = sync_client_b.lock("wake", ttl=3600), sync_client.lock("wake", ttl=10)
     holder.acquire(0)
 
@@ -189,11 +188,11 @@ def test_waiter_is_woken_by_release_message(
         return token
 
     call = SyncCall(wait_then_release)
-    sync_until(lambda: sync_client.wait_stats.waiting == 1)
+    sync_until(lambda: sync_client.statistics().waiting == 1)
     first = holder.token
     holder.release()
     assert call.result() > first
-    assert sync_client.wait_stats.wakeups == 1 and sync_client.wait_stats.polls == 0
+    assert sync_client.statistics().wakeups == 1 and sync_client.statistics().polls == 0
 
 
 def test_fallback_retry_at_holder_ttl(
@@ -204,7 +203,7 @@ def test_fallback_retry_at_holder_ttl(
     holder.acquire(0)
     waiter = sync_client.lock("expire", ttl=10)
     assert waiter.acquire(timeout=30)
-    assert sync_client.wait_stats.polls >= 1 and sync_client.wait_stats.wakeups == 0
+    assert sync_client.statistics().polls >= 1 and sync_client.statistics().wakeups == 0
     assert waiter.token > holder.token
     waiter.release()
 
@@ -226,7 +225,7 @@ def test_an_idle_waiter_costs_the_server_nothing(
 
     waiter = sync_client.lock("idle", ttl=30)
     call = SyncCall(lambda: waiter.acquire(timeout=2.5))
-    sync_until(lambda: sync_client.wait_stats.waiting == 1)
+    sync_until(lambda: sync_client.statistics().waiting == 1)
     before = scripts()
     assert call.result() is False
     assert scripts() - before == 1
@@ -245,14 +244,14 @@ def test_a_release_during_a_pubsub_break_is_not_missed(
         client = LockClient.from_url(proxy.url)
         waiter = client.lock("break", ttl=30)
         call = SyncCall(lambda: waiter.acquire(timeout=20))
-        sync_until(lambda: client.wait_stats.waiting == 1)
+        sync_until(lambda: client.statistics().waiting == 1)
         proxy.reset()  # every connection through the proxy is cut: the pub/sub one too
         proxy.normal()
-        sync_until(lambda: client.wait_stats.wakeups == 1)  # woken to re-try once
-        sync_until(lambda: client.wait_stats.waiting == 1)  # and waiting again
+        sync_until(lambda: client.statistics().wakeups == 1)  # woken to re-try once
+        sync_until(lambda: client.statistics().waiting == 1)  # and waiting again
         holder.release()
         assert call.result() is True
-        assert client.wait_stats.polls == 0
+        assert client.statistics().polls == 0
         waiter.release()
         client.close()
 
@@ -276,12 +275,14 @@ def test_acquire_retry_with_same_holder_reextends(
 ) -> None:
     # What the library does after a timed-out request: send it again with the same holder token.
     lock = sync_client.lock("retry", ttl=10)
-    first = lock._try("holder-token-of-the-first-attempt")
+    first = lock._parts.topology.try_acquire(lock._spec, "holder-token-of-the-first-attempt")
     raw.pexpire(key("retry"), 500)
-    again = lock._try("holder-token-of-the-first-attempt")
+    again = lock._parts.topology.try_acquire(lock._spec, "holder-token-of-the-first-attempt")
     assert first == again  # the same grant, the same fencing token
     assert raw.pttl(key("retry")) > 500
-    assert not isinstance(lock._try("another-holder"), type(first))
+    assert not isinstance(
+        lock._parts.topology.try_acquire(lock._spec, "another-holder"), type(first)
+    )
 
 
 def test_fenced_set(sync_client: LockClient, raw: redis.Redis) -> None:
@@ -410,7 +411,9 @@ def test_names_with_braces_get_their_own_keys(
         assert lock.acquire(0)
     assert len(raw.keys("fencelock:*:lock")) == len(names)
     # each name has its own counter, holding its own token
-    assert sorted(int(raw.get(lk._keys.fence)) for lk in locks) == sorted(lk.token for lk in locks)
+    assert sorted(int(raw.get(lk._spec.keys.fence)) for lk in locks) == sorted(
+        lk.token for lk in locks
+    )
     for lock in locks:
         lock.release()
 
@@ -442,11 +445,11 @@ def test_hung_server_gives_connection_error(fresh_server: EmbeddedServer) -> Non
 def test_user_client_without_timeouts_is_bounded(
     server: EmbeddedServer, raw: redis.Redis
 ) -> None:
-    from fencelock._backend import SyncRedis
+    from fencelock._transport import SyncRedis
 
     user = SyncRedis(port=server.port, socket_timeout=None, socket_connect_timeout=None)
     client = LockClient(user, socket_timeout=2.0)
-    assert client.redis.connection_pool.connection_kwargs["socket_timeout"] == 2.0
+    assert client._topology.redis.connection_pool.connection_kwargs["socket_timeout"] == 2.0
     assert user.connection_pool.connection_kwargs.get("socket_timeout") is None  # untouched
     with client.lock("bounded", ttl=5):
         pass
@@ -463,13 +466,14 @@ def test_a_token_given_back_is_never_used_again(server: EmbeddedServer) -> None:
         client.lock("warm-up", ttl=10).acquire(0)  # connected, scripts cached
         lock = client.lock("late", ttl=0.2)
         holders: list[str] = []
-        original = lock._try
+        topology = lock._parts.topology
+        original = topology.try_acquire
 
-        def recording(holder: str, *args: Any, **kwargs: Any) -> Any:
+        def recording(spec: Any, holder: str, *args: Any, **kwargs: Any) -> Any:
             holders.append(holder)
-            return original(holder, *args, **kwargs)
+            return original(spec, holder, *args, **kwargs)
 
-        lock._try = recording  # type: ignore[method-assign]
+        topology.try_acquire = recording  # type: ignore[method-assign]
         proxy.delay(0.15)  # every grant comes back after its 0.2 s lease
         assert not lock.acquire(2.0)
         proxy.normal()

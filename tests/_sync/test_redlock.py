@@ -15,8 +15,8 @@ import pytest
 import fencelock
 from fencelock._sync.client import LockClient
 from fencelock._sync.lock import Lock
-from fencelock._backend import SyncRedis
 from fencelock._embedded import EmbeddedServer
+from fencelock._transport import SyncRedis
 from fencelock.keys import LockKeys
 from tests.concurrency import SyncCall, sync_until
 from tests.proxy import TcpProxy
@@ -237,7 +237,7 @@ def test_release_wakes_a_waiter_through_any_node(
         return granted
 
     call = SyncCall(acquire_and_release)
-    sync_until(lambda: waiter_client.wait_stats.waiting == 1)
+    sync_until(lambda: waiter_client.statistics().waiting == 1)
     if wake == "one":
         with redlock[1].client(decode_responses=True) as probe:
             # queued to be woken, never to be granted by a release: one node's release
@@ -246,7 +246,7 @@ def test_release_wakes_a_waiter_through_any_node(
     held.release()
     assert call.result()
     # woken by a message: the only timer (an hour) cannot have fired
-    assert waiter_client.wait_stats.wakeups >= 1 and waiter_client.wait_stats.polls == 0
+    assert waiter_client.statistics().wakeups >= 1 and waiter_client.statistics().polls == 0
     holder_client.close()
     waiter_client.close()
 
@@ -264,7 +264,7 @@ def test_a_waiters_lease_runs_from_the_re_try_that_won(redlock: list[EmbeddedSer
         waiting.release()
 
     call = SyncCall(take)
-    sync_until(lambda: waiter_client.wait_stats.waiting == 1)
+    sync_until(lambda: waiter_client.statistics().waiting == 1)
     queued_by = time.monotonic()
     sync_until(lambda: time.monotonic() > queued_by + 0.6)  # past the waiter's ttl
     held.release()
@@ -317,8 +317,8 @@ def test_watchdog_renews_by_majority_and_signals_loss(
     client = make_client(redlock)
     lock = client.lock("job", ttl=0.6, auto_renew=True, on_lost=lost.append)
     assert lock.acquire(0)
-    renewals = client._watchdog.stats.renewed
-    sync_until(lambda: client._watchdog.stats.renewed >= renewals + 3)
+    renewals = client.statistics().renewals
+    sync_until(lambda: client.statistics().renewals >= renewals + 3)
     assert not lock.lost and lock.held()  # outlived its ttl several times
     for srv in redlock[:3]:
         with srv.client() as probe:
@@ -434,11 +434,11 @@ def renew_and_drop(servers: Sequence[EmbeddedServer]) -> None:
     """A client that subscribed on every node and renewed a lease: dropped, holding it, unclosed,
     when this returns."""
     client = make_client(servers)
-    with client.watch("dropped"):
+    with client._topology.watch("dropped"):
         pass
     lock = client.lock("dropped", ttl=1.0, auto_renew=True)
     assert lock.acquire(0)
-    sync_until(lambda: client._watchdog.stats.renewed >= 1)
+    sync_until(lambda: client.statistics().renewals >= 1)
 
 
 def test_a_dropped_client_closes_its_connections(redlock: list[EmbeddedServer]) -> None:

@@ -29,8 +29,8 @@ def test_a_lock_survives_a_forced_failover(sentinel_setup: SentinelSetup) -> Non
     # the old master is made a replica and drops its clients: ours reconnect through the
     # sentinel, to the new master
     sentinel_setup.wait_synced(demote=True)
-    renewed = client._watchdog.stats.renewed
-    sync_until(lambda: client._watchdog.stats.renewed >= renewed + 2)
+    renewed = client.statistics().renewals
+    sync_until(lambda: client.statistics().renewals >= renewed + 2)
     assert not lock.lost and lock.held()
     with new.client() as probe:
         assert probe.exists(KEYS.lock)

@@ -28,7 +28,6 @@ def queued(client: LockClient) -> int:
 def test_waiters_of_one_client_queue_and_are_handed_the_lock(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
-    sync_client.max_poll = 3600.0  # any wait in Redis would be for a pub/sub message
     holder = sync_client.lock("hot", ttl=10)
     assert holder.acquire(0)
     order: list[tuple[int, int]] = []
@@ -61,7 +60,7 @@ def test_waiters_of_one_client_queue_and_are_handed_the_lock(
     # the next seven cost no request at all. Then the last release.
     assert calls(raw, "evalsha") - before == 2
     assert int(raw.get(KEYS.fence)) == tokens[0] + 9
-    assert sync_client._queues.handoffs == 8
+    assert sync_client.statistics().handoffs == 8
     assert not raw.exists(KEYS.lock) and sync_client._queues._lines == {}
 
 
@@ -129,7 +128,7 @@ def test_the_streak_is_bounded_so_other_processes_get_a_turn(
         return granted
 
     remote_call = SyncCall(remote_turn)
-    sync_until(lambda: remote.wait_stats.waiting == 1)
+    sync_until(lambda: remote.statistics().waiting == 1)
 
     def take() -> SyncCall:
         lock = local.lock("hot", ttl=10)
@@ -149,7 +148,7 @@ def test_the_streak_is_bounded_so_other_processes_get_a_turn(
         call.result()
     assert remote_call.result()
     # holder -> 1 -> 2 locally, then through Redis (the remote waiter is woken), then 3 -> 4
-    assert local._queues.handoffs == 3
+    assert local.statistics().handoffs == 3
     local.close()
     remote.close()
 
@@ -165,7 +164,7 @@ def test_a_queued_waiter_times_out_cleanly(
     assert queued(sync_client) == 0
     holder.release()
     assert not raw.exists(KEYS.lock)  # released in Redis: nobody was queued any more
-    assert sync_client._queues.handoffs == 0
+    assert sync_client.statistics().handoffs == 0
     assert waiter.acquire(0)
     waiter.release()
 
@@ -190,7 +189,7 @@ def test_a_lost_lease_is_not_handed_off(
     with pytest.raises(fencelock.LockLost):
         holder.release()
     assert call.result() > first  # the waiter went to Redis and got a grant of its own
-    assert sync_client._queues.handoffs == 0
+    assert sync_client.statistics().handoffs == 0
 
 
 def test_a_holder_that_is_never_released_does_not_block_its_queue(
@@ -228,7 +227,7 @@ def test_without_hand_offs_only_one_waiter_contends(
     holder.release()
     for call in calls_:
         call.result()
-    assert client._queues.handoffs == 0
+    assert client.statistics().handoffs == 0
     assert client._queues._lines == {}
     client.close()
 
@@ -243,7 +242,6 @@ def test_max_handoffs_is_checked(server: EmbeddedServer) -> None:
 def test_waiters_queued_behind_a_head_in_redis_share_one_reserved_block(
     sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
 ) -> None:
-    sync_client.max_poll = 3600.0
     holder = sync_client_b.lock("hot", ttl=10)  # another process holds it
     assert holder.acquire(0)
     tokens: list[int] = []
@@ -259,7 +257,7 @@ def test_waiters_queued_behind_a_head_in_redis_share_one_reserved_block(
         return SyncCall(run)
 
     waiting = [take()]
-    sync_until(lambda: sync_client.wait_stats.waiting == 1)  # the head, in Redis
+    sync_until(lambda: sync_client.statistics().waiting == 1)  # the head, in Redis
     for i in range(3):
         waiting.append(take())
         sync_until(lambda: queued(sync_client) == i + 1)  # noqa: B023
@@ -275,4 +273,4 @@ def test_waiters_queued_behind_a_head_in_redis_share_one_reserved_block(
     assert tokens[1:] == list(range(tokens[1], tokens[1] + 3))
     assert int(raw.get(KEYS.fence)) == tokens[1] + 9
     assert calls(raw, "evalsha") - before == 3
-    assert sync_client._queues.handoffs == 3
+    assert sync_client.statistics().handoffs == 3

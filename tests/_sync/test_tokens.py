@@ -11,8 +11,8 @@ import redis
 
 import fencelock
 from fencelock._sync.client import LockClient
-from fencelock._backend import SyncRedis
 from fencelock._embedded import EmbeddedServer
+from fencelock._transport import SyncRedis
 from fencelock.keys import LockKeys
 from tests.concurrency import sync_until
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from fencelock._sync import contention
 from fencelock._sync.client import LockClient
 from fencelock._sync.lock import Lock
 from fencelock._backend import SyncEvent
@@ -63,15 +64,15 @@ def test_release_wakes_only_the_first_waiter(
     holder.release()
     sync_until(lambda: order == [0])
     # the first in the queue was woken and holds the lock; the others heard nothing
-    assert [c.wait_stats.wakeups for c in waiter_clients] == [1, 0, 0]
+    assert [c.statistics().wakeups for c in waiter_clients] == [1, 0, 0]
     assert len(queued(raw)) == 2
     # each release wakes the next, in the order they queued
     for event, call in zip(done, calls, strict=True):
         event.set()
         call.result()
     assert order == [0, 1, 2]
-    assert [c.wait_stats.wakeups for c in waiter_clients] == [1, 1, 1]
-    assert [c.wait_stats.polls for c in waiter_clients] == [0, 0, 0]
+    assert [c.statistics().wakeups for c in waiter_clients] == [1, 1, 1]
+    assert [c.statistics().polls for c in waiter_clients] == [0, 0, 0]
     assert queued(raw) == []
 
 
@@ -95,11 +96,11 @@ def test_wake_all_wakes_every_waiter(server: EmbeddedServer, raw: redis.Redis) -
         SyncCall(lambda client=client, i=i: take(client.lock(NAME, ttl=10), i))
         for i, client in enumerate(waiter_clients)
     ]
-    sync_until(lambda: all(c.wait_stats.waiting == 1 for c in waiter_clients))
+    sync_until(lambda: all(c.statistics().waiting == 1 for c in waiter_clients))
     holder.release()
     sync_until(lambda: len(order) == 1)
     # one message woke both: the winner holds the lock, the other waits again
-    sync_until(lambda: all(c.wait_stats.wakeups == 1 for c in waiter_clients))
+    sync_until(lambda: all(c.statistics().wakeups == 1 for c in waiter_clients))
     assert not raw.exists(QUEUE)
     first = order[0]
     done[first].set()
@@ -136,7 +137,7 @@ def test_a_waiter_that_left_is_skipped(
     sync_until(lambda: len(queued(raw)) == 3)
     holder.release()
     assert call.result() > holder_token
-    assert waiter_client.wait_stats.wakeups == 1 and waiter_client.wait_stats.polls == 0
+    assert waiter_client.statistics().wakeups == 1 and waiter_client.statistics().polls == 0
     assert queued(raw) == []  # the stale entry was popped and passed over
 
 
@@ -215,7 +216,7 @@ def test_a_release_grants_the_lock_to_the_first_waiter(
     # ... and the waiter took it from the message, without a re-try of its own
     assert evalsha_calls(raw) == before + 1
     assert raw.get(KEYS.lock) == its_token
-    assert waiter_client.wait_stats.wakeups == 1 and waiter_client.wait_stats.polls == 0
+    assert waiter_client.statistics().wakeups == 1 and waiter_client.statistics().polls == 0
     granted = int(raw.get(KEYS.fence) or 0)  # the token the release handed out
     done.set()
     assert call.result() == granted > holder_token
@@ -266,9 +267,9 @@ def test_a_waiter_that_leaves_gives_back_a_grant_it_did_not_see(
     sync_until(lambda: len(queued(raw)) == 2)
     holder.release()
     assert raw.get(KEYS.lock) == "its-token"
-    leaving._leave_queue("its-token", entry)
+    contention._leave_queue(leaving, "its-token", entry, None)
     assert call.result()  # the next waiter was served by that release
-    assert next_client.wait_stats.polls == 0
+    assert next_client.statistics().polls == 0
     assert queued(raw) == []
     listener.close()
 
@@ -358,14 +359,14 @@ def test_a_lock_of_the_other_kind_is_busy_and_its_release_wakes_the_waiter(
         with pytest.raises(LockTimeout):
             with waiter_client.lock(NAME, ttl=10, reentrant=kind, timeout=0.05):
                 raise AssertionError("granted while the other kind holds it")
-        polls = waiter_client.wait_stats.polls  # the timed-out wait counts one
+        polls = waiter_client.statistics().polls  # the timed-out wait counts one
         waiter = waiter_client.lock(NAME, ttl=10, reentrant=kind)
         call, taken, done = hold_in_a_call(waiter)
-        sync_until(lambda: waiter_client.wait_stats.waiting == 1)
+        sync_until(lambda: waiter_client.statistics().waiting == 1)
         holder.release()
         assert taken.wait(10)
         # woken by the release, not by a re-try
-        assert waiter_client.wait_stats.polls == polls
+        assert waiter_client.statistics().polls == polls
         assert not holder.acquire(0)  # and the other way round
         done.set()
         assert call.result() > 0

@@ -97,6 +97,12 @@ def renew_reply(reply: object, count: int) -> list[bool]:
     return [_int(r) == 1 for r in reply]
 
 
+def holds(reply: object, holder: str) -> bool:
+    """Whether a read of the lock key (GET, or HEXISTS for a reentrant lock) shows ``holder``.
+    (A Cluster request goes through the user's client, which may decode.)"""
+    return reply in (1, holder, holder.encode())
+
+
 def check_replicated(acked: int | None, wanted: int, what: str) -> None:
     """Raise ``NotReplicated`` when fewer than ``wanted`` replicas acknowledged a write (``acked``
     is None when no acknowledgement was asked for)."""

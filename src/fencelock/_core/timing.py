@@ -1,6 +1,11 @@
-"""How long a blocked acquire waits before it tries again."""
+"""Time rules: how long a blocked acquire waits, how long a lease lasts here, when the watchdog
+renews, how long a releaser yields."""
 
 from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from typing import Protocol, TypeVar
 
 
 def remaining(deadline: float | None, now: float) -> float | None:
@@ -80,3 +85,31 @@ def yield_after_release(round_trip: float) -> float:
     and take it (about two round trips), so the releaser does not win every time by being first.
     Bounded, since the waiter may have given up meanwhile."""
     return min(0.05, max(0.0005, 3 * round_trip))
+
+
+class Renewable(Protocol):
+    slot: int  # its Cluster slot (0 elsewhere): one script call renews keys of one slot only
+    renew_at: float  # monotonic
+    ttl: float
+
+
+R = TypeVar("R", bound=Renewable)
+
+
+def renewal_batches(leases: Iterable[R], now: float) -> list[list[R]]:
+    """The renew script calls of the watchdog round happening ``now``: per slot, the leases due
+    (``renewal_due``) in batches of up to ``RENEW_BATCH``. The last batch of a slot is filled up
+    with the leases due soonest: renewing them early costs nothing, and leases taken at scattered
+    times end up sharing full batches instead of a call each."""
+    due: dict[int, list[R]] = {}
+    later: dict[int, list[R]] = {}
+    for lease in leases:
+        group = due if renewal_due(lease.renew_at, lease.ttl, now) else later
+        group.setdefault(lease.slot, []).append(lease)
+    batches = []
+    for slot, leases_due in due.items():
+        room = -len(leases_due) % RENEW_BATCH
+        if room and slot in later:
+            leases_due += heapq.nsmallest(room, later[slot], key=lambda le: le.renew_at)
+        batches += [leases_due[i : i + RENEW_BATCH] for i in range(0, len(leases_due), RENEW_BATCH)]
+    return batches

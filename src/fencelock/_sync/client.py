@@ -15,42 +15,23 @@ Modes, chosen by what it is given:
 
 from __future__ import annotations
 
-import contextlib
-import time
 import warnings
 import weakref
-from collections.abc import Iterator, Callable, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Self
 
-from redis.crc import key_slot
-from redis.exceptions import AskError, NoScriptError, RedisError
-from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, RedisError
 
-from .._backend import (
-    SyncEvent,
-    SyncLoopGuard,
-    SyncRedis,
-    SyncRedisCluster,
-    SyncRequester,
-    SyncStateLock,
-    sync_bounded,
-    sync_fan_out,
-    sync_node_client,
-    sync_one,
-    sync_own_client,
-    sync_reap,
-)
 from .._core.quorum import NODE_TIMEOUT_MAX
 from .._core.replies import fenced_set_reply, translate_error
-from ..errors import LockConnectionError
+from .._core.stats import Counters, Statistics
+from .._transport import SyncRedis, SyncRedisCluster, sync_own_client, sync_reap
 from ..keys import (
     DEFAULT_PREFIX,
     described,
     encodable,
     fence_key_for,
-    ttl_to_ms,
     validate_db,
     validate_prefix,
     validate_resource_key,
@@ -58,8 +39,10 @@ from ..keys import (
     validate_url,
 )
 from ..scripts import FENCED_SET, Script
-from .lock import Lock
+from .lock import Lock, Parts
+from .redlock import SyncQuorum
 from .singleflight import LocalQueues
+from .topology import SyncCluster, SyncOneServer, SyncTopology
 from .waiter import Waiter
 from .watchdog import Watchdog
 
@@ -70,59 +53,45 @@ DEFAULT_MAX_HANDOFFS = 10
 MAX_TOKEN = 2**63 - 1
 
 
-@dataclass
-class WaitStats:
-    """Counters the tests use to tell a pub/sub wake-up from a fallback re-try."""
-
-    waiting: int = 0  # acquires blocked right now, waiting for a wake-up or their timer
-    wakeups: int = 0  # waits ended by a release message
-    polls: int = 0  # waits ended by their timer
-
-
-def run_script(
+def _run_script(
     client: SyncRedis | SyncRedisCluster, script: Script, keys: Sequence[str], args: Sequence[Any]
 ) -> Any:
-    """EVALSHA, falling back to EVAL (which also caches the script) after SCRIPT FLUSH or a
-    restart: the server answers NOSCRIPT and nothing has run, so the fallback is safe."""
+    """``script`` run by the caller's own client (its settings, its retries)."""
     try:
-        return client.evalsha(script.sha, len(keys), *keys, *args)
+        return client.execute_command(*script.evalsha(keys, args))
     except NoScriptError:
-        return client.eval(script.source, len(keys), *keys, *args)
+        return client.execute_command(*script.eval(keys, args))
 
 
 @dataclass
-class _Parts:
-    """What close() closes: everything of a client but the client itself."""
+class _Owned:
+    """What close() closes: everything of a client but the client itself (the finalizer of a
+    client dropped unclosed holds this, never the client)."""
 
     watchdog: Watchdog
-    requester: SyncRequester
-    waiters: dict[object, Waiter]
-    cluster: bool
-    owned: list[SyncRedis | SyncRedisCluster]  # made by fencelock: closed with the client
+    topology: SyncTopology
+    owned: list[SyncRedis]  # made by fencelock: closed with the client
 
     def close(self) -> None:
         self.watchdog.close()
-        self.requester.close()
-        for waiter in list(self.waiters.values()):
-            waiter.close()
+        self.topology.close()
+        for waiter in self.topology.waiters.values():
             waiter.redis.connection_pool.disconnect()  # its own pool (see __init__)
         for node in self.owned:
-            assert isinstance(node, SyncRedis)  # a RedisCluster is always the caller's
             node.close()
             # a pool of fencelock's own is not closed by aclose()
             node.connection_pool.disconnect()
 
 
-def _abandoned(name: str, parts: _Parts) -> None:
+def _abandoned(name: str, owned: _Owned) -> None:
     """A client was collected unclosed. Run by the garbage collector, in whatever thread, maybe
     while that thread holds a lock of ours: so it takes no lock and waits for nothing. The
     pub/sub listeners are told to stop (they end within a read and close their connection); the
-    watchdog holds the client weakly and ends with its last lease; the rest: see async_reap."""
+    watchdog ends with its last lease; the rest: see async_reap."""
     warnings.warn(f"unclosed {name}: call close()", ResourceWarning, stacklevel=2)
-    for waiter in list(parts.waiters.values()):
-        waiter.abandon()
-    pools = [node.connection_pool for node in parts.owned if isinstance(node, SyncRedis)]
-    sync_reap(parts.close, parts.requester, pools)
+    owned.topology.abandon()
+    requester = getattr(owned.topology, "requester", None)
+    sync_reap(owned.close, requester, [node.connection_pool for node in owned.owned])
 
 
 class LockClient:
@@ -146,32 +115,33 @@ class LockClient:
         wake: str = "one",
     ) -> None:
         self._prefix = validate_prefix(prefix)
-        if wake not in WAKE_MODES:
-            raise ValueError(f"wake must be one of {WAKE_MODES}, got {wake!r}")
         # "one": waiters queue in Redis and a release wakes the first that still listens;
         # "all": a release wakes every waiting client, and one wins the re-try. One wins from
         # 4 waiting processes on and is fairer (docs/contention.md, python -m bench.herd)
-        self.wake = wake
+        if wake not in WAKE_MODES:
+            raise ValueError(f"wake must be one of {WAKE_MODES}, got {wake!r}")
+        # one request's bound ("one request timeout" in the README): waiting for a connection,
+        # connecting and the reply included
         socket_timeout = validate_ttl(socket_timeout, "socket_timeout")
         # None: a blocked acquire re-tries only when woken or when the holder's lease ends;
         # else also at least this often (it costs a request per waiter each time)
-        self.max_poll = None if max_poll is None else validate_ttl(max_poll, "max_poll")
+        max_poll = None if max_poll is None else validate_ttl(max_poll, "max_poll")
         if isinstance(min_replicas, bool) or not isinstance(min_replicas, int):
             raise TypeError(f"min_replicas must be an int, not {type(min_replicas).__name__}")
         if min_replicas < 0:
             raise ValueError(f"min_replicas must be >= 0, got {min_replicas}")
         # grants and extensions wait (WAIT) for this many replicas to acknowledge them
-        self.min_replicas = min_replicas
-        self.replica_timeout = validate_ttl(replica_timeout, "replica_timeout")
-        if min_replicas and self.replica_timeout >= socket_timeout:
+        replica_timeout = validate_ttl(replica_timeout, "replica_timeout")
+        if min_replicas and replica_timeout >= socket_timeout:
             raise ValueError("replica_timeout must be shorter than socket_timeout")
         # Redlock: each node's share of a request is bounded by this (None: derived per lock
         # from its ttl, see _core/quorum.node_timeout)
-        self.node_timeout = (
-            None if node_timeout is None else validate_ttl(node_timeout, "node_timeout")
-        )
-        self.nodes: list[SyncRedis] = []
-        self.cluster = isinstance(redis, SyncRedisCluster)
+        if node_timeout is not None:
+            node_timeout = validate_ttl(node_timeout, "node_timeout")
+        if isinstance(max_handoffs, bool) or not isinstance(max_handoffs, int):
+            raise TypeError(f"max_handoffs must be an int, not {type(max_handoffs).__name__}")
+        if max_handoffs < 0:
+            raise ValueError(f"max_handoffs must be >= 0, got {max_handoffs}")
         expected = SyncRedis.__module__ + ".Redis"
         if isinstance(redis, SyncRedis | SyncRedisCluster):
             given: list[SyncRedis] = []
@@ -187,54 +157,51 @@ class LockClient:
                 f"redis must be a {expected}, a RedisCluster, or a non-empty list of "
                 f"{expected} (Redlock), not {described(redis)}"
             )
-        if self.cluster and min_replicas:
+        if isinstance(redis, SyncRedisCluster) and min_replicas:
             raise ValueError("min_replicas is not supported with a RedisCluster")
         plain = [redis] if isinstance(redis, SyncRedis) else []
         for node in given or plain:  # a wrong database index fails here, not at the first call
             validate_db(node.connection_pool.connection_kwargs.get("db", 0))
-        # fencelock's own clients (own pools) to the servers given: see async_own_client
+        counters = Counters()
+        # fencelock's own clients (own pools) to the servers given: see async_own_client. Each
+        # pub/sub connection has a pool of its own: in the requests' pool it would take a
+        # connection they may be waiting for (a pool of one would never serve them).
+        topology: SyncTopology
+        owned: list[SyncRedis] = []
         if given:
             # Every socket of a node is bounded by the node timeout: a hung node must cost an
             # acquire about that, even when a connection has to be made again.
-            limit = self.node_timeout or NODE_TIMEOUT_MAX
-            self.nodes = [sync_own_client(node, limit) for node in given]
-            self.redis: SyncRedis | SyncRedisCluster = self.nodes[0]
-            # each pub/sub connection has a pool of its own: in the requests' pool it would
-            # take a connection they may be waiting for (a pool of one would never serve them)
+            limit = node_timeout or NODE_TIMEOUT_MAX
+            owned = [sync_own_client(node, limit) for node in given]
             waiters = [
                 Waiter(sync_own_client(node, limit), confirm_timeout=limit) for node in given
             ]
+            topology = SyncQuorum(
+                owned, dict(enumerate(waiters)), socket_timeout, counters, node_timeout
+            )
         elif isinstance(redis, SyncRedisCluster):
-            self.redis = redis  # requests are bounded by their deadline (AsyncRequester)
-            waiters = []  # one per node, made as channels on it are first watched
+            # the caller's: requests are bounded by their deadline (AsyncRequester)
+            topology = SyncCluster(redis, socket_timeout, counters)
         else:
             assert isinstance(redis, SyncRedis)
-            self.redis = sync_own_client(redis, socket_timeout)
-            own = sync_own_client(redis, socket_timeout)  # the pub/sub connection's own pool
-            waiters = [Waiter(own, confirm_timeout=socket_timeout)]
-        # close() closes what fencelock made: its own clients (a RedisCluster is the caller's)
-        self._owns_redis = not self.cluster
-        # one request's bound ("one request timeout" in the README): waiting for a connection,
-        # connecting and the reply included
-        self.request_timeout = socket_timeout
-        self._waiters: dict[object, Waiter] = dict(enumerate(waiters))
-        self._guard = SyncStateLock()
-        self.wait_stats = WaitStats()
-        self._watchdog = Watchdog(self)  # holds the client weakly
-        # bounded requests: the watchdog's renewals (by their deadline) and min_replicas WAITs
-        self._requester = SyncRequester()
-        self._loop = SyncLoopGuard()
-        if isinstance(max_handoffs, bool) or not isinstance(max_handoffs, int):
-            raise TypeError(f"max_handoffs must be an int, not {type(max_handoffs).__name__}")
-        if max_handoffs < 0:
-            raise ValueError(f"max_handoffs must be >= 0, got {max_handoffs}")
+            owned = [sync_own_client(redis, socket_timeout)]
+            waiter = Waiter(
+                sync_own_client(redis, socket_timeout), confirm_timeout=socket_timeout
+            )
+            topology = SyncOneServer(
+                owned[0], {0: waiter}, socket_timeout, counters, min_replicas, replica_timeout
+            )
+        self._topology = topology
+        self._watchdog = Watchdog(topology, counters)
         # lock objects of this client wait for a name in a local queue; the lock passes from one
         # to the next at most this many times in a row before it goes back through Redis
-        self._queues = LocalQueues(max_handoffs)
-        # a release wakes waiters through sharded pub/sub on a Cluster: a plain PUBLISH there
-        # is broadcast to every node of the cluster
-        self.publish_command = "SPUBLISH" if self.cluster else "PUBLISH"
-        self._finalizer = self._on_drop()
+        self._queues = LocalQueues(max_handoffs, counters)
+        self._parts = Parts(
+            topology, self._queues, self._watchdog, counters, self._prefix, wake == "one", max_poll
+        )
+        self._owned = _Owned(self._watchdog, topology, owned)
+        self._finalizer = weakref.finalize(self, _abandoned, type(self).__name__, self._owned)
+        self._finalizer.atexit = False  # at exit the daemon threads just stop
 
     @classmethod
     def from_url(
@@ -278,6 +245,7 @@ class LockClient:
         """A lock on ``name`` (no request is sent until it is acquired)."""
         return Lock(
             self,
+            self._parts,
             name,
             ttl,
             timeout=timeout,
@@ -291,160 +259,9 @@ class LockClient:
     def prefix(self) -> str:
         return self._prefix
 
-    def run(
-        self,
-        script: Script,
-        keys: Sequence[str],
-        args: Sequence[Any],
-        timeout: float | None = None,
-    ) -> Any:
-        """Run ``script``: its reply, within ``timeout`` seconds (default: one request timeout),
-        waiting for a free connection and connecting included (else ``TimeoutError``)."""
-        reply, _ = self._script(script, keys, args, timeout, ())
-        return reply
-
-    def run_replicated(
-        self,
-        script: Script,
-        keys: Sequence[str],
-        args: Sequence[Any],
-        timeout: float | None = None,
-    ) -> tuple[Any, int | None]:
-        """``run``, then ``WAIT`` for ``min_replicas``: the reply, and how many replicas
-        acknowledged it (None without ``min_replicas``). WAIT counts the writes of its own
-        connection, so both go on one connection."""
-        wait: tuple[tuple[Any, ...], ...] = ()
-        if self.min_replicas:
-            wait = (("WAIT", self.min_replicas, ttl_to_ms(self.replica_timeout)),)
-        return self._script(script, keys, args, timeout, wait)
-
-    def _script(
-        self,
-        script: Script,
-        keys: Sequence[str],
-        args: Sequence[Any],
-        timeout: float | None,
-        wait: tuple[tuple[Any, ...], ...],
-    ) -> tuple[Any, int | None]:
-        # EVALSHA, falling back to EVAL (which also caches the script) after SCRIPT FLUSH or a
-        # restart: the server answers NOSCRIPT and nothing has run, so the fallback is safe.
-        deadline = time.monotonic() + (self.request_timeout if timeout is None else timeout)
-        for call in (("EVALSHA", script.sha), ("EVAL", script.source)):
-            command = (*call, len(keys), *keys, *args)
-            reply, *acked = self.request([command, *wait], deadline, keys[0])
-            if not isinstance(reply, NoScriptError):
-                break  # else nothing ran: send the source, which caches it
-        for result in (reply, *acked):
-            if isinstance(result, Exception):
-                raise result
-        return reply, int(acked[0]) if acked else None
-
-    def request(
-        self, commands: Sequence[Sequence[Any]], deadline: float, key: str
-    ) -> list[Any]:
-        """The replies to ``commands``, sent on one connection (to the node of ``key`` on a
-        Cluster), error replies included; ``TimeoutError`` at ``deadline`` (monotonic)."""
-        self._loop.check()
-        try:
-            replies = self._requester.request(
-                self.redis, commands, deadline - time.monotonic(), key
-            )
-            moved = self.cluster and isinstance(replies[0], AskError)
-        except RedisConnectionError:
-            if not self.cluster:
-                raise
-            moved = True  # or failed over
-        if moved:  # the cluster client re-learns which node serves the slot, in the time left
-            assert len(commands) == 1  # (no WAIT on a Cluster)
-            replies = sync_bounded(
-                sync_one(self.redis, commands[0]), deadline - time.monotonic()
-            )
-        return replies
-
-    def fan_out(self, command: Sequence[Any], timeout: float, what: str) -> list[Any]:
-        """Redlock: send ``command`` to every node at once; per node its reply, or the
-        ``LockError`` it failed with (a node silent for ``timeout`` seconds counts as failed)."""
-        self._loop.check()
-        replies = sync_fan_out(self.nodes, command, timeout)
-        return [translate_error(r, what) if isinstance(r, RedisError) else r for r in replies]
-
-    def fan_out_script(
-        self, script: Script, keys: Sequence[str], args: Sequence[Any], timeout: float
-    ) -> list[Any]:
-        """``fan_out`` of a script by EVALSHA; nodes that answer NOSCRIPT (restarted, or SCRIPT
-        FLUSH) get the source in a second, smaller round."""
-        self._loop.check()
-        replies = sync_fan_out(
-            self.nodes, ("EVALSHA", script.sha, len(keys), *keys, *args), timeout
-        )
-        missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
-        if missing:
-            command = ("EVAL", script.source, len(keys), *keys, *args)
-            again = sync_fan_out([self.nodes[i] for i in missing], command, timeout)
-            for i, reply in zip(missing, again, strict=True):
-                replies[i] = reply
-        what = keys[0] if keys else script.name
-        return [translate_error(r, what) if isinstance(r, RedisError) else r for r in replies]
-
-    @contextmanager
-    def watch(self, channel: str, timeout: float | None = None) -> Iterator[SyncEvent]:
-        """Subscribe to a lock's wake-up channel (on every node in Redlock mode: a release
-        message from any of them wakes the waiter) and yield the event a message sets. The
-        subscription is confirmed within ``timeout`` seconds (None: one request timeout)."""
-        self._loop.check()
-        if self.cluster:
-            with self._shard_waiter(channel).watch(channel, timeout=timeout) as event:
-                yield event
-            return
-        if not self.nodes:
-            with self._waiters[0].watch(channel, timeout=timeout) as event:
-                yield event
-            return
-        event = SyncEvent()
-        with contextlib.ExitStack() as stack:
-            for waiter in self._waiters.values():
-                # a node that is down is skipped: the others, or the fallback re-try, wake us
-                with contextlib.suppress(LockConnectionError):
-                    stack.enter_context(waiter.watch(channel, event, timeout))
-            yield event
-
-    def _shard_waiter(self, channel: str) -> Waiter:
-        """The waiter on the Cluster node that serves ``channel``'s slot: sharded pub/sub
-        messages are only delivered by that node."""
-        cluster = self.redis
-        assert isinstance(cluster, SyncRedisCluster)
-        node = cluster.get_node_from_key(channel)
-        if node is None:
-            raise LockConnectionError(f"no Cluster node serves {channel!r}")
-        with self._guard:
-            waiter = self._waiters.get(node.name)
-            if waiter is None:
-                redis = sync_node_client(node, self.request_timeout)
-                waiter = Waiter(redis, confirm_timeout=self.request_timeout, sharded=True)
-                self._waiters[node.name] = waiter
-        return waiter
-
-    def wait(self, event: SyncEvent, timeout: float) -> bool:
-        """Wait for a message on a watched channel, at most ``timeout`` seconds."""
-        stats = self.wait_stats
-        with self._guard:
-            stats.waiting += 1
-        woken = False
-        try:
-            woken = event.wait(timeout)
-        finally:
-            with self._guard:
-                stats.waiting -= 1
-                if woken:
-                    stats.wakeups += 1
-                else:
-                    stats.polls += 1
-        return woken
-
-    def slot_of(self, key: str) -> int:
-        """The Cluster slot of ``key``: one multi-key script call must stay within one slot.
-        (0 elsewhere: everything can share a call.)"""
-        return key_slot(key.encode()) if self.cluster else 0
+    def statistics(self) -> Statistics:
+        """What this client's locks have done so far, and what they hold and wait for now."""
+        return self._parts.counters.snapshot(queued=self._queues.queued())
 
     def fenced_set(
         self,
@@ -468,7 +285,8 @@ class LockClient:
             raise TypeError(f"value must be str, bytes, int or float, not {type(value).__name__}")
         if isinstance(value, str):
             encodable("value", value)
-        if redis is None and self.nodes:
+        topology = self._topology
+        if redis is None and not isinstance(topology, SyncOneServer):
             raise TypeError("fenced_set in Redlock mode needs redis=: the server of the resource")
         if redis is not None and not isinstance(redis, SyncRedis | SyncRedisCluster):
             expected = SyncRedis.__module__ + ".Redis"
@@ -476,29 +294,17 @@ class LockClient:
         keys, args = [key, fence_key_for(key)], [value, str(token)]
         try:
             if redis is None:  # within one request timeout
-                reply = self.run(FENCED_SET, keys, args)
+                assert isinstance(topology, SyncOneServer)
+                reply, _ = topology.script(FENCED_SET, keys, args, topology.request_timeout)
             else:  # the resource's server: within what the caller's client allows
-                reply = run_script(redis, FENCED_SET, keys, args)
+                reply = _run_script(redis, FENCED_SET, keys, args)
         except RedisError as exc:
             raise translate_error(exc, f"resource {key!r}") from exc
         fenced_set_reply(reply, key, token)
 
-    def _parts(self) -> _Parts:
-        owned: list[SyncRedis | SyncRedisCluster] = []
-        if self._owns_redis:
-            owned = [*self.nodes] or [self.redis]
-        return _Parts(self._watchdog, self._requester, self._waiters, self.cluster, owned)
-
-    def _on_drop(self) -> weakref.finalize[[str, _Parts], Any]:
-        """What happens if this client is dropped unclosed, like an unclosed file (see
-        ``_abandoned``). Nothing of it may hold the client: it would never be collected."""
-        finalizer = weakref.finalize(self, _abandoned, type(self).__name__, self._parts())
-        finalizer.atexit = False  # at exit the daemon threads just stop
-        return finalizer
-
     def close(self) -> None:
         self._finalizer.detach()
-        self._parts().close()
+        self._owned.close()
 
     def __enter__(self) -> Self:
         return self

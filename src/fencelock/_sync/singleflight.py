@@ -36,9 +36,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .._backend import SyncEvent, SyncStateLock
+from .._core.lease import Grant
+from .._core.stats import Counters
 
 if TYPE_CHECKING:
-    from .lock import Lock, Grant
+    from .lock import Lock
 
 
 @dataclass(eq=False, slots=True)
@@ -65,22 +67,27 @@ class _Line:
 
 def _gone(owner: Ticket | Grant, now: float) -> bool:
     """Whether ``owner`` is a grant whose lease has run out (lost, or past its deadline)."""
-    return not isinstance(owner, Ticket) and (owner.lost or owner.deadline <= now)
+    return not isinstance(owner, Ticket) and owner.expired(now)
 
 
 class LocalQueues:
     """The local queues of one client, one per lock key (and kind) with someone inside: present
     while a local lock object holds the key or is acquiring it."""
 
-    def __init__(self, max_handoffs: int) -> None:
+    def __init__(self, max_handoffs: int, counters: Counters) -> None:
         self.max_handoffs = max_handoffs
+        self._counters = counters
         self._guard = SyncStateLock()
         self._lines: dict[str, _Line] = {}
         # key -> (monotonic time until which this client lets another client's waiter go first,
         # whether it holds back meanwhile: else the other already has the lock)
         self._yields: dict[str, tuple[float, bool]] = {}
         self._pid = os.getpid()
-        self.handoffs = 0  # successful local hand-offs (for the tests and benchmarks)
+
+    def queued(self) -> int:
+        """Acquires waiting in the local queues now (``Statistics.queued``)."""
+        with self._guard:
+            return sum(len(line.tickets) for line in self._lines.values())
 
     def _reset_after_fork(self) -> None:
         if self._pid != os.getpid():
@@ -199,8 +206,8 @@ class LocalQueues:
             return line.owner
 
     def hand(self, key: str, ticket: Ticket, grant: Grant) -> None:
+        self._counters.add(handoffs=1)
         with self._guard:
-            self.handoffs += 1
             line = self._lines.get(key)
             if line is not None and line.owner is ticket:
                 line.owner = grant

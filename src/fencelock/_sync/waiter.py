@@ -22,6 +22,7 @@ import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import redis.exceptions
 from redis.exceptions import RedisError
@@ -30,19 +31,26 @@ from .._backend import (
     SyncBackground,
     SyncEvent,
     SyncMutex,
-    SyncPubSub,
-    SyncRedis,
     SyncStateLock,
     sync_checkpoint,
     sync_sleep,
 )
 from .._core.replies import translate_error
+from .._transport import SyncPubSub, SyncRedis
 from ..errors import LockConnectionError
 
-logger = logging.getLogger("fencelock")
+logger = logging.getLogger("fencelock.waiter")
 
 # How long the listener blocks in one read, which bounds how long close() waits for it.
 _READ_TIMEOUT = 0.5
+
+
+@dataclass(eq=False, slots=True)
+class Watch:
+    """One waiter's subscription: set by every message on its channel."""
+
+    event: SyncEvent = field(default_factory=SyncEvent)
+    grant: str | None = None  # the last grant a release announced on the channel
 
 
 class Waiter:
@@ -64,7 +72,7 @@ class Waiter:
         self._closing = False
         self._abandoned = False  # the client was dropped unclosed: the listener cleans up
         self._nonces = itertools.count()
-        self._watchers: dict[str, set[SyncEvent]] = {}  # channel -> events of its watchers
+        self._watchers: dict[str, set[Watch]] = {}  # channel -> its watchers
         self._unwatched: set[str] = set()  # channels left by their last watcher, to UNSUBSCRIBE
         self._pings: dict[str, SyncEvent] = {}  # PING nonce -> set when its reply arrives
         # PING nonce -> the error reply that came instead of the confirmation (e.g. NOPERM)
@@ -73,6 +81,7 @@ class Waiter:
         # may be missing and messages lost (see _listen).
         self._broken = False
         self._resubscribed = SyncEvent()
+        self._resync_nonce = ""  # the PING of the last re-subscription (see _resubscribe)
         self.resyncs = 0  # breaks made up for (for the tests)
 
     def _reset_after_fork(self) -> None:
@@ -97,13 +106,13 @@ class Waiter:
 
     @contextmanager
     def watch(
-        self, channel: str, event: SyncEvent | None = None, timeout: float | None = None
-    ) -> Iterator[SyncEvent]:
-        """Subscribe to ``channel`` (active on the server before this returns) and yield an
-        event (``event``, or a new one) that every message on it sets, until the block ends.
+        self, channel: str, watch: Watch | None = None, timeout: float | None = None
+    ) -> Iterator[Watch]:
+        """Subscribe to ``channel`` (active on the server before this returns) and yield a
+        watch (``watch``, or a new one) that every message on it sets, until the block ends.
         The confirmation is awaited for at most ``timeout`` seconds (what is left of the
         caller's bound), and never longer than one request timeout."""
-        event = SyncEvent() if event is None else event
+        watch = Watch() if watch is None else watch
         ready = SyncEvent()
         nonce = f"fencelock-{os.getpid()}-{next(self._nonces)}"
         self._reset_after_fork()
@@ -111,7 +120,7 @@ class Waiter:
             with self._mutex:
                 with self._guard:
                     pubsub = self._connection()
-                    self._watchers.setdefault(channel, set()).add(event)
+                    self._watchers.setdefault(channel, set()).add(watch)
                     self._pings[nonce] = ready
                 try:
                     if self._sharded:
@@ -140,19 +149,19 @@ class Waiter:
                 refusal = self._refusals.pop(nonce, None)
             if refusal is not None:
                 raise translate_error(refusal, f"subscribe {channel!r}") from refusal
-            yield event
+            yield watch
         finally:
             with self._guard:
                 self._pings.pop(nonce, None)
                 self._refusals.pop(nonce, None)
-            self._unwatch(channel, event)
+            self._unwatch(channel, watch)
 
-    def _unwatch(self, channel: str, event: SyncEvent) -> None:
+    def _unwatch(self, channel: str, watch: Watch) -> None:
         with self._guard:
             watchers = self._watchers.get(channel)
             if watchers is None:
                 return
-            watchers.discard(event)
+            watchers.discard(watch)
             if watchers:
                 return
             del self._watchers[channel]
@@ -184,10 +193,10 @@ class Waiter:
             data = data.decode(errors="replace")
         with self._guard:
             if kind in ("message", "smessage") and isinstance(channel, str):
-                for event in self._watchers.get(channel, ()):
+                for watch in self._watchers.get(channel, ()):
                     if isinstance(data, str) and data.startswith("g"):
-                        event.grant = data  # a release granted the lock to the waiter
-                    event.set()
+                        watch.grant = data  # a release granted the lock to the waiter
+                    watch.event.set()
             elif kind == "pong" and isinstance(data, str):
                 ready = self._pings.pop(data, None)
                 if ready is not None:
@@ -242,6 +251,9 @@ class Waiter:
         cannot be reached they wait on (until their holder's lease ends, or their deadline)."""
         nonce = f"fencelock-{os.getpid()}-{next(self._nonces)}"
         with self._guard:
+            # a PING of an earlier attempt whose reply was lost with its connection
+            self._pings.pop(self._resync_nonce, None)
+            self._resync_nonce = nonce
             self._pings[nonce] = self._resubscribed
         try:
             with self._mutex:  # not amid a watcher's SUBSCRIBE and its PING
@@ -257,9 +269,9 @@ class Waiter:
         self._resubscribed.clear()
         with self._guard:
             self.resyncs += 1
-            for events in self._watchers.values():
-                for event in events:
-                    event.set()
+            for watches in self._watchers.values():
+                for watch in watches:
+                    watch.event.set()
 
     def abandon(self) -> None:
         """The client was dropped without close(): the listener ends after its current read

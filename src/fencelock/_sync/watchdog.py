@@ -10,8 +10,9 @@ host's monotonic clock from when the last successful renewal was *sent*, minus a
 no later than the moment another client could acquire it. One task (asyncio) or one thread
 (sync) serves every lease of the client: 10,000 leases are not 10,000 timers.
 
-Nothing here keeps a lock or the client alive: a lease record holds its lock object through a weak
-reference, the worker holds the client weakly and runs only while there are leases. A lock object
+Nothing here keeps a lock or the client alive: a lease record reaches its lock object only through a
+weak reference (to the method that declares the loss), and the worker runs only while there are
+leases. A lock object
 dropped while held is no longer renewed (a ResourceWarning says so) and its lease runs out on the
 server by its ttl; it is not deleted: the drop may have been a mistake elsewhere, and expiry is
 the outcome the server guarantees anyway.
@@ -27,60 +28,40 @@ import sys
 import time
 import warnings
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
-
-from redis.exceptions import RedisError
+from typing import Any
 
 from .._backend import SyncBackground, SyncEvent, SyncStateLock
-from .._core.quorum import renew_answers, tally, validity
-from .._core.replies import check_replicated, renew_reply
-from .._core.timing import (
-    RENEW_BATCH,
-    RENEW_RETRY,
-    lease_deadline,
-    next_renewal,
-    renewal_due,
-    renewal_retry,
-)
-from ..errors import LockConnectionError, LockError
+from .._core.lease import Grant
+from .._core.stats import Counters
+from .._core.timing import RENEW_RETRY, next_renewal, renewal_batches, renewal_retry
+from ..errors import LockError
 from ..keys import ttl_to_ms
-from ..scripts import RENEW
+from .topology import SyncTopology
 
-if TYPE_CHECKING:
-    from .client import LockClient
-    from .lock import Lock, Grant
-
-
-logger = logging.getLogger("fencelock")
+logger = logging.getLogger("fencelock.watchdog")
 
 
 @dataclass(eq=False, slots=True)
 class Lease:
-    """What renewing one grant takes, read once at track(); the lock only weakly."""
+    """A lease to renew: its grant (whose deadline a renewal moves), what the renew script
+    needs, and how to declare it lost (a weak reference: the lock object may be dropped)."""
 
-    lock: weakref.ref[Lock]
     grant: Grant
     key: str
+    name: str
     ttl: float
-    slot: int  # its Cluster slot (0 elsewhere)
-    node_timeout: float
+    slot: int  # its Cluster slot (0 elsewhere), computed once
+    lose: weakref.WeakMethod[Callable[[Grant, str], None]]
     renew_at: float  # monotonic
 
 
-@dataclass
-class RenewStats:
-    calls: int = 0  # renew script calls sent
-    renewed: int = 0  # leases extended
-    lost: int = 0  # leases declared lost
-
-
 class Watchdog:
-    def __init__(self, client: LockClient) -> None:
-        # weakly: the worker must not keep a dropped client (and its connections) alive
-        self._client = weakref.ref(client)
+    def __init__(self, topology: SyncTopology, counters: Counters) -> None:
+        self._topology = topology
+        self._counters = counters
         self._guard = SyncStateLock()
         self._wake = SyncEvent()
         self._worker = SyncBackground("fencelock-watchdog")
@@ -89,7 +70,6 @@ class Watchdog:
         self._running = False  # a worker runs, or has been started (under _guard)
         self._leases: dict[Grant, Lease] = {}
         self._sleep_until = math.inf  # monotonic time the worker sleeps until
-        self.stats = RenewStats()
 
     def __len__(self) -> int:
         return len(self._leases)
@@ -106,18 +86,21 @@ class Watchdog:
             self._running = False
             self._sleep_until = math.inf
 
-    def track(self, lock: Lock, grant: Grant) -> None:
+    def track(
+        self, grant: Grant, key: str, name: str, ttl: float, lose: Callable[[Grant, str], None]
+    ) -> None:
+        """Renew ``grant`` every ttl/3 until untracked; ``lose`` (a bound method of the lock
+        object, held weakly) declares it lost."""
         self._reset_after_fork()
-        renew_at = next_renewal(time.monotonic(), lock.ttl)
-        key = lock._keys.lock
-        dropped = partial(_dropped, self._leases, grant, lock.name)
+        renew_at = next_renewal(time.monotonic(), ttl)
+        dropped = partial(_dropped, self._leases, grant, name)
         lease = Lease(
-            weakref.ref(lock, dropped),
             grant,
             key,
-            lock.ttl,
-            lock._client.slot_of(key),
-            lock._node_timeout,
+            name,
+            ttl,
+            self._topology.slot_of(key),
+            weakref.WeakMethod(lose, dropped),
             renew_at,
         )
         with self._guard:
@@ -138,50 +121,36 @@ class Watchdog:
 
     def _run(self) -> None:
         while True:
-            client = self._client()
             with self._guard:
                 # leases of lock objects that were dropped: no longer renewed (see _dropped)
-                for grant in [g for g, le in self._leases.items() if le.lock() is None]:
+                for grant in [g for g, le in self._leases.items() if le.lose() is None]:
                     del self._leases[grant]
-                if self._closing or client is None or not self._leases:
+                if self._closing or not self._leases:
                     # Done: a lease tracked from now on starts a new worker. Ending here lets a
                     # dropped client go, with no thread or task of it left behind.
                     self._running = False
                     self._sleep_until = math.inf
                     return
             try:
-                self._round(client)
+                self._round()
             except Exception:  # a bug here must not silently end renewals for every lock
                 logger.exception("fencelock watchdog round failed")
                 self._sleep_until = time.monotonic() + RENEW_RETRY
-            del client  # not held while asleep
             left = self._sleep_until - time.monotonic()
             if not math.isinf(left):  # (else no lease is left: the worker ends above)
                 self._wake.wait(max(0.0, left))
 
-    def _round(self, client: LockClient) -> None:
+    def _round(self) -> None:
         self._wake.clear()  # before looking: a lease tracked from now on wakes the next wait
-        now = time.monotonic()
-        by_slot: dict[int, list[Lease]] = {}
-        later: dict[int, list[Lease]] = {}
         with self._guard:
-            for le in self._leases.values():
-                # a Cluster runs a multi-key script only on keys of one slot
-                group = by_slot if renewal_due(le.renew_at, le.ttl, now) else later
-                group.setdefault(le.slot, []).append(le)
-            ends = [(le.grant.deadline, id(le), le) for le in self._leases.values()]
+            leases = list(self._leases.values())
+        ends = [(le.grant.deadline, id(le), le) for le in leases]
         heapq.heapify(ends)
-        for slot, due in by_slot.items():
-            # Fill the last batch with the leases due soonest: renewing them early costs nothing,
-            # and leases taken at scattered times end up sharing full batches.
-            room = -len(due) % RENEW_BATCH
-            if room and slot in later:
-                due += heapq.nsmallest(room, later[slot], key=lambda le: le.renew_at)
-            for start in range(0, len(due), RENEW_BATCH):
-                # between batches too: a lease must be declared lost at its deadline, not when
-                # the round ends (each batch may take until its earliest deadline)
-                self._expire(ends)
-                self._renew(client, due[start : start + RENEW_BATCH])
+        for batch in renewal_batches(leases, time.monotonic()):
+            # between batches too: a lease must be declared lost at its deadline, not when the
+            # round ends (each batch may take until its earliest deadline)
+            self._expire(ends)
+            self._renew(batch)
         self._expire(ends)
         with self._guard:
             times = [min(le.renew_at, le.grant.deadline) for le in self._leases.values()]
@@ -196,9 +165,9 @@ class Watchdog:
             if now >= lease.grant.deadline:
                 self._lose(lease, "its lease ran out before a renewal was confirmed")
 
-    def _renew(self, client: LockClient, batch: list[Lease]) -> None:
+    def _renew(self, batch: list[Lease]) -> None:
         with self._guard:  # not the ones declared lost, released or dropped meanwhile
-            batch = [le for le in batch if le.grant in self._leases and le.lock() is not None]
+            batch = [le for le in batch if le.grant in self._leases and le.lose() is not None]
         if not batch:
             return
         keys = [lease.key for lease in batch]
@@ -209,61 +178,32 @@ class Watchdog:
         # A server that hangs must not hold the worker past a lease's deadline, at which its
         # loss is to be signalled (and the socket timeout may be longer than the whole ttl).
         left = min(lease.grant.deadline for lease in batch) - sent_at
-        self.stats.calls += 1
-        held: Sequence[bool | None]
+        self._counters.add(renewal_calls=1)
+        held: list[Any]
         try:
-            if client.nodes:
-                held = self._renew_quorum(client, batch, keys, args, sent_at, left)
-            else:
-                reply, acked = client.run_replicated(RENEW, keys, args, left)
-                held = renew_reply(reply, len(batch))
-                # unacknowledged renewals are not confirmed: a failover could undo them
-                check_replicated(acked, client.min_replicas, "renewal")
-        except (RedisError, LockError):
-            held = [None] * len(batch)
+            held = list(self._topology.renew(keys, args, [le.ttl for le in batch], left))
+        except LockError as exc:  # unreachable, or not acknowledged by the replicas
+            held = [exc] * len(batch)
         now = time.monotonic()
         for lease, ok in zip(batch, held, strict=True):
-            if ok is None:  # not confirmed, not refused: try again soon
+            if isinstance(ok, LockError):  # not confirmed, not refused: try again soon
+                self._counters.add(renewal_failures=1)
+                logger.debug("renewal of %r unconfirmed: %s", lease.name, ok)
                 lease.renew_at = renewal_retry(now, lease.ttl)
             elif ok:
-                self.stats.renewed += 1
-                lease.grant.deadline = lease_deadline(sent_at, lease.ttl)
+                self._counters.add(renewals=1)
+                lease.grant.renewed(sent_at, lease.ttl)
                 lease.renew_at = next_renewal(sent_at, lease.ttl)
             else:
                 self._lose(lease, "the lock was gone or held by another holder at renewal")
-
-    def _renew_quorum(
-        self,
-        client: LockClient,
-        batch: list[Lease],
-        keys: list[str],
-        args: list[str | int],
-        sent_at: float,
-        left: float,
-    ) -> list[bool | None]:
-        """Redlock: per lease, renewed by a majority in time (True), refused by enough nodes
-        that no majority can hold it (False), or unknown (None)."""
-        timeout = min(left, *(lease.node_timeout for lease in batch))
-        replies = client.fan_out_script(RENEW, keys, args, timeout)
-        elapsed = time.monotonic() - sent_at
-        held: list[bool | None] = []
-        for lease, answers in zip(batch, renew_answers(replies, len(batch)), strict=True):
-            try:
-                ok = tally(answers).outcome(len(replies), "renewal")
-            except LockConnectionError:
-                held.append(None)
-                continue
-            held.append(None if ok and validity(lease.ttl, elapsed) <= 0 else ok)
-        return held
 
     def _lose(self, lease: Lease, reason: str) -> None:
         with self._guard:
             if self._leases.pop(lease.grant, None) is None:
                 return  # released meanwhile: a renewal answered after release is no loss
-        self.stats.lost += 1
-        lock = lease.lock()
-        if lock is not None:  # else dropped: nobody is left to hear of it
-            lock._declare_lost(lease.grant, reason)
+        lose = lease.lose()
+        if lose is not None:  # else dropped: nobody is left to hear of it
+            lose(lease.grant, reason)
 
     def close(self) -> None:
         self._closing = True

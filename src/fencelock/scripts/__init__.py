@@ -8,8 +8,10 @@ the waiters): a script cannot call another.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +19,14 @@ class Script:
     name: str
     source: str
     sha: str  # EVALSHA sends 40 bytes instead of the source; on NOSCRIPT, EVAL reloads it
+
+    def evalsha(self, keys: Sequence[str], args: Sequence[Any]) -> tuple[Any, ...]:
+        return ("EVALSHA", self.sha, len(keys), *keys, *args)
+
+    def eval(self, keys: Sequence[str], args: Sequence[Any]) -> tuple[Any, ...]:
+        """The command to send after NOSCRIPT (SCRIPT FLUSH, a restart): nothing ran, and EVAL
+        also caches the script for the next EVALSHA."""
+        return ("EVAL", self.source, len(keys), *keys, *args)
 
 
 def _read(name: str) -> str:

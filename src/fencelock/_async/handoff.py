@@ -1,0 +1,98 @@
+"""Releasing a lock: to the next lock object of this client waiting for it, or in Redis.
+
+A release with a local waiter queued hands the grant over (singleflight.py): the process keeps
+its holder token in Redis. The first hand-off of a streak runs one script that restarts the lease
+at the next holder's ttl and reserves a block of fencing tokens; the next ones take the next
+token of the block and send nothing, while enough of the lease is left (``_core/lease.py``). A
+holder whose lease was lost cannot hand it on: the next in line goes to Redis as the head.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import TYPE_CHECKING
+
+from .._backend import async_checkpoint, async_shield
+from .._core.lease import Grant, Released, granted, handoff_within_block
+from .._core.replies import Busy, reserved_block
+from .._core.timing import yield_after_release
+from ..errors import LockError, LockLost
+from ..keys import ttl_to_ms
+from .singleflight import Ticket
+
+if TYPE_CHECKING:
+    from .lock import AsyncLock
+
+logger = logging.getLogger("fencelock.release")
+handoff_logger = logging.getLogger("fencelock.handoff")
+
+
+async def give_up(lock: AsyncLock, grant: Grant) -> None:
+    """Release ``grant``: hand it to the next local waiter if there is one, else in Redis.
+    ``LockLost`` if it was no longer held."""
+    parts, spec = lock._parts, lock._spec
+    queues, line, topology = parts.queues, spec.line, parts.topology
+    ticket = None
+    if not grant.lost and topology.local_handoff:
+        ticket = queues.next_for_handoff(line, grant)
+    if ticket is not None:
+        handed = handoff_within_block(grant, ticket.lock.ttl, time.monotonic())
+        if handed is not None:  # the next token of the reserved block: no request at all
+            queues.hand(line, ticket, handed)
+            handoff_logger.debug("%r handed on, token %d", spec.name, handed.fence)
+            return
+        # the script and the bookkeeping after it must both happen, whatever the caller does
+        if await async_shield(_hand_to(lock, grant, ticket)):
+            return
+    else:
+        sent_at = time.monotonic()
+        try:
+            released = await topology.release(spec, grant.holder)
+            while released is Released.STILL_HELD:
+                # The server counts more holds than this lock did: a re-entry applied whose
+                # reply was lost (LockConnectionError). They are all this lock's: leave them.
+                released = await topology.release(spec, grant.holder)
+            await async_checkpoint()  # a cancellation redis.asyncio swallowed
+        except LockError:
+            raise
+        except BaseException:
+            # Cancelled or interrupted with the request in flight: make sure it happened
+            # (a compare-and-delete with our own holder token is safe to repeat).
+            await async_shield(topology.give_back(spec, grant.holder))
+            raise
+        finally:
+            queues.pass_turn(line, grant)
+        logger.debug("%r released, token %d: %s", spec.name, grant.fence, released.name)
+        now = time.monotonic()
+        if released is Released.WOKE:  # someone elsewhere was woken: let them have the turn
+            queues.yield_to_others(line, now + yield_after_release(now - sent_at), True)
+        elif released is Released.GRANTED:  # granted to someone elsewhere: busy for their
+            # hold, at most about a ttl (their lock on this name is likely configured alike)
+            queues.yield_to_others(line, now + spec.ttl, False)
+        if released.freed:
+            return
+    raise LockLost(f"{spec.name!r} was no longer held when released: its lease had expired")
+
+
+async def _hand_to(lock: AsyncLock, grant: Grant, ticket: Ticket) -> bool:
+    """Hand ``grant`` to ``ticket``; False if it was no longer ours (the ticket then goes to
+    Redis as the head)."""
+    parts, spec = lock._parts, lock._spec
+    queues, to = parts.queues, ticket.lock
+    try:
+        block = queues.max_handoffs
+        sent_at = time.monotonic()
+        result = await parts.topology.hand_off(spec, grant.holder, ttl_to_ms(to.ttl), block)
+    except BaseException:
+        queues.give_turn(ticket)
+        raise
+    if isinstance(result, Busy):
+        queues.give_turn(ticket)
+        return False
+    block_grant = reserved_block(result.fence, block)
+    handed = granted(block_grant, grant.holder, sent_at, to.ttl, os.getpid())
+    queues.hand(spec.line, ticket, handed)
+    handoff_logger.debug("%r handed on, token %d (new block)", spec.name, handed.fence)
+    return True

@@ -1,0 +1,224 @@
+"""The rules that decide a lease's safety, as plain values and functions (no I/O).
+
+The I/O code (``_async/``) asks these and does what they say; ``tests/test_lease.py`` checks each
+rule without a server. A lease moves through these states::
+
+    acquire ──granted──▶ held ──renewed / re-entered──▶ held
+                          │  └──handed off (local)──▶ held by the next local lock object
+                          ├──released──▶ gone
+                          └──lost (renewal refused, deadline passed, found gone)──▶ lost ──▶ gone
+
+A lost grant never becomes held again: the lock object takes the name afresh with a new grant.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..keys import LockKeys, ttl_to_ms
+from .replies import Granted, release_grant
+from .timing import handoff_needs_refresh, lease_deadline
+
+POLICIES = ("raise", "ignore", "cancel")
+
+
+@dataclass(frozen=True, slots=True)
+class LockSpec:
+    """What every request about one lock needs, computed once when the lock object is made."""
+
+    name: str
+    keys: LockKeys
+    ttl: float
+    reentrant: bool
+
+    @property
+    def ttl_ms(self) -> int:
+        return ttl_to_ms(self.ttl)
+
+    @property
+    def acquire_keys(self) -> tuple[str, ...]:
+        # A simple lock's acquire also keeps the queue of waiters woken one at a time (reentrant
+        # waiters are always woken all together); a release of either kind serves it.
+        if self.reentrant:
+            return (self.keys.lock, self.keys.fence)
+        return (self.keys.lock, self.keys.fence, self.keys.queue)
+
+    @property
+    def release_keys(self) -> tuple[str, ...]:
+        return (self.keys.lock, self.keys.queue, self.keys.fence)
+
+    @property
+    def line(self) -> str:
+        """Its local queue (singleflight.py): simple and reentrant locks on one name queue
+        apart, as a grant of one kind cannot be handed to the other (the key types differ)."""
+        return f"{self.keys.lock}:{'reentrant' if self.reentrant else 'simple'}"
+
+
+def acquire_args(
+    spec: LockSpec, holder: str, depth: int, block: int, waiter: str
+) -> tuple[str | int, ...]:
+    """ARGV of acquire.lua / reentrant_acquire.lua."""
+    if spec.reentrant:
+        return (holder, spec.ttl_ms, depth, block)
+    return (holder, spec.ttl_ms, block, waiter)
+
+
+def release_args(spec: LockSpec, holder: str, publish: str, leaving: str) -> tuple[str, ...]:
+    """ARGV of release.lua / reentrant_release.lua (``leaving``: simple locks only)."""
+    args = (holder, spec.keys.channel, publish)
+    return args if spec.reentrant else (*args, leaving)
+
+
+class Released(enum.IntEnum):
+    """What a release script answered."""
+
+    NOT_HELD = 0  # the holder token did not hold the lock: nothing was deleted
+    RELEASED = 1
+    STILL_HELD = 2  # a reentrant hold was left, others remain
+    WOKE = 3  # released, and another client's waiter was woken to take it
+    GRANTED = 4  # released, and granted to the first queued waiter by the script itself
+
+    @property
+    def freed(self) -> bool:
+        """The holder's last hold is gone (whoever has the lock now)."""
+        return self in (Released.RELEASED, Released.WOKE, Released.GRANTED)
+
+    @classmethod
+    def of(cls, reply: object) -> Released:
+        if isinstance(reply, bytes | str | int) and not isinstance(reply, bool):
+            try:
+                return cls(int(reply))
+            except ValueError:
+                pass
+        raise ValueError(f"unexpected release reply {reply!r}")
+
+
+@dataclass(eq=False, slots=True)
+class Grant:
+    """What this process knows about one grant of the lock."""
+
+    holder: str  # the random holder token stored in Redis
+    fence: int  # the fencing token of this grant
+    pid: int  # a forked child must not act on its parent's grant
+    deadline: float  # monotonic time until which the lease is certainly ours
+    depth: int = 1  # hold count of a reentrant lock
+    lost: bool = False
+    task: Any = None  # the task inside ``async with``, cancelled under on_lost_policy="cancel"
+    cancelled: bool = False  # the library cancelled that task because the lease was lost
+    in_block: bool = False  # taken by ``with``/``async with``: the block's end releases it
+    # Redlock: ``fence`` is safe to hand out only once a majority's counters were raised to it
+    confirmed: bool = True
+    # local hand-offs: the highest fencing token reserved for this streak (0: none reserved)
+    reserved: int = 0
+
+    def expired(self, now: float) -> bool:
+        """Whether the lease must be taken as gone: declared lost, or past its deadline."""
+        return self.lost or self.deadline <= now
+
+    def renewed(self, sent_at: float, ttl: float) -> None:
+        """A renewal (or extend) sent at ``sent_at`` restarted the lease at ``ttl``."""
+        self.deadline = lease_deadline(sent_at, ttl)
+
+    def reentered(self, sent_at: float, ttl: float) -> None:
+        self.depth += 1
+        self.renewed(sent_at, ttl)
+
+    def mark_lost(self) -> bool:
+        """Mark the grant lost; True only the first time (the loss is signalled once)."""
+        if self.lost:
+            return False
+        self.lost = True
+        return True
+
+
+def granted(result: Granted, holder: str, sent_at: float, ttl: float, pid: int) -> Grant:
+    """The grant an acquire got, its lease counted from ``sent_at`` (a re-sent request: from
+    the one that was granted, ``result.sent_at``)."""
+    deadline = lease_deadline(result.sent_at or sent_at, ttl)
+    return Grant(
+        holder, result.fence, pid, deadline, confirmed=result.confirmed, reserved=result.reserved
+    )
+
+
+def arrived_late(sent_at: float, ttl: float, now: float) -> bool:
+    """A grant whose reply came back after its lease's local deadline: the lease may be someone
+    else's by now, so it is given back (and the acquire tries again with a new holder token)."""
+    return lease_deadline(sent_at, ttl) <= now
+
+
+def handoff_within_block(grant: Grant, to_ttl: float, now: float) -> Grant | None:
+    """A local hand-off that needs no request: the next token of the block reserved for this
+    streak, on the same lease, if enough of it is left for the next holder (``to_ttl``). None:
+    the hand-off script must run (it restarts the lease and reserves a new block)."""
+    if grant.fence >= grant.reserved or handoff_needs_refresh(grant.deadline - now, to_ttl):
+        return None
+    return replace(
+        grant, fence=grant.fence + 1, lost=False, task=None, cancelled=False, in_block=False
+    )
+
+
+def trusted_release_grant(
+    message: str | None, queued: str | None, block: int, queued_at: float, ttl: float, now: float
+) -> Granted | None:
+    """The grant a release announced to this waiter, if it may be used as it is: made to the
+    queue entry the waiter's last re-try (sent at ``queued_at``) found in place, with at least
+    half the ttl left counted from that re-try (the grant came after it). Else None: the next
+    re-try finds the lock ours (and re-extends it) or busy."""
+    grant = release_grant(message, queued, block)
+    if grant is None or lease_deadline(queued_at, ttl) - now < ttl / 2:
+        return None
+    return replace(grant, sent_at=queued_at)
+
+
+class Exit(enum.Enum):
+    """What leaving a ``with`` block does about a lost lease."""
+
+    NOTHING = "nothing"
+    RAISE = "raise"  # raise LockLost (chained to the body's error, if any)
+    NOTE = "note"  # the body's own error propagates, with the loss as a note on it
+
+
+def exit_action(lost: bool, policy: str, body_raised: bool, cancelled_by_us: bool) -> Exit:
+    """The exit policy table of ``__exit__``/``__aexit__``:
+
+    ===========  ===========  ==========================  =======
+    lease lost   policy       how the body ended           action
+    ===========  ===========  ==========================  =======
+    no           any          any                          NOTHING
+    yes          "ignore"     any                          NOTHING
+    yes          other        normally                     RAISE
+    yes          other        cancelled by the library     RAISE (the cancellation is ours)
+    yes          other        its own error                NOTE
+    ===========  ===========  ==========================  =======
+    """
+    if not lost or policy == "ignore":
+        return Exit.NOTHING
+    if not body_raised or cancelled_by_us:
+        return Exit.RAISE
+    return Exit.NOTE
+
+
+def should_cancel(policy: str, task: object, current: object) -> bool:
+    """Whether a loss cancels the task in the block (on_lost_policy="cancel"). Not the task that
+    is declaring it (its check(), or the release at the block's end): that one raises LockLost
+    now, and a cancellation of itself would stay pending (before Python 3.13 Task.uncancel()
+    does not withdraw it) and land in whatever it awaits next."""
+    return policy == "cancel" and task is not None and task is not current
+
+
+def reserve(one_at_a_time: bool, handoffs_ahead: int) -> int:
+    """Fencing tokens to reserve with a grant: one, or enough for a streak of local hand-offs
+    when waiters of this client are queued already (not where a grant needs a majority or
+    replicas: ``one_at_a_time``)."""
+    return 1 if one_at_a_time else 1 + handoffs_ahead
+
+
+def time_left(deadline: float | None, request_timeout: float, now: float) -> float:
+    """What is left of the bound of a call whose ``deadline`` (None: none) is near or has
+    passed: that deadline plus one request timeout, and at most one request timeout (<= 0: no
+    time left, the request is not sent)."""
+    if deadline is None:
+        return request_timeout
+    return min(request_timeout, deadline + request_timeout - now)

@@ -1,0 +1,50 @@
+"""What a client has done, for ``client.statistics()``, the benchmarks and the tests."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True, slots=True)
+class Statistics:
+    """A snapshot of one client's counters (``LockClient.statistics()``)."""
+
+    held: int = 0  # grants its lock objects hold now
+    waiting: int = 0  # acquires waiting now for a wake-up from the server
+    queued: int = 0  # acquires waiting now behind another lock object of this client
+    acquired: int = 0  # grants taken, from the server or handed over locally
+    wakeups: int = 0  # waits ended by a release message
+    polls: int = 0  # waits ended by their timer (the holder's lease end, max_poll, timeout)
+    handoffs: int = 0  # grants handed from one lock object of this client to the next
+    renewal_calls: int = 0  # renewal requests the watchdog sent (one per batch of leases)
+    renewals: int = 0  # leases the watchdog renewed
+    renewal_failures: int = 0  # leases whose renewal got no answer (tried again soon)
+    losses: int = 0  # leases declared lost
+
+
+_NAMES = frozenset(f.name for f in fields(Statistics))
+
+
+class Counters:
+    """The live counters behind ``Statistics``, shared by a client's parts (the lock objects,
+    the watchdog, the wake-up waits), in threads or tasks."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()  # held for an addition: never across I/O
+        self._values = dict.fromkeys(_NAMES, 0)
+
+    def add(self, **deltas: int) -> None:
+        with self._guard:
+            for name, delta in deltas.items():
+                self._values[name] += delta
+
+    def __getitem__(self, name: str) -> int:
+        return self._values[name]
+
+    def snapshot(self, **now: int) -> Statistics:
+        """The counters, with the gauges in ``now`` (computed by the caller) filled in."""
+        with self._guard:
+            values = dict(self._values)
+        values.update(now)
+        return Statistics(**values)

@@ -1,0 +1,197 @@
+# GENERATED from src/fencelock/_async/contention.py by tools/gen_sync.py: edit that file instead.
+"""Getting the lock when others want it too: the local queue first, then Redis as its head.
+
+The lock objects of one client that want one name wait in a local queue (singleflight.py); only
+its head talks to Redis. The head tries once; if the lock is busy it subscribes to a wake-up
+channel, confirms the subscription, and re-tries whenever woken (or when the holder's lease
+ends), until granted or out of time. With wake="one" each re-try keeps the waiter's place in the
+lock's queue in Redis, and on one master the release script itself may grant it the lock: the
+wake-up message then carries the fencing token.
+
+Failure timeline: cancelled, interrupted or failed with a request in flight, an acquire may have
+been granted: a shielded give-back with its holder token runs before the error propagates. A
+waiter that gives up leaves the queue in Redis with one script that also gives back what a
+release granted it meanwhile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from typing import TYPE_CHECKING
+
+from .._backend import sync_shield, sync_sleep
+from .._core.lease import Grant, granted, reserve, trusted_release_grant
+from .._core.quorum import retry_jitter
+from .._core.replies import Busy, Granted, new_holder_token, new_waiter_id, queue_entry
+from .._core.timing import remaining, retry_delay
+from ..errors import LockError
+from . import handoff
+from .singleflight import Ticket
+from .topology import GaveBack
+from .waiter import Watch
+
+if TYPE_CHECKING:
+    from .lock import Lock
+
+logger = logging.getLogger("fencelock.acquire")
+
+
+def take(lock: Lock, deadline: float | None) -> Grant | None:
+    """A grant of ``lock``'s name by ``deadline`` (None: however long it takes), or None."""
+    queues, line = lock._parts.queues, lock._spec.line
+    ticket = queues.join(line, lock, time.monotonic())
+    if not ticket.turn:  # another lock object of this client is ahead: wait locally
+        handed = _wait_in_line(lock, ticket, deadline)
+        if handed is not None or not ticket.turn:
+            return handed
+    # The head of the local queue: the one that talks to Redis.
+    while True:
+        holder = new_holder_token()
+        try:
+            grant = _head(lock, holder, deadline)
+            break
+        except GaveBack:
+            if remaining(deadline, time.monotonic()) == 0:
+                grant = None
+                break
+            # again, with a new holder token
+        except BaseException:
+            # Cancelled, interrupted or failed with a request in flight: it may have been
+            # granted.
+            try:
+                topology = lock._parts.topology
+                sync_shield(topology.give_back(lock._spec, holder, deadline))
+            finally:
+                queues.pass_turn(line, ticket)
+            raise
+    if grant is None:
+        queues.pass_turn(line, ticket)
+        logger.debug("%r not acquired in time", lock.name)
+        return None
+    queues.holding(line, ticket, grant)
+    return grant
+
+
+def _wait_in_line(lock: Lock, ticket: Ticket, deadline: float | None) -> Grant | None:
+    """Wait in the local queue: a grant handed over, or None (``ticket.turn``: go to Redis
+    as the head; else the deadline passed)."""
+    queues, line = lock._parts.queues, lock._spec.line
+    try:
+        while True:
+            now = time.monotonic()
+            # (a local holder whose lease ran out gives the first in line its turn here)
+            left, lease = remaining(deadline, now), queues.holder_gone(line, now)
+            waits = [t for t in (left, lease) if t is not None]
+            if ticket.event.wait(min(waits) if waits else None):
+                return ticket.grant
+            if remaining(deadline, time.monotonic()) != 0:
+                continue  # the local holder's lease ran out, or was renewed meanwhile
+            if queues.leave(line, ticket):
+                break  # the lock or the turn reached us just now: take it
+            return None  # timed out
+    except BaseException:
+        if queues.leave(line, ticket):  # it reached us as we were leaving: pass it on
+            sync_shield(_pass_on(lock, ticket))
+        raise
+    ticket.event.wait(None)  # set by now, or within one request (a hand-off script)
+    return ticket.grant
+
+
+def _pass_on(lock: Lock, ticket: Ticket) -> None:
+    ticket.event.wait(None)
+    if ticket.grant is not None:
+        with contextlib.suppress(LockError):
+            handoff.give_up(lock, ticket.grant)
+    else:
+        lock._parts.queues.pass_turn(lock._spec.line, ticket)
+
+
+def _head(lock: Lock, holder: str, deadline: float | None) -> Grant | None:
+    """The head's acquire in Redis: one try, then (busy) wait for wake-ups and re-try."""
+    parts, spec = lock._parts, lock._spec
+    topology = parts.topology
+    sent_at = time.monotonic()
+    polite = parts.queues.take_yield(spec.line, sent_at)
+    if polite is not None and remaining(deadline, sent_at) != 0:
+        # this client's last release woke another client (let it take its turn first) or
+        # granted it the lock: a try now would find the lock busy
+        result: Granted | Busy = Busy(None)
+    else:
+        result = topology.try_acquire(spec, holder, block=_block(lock), deadline=deadline)
+    if isinstance(result, Busy) and remaining(deadline, time.monotonic()) != 0:
+        # wake="one": queued in Redis by the re-tries below, woken on a channel of its own
+        wake_one = parts.wake_one and not spec.reentrant
+        waiter = new_waiter_id() if wake_one else ""
+        channel = f"{spec.keys.channel}:{waiter}" if waiter else spec.keys.channel
+        block = _block(lock)  # fixed: a grant by a release reserves what the entry says
+        entry = waiter
+        if wake_one and topology.grants_by_release:
+            entry = queue_entry(waiter, holder, spec.ttl_ms, block)
+        # (confirmed within the call's bound: its deadline plus one request timeout)
+        with topology.watch(channel, topology.time_left(deadline)) as watch:
+            try:
+                if polite:
+                    left = remaining(deadline, time.monotonic())
+                    topology.wait(watch, polite if left is None else min(polite, left))
+                result = _wait_for_grant(lock, holder, block, entry, watch, deadline)
+            finally:
+                if isinstance(result, Busy) and entry:
+                    # timed out, cancelled or failed: leave the queue, and give back what a
+                    # release may have granted meanwhile
+                    sync_shield(_leave_queue(lock, holder, entry, deadline))
+    if isinstance(result, Busy):
+        return None
+    return granted(result, holder, sent_at, spec.ttl, os.getpid())
+
+
+def _wait_for_grant(
+    lock: Lock, holder: str, block: int, entry: str, watch: Watch, deadline: float | None
+) -> Granted | Busy:
+    """Re-try whenever woken (or when the holder's lease ends) until granted or the deadline
+    passes. A grant announced by a release is used as it is only when it can be trusted
+    (``trusted_release_grant``); else the next re-try finds the lock ours and re-extends it."""
+    parts, spec = lock._parts, lock._spec
+    topology = parts.topology
+    result: Granted | Busy = Busy(None)
+    while True:
+        if remaining(deadline, time.monotonic()) == 0:
+            return result
+        # Subscribed (and confirmed) before this re-try: a release after it wakes us.
+        watch.event.clear()
+        sent_at = time.monotonic()
+        result = topology.try_acquire(
+            spec, holder, block=block, waiter=entry, deadline=deadline
+        )
+        if isinstance(result, Granted):  # its lease runs from its own request
+            return result
+        queued = result.queued
+        if topology.jitters:  # Redlock: contenders that split the nodes must not collide again
+            sync_sleep(retry_jitter(parts.max_poll))
+        left = remaining(deadline, time.monotonic())
+        topology.wait(watch, retry_delay(result.pttl, left, parts.max_poll, spec.ttl))
+        message, watch.grant = watch.grant, None
+        by_release = trusted_release_grant(
+            message, queued, block, sent_at, spec.ttl, time.monotonic()
+        )
+        if by_release is not None:
+            return by_release
+
+
+def _leave_queue(lock: Lock, holder: str, entry: str, deadline: float | None) -> None:
+    """A waiter that gives up leaves the queue of wake="one" (best effort: a release skips an
+    entry nobody listens for, and the queue expires): a release with the waiter's token, which
+    gives back what a release may have granted it meanwhile, and passes on a wake-up it got but
+    will not use (release.lua). Within what is left of the acquire's bound."""
+    topology = lock._parts.topology
+    with contextlib.suppress(Exception):
+        topology.release(lock._spec, holder, entry, topology.time_left(deadline))
+
+
+def _block(lock: Lock) -> int:
+    """Fencing tokens to reserve with a grant (see ``reserve``)."""
+    parts = lock._parts
+    local = parts.topology.local_handoff
+    return reserve(not local, parts.queues.handoffs_ahead(lock._spec.line) if local else 0)

@@ -1,0 +1,212 @@
+# GENERATED from src/fencelock/_async/redlock.py by tools/gen_sync.py: edit that file instead.
+"""Redlock: several independent masters, and a majority decides (``_core/quorum.py``).
+
+Every request goes to all nodes at once, each bounded by a per-node timeout. A grant's fencing
+token is the largest counter among the granting nodes, and is safe to use only once a majority's
+counters were raised to it (fence_raise.lua): the asyncio API does that inside acquire, the sync
+API at the first read of ``lock.token``. No local hand-off and no grant by a release script: one
+script on one node cannot speak for a majority.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from redis.exceptions import NoScriptError, RedisError
+
+from .._backend import SYNC_LAZY_TOKEN, sync_checkpoint, sync_shield
+from .._core.lease import LockSpec, Released, acquire_args
+from .._core.quorum import (
+    acquire_outcome,
+    node_timeout,
+    owned_by_quorum,
+    renew_answers,
+    tally,
+    validity,
+)
+from .._core.replies import Busy, Granted, holds, translate_error
+from .._core.stats import Counters
+from .._transport import SyncRedis, sync_fan_out
+from ..errors import LockConnectionError, LockError
+from ..scripts import (
+    ACQUIRE,
+    FENCE_RAISE,
+    REENTRANT_ACQUIRE,
+    REENTRANT_RELEASE,
+    RELEASE,
+    RENEW,
+    Script,
+)
+from .topology import ATTEMPTS, SyncTopology
+from .waiter import Waiter, Watch
+
+# the release replies of a holder that held the lock on that node
+HELD = (Released.RELEASED, Released.STILL_HELD, Released.WOKE, Released.GRANTED)
+
+
+class SyncQuorum(SyncTopology):
+    local_handoff = False
+    grants_by_release = False
+    confirms_tokens = True
+    jitters = True
+
+    def __init__(
+        self,
+        nodes: list[SyncRedis],
+        waiters: dict[object, Waiter],
+        request_timeout: float,
+        counters: Counters,
+        node_timeout: float | None,
+    ) -> None:
+        super().__init__(request_timeout, counters)
+        self.nodes = nodes
+        self.waiters = waiters
+        # None: derived per lock from its ttl (_core/quorum.node_timeout)
+        self._node_timeout = node_timeout
+
+    def node_timeout(self, ttl: float) -> float:
+        """How long one node may take to answer a request about a lock of ``ttl``."""
+        return self._node_timeout or node_timeout(ttl)
+
+    def fan_out(self, command: Sequence[Any], timeout: float, what: str) -> list[Any]:
+        """Send ``command`` to every node at once; per node its reply, or the ``LockError`` it
+        failed with (a node silent for ``timeout`` seconds counts as failed)."""
+        self._loop.check()
+        replies = sync_fan_out(self.nodes, command, timeout)
+        return [translate_error(r, what) if isinstance(r, RedisError) else r for r in replies]
+
+    def fan_out_script(
+        self, script: Script, keys: Sequence[str], args: Sequence[Any], timeout: float
+    ) -> list[Any]:
+        """``fan_out`` of a script by EVALSHA; nodes that answer NOSCRIPT (restarted, or SCRIPT
+        FLUSH) get the source in a second, smaller round."""
+        self._loop.check()
+        replies = sync_fan_out(self.nodes, script.evalsha(keys, args), timeout)
+        missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        if missing:
+            nodes = [self.nodes[i] for i in missing]
+            again = sync_fan_out(nodes, script.eval(keys, args), timeout)
+            for i, reply in zip(missing, again, strict=True):
+                replies[i] = reply
+        what = keys[0] if keys else script.name
+        return [translate_error(r, what) if isinstance(r, RedisError) else r for r in replies]
+
+    def try_acquire(
+        self,
+        spec: LockSpec,
+        holder: str,
+        depth: int = 0,
+        block: int = 1,
+        waiter: str = "",
+        *,
+        deadline: float | None = None,
+    ) -> Granted | Busy:
+        """Ask every node at once; a majority within the validity grants. A round in which too
+        few nodes could be reached to decide is no vote: it is sent once more while the caller's
+        ``deadline`` has time left."""
+        script = REENTRANT_ACQUIRE if spec.reentrant else ACQUIRE
+        args = acquire_args(spec, holder, depth, block, waiter)
+        timeout = self.node_timeout(spec.ttl)
+        for attempt in range(1, ATTEMPTS + 1):
+            sent_at = time.monotonic()
+            replies = self.fan_out_script(script, spec.acquire_keys, args, timeout)
+            sync_checkpoint()
+            try:
+                outcome = acquire_outcome(replies, spec.ttl, time.monotonic() - sent_at)
+                break
+            except LockConnectionError:
+                if attempt == ATTEMPTS or (deadline is not None and time.monotonic() >= deadline):
+                    raise
+        result = outcome.result
+        if isinstance(result, Granted) and depth == 0 and not SYNC_LAZY_TOKEN:
+            # asyncio cannot do the write-back later, inside the ``token`` property
+            try:
+                confirmed = self.confirm(spec, holder, result.fence)
+            except LockConnectionError:
+                confirmed = False
+            result = Granted(result.fence) if confirmed else Busy(None)
+        if isinstance(result, Busy):
+            if depth == 0 and outcome.touched:
+                # some nodes may have granted (or still will): give it back on all of them
+                sync_shield(self.give_back(spec, holder))
+            return result
+        return Granted(result.fence, result.confirmed, sent_at=sent_at)  # the lease: this round
+
+    def release(
+        self, spec: LockSpec, holder: str, leaving: str = "", timeout: float | None = None
+    ) -> Released:
+        """Release on every node (each within the node timeout, whatever ``timeout``)."""
+        script = REENTRANT_RELEASE if spec.reentrant else RELEASE
+        args = self.release_args(spec, holder, leaving)
+        replies = self.fan_out_script(
+            script, spec.release_keys, args, self.node_timeout(spec.ttl)
+        )
+        owned = owned_by_quorum(replies, HELD, f"release of {spec.name!r}")
+        return Released.RELEASED if owned else Released.NOT_HELD
+
+    def renew(
+        self, keys: Sequence[str], args: Sequence[str | int], ttls: Sequence[float], timeout: float
+    ) -> list[bool | LockError]:
+        """Per lease: renewed by a majority in time (True), refused by enough nodes that no
+        majority can hold it (False), or unknown (the ``LockConnectionError`` saying why)."""
+        timeout = min(timeout, *(self.node_timeout(ttl) for ttl in ttls))
+        sent_at = time.monotonic()
+        replies = self.fan_out_script(RENEW, keys, args, timeout)
+        elapsed = time.monotonic() - sent_at
+        held: list[bool | LockError] = []
+        for key, ttl, answers in zip(keys, ttls, renew_answers(replies, len(keys)), strict=True):
+            try:
+                ok = tally(answers).outcome(len(replies), f"renewal of {key!r}")
+            except LockConnectionError as exc:
+                held.append(exc)
+                continue
+            if ok and validity(ttl, elapsed) <= 0:
+                held.append(LockConnectionError(f"renewal of {key!r}: the nodes answered too late"))
+            else:
+                held.append(ok)
+        return held
+
+    def held(self, spec: LockSpec, holder: str) -> bool:
+        key = spec.keys.lock
+        command = ("HEXISTS", key, holder) if spec.reentrant else ("GET", key)
+        replies = self.fan_out(command, self.node_timeout(spec.ttl), key)
+        answers: list[bool | BaseException] = []
+        for r in replies:
+            if not isinstance(r, BaseException):
+                answers.append(holds(r, holder))
+            else:  # WRONGTYPE: a lock of the other kind holds the name on that node, not ours
+                answers.append(False if "WRONGTYPE" in str(r) else r)
+        return tally(answers).outcome(len(replies), f"held {spec.name!r}")
+
+    def hand_off(
+        self, spec: LockSpec, holder: str, ttl_ms: int, block: int
+    ) -> Granted | Busy:
+        raise AssertionError("Redlock grants need a majority: no local hand-off")
+
+    def confirm(self, spec: LockSpec, holder: str, fence: int) -> bool:
+        """Raise a majority's counters to ``fence`` (see fence_raise.lua). False when a majority
+        no longer holds the grant; LockConnectionError when unknown."""
+        replies = self.fan_out_script(
+            FENCE_RAISE, spec.acquire_keys[:2], (holder, fence), self.node_timeout(spec.ttl)
+        )
+        return owned_by_quorum(replies, (1,), f"token of {spec.name!r}")
+
+    @contextmanager
+    def watch(self, channel: str, timeout: float | None = None) -> Iterator[Watch]:
+        """Subscribe on every node: a release message from any of them wakes the waiter."""
+        self._loop.check()
+        watch = Watch()
+        with contextlib.ExitStack() as stack:
+            for waiter in self.waiters.values():
+                # a node that is down is skipped: the others, or the fallback re-try, wake us
+                with contextlib.suppress(LockConnectionError):
+                    stack.enter_context(waiter.watch(channel, watch, timeout))
+            yield watch
+
+    def close(self) -> None:
+        for waiter in list(self.waiters.values()):
+            waiter.close()

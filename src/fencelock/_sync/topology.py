@@ -1,0 +1,393 @@
+# GENERATED from src/fencelock/_async/topology.py by tools/gen_sync.py: edit that file instead.
+"""Where a lock's keys live, and how its requests get there: one server or a Cluster (this
+module), or a Redlock quorum (``quorum.py``).
+
+A topology answers the few questions the lock's lifecycle asks (try to acquire, release, renew
+a batch, is it held, watch a wake-up channel) and says what it can do (capability flags). The
+lock (``lock.py``, ``contention.py``, ``handoff.py``) runs the lifecycle once for all of them.
+
+Every request is bounded by the deadline of the call it serves: a request that timed out, or
+whose connection broke (a Sentinel failover closes every client connection), is sent once more,
+in the time left. With the same holder token it cannot count twice (acquire.lua).
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Final
+
+from redis.crc import key_slot
+from redis.exceptions import AskError, ConnectionError, NoScriptError, RedisError, TimeoutError
+
+from .._backend import SyncLoopGuard, SyncStateLock, sync_checkpoint, sync_shield
+from .._core.lease import LockSpec, Released, acquire_args, arrived_late, release_args, time_left
+from .._core.replies import (
+    Busy,
+    Granted,
+    acquire_reply,
+    check_replicated,
+    holds,
+    renew_reply,
+    reserved_block,
+    translate_error,
+)
+from .._core.stats import Counters
+from .._transport import (
+    SyncRedis,
+    SyncRedisCluster,
+    SyncRequester,
+    sync_bounded,
+    sync_node_client,
+    sync_one,
+)
+from ..errors import LockConnectionError, LockError
+from ..keys import ttl_to_ms
+from ..scripts import (
+    ACQUIRE,
+    HANDOFF,
+    REENTRANT_ACQUIRE,
+    REENTRANT_RELEASE,
+    RELEASE,
+    RENEW,
+    Script,
+)
+from .waiter import Waiter, Watch
+
+ATTEMPTS: Final = 2
+
+
+class GaveBack(Exception):
+    """A grant came back after its lease and was given back. Its holder token must not be used
+    again: the give-back (or a copy redis-py re-sent) may reach the server later still, and it
+    would delete a grant made later to the same token."""
+
+
+class SyncTopology(abc.ABC):
+    """What the lock asks of where its keys live, and what every topology shares."""
+
+    # a release may hand the lock to a local waiter with one script (singleflight.py)
+    local_handoff = True
+    # a release script may grant the lock to the first queued waiter (wake="one")
+    grants_by_release = True
+    # a grant's fencing token must be confirmed by a majority before it is used (Redlock)
+    confirms_tokens = False
+    # contenders re-try after a random pause, so that split votes do not repeat (Redlock)
+    jitters = False
+    publish_command = "PUBLISH"
+
+    waiters: dict[object, Waiter]
+
+    def __init__(self, request_timeout: float, counters: Counters) -> None:
+        # one request's bound ("one request timeout" in the README): waiting for a connection,
+        # connecting and the reply included
+        self.request_timeout = request_timeout
+        self.counters = counters
+        self._loop = SyncLoopGuard()
+
+    def time_left(self, deadline: float | None) -> float:
+        return time_left(deadline, self.request_timeout, time.monotonic())
+
+    def slot_of(self, key: str) -> int:
+        """The Cluster slot of ``key``: one multi-key script call must stay within one slot.
+        (0 elsewhere: everything can share a call.)"""
+        return 0
+
+    def wait(self, watch: Watch, timeout: float) -> bool:
+        """Wait for a message on a watched channel, at most ``timeout`` seconds."""
+        counters = self.counters
+        counters.add(waiting=1)
+        woken = False
+        try:
+            woken = watch.event.wait(timeout)
+        finally:
+            counters.add(waiting=-1, wakeups=int(woken), polls=int(not woken))
+        return woken
+
+    def release_args(self, spec: LockSpec, holder: str, leaving: str) -> tuple[str, ...]:
+        return release_args(spec, holder, self.publish_command, leaving)
+
+    def give_back(self, spec: LockSpec, holder: str, deadline: float | None = None) -> bool:
+        """Give back what ``holder`` may have been granted, best effort, within what is left of
+        the bound of the call whose ``deadline`` it serves. No time left (the server did not
+        answer for all that): not sent, and the lease expires on its own."""
+        try:
+            return (self.release(spec, holder, timeout=self.time_left(deadline))).freed
+        except Exception:  # the server is unreachable: the lease expires on its own
+            return False
+
+    def abandon(self) -> None:
+        """The client was dropped unclosed: the listeners end by themselves (they only set
+        flags here: this runs in the garbage collector)."""
+        for waiter in list(self.waiters.values()):
+            waiter.abandon()
+
+    # -- the interface: what differs --------------------------------------------------------
+
+    @abc.abstractmethod
+    def try_acquire(
+        self,
+        spec: LockSpec,
+        holder: str,
+        depth: int = 0,
+        block: int = 1,
+        waiter: str = "",
+        *,
+        deadline: float | None = None,
+    ) -> Granted | Busy: ...
+
+    @abc.abstractmethod
+    def release(
+        self, spec: LockSpec, holder: str, leaving: str = "", timeout: float | None = None
+    ) -> Released: ...
+
+    @abc.abstractmethod
+    def renew(
+        self, keys: Sequence[str], args: Sequence[str | int], ttls: Sequence[float], timeout: float
+    ) -> Sequence[bool | LockError]: ...
+
+    @abc.abstractmethod
+    def held(self, spec: LockSpec, holder: str) -> bool: ...
+
+    @abc.abstractmethod
+    def hand_off(
+        self, spec: LockSpec, holder: str, ttl_ms: int, block: int
+    ) -> Granted | Busy: ...
+
+    @abc.abstractmethod
+    def confirm(self, spec: LockSpec, holder: str, fence: int) -> bool: ...
+
+    @abc.abstractmethod
+    def watch(
+        self, channel: str, timeout: float | None = None
+    ) -> contextlib.AbstractContextManager[Watch]: ...
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+
+class SyncOneServer(SyncTopology):
+    """One server's word is final: a plain Redis, or a Sentinel master (``min_replicas``: every
+    grant and extension waits for that many replicas to acknowledge it)."""
+
+    def __init__(
+        self,
+        redis: SyncRedis | SyncRedisCluster,
+        waiters: dict[object, Waiter],
+        request_timeout: float,
+        counters: Counters,
+        min_replicas: int = 0,
+        replica_timeout: float = 1.0,
+    ) -> None:
+        super().__init__(request_timeout, counters)
+        self.redis = redis
+        self.waiters = waiters
+        self.requester = SyncRequester()
+        self.min_replicas = min_replicas
+        self._wait: tuple[tuple[Any, ...], ...] = ()
+        if min_replicas:
+            # no local hand-off, no grant by a release: one script cannot wait for replicas
+            self.local_handoff = self.grants_by_release = False
+            self._wait = (("WAIT", min_replicas, ttl_to_ms(replica_timeout)),)
+
+    # -- transport --------------------------------------------------------------------------
+
+    def request(
+        self, commands: Sequence[Sequence[Any]], deadline: float, key: str
+    ) -> list[Any]:
+        """The replies to ``commands``, sent on one connection, error replies included;
+        ``TimeoutError`` at ``deadline`` (monotonic)."""
+        self._loop.check()
+        return self.requester.request(self.redis, commands, deadline - time.monotonic(), key)
+
+    def script(
+        self, script: Script, keys: Sequence[str], args: Sequence[Any], timeout: float
+    ) -> tuple[Any, int | None]:
+        """Run ``script`` (then WAIT for the replicas, on the same connection: WAIT counts the
+        writes of its own connection) within ``timeout`` seconds: its reply, and how many
+        replicas acknowledged it (None without ``min_replicas``). EVALSHA, then EVAL after
+        NOSCRIPT (SCRIPT FLUSH or a restart: nothing ran, and EVAL caches the script)."""
+        deadline = time.monotonic() + timeout
+        for command in (script.evalsha(keys, args), script.eval(keys, args)):
+            reply, *acked = self.request([command, *self._wait], deadline, keys[0])
+            if not isinstance(reply, NoScriptError):
+                break
+        for result in (reply, *acked):
+            if isinstance(result, Exception):
+                raise result
+        return reply, int(acked[0]) if acked else None
+
+    # -- the lock's questions ---------------------------------------------------------------
+
+    def try_acquire(
+        self,
+        spec: LockSpec,
+        holder: str,
+        depth: int = 0,
+        block: int = 1,
+        waiter: str = "",
+        *,
+        deadline: float | None = None,
+    ) -> Granted | Busy:
+        """One try at the lock, ended by the caller's ``deadline`` (None: none) plus one
+        request timeout however often the server fails to answer. ``GaveBack`` when the grant
+        came too late to be used."""
+        script = REENTRANT_ACQUIRE if spec.reentrant else ACQUIRE
+        args = acquire_args(spec, holder, depth, block, waiter)
+        for attempt in range(1, ATTEMPTS + 1):
+            sent_at = time.monotonic()
+            try:
+                reply, acked = self.script(
+                    script, spec.acquire_keys, args, self.time_left(deadline)
+                )
+            except (TimeoutError, ConnectionError) as exc:
+                if attempt < ATTEMPTS and self.time_left(deadline) > 0:
+                    continue
+                raise translate_error(exc, spec.keys.lock) from exc
+            except RedisError as exc:
+                raise translate_error(exc, spec.keys.lock) from exc
+            sync_checkpoint()
+            result = acquire_reply(reply)
+            if isinstance(result, Busy):
+                return result
+            check_replicated(acked, self.min_replicas, f"grant of {spec.name!r}")
+            if depth == 0 and arrived_late(sent_at, spec.ttl, time.monotonic()):
+                sync_shield(self.give_back(spec, holder, deadline))
+                raise GaveBack
+            granted = reserved_block(result.fence, block)
+            return Granted(granted.fence, reserved=granted.reserved, sent_at=sent_at)
+        raise AssertionError("unreachable")
+
+    def release(
+        self, spec: LockSpec, holder: str, leaving: str = "", timeout: float | None = None
+    ) -> Released:
+        """Release ``holder``'s grant (``leaving``: a queue entry removed first, a simple lock's
+        waiter giving up), within ``timeout`` seconds (default: one request timeout)."""
+        script = REENTRANT_RELEASE if spec.reentrant else RELEASE
+        args = self.release_args(spec, holder, leaving)
+        bound = self.request_timeout if timeout is None else timeout
+        try:
+            reply, _ = self.script(script, spec.release_keys, args, bound)
+        except RedisError as exc:
+            raise translate_error(exc, spec.keys.lock) from exc
+        return Released.of(reply)
+
+    def renew(
+        self, keys: Sequence[str], args: Sequence[str | int], ttls: Sequence[float], timeout: float
+    ) -> list[bool | LockError]:
+        """Renew a batch of leases (``args``: holder and ttl in ms per key): per lease, renewed
+        (True) or gone (False). Raises when the server cannot be reached, or
+        the replicas did not acknowledge (a failover could undo the renewal)."""
+        try:
+            reply, acked = self.script(RENEW, keys, args, timeout)
+        except RedisError as exc:
+            raise translate_error(exc, keys[0]) from exc
+        check_replicated(acked, self.min_replicas, f"renewal of {keys[0]!r}")
+        return list(renew_reply(reply, len(keys)))
+
+    def held(self, spec: LockSpec, holder: str) -> bool:
+        """Whether the server shows ``holder`` holding the lock. A read is safe to send again,
+        within one request timeout in all."""
+        key = spec.keys.lock
+        command = ("HEXISTS", key, holder) if spec.reentrant else ("GET", key)
+        end = time.monotonic() + self.request_timeout
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                [reply] = self.request([command], end, key)
+            except (TimeoutError, ConnectionError) as exc:
+                if attempt < ATTEMPTS and time.monotonic() < end:
+                    continue
+                raise translate_error(exc, key) from exc
+            except RedisError as exc:
+                raise translate_error(exc, key) from exc
+            if isinstance(reply, RedisError):
+                if "WRONGTYPE" in str(reply):
+                    return False  # a lock of the other kind holds the name now
+                raise translate_error(reply, key) from reply
+            return holds(reply, holder)
+        raise AssertionError("unreachable")
+
+    def hand_off(
+        self, spec: LockSpec, holder: str, ttl_ms: int, block: int
+    ) -> Granted | Busy:
+        """One script: the lease of ``holder``'s grant restarts at ``ttl_ms`` and a block of
+        fencing tokens is reserved for a streak of local hand-offs."""
+        try:
+            reply, _ = self.script(
+                HANDOFF, spec.acquire_keys[:2], (holder, ttl_ms, block), self.request_timeout
+            )
+        except RedisError as exc:
+            raise translate_error(exc, spec.keys.lock) from exc
+        return acquire_reply(reply)
+
+    def confirm(self, spec: LockSpec, holder: str, fence: int) -> bool:
+        raise AssertionError("one server's tokens need no confirmation")
+
+    @contextmanager
+    def watch(self, channel: str, timeout: float | None = None) -> Iterator[Watch]:
+        """Subscribe to a lock's wake-up channel and yield what a message on it sets. The
+        subscription is confirmed within ``timeout`` seconds (None: one request timeout)."""
+        self._loop.check()
+        with self.waiters[0].watch(channel, timeout=timeout) as watch:
+            yield watch
+
+    def close(self) -> None:
+        self.requester.close()
+        for waiter in list(self.waiters.values()):
+            waiter.close()
+
+
+class SyncCluster(SyncOneServer):
+    """A ``RedisCluster``: each lock lives on the node of its hash slot (every key of a lock is
+    in one slot, thanks to the hash tag); wake-ups use sharded pub/sub, renewals batch per slot."""
+
+    # a plain PUBLISH on a Cluster is broadcast to every node
+    publish_command = "SPUBLISH"
+
+    def __init__(self, redis: SyncRedisCluster, request_timeout: float, counters: Counters):
+        # one waiter per node, made as channels on it are first watched
+        super().__init__(redis, {}, request_timeout, counters)
+        self._guard = SyncStateLock()
+
+    def slot_of(self, key: str) -> int:
+        return key_slot(key.encode())
+
+    def request(
+        self, commands: Sequence[Sequence[Any]], deadline: float, key: str
+    ) -> list[Any]:
+        try:
+            replies = super().request(commands, deadline, key)
+            moved = isinstance(replies[0], AskError)
+        except ConnectionError:
+            moved = True  # or failed over
+        if moved:  # the cluster client re-learns which node serves the slot, in the time left
+            assert len(commands) == 1  # (no WAIT on a Cluster)
+            replies = sync_bounded(
+                sync_one(self.redis, commands[0]), deadline - time.monotonic()
+            )
+        return replies
+
+    @contextmanager
+    def watch(self, channel: str, timeout: float | None = None) -> Iterator[Watch]:
+        self._loop.check()
+        with self._shard_waiter(channel).watch(channel, timeout=timeout) as watch:
+            yield watch
+
+    def _shard_waiter(self, channel: str) -> Waiter:
+        """The waiter on the node that serves ``channel``'s slot: sharded pub/sub messages are
+        only delivered by that node."""
+        cluster = self.redis
+        assert isinstance(cluster, SyncRedisCluster)
+        node = cluster.get_node_from_key(channel)
+        if node is None:
+            raise LockConnectionError(f"no Cluster node serves {channel!r}")
+        with self._guard:
+            waiter = self.waiters.get(node.name)
+            if waiter is None:
+                redis = sync_node_client(node, self.request_timeout)
+                waiter = Waiter(redis, confirm_timeout=self.request_timeout, sharded=True)
+                self.waiters[node.name] = waiter
+        return waiter
