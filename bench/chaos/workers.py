@@ -8,6 +8,9 @@ Kinds ``default``, ``auto_renew`` and ``reentrant`` drive the sync API (``Worker
 ``async_cancel`` drives the asyncio API (``AsyncWorker``): each round is an ``async with lock:``
 block of a lock with ``auto_renew=True, on_lost_policy="cancel"``, so a lost lease cancels the
 block at its next await (recorded: ``cancelled``), and the block then ends with ``LockLost``.
+The two rounds are different protocols on purpose (the sync API has no cancellation), so neither
+worker is generated from the other: what they share, every step without I/O, is written once in
+``_Worker``, and each does only its own API's I/O around it.
 
 The counter lives on the resource server: the worker reads it, works, and writes (value read) + 1
 with ``client.fenced_set(key, value, token, redis=resource)``. The write is fenced, the read is
@@ -27,7 +30,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -59,6 +62,12 @@ CHECKED: Final = 2  # check() passed, the write not yet sent
 WRITTEN: Final = 3  # the write answered, release not yet called
 
 STOP_POLL: Final = 0.02  # seconds between two looks at the stop flag while working
+# the resource server (holding the counter), on this host
+RESOURCE_OPTIONS: Final[dict[str, Any]] = {
+    "host": "127.0.0.1",
+    "socket_timeout": 5,
+    "socket_connect_timeout": 5,
+}
 
 LOCK_KINDS: Final = (DEFAULT, AUTO_RENEW, REENTRANT, ASYNC_CANCEL)
 
@@ -139,7 +148,8 @@ def run(spec: WorkerSpec, phases: Any, grants: Any, slot: int, stop: Any) -> Non
 
 
 class _Worker:
-    """What the sync and the asyncio worker share: the spec, the history, the shared slots."""
+    """What the sync and the asyncio worker share: the spec, the history, the shared slots, and
+    every step that does no I/O (each worker does the I/O its API's way around these)."""
 
     def __init__(
         self,
@@ -172,27 +182,56 @@ class _Worker:
         self.grants[self.slot] += 1
         self.phases[self.slot] = WORKING
 
+    def backoff(self) -> float:
+        """Seconds to wait after an acquire failed on an error: the server is down, do not spin."""
+        return 0.05 + self.rng.random() * 0.05
+
+    def read(self, token: int, raw: bytes | str | None) -> int:
+        """The counter as read from the resource (absent: 0), recorded."""
+        value = int(raw) if raw is not None else 0
+        self.record(h.READ, token=token, value=value)
+        return value
+
+    def naps(self, seconds: float) -> Iterator[float]:
+        """The critical section's work, as the sleeps it is made of; cut short when the run
+        stops (the round still checks, writes and releases)."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0 and not self.stopped():
+            yield min(left, STOP_POLL)
+
+    def checked(self, lock: fencelock.Lock | fencelock.asyncio.Lock, token: int) -> bool:
+        """``lock.check()`` (no I/O in either API), recorded: True if the write may go."""
+        try:
+            lock.check()
+        except fencelock.LockLost:
+            self.record(h.CHECK_FAILED, token=token)
+            return False
+        self.record(h.CHECK_PASSED, token=token)
+        self.phases[self.slot] = CHECKED
+        return True
+
+    def wrote(self, token: int, value: int, sent: float, outcome: Callable[[], object]) -> None:
+        """Record the fenced write's outcome: ``outcome()`` returns, or raises the write's error."""
+        try:
+            outcome()
+        except fencelock.StaleToken as exc:
+            self.record(h.WRITE_REFUSED, token=token, value=value, t0=sent, detail=str(exc.seen))
+        except (fencelock.LockError, RedisError) as exc:
+            self.record(h.WRITE_ERROR, token=token, value=value, t0=sent, detail=repr(exc))
+        else:
+            self.record(h.WRITE_ACCEPTED, token=token, value=value, t0=sent)
+
 
 class Worker(_Worker):
-    def __init__(
-        self,
-        spec: WorkerSpec,
-        recorder: h.Recorder,
-        phases: Any,
-        grants: Any,
-        slot: int,
-        stop: Any = None,
-    ) -> None:
-        super().__init__(spec, recorder, phases, grants, slot, stop)
-        self.client = make_client(spec.client)
-        self.resource = redis.Redis(
-            host="127.0.0.1", port=spec.resource_port, socket_timeout=5, socket_connect_timeout=5
-        )
+    client: fencelock.LockClient
+    resource: redis.Redis
 
     def on_lost(self, lock: fencelock.Lock) -> None:
         self.record(h.LOST, token=self.token, detail=threading.current_thread().name)
 
-    def loop(self, stopping: Any) -> None:
+    def loop(self, stopping: Callable[[], bool]) -> None:
+        self.client = make_client(self.spec.client)
+        self.resource = redis.Redis(port=self.spec.resource_port, **RESOURCE_OPTIONS)
         try:
             while not stopping():
                 self.round()
@@ -217,7 +256,7 @@ class Worker(_Worker):
             granted = lock.acquire(timeout=spec.acquire_timeout)
         except (fencelock.LockError, RedisError) as exc:
             self.record(h.ACQUIRE_FAILED, t0=asked, detail=type(exc).__name__)
-            time.sleep(0.05 + self.rng.random() * 0.05)  # the server is down: do not spin
+            time.sleep(self.backoff())
             return
         if not granted:
             self.record(h.ACQUIRE_FAILED, t0=asked, detail="timeout")
@@ -250,17 +289,10 @@ class Worker(_Worker):
                 self.record(h.REENTER, token=token, detail="" if inner else "refused")
             except fencelock.LockError as exc:
                 self.record(h.REENTER, token=token, detail=type(exc).__name__)
-        raw = self.resource.get(self.key)
-        value = int(raw) if raw is not None else 0
-        self.record(h.READ, token=token, value=value)
-        self.work(self.rng.uniform(*spec.work))
-        try:
-            lock.check()
-        except fencelock.LockLost:
-            self.record(h.CHECK_FAILED, token=token)
-        else:
-            self.record(h.CHECK_PASSED, token=token)
-            self.phases[self.slot] = CHECKED
+        value = self.read(token, self.resource.get(self.key))
+        for nap in self.naps(self.rng.uniform(*spec.work)):
+            time.sleep(nap)
+        if self.checked(lock, token):
             time.sleep(spec.gap)
             self.write(token, value + 1)
         self.phases[self.slot] = WRITTEN
@@ -270,26 +302,15 @@ class Worker(_Worker):
             except fencelock.LockError as exc:  # its loss was signalled by on_lost
                 self.record(h.REENTER, token=token, detail=f"inner release: {type(exc).__name__}")
 
-    def work(self, seconds: float) -> None:
-        """The critical section's work; cut short when the run stops (the round still checks,
-        writes and releases)."""
-        end = time.monotonic() + seconds
-        while (left := end - time.monotonic()) > 0:
-            if self.stopped():
-                return
-            time.sleep(min(left, STOP_POLL))
-
     def write(self, token: int, value: int) -> None:
         self.record(h.WRITE_ATTEMPT, token=token, value=value)
         sent = time.monotonic()
-        try:
-            self.client.fenced_set(self.key, value, token, redis=self.resource)
-        except fencelock.StaleToken as exc:
-            self.record(h.WRITE_REFUSED, token=token, value=value, t0=sent, detail=str(exc.seen))
-        except (fencelock.LockError, RedisError) as exc:
-            self.record(h.WRITE_ERROR, token=token, value=value, t0=sent, detail=repr(exc))
-        else:
-            self.record(h.WRITE_ACCEPTED, token=token, value=value, t0=sent)
+        self.wrote(
+            token,
+            value,
+            sent,
+            lambda: self.client.fenced_set(self.key, value, token, redis=self.resource),
+        )
 
     def release(self, lock: fencelock.Lock) -> None:
         self.record(h.RELEASE, token=self.token)
@@ -311,19 +332,8 @@ class AsyncWorker(_Worker):
 
     client: fencelock.asyncio.LockClient
     resource: redis.asyncio.Redis
-
-    def __init__(
-        self,
-        spec: WorkerSpec,
-        recorder: h.Recorder,
-        phases: Any,
-        grants: Any,
-        slot: int,
-        stop: Any = None,
-    ) -> None:
-        super().__init__(spec, recorder, phases, grants, slot, stop)
-        self.step = ""  # where the body is ("" outside a block): where a cancellation lands
-        self.cancel_recorded = False
+    step = ""  # where the body is ("" outside a block): where a cancellation lands
+    cancel_recorded = False
 
     def on_lost(self, lock: fencelock.asyncio.Lock) -> None:
         task = asyncio.current_task()  # the watchdog's, or this worker's own (check())
@@ -347,12 +357,7 @@ class AsyncWorker(_Worker):
         if task is not None:
             task.set_name(f"chaos-{self.spec.worker}")
         self.client = make_async_client(self.spec.client)
-        self.resource = redis.asyncio.Redis(
-            host="127.0.0.1",
-            port=self.spec.resource_port,
-            socket_timeout=5,
-            socket_connect_timeout=5,
-        )
+        self.resource = redis.asyncio.Redis(port=self.spec.resource_port, **RESOURCE_OPTIONS)
         try:
             while not stopping():
                 await self.round()
@@ -394,7 +399,7 @@ class AsyncWorker(_Worker):
                 return
             else:
                 self.record(h.ACQUIRE_FAILED, t0=asked, detail=type(exc).__name__)
-                await asyncio.sleep(0.05 + self.rng.random() * 0.05)  # the server is down
+                await asyncio.sleep(self.backoff())
                 return
         else:
             self.record(h.RELEASED, token=self.token)
@@ -409,20 +414,13 @@ class AsyncWorker(_Worker):
         self.step, self.cancel_recorded = "read", False
         self.granted(token, asked, f"acquire() {returned - asked:.3f} s")
         try:
-            raw = await self.resource.get(self.key)
-            value = int(raw) if raw is not None else 0
-            self.record(h.READ, token=token, value=value)
+            value = self.read(token, await self.resource.get(self.key))
             self.step = "work"
-            await self.work(self.rng.uniform(*self.spec.work))
-            try:
-                lock.check()
-            except fencelock.LockLost:
-                # declared lost by this very call: its cancellation is due at the next await,
-                # the release at the block's exit
-                self.record(h.CHECK_FAILED, token=token)
-            else:
-                self.record(h.CHECK_PASSED, token=token)
-                self.phases[self.slot] = CHECKED
+            for nap in self.naps(self.rng.uniform(*self.spec.work)):
+                await asyncio.sleep(nap)
+            # a loss that check() declares: its cancellation is due at the next await, the
+            # release at the block's exit
+            if self.checked(lock, token):
                 self.step = "gap"
                 await asyncio.sleep(self.spec.gap)
                 self.step = "write"
@@ -435,13 +433,6 @@ class AsyncWorker(_Worker):
             self.phases[self.slot] = WRITTEN
             self.step = "exit"
             self.record(h.RELEASE, token=token)
-
-    async def work(self, seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while (left := end - time.monotonic()) > 0:
-            if self.stopped():
-                return
-            await asyncio.sleep(min(left, STOP_POLL))
 
     async def write(self, token: int, value: int) -> None:
         """The fenced write. Shielded from the lock's cancellation: one that lands while the
@@ -462,13 +453,6 @@ class AsyncWorker(_Worker):
             await asyncio.wait([request])
         except Exception:
             pass  # the request's own error: its outcome, read below
-        try:
-            request.result()
-        except fencelock.StaleToken as exc:
-            self.record(h.WRITE_REFUSED, token=token, value=value, t0=sent, detail=str(exc.seen))
-        except (fencelock.LockError, RedisError) as exc:
-            self.record(h.WRITE_ERROR, token=token, value=value, t0=sent, detail=repr(exc))
-        else:
-            self.record(h.WRITE_ACCEPTED, token=token, value=value, t0=sent)
+        self.wrote(token, value, sent, request.result)
         if cancelled is not None:
             raise cancelled
