@@ -3,6 +3,7 @@
 The sync API lives here; ``fencelock.asyncio`` has the same names for asyncio.
 """
 
+from ._core.stats import Statistics
 from ._sync.client import LockClient
 from ._sync.lock import Lock
 from .errors import (
@@ -27,5 +28,6 @@ __all__ = [
     "LockTimeout",
     "NotReplicated",
     "StaleToken",
+    "Statistics",
     "__version__",
 ]

@@ -87,8 +87,8 @@ def sync_checkpoint() -> None:
     return None
 
 
-# Whether a lost lock can cancel the code running under it (on_lost_policy="cancel"):
-# an asyncio task can be cancelled, a thread cannot.
+# Whether a lost lock can cancel the code running under it (on_lost_policy="cancel"): an asyncio
+# task can be cancelled, a thread cannot (nor await an ``async def`` on_lost callback).
 ASYNC_CAN_CANCEL = True
 SYNC_CAN_CANCEL = False
 
@@ -107,11 +107,6 @@ def async_blocking(call: Callable[..., Awaitable[T]], *args: Any) -> T:
 def sync_blocking(call: Callable[..., T], *args: Any) -> T:
     return call(*args)
 
-
-# Whether an ``async def`` callback (on_lost) can be run: under asyncio as a task of its own; a
-# thread has no loop to run it on, so the sync API refuses one when the lock is made.
-ASYNC_AWAITS_CALLBACKS = True
-SYNC_AWAITS_CALLBACKS = False
 
 _callbacks: set[asyncio.Task[None]] = set()  # running async callbacks: a task must be referenced
 

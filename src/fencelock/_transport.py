@@ -18,13 +18,14 @@ from typing import Any, TypeVar
 import redis
 import redis.asyncio
 import redis.asyncio.cluster
+import redis.asyncio.cluster as redis_asyncio_cluster
 import redis.asyncio.retry
 import redis.cluster
 import redis.connection
 import redis.exceptions as redis_exceptions
 import redis.retry
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ._backend import consume
@@ -166,10 +167,47 @@ class AsyncRequester:
         commands: Sequence[Sequence[Any]],
         timeout: float,
         key: str,
+        noscript: Sequence[Any] | None = None,
     ) -> list[Any]:
         """Send ``commands`` on one connection (a pipeline; on a Cluster, to the node of
         ``key``) and return their replies, error replies included; ``TimeoutError`` after
-        ``timeout`` seconds, connecting included (at once, sending nothing, if none is left)."""
+        ``timeout`` seconds, connecting included (at once, sending nothing, if none is left).
+        ``noscript``: sent instead of the first command (an EVALSHA) if the server answers
+        NOSCRIPT (SCRIPT FLUSH, a restart: nothing ran, and EVAL caches the script)."""
+        deadline = time.monotonic() + timeout
+        replies = await self._routed(redis, commands, deadline, key)
+        if noscript is not None and isinstance(replies[0], NoScriptError):
+            replies = await self._routed(redis, [noscript, *commands[1:]], deadline, key)
+        return replies
+
+    async def _routed(
+        self,
+        redis: redis.asyncio.Redis | redis.asyncio.RedisCluster,
+        commands: Sequence[Sequence[Any]],
+        deadline: float,
+        key: str,
+    ) -> list[Any]:
+        cluster = isinstance(redis, redis_asyncio_cluster.RedisCluster)
+        try:
+            replies = await self._send(redis, commands, deadline - time.monotonic())
+            moved = cluster and isinstance(replies[0], redis_exceptions.AskError)
+        except redis_exceptions.ConnectionError:
+            if not cluster:
+                raise
+            moved = True  # or failed over
+        if moved:  # the cluster client re-learns which node serves the slot, in the time left
+            assert len(commands) == 1  # (no WAIT on a Cluster)
+            replies = await async_bounded(
+                async_one(redis, commands[0]), deadline - time.monotonic()
+            )
+        return replies
+
+    async def _send(
+        self,
+        redis: redis.asyncio.Redis | redis.asyncio.RedisCluster,
+        commands: Sequence[Sequence[Any]],
+        timeout: float,
+    ) -> list[Any]:
         if timeout <= 0:  # (before any coroutine is made: none is left unawaited)
             raise RedisTimeoutError("no time left to send the request")
         if len(commands) == 1:  # the common case: no pipeline to build
@@ -253,15 +291,6 @@ class SyncRequester:
         self._slots: dict[int, threading.BoundedSemaphore] = {}
         self._pid = os.getpid()
 
-    def _take(self, pool: redis.ConnectionPool) -> redis.connection.AbstractConnection:
-        with self._guard:
-            idle = self._idle.get(id(pool))
-            if idle:
-                return idle.pop()
-        conn: redis.connection.AbstractConnection = pool.connection_class(**pool.connection_kwargs)
-        conn.retry = sync_no_retry()  # one connect attempt, within the deadline
-        return conn
-
     def _slot(self, pool: redis.ConnectionPool) -> threading.BoundedSemaphore:
         with self._guard:
             if self._pid != os.getpid():  # forked: the sockets are the parent's
@@ -271,12 +300,43 @@ class SyncRequester:
                 slots = self._slots[id(pool)] = threading.BoundedSemaphore(pool.max_connections)
             return slots
 
+    def _connected(
+        self, pool: redis.ConnectionPool, deadline: float
+    ) -> redis.connection.AbstractConnection:
+        """An idle connection of ours to the server of ``pool``, (re)connected if need be within
+        ``deadline``, with one connect attempt."""
+        with self._guard:
+            idle = self._idle.get(id(pool))
+            conn: redis.connection.AbstractConnection | None = idle.pop() if idle else None
+        if conn is None:
+            conn = pool.connection_class(**pool.connection_kwargs)
+            conn.retry = sync_no_retry()
+        try:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RedisTimeoutError("no time left to send the request")
+            # used when connecting only: the reads pass their own timeouts
+            conn.socket_timeout = conn.socket_connect_timeout = left
+            try:
+                # (connects if need be) an idle connection with something to read is broken:
+                # the server closed it (a restart, a failover) or a late reply is pending
+                if conn.can_read(timeout=0):
+                    conn.disconnect()
+            except redis_exceptions.ConnectionError:
+                conn.disconnect()
+            conn.connect()
+        except BaseException:
+            conn.disconnect()
+            raise
+        return conn
+
     def request(
         self,
         redis: redis.Redis | redis.RedisCluster,
         commands: Sequence[Sequence[Any]],
         timeout: float,
         key: str,
+        noscript: Sequence[Any] | None = None,
     ) -> list[Any]:
         if timeout <= 0:  # a socket timeout of 0 or less would not bound anything
             raise RedisTimeoutError("no time left to send the request")
@@ -292,44 +352,33 @@ class SyncRequester:
         slots = self._slot(pool)
         if not slots.acquire(timeout=timeout):  # every connection is busy, for all that time
             raise RedisTimeoutError(f"no connection free within {timeout * 1000:.0f} ms")
+        moved = False
         try:
-            return self._send(pool, commands, deadline)
+            conn = self._connected(pool, deadline)
+            try:
+                # Sent here, not in a helper: the hot path of every lock call stays short.
+                conn.send_packed_command(conn.pack_commands(commands))  # type: ignore[no-untyped-call]
+                replies = [_read(conn, deadline) for _ in commands]
+                if noscript is not None and isinstance(replies[0], NoScriptError):
+                    commands = [noscript, *commands[1:]]
+                    conn.send_packed_command(conn.pack_commands(commands))  # type: ignore[no-untyped-call]
+                    replies = [_read(conn, deadline) for _ in commands]
+            except BaseException as exc:
+                conn.disconnect()  # type: ignore[no-untyped-call]  # else late replies come next
+                if client is redis or not isinstance(exc, redis_exceptions.ConnectionError):
+                    raise
+                moved = True  # the node failed over
+            else:
+                with self._guard:
+                    self._idle.setdefault(id(pool), []).append(conn)
+                moved = client is not redis and isinstance(replies[0], redis_exceptions.AskError)
         finally:
             slots.release()
-
-    def _send(
-        self, pool: redis.ConnectionPool, commands: Sequence[Sequence[Any]], deadline: float
-    ) -> list[Any]:
-        conn = self._take(pool)
-        try:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise RedisTimeoutError("no time left to send the request")
-            # used when connecting only: the reads below pass their own timeouts
-            conn.socket_timeout = conn.socket_connect_timeout = left
-            try:
-                # (connects if need be) an idle connection with something to read is broken:
-                # the server closed it (a restart, a failover) or a late reply is pending
-                if conn.can_read(timeout=0):
-                    conn.disconnect()  # type: ignore[no-untyped-call]
-            except redis_exceptions.ConnectionError:
-                conn.disconnect()  # type: ignore[no-untyped-call]
-            conn.connect()  # type: ignore[no-untyped-call]
-            conn.send_packed_command(conn.pack_commands(commands))  # type: ignore[no-untyped-call]
-            replies: list[Any] = []
-            for _ in commands:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise RedisTimeoutError("no reply in time")
-                try:
-                    replies.append(conn.read_response(timeout=left))
-                except redis_exceptions.ResponseError as exc:  # an error reply; the next follows
-                    replies.append(exc)
-        except BaseException:
-            conn.disconnect()  # type: ignore[no-untyped-call]  # else late replies come next
-            raise
-        with self._guard:
-            self._idle.setdefault(id(pool), []).append(conn)
+        if moved:  # the cluster client re-learns which node serves the slot, in its own time
+            assert len(commands) == 1  # (no WAIT on a Cluster)
+            replies = sync_one(redis, commands[0])
+            if noscript is not None and isinstance(replies[0], NoScriptError):
+                replies = sync_one(redis, noscript)
         return replies
 
     def close(self) -> None:
@@ -338,6 +387,18 @@ class SyncRequester:
         for conns in idle.values():
             for conn in conns:
                 conn.disconnect()  # type: ignore[no-untyped-call]
+
+
+def _read(conn: redis.connection.AbstractConnection, deadline: float) -> Any:
+    """The next reply on ``conn`` by ``deadline`` (an error reply returned, not raised: the next
+    reply follows it)."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise RedisTimeoutError("no reply in time")
+    try:
+        return conn.read_response(timeout=left)
+    except redis_exceptions.ResponseError as exc:
+        return exc
 
 
 def async_no_retry() -> redis.asyncio.retry.Retry:

@@ -2,6 +2,7 @@
 
 from ._async.client import AsyncLockClient as LockClient
 from ._async.lock import AsyncLock as Lock
+from ._core.stats import Statistics
 from .errors import (
     LockConnectionError,
     LockError,
@@ -22,4 +23,5 @@ __all__ = [
     "LockTimeout",
     "NotReplicated",
     "StaleToken",
+    "Statistics",
 ]

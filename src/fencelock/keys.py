@@ -9,6 +9,7 @@ share keys).
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -145,6 +146,30 @@ def validate_timeout(timeout: object, arg: str = "timeout") -> float | None:
         raise ValueError(f"{arg} must be >= 0 or None, got {timeout!r}")
     if math.isinf(value):
         return None
+    return value
+
+
+POLICIES = ("raise", "ignore", "cancel")
+
+
+def validate_on_lost(on_lost: object, policy: object, *, threads: bool) -> None:
+    """The loss signals of a lock: ``threads``, for the sync API, where an ``async def``
+    callback cannot be awaited and a thread cannot be cancelled."""
+    if on_lost is not None and not callable(on_lost):
+        raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
+    if threads and inspect.iscoroutinefunction(on_lost):
+        raise TypeError(
+            "on_lost is an async def, which a thread cannot await: pass a plain function "
+            "(or use fencelock.asyncio)"
+        )
+    allowed = POLICIES[:2] if threads else POLICIES
+    if policy not in allowed:
+        raise ValueError(f"on_lost_policy must be one of {allowed}, got {policy!r}")
+
+
+def validate_flag(arg: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{arg} must be a bool, not {type(value).__name__}")
     return value
 
 

@@ -37,7 +37,6 @@ from types import TracebackType
 from typing import Final
 
 from .._backend import (
-    ASYNC_AWAITS_CALLBACKS,
     ASYNC_CAN_CANCEL,
     AsyncStateLock,
     async_blocking,
@@ -47,11 +46,20 @@ from .._backend import (
     async_spawn,
     async_uncancel,
 )
-from .._core.lease import POLICIES, Exit, Grant, LockSpec, Released, exit_action, should_cancel
+from .._core.lease import Exit, Grant, LockSpec, Released, exit_action, should_cancel
 from .._core.replies import Busy
 from .._core.stats import Counters
 from ..errors import LockError, LockLost, LockNotOwned, LockTimeout, NotReplicated
-from ..keys import MIN_LEASE, LockKeys, ttl_to_ms, validate_name, validate_timeout, validate_ttl
+from ..keys import (
+    MIN_LEASE,
+    LockKeys,
+    ttl_to_ms,
+    validate_flag,
+    validate_name,
+    validate_on_lost,
+    validate_timeout,
+    validate_ttl,
+)
 from . import contention, handoff
 from .singleflight import AsyncLocalQueues
 from .topology import AsyncTopology
@@ -97,21 +105,9 @@ class AsyncLock:
         self.name = validate_name(name)
         self.ttl = validate_ttl(ttl, minimum=MIN_LEASE)
         self.timeout = validate_timeout(timeout)
-        if on_lost is not None and not callable(on_lost):
-            raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
-        if not ASYNC_AWAITS_CALLBACKS and inspect.iscoroutinefunction(on_lost):
-            raise TypeError(
-                "on_lost is an async def, which a thread cannot await: pass a plain function "
-                "(or use fencelock.asyncio)"
-            )
-        if on_lost_policy not in POLICIES or (on_lost_policy == "cancel" and not ASYNC_CAN_CANCEL):
-            allowed = POLICIES if ASYNC_CAN_CANCEL else POLICIES[:2]
-            raise ValueError(f"on_lost_policy must be one of {allowed}, got {on_lost_policy!r}")
-        for arg, flag in (("auto_renew", auto_renew), ("reentrant", reentrant)):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{arg} must be a bool, not {type(flag).__name__}")
-        self.auto_renew = auto_renew
-        self.reentrant = reentrant
+        validate_on_lost(on_lost, on_lost_policy, threads=not ASYNC_CAN_CANCEL)
+        self.auto_renew = validate_flag("auto_renew", auto_renew)
+        self.reentrant = validate_flag("reentrant", reentrant)
         self.on_lost = on_lost
         self.on_lost_policy = on_lost_policy
         self._client = client  # not used: kept so that the client lives as long as its locks

@@ -20,7 +20,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Final
 
 from redis.crc import key_slot
-from redis.exceptions import AskError, ConnectionError, NoScriptError, RedisError, TimeoutError
+from redis.exceptions import ConnectionError, RedisError, TimeoutError
 
 from .._backend import AsyncLoopGuard, AsyncStateLock, async_checkpoint, async_shield
 from .._core.lease import LockSpec, Released, acquire_args, arrived_late, release_args, time_left
@@ -39,9 +39,7 @@ from .._transport import (
     AsyncRedis,
     AsyncRedisCluster,
     AsyncRequester,
-    async_bounded,
     async_node_client,
-    async_one,
 )
 from ..errors import LockConnectionError, LockError
 from ..keys import ttl_to_ms
@@ -192,32 +190,18 @@ class AsyncOneServer(AsyncTopology):
             self.local_handoff = self.grants_by_release = False
             self._wait = (("WAIT", min_replicas, ttl_to_ms(replica_timeout)),)
 
-    # -- transport --------------------------------------------------------------------------
-
-    async def request(
-        self, commands: Sequence[Sequence[Any]], deadline: float, key: str
-    ) -> list[Any]:
-        """The replies to ``commands``, sent on one connection, error replies included;
-        ``TimeoutError`` at ``deadline`` (monotonic)."""
-        self._loop.check()
-        return await self.requester.request(self.redis, commands, deadline - time.monotonic(), key)
-
     async def script(
         self, script: Script, keys: Sequence[str], args: Sequence[Any], timeout: float
     ) -> tuple[Any, int | None]:
         """Run ``script`` (then WAIT for the replicas, on the same connection: WAIT counts the
         writes of its own connection) within ``timeout`` seconds: its reply, and how many
-        replicas acknowledged it (None without ``min_replicas``). EVALSHA, then EVAL after
-        NOSCRIPT (SCRIPT FLUSH or a restart: nothing ran, and EVAL caches the script)."""
-        deadline = time.monotonic() + timeout
-        for command in (script.evalsha(keys, args), script.eval(keys, args)):
-            reply, *acked = await self.request([command, *self._wait], deadline, keys[0])
-            if not isinstance(reply, NoScriptError):
-                break
-        for result in (reply, *acked):
-            if isinstance(result, Exception):
-                raise result
-        return reply, int(acked[0]) if acked else None
+        replicas acknowledged it (None without ``min_replicas``)."""
+        self._loop.check()
+        commands = [script.evalsha(keys, args), *self._wait]
+        replies = await self.requester.request(
+            self.redis, commands, timeout, keys[0], script.eval(keys, args)
+        )
+        return _script_replies(replies)
 
     # -- the lock's questions ---------------------------------------------------------------
 
@@ -236,12 +220,17 @@ class AsyncOneServer(AsyncTopology):
         came too late to be used."""
         script = REENTRANT_ACQUIRE if spec.reentrant else ACQUIRE
         args = acquire_args(spec, holder, depth, block, waiter)
+        self._loop.check()
+        keys = spec.acquire_keys
+        commands, noscript = [script.evalsha(keys, args), *self._wait], script.eval(keys, args)
         for attempt in range(1, ATTEMPTS + 1):
             sent_at = time.monotonic()
             try:
-                reply, acked = await self.script(
-                    script, spec.acquire_keys, args, self.time_left(deadline)
+                # (not through self.script: the hot path of every acquire stays short)
+                replies = await self.requester.request(
+                    self.redis, commands, self.time_left(deadline), keys[0], noscript
                 )
+                reply, acked = _script_replies(replies)
             except (TimeoutError, ConnectionError) as exc:
                 if attempt < ATTEMPTS and self.time_left(deadline) > 0:
                     continue
@@ -292,10 +281,13 @@ class AsyncOneServer(AsyncTopology):
         within one request timeout in all."""
         key = spec.keys.lock
         command = ("HEXISTS", key, holder) if spec.reentrant else ("GET", key)
+        self._loop.check()
         end = time.monotonic() + self.request_timeout
         for attempt in range(1, ATTEMPTS + 1):
             try:
-                [reply] = await self.request([command], end, key)
+                [reply] = await self.requester.request(
+                    self.redis, [command], end - time.monotonic(), key
+                )
             except (TimeoutError, ConnectionError) as exc:
                 if attempt < ATTEMPTS and time.monotonic() < end:
                     continue
@@ -354,21 +346,6 @@ class AsyncCluster(AsyncOneServer):
     def slot_of(self, key: str) -> int:
         return key_slot(key.encode())
 
-    async def request(
-        self, commands: Sequence[Sequence[Any]], deadline: float, key: str
-    ) -> list[Any]:
-        try:
-            replies = await super().request(commands, deadline, key)
-            moved = isinstance(replies[0], AskError)
-        except ConnectionError:
-            moved = True  # or failed over
-        if moved:  # the cluster client re-learns which node serves the slot, in the time left
-            assert len(commands) == 1  # (no WAIT on a Cluster)
-            replies = await async_bounded(
-                async_one(self.redis, commands[0]), deadline - time.monotonic()
-            )
-        return replies
-
     @asynccontextmanager
     async def watch(self, channel: str, timeout: float | None = None) -> AsyncIterator[Watch]:
         self._loop.check()
@@ -390,3 +367,13 @@ class AsyncCluster(AsyncOneServer):
                 waiter = AsyncWaiter(redis, confirm_timeout=self.request_timeout, sharded=True)
                 self.waiters[node.name] = waiter
         return waiter
+
+
+def _script_replies(replies: list[Any]) -> tuple[Any, int | None]:
+    """The script's reply and the replicas' acknowledgement count (None: no WAIT was sent);
+    an error reply to either is raised."""
+    reply, *acked = replies
+    for result in replies:
+        if isinstance(result, Exception):
+            raise result
+    return reply, int(acked[0]) if acked else None

@@ -21,8 +21,6 @@ from ..keys import LockKeys, ttl_to_ms
 from .replies import Granted, release_grant
 from .timing import handoff_needs_refresh, lease_deadline
 
-POLICIES = ("raise", "ignore", "cancel")
-
 
 @dataclass(frozen=True, slots=True)
 class LockSpec:

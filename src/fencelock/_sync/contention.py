@@ -48,10 +48,24 @@ def take(lock: Lock, deadline: float | None) -> Grant | None:
         if handed is not None or not ticket.turn:
             return handed
     # The head of the local queue: the one that talks to Redis.
+    topology, spec = lock._parts.topology, lock._spec
     while True:
         holder = new_holder_token()
         try:
-            grant = _head(lock, holder, deadline)
+            sent_at = time.monotonic()
+            polite = queues.take_yield(line, sent_at)
+            result: Granted | Busy = Busy(None)
+            if polite is None or remaining(deadline, sent_at) == 0:
+                result = topology.try_acquire(
+                    spec, holder, block=_block(lock), deadline=deadline
+                )
+            # else this client's last release woke another client (let it take its turn
+            # first) or granted it the lock: a try now would find the lock busy
+            if isinstance(result, Busy) and remaining(deadline, time.monotonic()) != 0:
+                result = _wait(lock, holder, polite, deadline)
+            grant = None
+            if isinstance(result, Granted):
+                grant = granted(result, holder, sent_at, spec.ttl, os.getpid())
             break
         except GaveBack:
             if remaining(deadline, time.monotonic()) == 0:
@@ -109,42 +123,35 @@ def _pass_on(lock: Lock, ticket: Ticket) -> None:
         lock._parts.queues.pass_turn(lock._spec.line, ticket)
 
 
-def _head(lock: Lock, holder: str, deadline: float | None) -> Grant | None:
-    """The head's acquire in Redis: one try, then (busy) wait for wake-ups and re-try."""
+def _wait(
+    lock: Lock, holder: str, polite: float | None, deadline: float | None
+) -> Granted | Busy:
+    """The head found the lock busy: wait for wake-ups and re-try until granted or out of time
+    (``polite``: first hold back that long, to let a client this one woke go first)."""
     parts, spec = lock._parts, lock._spec
     topology = parts.topology
-    sent_at = time.monotonic()
-    polite = parts.queues.take_yield(spec.line, sent_at)
-    if polite is not None and remaining(deadline, sent_at) != 0:
-        # this client's last release woke another client (let it take its turn first) or
-        # granted it the lock: a try now would find the lock busy
-        result: Granted | Busy = Busy(None)
-    else:
-        result = topology.try_acquire(spec, holder, block=_block(lock), deadline=deadline)
-    if isinstance(result, Busy) and remaining(deadline, time.monotonic()) != 0:
-        # wake="one": queued in Redis by the re-tries below, woken on a channel of its own
-        wake_one = parts.wake_one and not spec.reentrant
-        waiter = new_waiter_id() if wake_one else ""
-        channel = f"{spec.keys.channel}:{waiter}" if waiter else spec.keys.channel
-        block = _block(lock)  # fixed: a grant by a release reserves what the entry says
-        entry = waiter
-        if wake_one and topology.grants_by_release:
-            entry = queue_entry(waiter, holder, spec.ttl_ms, block)
-        # (confirmed within the call's bound: its deadline plus one request timeout)
-        with topology.watch(channel, topology.time_left(deadline)) as watch:
-            try:
-                if polite:
-                    left = remaining(deadline, time.monotonic())
-                    topology.wait(watch, polite if left is None else min(polite, left))
-                result = _wait_for_grant(lock, holder, block, entry, watch, deadline)
-            finally:
-                if isinstance(result, Busy) and entry:
-                    # timed out, cancelled or failed: leave the queue, and give back what a
-                    # release may have granted meanwhile
-                    sync_shield(_leave_queue(lock, holder, entry, deadline))
-    if isinstance(result, Busy):
-        return None
-    return granted(result, holder, sent_at, spec.ttl, os.getpid())
+    # wake="one": queued in Redis by the re-tries below, woken on a channel of its own
+    wake_one = parts.wake_one and not spec.reentrant
+    waiter = new_waiter_id() if wake_one else ""
+    channel = f"{spec.keys.channel}:{waiter}" if waiter else spec.keys.channel
+    block = _block(lock)  # fixed: a grant by a release reserves what the entry says
+    entry = waiter
+    if wake_one and topology.grants_by_release:
+        entry = queue_entry(waiter, holder, spec.ttl_ms, block)
+    result: Granted | Busy = Busy(None)
+    # (confirmed within the call's bound: its deadline plus one request timeout)
+    with topology.watch(channel, topology.time_left(deadline)) as watch:
+        try:
+            if polite:
+                left = remaining(deadline, time.monotonic())
+                topology.wait(watch, polite if left is None else min(polite, left))
+            result = _wait_for_grant(lock, holder, block, entry, watch, deadline)
+        finally:
+            if isinstance(result, Busy) and entry:
+                # timed out, cancelled or failed: leave the queue, and give back what a
+                # release may have granted meanwhile
+                sync_shield(_leave_queue(lock, holder, entry, deadline))
+    return result
 
 
 def _wait_for_grant(
