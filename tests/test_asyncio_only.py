@@ -8,6 +8,7 @@ import contextvars
 import gc
 import time
 import warnings
+from typing import Any
 
 import pytest
 import redis
@@ -80,18 +81,20 @@ async def test_cancel_after_server_executed(
     async_client: AsyncLockClient, raw: redis.Redis, monkeypatch: pytest.MonkeyPatch, script: object
 ) -> None:
     """Cancellation arriving just as the reply does: the server acted, the caller never saw it."""
-    real_run = async_client._topology.script  # every script of a lock goes through it
+    requester = async_client._topology.requester  # every request of a lock goes through it
+    real_request = requester.request
 
-    async def run_then_cancel(s: object, keys: object, args: object, *rest: object) -> object:
-        reply = await real_run(s, keys, args, *rest)  # type: ignore[arg-type]
-        if s is script:
+    async def request_then_cancel(*args: Any, **kwargs: Any) -> Any:
+        replies = await real_request(*args, **kwargs)
+        commands = args[1]
+        if commands[0][:2] == ("EVALSHA", script.sha):  # type: ignore[attr-defined]
             raise asyncio.CancelledError
-        return reply
+        return replies
 
     lock = async_client.lock("cancel", ttl=30)
     if script is RELEASE:
         await lock.acquire(0)
-    monkeypatch.setattr(async_client._topology, "script", run_then_cancel)
+    monkeypatch.setattr(requester, "request", request_then_cancel)
     with pytest.raises(asyncio.CancelledError):
         if script is ACQUIRE:
             await lock.acquire(0)

@@ -5,6 +5,7 @@ Sync twin generated into tests/_sync by tools/gen_sync.py."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import pytest
 import redis
@@ -70,3 +71,25 @@ async def test_renewals_and_losses(async_client: AsyncLockClient, raw: redis.Red
     with pytest.raises(fencelock.LockLost):
         await lock.release()
     assert async_client.statistics().held == 0
+
+
+async def test_each_concern_logs_to_its_own_logger(
+    async_client: AsyncLockClient, raw: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="fencelock")
+    lock = async_client.lock("logged", ttl=10)
+    async with lock:
+        token = lock.token
+    assert await lock.acquire(0)
+    raw.set(lock._spec.keys.lock, "someone else")  # taken over: extend finds it gone
+    with pytest.raises(fencelock.LockLost):
+        await lock.extend()
+    assert any(
+        r.name == "fencelock.acquire" and r.getMessage() == f"'logged' acquired, token {token}"
+        for r in caplog.records
+    )
+    assert any(
+        r.name == "fencelock.release" and f"token {token}" in r.getMessage() for r in caplog.records
+    )
+    [lost] = [r for r in caplog.records if r.name == "fencelock.lease"]
+    assert lost.levelno == logging.WARNING and "'logged'" in lost.getMessage()

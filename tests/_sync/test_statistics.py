@@ -6,6 +6,7 @@ Sync twin generated into tests/_sync by tools/gen_sync.py."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import pytest
 import redis
@@ -71,3 +72,25 @@ def test_renewals_and_losses(sync_client: LockClient, raw: redis.Redis) -> None:
     with pytest.raises(fencelock.LockLost):
         lock.release()
     assert sync_client.statistics().held == 0
+
+
+def test_each_concern_logs_to_its_own_logger(
+    sync_client: LockClient, raw: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="fencelock")
+    lock = sync_client.lock("logged", ttl=10)
+    with lock:
+        token = lock.token
+    assert lock.acquire(0)
+    raw.set(lock._spec.keys.lock, "someone else")  # taken over: extend finds it gone
+    with pytest.raises(fencelock.LockLost):
+        lock.extend()
+    assert any(
+        r.name == "fencelock.acquire" and r.getMessage() == f"'logged' acquired, token {token}"
+        for r in caplog.records
+    )
+    assert any(
+        r.name == "fencelock.release" and f"token {token}" in r.getMessage() for r in caplog.records
+    )
+    [lost] = [r for r in caplog.records if r.name == "fencelock.lease"]
+    assert lost.levelno == logging.WARNING and "'logged'" in lost.getMessage()

@@ -27,7 +27,7 @@ from .._core.lease import Grant, granted, reserve, trusted_release_grant
 from .._core.quorum import retry_jitter
 from .._core.replies import Busy, Granted, new_holder_token, new_waiter_id, queue_entry
 from .._core.timing import remaining, retry_delay
-from ..errors import LockError
+from ..errors import LockError, LockLost, NotReplicated
 from . import handoff
 from .singleflight import Ticket
 from .topology import GaveBack
@@ -86,7 +86,28 @@ def take(lock: Lock, deadline: float | None) -> Grant | None:
         logger.debug("%r not acquired in time", lock.name)
         return None
     queues.holding(line, ticket, grant)
+    logger.debug("%r acquired, token %d", lock.name, grant.fence)
     return grant
+
+
+def reenter(lock: Lock, grant: Grant) -> None:
+    """A reentrant lock that holds ``grant`` takes one more hold of it (one request)."""
+    lock.check()
+    topology = lock._parts.topology
+    sent_at = time.monotonic()
+    try:
+        # one server answers a count that is not ours (LockLost), never "busy", to a re-entry;
+        # Redlock answers "busy" when a majority did not let it in
+        result = topology.try_acquire(lock._spec, grant.holder, grant.depth)
+        if isinstance(result, Busy):
+            raise LockLost(f"{lock.name!r}: a majority of nodes refused the re-entry")
+    except LockLost:
+        lock._declare_lost(grant, "re-entry found the hold count changed")
+        raise
+    except NotReplicated:
+        sync_shield(topology.release(lock._spec, grant.holder))  # the extra hold
+        raise
+    grant.reentered(sent_at, lock.ttl)
 
 
 def _wait_in_line(lock: Lock, ticket: Ticket, deadline: float | None) -> Grant | None:

@@ -48,9 +48,8 @@ from .._backend import (
     sync_uncancel,
 )
 from .._core.lease import Exit, Grant, LockSpec, Released, exit_action, should_cancel
-from .._core.replies import Busy
 from .._core.stats import Counters
-from ..errors import LockError, LockLost, LockNotOwned, LockTimeout, NotReplicated
+from ..errors import LockError, LockLost, LockNotOwned, LockTimeout
 from ..keys import (
     MIN_LEASE,
     LockKeys,
@@ -144,7 +143,7 @@ class Lock:
             held = self._grant()
             if held is not None:
                 if self.reentrant:
-                    self._reenter(held)
+                    contention.reenter(self, held)
                     return True
                 if not self._is_lost(held):
                     raise LockError(f"{self.name!r} is already held by this lock (not reentrant)")
@@ -168,7 +167,6 @@ class Lock:
         if self.auto_renew:
             key = self._spec.keys.lock
             self._parts.watchdog.track(grant, key, self.name, self.ttl, self._declare_lost)
-        logger.debug("%r granted, token %d", self.name, grant.fence)
 
     def _forget(self, grant: Grant) -> None:
         """This object no longer holds ``grant`` (released, or lost and taken afresh)."""
@@ -176,24 +174,6 @@ class Lock:
         self._parts.counters.add(held=-1)
         self._parts.watchdog.untrack(grant)
         self._parts.queues.pass_turn(self._spec.line, grant)
-
-    def _reenter(self, grant: Grant) -> None:
-        self.check()
-        topology = self._parts.topology
-        sent_at = time.monotonic()
-        try:
-            # one server answers a count that is not ours (LockLost), never "busy", to a
-            # re-entry; Redlock answers "busy" when a majority did not let it in
-            result = topology.try_acquire(self._spec, grant.holder, grant.depth)
-            if isinstance(result, Busy):
-                raise LockLost(f"{self.name!r}: a majority of nodes refused the re-entry")
-        except LockLost:
-            self._declare_lost(grant, "re-entry found the hold count changed")
-            raise
-        except NotReplicated:
-            sync_shield(topology.release(self._spec, grant.holder))  # the extra hold
-            raise
-        grant.reentered(sent_at, self.ttl)
 
     # -- release / extend ------------------------------------------------------------------
 
