@@ -5,15 +5,15 @@
     python -m bench.compare --quick    # a short smoke run (noisy figures)
     python -m bench.compare --server valkey --no-write
 
-It starts its own servers (``fencelock._embedded.EmbeddedServer``): one for P1-P3, P5 and P6,
-five for P4; every workload starts on an empty server (``FLUSHALL``). The contenders:
+It starts its own servers (``fencelock_tools.servers.embedded.EmbeddedServer``): one for P1-P3,
+P5 and P6, five for P4; every workload starts on an empty server (``FLUSHALL``). The contenders:
 fencelock (sync and asyncio), redis-py's ``Lock`` (default, and ``sleep=0.001``),
 python-redis-lock, pottery, aioredlock (``bench/peers.py`` says how each one waits), and the
 minimal hand-written loops of ``bench.uncontended`` (one server) and ``bench.redlock`` (Redlock
 fan-out). A peer that is not installed or does not import is skipped with the reason, printed and
 written to the docs.
 
-The workloads are ``fencelock.benchmark``'s (its docstring gives each one's method): the same
+The workloads are ``fencelock_tools.benchmark``'s (its docstring gives each one's method): the same
 code that ``fencelock bench`` runs for fencelock alone. The method is that of
 ``bench.uncontended``: warm-up, repetitions that run every variant in a rotated order, medians
 with min and max and the run-to-run noise ((max - min) / median). Nothing is asserted: the goals
@@ -49,8 +49,7 @@ import redis
 import redis.asyncio
 
 import fencelock
-from fencelock._embedded import EmbeddedServer, find_server
-from fencelock.benchmark import (
+from fencelock_tools.benchmark import (
     FENCELOCK,
     FENCELOCK_REENTRANT,
     FENCELOCK_RENEWING,
@@ -71,6 +70,7 @@ from fencelock.benchmark import (
     time_sync,
     uncontended,
 )
+from fencelock_tools.servers.embedded import EmbeddedServer, find_server
 
 from . import peers
 from . import redlock as redlock_bench
@@ -294,7 +294,7 @@ def run_all(url: str, urls: list[str], s: Settings, results: Results) -> None:
 
 
 def describe(r: RenewalResult) -> str:
-    from fencelock.benchmark import describe_renewal
+    from fencelock_tools.benchmark import describe_renewal
 
     return describe_renewal(r)
 
@@ -711,9 +711,10 @@ def section(r: Results, g: list[Goal], env: list[str], s: Settings, plots: dict[
         "fencelock against redis-py's `Lock` (default `sleep=0.1`, and `sleep=0.001`),"
         " python-redis-lock, pottery, aioredlock and minimal hand-written loops, on the same"
         " servers in one run. How each peer waits is in `bench/peers.py`; each workload's method"
-        " is in the docstring of `src/fencelock/benchmark.py`, the same code `fencelock bench`"
-        " runs against your own server. This section is written by `python -m bench.compare`"
-        f" (it took {r.minutes:.1f} minutes); re-running it replaces only this section.",
+        " is in the docstring of `src/fencelock_tools/benchmark.py`, the same code"
+        " `fencelock bench` runs against your own server. This section is written by"
+        f" `python -m bench.compare` (it took {r.minutes:.1f} minutes); re-running it replaces"
+        " only this section.",
         "",
         *env,
         "",
@@ -954,7 +955,7 @@ def print_summary(r: Results, g: list[Goal]) -> None:
     for x in g:
         verdict = "-" if x.met is None else ("met" if x.met else "NOT met")
         print(f"  {x.workload}  {x.goal:<62} {verdict:<8} {x.figure}")
-    from fencelock.benchmark import (
+    from fencelock_tools.benchmark import (
         describe_handoff,
         describe_local,
         describe_memory,

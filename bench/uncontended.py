@@ -48,7 +48,7 @@ import redis.asyncio
 
 import fencelock
 import fencelock.asyncio
-from fencelock._embedded import EmbeddedServer
+from fencelock_tools.servers.embedded import EmbeddedServer
 
 from ._common import (
     GOAL,

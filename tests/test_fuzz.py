@@ -40,7 +40,6 @@ from redis.crc import key_slot
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
-from fencelock._embedded import EmbeddedServer
 from fencelock._sync.client import LockClient
 from fencelock.keys import (
     MAX_NAME_LENGTH,
@@ -51,6 +50,7 @@ from fencelock.keys import (
     fence_key_for,
     ttl_to_ms,
 )
+from fencelock_tools.servers.embedded import EmbeddedServer
 
 FUZZ = settings(
     max_examples=100,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from fencelock._embedded import EmbeddedServer
+from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.conftest import _binary
 from tests.proxy import TcpProxy
 from tests.topology import Cluster, SentinelSetup, TopologyTimeout, probe

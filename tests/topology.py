@@ -22,7 +22,7 @@ from redis.backoff import NoBackoff
 from redis.crc import key_slot
 from redis.retry import Retry
 
-from fencelock._embedded import EmbeddedServer, free_port
+from fencelock_tools.servers.embedded import EmbeddedServer, free_port
 
 SLOTS = 16384
 POLL = 0.05  # seconds between two looks at a condition being waited for

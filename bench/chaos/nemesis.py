@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys, escape
+from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.proxy import TcpProxy
 from tests.topology import REPLICA_ROLES, probe, wait_until
 

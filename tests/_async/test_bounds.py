@@ -19,7 +19,7 @@ import redis.asyncio
 import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock._backend import AsyncRedis, AsyncRedisCluster, async_sleep
-from fencelock._embedded import EmbeddedServer, free_port
+from fencelock_tools.servers.embedded import EmbeddedServer, free_port
 from tests.concurrency import AsyncCall, async_together, async_until
 from tests.topology import Cluster
 

@@ -11,8 +11,8 @@ from redis.crc import key_slot
 import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock._backend import AsyncRedisCluster
-from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys, fence_key_for
+from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import AsyncCall, async_until
 from tests.topology import Cluster
 

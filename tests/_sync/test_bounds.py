@@ -20,7 +20,7 @@ import redis.asyncio
 import fencelock
 from fencelock._sync.client import LockClient
 from fencelock._backend import SyncRedis, SyncRedisCluster, sync_sleep
-from fencelock._embedded import EmbeddedServer, free_port
+from fencelock_tools.servers.embedded import EmbeddedServer, free_port
 from tests.concurrency import SyncCall, sync_together, sync_until
 from tests.topology import Cluster
 

@@ -12,8 +12,8 @@ from redis.crc import key_slot
 import fencelock
 from fencelock._sync.client import LockClient
 from fencelock._backend import SyncRedisCluster
-from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys, fence_key_for
+from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import SyncCall, sync_until
 from tests.topology import Cluster
 

@@ -13,9 +13,9 @@ import redis
 from fencelock._sync.client import LockClient
 from fencelock._sync.lock import Lock
 from fencelock._backend import SyncEvent
-from fencelock._embedded import EmbeddedServer
 from fencelock.errors import LockError, LockTimeout
 from fencelock.keys import LockKeys
+from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import SyncCall, sync_until
 
 NAME = "herd"
