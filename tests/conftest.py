@@ -20,7 +20,7 @@ import redis
 from fencelock._async.client import AsyncLockClient
 from fencelock._sync.client import LockClient
 from fencelock_tools.servers.embedded import EmbeddedServer, ServerNotFound, find_server
-from tests.topology import Cluster, SentinelSetup
+from fencelock_tools.servers.topology import Cluster, SentinelSetup
 
 ALL_KINDS = ("redis", "valkey")
 

@@ -33,8 +33,8 @@ import fencelock
 import fencelock.asyncio
 from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer, ServerNotFound, find_server
-from tests.proxy import TcpProxy
-from tests.topology import Cluster, SentinelSetup, probe, start_server
+from fencelock_tools.servers.proxy import TcpProxy
+from fencelock_tools.servers.topology import Cluster, SentinelSetup, probe, start_server
 
 SINGLE, REDLOCK, CLUSTER, SENTINEL = "single", "redlock5", "cluster", "sentinel"
 REDLOCK_NODES = 5

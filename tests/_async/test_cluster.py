@@ -13,8 +13,8 @@ from fencelock._async.client import AsyncLockClient
 from fencelock._backend import AsyncRedisCluster
 from fencelock.keys import LockKeys, fence_key_for
 from fencelock_tools.servers.embedded import EmbeddedServer
+from fencelock_tools.servers.topology import Cluster
 from tests.concurrency import AsyncCall, async_until
-from tests.topology import Cluster
 
 # names whose keys land on different shards (and slots)
 NAMES = [f"job-{i}" for i in range(12)]

@@ -12,8 +12,8 @@ import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
+from fencelock_tools.servers.proxy import TcpProxy
 from tests.concurrency import AsyncCall, async_until
-from tests.proxy import TcpProxy
 
 
 def key(name: str) -> str:

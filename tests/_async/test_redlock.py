@@ -17,8 +17,8 @@ from fencelock._async.lock import AsyncLock
 from fencelock._backend import AsyncRedis
 from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
+from fencelock_tools.servers.proxy import TcpProxy
 from tests.concurrency import AsyncCall, async_until
-from tests.proxy import TcpProxy
 
 KEYS = LockKeys.for_name("job")
 # generous per-node timeout: these tests are about quorum logic, not about a loaded CI machine

@@ -21,8 +21,8 @@ import fencelock
 from fencelock._sync.client import LockClient
 from fencelock._backend import SyncRedis, SyncRedisCluster, sync_sleep
 from fencelock_tools.servers.embedded import EmbeddedServer, free_port
+from fencelock_tools.servers.topology import Cluster
 from tests.concurrency import SyncCall, sync_together, sync_until
-from tests.topology import Cluster
 
 REQUEST = 1.0  # the request timeout of these tests' clients (socket_timeout)
 MARGIN = 0.8  # scheduling on a loaded machine; the old code took 2 to 40 times the bound

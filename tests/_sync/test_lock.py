@@ -13,8 +13,8 @@ import fencelock
 from fencelock._sync.client import LockClient
 from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
+from fencelock_tools.servers.proxy import TcpProxy
 from tests.concurrency import SyncCall, sync_until
-from tests.proxy import TcpProxy
 
 
 def key(name: str) -> str:

@@ -18,8 +18,8 @@ from fencelock._sync.lock import Lock
 from fencelock._backend import SyncRedis
 from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
+from fencelock_tools.servers.proxy import TcpProxy
 from tests.concurrency import SyncCall, sync_until
-from tests.proxy import TcpProxy
 
 KEYS = LockKeys.for_name("job")
 # generous per-node timeout: these tests are about quorum logic, not about a loaded CI machine
