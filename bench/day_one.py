@@ -20,9 +20,9 @@ import time
 import redis
 
 from fencelock._async.client import AsyncLockClient
-from fencelock._embedded import EmbeddedServer, find_server
 from fencelock.errors import LockNotOwned
 from fencelock.keys import LockKeys
+from fencelock_tools.servers.embedded import EmbeddedServer, find_server
 
 
 def _commands(raw: redis.Redis) -> int:

@@ -16,7 +16,7 @@ import argparse
 import time
 
 from fencelock import LockClient
-from fencelock._embedded import EmbeddedServer, find_server
+from fencelock_tools.servers.embedded import EmbeddedServer, find_server
 
 WAIT_FOR_EXPIRY = 60.0
 

@@ -4,7 +4,7 @@
     python -m bench.herd --quick            # a few seconds: a smoke run (noisy figures)
     python -m bench.herd --processes 8,64 --seconds 2 --repeat 3 --json herd.json
 
-The workload is P2 of ``fencelock.benchmark`` (``handoff_run``, with the same code): N spawned
+The workload is P2 of ``fencelock_tools.benchmark`` (``handoff_run``, with the same code): N spawned
 processes, one ``LockClient`` each, contend for ONE name and hold it ``hold`` (1 ms) per grant,
 doing a read-modify-write of a counter in Redis while they hold it. Per wake mode and N:
 
@@ -57,8 +57,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
-from fencelock._embedded import EmbeddedServer, find_server
-from fencelock.benchmark import (
+from fencelock.keys import LockKeys
+from fencelock_tools.benchmark import (
     PREFIX,
     FencelockLocks,
     HandoffResult,
@@ -71,7 +71,7 @@ from fencelock.benchmark import (
     plain_client,
     to_stderr,
 )
-from fencelock.keys import LockKeys
+from fencelock_tools.servers.embedded import EmbeddedServer, find_server
 
 from ._common import client_description, server_description
 

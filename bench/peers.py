@@ -1,6 +1,6 @@
-"""The other Redis locks ``bench.compare`` measures, behind ``fencelock.benchmark``'s contender
-interface (``lock(name)``, ``acquire(timeout)``: None waits, 0 tries once, > 0 waits that long;
-``release()``).
+"""The other Redis locks ``bench.compare`` measures, behind ``fencelock_tools.benchmark``'s
+contender interface (``lock(name)``, ``acquire(timeout)``: None waits, 0 tries once, > 0 waits
+that long; ``release()``).
 
 * redis-py's ``Lock`` (``Redis.lock``): ``SET NX PX`` with a token, a compare-and-delete script;
   a blocked acquire **polls** every ``sleep`` seconds (default 0.1; also measured with 0.001).
@@ -34,7 +34,7 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from fencelock.benchmark import SOCKET_TIMEOUT, Contender, Target
+from fencelock_tools.benchmark import SOCKET_TIMEOUT, Contender, Target
 
 
 def load(module: str) -> Any:

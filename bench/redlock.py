@@ -73,10 +73,10 @@ import fencelock
 import fencelock.asyncio
 from fencelock._async.redlock import AsyncQuorum
 from fencelock._core.quorum import NODE_TIMEOUT_MAX, node_timeout, quorum
-from fencelock._embedded import EmbeddedServer, find_server
 from fencelock._sync.redlock import SyncQuorum
 from fencelock.keys import LockKeys
 from fencelock.scripts import ACQUIRE, RELEASE
+from fencelock_tools.servers.embedded import EmbeddedServer, find_server
 
 from ._common import (
     GOAL,

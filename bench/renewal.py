@@ -5,7 +5,7 @@
 Reports renewal script calls per renewal period (ttl/3), counted by the server (``EVAL``/
 ``EVALSHA`` calls in ``INFO commandstats``) and by the watchdog itself, locks renewed, leases lost
 (misses: must be 0), and the client's threads. Nothing is asserted; the figures go to
-docs/benchmarks.md. The measurement is workload P5 of ``fencelock.benchmark`` (issue 5), which
+docs/benchmarks.md. The measurement is workload P5 of ``fencelock_tools.benchmark`` (issue 5), which
 ``fencelock bench`` and ``python -m bench.compare`` run too.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import argparse
 
-from fencelock._embedded import EmbeddedServer
-from fencelock.benchmark import FENCELOCK_RENEWING, renewal
+from fencelock_tools.benchmark import FENCELOCK_RENEWING, renewal
+from fencelock_tools.servers.embedded import EmbeddedServer
 
 
 def run(url: str, locks: int, ttl: float, seconds: float) -> None:

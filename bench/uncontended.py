@@ -49,8 +49,8 @@ import redis.asyncio
 import fencelock
 import fencelock.asyncio
 from fencelock._async.topology import AsyncOneServer
-from fencelock._embedded import EmbeddedServer
 from fencelock._sync.topology import SyncOneServer
+from fencelock_tools.servers.embedded import EmbeddedServer
 
 from ._common import (
     GOAL,

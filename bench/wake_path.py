@@ -80,7 +80,7 @@ import redis
 
 import fencelock
 from fencelock._core.replies import Granted
-from fencelock._embedded import EmbeddedServer
+from fencelock_tools.servers.embedded import EmbeddedServer
 
 SOCKET_TIMEOUT: Final = 5.0
 TTL: Final = 30.0  # s: far longer than any run; a lease never runs out here

@@ -18,9 +18,9 @@ import pytest
 import redis
 
 from fencelock._async.client import AsyncLockClient
-from fencelock._embedded import EmbeddedServer, ServerNotFound, find_server
 from fencelock._sync.client import LockClient
-from tests.topology import Cluster, SentinelSetup
+from fencelock_tools.servers.embedded import EmbeddedServer, ServerNotFound, find_server
+from fencelock_tools.servers.topology import Cluster, SentinelSetup
 
 ALL_KINDS = ("redis", "valkey")
 

@@ -15,9 +15,9 @@ import redis
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
-from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys
 from fencelock.scripts import ACQUIRE, RELEASE
+from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import async_until, sync_until
 
 KEY = LockKeys.for_name("cancel").lock

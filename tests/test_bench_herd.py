@@ -10,7 +10,7 @@ from pathlib import Path
 
 import redis
 
-from fencelock._embedded import EmbeddedServer
+from fencelock_tools.servers.embedded import EmbeddedServer
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 90.0  # spawns a few interpreters per run; a loaded box is slow

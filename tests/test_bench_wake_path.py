@@ -8,8 +8,8 @@ import pytest
 import redis
 
 from bench import wake_path
-from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys
+from fencelock_tools.servers.embedded import EmbeddedServer
 
 
 def test_merge_pairs_each_acquire_with_the_release_just_before_it() -> None:

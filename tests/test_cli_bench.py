@@ -9,7 +9,7 @@ import sys
 
 import redis
 
-from fencelock._embedded import EmbeddedServer, free_port
+from fencelock_tools.servers.embedded import EmbeddedServer, free_port
 from tests.concurrency import TIMEOUT
 
 TINY = [

@@ -15,10 +15,10 @@ import pytest
 import redis
 
 import fencelock
-from fencelock._embedded import EmbeddedServer, free_port
 from fencelock._sync.lock import Lock
 from fencelock.keys import LockKeys
 from fencelock.run import Runner
+from fencelock_tools.servers.embedded import EmbeddedServer, free_port
 from tests.concurrency import TIMEOUT, sync_until
 
 NAME = "nightly-report"

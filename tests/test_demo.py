@@ -7,8 +7,8 @@ import signal
 
 import pytest
 
-from fencelock._embedded import ServerNotFound, find_server
 from fencelock.cli import main
+from fencelock_tools.servers.embedded import ServerNotFound, find_server
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGSTOP"), reason="needs SIGSTOP/SIGCONT")
 

@@ -17,8 +17,8 @@ import pytest
 import redis
 
 import fencelock
-from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys
+from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import SyncCall
 
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "leases.md"

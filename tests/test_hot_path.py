@@ -12,7 +12,7 @@ import pytest
 import redis.connection
 
 import fencelock
-from fencelock._embedded import EmbeddedServer
+from fencelock_tools.servers.embedded import EmbeddedServer
 
 PACKAGE = Path(fencelock.__file__).parent
 

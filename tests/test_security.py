@@ -38,11 +38,11 @@ import fencelock
 import fencelock.asyncio
 from fencelock import scripts
 from fencelock._core import replies
-from fencelock._embedded import EmbeddedServer, ServerNotFound, find_server, free_port
 from fencelock._sync.client import LockClient
 from fencelock.keys import LockKeys, fence_key_for
+from fencelock_tools.servers.embedded import EmbeddedServer, ServerNotFound, find_server, free_port
+from fencelock_tools.servers.topology import Cluster
 from tests.concurrency import SyncCall, sync_until
-from tests.topology import Cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 HOLDER = re.compile(r"[A-Za-z0-9_-]{27,}")

@@ -9,8 +9,8 @@ import pytest
 import redis
 
 import fencelock
-from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys
+from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import in_forked_child
 
 COUNTER = "counter"

@@ -1,5 +1,5 @@
-"""Tests of the test harness itself, on real servers of each kind: the cluster and sentinel
-topologies (tests/topology.py) and the fault-injecting proxy (tests/proxy.py)."""
+"""Tests of the harness itself, on real servers of each kind: the cluster and sentinel topologies
+(fencelock_tools/servers/topology.py) and the fault-injecting proxy (servers/proxy.py)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from fencelock._embedded import EmbeddedServer
+from fencelock_tools.servers.embedded import EmbeddedServer
+from fencelock_tools.servers.proxy import TcpProxy
+from fencelock_tools.servers.topology import Cluster, SentinelSetup, TopologyTimeout, probe
 from tests.conftest import _binary
-from tests.proxy import TcpProxy
-from tests.topology import Cluster, SentinelSetup, TopologyTimeout, probe
 
 
 def _children() -> set[int]:

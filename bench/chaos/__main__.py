@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from fencelock._embedded import find_server
+from fencelock_tools.servers.embedded import find_server
 
 from . import report, safety_doc
 from .runner import Lab, Result, run_scenario

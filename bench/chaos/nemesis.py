@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys, escape
-from tests.proxy import TcpProxy
-from tests.topology import REPLICA_ROLES, probe, wait_until
+from fencelock_tools.servers.embedded import EmbeddedServer
+from fencelock_tools.servers.proxy import TcpProxy
+from fencelock_tools.servers.topology import REPLICA_ROLES, probe, wait_until
 
 from . import history as h
 from .topologies import ClusterTopology, NodeClock, SentinelTopology

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import redis
 
-from tests.topology import probe
+from fencelock_tools.servers.topology import probe
 
 from . import checker, workers
 from . import history as h

@@ -50,7 +50,8 @@ ALWAYS: Final = (
     "a loss cancels an async_cancel block, which ends with LockLost",
 )
 
-FIRST_SHARD_LAST_SLOT: Final = 16384 // 3 - 1  # tests/topology.py: an even split of 3 masters
+# fencelock_tools.servers.topology splits the slots evenly over 3 masters
+FIRST_SHARD_LAST_SLOT: Final = 16384 // 3 - 1
 
 
 def lock_name(kind: str) -> str:

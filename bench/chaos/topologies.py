@@ -3,8 +3,8 @@
 ``ClientSpec`` is what crosses into a worker process (picklable); ``make_client`` turns it into a
 ``fencelock.LockClient``, ``make_async_client`` into a ``fencelock.asyncio.LockClient`` on the
 same servers (over ``redis.asyncio`` clients). Every topology starts real servers on free
-loopback ports (through ``fencelock._embedded`` and ``tests/topology.py``) and stops them by PID
-in ``stop()``, on every path. The fenced resource is a server of its own that no nemesis
+loopback ports (through ``fencelock_tools.servers``) and stops them by PID in ``stop()``, on
+every path. The fenced resource is a server of its own that no nemesis
 touches (``Resource``).
 
 A Redlock node can run under libfaketime (``faketime=``): its wall clock, which Redis uses to
@@ -31,10 +31,10 @@ import redis.sentinel
 
 import fencelock
 import fencelock.asyncio
-from fencelock._embedded import EmbeddedServer, ServerNotFound, find_server
 from fencelock.keys import LockKeys
-from tests.proxy import TcpProxy
-from tests.topology import Cluster, SentinelSetup, probe, start_server
+from fencelock_tools.servers.embedded import EmbeddedServer, ServerNotFound, find_server
+from fencelock_tools.servers.proxy import TcpProxy
+from fencelock_tools.servers.topology import Cluster, SentinelSetup, probe, start_server
 
 SINGLE, REDLOCK, CLUSTER, SENTINEL = "single", "redlock5", "cluster", "sentinel"
 REDLOCK_NODES = 5

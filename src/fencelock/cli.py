@@ -9,7 +9,7 @@ from typing import NoReturn
 
 from . import __version__
 from .keys import MAX_TTL, MIN_LEASE, validate_name, validate_timeout, validate_ttl
-from .run import DEFAULT_GRACE, EX_USAGE, Runner, default_url
+from .run import DEFAULT_GRACE, EX_UNAVAILABLE, EX_USAGE, Runner, default_url
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -91,9 +91,21 @@ def _lock_name(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _no_tools(command: str, exc: ImportError) -> NoReturn:
+    """``demo`` and ``bench`` live in the fencelock_tools package, imported only for them (so
+    ``import fencelock`` and ``fencelock run`` never load it): say what to install without it."""
+    print(
+        f"fencelock {command}: needs fencelock's tools ({exc}): pip install 'fencelock[tools]'",
+        file=sys.stderr,
+    )
+    raise SystemExit(EX_UNAVAILABLE)
+
+
 def _demo(args: argparse.Namespace) -> int:
-    # Imported here: the demo pulls in multiprocessing, which other subcommands do not need.
-    from .demo import run_demo
+    try:
+        from fencelock_tools.demo import run_demo
+    except ImportError as exc:
+        _no_tools("demo", exc)
 
     return run_demo(workers=args.workers, seconds=args.seconds, url=args.url)
 
@@ -106,6 +118,10 @@ def _add_demo(subparsers: argparse._SubParsersAction[_Parser]) -> None:
             "Start a throw-away server, let worker processes contend for one lock while doing "
             "fenced read-modify-writes on a counter, freeze one holder with SIGSTOP past its "
             "lease, and show that its stale write is refused. Exits 1 on any violation."
+        ),
+        epilog=(
+            "exit statuses: 0 the stale write was refused and nothing was violated, 1 otherwise, "
+            "69 no server binary or no tools to run it (pip install 'fencelock[tools]')"
         ),
     )
     parser.add_argument(
@@ -197,7 +213,10 @@ def _add_run(subparsers: argparse._SubParsersAction[_Parser]) -> None:
 
 
 def _workloads(text: str) -> list[str]:
-    from .benchmark import WORKLOADS
+    try:
+        from fencelock_tools.benchmark import WORKLOADS
+    except ImportError as exc:
+        _no_tools("bench", exc)
 
     chosen = [w.strip().upper() for w in text.split(",") if w.strip()]
     unknown = [w for w in chosen if w not in WORKLOADS]
@@ -209,11 +228,13 @@ def _workloads(text: str) -> list[str]:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    # Imported here: the benchmarks pull in multiprocessing and asyncio.
     import redis
 
-    from .benchmark import WORKLOADS, Options, run_fencelock
-    from .run import EX_UNAVAILABLE, redact
+    try:
+        from fencelock_tools.benchmark import WORKLOADS, Options, run_fencelock
+    except ImportError as exc:
+        _no_tools("bench", exc)
+    from .run import redact
 
     url: str = args.url or default_url()
     for server in (url, *args.redlock):
@@ -255,7 +276,11 @@ def _add_bench(subparsers: argparse._SubParsersAction[_Parser]) -> None:
             "result: medians over --repeat runs (min-max). Writes keys named "
             "fencelock:{fencelock-bench-...}:* and fencelock-bench:counter, and deletes them."
         ),
-        epilog="python -m bench.compare (in the source tree) runs the same against other locks.",
+        epilog=(
+            "exit statuses: 0 done, 64 bad usage, 69 a server unreachable or no tools to run it "
+            "(pip install 'fencelock[tools]'). python -m bench.compare (in the source tree) runs "
+            "the same against other locks."
+        ),
     )
     parser.add_argument(
         "--url",

@@ -19,10 +19,10 @@ import redis.asyncio
 import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock._backend import async_sleep
-from fencelock._embedded import EmbeddedServer, free_port
 from fencelock._transport import AsyncRedis, AsyncRedisCluster
+from fencelock_tools.servers.embedded import EmbeddedServer, free_port
+from fencelock_tools.servers.topology import Cluster
 from tests.concurrency import AsyncCall, async_together, async_until
-from tests.topology import Cluster
 
 REQUEST = 1.0  # the request timeout of these tests' clients (socket_timeout)
 MARGIN = 0.8  # scheduling on a loaded machine; the old code took 2 to 40 times the bound

@@ -10,11 +10,11 @@ from redis.crc import key_slot
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
-from fencelock._embedded import EmbeddedServer
 from fencelock._transport import AsyncRedisCluster
 from fencelock.keys import LockKeys, fence_key_for
+from fencelock_tools.servers.embedded import EmbeddedServer
+from fencelock_tools.servers.topology import Cluster
 from tests.concurrency import AsyncCall, async_until
-from tests.topology import Cluster
 
 # names whose keys land on different shards (and slots)
 NAMES = [f"job-{i}" for i in range(12)]

@@ -14,11 +14,11 @@ import pytest
 import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock._async.lock import AsyncLock
-from fencelock._embedded import EmbeddedServer
 from fencelock._transport import AsyncRedis
 from fencelock.keys import LockKeys
+from fencelock_tools.servers.embedded import EmbeddedServer
+from fencelock_tools.servers.proxy import TcpProxy
 from tests.concurrency import AsyncCall, async_until
-from tests.proxy import TcpProxy
 
 KEYS = LockKeys.for_name("job")
 # generous per-node timeout: these tests are about quorum logic, not about a loaded CI machine

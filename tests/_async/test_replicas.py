@@ -7,8 +7,8 @@ import pytest
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
-from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys
+from fencelock_tools.servers.embedded import EmbeddedServer
 
 KEY = LockKeys.for_name("replicated").lock
 

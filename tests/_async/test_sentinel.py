@@ -6,8 +6,8 @@ from __future__ import annotations
 from fencelock._async.client import AsyncLockClient
 from fencelock._async.lock import AsyncLock
 from fencelock.keys import LockKeys
+from fencelock_tools.servers.topology import SentinelSetup
 from tests.concurrency import AsyncSentinel, async_together, async_until
-from tests.topology import SentinelSetup
 
 KEYS = LockKeys.for_name("job")
 

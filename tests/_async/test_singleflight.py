@@ -8,8 +8,8 @@ import redis
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
-from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys
+from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import AsyncCall, async_until
 
 KEYS = LockKeys.for_name("hot")

@@ -10,9 +10,9 @@ import redis
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
-from fencelock._embedded import EmbeddedServer
 from fencelock._transport import AsyncRedis
 from fencelock.keys import LockKeys
+from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import async_until
 
 KEYS = LockKeys.for_name("job")

@@ -13,9 +13,9 @@ from fencelock._async import contention
 from fencelock._async.client import AsyncLockClient
 from fencelock._async.lock import AsyncLock
 from fencelock._backend import AsyncEvent
-from fencelock._embedded import EmbeddedServer
 from fencelock.errors import LockError, LockTimeout
 from fencelock.keys import LockKeys
+from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import AsyncCall, async_until
 
 NAME = "herd"

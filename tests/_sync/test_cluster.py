@@ -11,11 +11,11 @@ from redis.crc import key_slot
 
 import fencelock
 from fencelock._sync.client import LockClient
-from fencelock._embedded import EmbeddedServer
 from fencelock._transport import SyncRedisCluster
 from fencelock.keys import LockKeys, fence_key_for
+from fencelock_tools.servers.embedded import EmbeddedServer
+from fencelock_tools.servers.topology import Cluster
 from tests.concurrency import SyncCall, sync_until
-from tests.topology import Cluster
 
 # names whose keys land on different shards (and slots)
 NAMES = [f"job-{i}" for i in range(12)]

@@ -11,10 +11,10 @@ import redis
 
 import fencelock
 from fencelock._sync.client import LockClient
-from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys
+from fencelock_tools.servers.embedded import EmbeddedServer
+from fencelock_tools.servers.proxy import TcpProxy
 from tests.concurrency import SyncCall, sync_until
-from tests.proxy import TcpProxy
 
 
 def key(name: str) -> str:
@@ -419,7 +419,7 @@ def test_names_with_braces_get_their_own_keys(
 
 
 def test_server_down_gives_connection_error() -> None:
-    from fencelock._embedded import free_port
+    from fencelock_tools.servers.embedded import free_port
 
     client = LockClient.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_timeout=0.5)
     with pytest.raises(fencelock.LockConnectionError):

@@ -12,8 +12,8 @@ import redis
 
 import fencelock
 from fencelock._sync.client import LockClient
-from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys
+from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import SyncCall, sync_until
 
 

@@ -15,11 +15,11 @@ import pytest
 import fencelock
 from fencelock._sync.client import LockClient
 from fencelock._sync.lock import Lock
-from fencelock._embedded import EmbeddedServer
 from fencelock._transport import SyncRedis
 from fencelock.keys import LockKeys
+from fencelock_tools.servers.embedded import EmbeddedServer
+from fencelock_tools.servers.proxy import TcpProxy
 from tests.concurrency import SyncCall, sync_until
-from tests.proxy import TcpProxy
 
 KEYS = LockKeys.for_name("job")
 # generous per-node timeout: these tests are about quorum logic, not about a loaded CI machine

@@ -8,8 +8,8 @@ import pytest
 
 import fencelock
 from fencelock._sync.client import LockClient
-from fencelock._embedded import EmbeddedServer
 from fencelock.keys import LockKeys
+from fencelock_tools.servers.embedded import EmbeddedServer
 
 KEY = LockKeys.for_name("replicated").lock
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from fencelock._sync.client import LockClient
 from fencelock._sync.lock import Lock
 from fencelock.keys import LockKeys
+from fencelock_tools.servers.topology import SentinelSetup
 from tests.concurrency import SyncSentinel, sync_together, sync_until
-from tests.topology import SentinelSetup
 
 KEYS = LockKeys.for_name("job")
 

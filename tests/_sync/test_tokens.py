@@ -11,9 +11,9 @@ import redis
 
 import fencelock
 from fencelock._sync.client import LockClient
-from fencelock._embedded import EmbeddedServer
 from fencelock._transport import SyncRedis
 from fencelock.keys import LockKeys
+from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import sync_until
 
 KEYS = LockKeys.for_name("job")

@@ -1,5 +1,5 @@
-"""Real server topologies for the tests: a Redis Cluster, and a master/replica pair watched by a
-sentinel.
+"""Real server topologies for the tests, the benchmarks and the chaos suite: a Redis Cluster,
+and a master/replica pair watched by a sentinel.
 
 Every process runs on free loopback ports in a temporary directory of its own and is stopped by
 PID on every path, a failure half-way through startup included. Nothing here needs a CLI: the
@@ -22,7 +22,7 @@ from redis.backoff import NoBackoff
 from redis.crc import key_slot
 from redis.retry import Retry
 
-from fencelock._embedded import EmbeddedServer, free_port
+from .embedded import EmbeddedServer, free_port
 
 SLOTS = 16384
 POLL = 0.05  # seconds between two looks at a condition being waited for

