@@ -45,7 +45,7 @@ def grant(**fields: object) -> Grant:
     return Grant(**values)  # type: ignore[arg-type]
 
 
-# -- LockSpec: keys, ARGV and the local queue's line -----------------------------------------
+# -- LockSpec: keys, ARGV and the local queue's line -----------------------------------------------
 
 
 def _documented(script: str, what: str) -> int:
@@ -109,7 +109,7 @@ def test_release_args_carry_the_leaving_entry_for_simple_locks_only() -> None:
     )
 
 
-# -- Released: what a release reply code means -----------------------------------------------
+# -- Released: what a release reply code means -----------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -135,7 +135,7 @@ def test_release_reply_out_of_the_table_is_an_error(reply: object) -> None:
         Released.of(reply)
 
 
-# -- Grant: the lease value and its transitions ----------------------------------------------
+# -- Grant: the lease value and its transitions ----------------------------------------------------
 
 
 def test_granted_lease_runs_from_the_request_not_the_reply() -> None:
@@ -201,7 +201,7 @@ def test_grants_compare_by_identity() -> None:
     assert grant() != grant()
 
 
-# -- the late-grant give-back ----------------------------------------------------------------
+# -- the late-grant give-back ----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -218,7 +218,7 @@ def test_arrived_late(now: float, late: bool) -> None:
     assert arrived_late(NOW, TTL, now) is late
 
 
-# -- local hand-off within a reserved block ---------------------------------------------------
+# -- local hand-off within a reserved block --------------------------------------------------------
 
 
 def test_handoff_within_block_takes_the_next_token_on_the_same_lease() -> None:
@@ -270,7 +270,7 @@ def test_handoff_within_block_needs_two_thirds_of_the_next_ttl(
     assert (handoff_within_block(g, to_ttl, NOW) is not None) is within
 
 
-# -- when a grant announced by a release may be used -------------------------------------------
+# -- when a grant announced by a release may be used -----------------------------------------------
 
 SCORE = "1795332386523807"
 
@@ -317,7 +317,7 @@ def test_release_grant_needs_half_the_ttl_left_from_the_retry(now: float, truste
     assert (result is not None) is trusted
 
 
-# -- the exit policy table of __exit__ / __aexit__ ---------------------------------------------
+# -- the exit policy table of __exit__ / __aexit__ -------------------------------------------------
 
 _HOW = {"normally": (False, False), "cancelled by us": (True, True), "own error": (True, False)}
 _EXIT_TABLE = [
@@ -343,7 +343,7 @@ def test_exit_policy_table_covers_every_case() -> None:
     }
 
 
-# -- should a loss cancel the task in the block ------------------------------------------------
+# -- should a loss cancel the task in the block ----------------------------------------------------
 
 BODY, OTHER = object(), object()
 
@@ -363,7 +363,7 @@ def test_should_cancel(policy: str, task: object, current: object, cancel: bool)
     assert should_cancel(policy, task, current) is cancel
 
 
-# -- how many fencing tokens a grant reserves ----------------------------------------------------
+# -- how many fencing tokens a grant reserves ------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -394,7 +394,7 @@ def test_reserved_block_covers_a_full_streak() -> None:
     assert handoffs == max_handoffs
 
 
-# -- the bound of a call near its deadline --------------------------------------------------------
+# -- the bound of a call near its deadline ---------------------------------------------------------
 
 
 @pytest.mark.parametrize(
