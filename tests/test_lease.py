@@ -247,6 +247,16 @@ def test_handoff_streak_uses_the_whole_block_then_needs_the_script() -> None:
     assert fences == [5, 6, 7, 8]
 
 
+@pytest.mark.xfail(
+    reason="handoff_within_block relies on its caller to skip a lost grant: it hands one on "
+    "with lost=False (the watchdog thread may mark it lost after give_up's check)",
+    strict=True,
+)
+def test_a_lost_grant_is_never_handed_on() -> None:
+    g = grant(fence=7, reserved=9, deadline=NOW + TTL, lost=True)
+    assert handoff_within_block(g, TTL, NOW) is None
+
+
 def test_handoff_without_a_reserved_block_needs_the_script() -> None:
     assert handoff_within_block(grant(fence=7, reserved=0, deadline=NOW + TTL), TTL, NOW) is None
 
