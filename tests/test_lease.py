@@ -11,7 +11,6 @@ from importlib.resources import files
 import pytest
 
 from fencelock._core.lease import (
-    POLICIES,
     Exit,
     Grant,
     LockSpec,
@@ -29,7 +28,7 @@ from fencelock._core.lease import (
 )
 from fencelock._core.replies import Granted
 from fencelock._core.timing import lease_deadline
-from fencelock.keys import LockKeys
+from fencelock.keys import POLICIES, LockKeys
 
 TTL = 10.0
 NOW = 1000.0
@@ -247,11 +246,6 @@ def test_handoff_streak_uses_the_whole_block_then_needs_the_script() -> None:
     assert fences == [5, 6, 7, 8]
 
 
-@pytest.mark.xfail(
-    reason="handoff_within_block relies on its caller to skip a lost grant: it hands one on "
-    "with lost=False (the watchdog thread may mark it lost after give_up's check)",
-    strict=True,
-)
 def test_a_lost_grant_is_never_handed_on() -> None:
     g = grant(fence=7, reserved=9, deadline=NOW + TTL, lost=True)
     assert handoff_within_block(g, TTL, NOW) is None

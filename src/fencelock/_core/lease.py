@@ -134,7 +134,7 @@ class Grant:
 def granted(result: Granted, holder: str, sent_at: float, ttl: float, pid: int) -> Grant:
     """The grant an acquire got, its lease counted from ``sent_at`` (a re-sent request: from
     the one that was granted, ``result.sent_at``)."""
-    deadline = lease_deadline(result.sent_at or sent_at, ttl)
+    deadline = lease_deadline(sent_at if result.sent_at is None else result.sent_at, ttl)
     return Grant(
         holder, result.fence, pid, deadline, confirmed=result.confirmed, reserved=result.reserved
     )
@@ -150,7 +150,11 @@ def handoff_within_block(grant: Grant, to_ttl: float, now: float) -> Grant | Non
     """A local hand-off that needs no request: the next token of the block reserved for this
     streak, on the same lease, if enough of it is left for the next holder (``to_ttl``). None:
     the hand-off script must run (it restarts the lease and reserves a new block)."""
-    if grant.fence >= grant.reserved or handoff_needs_refresh(grant.deadline - now, to_ttl):
+    if (
+        grant.expired(now)  # a lost grant is never held again (the watchdog may mark it meanwhile)
+        or grant.fence >= grant.reserved
+        or handoff_needs_refresh(grant.deadline - now, to_ttl)
+    ):
         return None
     return replace(
         grant, fence=grant.fence + 1, lost=False, task=None, cancelled=False, in_block=False

@@ -42,7 +42,10 @@ class Busy:
 
 def _int(value: object) -> int:
     if isinstance(value, bytes | str):
-        return int(value)
+        try:
+            return int(value)
+        except ValueError:
+            raise LockError(f"unexpected reply element {value!r}") from None
     if isinstance(value, int):
         return value
     raise LockError(f"unexpected reply element {value!r}")
@@ -57,6 +60,8 @@ def acquire_reply(reply: object) -> Granted | Busy:
     if status == -1:
         # reentrant: the server's hold count is not ours, so our lease expired and was retaken
         raise LockLost(f"cannot re-enter: the lease had expired (server hold count {value})")
+    if status != 0:
+        raise LockError(f"unexpected acquire reply {reply!r}")
     score = reply[2] if len(reply) == 3 else None
     if isinstance(score, bytes):
         score = score.decode()
