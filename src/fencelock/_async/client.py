@@ -22,6 +22,7 @@ from typing import Any, Self
 
 from redis.exceptions import NoScriptError, RedisError
 
+from .._backend import AsyncStateLock
 from .._core.quorum import NODE_TIMEOUT_MAX
 from .._core.replies import fenced_set_reply, translate_error
 from .._core.stats import Counters, Statistics
@@ -161,7 +162,7 @@ class AsyncLockClient:
         plain = [redis] if isinstance(redis, AsyncRedis) else []
         for node in given or plain:  # a wrong database index fails here, not at the first call
             validate_db(node.connection_pool.connection_kwargs.get("db", 0))
-        counters = Counters()
+        counters = Counters(AsyncStateLock())
         # fencelock's own clients (own pools) to the servers given: see async_own_client. Each
         # pub/sub connection has a pool of its own: in the requests' pool it would take a
         # connection they may be waiting for (a pool of one would never serve them).

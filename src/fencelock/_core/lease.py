@@ -14,7 +14,7 @@ A lost grant never becomes held again: the lock object takes the name afresh wit
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..keys import LockKeys, ttl_to_ms
@@ -24,34 +24,34 @@ from .timing import handoff_needs_refresh, lease_deadline
 
 @dataclass(frozen=True, slots=True)
 class LockSpec:
-    """What every request about one lock needs, computed once when the lock object is made."""
+    """What every request about one lock needs, computed once when the lock object is made
+    (the hot path reads it on every call)."""
 
     name: str
     keys: LockKeys
     ttl: float
     reentrant: bool
+    ttl_ms: int = field(init=False)
+    # A simple lock's acquire also keeps the queue of waiters woken one at a time (reentrant
+    # waiters are always woken all together); a release of either kind serves it.
+    acquire_keys: tuple[str, ...] = field(init=False)
+    release_keys: tuple[str, ...] = field(init=False)
+    # Its local queue (singleflight.py): simple and reentrant locks on one name queue apart, as
+    # a grant of one kind cannot be handed to the other (the key types differ).
+    line: str = field(init=False)
 
-    @property
-    def ttl_ms(self) -> int:
-        return ttl_to_ms(self.ttl)
-
-    @property
-    def acquire_keys(self) -> tuple[str, ...]:
-        # A simple lock's acquire also keeps the queue of waiters woken one at a time (reentrant
-        # waiters are always woken all together); a release of either kind serves it.
-        if self.reentrant:
-            return (self.keys.lock, self.keys.fence)
-        return (self.keys.lock, self.keys.fence, self.keys.queue)
-
-    @property
-    def release_keys(self) -> tuple[str, ...]:
-        return (self.keys.lock, self.keys.queue, self.keys.fence)
-
-    @property
-    def line(self) -> str:
-        """Its local queue (singleflight.py): simple and reentrant locks on one name queue
-        apart, as a grant of one kind cannot be handed to the other (the key types differ)."""
-        return f"{self.keys.lock}:{'reentrant' if self.reentrant else 'simple'}"
+    def __post_init__(self) -> None:
+        keys = self.keys
+        derived = {
+            "ttl_ms": ttl_to_ms(self.ttl),
+            "acquire_keys": (keys.lock, keys.fence)
+            if self.reentrant
+            else (keys.lock, keys.fence, keys.queue),
+            "release_keys": (keys.lock, keys.queue, keys.fence),
+            "line": f"{keys.lock}:{'reentrant' if self.reentrant else 'simple'}",
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)  # (a frozen dataclass sets its own fields so)
 
 
 def acquire_args(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, fields
 
 
@@ -28,10 +29,12 @@ _NAMES = frozenset(f.name for f in fields(Statistics))
 
 class Counters:
     """The live counters behind ``Statistics``, shared by a client's parts (the lock objects,
-    the watchdog, the wake-up waits), in threads or tasks."""
+    the watchdog, the wake-up waits), in threads or tasks. ``guard`` is held for an addition,
+    never across I/O: a mutex for threads; under asyncio, where a section without ``await`` is
+    atomic already, the client passes a no-op one (the hand-off path adds on every grant)."""
 
-    def __init__(self) -> None:
-        self._guard = threading.Lock()  # held for an addition: never across I/O
+    def __init__(self, guard: AbstractContextManager[object] | None = None) -> None:
+        self._guard = threading.Lock() if guard is None else guard
         self._values = dict.fromkeys(_NAMES, 0)
 
     def add(self, **deltas: int) -> None:
