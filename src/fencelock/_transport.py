@@ -273,11 +273,6 @@ async def async_bounded(aw: Awaitable[T], timeout: float) -> T:
     return task.result()
 
 
-def sync_bounded(value: T, timeout: float) -> T:
-    # A blocking call cannot be bounded from outside: the caller's socket timeouts bound it.
-    return value
-
-
 class SyncRequester:
     """The same with threads, on connections of its own (per server, kept between requests):
     a pooled connection would be (re)connected by the pool with the full socket timeout and
