@@ -305,6 +305,17 @@ def test_join_after_a_lapsed_holder_with_nobody_queued_is_the_head() -> None:
     assert join(q, now=NOW + 5).turn is False  # the key is still the new head's
 
 
+def test_join_after_a_lapsed_holder_wakes_the_first_in_line_at_once() -> None:
+    # FIFO: the turn the lapsed holder left goes to the one waiting longest, now, not to the
+    # newcomer, and not only when that waiter's own timer fires
+    q, _ = queues()
+    holding(q, deadline=NOW + 1)
+    waiting = join(q)
+    newcomer = join(q, now=NOW + 2)
+    assert waiting.turn and waiting.event.is_set()
+    assert not newcomer.turn and q.queued() == 1
+
+
 def test_join_while_the_holder_is_alive_waits() -> None:
     q, _ = queues()
     holding(q, deadline=NOW + 4)

@@ -59,14 +59,21 @@ class _Line:
     # local grant once it has one. Only the owner may pass the turn on or hand the lock off: a
     # grant whose lease ran out without a release loses the turn to the next acquire, and its
     # late release must not take the turn from that one.
-    owner: Ticket | Grant
+    owner: Ticket | Grant | None
     tickets: deque[Ticket] = field(default_factory=deque)
     streak: int = 0  # local hand-offs since the lock last went through Redis
 
 
-def _gone(owner: Ticket | Grant, now: float) -> bool:
-    """Whether ``owner`` is a grant whose lease has run out (lost, or past its deadline)."""
-    return not isinstance(owner, Ticket) and owner.expired(now)
+def _gone(owner: Ticket | Grant | None, now: float) -> bool:
+    """Whether the turn is free: passed on (None), or held by a grant whose lease has run out
+    (lost, or past its deadline)."""
+    return owner is None or (not isinstance(owner, Ticket) and owner.expired(now))
+
+
+def _wake(ticket: Ticket | None) -> None:
+    # after the decision, outside the guard: the waiter reads what was decided under it
+    if ticket is not None:
+        ticket.event.set()
 
 
 class AsyncLocalQueues:
@@ -127,15 +134,11 @@ class AsyncLocalQueues:
                     self._lines = {
                         k: v for k, v in self._lines.items() if v.tickets or not _gone(v.owner, now)
                     }
-                self._lines[key] = _Line(ticket)
-                ticket.turn = True
-            elif not line.tickets and _gone(line.owner, now):
-                # a grant whose lease ran out without a release (a lock object dropped, or its
-                # holder just carried on) holds nothing any more: the name is free here too
-                line.owner, line.streak = ticket, 0
-                ticket.turn = True
-            else:
-                line.tickets.append(ticket)
+                line = self._lines[key] = _Line(None)
+            line.tickets.append(ticket)
+            woken = self._assign(key, line, now)
+        if woken is not ticket:
+            _wake(woken)
         return ticket
 
     def holding(self, key: str, ticket: Ticket, grant: Grant) -> None:
@@ -153,11 +156,10 @@ class AsyncLocalQueues:
             line = self._lines.get(key)
             if line is None or isinstance(line.owner, Ticket):
                 return None
-            if _gone(line.owner, now) and line.tickets:
-                line.streak = 0  # the next grant goes through Redis
-                self._next_turn(line)
-                return None
-            return max(0.0, line.owner.deadline - now)
+            woken = self._assign(key, line, now)
+            left = None if line.owner is None or woken else max(0.0, line.owner.deadline - now)
+        _wake(woken)
+        return left
 
     def handoffs_ahead(self, key: str) -> int:
         """How many local hand-offs the grant the head is about to take can expect: the
@@ -174,18 +176,25 @@ class AsyncLocalQueues:
             line = self._lines.get(key)
             if line is None or line.owner is not owner:
                 return
-            line.streak = 0
-            if line.tickets:
-                self._next_turn(line)
-            else:
-                del self._lines[key]
+            line.owner = None
+            woken = self._assign(key, line, time.monotonic())
+        _wake(woken)
 
-    @staticmethod
-    def _next_turn(line: _Line) -> None:
-        ticket = line.tickets.popleft()
-        line.owner = ticket
+    def _assign(self, key: str, line: _Line, now: float) -> Ticket | None:
+        """The one place the turn moves on, other than by a hand-off: when it is free (passed
+        on, or held by a grant whose lease ran out without a release: a lock object dropped, or
+        its holder just carried on), the first in line becomes the head and goes to Redis (the
+        streak ends). Returns that ticket, to be woken once the guard is released; with nobody
+        left, the line goes."""
+        if not _gone(line.owner, now):
+            return None
+        line.streak = 0
+        if not line.tickets:
+            del self._lines[key]
+            return None
+        ticket = line.owner = line.tickets.popleft()
         ticket.turn = True
-        ticket.event.set()
+        return ticket
 
     def next_for_handoff(self, key: str, grant: Grant) -> Ticket | None:
         """The ticket the releasing holder of ``grant`` may hand the lock to, taken out of the
@@ -217,7 +226,7 @@ class AsyncLocalQueues:
         """A hand-off that failed (the lease was gone): the ticket goes to Redis as the head."""
         with self._guard:
             ticket.turn = True
-            ticket.event.set()
+        _wake(ticket)
 
     def leave(self, key: str, ticket: Ticket) -> bool:
         """A waiter gives up. False if it was still queued (nothing to pass on); True if the
