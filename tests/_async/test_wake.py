@@ -13,7 +13,8 @@ from fencelock._async import contention
 from fencelock._async.client import AsyncLockClient
 from fencelock._async.lock import AsyncLock
 from fencelock._backend import AsyncEvent
-from fencelock.errors import LockError, LockTimeout
+from fencelock._transport import AsyncPubSub
+from fencelock.errors import LockConnectionError, LockError, LockTimeout
 from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import AsyncCall, async_until
@@ -373,3 +374,26 @@ async def test_a_lock_of_the_other_kind_is_busy_and_its_release_wakes_the_waiter
     finally:
         for client in made:
             await client.close()
+
+
+async def test_a_pubsub_connection_closed_under_a_watcher_is_a_connection_error(
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The listener re-makes or closes the shared pub/sub connection while a watcher subscribes on
+    # it: redis-py then raises ValueError ("I/O operation on closed file") or OSError in threads,
+    # RuntimeError in asyncio. The acquire must fail as an outage, with a LockError, and leave
+    # nothing behind (seen in the long chaos run: a Redlock worker died of the ValueError).
+    holder = async_client_b.lock(NAME, ttl=60)
+    assert await holder.acquire(0)
+
+    async def closed(self: object, *args: object, **kwargs: object) -> None:
+        raise ValueError("I/O operation on closed file.")
+
+    monkeypatch.setattr(AsyncPubSub, "ping", closed)
+    waiter = async_client.lock(NAME, ttl=10)
+    with pytest.raises(LockConnectionError):
+        await waiter.acquire(5)
+    monkeypatch.undo()
+    await holder.release()
+    assert await waiter.acquire(0)  # nothing left behind: the name is free for it
+    await waiter.release()

@@ -14,7 +14,8 @@ from fencelock._sync import contention
 from fencelock._sync.client import LockClient
 from fencelock._sync.lock import Lock
 from fencelock._backend import SyncEvent
-from fencelock.errors import LockError, LockTimeout
+from fencelock._transport import SyncPubSub
+from fencelock.errors import LockConnectionError, LockError, LockTimeout
 from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import SyncCall, sync_until
@@ -374,3 +375,26 @@ def test_a_lock_of_the_other_kind_is_busy_and_its_release_wakes_the_waiter(
     finally:
         for client in made:
             client.close()
+
+
+def test_a_pubsub_connection_closed_under_a_watcher_is_a_connection_error(
+    sync_client: LockClient, sync_client_b: LockClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The listener re-makes or closes the shared pub/sub connection while a watcher subscribes on
+    # it: redis-py then raises ValueError ("I/O operation on closed file") or OSError in threads,
+    # RuntimeError in asyncio. The acquire must fail as an outage, with a LockError, and leave
+    # nothing behind (seen in the long chaos run: a Redlock worker died of the ValueError).
+    holder = sync_client_b.lock(NAME, ttl=60)
+    assert holder.acquire(0)
+
+    def closed(self: object, *args: object, **kwargs: object) -> None:
+        raise ValueError("I/O operation on closed file.")
+
+    monkeypatch.setattr(SyncPubSub, "ping", closed)
+    waiter = sync_client.lock(NAME, ttl=10)
+    with pytest.raises(LockConnectionError):
+        waiter.acquire(5)
+    monkeypatch.undo()
+    holder.release()
+    assert waiter.acquire(0)  # nothing left behind: the name is free for it
+    waiter.release()

@@ -40,6 +40,12 @@ from ..errors import LockConnectionError
 
 logger = logging.getLogger("fencelock.waiter")
 
+# What redis-py raises, instead of a ConnectionError, when the pub/sub connection is re-made or
+# closed by the listener while a watcher uses it: redis.asyncio "read() called while another
+# coroutine is already waiting for incoming data" (RuntimeError); in threads, a socket closed
+# under a read or a write (ValueError "I/O operation on closed file", OSError EBADF).
+_REMADE = (RuntimeError, ValueError, OSError)
+
 # How long the listener blocks in one read, which bounds how long close() waits for it.
 _READ_TIMEOUT = 0.5
 
@@ -130,9 +136,7 @@ class AsyncWaiter:
                     await async_checkpoint()
                 except redis.exceptions.RedisError as exc:
                     raise translate_error(exc, f"subscribe {channel!r}") from exc
-                except RuntimeError as exc:
-                    # redis.asyncio, re-making the connection the listener is reading: "read()
-                    # called while another coroutine is already waiting for incoming data"
+                except _REMADE as exc:
                     raise LockConnectionError(f"subscribe {channel!r}: {exc}") from exc
                 # Subscribe first, then start the listener: redis-py refuses to read a pub/sub
                 # connection that has never subscribed.
@@ -176,9 +180,8 @@ class AsyncWaiter:
                 channels = [c for c in self._unwatched if c not in self._watchers]
                 self._unwatched.clear()
             if channels and self._pid == os.getpid():
-                # A failure means the connection is gone, and the subscriptions with it. (The
-                # RuntimeError: redis.asyncio re-making the connection the listener reads.)
-                with contextlib.suppress(redis.exceptions.RedisError, RuntimeError):
+                # A failure means the connection is gone, and the subscriptions with it.
+                with contextlib.suppress(redis.exceptions.RedisError, *_REMADE):
                     if self._sharded:
                         await pubsub.sunsubscribe(*channels)
                     else:
@@ -258,7 +261,7 @@ class AsyncWaiter:
             async with self._mutex:  # not amid a watcher's SUBSCRIBE and its PING
                 await pubsub.ping(nonce)
             self._broken = False
-        except (redis.exceptions.RedisError, RuntimeError):
+        except (redis.exceptions.RedisError, *_REMADE):
             with self._guard:
                 self._pings.pop(nonce, None)
             await async_sleep(_READ_TIMEOUT)  # still unreachable: again after a pause
