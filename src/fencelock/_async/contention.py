@@ -21,6 +21,8 @@ import os
 import time
 from typing import TYPE_CHECKING
 
+from redis.exceptions import RedisError
+
 from .._backend import async_shield, async_sleep
 from .._core.lease import Grant, granted, reserve, trusted_release_grant
 from .._core.quorum import retry_jitter
@@ -213,7 +215,7 @@ async def _leave_queue(lock: AsyncLock, holder: str, entry: str, deadline: float
     gives back what a release may have granted it meanwhile, and passes on a wake-up it got but
     will not use (release.lua). Within what is left of the acquire's bound."""
     topology = lock._parts.topology
-    with contextlib.suppress(Exception):
+    with contextlib.suppress(RedisError, LockError):
         await topology.release(lock._spec, holder, entry, topology.time_left(deadline))
 
 

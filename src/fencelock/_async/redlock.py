@@ -50,7 +50,6 @@ HELD = (Released.RELEASED, Released.STILL_HELD, Released.WOKE, Released.GRANTED)
 class AsyncQuorum(AsyncTopology):
     local_handoff = False
     grants_by_release = False
-    confirms_tokens = True
     jitters = True
 
     def __init__(

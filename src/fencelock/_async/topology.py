@@ -70,8 +70,6 @@ class AsyncTopology(abc.ABC):
     local_handoff = True
     # a release script may grant the lock to the first queued waiter (wake="one")
     grants_by_release = True
-    # a grant's fencing token must be confirmed by a majority before it is used (Redlock)
-    confirms_tokens = False
     # contenders re-try after a random pause, so that split votes do not repeat (Redlock)
     jitters = False
     publish_command = "PUBLISH"
@@ -113,7 +111,7 @@ class AsyncTopology(abc.ABC):
         answer for all that): not sent, and the lease expires on its own."""
         try:
             return (await self.release(spec, holder, timeout=self.time_left(deadline))).freed
-        except Exception:  # the server is unreachable: the lease expires on its own
+        except (RedisError, LockError):  # unreachable: the lease expires on its own
             return False
 
     def abandon(self) -> None:

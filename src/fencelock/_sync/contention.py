@@ -22,6 +22,8 @@ import os
 import time
 from typing import TYPE_CHECKING
 
+from redis.exceptions import RedisError
+
 from .._backend import sync_shield, sync_sleep
 from .._core.lease import Grant, granted, reserve, trusted_release_grant
 from .._core.quorum import retry_jitter
@@ -214,7 +216,7 @@ def _leave_queue(lock: Lock, holder: str, entry: str, deadline: float | None) ->
     gives back what a release may have granted it meanwhile, and passes on a wake-up it got but
     will not use (release.lua). Within what is left of the acquire's bound."""
     topology = lock._parts.topology
-    with contextlib.suppress(Exception):
+    with contextlib.suppress(RedisError, LockError):
         topology.release(lock._spec, holder, entry, topology.time_left(deadline))
 
 

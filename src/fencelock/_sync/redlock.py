@@ -51,7 +51,6 @@ HELD = (Released.RELEASED, Released.STILL_HELD, Released.WOKE, Released.GRANTED)
 class SyncQuorum(SyncTopology):
     local_handoff = False
     grants_by_release = False
-    confirms_tokens = True
     jitters = True
 
     def __init__(
