@@ -493,3 +493,15 @@ def test_an_uncancelled_block_is_a_broken_promise_a_masked_loss_is_not() -> None
     assert broken_promises(cancelled) == []
     masked = cancel_story().release("w0", 0.51, error="LockConnectionError").final(0)
     assert broken_promises(masked) == []
+
+
+def test_a_worker_killed_by_an_untyped_error_is_a_broken_promise() -> None:
+    # a lock call raised ValueError out of the worker's loop (seen: a pub/sub connection closed
+    # under a subscribing thread); a library thread that died is counted, not a violation
+    died = Story().acquire("w0", 1, 0.0).release("w0", 0.5)
+    died = died.add(0.6, "w1", h.THREAD_DIED, detail="worker w1: ValueError: closed file")
+    (line,) = [line for line in broken_promises(died.final(0)) if ALWAYS[5] in line]
+    assert line.endswith("worker w1: ValueError: closed file")
+    library = Story().acquire("w0", 1, 0.0).release("w0", 0.5)
+    library = library.add(0.6, "w1", h.THREAD_DIED, detail="fencelock-waiter: KeyError: 0")
+    assert broken_promises(library.final(0)) == []

@@ -179,6 +179,8 @@ class NameReport:
     orphaned: list[str] = field(default_factory=list)
     unverified: str = ""  # why the final probe failed ("": it did not)
     threads_died: list[str] = field(default_factory=list)  # worker threads ended by exceptions
+    # a worker's own loop ended by an exception: a lock call raised something untyped
+    untyped_errors: list[str] = field(default_factory=list)
     recoveries: list[Recovery] = field(default_factory=list)
     uncancelled: list[tuple[Grant, str]] = field(default_factory=list)  # cancelling kinds only
     masked_losses: list[tuple[Grant, str]] = field(default_factory=list)  # the same
@@ -569,6 +571,8 @@ def check(events: Sequence[Event]) -> Report:
             report(e.name).final_value = e.value
         elif e.kind == h.THREAD_DIED:
             report(e.name).threads_died.append(f"{e.worker} {e.detail}")
+            if e.detail.startswith("worker "):  # (workers.run records its own death so)
+                report(e.name).untyped_errors.append(f"{e.worker} {e.detail}")
     for grant in grant_list:
         r = report(grant.name)
         r.acquisitions += 1

@@ -127,6 +127,8 @@ def violations(result: Result) -> list[str]:
             found.append(f"{where}: {ALWAYS[4]}: {grant}: {why}")
         if r.unexplained_increments:
             found.append(f"{where}: {ALWAYS[3]}: {r.unexplained_increments}")
+        for error in r.untyped_errors:
+            found.append(f"{where}: {ALWAYS[5]}: {error}")
         if NO_OVERLAP in scenario.promises:
             for o in r.overlaps:
                 found.append(f"{where}: {NO_OVERLAP}: {o.earlier} / {o.later}")

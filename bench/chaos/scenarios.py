@@ -48,6 +48,7 @@ ALWAYS: Final = (
     "every loss of an auto_renew lock signalled",
     "no counter increment nobody wrote",
     "a loss cancels an async_cancel block, which ends with LockLost",
+    "a lock call fails only with a typed error (LockError)",
 )
 
 # fencelock_tools.servers.topology splits the slots evenly over 3 masters
