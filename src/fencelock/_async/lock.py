@@ -269,7 +269,7 @@ class AsyncLock:
         raise LockLost(f"{self.name!r}: the lease was lost before its fencing token was read")
 
     def _is_lost(self, grant: Grant) -> bool:
-        if not grant.lost and time.monotonic() >= grant.deadline:
+        if not grant.lost and grant.expired(time.monotonic()):
             self._declare_lost(grant, "its lease ran out (local deadline)")
         return grant.lost
 

@@ -75,6 +75,8 @@ class AsyncTopology(abc.ABC):
     publish_command = "PUBLISH"
 
     waiters: dict[object, AsyncWaiter]
+    # its own bounded requests (Redlock fans out instead): closed when a dropped client is reaped
+    requester: AsyncRequester | None = None
 
     def __init__(self, request_timeout: float, counters: Counters) -> None:
         # one request's bound ("one request timeout" in the README): waiting for a connection,
@@ -180,7 +182,7 @@ class AsyncOneServer(AsyncTopology):
         super().__init__(request_timeout, counters)
         self.redis = redis
         self.waiters = waiters
-        self.requester = AsyncRequester()
+        self.requester: AsyncRequester = AsyncRequester()
         self.min_replicas = min_replicas
         self._wait: tuple[tuple[Any, ...], ...] = ()
         if min_replicas:

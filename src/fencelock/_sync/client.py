@@ -91,8 +91,8 @@ def _abandoned(name: str, owned: _Owned) -> None:
     watchdog ends with its last lease; the rest: see async_reap."""
     warnings.warn(f"unclosed {name}: call close()", ResourceWarning, stacklevel=2)
     owned.topology.abandon()
-    requester = getattr(owned.topology, "requester", None)
-    sync_reap(owned.close, requester, [node.connection_pool for node in owned.owned])
+    pools = [node.connection_pool for node in owned.owned]
+    sync_reap(owned.close, owned.topology.requester, pools)
 
 
 class LockClient:

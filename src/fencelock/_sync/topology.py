@@ -76,6 +76,8 @@ class SyncTopology(abc.ABC):
     publish_command = "PUBLISH"
 
     waiters: dict[object, Waiter]
+    # its own bounded requests (Redlock fans out instead): closed when a dropped client is reaped
+    requester: SyncRequester | None = None
 
     def __init__(self, request_timeout: float, counters: Counters) -> None:
         # one request's bound ("one request timeout" in the README): waiting for a connection,
@@ -181,7 +183,7 @@ class SyncOneServer(SyncTopology):
         super().__init__(request_timeout, counters)
         self.redis = redis
         self.waiters = waiters
-        self.requester = SyncRequester()
+        self.requester: SyncRequester = SyncRequester()
         self.min_replicas = min_replicas
         self._wait: tuple[tuple[Any, ...], ...] = ()
         if min_replicas:
