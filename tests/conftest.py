@@ -21,6 +21,7 @@ from fencelock._async.client import AsyncLockClient
 from fencelock._sync.client import LockClient
 from fencelock_tools.servers.embedded import EmbeddedServer, ServerNotFound, find_server
 from fencelock_tools.servers.topology import Cluster, SentinelSetup
+from tests.exported import Exported
 
 ALL_KINDS = ("redis", "valkey")
 
@@ -191,3 +192,11 @@ def sentinel_setup(server_kind: str) -> Iterator[SentinelSetup]:
     """A master, a replica and a sentinel of this test's own (tests fail them over)."""
     with SentinelSetup(_binary(server_kind)) as setup:
         yield setup
+
+
+@pytest.fixture(params=["prometheus", "opentelemetry"])
+def exported(request: pytest.FixtureRequest) -> Iterator[Exported]:
+    """fencelock's metrics, switched on for one test, through each exporter in turn."""
+    exporter = Exported(request.param)
+    yield exporter
+    exporter.close()

@@ -20,6 +20,7 @@ from fencelock._core.lease import (
     exit_action,
     granted,
     handoff_within_block,
+    loss_reason,
     release_args,
     reserve,
     should_cancel,
@@ -415,3 +416,18 @@ def test_reserved_block_covers_a_full_streak() -> None:
 )
 def test_time_left(deadline: float | None, left: float) -> None:
     assert time_left(deadline, 2.0, NOW) == pytest.approx(left)
+
+
+def test_a_loss_is_explained_by_what_was_seen() -> None:
+    running = grant(deadline=NOW + 5)
+    ran_out = grant(deadline=NOW - 1)
+    # the server shows another holder: taken over, whenever
+    assert loss_reason(running, NOW, other_holder=True) == "taken_over"
+    assert loss_reason(ran_out, NOW, other_holder=True) == "taken_over"
+    # nobody, before the lease could end on the server: it dropped the key
+    assert loss_reason(running, NOW) == "data_loss"
+    assert loss_reason(grant(deadline=NOW + 5, unanswered=True), NOW) == "data_loss"
+    # the lease ran out: with a renewal unanswered, or none sent
+    assert loss_reason(ran_out, NOW) == "expired"
+    assert loss_reason(grant(deadline=NOW - 1, unanswered=True), NOW) == "unreachable"
+    assert loss_reason(grant(deadline=NOW), NOW) == "expired"  # the deadline itself is out

@@ -17,6 +17,7 @@ from fencelock._core.timing import (
     next_renewal,
     renewal_batches,
     renewal_due,
+    renewal_late,
     renewal_retry,
     retry_delay,
     yield_after_release,
@@ -216,3 +217,12 @@ def test_every_lease_due_is_renewed_exactly_once() -> None:
     assert {lease.id for lease in leases if lease.renew_at < NOW} <= set(renewed)
     assert all(1 <= len(batch) <= RENEW_BATCH for batch in batches)
     assert [len(b) for b in batches if b[0].slot == 1] == [RENEW_BATCH] * 3  # 250 + 50 early
+
+
+def test_a_renewal_is_late_with_less_than_a_third_of_the_lease_left() -> None:
+    ttl = 30.0
+    on_time = lease_deadline(0.0, ttl) - next_renewal(0.0, ttl)  # what the schedule leaves
+    assert not renewal_late(on_time, ttl)
+    assert not renewal_late(ttl / 3, ttl)
+    assert renewal_late(ttl / 3 - 0.001, ttl)
+    assert renewal_late(0.0, ttl)

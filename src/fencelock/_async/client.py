@@ -14,6 +14,7 @@ Modes, chosen by what it is given:
 
 from __future__ import annotations
 
+import logging
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
@@ -23,10 +24,12 @@ from typing import Any, Self
 from redis.exceptions import NoScriptError, RedisError
 
 from .._backend import AsyncStateLock
+from .._core import events
 from .._core.quorum import NODE_TIMEOUT_MAX
 from .._core.replies import fenced_set_reply, translate_error
-from .._core.stats import Counters, Statistics
+from .._core.stats import LIVE_CLIENTS, Counters, Statistics
 from .._transport import AsyncRedis, AsyncRedisCluster, async_own_client, async_reap
+from ..errors import StaleToken
 from ..keys import (
     DEFAULT_PREFIX,
     described,
@@ -51,6 +54,8 @@ WAKE_MODES = ("all", "one")
 # Consecutive local hand-offs before the lock goes back through Redis (see singleflight.py).
 DEFAULT_MAX_HANDOFFS = 10
 MAX_TOKEN = 2**63 - 1
+
+fence_logger = logging.getLogger("fencelock.fence")
 
 
 async def _run_script(
@@ -81,6 +86,25 @@ class _Owned:
             await node.aclose()
             # a pool of fencelock's own is not closed by aclose()
             await node.connection_pool.disconnect()
+
+
+def _refused(stale: StaleToken) -> None:
+    """A stale write refused: a holder acted on a lock it had lost (worth an alert: see
+    docs/operations.md)."""
+    if events.on:
+        events.emit(events.StaleWriteRefused(stale.key, stale.token))
+    fence_logger.warning(
+        "fencelock: stale write to %r refused: token %d, but %d wrote it already",
+        stale.key,
+        stale.token,
+        stale.seen,
+        extra={
+            "event": "stale_write_refused",
+            "key": stale.key,
+            "token": stale.token,
+            "reason": f"token {stale.seen} wrote it already",
+        },
+    )
 
 
 def _abandoned(name: str, owned: _Owned) -> None:
@@ -202,6 +226,7 @@ class AsyncLockClient:
         self._owned = _Owned(self._watchdog, topology, owned)
         self._finalizer = weakref.finalize(self, _abandoned, type(self).__name__, self._owned)
         self._finalizer.atexit = False  # at exit the daemon threads just stop
+        LIVE_CLIENTS.add(self)
 
     @classmethod
     def from_url(
@@ -300,10 +325,15 @@ class AsyncLockClient:
                 reply = await _run_script(redis, FENCED_SET, keys, args)
         except RedisError as exc:
             raise translate_error(exc, f"resource {key!r}") from exc
-        fenced_set_reply(reply, key, token)
+        try:
+            fenced_set_reply(reply, key, token)
+        except StaleToken as stale:
+            _refused(stale)
+            raise
 
     async def close(self) -> None:
         self._finalizer.detach()
+        LIVE_CLIENTS.discard(self)
         await self._owned.close()
 
     async def __aenter__(self) -> Self:

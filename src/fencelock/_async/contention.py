@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 from redis.exceptions import RedisError
 
 from .._backend import async_shield, async_sleep
-from .._core.lease import Grant, granted, reserve, trusted_release_grant
+from .._core import events
+from .._core.lease import Grant, granted, loss_reason, reserve, trusted_release_grant
 from .._core.quorum import retry_jitter
 from .._core.replies import Busy, Granted, new_holder_token, new_waiter_id, queue_entry
 from .._core.timing import remaining, retry_delay
@@ -103,7 +104,7 @@ async def reenter(lock: AsyncLock, grant: Grant) -> None:
         if isinstance(result, Busy):
             raise LockLost(f"{lock.name!r}: a majority of nodes refused the re-entry")
     except LockLost:
-        lock._declare_lost(grant, "re-entry found the hold count changed")
+        lock._declare_lost(grant, loss_reason(grant, time.monotonic()), "at re-entry")
         raise
     except NotReplicated:
         await async_shield(topology.release(lock._spec, grant.holder))  # the extra hold
@@ -166,7 +167,7 @@ async def _wait(
         try:
             if polite:
                 left = remaining(deadline, time.monotonic())
-                await topology.wait(watch, polite if left is None else min(polite, left))
+                await _wait_for_wakeup(lock, watch, polite if left is None else min(polite, left))
             result = await _wait_for_grant(lock, holder, block, entry, watch, deadline)
         finally:
             if isinstance(result, Busy) and entry:
@@ -200,13 +201,20 @@ async def _wait_for_grant(
         if topology.jitters:  # Redlock: contenders that split the nodes must not collide again
             await async_sleep(retry_jitter(parts.max_poll))
         left = remaining(deadline, time.monotonic())
-        await topology.wait(watch, retry_delay(result.pttl, left, parts.max_poll, spec.ttl))
+        await _wait_for_wakeup(
+            lock, watch, retry_delay(result.pttl, left, parts.max_poll, spec.ttl)
+        )
         message, watch.grant = watch.grant, None
         by_release = trusted_release_grant(
             message, queued, block, sent_at, spec.ttl, time.monotonic()
         )
         if by_release is not None:
             return by_release
+
+
+async def _wait_for_wakeup(lock: AsyncLock, watch: Watch, timeout: float) -> None:
+    if await lock._parts.topology.wait(watch, timeout) and events.on:
+        events.emit(events.WokenUp(lock._spec.primitive, lock.name))
 
 
 async def _leave_queue(lock: AsyncLock, holder: str, entry: str, deadline: float | None) -> None:

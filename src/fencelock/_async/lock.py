@@ -46,7 +46,16 @@ from .._backend import (
     async_spawn,
     async_uncancel,
 )
-from .._core.lease import Exit, Grant, LockSpec, Released, exit_action, should_cancel
+from .._core import events
+from .._core.lease import (
+    Exit,
+    Grant,
+    LockSpec,
+    Released,
+    exit_action,
+    loss_reason,
+    should_cancel,
+)
 from .._core.stats import Counters
 from ..errors import LockError, LockLost, LockNotOwned, LockTimeout
 from ..keys import (
@@ -153,25 +162,47 @@ class AsyncLock:
                         "leave the block first"
                     )
                 self._forget(held)  # a lost lease holds nothing: take the name afresh
-            deadline = None if wait is None else time.monotonic() + wait
-            grant = await contention.take(self, deadline)
+            started = time.monotonic()
+            deadline = None if wait is None else started + wait
+            try:
+                grant = await contention.take(self, deadline)
+            except BaseException:
+                if events.on:
+                    self._acquire_ended(events.ERROR, started, None)
+                raise
             if grant is None:
+                if events.on:
+                    self._acquire_ended(events.TIMEOUT, started, None)
                 return False
             self._install(grant)
+            if events.on:
+                grant.since = self._acquire_ended(events.GRANTED, started, grant.fence)
             return True
+
+    def _acquire_ended(self, outcome: str, started: float, token: int | None) -> float:
+        now = time.monotonic()
+        primitive = self._spec.primitive
+        events.emit(events.AcquireEnded(primitive, self.name, outcome, now - started, token))
+        return now
 
     def _install(self, grant: Grant) -> None:
         self._held = grant
         self._parts.counters.add(held=1, acquired=1)
         if self.auto_renew:
-            key = self._spec.keys.lock
-            self._parts.watchdog.track(grant, key, self.name, self.ttl, self._declare_lost)
+            self._parts.watchdog.track(grant, self._spec, self._declare_lost)
 
-    def _forget(self, grant: Grant) -> None:
-        """This object no longer holds ``grant`` (released, or lost and taken afresh)."""
+    def _let_go(self, grant: Grant) -> None:
+        """This object no longer holds ``grant`` (being released, or lost and taken afresh)."""
         self._held = None
         self._parts.counters.add(held=-1)
         self._parts.watchdog.untrack(grant)
+        if events.on and grant.since:
+            seconds = time.monotonic() - grant.since
+            events.emit(events.HoldEnded(self._spec.primitive, self.name, seconds, grant.fence))
+
+    def _forget(self, grant: Grant) -> None:
+        """A lost grant, let go to take the name afresh."""
+        self._let_go(grant)
         self._parts.queues.pass_turn(self._spec.line, grant)
 
     # -- release / extend ------------------------------------------------------------------
@@ -186,13 +217,11 @@ class AsyncLock:
                 topology = self._parts.topology
                 released = await async_shield(topology.release(self._spec, grant.holder))
                 if released == Released.NOT_HELD:
-                    self._declare_lost(grant, "found gone at release")
+                    self._declare_lost(grant, loss_reason(grant, time.monotonic()), "at release")
                     raise LockLost(f"{self.name!r} was no longer held: its lease had expired")
                 return
             # Forget the grant first: whatever happens below, this object no longer holds it.
-            self._held = None
-            self._parts.counters.add(held=-1)
-            self._parts.watchdog.untrack(grant)
+            self._let_go(grant)
             await handoff.give_up(self, grant)
 
     async def extend(self, ttl: float | None = None) -> None:
@@ -206,20 +235,35 @@ class AsyncLock:
         if isinstance(held, LockError):
             raise held
         if not held:
-            self._declare_lost(grant, "found gone at extend")
+            self._declare_lost(grant, loss_reason(grant, time.monotonic()), "at extend")
             raise LockLost(f"cannot extend {self.name!r}: its lease had already expired")
         grant.renewed(sent_at, new_ttl)
 
     # -- loss --------------------------------------------------------------------------------
 
-    def _declare_lost(self, grant: Grant, reason: str) -> None:
-        """Mark ``grant`` lost and signal it, once (from the watchdog or from the caller)."""
+    def _declare_lost(self, grant: Grant, reason: str, found: str) -> None:
+        """Mark ``grant`` lost and signal it, once (from the watchdog or from the caller):
+        ``reason`` is one of ``LOSS_REASONS``, ``found`` says how it was found."""
         with self._guard:
             if not grant.mark_lost():
                 return
         self._parts.counters.add(losses=1)
         self._parts.watchdog.untrack(grant)
-        logger.warning("fencelock: lock %r lost (token %d): %s", self.name, grant.fence, reason)
+        if events.on:
+            events.emit(events.LeaseLost(self._spec.primitive, self.name, grant.fence, reason))
+        logger.warning(
+            "fencelock: lock %r lost (token %d): %s, found %s",
+            self.name,
+            grant.fence,
+            reason,
+            found,
+            extra={
+                "event": "lease_lost",
+                "lock_name": self.name,
+                "token": grant.fence,
+                "reason": reason,
+            },
+        )
         if self.on_lost is not None:
             try:
                 outcome = self.on_lost(self)
@@ -242,7 +286,7 @@ class AsyncLock:
             return False
         ok = await self._parts.topology.held(self._spec, grant.holder)
         if not ok:
-            self._declare_lost(grant, "found gone by held()")
+            self._declare_lost(grant, loss_reason(grant, time.monotonic()), "by held()")
         return ok and not self._is_lost(grant)  # the deadline may have passed meanwhile
 
     @property
@@ -264,13 +308,15 @@ class AsyncLock:
             if confirmed and not self._is_lost(grant):
                 grant.confirmed = True
                 return grant.fence
-            self._declare_lost(grant, "a majority no longer held it when its token was read")
+            why = "when its token was read (a majority no longer held it)"
+            self._declare_lost(grant, loss_reason(grant, time.monotonic()), why)
         # a later grant may have been computed without this token: it must never be used
         raise LockLost(f"{self.name!r}: the lease was lost before its fencing token was read")
 
     def _is_lost(self, grant: Grant) -> bool:
-        if not grant.lost and grant.expired(time.monotonic()):
-            self._declare_lost(grant, "its lease ran out (local deadline)")
+        now = time.monotonic()
+        if not grant.lost and grant.expired(now):
+            self._declare_lost(grant, loss_reason(grant, now), "by its local deadline")
         return grant.lost
 
     @property

@@ -33,11 +33,17 @@ from functools import partial
 from typing import Any
 
 from .._backend import AsyncBackground, AsyncEvent, AsyncStateLock
-from .._core.lease import Grant
+from .._core import events
+from .._core.lease import Grant, LockSpec, loss_reason
 from .._core.stats import Counters
-from .._core.timing import RENEW_RETRY, next_renewal, renewal_batches, renewal_retry
+from .._core.timing import (
+    RENEW_RETRY,
+    next_renewal,
+    renewal_batches,
+    renewal_late,
+    renewal_retry,
+)
 from ..errors import LockError
-from ..keys import ttl_to_ms
 from .topology import AsyncTopology
 
 logger = logging.getLogger("fencelock.watchdog")
@@ -49,12 +55,14 @@ class Lease:
     needs, and how to declare it lost (a weak reference: the lock object may be dropped)."""
 
     grant: Grant
-    key: str
-    name: str
-    ttl: float
+    spec: LockSpec
     slot: int  # its Cluster slot (0 elsewhere), computed once
-    lose: weakref.WeakMethod[Callable[[Grant, str], None]]
+    lose: weakref.WeakMethod[Callable[[Grant, str, str], None]]
     renew_at: float  # monotonic
+
+    @property
+    def ttl(self) -> float:  # (for renewal_batches)
+        return self.spec.ttl
 
 
 class AsyncWatchdog:
@@ -85,20 +93,16 @@ class AsyncWatchdog:
             self._running = False
             self._sleep_until = math.inf
 
-    def track(
-        self, grant: Grant, key: str, name: str, ttl: float, lose: Callable[[Grant, str], None]
-    ) -> None:
+    def track(self, grant: Grant, spec: LockSpec, lose: Callable[[Grant, str, str], None]) -> None:
         """Renew ``grant`` every ttl/3 until untracked; ``lose`` (a bound method of the lock
         object, held weakly) declares it lost."""
         self._reset_after_fork()
-        renew_at = next_renewal(time.monotonic(), ttl)
-        dropped = partial(_dropped, self._leases, grant, name)
+        renew_at = next_renewal(time.monotonic(), spec.ttl)
+        dropped = partial(_dropped, self._leases, grant, spec.name)
         lease = Lease(
             grant,
-            key,
-            name,
-            ttl,
-            self._topology.slot_of(key),
+            spec,
+            self._topology.slot_of(spec.keys.lock),
             weakref.WeakMethod(lose, dropped),
             renew_at,
         )
@@ -162,47 +166,57 @@ class AsyncWatchdog:
         while ends and ends[0][0] <= now:
             lease = heapq.heappop(ends)[2]
             if now >= lease.grant.deadline:
-                self._lose(lease, "its lease ran out before a renewal was confirmed")
+                reason = loss_reason(lease.grant, now)
+                self._lose(lease, reason, "by its local deadline, no renewal confirmed")
 
     async def _renew(self, batch: list[Lease]) -> None:
         with self._guard:  # not the ones declared lost, released or dropped meanwhile
             batch = [le for le in batch if le.grant in self._leases and le.lose() is not None]
         if not batch:
             return
-        keys = [lease.key for lease in batch]
+        keys = [lease.spec.keys.lock for lease in batch]
         args: list[str | int] = []
         for lease in batch:
-            args += (lease.grant.holder, ttl_to_ms(lease.ttl))
+            args += (lease.grant.holder, lease.spec.ttl_ms)
         sent_at = time.monotonic()
         # A server that hangs must not hold the worker past a lease's deadline, at which its
         # loss is to be signalled (and the socket timeout may be longer than the whole ttl).
         left = min(lease.grant.deadline for lease in batch) - sent_at
         self._counters.add(renewal_calls=1)
+        failing = [lease.grant.unanswered for lease in batch]
+        for lease in batch:  # (a lease that runs out meanwhile was lost for want of an answer)
+            lease.grant.unanswered = True
         held: list[Any]
         try:
-            held = list(await self._topology.renew(keys, args, [le.ttl for le in batch], left))
+            held = list(await self._topology.renew(keys, args, [le.spec.ttl for le in batch], left))
         except LockError as exc:  # unreachable, or not acknowledged by the replicas
             held = [exc] * len(batch)
         now = time.monotonic()
-        for lease, ok in zip(batch, held, strict=True):
+        for lease, ok, failed in zip(batch, held, failing, strict=True):
+            spec, grant = lease.spec, lease.grant
             if isinstance(ok, LockError):  # not confirmed, not refused: try again soon
                 self._counters.add(renewal_failures=1)
-                logger.debug("renewal of %r unconfirmed: %s", lease.name, ok)
-                lease.renew_at = renewal_retry(now, lease.ttl)
+                logger.debug("renewal of %r unconfirmed: %s", spec.name, ok)
+                lease.renew_at = renewal_retry(now, spec.ttl)
             elif ok:
                 self._counters.add(renewals=1)
-                lease.grant.renewed(sent_at, lease.ttl)
-                lease.renew_at = next_renewal(sent_at, lease.ttl)
+                grant.unanswered = False
+                if renewal_late(grant.deadline - sent_at, spec.ttl):
+                    _log_late(lease, grant.deadline - sent_at, failed)
+                grant.renewed(sent_at, spec.ttl)
+                lease.renew_at = next_renewal(sent_at, spec.ttl)
             else:
-                self._lose(lease, "the lock was gone or held by another holder at renewal")
+                self._lose(lease, loss_reason(grant, now), "at renewal")
+            if events.on:
+                events.emit(events.Renewal(spec.primitive, spec.name, ok is True))
 
-    def _lose(self, lease: Lease, reason: str) -> None:
+    def _lose(self, lease: Lease, reason: str, found: str) -> None:
         with self._guard:
             if self._leases.pop(lease.grant, None) is None:
                 return  # released meanwhile: a renewal answered after release is no loss
         lose = lease.lose()
         if lose is not None:  # else dropped: nobody is left to hear of it
-            lose(lease.grant, reason)
+            lose(lease.grant, reason, found)
 
     async def close(self) -> None:
         self._closing = True
@@ -211,6 +225,26 @@ class AsyncWatchdog:
         with self._guard:
             self._leases.clear()
             self._running = False
+
+
+def _log_late(lease: Lease, left: float, failed: bool) -> None:
+    spec = lease.spec
+    why = "after renewals that got no answer" if failed else "the watchdog ran late"
+    logger.warning(
+        "fencelock: lock %r (token %d) renewed late, %.3f s of its %g s lease left: %s",
+        spec.name,
+        lease.grant.fence,
+        left,
+        spec.ttl,
+        why,
+        extra={
+            "event": "renewal_late",
+            "lock_name": spec.name,
+            "token": lease.grant.fence,
+            "reason": why,
+            "seconds_left": left,
+        },
+    )
 
 
 def _dropped(leases: dict[Grant, Lease], grant: Grant, name: str, _: object) -> None:

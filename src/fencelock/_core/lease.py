@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..keys import LockKeys, ttl_to_ms
+from . import events
 from .replies import Granted, release_grant
 from .timing import handoff_needs_refresh, lease_deadline
 
@@ -39,6 +40,7 @@ class LockSpec:
     # Its local queue (singleflight.py): simple and reentrant locks on one name queue apart, as
     # a grant of one kind cannot be handed to the other (the key types differ).
     line: str = field(init=False)
+    primitive: str = field(init=False)  # its kind, as the metrics label it
 
     def __post_init__(self) -> None:
         keys = self.keys
@@ -49,6 +51,7 @@ class LockSpec:
             else (keys.lock, keys.fence, keys.queue),
             "release_keys": (keys.lock, keys.queue, keys.fence),
             "line": f"{keys.lock}:{'reentrant' if self.reentrant else 'simple'}",
+            "primitive": events.REENTRANT_LOCK if self.reentrant else events.LOCK,
         }
         for name, value in derived.items():
             object.__setattr__(self, name, value)  # (a frozen dataclass sets its own fields so)
@@ -110,6 +113,8 @@ class Grant:
     confirmed: bool = True
     # local hand-offs: the highest fencing token reserved for this streak (0: none reserved)
     reserved: int = 0
+    since: float = 0.0  # monotonic time it was taken, for the hold-time metric (0: not timed)
+    unanswered: bool = False  # a renewal was sent and got no answer (yet)
 
     def expired(self, now: float) -> bool:
         """Whether the lease must be taken as gone: declared lost, or past its deadline."""
@@ -129,6 +134,27 @@ class Grant:
             return False
         self.lost = True
         return True
+
+
+# Why a lease was lost (the ``reason`` of the lost-lease metric and log event).
+EXPIRED = "expired"  # it ran out first: the work outlived it, the process paused, renewed late
+UNREACHABLE = "unreachable"  # it ran out while its renewals got no answer
+TAKEN_OVER = "taken_over"  # the server shows another holder of the name
+DATA_LOSS = "data_loss"  # the server dropped it before it could expire (FLUSHALL, a restart
+# without persistence, a failover to a replica that missed it, eviction, force_release)
+LOSS_REASONS = (EXPIRED, UNREACHABLE, TAKEN_OVER, DATA_LOSS)
+
+
+def loss_reason(grant: Grant, now: float, *, other_holder: bool = False) -> str:
+    """Why ``grant`` is lost, from what was seen: the server showed ``other_holder``, or not
+    this holder, or nothing (the deadline passed while a renewal got no answer, or with none
+    sent). Before the local deadline the key cannot have expired on the server (that deadline
+    comes first), so a server that no longer shows the holder then has dropped it."""
+    if other_holder:
+        return TAKEN_OVER
+    if grant.deadline > now:
+        return DATA_LOSS
+    return UNREACHABLE if grant.unanswered else EXPIRED
 
 
 def granted(result: Granted, holder: str, sent_at: float, ttl: float, pid: int) -> Grant:

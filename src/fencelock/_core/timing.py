@@ -68,6 +68,13 @@ def renewal_due(renew_at: float, ttl: float, now: float) -> bool:
     return now >= renew_at - ttl * RENEW_FRACTION / 2
 
 
+def renewal_late(left: float, ttl: float) -> bool:
+    """Whether a renewal sent with ``left`` seconds of the lease left came late: a third of
+    the ttl later than planned or more (it failed before, or the watchdog was held up), with
+    one more failure then fatal."""
+    return left < ttl * RENEW_FRACTION
+
+
 def renewal_retry(now: float, ttl: float) -> float:
     return now + min(RENEW_RETRY, ttl * RENEW_FRACTION / 2)
 
@@ -90,7 +97,9 @@ def yield_after_release(round_trip: float) -> float:
 class Renewable(Protocol):
     slot: int  # its Cluster slot (0 elsewhere): one script call renews keys of one slot only
     renew_at: float  # monotonic
-    ttl: float
+
+    @property
+    def ttl(self) -> float: ...
 
 
 R = TypeVar("R", bound=Renewable)

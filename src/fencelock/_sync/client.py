@@ -15,6 +15,7 @@ Modes, chosen by what it is given:
 
 from __future__ import annotations
 
+import logging
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
@@ -24,10 +25,12 @@ from typing import Any, Self
 from redis.exceptions import NoScriptError, RedisError
 
 from .._backend import SyncStateLock
+from .._core import events
 from .._core.quorum import NODE_TIMEOUT_MAX
 from .._core.replies import fenced_set_reply, translate_error
-from .._core.stats import Counters, Statistics
+from .._core.stats import LIVE_CLIENTS, Counters, Statistics
 from .._transport import SyncRedis, SyncRedisCluster, sync_own_client, sync_reap
+from ..errors import StaleToken
 from ..keys import (
     DEFAULT_PREFIX,
     described,
@@ -52,6 +55,8 @@ WAKE_MODES = ("all", "one")
 # Consecutive local hand-offs before the lock goes back through Redis (see singleflight.py).
 DEFAULT_MAX_HANDOFFS = 10
 MAX_TOKEN = 2**63 - 1
+
+fence_logger = logging.getLogger("fencelock.fence")
 
 
 def _run_script(
@@ -82,6 +87,25 @@ class _Owned:
             node.close()
             # a pool of fencelock's own is not closed by aclose()
             node.connection_pool.disconnect()
+
+
+def _refused(stale: StaleToken) -> None:
+    """A stale write refused: a holder acted on a lock it had lost (worth an alert: see
+    docs/operations.md)."""
+    if events.on:
+        events.emit(events.StaleWriteRefused(stale.key, stale.token))
+    fence_logger.warning(
+        "fencelock: stale write to %r refused: token %d, but %d wrote it already",
+        stale.key,
+        stale.token,
+        stale.seen,
+        extra={
+            "event": "stale_write_refused",
+            "key": stale.key,
+            "token": stale.token,
+            "reason": f"token {stale.seen} wrote it already",
+        },
+    )
 
 
 def _abandoned(name: str, owned: _Owned) -> None:
@@ -203,6 +227,7 @@ class LockClient:
         self._owned = _Owned(self._watchdog, topology, owned)
         self._finalizer = weakref.finalize(self, _abandoned, type(self).__name__, self._owned)
         self._finalizer.atexit = False  # at exit the daemon threads just stop
+        LIVE_CLIENTS.add(self)
 
     @classmethod
     def from_url(
@@ -301,10 +326,15 @@ class LockClient:
                 reply = _run_script(redis, FENCED_SET, keys, args)
         except RedisError as exc:
             raise translate_error(exc, f"resource {key!r}") from exc
-        fenced_set_reply(reply, key, token)
+        try:
+            fenced_set_reply(reply, key, token)
+        except StaleToken as stale:
+            _refused(stale)
+            raise
 
     def close(self) -> None:
         self._finalizer.detach()
+        LIVE_CLIENTS.discard(self)
         self._owned.close()
 
     def __enter__(self) -> Self:

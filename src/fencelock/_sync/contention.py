@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 from redis.exceptions import RedisError
 
 from .._backend import sync_shield, sync_sleep
-from .._core.lease import Grant, granted, reserve, trusted_release_grant
+from .._core import events
+from .._core.lease import Grant, granted, loss_reason, reserve, trusted_release_grant
 from .._core.quorum import retry_jitter
 from .._core.replies import Busy, Granted, new_holder_token, new_waiter_id, queue_entry
 from .._core.timing import remaining, retry_delay
@@ -104,7 +105,7 @@ def reenter(lock: Lock, grant: Grant) -> None:
         if isinstance(result, Busy):
             raise LockLost(f"{lock.name!r}: a majority of nodes refused the re-entry")
     except LockLost:
-        lock._declare_lost(grant, "re-entry found the hold count changed")
+        lock._declare_lost(grant, loss_reason(grant, time.monotonic()), "at re-entry")
         raise
     except NotReplicated:
         sync_shield(topology.release(lock._spec, grant.holder))  # the extra hold
@@ -167,7 +168,7 @@ def _wait(
         try:
             if polite:
                 left = remaining(deadline, time.monotonic())
-                topology.wait(watch, polite if left is None else min(polite, left))
+                _wait_for_wakeup(lock, watch, polite if left is None else min(polite, left))
             result = _wait_for_grant(lock, holder, block, entry, watch, deadline)
         finally:
             if isinstance(result, Busy) and entry:
@@ -201,13 +202,20 @@ def _wait_for_grant(
         if topology.jitters:  # Redlock: contenders that split the nodes must not collide again
             sync_sleep(retry_jitter(parts.max_poll))
         left = remaining(deadline, time.monotonic())
-        topology.wait(watch, retry_delay(result.pttl, left, parts.max_poll, spec.ttl))
+        _wait_for_wakeup(
+            lock, watch, retry_delay(result.pttl, left, parts.max_poll, spec.ttl)
+        )
         message, watch.grant = watch.grant, None
         by_release = trusted_release_grant(
             message, queued, block, sent_at, spec.ttl, time.monotonic()
         )
         if by_release is not None:
             return by_release
+
+
+def _wait_for_wakeup(lock: Lock, watch: Watch, timeout: float) -> None:
+    if lock._parts.topology.wait(watch, timeout) and events.on:
+        events.emit(events.WokenUp(lock._spec.primitive, lock.name))
 
 
 def _leave_queue(lock: Lock, holder: str, entry: str, deadline: float | None) -> None:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .._backend import SyncEvent, SyncStateLock
+from .._core import events
 from .._core.lease import Grant
 from .._core.stats import Counters
 
@@ -94,7 +95,8 @@ class LocalQueues:
     def queued(self) -> int:
         """Acquires waiting in the local queues now (``Statistics.queued``)."""
         with self._guard:
-            return sum(len(line.tickets) for line in self._lines.values())
+            # (copied in one step: a metrics scrape may call this from another thread)
+            return sum(len(line.tickets) for line in list(self._lines.values()))
 
     def _reset_after_fork(self) -> None:
         if self._pid != os.getpid():
@@ -216,6 +218,8 @@ class LocalQueues:
 
     def hand(self, key: str, ticket: Ticket, grant: Grant) -> None:
         self._counters.add(handoffs=1)
+        if events.on:
+            events.emit(events.HandedOff(ticket.lock._spec.primitive, ticket.lock.name))
         with self._guard:
             line = self._lines.get(key)
             if line is not None and line.owner is ticket:

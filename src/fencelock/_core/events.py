@@ -1,0 +1,118 @@
+"""What the locks do, as one stream of events: the metrics exporters (``fencelock.metrics``) and
+the slow-acquire log listen to it.
+
+Nobody listens by default, and then nothing is measured or built: every place that emits reads
+``events.on`` first (one attribute read), and only then takes the time and makes the event. The
+listeners run in the thread or task that emits, so they must be quick and must not block; one
+that raises is logged and the lock carries on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+logger = logging.getLogger("fencelock.metrics")
+
+# The kind of lock an event is about (a metric label): one per primitive.
+LOCK = "lock"
+REENTRANT_LOCK = "reentrant_lock"
+
+# How an acquire ended.
+GRANTED = "granted"
+TIMEOUT = "timeout"  # not acquired in time (also ``timeout=0`` on a busy lock)
+ERROR = "error"  # raised: the server unreachable, a bad reply, cancelled or interrupted
+
+
+@dataclass(frozen=True, slots=True)
+class AcquireEnded:
+    primitive: str
+    name: str
+    outcome: str  # GRANTED, TIMEOUT or ERROR
+    seconds: float  # from the call to its end, waits included
+    token: int | None  # the grant's fencing token (GRANTED only)
+
+
+@dataclass(frozen=True, slots=True)
+class HoldEnded:
+    """A grant that was held: released, or taken afresh after it was lost."""
+
+    primitive: str
+    name: str
+    seconds: float  # from the grant to its release
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseLost:
+    primitive: str
+    name: str
+    token: int
+    reason: str  # one of lease.LOSS_REASONS
+
+
+@dataclass(frozen=True, slots=True)
+class Renewal:
+    """One lease's renewal by the watchdog: confirmed, or unconfirmed (tried again soon)."""
+
+    primitive: str
+    name: str
+    ok: bool
+
+
+@dataclass(frozen=True, slots=True)
+class HandedOff:
+    """A grant passed to the next lock object of the same client (no wait in Redis)."""
+
+    primitive: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class WokenUp:
+    """A waiter woken by a release message (not by its timer)."""
+
+    primitive: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class StaleWriteRefused:
+    """``fenced_set`` refused a write: a newer token had written the resource already."""
+
+    key: str
+    token: int
+
+
+Event = AcquireEnded | HoldEnded | LeaseLost | Renewal | HandedOff | WokenUp | StaleWriteRefused
+Listener = Callable[[Event], object]
+
+on = False  # whether anybody listens: read before any work is done for an event
+_listeners: tuple[Listener, ...] = ()
+_guard = threading.Lock()
+
+
+def subscribe(listener: Listener) -> Callable[[], None]:
+    """Send every event to ``listener`` from now on; returns the function that stops it."""
+    global on, _listeners
+    with _guard:
+        _listeners = (*_listeners, listener)
+        on = True
+
+    def unsubscribe() -> None:
+        global on, _listeners
+        with _guard:
+            _listeners = tuple(each for each in _listeners if each is not listener)
+            on = bool(_listeners)
+
+    return unsubscribe
+
+
+def emit(event: Event) -> None:
+    for listener in _listeners:  # (a tuple, replaced whole: safe to iterate in any thread)
+        try:
+            listener(event)
+        except Exception:
+            logger.exception("fencelock: a metrics listener failed on %r", event)
