@@ -55,11 +55,16 @@ def free_port() -> int:
         return port
 
 
+class _PortTaken(RuntimeError):
+    pass
+
+
 class EmbeddedServer:
     def __init__(
         self, binary: str | None = None, *, port: int | None = None, args: Sequence[str] = ()
     ) -> None:
         self.binary = binary or find_server()
+        self._any_port = port is None  # chosen here: another is chosen if it is taken meanwhile
         self.port = port or free_port()
         self.args = list(args)
         self.dir = Path(tempfile.mkdtemp(prefix="fencelock-server-"))
@@ -78,21 +83,41 @@ class EmbeddedServer:
         return redis.Redis(port=self.port, socket_timeout=5, socket_connect_timeout=5, **kwargs)  # type: ignore[arg-type]
 
     def start(self, timeout: float = 15.0) -> EmbeddedServer:
+        for _ in range(3):
+            try:
+                self._start(timeout)
+                self._any_port = False  # a restart (after kill()) keeps the port clients know
+                return self
+            except _PortTaken:
+                if not self._any_port:
+                    raise
+                self.port = free_port()  # another process took the free port meanwhile
+        raise RuntimeError(f"{self.binary}: no free port found in 3 tries")
+
+    def _start(self, timeout: float) -> None:
         command = [
             self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
             "--appendonly", "no", "--dir", str(self.dir), "--daemonize", "no",
             "--logfile", str(self.dir / "server.log"), *self.args,
         ]  # fmt: skip
-        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, start_new_session=True)
+        self.process = process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, start_new_session=True
+        )
         deadline = time.monotonic() + timeout
         probe = redis.Redis(port=self.port, socket_timeout=0.5, socket_connect_timeout=0.5)
         try:
             while True:
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"{self.binary} exited at start: {self.log()[-2000:]}")
+                if process.poll() is not None:
+                    self.process = None
+                    log = self.log()[-2000:]
+                    if "already in use" in log:
+                        raise _PortTaken(log)
+                    raise RuntimeError(f"{self.binary} exited at start: {log}")
                 try:
-                    if probe.ping():
-                        return self
+                    # ours, not a server of another test run that took the port first (ours
+                    # then exits: see above)
+                    if probe.ping() and int(probe.info("server")["process_id"]) == process.pid:
+                        return
                 except redis.exceptions.BusyLoadingError:
                     pass
                 except redis.exceptions.ConnectionError:
