@@ -42,7 +42,7 @@ from .._transport import (
     async_node_client,
 )
 from ..errors import LockConnectionError, LockError
-from ..keys import ttl_to_ms
+from ..keys import renew_keys, ttl_to_ms
 from ..scripts import (
     ACQUIRE,
     HANDOFF,
@@ -270,7 +270,7 @@ class AsyncOneServer(AsyncTopology):
         (True) or gone (False). Raises when the server cannot be reached, or
         the replicas did not acknowledge (a failover could undo the renewal)."""
         try:
-            reply, acked = await self.script(RENEW, keys, args, timeout)
+            reply, acked = await self.script(RENEW, renew_keys(keys), args, timeout)
         except RedisError as exc:
             raise translate_error(exc, keys[0]) from exc
         check_replicated(acked, self.min_replicas, f"renewal of {keys[0]!r}")

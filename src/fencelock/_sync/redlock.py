@@ -32,6 +32,7 @@ from .._core.replies import Busy, Granted, holds, translate_error
 from .._core.stats import Counters
 from .._transport import SyncRedis, sync_fan_out
 from ..errors import LockConnectionError, LockError
+from ..keys import renew_keys
 from ..scripts import (
     ACQUIRE,
     FENCE_RAISE,
@@ -154,7 +155,7 @@ class SyncQuorum(SyncTopology):
         majority can hold it (False), or unknown (the ``LockConnectionError`` saying why)."""
         timeout = min(timeout, *(self.node_timeout(ttl) for ttl in ttls))
         sent_at = time.monotonic()
-        replies = self.fan_out_script(RENEW, keys, args, timeout)
+        replies = self.fan_out_script(RENEW, renew_keys(keys), args, timeout)
         elapsed = time.monotonic() - sent_at
         held: list[bool | LockError] = []
         for key, ttl, answers in zip(keys, ttls, renew_answers(replies, len(keys)), strict=True):
