@@ -41,7 +41,7 @@ from ..scripts import (
     RENEW,
     Script,
 )
-from .topology import ATTEMPTS, AsyncTopology
+from .topology import ATTEMPTS, AsyncTopology, server_address
 from .waiter import AsyncWaiter, Watch
 
 # the release replies of a holder that held the lock on that node
@@ -107,6 +107,8 @@ class AsyncQuorum(AsyncTopology):
         """Ask every node at once; a majority within the validity grants. A round in which too
         few nodes could be reached to decide is no vote: it is sent once more while the caller's
         ``deadline`` has time left."""
+        if not self.server_checked:
+            await self._check_servers()
         script = REENTRANT_ACQUIRE if spec.reentrant else ACQUIRE
         args = acquire_args(spec, holder, depth, block, waiter)
         timeout = self.node_timeout(spec.ttl)
@@ -134,6 +136,13 @@ class AsyncQuorum(AsyncTopology):
                 await async_shield(self.give_back(spec, holder))
             return result
         return Granted(result.fence, result.confirmed, sent_at=sent_at)  # the lease: this round
+
+    async def _check_servers(self) -> None:
+        """Once per client, before its first grant: can any node evict lock keys?"""
+        self.server_checked = True
+        replies = await self.fan_out(("INFO", "memory"), self.request_timeout, "")
+        for node, reply in zip(self.nodes, replies, strict=True):
+            self.warn_if_evicting(reply, f"Redlock node {server_address(node)}")
 
     async def release(
         self, spec: LockSpec, holder: str, leaving: str = "", timeout: float | None = None

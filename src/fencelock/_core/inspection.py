@@ -202,20 +202,16 @@ def name_of(key: str | bytes, prefix: str) -> str | None:
 SAFE_POLICY = "noeviction"
 
 
-def eviction_risk(config: object) -> str | None:
-    """What is wrong with a server's CONFIG GET maxmemory* reply (a mapping, a flat list, or a
-    Cluster's mapping node -> either), or None when its lock keys cannot be evicted."""
-    if isinstance(config, Mapping) and all(isinstance(v, Mapping | list) for v in config.values()):
-        risks = [eviction_risk(v) for v in config.values()]  # a Cluster: per node
-        return next((r for r in risks if r), None)
-    if isinstance(config, list):
-        config = dict(zip(config[::2], config[1::2], strict=False))
-    if not isinstance(config, Mapping):
+def eviction_risk(info: object) -> str | None:
+    """What is wrong with a server's ``INFO memory`` (as redis-py parses it: a mapping; a
+    Cluster's: a mapping node -> mapping), or None when its lock keys cannot be evicted."""
+    if not isinstance(info, Mapping):
         return None
-    settings = {_text(k): _text(v) for k, v in config.items()}
-    policy = settings.get("maxmemory-policy", SAFE_POLICY)
-    limit = settings.get("maxmemory", "0")
-    if policy == SAFE_POLICY or limit in ("0", ""):
+    if info and all(isinstance(v, Mapping) for v in info.values()):  # a Cluster: per node
+        return next((r for r in map(eviction_risk, info.values()) if r), None)
+    policy = _text(info.get("maxmemory_policy", SAFE_POLICY))
+    limit = _text(info.get("maxmemory", "0"))
+    if policy == SAFE_POLICY or limit == "0":
         return None
     return (
         f"maxmemory-policy is {policy} with maxmemory {limit}: the server may evict lock keys "

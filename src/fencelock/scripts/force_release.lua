@@ -21,7 +21,7 @@ local holder = ''
 if kind == 'string' then
   holder = redis.call('GET', KEYS[1])
 elseif kind == 'hash' then
-  holder = redis.call('HKEYS', KEYS[1])[1] or ''
+  holder = redis.call('HGETALL', KEYS[1])[1] or ''  -- one holder at a time
 end
 local counter = redis.pcall('GET', KEYS[3])
 if type(counter) ~= 'string' then
