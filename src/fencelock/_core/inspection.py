@@ -203,8 +203,11 @@ SAFE_POLICY = "noeviction"
 
 
 def eviction_risk(info: object) -> str | None:
-    """What is wrong with a server's ``INFO memory`` (as redis-py parses it: a mapping; a
-    Cluster's: a mapping node -> mapping), or None when its lock keys cannot be evicted."""
+    """What is wrong with a server's ``INFO memory`` (its text, or as redis-py parses it: a
+    mapping; a Cluster's: node -> mapping), or None when its lock keys cannot be evicted."""
+    if isinstance(info, bytes | str):
+        lines = (line.partition(":") for line in _text(info).splitlines())
+        info = {key: value.strip() for key, sep, value in lines if sep}
     if not isinstance(info, Mapping):
         return None
     if info and all(isinstance(v, Mapping) for v in info.values()):  # a Cluster: per node
