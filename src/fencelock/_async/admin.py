@@ -30,7 +30,7 @@ from .._core.quorum import quorum
 from .._core.replies import split_holder, translate_error
 from .._transport import AsyncRedis, AsyncRedisCluster, async_fan_out, async_node_client
 from ..errors import LockConnectionError, LockError
-from ..keys import LockKeys
+from ..keys import MAX_TTL, LockKeys
 from ..scripts import FORCE_RELEASE, INSPECT, Script
 from .redlock import AsyncQuorum
 from .topology import AsyncOneServer, AsyncTopology
@@ -40,13 +40,21 @@ logger = logging.getLogger("fencelock.admin")
 SCAN_COUNT = 1000  # keys looked at per SCAN call (each call is bounded by one request timeout)
 
 
+def _timeout(topology: AsyncTopology) -> float:
+    """One request's bound: a Redlock node's own timeout (a node down must not hold up the
+    majority's answer), else one request timeout."""
+    if isinstance(topology, AsyncQuorum):
+        return topology.node_timeout(MAX_TTL)
+    return topology.request_timeout
+
+
 async def _on_one(
     topology: AsyncOneServer, script: Script, keys: LockKeys, args: tuple[Any, ...]
 ) -> object:
     """``script`` on the server of ``keys``, within one request timeout."""
     try:
         reply, _ = await topology.script(
-            script, _script_keys(script, keys), args, topology.request_timeout
+            script, _script_keys(script, keys), args, _timeout(topology)
         )
     except RedisError as exc:
         raise translate_error(exc, keys.lock) from exc
@@ -65,7 +73,7 @@ async def _views(topology: AsyncTopology, keys: LockKeys) -> NodeView | None:
     args = (MAX_WAITERS_LISTED,)
     if isinstance(topology, AsyncQuorum):
         replies = await topology.fan_out_script(
-            INSPECT, _script_keys(INSPECT, keys), args, topology.request_timeout
+            INSPECT, _script_keys(INSPECT, keys), args, _timeout(topology)
         )
         views = [r if isinstance(r, BaseException) else inspect_reply(r) for r in replies]
         return majority_view(views)
@@ -103,7 +111,7 @@ async def _scan(topology: AsyncTopology, prefix: str, pattern: str) -> AsyncIter
         assert isinstance(topology, AsyncOneServer)
         redis = topology.redis
         if isinstance(redis, AsyncRedisCluster):
-            made = [async_node_client(n, topology.request_timeout) for n in redis.get_primaries()]
+            made = [async_node_client(n, _timeout(topology)) for n in redis.get_primaries()]
             nodes = made
         else:
             nodes = [redis]
@@ -116,7 +124,7 @@ async def _scan(topology: AsyncTopology, prefix: str, pattern: str) -> AsyncIter
                 [reply] = await async_fan_out(
                     [node],
                     ("SCAN", cursor, "MATCH", match, "COUNT", SCAN_COUNT),
-                    topology.request_timeout,
+                    _timeout(topology),
                 )
                 if isinstance(reply, RedisError):
                     failure = translate_error(reply, f"SCAN {match!r}")
@@ -188,7 +196,7 @@ async def _force_quorum(
         holder = view.holder
     args = ("", holder, keys.channel, topology.publish_command)
     replies = await topology.fan_out_script(
-        FORCE_RELEASE, _script_keys(FORCE_RELEASE, keys), args, topology.request_timeout
+        FORCE_RELEASE, _script_keys(FORCE_RELEASE, keys), args, _timeout(topology)
     )
     results = [force_reply(name, r) for r in replies if not isinstance(r, BaseException)]
     if not results:
