@@ -448,6 +448,34 @@ def test_library_works_under_the_acl_user(
     assert acl_denials(admin) == []
 
 
+def test_operator_commands_under_the_acl_user(
+    acl_server: tuple[EmbeddedServer, redis.Redis],
+) -> None:
+    """inspect, locks and force_release (the CLI's ls, inspect, release, top) under the user of
+    docs/security.md with its operator line added."""
+    server, admin = acl_server
+    text = (ROOT / "docs" / "security.md").read_text(encoding="utf-8")
+    [operator] = [
+        line.split()[3:]
+        for line in text.splitlines()
+        if line.startswith("ACL SETUSER fencelock +scan")
+    ]
+    admin.execute_command("ACL", "SETUSER", "fencelock", *operator)
+    url = acl_url(server)
+    with LockClient.from_url(url, label="acl") as a, LockClient.from_url(url) as b:
+        lock = a.lock("acl-job", 10)
+        assert lock.acquire(0)
+        waiting = threading.Thread(target=lambda: b.lock("acl-job", 10).acquire(5))
+        waiting.start()
+        sync_until(lambda: b.statistics().waiting == 1)
+        info = a.inspect("acl-job")
+        assert info is not None and info.label == "acl" and info.queued == 1
+        assert [i.name for i in a.locks()] == ["acl-job"]
+        assert a.force_release("acl-job", token=lock.token).outcome == "released"
+        waiting.join()
+    assert acl_denials(admin) == []
+
+
 def test_keys_outside_the_acl_user_are_refused_with_a_lock_error(
     acl_server: tuple[EmbeddedServer, redis.Redis],
 ) -> None:
