@@ -234,3 +234,14 @@ def test_no_warning_without_eviction(
 ) -> None:
     assert sync_client.lock(NAME, 10).acquire(0)
     assert [r for r in caplog.records if r.name == "fencelock.server"] == []
+
+
+def test_inspect_sends_no_wait_with_min_replicas(
+    server: EmbeddedServer, raw: redis.Redis
+) -> None:
+    """A read has nothing for replicas to acknowledge: with none attached, a WAIT would hold
+    every inspect for the whole replica timeout."""
+    with LockClient.from_url(server.url, min_replicas=1, replica_timeout=2) as client:
+        assert client.inspect(NAME) is None
+        assert [i for i in client.locks()] == []
+    assert "cmdstat_wait" not in raw.info("commandstats")

@@ -51,11 +51,23 @@ def _timeout(topology: AsyncTopology) -> float:
 async def _on_one(
     topology: AsyncOneServer, script: Script, keys: LockKeys, args: tuple[Any, ...]
 ) -> object:
-    """``script`` on the server of ``keys``, within one request timeout."""
+    """``script`` on the server of ``keys``, within one request timeout. A forced release waits
+    for ``min_replicas`` as a release does; a read has nothing to wait for (and a replica down
+    would make it wait the whole replica timeout)."""
+    names = _script_keys(script, keys)
     try:
-        reply, _ = await topology.script(
-            script, _script_keys(script, keys), args, _timeout(topology)
-        )
+        if script is INSPECT:
+            [reply] = await topology.requester.request(
+                topology.redis,
+                [script.evalsha(names, args)],
+                _timeout(topology),
+                names[0],
+                script.eval(names, args),
+            )
+            if isinstance(reply, RedisError):
+                raise reply
+        else:
+            reply, _ = await topology.script(script, names, args, _timeout(topology))
     except RedisError as exc:
         raise translate_error(exc, keys.lock) from exc
     return reply
