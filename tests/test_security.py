@@ -308,7 +308,7 @@ def test_scripts_see_user_input_only_as_keys_and_argv(
             assert set(script_keys(args)) <= declared
         else:  # a name is never a command; a plain read names one of our keys
             assert command in {"GET", "HEXISTS", "ZREM", "SUBSCRIBE", "UNSUBSCRIBE", "PING",
-                               "HELLO", "CLIENT", "SELECT"}, args  # fmt: skip
+                               "HELLO", "CLIENT", "SELECT", "INFO"}, args  # fmt: skip
             if command in ("GET", "HEXISTS", "ZREM"):
                 assert args[1] in declared
     # every key a script touches is one of its KEYS (the commands a script calls are listed
@@ -445,6 +445,34 @@ def test_library_works_under_the_acl_user(
     with replicated, pytest.raises(fencelock.NotReplicated):  # WAIT ran (found no replica)
         replicated.lock("acl-replicated", 10).acquire(0)
     asyncio.run(exercise_async(url))
+    assert acl_denials(admin) == []
+
+
+def test_operator_commands_under_the_acl_user(
+    acl_server: tuple[EmbeddedServer, redis.Redis],
+) -> None:
+    """inspect, locks and force_release (the CLI's ls, inspect, release, top) under the user of
+    docs/security.md with its operator line added."""
+    server, admin = acl_server
+    text = (ROOT / "docs" / "security.md").read_text(encoding="utf-8")
+    [operator] = [
+        line.split()[3:]
+        for line in text.splitlines()
+        if line.startswith("ACL SETUSER fencelock +scan")
+    ]
+    admin.execute_command("ACL", "SETUSER", "fencelock", *operator)
+    url = acl_url(server)
+    with LockClient.from_url(url, label="acl") as a, LockClient.from_url(url) as b:
+        lock = a.lock("acl-job", 10)
+        assert lock.acquire(0)
+        waiting = threading.Thread(target=lambda: b.lock("acl-job", 10).acquire(5))
+        waiting.start()
+        sync_until(lambda: b.statistics().waiting == 1)
+        info = a.inspect("acl-job")
+        assert info is not None and info.label == "acl" and info.queued == 1
+        assert [i.name for i in a.locks()] == ["acl-job"]
+        assert a.force_release("acl-job", token=lock.token).outcome == "released"
+        waiting.join()
     assert acl_denials(admin) == []
 
 

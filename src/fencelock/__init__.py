@@ -3,6 +3,7 @@
 The sync API lives here; ``fencelock.asyncio`` has the same names for asyncio.
 """
 
+from ._core.inspection import ForceOutcome, ForceReleased, LockInfo, WaiterInfo
 from ._core.stats import Statistics
 from ._sync.client import LockClient
 from ._sync.lock import Lock
@@ -15,19 +16,25 @@ from .errors import (
     NotReplicated,
     StaleToken,
 )
+from .labels import holder_label
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ForceOutcome",
+    "ForceReleased",
     "Lock",
     "LockClient",
     "LockConnectionError",
     "LockError",
+    "LockInfo",
     "LockLost",
     "LockNotOwned",
     "LockTimeout",
     "NotReplicated",
     "StaleToken",
     "Statistics",
+    "WaiterInfo",
     "__version__",
+    "holder_label",
 ]

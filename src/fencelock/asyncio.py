@@ -2,6 +2,7 @@
 
 from ._async.client import AsyncLockClient as LockClient
 from ._async.lock import AsyncLock as Lock
+from ._core.inspection import ForceOutcome, ForceReleased, LockInfo, WaiterInfo
 from ._core.stats import Statistics
 from .errors import (
     LockConnectionError,
@@ -12,16 +13,22 @@ from .errors import (
     NotReplicated,
     StaleToken,
 )
+from .labels import holder_label
 
 __all__ = [
+    "ForceOutcome",
+    "ForceReleased",
     "Lock",
     "LockClient",
     "LockConnectionError",
     "LockError",
+    "LockInfo",
     "LockLost",
     "LockNotOwned",
     "LockTimeout",
     "NotReplicated",
     "StaleToken",
     "Statistics",
+    "WaiterInfo",
+    "holder_label",
 ]

@@ -7,8 +7,16 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from . import __version__
-from .keys import MAX_TTL, MIN_LEASE, validate_name, validate_timeout, validate_ttl
+from . import __version__, operate
+from .keys import (
+    DEFAULT_PREFIX,
+    MAX_TTL,
+    MIN_LEASE,
+    validate_name,
+    validate_prefix,
+    validate_timeout,
+    validate_ttl,
+)
 from .run import DEFAULT_GRACE, EX_UNAVAILABLE, EX_USAGE, Runner, default_url
 
 Handler = Callable[[argparse.Namespace], int]
@@ -324,6 +332,128 @@ def _add_bench(subparsers: argparse._SubParsersAction[_Parser]) -> None:
     parser.set_defaults(handler=_bench)
 
 
+def _token(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a fencing token: {text!r}") from None
+    if not 0 < value < 2**63:
+        raise argparse.ArgumentTypeError(f"a fencing token is from 1 to 2**63 - 1, got {text}")
+    return value
+
+
+def _prefix(text: str) -> str:
+    try:
+        return validate_prefix(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _operator(handler: Callable[..., int]) -> Handler:
+    """A handler of ls/inspect/release/top: run with a client for --url and --prefix."""
+
+    def run(args: argparse.Namespace) -> int:
+        urls: list[str] = args.url or [default_url()]
+        return operate.operate(lambda client: handler(client, args), urls, args.prefix)
+
+    return run
+
+
+def _add_operator_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--url",
+        action="append",
+        metavar="URL",
+        help="the server, redis://host:port/db (default: $FENCELOCK_URL, then $REDIS_URL, "
+        "then redis://127.0.0.1:6379/0); repeat it for Redlock (a majority's view)",
+    )
+    parser.add_argument(
+        "--prefix",
+        type=_prefix,
+        default=DEFAULT_PREFIX,
+        metavar="P",
+        help=f"the clients' key prefix (default {DEFAULT_PREFIX!r})",
+    )
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+OPERATOR_STATUSES = (
+    "exit statuses: 0 done, 1 {}, 64 bad usage, 69 no server reachable (Redlock: no majority "
+    "of them) or the server refused"
+)
+
+
+def _add_operator_commands(subparsers: argparse._SubParsersAction[_Parser]) -> None:
+    out = sys.stdout
+    ls = subparsers.add_parser(
+        "ls",
+        help="list the held locks",
+        description="List the held locks whose names match PATTERN: holder, label, ttl, "
+        "fencing token, kind, waiters. --json: one JSON object per line.",
+        epilog="exit statuses: 0 done, 64 bad usage, 69 no server reachable (Redlock: no "
+        "majority of them) or the server refused",
+    )
+    ls.add_argument("pattern", nargs="?", default="*", metavar="PATTERN",
+                    help="a glob over lock names (default '*')")  # fmt: skip
+    _add_operator_options(ls)
+    ls.set_defaults(handler=_operator(lambda c, a: operate.ls(c, a.pattern, a.json, out)))
+
+    inspect = subparsers.add_parser(
+        "inspect",
+        help="show who holds a lock, and who waits for it",
+        description="Show the lock NAME as the server has it: holder id and label, ttl, "
+        "fencing token (the counter: with local hand-offs, the last of the block reserved), "
+        "kind and hold count, and the queued waiters in order with how long they have waited.",
+        epilog=OPERATOR_STATUSES.format("NAME is not held"),
+    )
+    inspect.add_argument("name", type=_lock_name, metavar="NAME", help="the lock's name")
+    _add_operator_options(inspect)
+    inspect.set_defaults(handler=_operator(lambda c, a: operate.inspect(c, a.name, a.json, out)))
+
+    release = subparsers.add_parser(
+        "release",
+        help="force a stuck lock free (an administrator's release)",
+        description="Release the lock NAME whoever holds it, and serve its waiters as a release "
+        "does. With --token (the token inspect showed), only if that grant still holds. The next "
+        "grant gets a larger fencing token, so the forced-out holder's fenced writes are refused.",
+        epilog=OPERATOR_STATUSES.format("refused: another grant than --token holds NAME"),
+    )
+    release.add_argument("name", type=_lock_name, metavar="NAME", help="the lock's name")
+    release.add_argument("--token", type=_token, metavar="T",
+                         help="release only the grant with this fencing token")  # fmt: skip
+    _add_operator_options(release)
+    release.set_defaults(
+        handler=_operator(lambda c, a: operate.release(c, a.name, a.token, a.json, out))
+    )
+
+    top = subparsers.add_parser(
+        "top",
+        help="a live view of the busiest locks",
+        description="Show the busiest held locks (most waiters, then the longest wait) and "
+        "refresh the view every --interval seconds, in place on a terminal, from the server "
+        "side only. --json: one JSON object per refresh.",
+        epilog="exit statuses: 0 done (130 when interrupted), 64 bad usage, 69 no server "
+        "reachable (Redlock: no majority of them) or the server refused",
+    )
+    top.add_argument("pattern", nargs="?", default="*", metavar="PATTERN",
+                     help="a glob over lock names (default '*')")  # fmt: skip
+    top.add_argument("--interval", type=_positive_float, default=2.0, metavar="S",
+                     help="seconds between refreshes (default 2)")  # fmt: skip
+    top.add_argument("--limit", type=_positive_int, default=operate.DEFAULT_TOP, metavar="N",
+                     help=f"names shown (default {operate.DEFAULT_TOP})")  # fmt: skip
+    frames = top.add_mutually_exclusive_group()
+    frames.add_argument("--iterations", type=_positive_int, metavar="N",
+                        help="refresh N times, then exit (default: until interrupted)")  # fmt: skip
+    frames.add_argument("--once", dest="iterations", action="store_const", const=1,
+                        help="show one view and exit (as --iterations 1)")  # fmt: skip
+    _add_operator_options(top)
+    top.set_defaults(
+        handler=_operator(
+            lambda c, a: operate.top(c, a.pattern, a.interval, a.iterations, a.limit, a.json, out)
+        )
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="fencelock", description="Distributed locks on Redis with fencing tokens."
@@ -333,6 +463,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_demo(subparsers)
     _add_run(subparsers)
     _add_bench(subparsers)
+    _add_operator_commands(subparsers)
     return parser
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -49,6 +50,17 @@ class LockKeys:
             channel=f"{base}:released",
             queue=f"{base}:waiters",
         )
+
+
+def renew_keys(lock_keys: Sequence[str]) -> list[str]:
+    """KEYS of renew.lua for a batch of lock keys: each lock key, then its fencing counter (the
+    lease records only the lock key; the counter's name follows from it)."""
+    keys: list[str] = []
+    for key in lock_keys:
+        base, suffix = key[: -len(":lock")], key[-len(":lock") :]
+        assert suffix == ":lock", key
+        keys += (key, f"{base}:fence")
+    return keys
 
 
 def encodable(arg: str, value: str) -> str:

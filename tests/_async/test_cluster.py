@@ -155,3 +155,20 @@ async def test_reentrant_and_fenced_write_on_a_cluster(
     await lock.release()
     await lock.release()
     assert not await lock.held()
+
+
+async def test_operators_see_and_free_locks_on_every_master(
+    cluster_client: AsyncLockClient, cluster: Cluster
+) -> None:
+    locks = [cluster_client.lock(name, ttl=10, label=name) for name in NAMES]
+    for lock in locks:
+        assert await lock.acquire(0)
+    listed = {info.name: info async for info in cluster_client.locks("job-*")}
+    assert set(listed) == set(NAMES)  # SCAN on all three masters
+    assert all(listed[lock.name].token == lock.token for lock in locks)
+    assert all(info.label == name for name, info in listed.items())
+    for lock in locks:
+        forced = await cluster_client.force_release(lock.name, token=lock.token)
+        assert forced.outcome is fencelock.ForceOutcome.RELEASED
+        assert not await lock.held()
+    assert [info async for info in cluster_client.locks()] == []

@@ -458,3 +458,32 @@ async def test_a_dropped_client_closes_its_connections(redlock: list[EmbeddedSer
         gc.enable()
         for probe in probes:
             probe.close()
+
+
+async def test_operators_see_the_majority_and_free_its_grant(
+    redlock: list[EmbeddedServer],
+) -> None:
+    client = make_client(redlock, label="redlock-holder")
+    admin = make_client(redlock, node_timeout=0.1)  # each call waits that long for the paused node
+    try:
+        lock = client.lock("job", 10)
+        assert await lock.acquire(0)
+        token = lock.token
+        redlock[0].pause()  # a node down: a majority still shows and frees the lock
+        info = await admin.inspect("job")
+        assert info is not None
+        assert (info.label, info.token) == ("redlock-holder", token)
+        assert [i.name async for i in admin.locks()] == ["job"]
+        mismatch = await admin.force_release("job", token=token + 1)
+        assert mismatch.outcome is fencelock.ForceOutcome.TOKEN_MISMATCH
+        forced = await admin.force_release("job", token=token)
+        assert forced.outcome is fencelock.ForceOutcome.RELEASED
+        redlock[0].resume()
+        assert await admin.inspect("job") is None
+        assert not await lock.held()
+        again = admin.lock("job", 10)
+        assert await again.acquire(0)
+        assert again.token > token
+    finally:
+        await client.close()
+        await admin.close()

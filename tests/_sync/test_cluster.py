@@ -156,3 +156,20 @@ def test_reentrant_and_fenced_write_on_a_cluster(
     lock.release()
     lock.release()
     assert not lock.held()
+
+
+def test_operators_see_and_free_locks_on_every_master(
+    cluster_client: LockClient, cluster: Cluster
+) -> None:
+    locks = [cluster_client.lock(name, ttl=10, label=name) for name in NAMES]
+    for lock in locks:
+        assert lock.acquire(0)
+    listed = {info.name: info for info in cluster_client.locks("job-*")}
+    assert set(listed) == set(NAMES)  # SCAN on all three masters
+    assert all(listed[lock.name].token == lock.token for lock in locks)
+    assert all(info.label == name for name, info in listed.items())
+    for lock in locks:
+        forced = cluster_client.force_release(lock.name, token=lock.token)
+        assert forced.outcome is fencelock.ForceOutcome.RELEASED
+        assert not lock.held()
+    assert [info for info in cluster_client.locks()] == []

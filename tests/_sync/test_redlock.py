@@ -459,3 +459,32 @@ def test_a_dropped_client_closes_its_connections(redlock: list[EmbeddedServer]) 
         gc.enable()
         for probe in probes:
             probe.close()
+
+
+def test_operators_see_the_majority_and_free_its_grant(
+    redlock: list[EmbeddedServer],
+) -> None:
+    client = make_client(redlock, label="redlock-holder")
+    admin = make_client(redlock, node_timeout=0.1)  # each call waits that long for the paused node
+    try:
+        lock = client.lock("job", 10)
+        assert lock.acquire(0)
+        token = lock.token
+        redlock[0].pause()  # a node down: a majority still shows and frees the lock
+        info = admin.inspect("job")
+        assert info is not None
+        assert (info.label, info.token) == ("redlock-holder", token)
+        assert [i.name for i in admin.locks()] == ["job"]
+        mismatch = admin.force_release("job", token=token + 1)
+        assert mismatch.outcome is fencelock.ForceOutcome.TOKEN_MISMATCH
+        forced = admin.force_release("job", token=token)
+        assert forced.outcome is fencelock.ForceOutcome.RELEASED
+        redlock[0].resume()
+        assert admin.inspect("job") is None
+        assert not lock.held()
+        again = admin.lock("job", 10)
+        assert again.acquire(0)
+        assert again.token > token
+    finally:
+        client.close()
+        admin.close()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import warnings
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -25,6 +25,7 @@ from redis.exceptions import NoScriptError, RedisError
 
 from .._backend import AsyncStateLock
 from .._core import events
+from .._core.inspection import ForceReleased, LockInfo
 from .._core.quorum import NODE_TIMEOUT_MAX
 from .._core.replies import fenced_set_reply, translate_error
 from .._core.stats import LIVE_CLIENTS, Counters, Statistics
@@ -36,13 +37,16 @@ from ..keys import (
     encodable,
     fence_key_for,
     validate_db,
+    validate_name,
     validate_prefix,
     validate_resource_key,
     validate_ttl,
     validate_url,
 )
+from ..labels import Label, check_label
 from ..scripts import FENCED_SET, Script
-from .lock import AsyncLock, Parts
+from . import admin
+from .lock import _DEFAULT, AsyncLock, Parts, _Default
 from .redlock import AsyncQuorum
 from .singleflight import AsyncLocalQueues
 from .topology import AsyncCluster, AsyncOneServer, AsyncTopology
@@ -137,8 +141,11 @@ class AsyncLockClient:
         node_timeout: float | None = None,
         max_handoffs: int = DEFAULT_MAX_HANDOFFS,
         wake: str = "one",
+        label: Label = None,
     ) -> None:
         self._prefix = validate_prefix(prefix)
+        # who holds, for inspect() and the CLI: a str, or a callable run at each acquire
+        label = check_label(label)
         # "one": waiters queue in Redis and a release wakes the first that still listens;
         # "all": a release wakes every waiting client, and one wins the re-try. One wins from
         # 4 waiting processes on and is fairer (docs/contention.md, python -m bench.herd)
@@ -221,7 +228,14 @@ class AsyncLockClient:
         # to the next at most this many times in a row before it goes back through Redis
         self._queues = AsyncLocalQueues(max_handoffs, counters)
         self._parts = Parts(
-            topology, self._queues, self._watchdog, counters, self._prefix, wake == "one", max_poll
+            topology,
+            self._queues,
+            self._watchdog,
+            counters,
+            self._prefix,
+            wake == "one",
+            max_poll,
+            label,
         )
         self._owned = _Owned(self._watchdog, topology, owned)
         self._finalizer = weakref.finalize(self, _abandoned, type(self).__name__, self._owned)
@@ -266,8 +280,10 @@ class AsyncLockClient:
         reentrant: bool = False,
         on_lost: Callable[[AsyncLock], object] | None = None,
         on_lost_policy: str = "raise",
+        label: Label | _Default = _DEFAULT,
     ) -> AsyncLock:
-        """A lock on ``name`` (no request is sent until it is acquired)."""
+        """A lock on ``name`` (no request is sent until it is acquired). ``label``: its holder
+        label (default: the client's; None: none)."""
         return AsyncLock(
             self,
             self._parts,
@@ -278,6 +294,7 @@ class AsyncLockClient:
             reentrant=reentrant,
             on_lost=on_lost,
             on_lost_policy=on_lost_policy,
+            label=label,
         )
 
     @property
@@ -330,6 +347,35 @@ class AsyncLockClient:
         except StaleToken as stale:
             _refused(stale)
             raise
+
+    # -- operators' view (admin.py) ------------------------------------------------------
+
+    async def inspect(self, name: str) -> LockInfo | None:
+        """The lock on ``name`` as the server shows it now (Redlock: as a majority of nodes
+        hold it): holder, label, ttl, fencing token, kind, queued waiters. None when not held.
+        One script, within one request timeout."""
+        return await admin.inspect(self._topology, self._prefix, validate_name(name))
+
+    async def locks(self, pattern: str = "*") -> AsyncIterator[LockInfo]:
+        """The held locks whose names match ``pattern`` (a Redis glob over names), found by
+        SCAN on every server of this client: a name released meanwhile is left out, one taken
+        meanwhile may be. Each SCAN call and each inspection is bounded by one request timeout."""
+        if not isinstance(pattern, str):
+            raise TypeError(f"pattern must be a str, not {type(pattern).__name__}")
+        async for info in admin.locks(self._topology, self._prefix, encodable("pattern", pattern)):
+            yield info
+
+    async def force_release(self, name: str, *, token: int | None = None) -> ForceReleased:
+        """An administrator's release of ``name``, whoever holds it; with ``token`` (the
+        fencing token ``inspect`` showed) only if that grant still holds. The waiters are served
+        as by a release; the next grant gets a larger token, so the forced-out holder's fenced
+        writes are refused, and its next renewal, extend, release or held() reports the loss.
+        Logged on the "fencelock.admin" logger."""
+        if token is not None and (isinstance(token, bool) or not isinstance(token, int)):
+            raise TypeError(f"token must be an int or None, not {type(token).__name__}")
+        if token is not None and not 0 < token <= MAX_TOKEN:
+            raise ValueError(f"token must be a fencing token from 1 to 2**63 - 1, got {token}")
+        return await admin.force_release(self._topology, self._prefix, validate_name(name), token)
 
     async def close(self) -> None:
         self._finalizer.detach()

@@ -31,6 +31,7 @@ from .._core.replies import Busy, Granted, holds, translate_error
 from .._core.stats import Counters
 from .._transport import AsyncRedis, async_fan_out
 from ..errors import LockConnectionError, LockError
+from ..keys import renew_keys
 from ..scripts import (
     ACQUIRE,
     FENCE_RAISE,
@@ -40,7 +41,7 @@ from ..scripts import (
     RENEW,
     Script,
 )
-from .topology import ATTEMPTS, AsyncTopology
+from .topology import ATTEMPTS, AsyncTopology, server_address
 from .waiter import AsyncWaiter, Watch
 
 # the release replies of a holder that held the lock on that node
@@ -106,6 +107,8 @@ class AsyncQuorum(AsyncTopology):
         """Ask every node at once; a majority within the validity grants. A round in which too
         few nodes could be reached to decide is no vote: it is sent once more while the caller's
         ``deadline`` has time left."""
+        if not self.server_checked:
+            await self._check_servers()
         script = REENTRANT_ACQUIRE if spec.reentrant else ACQUIRE
         args = acquire_args(spec, holder, depth, block, waiter)
         timeout = self.node_timeout(spec.ttl)
@@ -134,6 +137,13 @@ class AsyncQuorum(AsyncTopology):
             return result
         return Granted(result.fence, result.confirmed, sent_at=sent_at)  # the lease: this round
 
+    async def _check_servers(self) -> None:
+        """Once per client, before its first grant: can any node evict lock keys?"""
+        self.server_checked = True
+        replies = await self.fan_out(("INFO", "memory"), self.request_timeout, "")
+        for node, reply in zip(self.nodes, replies, strict=True):
+            self.warn_if_evicting(reply, f"Redlock node {server_address(node)}")
+
     async def release(
         self, spec: LockSpec, holder: str, leaving: str = "", timeout: float | None = None
     ) -> Released:
@@ -153,7 +163,7 @@ class AsyncQuorum(AsyncTopology):
         majority can hold it (False), or unknown (the ``LockConnectionError`` saying why)."""
         timeout = min(timeout, *(self.node_timeout(ttl) for ttl in ttls))
         sent_at = time.monotonic()
-        replies = await self.fan_out_script(RENEW, keys, args, timeout)
+        replies = await self.fan_out_script(RENEW, renew_keys(keys), args, timeout)
         elapsed = time.monotonic() - sent_at
         held: list[bool | LockError] = []
         for key, ttl, answers in zip(keys, ttls, renew_answers(replies, len(keys)), strict=True):

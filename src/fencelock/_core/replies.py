@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from dataclasses import dataclass, field
+from urllib.parse import quote, unquote
 
 import redis.exceptions
 
@@ -13,8 +15,55 @@ from ..errors import LockConnectionError, LockError, LockLost, NotReplicated, St
 HOLDER_TOKEN_BYTES = 20
 
 
-def new_holder_token() -> str:
-    return secrets.token_urlsafe(HOLDER_TOKEN_BYTES)
+# A holder's label rides in its holder token: ``<random>~<label, escaped>``. The random part is
+# url-safe base64, so the first '~' ends it. The token stays one word (queue entries are
+# space-separated, serve.lua) and the label needs no key or write of its own.
+LABEL_SEPARATOR = "~"
+MAX_LABEL_LENGTH = 200
+
+
+def new_holder_token(label: str | None = None) -> str:
+    """A fresh holder token, carrying ``label`` (already checked by ``validate_label``)."""
+    token = secrets.token_urlsafe(HOLDER_TOKEN_BYTES)
+    if label is None:
+        return token
+    return f"{token}{LABEL_SEPARATOR}{_escape_label(label)}"
+
+
+def _escape_label(label: str) -> str:
+    """``label`` with '%' (the escape character), white space and unprintable characters
+    percent-encoded (UTF-8): one word, readable as it is in Redis."""
+    return "".join(
+        quote(c, safe="") if c == "%" or c.isspace() or not c.isprintable() else c for c in label
+    )
+
+
+def validate_label(label: object) -> str | None:
+    """A holder label: a non-empty str of at most MAX_LABEL_LENGTH characters, or None."""
+    if label is None:
+        return None
+    if not isinstance(label, str):
+        raise TypeError(f"label must be a str or None, not {type(label).__name__}")
+    if not label:
+        raise ValueError("label must not be empty (None: no label)")
+    if len(label) > MAX_LABEL_LENGTH:
+        raise ValueError(f"label must be at most {MAX_LABEL_LENGTH} characters, got {len(label)}")
+    try:
+        label.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"label is not valid Unicode (no UTF-8 encoding): {exc.reason}") from None
+    return label
+
+
+def split_holder(stored: str | bytes) -> tuple[str, str | None]:
+    """A stored holder token as (holder id, label or None). The id is a digest of the token's
+    random part: stable for the grant and opaque, and not the token itself (whoever reads an
+    inspection does not learn what would release the lock by the holder's own scripts)."""
+    if isinstance(stored, bytes):
+        stored = stored.decode("utf-8", "replace")
+    token, sep, label = stored.partition(LABEL_SEPARATOR)
+    holder_id = hashlib.sha256(token.encode()).hexdigest()[:16]
+    return holder_id, unquote(label) if sep else None
 
 
 def new_waiter_id() -> str:

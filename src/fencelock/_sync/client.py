@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import warnings
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -26,6 +26,7 @@ from redis.exceptions import NoScriptError, RedisError
 
 from .._backend import SyncStateLock
 from .._core import events
+from .._core.inspection import ForceReleased, LockInfo
 from .._core.quorum import NODE_TIMEOUT_MAX
 from .._core.replies import fenced_set_reply, translate_error
 from .._core.stats import LIVE_CLIENTS, Counters, Statistics
@@ -37,13 +38,16 @@ from ..keys import (
     encodable,
     fence_key_for,
     validate_db,
+    validate_name,
     validate_prefix,
     validate_resource_key,
     validate_ttl,
     validate_url,
 )
+from ..labels import Label, check_label
 from ..scripts import FENCED_SET, Script
-from .lock import Lock, Parts
+from . import admin
+from .lock import _DEFAULT, Lock, Parts, _Default
 from .redlock import SyncQuorum
 from .singleflight import LocalQueues
 from .topology import SyncCluster, SyncOneServer, SyncTopology
@@ -138,8 +142,11 @@ class LockClient:
         node_timeout: float | None = None,
         max_handoffs: int = DEFAULT_MAX_HANDOFFS,
         wake: str = "one",
+        label: Label = None,
     ) -> None:
         self._prefix = validate_prefix(prefix)
+        # who holds, for inspect() and the CLI: a str, or a callable run at each acquire
+        label = check_label(label)
         # "one": waiters queue in Redis and a release wakes the first that still listens;
         # "all": a release wakes every waiting client, and one wins the re-try. One wins from
         # 4 waiting processes on and is fairer (docs/contention.md, python -m bench.herd)
@@ -222,7 +229,14 @@ class LockClient:
         # to the next at most this many times in a row before it goes back through Redis
         self._queues = LocalQueues(max_handoffs, counters)
         self._parts = Parts(
-            topology, self._queues, self._watchdog, counters, self._prefix, wake == "one", max_poll
+            topology,
+            self._queues,
+            self._watchdog,
+            counters,
+            self._prefix,
+            wake == "one",
+            max_poll,
+            label,
         )
         self._owned = _Owned(self._watchdog, topology, owned)
         self._finalizer = weakref.finalize(self, _abandoned, type(self).__name__, self._owned)
@@ -267,8 +281,10 @@ class LockClient:
         reentrant: bool = False,
         on_lost: Callable[[Lock], object] | None = None,
         on_lost_policy: str = "raise",
+        label: Label | _Default = _DEFAULT,
     ) -> Lock:
-        """A lock on ``name`` (no request is sent until it is acquired)."""
+        """A lock on ``name`` (no request is sent until it is acquired). ``label``: its holder
+        label (default: the client's; None: none)."""
         return Lock(
             self,
             self._parts,
@@ -279,6 +295,7 @@ class LockClient:
             reentrant=reentrant,
             on_lost=on_lost,
             on_lost_policy=on_lost_policy,
+            label=label,
         )
 
     @property
@@ -331,6 +348,35 @@ class LockClient:
         except StaleToken as stale:
             _refused(stale)
             raise
+
+    # -- operators' view (admin.py) ------------------------------------------------------
+
+    def inspect(self, name: str) -> LockInfo | None:
+        """The lock on ``name`` as the server shows it now (Redlock: as a majority of nodes
+        hold it): holder, label, ttl, fencing token, kind, queued waiters. None when not held.
+        One script, within one request timeout."""
+        return admin.inspect(self._topology, self._prefix, validate_name(name))
+
+    def locks(self, pattern: str = "*") -> Iterator[LockInfo]:
+        """The held locks whose names match ``pattern`` (a Redis glob over names), found by
+        SCAN on every server of this client: a name released meanwhile is left out, one taken
+        meanwhile may be. Each SCAN call and each inspection is bounded by one request timeout."""
+        if not isinstance(pattern, str):
+            raise TypeError(f"pattern must be a str, not {type(pattern).__name__}")
+        for info in admin.locks(self._topology, self._prefix, encodable("pattern", pattern)):
+            yield info
+
+    def force_release(self, name: str, *, token: int | None = None) -> ForceReleased:
+        """An administrator's release of ``name``, whoever holds it; with ``token`` (the
+        fencing token ``inspect`` showed) only if that grant still holds. The waiters are served
+        as by a release; the next grant gets a larger token, so the forced-out holder's fenced
+        writes are refused, and its next renewal, extend, release or held() reports the loss.
+        Logged on the "fencelock.admin" logger."""
+        if token is not None and (isinstance(token, bool) or not isinstance(token, int)):
+            raise TypeError(f"token must be an int or None, not {type(token).__name__}")
+        if token is not None and not 0 < token <= MAX_TOKEN:
+            raise ValueError(f"token must be a fencing token from 1 to 2**63 - 1, got {token}")
+        return admin.force_release(self._topology, self._prefix, validate_name(name), token)
 
     def close(self) -> None:
         self._finalizer.detach()

@@ -31,6 +31,7 @@ from .._core.quorum import retry_jitter
 from .._core.replies import Busy, Granted, new_holder_token, new_waiter_id, queue_entry
 from .._core.timing import remaining, retry_delay
 from ..errors import LockError, LockLost, NotReplicated
+from ..labels import label_now
 from . import handoff
 from .singleflight import Ticket
 from .topology import GaveBack
@@ -45,6 +46,7 @@ logger = logging.getLogger("fencelock.acquire")
 def take(lock: Lock, deadline: float | None) -> Grant | None:
     """A grant of ``lock``'s name by ``deadline`` (None: however long it takes), or None."""
     queues, line = lock._parts.queues, lock._spec.line
+    label = label_now(lock.label)  # (before joining the line: a label callable may raise)
     ticket = queues.join(line, lock, time.monotonic())
     if not ticket.turn:  # another lock object of this client is ahead: wait locally
         handed = _wait_in_line(lock, ticket, deadline)
@@ -53,7 +55,7 @@ def take(lock: Lock, deadline: float | None) -> Grant | None:
     # The head of the local queue: the one that talks to Redis.
     topology, spec = lock._parts.topology, lock._spec
     while True:
-        holder = new_holder_token()
+        holder = new_holder_token(label)
         try:
             sent_at = time.monotonic()
             polite = queues.take_yield(line, sent_at)

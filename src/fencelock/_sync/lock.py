@@ -69,6 +69,7 @@ from ..keys import (
     validate_timeout,
     validate_ttl,
 )
+from ..labels import Label, check_label
 from . import contention, handoff
 from .singleflight import LocalQueues
 from .topology import SyncTopology
@@ -95,6 +96,7 @@ class Parts:
     prefix: str
     wake_one: bool  # wake="one": waiters queue in Redis and a release wakes the first
     max_poll: float | None
+    label: Label = None  # the client's holder label (labels.py)
 
 
 class Lock:
@@ -110,8 +112,10 @@ class Lock:
         reentrant: bool = False,
         on_lost: Callable[[Lock], object] | None = None,
         on_lost_policy: str = "raise",
+        label: Label | _Default = _DEFAULT,
     ) -> None:
         self.name = validate_name(name)
+        self.label = parts.label if isinstance(label, _Default) else check_label(label)
         self.ttl = validate_ttl(ttl, minimum=MIN_LEASE)
         self.timeout = validate_timeout(timeout)
         validate_on_lost(on_lost, on_lost_policy, threads=not SYNC_CAN_CANCEL)

@@ -32,6 +32,7 @@ from .._core.replies import Busy, Granted, holds, translate_error
 from .._core.stats import Counters
 from .._transport import SyncRedis, sync_fan_out
 from ..errors import LockConnectionError, LockError
+from ..keys import renew_keys
 from ..scripts import (
     ACQUIRE,
     FENCE_RAISE,
@@ -41,7 +42,7 @@ from ..scripts import (
     RENEW,
     Script,
 )
-from .topology import ATTEMPTS, SyncTopology
+from .topology import ATTEMPTS, SyncTopology, server_address
 from .waiter import Waiter, Watch
 
 # the release replies of a holder that held the lock on that node
@@ -107,6 +108,8 @@ class SyncQuorum(SyncTopology):
         """Ask every node at once; a majority within the validity grants. A round in which too
         few nodes could be reached to decide is no vote: it is sent once more while the caller's
         ``deadline`` has time left."""
+        if not self.server_checked:
+            self._check_servers()
         script = REENTRANT_ACQUIRE if spec.reentrant else ACQUIRE
         args = acquire_args(spec, holder, depth, block, waiter)
         timeout = self.node_timeout(spec.ttl)
@@ -135,6 +138,13 @@ class SyncQuorum(SyncTopology):
             return result
         return Granted(result.fence, result.confirmed, sent_at=sent_at)  # the lease: this round
 
+    def _check_servers(self) -> None:
+        """Once per client, before its first grant: can any node evict lock keys?"""
+        self.server_checked = True
+        replies = self.fan_out(("INFO", "memory"), self.request_timeout, "")
+        for node, reply in zip(self.nodes, replies, strict=True):
+            self.warn_if_evicting(reply, f"Redlock node {server_address(node)}")
+
     def release(
         self, spec: LockSpec, holder: str, leaving: str = "", timeout: float | None = None
     ) -> Released:
@@ -154,7 +164,7 @@ class SyncQuorum(SyncTopology):
         majority can hold it (False), or unknown (the ``LockConnectionError`` saying why)."""
         timeout = min(timeout, *(self.node_timeout(ttl) for ttl in ttls))
         sent_at = time.monotonic()
-        replies = self.fan_out_script(RENEW, keys, args, timeout)
+        replies = self.fan_out_script(RENEW, renew_keys(keys), args, timeout)
         elapsed = time.monotonic() - sent_at
         held: list[bool | LockError] = []
         for key, ttl, answers in zip(keys, ttls, renew_answers(replies, len(keys)), strict=True):

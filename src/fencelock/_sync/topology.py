@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import logging
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -24,6 +25,7 @@ from redis.crc import key_slot
 from redis.exceptions import ConnectionError, RedisError, TimeoutError
 
 from .._backend import SyncLoopGuard, SyncStateLock, sync_checkpoint, sync_shield
+from .._core.inspection import eviction_risk
 from .._core.lease import LockSpec, Released, acquire_args, arrived_late, release_args, time_left
 from .._core.replies import (
     Busy,
@@ -43,7 +45,7 @@ from .._transport import (
     sync_node_client,
 )
 from ..errors import LockConnectionError, LockError
-from ..keys import ttl_to_ms
+from ..keys import renew_keys, ttl_to_ms
 from ..scripts import (
     ACQUIRE,
     HANDOFF,
@@ -56,6 +58,8 @@ from ..scripts import (
 from .waiter import Waiter, Watch
 
 ATTEMPTS: Final = 2
+
+server_logger = logging.getLogger("fencelock.server")
 
 
 class GaveBack(Exception):
@@ -78,6 +82,8 @@ class SyncTopology(abc.ABC):
     waiters: dict[object, Waiter]
     # its own bounded requests (Redlock fans out instead): closed when a dropped client is reaped
     requester: SyncRequester | None = None
+    # whether the servers' eviction policy was looked at (once per client, at the first acquire)
+    server_checked = False
 
     def __init__(self, request_timeout: float, counters: Counters) -> None:
         # one request's bound ("one request timeout" in the README): waiting for a connection,
@@ -104,6 +110,16 @@ class SyncTopology(abc.ABC):
         finally:
             counters.add(waiting=-1, wakeups=int(woken), polls=int(not woken))
         return woken
+
+    def warn_if_evicting(self, config: object, where: str) -> None:
+        """Warn when a server's ``INFO memory`` reply shows it may evict lock keys. (INFO, not
+        CONFIG GET: managed servers refuse CONFIG, and it would show an ACL user passwords.)"""
+        if isinstance(config, Exception):  # refused (an ACL without +info), or down
+            server_logger.debug("fencelock: %s: cannot read its eviction policy: %s", where, config)
+            return
+        risk = eviction_risk(config)
+        if risk is not None:
+            server_logger.warning("fencelock: %s: %s", where, risk, extra={"server": where})
 
     def release_args(self, spec: LockSpec, holder: str, leaving: str) -> tuple[str, ...]:
         return release_args(spec, holder, self.publish_command, leaving)
@@ -219,6 +235,8 @@ class SyncOneServer(SyncTopology):
         """One try at the lock, ended by the caller's ``deadline`` (None: none) plus one
         request timeout however often the server fails to answer. ``GaveBack`` when the grant
         came too late to be used."""
+        if not self.server_checked:
+            self._check_server(spec.keys.lock)
         script = REENTRANT_ACQUIRE if spec.reentrant else ACQUIRE
         args = acquire_args(spec, holder, depth, block, waiter)
         self._loop.check()
@@ -250,6 +268,19 @@ class SyncOneServer(SyncTopology):
             return Granted(granted.fence, reserved=granted.reserved, sent_at=sent_at)
         raise AssertionError("unreachable")
 
+    def _check_server(self, key: str) -> None:
+        """Once per client, before its first grant: can the server evict lock keys? (On a
+        Cluster, its default node answers.) A failure here is the acquire's to report."""
+        self.server_checked = True
+        self._loop.check()
+        command = ("INFO", "memory")
+        try:
+            [reply] = self.requester.request(self.redis, [command], self.request_timeout, key)
+        except RedisError as exc:
+            server_logger.debug("fencelock: cannot read the eviction policy: %s", exc)
+            return
+        self.warn_if_evicting(reply, server_address(self.redis))
+
     def release(
         self, spec: LockSpec, holder: str, leaving: str = "", timeout: float | None = None
     ) -> Released:
@@ -271,7 +302,7 @@ class SyncOneServer(SyncTopology):
         (True) or gone (False). Raises when the server cannot be reached, or
         the replicas did not acknowledge (a failover could undo the renewal)."""
         try:
-            reply, acked = self.script(RENEW, keys, args, timeout)
+            reply, acked = self.script(RENEW, renew_keys(keys), args, timeout)
         except RedisError as exc:
             raise translate_error(exc, keys[0]) from exc
         check_replicated(acked, self.min_replicas, f"renewal of {keys[0]!r}")
@@ -368,6 +399,17 @@ class SyncCluster(SyncOneServer):
                 waiter = Waiter(redis, confirm_timeout=self.request_timeout, sharded=True)
                 self.waiters[node.name] = waiter
         return waiter
+
+
+def server_address(redis: SyncRedis | SyncRedisCluster) -> str:
+    """host:port (or the socket path) of a client's server, for messages."""
+    pool = getattr(redis, "connection_pool", None)  # (a RedisCluster has one per node)
+    if pool is None:
+        return "the Cluster's default node"
+    options = pool.connection_kwargs
+    if "path" in options:
+        return str(options["path"])
+    return f"{options.get('host', 'localhost')}:{options.get('port', 6379)}"
 
 
 def _script_replies(replies: list[Any]) -> tuple[Any, int | None]:

@@ -1,20 +1,30 @@
--- Reset the remaining lease of several locks at once, each only if its holder still holds it.
--- Used by extend() (one lock) and by the watchdog (up to a batch of locks per call).
+-- Reset the remaining lease of several locks at once, each only if its holder still holds it,
+-- and keep each lock's fencing counter at least as long as its lease (so the current token can
+-- still be read, by inspect, during a long renewed hold: prelude.lua keeps it only for the
+-- first lease otherwise). Used by extend() (one lock) and by the watchdog (a batch per call).
 --
--- KEYS[i]      lock key i: a string (simple lock) or a hash holder -> hold count (reentrant)
+-- KEYS[2i-1]   lock key i: a string (simple lock) or a hash holder -> hold count (reentrant)
+-- KEYS[2i]     fencing counter of lock i (prelude.lua)
 -- ARGV[2i-1]   holder token of lock i
 -- ARGV[2i]     new ttl of lock i in milliseconds
 --
 -- Returns one integer per lock: 1 when extended, 0 when its holder no longer holds it (nothing is
 -- touched then).
 local result = {}
-for i, key in ipairs(KEYS) do
-  local holder = ARGV[2 * i - 1]
+for i = 1, #KEYS / 2 do
+  local key, fence = KEYS[2 * i - 1], KEYS[2 * i]
+  local holder, ttl = ARGV[2 * i - 1], ARGV[2 * i]
   local kind = redis.call('TYPE', key).ok
   local held = (kind == 'string' and redis.call('GET', key) == holder)
     or (kind == 'hash' and redis.call('HEXISTS', key, holder) == 1)
   if held then
-    redis.call('PEXPIRE', key, ARGV[2 * i])
+    redis.call('PEXPIRE', key, ttl)
+    -- only ever lengthened (-1, no expiry, is left alone; -2, gone, stays gone): the counter
+    -- may be kept longer already, until the server's clock passes it
+    local left = redis.call('PTTL', fence)
+    if left >= 0 and left < tonumber(ttl) then
+      redis.call('PEXPIRE', fence, ttl)
+    end
     result[i] = 1
   else
     result[i] = 0

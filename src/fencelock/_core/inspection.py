@@ -1,0 +1,223 @@
+"""What an operator sees of a lock (``client.inspect``, ``client.locks``, the CLI), and what an
+administrator's release did: the replies of scripts/inspect.lua and force_release.lua read as
+plain values, the Redlock majority's view of them, and whether a server may evict lock keys."""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..errors import LockConnectionError, LockError
+from ..keys import escape
+from .quorum import quorum
+from .replies import split_holder
+
+# waiters listed per name (the queue's length is reported whole): an operator's screen, and a
+# bound on the script's reply
+MAX_WAITERS_LISTED = 100
+
+
+@dataclass(frozen=True, slots=True)
+class WaiterInfo:
+    """A waiter queued in Redis (wake="one"), first to be served first."""
+
+    id: str  # the waiter's id (its wake-up channel is the lock's channel + ':' + id)
+    age: float  # seconds since it queued, on the server's clock
+    label: str | None  # its holder label, when its entry carries its holder token
+
+
+@dataclass(frozen=True, slots=True)
+class LockInfo:
+    """One held lock, as the server shows it."""
+
+    name: str
+    holder: str  # an opaque id of the grant's holder token (not the token itself)
+    label: str | None  # the holder's label, if it set one
+    ttl: float | None  # seconds left of the lease (None: the key has no expiry)
+    # The fencing counter: the token of the current grant, or the last of a block reserved with
+    # it for local hand-offs of one process (those holders' own tokens are at most this).
+    # None when the counter is gone (kept only as long as the lease since renewals keep it).
+    token: int | None
+    kind: str  # "simple" or "reentrant"
+    count: int  # hold count (1 for a simple lock)
+    waiters: tuple[WaiterInfo, ...]  # the first MAX_WAITERS_LISTED queued waiters, in order
+    queued: int  # how many waiters are queued in all
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """One server's inspect.lua reply: ``holder`` is the raw holder token ('' if not held)."""
+
+    kind: str
+    holder: str
+    count: int
+    pttl: int
+    counter: int | None
+    queued: int
+    waiters: tuple[WaiterInfo, ...]
+
+    def info(self, name: str) -> LockInfo | None:
+        if not self.holder:
+            return None
+        holder, label = split_holder(self.holder)
+        return LockInfo(
+            name=name,
+            holder=holder,
+            label=label,
+            ttl=self.pttl / 1000 if self.pttl >= 0 else None,
+            token=self.counter,
+            kind="reentrant" if self.kind == "hash" else "simple",
+            count=self.count,
+            waiters=self.waiters,
+            queued=self.queued,
+        )
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def inspect_reply(reply: object) -> NodeView:
+    if not isinstance(reply, list) or len(reply) < 7 or len(reply) % 2 == 0:
+        raise LockError(f"unexpected inspect reply {reply!r}")
+    kind, holder, count, pttl, counter, now, queued = (_text(v) for v in reply[:7])
+    entries = reply[7:]
+    waiters = []
+    for entry, score in zip(entries[::2], entries[1::2], strict=True):
+        # 'id' or 'id ttl block token' (acquire.lua); ages in the server's microseconds
+        parts = _text(entry).split(" ")
+        label = split_holder(parts[3])[1] if len(parts) == 4 else None
+        age = max(0.0, (int(now) - float(_text(score))) / 1e6)
+        waiters.append(WaiterInfo(parts[0], age, label))
+    return NodeView(
+        kind,
+        holder,
+        int(count),
+        int(pttl),
+        int(counter) if counter else None,
+        int(queued),
+        tuple(waiters),
+    )
+
+
+def majority_view(replies: Sequence[NodeView | BaseException]) -> NodeView | None:
+    """Redlock: the lock as a majority of nodes hold it, or None when no holder has a majority.
+    Its ttl is how long a majority still holds it (the majority-th longest), its token the
+    largest counter among them (a grant's token is the largest of its nodes'), its waiters those
+    of any of them (by id, the longest age). ``LockConnectionError`` when too few nodes answered
+    to tell."""
+    need = quorum(len(replies))
+    views = [r for r in replies if isinstance(r, NodeView)]
+    if len(views) < need:
+        failed = next(r for r in replies if isinstance(r, BaseException))
+        raise LockConnectionError(
+            f"only {len(views)} of {len(replies)} nodes answered: {failed}"
+        ) from failed
+    holders = [v.holder for v in views if v.holder]
+    top = max(set(holders), key=holders.count, default="")
+    agreeing = [v for v in views if top and v.holder == top]
+    if len(agreeing) < need:
+        return None
+    ttls = sorted((v.pttl if v.pttl >= 0 else 2**63 for v in agreeing), reverse=True)
+    pttl = ttls[need - 1]
+    counters = [v.counter for v in agreeing if v.counter is not None]
+    waiters: dict[str, WaiterInfo] = {}
+    for view in views:
+        for w in view.waiters:
+            if w.id not in waiters or waiters[w.id].age < w.age:
+                waiters[w.id] = w
+    ordered = sorted(waiters.values(), key=lambda w: -w.age)[:MAX_WAITERS_LISTED]
+    return NodeView(
+        agreeing[0].kind,
+        top,
+        min(v.count for v in agreeing),
+        -1 if pttl == 2**63 else pttl,
+        max(counters, default=None),
+        max(v.queued for v in views),
+        tuple(ordered),
+    )
+
+
+class ForceOutcome(enum.StrEnum):
+    RELEASED = "released"  # deleted, and the waiters served as by a release
+    NOT_HELD = "not_held"  # nothing to release
+    TOKEN_MISMATCH = "token_mismatch"  # another grant holds it now: nothing was touched
+
+
+@dataclass(frozen=True, slots=True)
+class ForceReleased:
+    """What ``force_release`` did, and the grant it found."""
+
+    name: str
+    outcome: ForceOutcome
+    holder: str | None  # the opaque holder id of the grant found (None: none)
+    label: str | None
+    token: int | None  # the fencing counter found
+
+
+def force_reply(name: str, reply: object) -> ForceReleased:
+    if not isinstance(reply, list) or len(reply) != 3:
+        raise LockError(f"unexpected force_release reply {reply!r}")
+    status, holder, counter = (_text(v) for v in reply)
+    outcome = {"1": ForceOutcome.RELEASED, "0": ForceOutcome.NOT_HELD}.get(
+        status, ForceOutcome.TOKEN_MISMATCH
+    )
+    holder_id, label = split_holder(holder) if holder else (None, None)
+    return ForceReleased(name, outcome, holder_id, label, int(counter) if counter else None)
+
+
+def unescape(escaped: str) -> str:
+    """The lock name of an escaped key part: the inverse of ``keys.escape`` (which only ever
+    writes these three sequences, and every '%' as %25)."""
+    return re.sub("%(25|7B|7D)", lambda m: {"25": "%", "7B": "{", "7D": "}"}[m.group(1)], escaped)
+
+
+_GLOB = re.compile(r"([*?\[\]\\])")
+
+
+def scan_pattern(prefix: str, pattern: str) -> str:
+    """SCAN MATCH for the lock keys of the names ``pattern`` matches (a Redis glob over names):
+    the prefix taken literally, the pattern escaped as names are (braces and '%' in a name)."""
+    literal = _GLOB.sub(r"\\\1", prefix)
+    return f"{literal}{{{escape(pattern)}}}:lock"
+
+
+def name_of(key: str | bytes, prefix: str) -> str | None:
+    """The lock name of a lock key found by SCAN (None: not a lock key of this prefix)."""
+    text = _text(key)
+    start = prefix + "{"
+    if not text.startswith(start) or not text.endswith("}:lock"):
+        return None
+    inner = text[len(start) : -len("}:lock")]
+    if "{" in inner or "}" in inner:
+        return None
+    return unescape(inner)
+
+
+# every key of fencelock's has a TTL, so volatile-* policies may evict it as well as allkeys-*
+SAFE_POLICY = "noeviction"
+
+
+def eviction_risk(info: object) -> str | None:
+    """What is wrong with a server's ``INFO memory`` (its text, or as redis-py parses it: a
+    mapping; a Cluster's: node -> mapping), or None when its lock keys cannot be evicted."""
+    if isinstance(info, bytes | str):
+        lines = (line.partition(":") for line in _text(info).splitlines())
+        info = {key: value.strip() for key, sep, value in lines if sep}
+    if not isinstance(info, Mapping):
+        return None
+    if info and all(isinstance(v, Mapping) for v in info.values()):  # a Cluster: per node
+        return next((r for r in map(eviction_risk, info.values()) if r), None)
+    policy = _text(info.get("maxmemory_policy", SAFE_POLICY))
+    limit = _text(info.get("maxmemory", "0"))
+    if policy == SAFE_POLICY or limit == "0":
+        return None
+    return (
+        f"maxmemory-policy is {policy} with maxmemory {limit}: the server may evict lock keys "
+        "when memory runs short, and an evicted lock key is a lock lost without its holder "
+        "knowing. Set maxmemory-policy noeviction (docs/operations.md)"
+    )

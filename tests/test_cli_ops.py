@@ -1,0 +1,114 @@
+"""``fencelock ls``, ``inspect``, ``release`` and ``top`` end to end: the real command
+(``python -m fencelock``) against a real server the test started."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import redis
+
+from fencelock._sync.client import LockClient
+from fencelock.cli import main
+from fencelock_tools.servers.embedded import EmbeddedServer, free_port
+from tests.concurrency import TIMEOUT, SyncCall, sync_until
+
+NAME = "orders:{eu}"
+
+
+def fencelock(*args: str, url: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("FENCELOCK_URL", "REDIS_URL")}
+    if url is not None:
+        env["FENCELOCK_URL"] = url
+    return subprocess.run(
+        [sys.executable, "-m", "fencelock", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+
+
+def test_ls_inspect_top_and_release(
+    server: EmbeddedServer, raw: redis.Redis, sync_client: LockClient, sync_client_b: LockClient
+) -> None:
+    holder = sync_client.lock(NAME, 60, label="web-1:4242:MainThread")
+    assert holder.acquire(0)
+    assert sync_client.lock("invoices", 60, reentrant=True).acquire(0)
+    waiter = sync_client_b.lock(NAME, 60, label="batch 7")
+    waiting = SyncCall(lambda: waiter.acquire(TIMEOUT))
+    sync_until(lambda: sync_client_b.statistics().waiting == 1)
+
+    listed = fencelock("ls", "--url", server.url)
+    assert listed.returncode == 0, listed.stderr
+    header, *rows = listed.stdout.splitlines()
+    assert header.split()[:3] == ["NAME", "HOLDER", "LABEL"]
+    assert [row.split()[0] for row in rows] == ["invoices", NAME]
+    lines = fencelock("ls", "orders:*", "--json", url=server.url).stdout.splitlines()
+    [shown] = [json.loads(line) for line in lines]
+    assert (shown["name"], shown["token"], shown["queued"]) == (NAME, holder.token, 1)
+    assert [w["label"] for w in shown["waiters"]] == ["batch 7"]
+
+    text = fencelock("inspect", NAME, "--url", server.url)
+    assert text.returncode == 0, text.stderr
+    assert f"token:   {holder.token}" in text.stdout
+    assert "label web-1:4242:MainThread" in text.stdout and "batch 7" in text.stdout
+    missing = fencelock("inspect", "nope", "--json", "--url", server.url)
+    assert (missing.returncode, missing.stdout.strip()) == (1, "null")
+
+    frames = fencelock("top", "--iterations", "2", "--interval", "0.05", "--json", url=server.url)
+    assert frames.returncode == 0, frames.stderr
+    views = [json.loads(line) for line in frames.stdout.splitlines()]
+    assert len(views) == 2 and views[0]["held"] == 2 and views[0]["waiting"] == 1
+    assert [lock["name"] for lock in views[0]["locks"]] == [NAME, "invoices"]  # busiest first
+    once = fencelock("top", "--once", "--url", server.url)
+    assert once.returncode == 0 and "2 held, 1 waiting" in once.stdout
+
+    refused = fencelock("release", NAME, "--token", str(holder.token - 1), "--url", server.url)
+    assert refused.returncode == 1 and "refused" in refused.stdout
+    assert holder.held()
+    freed = fencelock("release", NAME, "--token", str(holder.token), "--json", url=server.url)
+    assert freed.returncode == 0, freed.stderr
+    assert json.loads(freed.stdout)["outcome"] == "released"
+    assert waiting.result()  # the waiter was served by the forced release
+    assert not holder.held()
+    assert waiter.token > holder.token
+    again = fencelock("release", "nope", "--url", server.url)
+    assert again.returncode == 0 and "not held" in again.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["release", NAME, "--token", "x"],
+        ["release", NAME, "--token", "0"],
+        ["inspect"],
+        ["top", "--once", "--iterations", "2"],
+        ["ls", "--prefix", "{bad}"],
+        ["ls", "--url", "redis://127.0.0.1/abc"],
+    ],
+)
+def test_usage_errors_exit_64(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # in-process (the exit status logic is the same; a subprocess each would cost CI seconds)
+    try:
+        status = main(args)
+    except SystemExit as exc:  # argparse's own usage errors
+        status = exc.code  # type: ignore[assignment]
+    assert status == 64, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["inspect", NAME], ["release", NAME], ["top", "--once"]])
+def test_an_unreachable_server_exits_69(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*command, "--url", f"redis://127.0.0.1:{free_port()}/0"]) == 69
+    assert "no server reachable" in capsys.readouterr().err
+
+
+def test_an_unreachable_server_exits_69_as_a_command() -> None:
+    result = fencelock("ls", "--url", f"redis://127.0.0.1:{free_port()}/0")
+    assert result.returncode == 69
+    assert "no server reachable" in result.stderr
