@@ -18,6 +18,9 @@ from redis.exceptions import (
 
 from fencelock import LockConnectionError, LockError, LockLost, StaleToken
 from fencelock._core.replies import (
+    GONE,
+    RENEWED,
+    TAKEN,
     Busy,
     Granted,
     acquire_reply,
@@ -108,14 +111,18 @@ def test_waiter_ids_are_unique_and_carry_no_space() -> None:
 
 
 @pytest.mark.parametrize(
-    ("reply", "flags"),
-    [([1, 0, 1], [True, False, True]), ([b"1", b"0", b"1"], [True, False, True]), ([], [])],
+    ("reply", "answers"),
+    [
+        ([1, 0, -1], [RENEWED, GONE, TAKEN]),
+        ([b"1", b"0", b"-1"], [RENEWED, GONE, TAKEN]),
+        ([], []),
+    ],
 )
-def test_renew_reply_one_flag_per_lock(reply: list[object], flags: list[bool]) -> None:
-    assert renew_reply(reply, len(flags)) == flags
+def test_renew_reply_one_answer_per_lock(reply: list[object], answers: list[int]) -> None:
+    assert renew_reply(reply, len(answers)) == answers
 
 
-@pytest.mark.parametrize("reply", [[1, 1], [1, 1, 1, 1], None, 1])
+@pytest.mark.parametrize("reply", [[1, 1], [1, 1, 1, 1], None, 1, [1, 2, 1]])
 def test_renew_reply_of_another_size_is_an_error(reply: object) -> None:
     with pytest.raises(LockError, match="renew reply"):
         renew_reply(reply, 3)

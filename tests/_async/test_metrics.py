@@ -121,6 +121,24 @@ async def test_a_lock_dropped_by_the_server_is_data_loss(
     assert exported.count("lost_leases", **lock_labels("m-flushed", reason="data_loss")) == 1
 
 
+async def test_a_lock_another_holder_has_is_taken_over(
+    exported: Exported, async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    lock = async_client.lock("m-taken", ttl=0.6, auto_renew=True, on_lost_policy="ignore")
+    async with lock:
+        # as a force_release followed by another client's grant would leave it
+        raw.set(LockKeys.for_name("m-taken", async_client.prefix).lock, "another-holder", px=5000)
+        await async_until(lambda: lock.lost)
+    assert exported.count("lost_leases", **lock_labels("m-taken", reason="taken_over")) == 1
+    extended = async_client.lock("m-taken-extend", ttl=10)
+    assert await extended.acquire(0)
+    raw.set(LockKeys.for_name("m-taken-extend", async_client.prefix).lock, "another", px=5000)
+    with pytest.raises(fencelock.LockLost):
+        await extended.extend()
+    labels = lock_labels("m-taken-extend", reason="taken_over")
+    assert exported.count("lost_leases", **labels) == 1
+
+
 async def test_a_lease_that_ran_out_is_expired(
     exported: Exported, async_client: AsyncLockClient
 ) -> None:

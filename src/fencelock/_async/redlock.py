@@ -27,7 +27,7 @@ from .._core.quorum import (
     tally,
     validity,
 )
-from .._core.replies import Busy, Granted, holds, translate_error
+from .._core.replies import GONE, RENEWED, Busy, Granted, holds, translate_error
 from .._core.stats import Counters
 from .._transport import AsyncRedis, async_fan_out
 from ..errors import LockConnectionError, LockError
@@ -158,14 +158,15 @@ class AsyncQuorum(AsyncTopology):
 
     async def renew(
         self, keys: Sequence[str], args: Sequence[str | int], ttls: Sequence[float], timeout: float
-    ) -> list[bool | LockError]:
-        """Per lease: renewed by a majority in time (True), refused by enough nodes that no
-        majority can hold it (False), or unknown (the ``LockConnectionError`` saying why)."""
+    ) -> list[int | LockError]:
+        """Per lease: renewed by a majority in time (``RENEWED``), refused by enough nodes that
+        no majority can hold it (``GONE``: whether another holder has a majority is not told),
+        or unknown (the ``LockConnectionError`` saying why)."""
         timeout = min(timeout, *(self.node_timeout(ttl) for ttl in ttls))
         sent_at = time.monotonic()
         replies = await self.fan_out_script(RENEW, renew_keys(keys), args, timeout)
         elapsed = time.monotonic() - sent_at
-        held: list[bool | LockError] = []
+        held: list[int | LockError] = []
         for key, ttl, answers in zip(keys, ttls, renew_answers(replies, len(keys)), strict=True):
             try:
                 ok = tally(answers).outcome(len(replies), f"renewal of {key!r}")
@@ -175,7 +176,7 @@ class AsyncQuorum(AsyncTopology):
             if ok and validity(ttl, elapsed) <= 0:
                 held.append(LockConnectionError(f"renewal of {key!r}: the nodes answered too late"))
             else:
-                held.append(ok)
+                held.append(RENEWED if ok else GONE)
         return held
 
     async def held(self, spec: LockSpec, holder: str) -> bool:

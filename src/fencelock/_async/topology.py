@@ -160,7 +160,7 @@ class AsyncTopology(abc.ABC):
     @abc.abstractmethod
     async def renew(
         self, keys: Sequence[str], args: Sequence[str | int], ttls: Sequence[float], timeout: float
-    ) -> Sequence[bool | LockError]: ...
+    ) -> Sequence[int | LockError]: ...
 
     @abc.abstractmethod
     async def held(self, spec: LockSpec, holder: str) -> bool: ...
@@ -296,10 +296,10 @@ class AsyncOneServer(AsyncTopology):
 
     async def renew(
         self, keys: Sequence[str], args: Sequence[str | int], ttls: Sequence[float], timeout: float
-    ) -> list[bool | LockError]:
-        """Renew a batch of leases (``args``: holder and ttl in ms per key): per lease, renewed
-        (True) or gone (False). Raises when the server cannot be reached, or
-        the replicas did not acknowledge (a failover could undo the renewal)."""
+    ) -> list[int | LockError]:
+        """Renew a batch of leases (``args``: holder and ttl in ms per key): per lease,
+        ``RENEWED``, ``GONE`` or ``TAKEN`` (replies.py). Raises when the server cannot be
+        reached, or the replicas did not acknowledge (a failover could undo the renewal)."""
         try:
             reply, acked = await self.script(RENEW, renew_keys(keys), args, timeout)
         except RedisError as exc:

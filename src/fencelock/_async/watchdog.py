@@ -35,6 +35,7 @@ from typing import Any
 from .._backend import AsyncBackground, AsyncEvent, AsyncStateLock
 from .._core import events
 from .._core.lease import Grant, LockSpec, loss_reason
+from .._core.replies import RENEWED, TAKEN
 from .._core.stats import Counters
 from .._core.timing import (
     RENEW_RETRY,
@@ -198,7 +199,7 @@ class AsyncWatchdog:
                 self._counters.add(renewal_failures=1)
                 logger.debug("renewal of %r unconfirmed: %s", spec.name, ok)
                 lease.renew_at = renewal_retry(now, spec.ttl)
-            elif ok:
+            elif ok == RENEWED:
                 self._counters.add(renewals=1)
                 grant.unanswered = False
                 if renewal_late(grant.deadline - sent_at, spec.ttl):
@@ -206,9 +207,10 @@ class AsyncWatchdog:
                 grant.renewed(sent_at, spec.ttl)
                 lease.renew_at = next_renewal(sent_at, spec.ttl)
             else:
-                self._lose(lease, loss_reason(grant, now), "at renewal")
+                why = loss_reason(grant, now, other_holder=ok == TAKEN)
+                self._lose(lease, why, "at renewal")
             if events.on:
-                events.emit(events.Renewal(spec.primitive, spec.name, ok is True))
+                events.emit(events.Renewal(spec.primitive, spec.name, ok == RENEWED))
 
     def _lose(self, lease: Lease, reason: str, found: str) -> None:
         with self._guard:

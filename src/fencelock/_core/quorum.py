@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import LockConnectionError, LockError, LockLost
-from .replies import Busy, Granted, acquire_reply, renew_reply
+from .replies import RENEWED, Busy, Granted, acquire_reply, renew_reply
 from .timing import drift
 
 
@@ -165,7 +165,7 @@ def renew_answers(replies: Sequence[object], count: int) -> list[list[bool | Bas
             flags: Sequence[bool | BaseException] = [reply] * count
         else:
             try:
-                flags = renew_reply(reply, count)
+                flags = [answer == RENEWED for answer in renew_reply(reply, count)]
             except LockError as exc:
                 flags = [exc] * count
         for answers, flag in zip(per_lock, flags, strict=True):

@@ -144,11 +144,20 @@ def reserved_block(top: int, block: int) -> Granted:
     return Granted(top - block + 1, reserved=top if block > 1 else 0)
 
 
-def renew_reply(reply: object, count: int) -> list[bool]:
-    """One flag per lock of a renew batch: still held (and extended) or not."""
+# What renew.lua answers per lock.
+RENEWED = 1
+GONE = 0  # nobody holds it
+TAKEN = -1  # another holder holds it
+
+
+def renew_reply(reply: object, count: int) -> list[int]:
+    """One answer per lock of a renew batch: ``RENEWED``, ``GONE`` or ``TAKEN``."""
     if not isinstance(reply, list) or len(reply) != count:
         raise LockError(f"unexpected renew reply {reply!r}")
-    return [_int(r) == 1 for r in reply]
+    answers = [_int(r) for r in reply]
+    if not set(answers) <= {RENEWED, GONE, TAKEN}:
+        raise LockError(f"unexpected renew reply {reply!r}")
+    return answers
 
 
 def holds(reply: object, holder: str) -> bool:

@@ -57,6 +57,7 @@ from .._core.lease import (
     loss_reason,
     should_cancel,
 )
+from .._core.replies import RENEWED, TAKEN
 from .._core.stats import Counters
 from ..errors import LockError, LockLost, LockNotOwned, LockTimeout
 from ..keys import (
@@ -239,8 +240,9 @@ class Lock:
         [held] = self._parts.topology.renew([key], args, [new_ttl], timeout)
         if isinstance(held, LockError):
             raise held
-        if not held:
-            self._declare_lost(grant, loss_reason(grant, time.monotonic()), "at extend")
+        if held != RENEWED:
+            why = loss_reason(grant, time.monotonic(), other_holder=held == TAKEN)
+            self._declare_lost(grant, why, "at extend")
             raise LockLost(f"cannot extend {self.name!r}: its lease had already expired")
         grant.renewed(sent_at, new_ttl)
 

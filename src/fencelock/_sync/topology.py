@@ -161,7 +161,7 @@ class SyncTopology(abc.ABC):
     @abc.abstractmethod
     def renew(
         self, keys: Sequence[str], args: Sequence[str | int], ttls: Sequence[float], timeout: float
-    ) -> Sequence[bool | LockError]: ...
+    ) -> Sequence[int | LockError]: ...
 
     @abc.abstractmethod
     def held(self, spec: LockSpec, holder: str) -> bool: ...
@@ -297,10 +297,10 @@ class SyncOneServer(SyncTopology):
 
     def renew(
         self, keys: Sequence[str], args: Sequence[str | int], ttls: Sequence[float], timeout: float
-    ) -> list[bool | LockError]:
-        """Renew a batch of leases (``args``: holder and ttl in ms per key): per lease, renewed
-        (True) or gone (False). Raises when the server cannot be reached, or
-        the replicas did not acknowledge (a failover could undo the renewal)."""
+    ) -> list[int | LockError]:
+        """Renew a batch of leases (``args``: holder and ttl in ms per key): per lease,
+        ``RENEWED``, ``GONE`` or ``TAKEN`` (replies.py). Raises when the server cannot be
+        reached, or the replicas did not acknowledge (a failover could undo the renewal)."""
         try:
             reply, acked = self.script(RENEW, renew_keys(keys), args, timeout)
         except RedisError as exc:

@@ -8,8 +8,8 @@
 -- ARGV[2i-1]   holder token of lock i
 -- ARGV[2i]     new ttl of lock i in milliseconds
 --
--- Returns one integer per lock: 1 when extended, 0 when its holder no longer holds it (nothing is
--- touched then).
+-- Returns one integer per lock: 1 when extended; when its holder no longer holds it (nothing is
+-- touched then), 0 if nobody does, -1 if another holder does (for the reason of the loss).
 local result = {}
 for i = 1, #KEYS / 2 do
   local key, fence = KEYS[2 * i - 1], KEYS[2 * i]
@@ -26,8 +26,10 @@ for i = 1, #KEYS / 2 do
       redis.call('PEXPIRE', fence, ttl)
     end
     result[i] = 1
-  else
+  elseif kind == 'none' then
     result[i] = 0
+  else
+    result[i] = -1
   end
 end
 return result
