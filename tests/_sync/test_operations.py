@@ -121,8 +121,8 @@ def test_renewals_keep_the_fencing_counter(
     """The counter was kept only for the first lease: a lock renewed past it showed no token."""
     lock = sync_client.lock(NAME, 0.3, auto_renew=True)
     assert lock.acquire(0)
-    # renewed every 0.1 s: well past its first lease, and the counter's first expiry
-    sync_until(lambda: sync_client.statistics().renewals >= 8)
+    # renewed every 0.1 s: past its first lease, and the counter's first expiry (about 0.3 s)
+    sync_until(lambda: sync_client.statistics().renewals >= 5)
     info = sync_client.inspect(NAME)
     assert info is not None and info.token == lock.token
     assert raw.pttl(KEYS.fence) > 0
