@@ -44,8 +44,10 @@ logger = logging.getLogger("fencelock.waiter")
 # What redis-py raises, instead of a ConnectionError, when the pub/sub connection is re-made or
 # closed by the listener while a watcher uses it: redis.asyncio "read() called while another
 # coroutine is already waiting for incoming data" (RuntimeError); in threads, a socket closed
-# under a read or a write (ValueError "I/O operation on closed file", OSError EBADF).
-_REMADE = (RuntimeError, ValueError, OSError)
+# under a read or a write (ValueError "I/O operation on closed file", OSError EBADF); and a
+# connection redis-py disconnected between its calls (AttributeError "'NoneType' object has no
+# attribute 'readline'", its reader gone: seen once in a chaos run, redlock5/majority-loss).
+_REMADE = (RuntimeError, ValueError, OSError, AttributeError)
 
 # How long the listener blocks in one read, which bounds how long close() waits for it.
 _READ_TIMEOUT = 0.5
