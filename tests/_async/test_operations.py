@@ -194,7 +194,7 @@ async def test_force_release_of_another_grant_touches_nothing(
     logged = [r for r in caplog.records if r.name == "fencelock.admin"]
     assert [r.outcome for r in logged] == ["not_held", "token_mismatch", "released"]  # type: ignore[attr-defined]
     assert logged[-1].levelno == logging.WARNING
-    assert (logged[-1].lock, logged[-1].token, logged[-1].label) == (NAME, lock.token, "busy")  # type: ignore[attr-defined]
+    assert (logged[-1].lock_name, logged[-1].token, logged[-1].label) == (NAME, lock.token, "busy")  # type: ignore[attr-defined]
     with pytest.raises(TypeError, match="token"):
         await async_client.force_release(NAME, token="1")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="token"):

@@ -182,7 +182,8 @@ async def force_release(
         result.label,
         result.token,
         extra={
-            "lock": name,
+            "event": "force_release",
+            "lock_name": name,
             "token": result.token,
             "holder": result.holder,
             "label": result.label,
