@@ -155,12 +155,30 @@ def _listener(
 # -- Prometheus -------------------------------------------------------------------------------
 
 
+def _child(metric: Any) -> Callable[[dict[str, str]], Any]:
+    """``metric.labels(**labels)``, kept per set of label values: prometheus_client looks the
+    child up under a lock and checks the labels on every call, which cost as much as the rest of
+    an event (``python -m bench.metrics``)."""
+    children: dict[tuple[str, ...], Any] = {}
+
+    def child(labels: dict[str, str]) -> Any:
+        key = tuple(labels.values())  # (always built in the same order: _listener)
+        found = children.get(key)
+        if found is None:
+            found = children[key] = metric.labels(**labels)
+        return found
+
+    return child
+
+
 def _observe(histogram: Any) -> Record:
-    return lambda value, labels: histogram.labels(**labels).observe(value)
+    child = _child(histogram)
+    return lambda value, labels: child(labels).observe(value)
 
 
 def _inc(counter: Any) -> Record:
-    return lambda value, labels: counter.labels(**labels).inc(value)
+    child = _child(counter)
+    return lambda value, labels: child(labels).inc(value)
 
 
 _prometheus: dict[int, Subscription] = {}  # id(registry) -> its subscription

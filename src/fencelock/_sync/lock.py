@@ -197,19 +197,19 @@ class Lock:
         if self.auto_renew:
             self._parts.watchdog.track(grant, self._spec, self._declare_lost)
 
-    def _let_go(self, grant: Grant) -> None:
-        """This object no longer holds ``grant`` (being released, or lost and taken afresh)."""
+    def _forget(self, grant: Grant) -> None:
+        """This object no longer holds ``grant`` (lost, and taken afresh)."""
         self._held = None
         self._parts.counters.add(held=-1)
         self._parts.watchdog.untrack(grant)
-        if events.on and grant.since:
+        if events.on:
+            self._hold_ended(grant)
+        self._parts.queues.pass_turn(self._spec.line, grant)
+
+    def _hold_ended(self, grant: Grant) -> None:
+        if grant.since:  # (0: taken while nobody listened)
             seconds = time.monotonic() - grant.since
             events.emit(events.HoldEnded(self._spec.primitive, self.name, seconds, grant.fence))
-
-    def _forget(self, grant: Grant) -> None:
-        """A lost grant, let go to take the name afresh."""
-        self._let_go(grant)
-        self._parts.queues.pass_turn(self._spec.line, grant)
 
     # -- release / extend ------------------------------------------------------------------
 
@@ -227,7 +227,12 @@ class Lock:
                     raise LockLost(f"{self.name!r} was no longer held: its lease had expired")
                 return
             # Forget the grant first: whatever happens below, this object no longer holds it.
-            self._let_go(grant)
+            # (The hot path: written out, not shared with _forget, to spare a call.)
+            self._held = None
+            self._parts.counters.add(held=-1)
+            self._parts.watchdog.untrack(grant)
+            if events.on:
+                self._hold_ended(grant)
             handoff.give_up(self, grant)
 
     def extend(self, ttl: float | None = None) -> None:
