@@ -73,6 +73,7 @@ def test_ls_inspect_top_and_release(
     freed = fencelock("release", NAME, "--token", str(holder.token), "--json", url=server.url)
     assert freed.returncode == 0, freed.stderr
     assert json.loads(freed.stdout)["outcome"] == "released"
+    assert freed.stderr == ""  # the outcome once, on stdout (not the audit log line too)
     assert waiting.result()  # the waiter was served by the forced release
     assert not holder.held()
     assert waiter.token > holder.token

@@ -120,6 +120,7 @@ def test_a_lock_dropped_by_the_server_is_data_loss(
         raw.delete(LockKeys.for_name("m-flushed", sync_client.prefix).lock)
         sync_until(lambda: lock.lost)  # found gone by the next renewal
     assert exported.count("lost_leases", **lock_labels("m-flushed", reason="data_loss")) == 1
+    assert exported.count("renewal_failures", **lock_labels("m-flushed")) == 0  # it answered
 
 
 def test_a_lock_another_holder_has_is_taken_over(
@@ -151,6 +152,20 @@ def test_a_lease_that_ran_out_is_expired(
         lock.release()
     assert exported.count("lost_leases", **lock_labels("m-expired", reason="expired")) == 1
     assert exported.count("hold", **lock_labels("m-expired")) == 1
+
+
+def test_a_lease_found_gone_at_release_is_lost_too(
+    exported: Exported, sync_client: LockClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    lock = sync_client.lock("m-at-release", ttl=0.1)
+    assert lock.acquire(0)
+    sync_sleep(0.15)  # the work outlives the lease; nobody asks lock.lost
+    with caplog.at_level(logging.WARNING, "fencelock.lease"):
+        with pytest.raises(fencelock.LockLost, match="its lease had expired"):
+            lock.release()
+    assert exported.count("lost_leases", **lock_labels("m-at-release", reason="expired")) == 1
+    assert sync_client.statistics().losses == 1
+    assert [getattr(r, "reason", None) for r in caplog.records] == ["expired"]
 
 
 def test_renewals_a_hung_server_leaves_unanswered_are_unreachable(

@@ -174,9 +174,9 @@ async def force_release(
     level = logging.WARNING if result.outcome is ForceOutcome.RELEASED else logging.INFO
     logger.log(
         level,
-        "fencelock: force_release of %r (token %s): %s; holder %s, label %r, token found %s",
+        "fencelock: force_release of %r (%s): %s; holder %s, label %r, token found %s",
         name,
-        token,
+        "any grant" if token is None else f"only token {token}",
         result.outcome.value,
         result.holder,
         result.label,

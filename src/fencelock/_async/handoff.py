@@ -18,7 +18,7 @@ from .._backend import async_checkpoint, async_shield
 from .._core.lease import Grant, Released, granted, handoff_within_block
 from .._core.replies import Busy, reserved_block
 from .._core.timing import yield_after_release
-from ..errors import LockError, LockLost
+from ..errors import LockError
 from ..keys import ttl_to_ms
 from .singleflight import Ticket
 
@@ -29,9 +29,9 @@ logger = logging.getLogger("fencelock.release")
 handoff_logger = logging.getLogger("fencelock.handoff")
 
 
-async def give_up(lock: AsyncLock, grant: Grant) -> None:
+async def give_up(lock: AsyncLock, grant: Grant) -> bool:
     """Release ``grant``: hand it to the next local waiter if there is one, else in Redis.
-    ``LockLost`` if it was no longer held."""
+    False if it was no longer held (nothing was deleted)."""
     parts, spec = lock._parts, lock._spec
     queues, line, topology = parts.queues, spec.line, parts.topology
     ticket = None
@@ -42,10 +42,10 @@ async def give_up(lock: AsyncLock, grant: Grant) -> None:
         if handed is not None:  # the next token of the reserved block: no request at all
             queues.hand(line, ticket, handed)
             handoff_logger.debug("%r handed on, token %d", spec.name, handed.fence)
-            return
+            return True
         # the script and the bookkeeping after it must both happen, whatever the caller does
         if await async_shield(_hand_to(lock, grant, ticket)):
-            return
+            return True
     else:
         sent_at = time.monotonic()
         try:
@@ -71,9 +71,8 @@ async def give_up(lock: AsyncLock, grant: Grant) -> None:
         elif released is Released.GRANTED:  # granted to someone elsewhere: busy for their
             # hold, at most about a ttl (their lock on this name is likely configured alike)
             queues.yield_to_others(line, now + spec.ttl, False)
-        if released.freed:
-            return
-    raise LockLost(f"{spec.name!r} was no longer held when released: its lease had expired")
+        return released.freed
+    return False
 
 
 async def _hand_to(lock: AsyncLock, grant: Grant, ticket: Ticket) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 class Statistics:
     """A snapshot of one client's counters (``LockClient.statistics()``)."""
 
-    held: int = 0  # grants its lock objects hold now
+    held: int = 0  # grants its lock objects hold now (a lost one until it is released)
     waiting: int = 0  # acquires waiting now for a wake-up from the server
     queued: int = 0  # acquires waiting now behind another lock object of this client
     acquired: int = 0  # grants taken, from the server or handed over locally

@@ -19,7 +19,7 @@ from .._backend import sync_checkpoint, sync_shield
 from .._core.lease import Grant, Released, granted, handoff_within_block
 from .._core.replies import Busy, reserved_block
 from .._core.timing import yield_after_release
-from ..errors import LockError, LockLost
+from ..errors import LockError
 from ..keys import ttl_to_ms
 from .singleflight import Ticket
 
@@ -30,9 +30,9 @@ logger = logging.getLogger("fencelock.release")
 handoff_logger = logging.getLogger("fencelock.handoff")
 
 
-def give_up(lock: Lock, grant: Grant) -> None:
+def give_up(lock: Lock, grant: Grant) -> bool:
     """Release ``grant``: hand it to the next local waiter if there is one, else in Redis.
-    ``LockLost`` if it was no longer held."""
+    False if it was no longer held (nothing was deleted)."""
     parts, spec = lock._parts, lock._spec
     queues, line, topology = parts.queues, spec.line, parts.topology
     ticket = None
@@ -43,10 +43,10 @@ def give_up(lock: Lock, grant: Grant) -> None:
         if handed is not None:  # the next token of the reserved block: no request at all
             queues.hand(line, ticket, handed)
             handoff_logger.debug("%r handed on, token %d", spec.name, handed.fence)
-            return
+            return True
         # the script and the bookkeeping after it must both happen, whatever the caller does
         if sync_shield(_hand_to(lock, grant, ticket)):
-            return
+            return True
     else:
         sent_at = time.monotonic()
         try:
@@ -72,9 +72,8 @@ def give_up(lock: Lock, grant: Grant) -> None:
         elif released is Released.GRANTED:  # granted to someone elsewhere: busy for their
             # hold, at most about a ttl (their lock on this name is likely configured alike)
             queues.yield_to_others(line, now + spec.ttl, False)
-        if released.freed:
-            return
-    raise LockLost(f"{spec.name!r} was no longer held when released: its lease had expired")
+        return released.freed
+    return False
 
 
 def _hand_to(lock: Lock, grant: Grant, ticket: Ticket) -> bool:

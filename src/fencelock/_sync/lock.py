@@ -49,6 +49,7 @@ from .._backend import (
 )
 from .._core import events
 from .._core.lease import (
+    EXPLAINED,
     Exit,
     Grant,
     LockSpec,
@@ -223,8 +224,9 @@ class Lock:
                 topology = self._parts.topology
                 released = sync_shield(topology.release(self._spec, grant.holder))
                 if released == Released.NOT_HELD:
-                    self._declare_lost(grant, loss_reason(grant, time.monotonic()), "at release")
-                    raise LockLost(f"{self.name!r} was no longer held: its lease had expired")
+                    why = loss_reason(grant, time.monotonic())
+                    self._declare_lost(grant, why, "at release")
+                    raise LockLost(f"{self.name!r} was no longer held: {EXPLAINED[why]}")
                 return
             # Forget the grant first: whatever happens below, this object no longer holds it.
             # (The hot path: written out, not shared with _forget, to spare a call.)
@@ -233,7 +235,11 @@ class Lock:
             self._parts.watchdog.untrack(grant)
             if events.on:
                 self._hold_ended(grant)
-            handoff.give_up(self, grant)
+            if not handoff.give_up(self, grant):
+                # found gone: a loss like any other (counted, logged and signalled once)
+                why = loss_reason(grant, time.monotonic())
+                self._declare_lost(grant, why, "at release")
+                raise LockLost(f"{self.name!r} was no longer held when released: {EXPLAINED[why]}")
 
     def extend(self, ttl: float | None = None) -> None:
         """Reset the remaining lease to ``ttl`` seconds (default: the lock's ttl)."""
@@ -248,7 +254,7 @@ class Lock:
         if held != RENEWED:
             why = loss_reason(grant, time.monotonic(), other_holder=held == TAKEN)
             self._declare_lost(grant, why, "at extend")
-            raise LockLost(f"cannot extend {self.name!r}: its lease had already expired")
+            raise LockLost(f"cannot extend {self.name!r}: {EXPLAINED[why]}")
         grant.renewed(sent_at, new_ttl)
 
     # -- loss --------------------------------------------------------------------------------

@@ -210,6 +210,7 @@ class Watchdog:
             else:
                 why = loss_reason(grant, now, other_holder=ok == TAKEN)
                 self._lose(lease, why, "at renewal")
+                continue  # (a loss: no renewal, and no renewal failure either)
             if events.on:
                 events.emit(events.Renewal(spec.primitive, spec.name, ok == RENEWED))
 
