@@ -61,7 +61,7 @@ def _documented(script: str, what: str) -> int:
 def test_spec_sends_what_each_script_documents(reentrant: bool, acquire: str, release: str) -> None:
     s = spec(reentrant)
     assert len(s.acquire_keys) == _documented(acquire, "KEYS")
-    assert len(acquire_args(s, "tok", 0, 1, "w")) == _documented(acquire, "ARGV")
+    assert len(acquire_args(s, "tok", 0, 1, "w", "PUBLISH")) == _documented(acquire, "ARGV")
     assert len(s.release_keys) == _documented(release, "KEYS")
     assert len(release_args(s, "tok", "PUBLISH", "")) == _documented(release, "ARGV")
 
@@ -94,9 +94,9 @@ def test_ttl_in_milliseconds_is_rounded_and_never_zero(ttl: float, ms: int) -> N
 
 def test_acquire_args_in_script_order() -> None:
     # acquire.lua: holder, ttl ms, block, waiter entry
-    assert acquire_args(spec(), "tok", 0, 3, "w1") == ("tok", 10_000, 3, "w1")
+    assert acquire_args(spec(), "tok", 0, 3, "w1", "PUBLISH") == ("tok", 10_000, 3, "w1")
     # reentrant_acquire.lua: holder, ttl ms, believed hold count, block (no waiter)
-    assert acquire_args(spec(reentrant=True), "tok", 2, 3, "w1") == ("tok", 10_000, 2, 3)
+    assert acquire_args(spec(reentrant=True), "tok", 2, 3, "w1", "P") == ("tok", 10_000, 2, 3)
 
 
 def test_release_args_carry_the_leaving_entry_for_simple_locks_only() -> None:

@@ -52,6 +52,27 @@ class LockKeys:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class SemaphoreKeys(LockKeys):
+    """The Redis names of one semaphore (scripts/semaphore.lua): ``lock`` is its permits (a
+    sorted set holder -> lease end), ``queue`` its waiters in order of arrival."""
+
+    state: str  # hash: the limit (kept), permits per holder and per waiter when more than one
+    alive: str  # sorted set: waiter -> the time it must re-try by
+
+    @classmethod
+    def for_semaphore(cls, name: str, prefix: str = DEFAULT_PREFIX) -> SemaphoreKeys:
+        base = f"{prefix}{{{escape(name)}}}:sem"  # (beside a lock of the same name, apart)
+        return cls(
+            lock=f"{base}:lock",
+            fence=f"{base}:fence",
+            channel=f"{base}:released",
+            queue=f"{base}:waiters",
+            state=f"{base}:state",
+            alive=f"{base}:alive",
+        )
+
+
 def renew_keys(lock_keys: Sequence[str]) -> list[str]:
     """KEYS of renew.lua for a batch of lock keys: each lock key, then its fencing counter (the
     lease records only the lock key; the counter's name follows from it)."""

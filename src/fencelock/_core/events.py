@@ -19,6 +19,7 @@ logger = logging.getLogger("fencelock.metrics")
 # The kind of lock an event is about (a metric label): one per primitive.
 LOCK = "lock"
 REENTRANT_LOCK = "reentrant_lock"
+SEMAPHORE = "semaphore"
 
 # How an acquire ended.
 GRANTED = "granted"

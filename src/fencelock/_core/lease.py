@@ -17,7 +17,7 @@ import enum
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..keys import LockKeys, ttl_to_ms
+from ..keys import LockKeys, SemaphoreKeys, ttl_to_ms
 from . import events
 from .replies import Granted, release_grant
 from .timing import handoff_needs_refresh, lease_deadline
@@ -32,6 +32,11 @@ class LockSpec:
     keys: LockKeys
     ttl: float
     reentrant: bool
+    # a semaphore's (keys: SemaphoreKeys): the permits each acquire asks for, the limit to keep
+    # if none is stored yet, and its lock object's own local queue (see line)
+    permits: int = 0
+    limit: int = 0
+    owner: str = ""
     ttl_ms: int = field(init=False)
     # A simple lock's acquire also keeps the queue of waiters woken one at a time (reentrant
     # waiters are always woken all together); a release of either kind serves it.
@@ -44,6 +49,20 @@ class LockSpec:
 
     def __post_init__(self) -> None:
         keys = self.keys
+        if isinstance(keys, SemaphoreKeys):
+            # Each semaphore object queues alone: permits are not passed between local objects
+            # (a local queue would let only one of them hold at a time).
+            sem = (keys.lock, keys.fence, keys.queue, keys.state, keys.alive)
+            derived: dict[str, object] = {
+                "ttl_ms": ttl_to_ms(self.ttl),
+                "acquire_keys": sem,
+                "release_keys": (keys.lock, keys.queue, keys.fence, keys.state, keys.alive),
+                "line": f"{keys.lock}:semaphore:{self.owner}",
+                "primitive": events.SEMAPHORE,
+            }
+            for name, value in derived.items():
+                object.__setattr__(self, name, value)
+            return
         derived = {
             "ttl_ms": ttl_to_ms(self.ttl),
             "acquire_keys": (keys.lock, keys.fence)
@@ -58,9 +77,12 @@ class LockSpec:
 
 
 def acquire_args(
-    spec: LockSpec, holder: str, depth: int, block: int, waiter: str
+    spec: LockSpec, holder: str, depth: int, block: int, waiter: str, publish: str
 ) -> tuple[str | int, ...]:
-    """ARGV of acquire.lua / reentrant_acquire.lua."""
+    """ARGV of acquire.lua / reentrant_acquire.lua / semaphore_acquire.lua."""
+    if spec.permits:
+        channel = spec.keys.channel
+        return (holder, spec.ttl_ms, block, waiter, spec.permits, spec.limit, channel, publish)
     if spec.reentrant:
         return (holder, spec.ttl_ms, depth, block)
     return (holder, spec.ttl_ms, block, waiter)

@@ -166,6 +166,15 @@ def holds(reply: object, holder: str) -> bool:
     return reply in (1, holder, holder.encode())
 
 
+def permit_held(score: object, time: object) -> bool:
+    """Whether a semaphore holder's permit (its lease end, ``score``, in ms; None: none) is
+    held at the server's ``time`` (TIME's reply)."""
+    if score is None:
+        return False
+    seconds, micros = (int(part) for part in time)  # type: ignore[attr-defined]
+    return float(score) > seconds * 1000 + micros // 1000
+
+
 def check_replicated(acked: int | None, wanted: int, what: str) -> None:
     """Raise ``NotReplicated`` when fewer than ``wanted`` replicas acknowledged a write (``acked``
     is None when no acknowledgement was asked for)."""

@@ -3,7 +3,8 @@
 -- still be read, by inspect, during a long renewed hold: prelude.lua keeps it only for the
 -- first lease otherwise). Used by extend() (one lock) and by the watchdog (a batch per call).
 --
--- KEYS[2i-1]   lock key i: a string (simple lock) or a hash holder -> hold count (reentrant)
+-- KEYS[2i-1]   lock key i: a string (simple lock), a hash holder -> hold count (reentrant), or a
+--              sorted set holder -> lease end in ms (a semaphore's permits, semaphore.lua)
 -- KEYS[2i]     fencing counter of lock i (prelude.lua)
 -- ARGV[2i-1]   holder token of lock i
 -- ARGV[2i]     new ttl of lock i in milliseconds
@@ -15,10 +16,24 @@ for i = 1, #KEYS / 2 do
   local key, fence = KEYS[2 * i - 1], KEYS[2 * i]
   local holder, ttl = ARGV[2 * i - 1], ARGV[2 * i]
   local kind = redis.call('TYPE', key).ok
-  local held = (kind == 'string' and redis.call('GET', key) == holder)
-    or (kind == 'hash' and redis.call('HEXISTS', key, holder) == 1)
+  local held = false
+  if kind == 'zset' then
+    -- a semaphore's permits (semaphore.lua): the holder's lease end is its score, in ms
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    local ends = redis.call('ZSCORE', key, holder)
+    held = ends ~= false and tonumber(ends) > now
+    if held then
+      redis.call('ZADD', key, 'XX', now + tonumber(ttl), holder)
+    end
+  else
+    held = (kind == 'string' and redis.call('GET', key) == holder)
+      or (kind == 'hash' and redis.call('HEXISTS', key, holder) == 1)
+    if held then
+      redis.call('PEXPIRE', key, ttl)
+    end
+  end
   if held then
-    redis.call('PEXPIRE', key, ttl)
     -- only ever lengthened (-1, no expiry, is left alone; -2, gone, stays gone): the counter
     -- may be kept longer already, until the server's clock passes it
     local left = redis.call('PTTL', fence)
@@ -26,7 +41,7 @@ for i = 1, #KEYS / 2 do
       redis.call('PEXPIRE', fence, ttl)
     end
     result[i] = 1
-  elseif kind == 'none' then
+  elseif kind == 'none' or kind == 'zset' then  -- (a permit is never taken over)
     result[i] = 0
   else
     result[i] = -1

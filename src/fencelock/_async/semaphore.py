@@ -1,0 +1,159 @@
+"""A semaphore: at most ``limit`` permits of a name held at once, across processes.
+
+It is the lock with other scripts (scripts/semaphore*.lua): the lifecycle, the waits, the
+watchdog, the loss signals and the fencing tokens are the lock's (lock.py). What differs:
+
+* a permit is a holder entry with its own lease in a sorted set scored by its end on the
+  server's clock; a crashed holder's permits come back when the lease ends, taken back inside
+  every script of the semaphore (no sweeper);
+* ``acquire(n)`` takes n permits at once, all or none; waiters are served first come, first
+  served (a queued waiter is never passed, so a large request is not starved by small ones);
+* the limit is stored with the semaphore: the first acquire stores the one given, and
+  ``set_limit`` changes it for every client (see ``set_limit`` for holders above a lowered
+  limit);
+* each semaphore object holds one grant (of n permits) at a time, like a lock object; permits
+  are not handed between the objects of a client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from redis.exceptions import RedisError
+
+from .._core.lease import LockSpec
+from .._core.replies import new_waiter_id, translate_error
+from ..errors import LockError
+from ..keys import SemaphoreKeys
+from ..scripts import SEMAPHORE_STATE
+from .lock import _DEFAULT, AsyncLock, Label, Parts, _Default
+from .topology import AsyncOneServer
+
+
+def validate_permits(arg: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{arg} must be an int, not {type(value).__name__}")
+    if not 1 <= value <= 2**31:
+        raise ValueError(f"{arg} must be from 1 to 2**31, got {value}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class SemaphoreState:
+    """What the server shows of a semaphore now."""
+
+    limit: int  # the stored limit (0: none stored yet: no acquire has run)
+    used: int  # permits held
+    holders: dict[str, int]  # holder id (with its label, if any) -> permits
+
+
+class AsyncSemaphore(AsyncLock):
+    def __init__(
+        self,
+        client: object,
+        parts: Parts,
+        name: str,
+        limit: int,
+        ttl: float,
+        *,
+        timeout: float | None,
+        auto_renew: bool = False,
+        on_lost: Callable[[AsyncLock], object] | None = None,
+        on_lost_policy: str = "raise",
+        label: Label | _Default = _DEFAULT,
+    ) -> None:
+        if not isinstance(parts.topology, AsyncOneServer):
+            raise TypeError(
+                "semaphores need one master or a Cluster: Redlock is for the mutex only "
+                "(docs/semaphore.md says why)"
+            )
+        self.limit = validate_permits("limit", limit)
+        super().__init__(
+            client,
+            parts,
+            name,
+            ttl,
+            timeout=timeout,
+            auto_renew=auto_renew,
+            on_lost=on_lost,
+            on_lost_policy=on_lost_policy,
+            label=label,
+        )
+        self._keys = SemaphoreKeys.for_semaphore(self.name, parts.prefix)
+        self._owner = new_waiter_id()
+        self._spec = self._spec_for(1)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} limit={self.limit} ttl={self.ttl}>"
+
+    def _spec_for(self, permits: int) -> LockSpec:
+        return LockSpec(
+            self.name,
+            self._keys,
+            self.ttl,
+            False,
+            permits=permits,
+            limit=self.limit,
+            owner=self._owner,
+        )
+
+    async def acquire(  # type: ignore[override]  # (n permits first, then the lock's timeout)
+        self, n: int = 1, timeout: float | _Default | None = _DEFAULT
+    ) -> bool:
+        """Take ``n`` permits, all or none. ``timeout``: as ``Lock.acquire``. ``LockError``
+        when more are asked than the stored limit can ever give."""
+        n = validate_permits("n", n)
+        if self._grant() is None and n != self._spec.permits:
+            self._spec = self._spec_for(n)
+        return await super().acquire(timeout)
+
+    @property
+    def permits(self) -> int:
+        """The permits the current (or last) grant asked for."""
+        return self._spec.permits
+
+    async def state(self) -> SemaphoreState:
+        """The stored limit, the permits held and by whom (one request)."""
+        topology = self._parts.topology
+        assert isinstance(topology, AsyncOneServer)
+        keys = (self._keys.lock, self._keys.state)
+        try:
+            reply, _ = await topology.script(SEMAPHORE_STATE, keys, (), topology.request_timeout)
+        except RedisError as exc:
+            raise translate_error(exc, self._keys.lock) from exc
+        return semaphore_state(reply)
+
+    async def available(self) -> int:
+        """Permits free now (the stored limit, or this object's if none is stored yet, less
+        those held)."""
+        state = await self.state()
+        return max(0, (state.limit or self.limit) - state.used)
+
+    async def holders(self) -> dict[str, int]:
+        """Who holds permits now: holder id (with its label) -> permits."""
+        return (await self.state()).holders
+
+    async def set_limit(self, limit: int) -> None:
+        """Store a new limit for every client of the semaphore. It applies to the next grants:
+        holders above a lowered limit keep their permits until they release them (or their
+        leases end), and nobody is granted until the permits held are under the new limit."""
+        limit = validate_permits("limit", limit)
+        topology = self._parts.topology
+        assert isinstance(topology, AsyncOneServer)
+        try:
+            await topology.script(
+                SEMAPHORE_STATE, (self._keys.lock, self._keys.state), (limit,), topology.request_timeout
+            )
+        except RedisError as exc:
+            raise translate_error(exc, self._keys.lock) from exc
+        self.limit = limit
+
+
+def semaphore_state(reply: object) -> SemaphoreState:
+    if not isinstance(reply, list) or len(reply) != 2 or len(reply[1]) % 2:
+        raise LockError(f"unexpected semaphore state reply {reply!r}")
+    limit, pairs = reply
+    text = [p.decode() if isinstance(p, bytes) else str(p) for p in pairs]
+    holders = {text[i]: int(text[i + 1]) for i in range(0, len(text), 2)}
+    return SemaphoreState(int(limit), sum(holders.values()), holders)

@@ -1,0 +1,79 @@
+-- Acquire permits of a semaphore (keys: semaphore.lua), or re-confirm a grant this holder has.
+--
+-- KEYS[1]  permits (sorted set: holder -> lease end, ms)
+-- KEYS[2]  fencing counter (prelude.lua)
+-- KEYS[3]  queue of waiters (sorted set: waiter -> arrival, us)
+-- KEYS[4]  state (hash: limit, permits per holder and per waiter)
+-- KEYS[5]  alive (sorted set: waiter -> the time it must re-try by, ms)
+-- ARGV[1]  holder token
+-- ARGV[2]  ttl in milliseconds
+-- ARGV[3]  fencing tokens to reserve (1)
+-- ARGV[4]  this waiter's id, once it waits (queued, woken alone), or ''
+-- ARGV[5]  permits asked for (1 or more)
+-- ARGV[6]  the limit to keep if the semaphore has none yet (the stored one applies otherwise)
+-- ARGV[7]  wake-up channel; a queued waiter listens on ARGV[7] .. ':' .. its id
+-- ARGV[8]  'PUBLISH', or 'SPUBLISH' on a Cluster
+--
+-- Returns what acquire.lua returns: {1, fence} when granted (or already granted to ARGV[1]: a
+-- re-sent request), {0, pttl, score} when not: pttl, the ms until a permit's lease or a queued
+-- waiter's turn ends at the latest (when a re-try may succeed without a wake-up), and the
+-- score of this waiter's queue entry ('' when not queued). Granted only when the permits fit
+-- under the limit and no waiter is queued ahead (first come, first served). An error when more
+-- permits are asked than the limit can ever give.
+local permits, fence, queue, state, alive = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local holder, ttl, n, waiter = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[5]), ARGV[4]
+local now = clock_ms()
+reclaim(permits, state, queue, alive, now)
+local limit = tonumber(redis.call('HGET', state, 'limit') or '0')
+if limit == 0 then
+  limit = tonumber(ARGV[6])
+  redis.call('HSET', state, 'limit', ARGV[6])
+end
+if redis.call('ZSCORE', permits, holder) then
+  local token, err = current_token(fence, ARGV[3], ARGV[2])
+  if not token then
+    return err
+  end
+  redis.call('ZADD', permits, 'XX', now + ttl, holder)
+  return {1, token}
+end
+if n > limit then
+  return redis.error_reply('SEMAPHORE ' .. n .. ' permits asked of a semaphore whose limit is ' .. limit)
+end
+local first = redis.call('ZRANGE', queue, 0, 0)[1]
+if (not first or first == waiter) and used(permits, state) + n <= limit then
+  local token, err = mint(fence, ARGV[3], ARGV[2])
+  if not token then
+    return err
+  end
+  if waiter ~= '' then
+    dequeue(state, queue, alive, waiter)
+  end
+  redis.call('ZADD', permits, now + ttl, holder)
+  if n > 1 then
+    redis.call('HSET', state, 'n:' .. holder, n)
+  end
+  wake_first(permits, state, queue, alive, limit, ARGV[7], ARGV[8])  -- the next may fit too
+  return {1, token}
+end
+-- Busy: a re-try may succeed when the first permit's lease or the first waiter's turn ends.
+local lease = redis.call('ZRANGE', permits, 0, 0, 'WITHSCORES')[2]
+local turn = redis.call('ZRANGE', alive, 0, 0, 'WITHSCORES')[2]
+local pttl = ttl
+for _, t in ipairs({lease, turn}) do
+  if t then
+    pttl = math.min(pttl, math.max(0, tonumber(t) - now))
+  end
+end
+local score = ''
+if waiter ~= '' then
+  local t = redis.call('TIME')
+  redis.call('ZADD', queue, 'NX', t[1] .. string.format('%06d', t[2]), waiter)
+  score = redis.call('ZSCORE', queue, waiter)
+  -- forgotten unless it re-tries by then (it re-tries at the latest when pttl ends)
+  redis.call('ZADD', alive, now + pttl + ttl, waiter)
+  if n > 1 then
+    redis.call('HSET', state, 'w:' .. waiter, n)
+  end
+end
+return {0, pttl, score}
