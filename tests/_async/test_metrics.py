@@ -159,9 +159,9 @@ async def test_a_lease_found_gone_at_release_is_lost_too(
     lock = async_client.lock("m-at-release", ttl=0.1)
     assert await lock.acquire(0)
     await async_sleep(0.15)  # the work outlives the lease; nobody asks lock.lost
-    with caplog.at_level(logging.WARNING, "fencelock.lease"):
-        with pytest.raises(fencelock.LockLost, match="its lease had expired"):
-            await lock.release()
+    expired = pytest.raises(fencelock.LockLost, match="its lease had expired")
+    with caplog.at_level(logging.WARNING, "fencelock.lease"), expired:
+        await lock.release()
     assert exported.count("lost_leases", **lock_labels("m-at-release", reason="expired")) == 1
     assert async_client.statistics().losses == 1
     assert [getattr(r, "reason", None) for r in caplog.records] == ["expired"]

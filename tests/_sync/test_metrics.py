@@ -160,9 +160,9 @@ def test_a_lease_found_gone_at_release_is_lost_too(
     lock = sync_client.lock("m-at-release", ttl=0.1)
     assert lock.acquire(0)
     sync_sleep(0.15)  # the work outlives the lease; nobody asks lock.lost
-    with caplog.at_level(logging.WARNING, "fencelock.lease"):
-        with pytest.raises(fencelock.LockLost, match="its lease had expired"):
-            lock.release()
+    expired = pytest.raises(fencelock.LockLost, match="its lease had expired")
+    with caplog.at_level(logging.WARNING, "fencelock.lease"), expired:
+        lock.release()
     assert exported.count("lost_leases", **lock_labels("m-at-release", reason="expired")) == 1
     assert sync_client.statistics().losses == 1
     assert [getattr(r, "reason", None) for r in caplog.records] == ["expired"]
