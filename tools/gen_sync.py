@@ -29,6 +29,7 @@ PAIRS = [
 REPLACEMENTS = {
     "AsyncLockClient": "LockClient",
     "AsyncLock": "Lock",
+    "AsyncSemaphore": "Semaphore",
     "AsyncWaiter": "Waiter",
     "AsyncWatchdog": "Watchdog",
     "AsyncLocalQueues": "LocalQueues",

@@ -7,6 +7,7 @@ from ._core.inspection import ForceOutcome, ForceReleased, LockInfo, WaiterInfo
 from ._core.stats import Statistics
 from ._sync.client import LockClient
 from ._sync.lock import Lock
+from ._sync.semaphore import Semaphore
 from .errors import (
     LockConnectionError,
     LockError,
@@ -32,6 +33,7 @@ __all__ = [
     "LockNotOwned",
     "LockTimeout",
     "NotReplicated",
+    "Semaphore",
     "StaleToken",
     "Statistics",
     "WaiterInfo",

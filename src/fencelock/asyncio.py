@@ -2,6 +2,7 @@
 
 from ._async.client import AsyncLockClient as LockClient
 from ._async.lock import AsyncLock as Lock
+from ._async.semaphore import AsyncSemaphore as Semaphore
 from ._core.inspection import ForceOutcome, ForceReleased, LockInfo, WaiterInfo
 from ._core.stats import Statistics
 from .errors import (
@@ -27,6 +28,7 @@ __all__ = [
     "LockNotOwned",
     "LockTimeout",
     "NotReplicated",
+    "Semaphore",
     "StaleToken",
     "Statistics",
     "WaiterInfo",

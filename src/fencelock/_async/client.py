@@ -14,12 +14,13 @@ Modes, chosen by what it is given:
 
 from __future__ import annotations
 
+import functools
 import logging
 import warnings
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any, Self, TypeVar, cast
 
 from redis.exceptions import NoScriptError, RedisError
 
@@ -48,11 +49,13 @@ from ..scripts import FENCED_SET, Script
 from . import admin
 from .lock import _DEFAULT, AsyncLock, Parts, _Default
 from .redlock import AsyncQuorum
+from .semaphore import AsyncSemaphore
 from .singleflight import AsyncLocalQueues
 from .topology import AsyncCluster, AsyncOneServer, AsyncTopology
 from .waiter import AsyncWaiter
 from .watchdog import AsyncWatchdog
 
+_F = TypeVar("_F", bound=Callable[..., Any])
 DEFAULT_SOCKET_TIMEOUT = 5.0
 WAKE_MODES = ("all", "one")
 # Consecutive local hand-offs before the lock goes back through Redis (see singleflight.py).
@@ -296,6 +299,52 @@ class AsyncLockClient:
             on_lost_policy=on_lost_policy,
             label=label,
         )
+
+    def semaphore(
+        self,
+        name: str,
+        limit: int,
+        ttl: float = 30.0,
+        *,
+        timeout: float | None = None,
+        auto_renew: bool = False,
+        on_lost: Callable[[AsyncLock], object] | None = None,
+        on_lost_policy: str = "raise",
+        label: Label | _Default = _DEFAULT,
+    ) -> AsyncSemaphore:
+        """A semaphore of ``limit`` permits on ``name``: each acquire takes some, each permit a
+        lease of ``ttl`` (docs/semaphore.md). One master or a Cluster (not Redlock)."""
+        return AsyncSemaphore(
+            self,
+            self._parts,
+            name,
+            limit,
+            ttl,
+            timeout=timeout,
+            auto_renew=auto_renew,
+            on_lost=on_lost,
+            on_lost_policy=on_lost_policy,
+            label=label,
+        )
+
+    def at_most(
+        self, limit: int, name: str, *, ttl: float = 30.0, timeout: float | None = None
+    ) -> Callable[[_F], _F]:
+        """A decorator: at most ``limit`` runs of the function at once, across every process
+        using this ``name``. Each run holds a permit, renewed while it runs (freed when the
+        process dies), and waits up to ``timeout`` for one (``LockTimeout`` after that)."""
+        AsyncSemaphore(self, self._parts, name, limit, ttl, timeout=timeout)  # checks them now
+
+        def decorate(fn: _F) -> _F:
+            @functools.wraps(fn)
+            async def run(*args: Any, **kwargs: Any) -> Any:
+                permit = self.semaphore(name, limit, ttl, timeout=timeout, auto_renew=True)
+                async with permit:
+                    return await fn(*args, **kwargs)
+
+            return cast(_F, run)
+
+        return decorate
 
     @property
     def prefix(self) -> str:

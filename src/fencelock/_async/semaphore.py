@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from redis.exceptions import RedisError
 
 from .._core.lease import LockSpec
-from .._core.replies import new_waiter_id, translate_error
+from .._core.replies import new_waiter_id, split_holder, translate_error
 from ..errors import LockError
 from ..keys import SemaphoreKeys
+from ..labels import Label
 from ..scripts import SEMAPHORE_STATE
-from .lock import _DEFAULT, AsyncLock, Label, Parts, _Default
+from .lock import _DEFAULT, AsyncLock, Parts, _Default
 from .topology import AsyncOneServer
 
 
@@ -45,7 +46,9 @@ class SemaphoreState:
 
     limit: int  # the stored limit (0: none stored yet: no acquire has run)
     used: int  # permits held
-    holders: dict[str, int]  # holder id (with its label, if any) -> permits
+    # (holder id, label or None) -> permits; the id is a digest of the holder token, as
+    # ``inspect`` shows it (the token itself would let anyone release the permits)
+    holders: dict[tuple[str, str | None], int]
 
 
 class AsyncSemaphore(AsyncLock):
@@ -130,8 +133,8 @@ class AsyncSemaphore(AsyncLock):
         state = await self.state()
         return max(0, (state.limit or self.limit) - state.used)
 
-    async def holders(self) -> dict[str, int]:
-        """Who holds permits now: holder id (with its label) -> permits."""
+    async def holders(self) -> dict[tuple[str, str | None], int]:
+        """Who holds permits now: (holder id, label) -> permits."""
         return (await self.state()).holders
 
     async def set_limit(self, limit: int) -> None:
@@ -143,7 +146,10 @@ class AsyncSemaphore(AsyncLock):
         assert isinstance(topology, AsyncOneServer)
         try:
             await topology.script(
-                SEMAPHORE_STATE, (self._keys.lock, self._keys.state), (limit,), topology.request_timeout
+                SEMAPHORE_STATE,
+                (self._keys.lock, self._keys.state),
+                (limit,),
+                topology.request_timeout,
             )
         except RedisError as exc:
             raise translate_error(exc, self._keys.lock) from exc
@@ -154,6 +160,5 @@ def semaphore_state(reply: object) -> SemaphoreState:
     if not isinstance(reply, list) or len(reply) != 2 or len(reply[1]) % 2:
         raise LockError(f"unexpected semaphore state reply {reply!r}")
     limit, pairs = reply
-    text = [p.decode() if isinstance(p, bytes) else str(p) for p in pairs]
-    holders = {text[i]: int(text[i + 1]) for i in range(0, len(text), 2)}
+    holders = {split_holder(pairs[i]): int(pairs[i + 1]) for i in range(0, len(pairs), 2)}
     return SemaphoreState(int(limit), sum(holders.values()), holders)

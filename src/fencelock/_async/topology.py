@@ -24,8 +24,8 @@ from redis.crc import key_slot
 from redis.exceptions import ConnectionError, RedisError, TimeoutError
 
 from .._backend import AsyncLoopGuard, AsyncStateLock, async_checkpoint, async_shield
-from .._core.inspection import eviction_risk
 from .._core import events
+from .._core.inspection import eviction_risk
 from .._core.lease import LockSpec, Released, acquire_args, arrived_late, release_args, time_left
 from .._core.replies import (
     Busy,

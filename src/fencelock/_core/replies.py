@@ -169,8 +169,8 @@ def holds(reply: object, holder: str) -> bool:
 def permit_held(score: object, time: object) -> bool:
     """Whether a semaphore holder's permit (its lease end, ``score``, in ms; None: none) is
     held at the server's ``time`` (TIME's reply)."""
-    if score is None:
-        return False
+    if not isinstance(score, bytes | str | int | float):
+        return False  # None: no permit
     seconds, micros = (int(part) for part in time)  # type: ignore[attr-defined]
     return float(score) > seconds * 1000 + micros // 1000
 

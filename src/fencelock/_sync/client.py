@@ -15,12 +15,13 @@ Modes, chosen by what it is given:
 
 from __future__ import annotations
 
+import functools
 import logging
 import warnings
 import weakref
 from collections.abc import Iterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any, Self, TypeVar, cast
 
 from redis.exceptions import NoScriptError, RedisError
 
@@ -49,11 +50,13 @@ from ..scripts import FENCED_SET, Script
 from . import admin
 from .lock import _DEFAULT, Lock, Parts, _Default
 from .redlock import SyncQuorum
+from .semaphore import Semaphore
 from .singleflight import LocalQueues
 from .topology import SyncCluster, SyncOneServer, SyncTopology
 from .waiter import Waiter
 from .watchdog import Watchdog
 
+_F = TypeVar("_F", bound=Callable[..., Any])
 DEFAULT_SOCKET_TIMEOUT = 5.0
 WAKE_MODES = ("all", "one")
 # Consecutive local hand-offs before the lock goes back through Redis (see singleflight.py).
@@ -297,6 +300,52 @@ class LockClient:
             on_lost_policy=on_lost_policy,
             label=label,
         )
+
+    def semaphore(
+        self,
+        name: str,
+        limit: int,
+        ttl: float = 30.0,
+        *,
+        timeout: float | None = None,
+        auto_renew: bool = False,
+        on_lost: Callable[[Lock], object] | None = None,
+        on_lost_policy: str = "raise",
+        label: Label | _Default = _DEFAULT,
+    ) -> Semaphore:
+        """A semaphore of ``limit`` permits on ``name``: each acquire takes some, each permit a
+        lease of ``ttl`` (docs/semaphore.md). One master or a Cluster (not Redlock)."""
+        return Semaphore(
+            self,
+            self._parts,
+            name,
+            limit,
+            ttl,
+            timeout=timeout,
+            auto_renew=auto_renew,
+            on_lost=on_lost,
+            on_lost_policy=on_lost_policy,
+            label=label,
+        )
+
+    def at_most(
+        self, limit: int, name: str, *, ttl: float = 30.0, timeout: float | None = None
+    ) -> Callable[[_F], _F]:
+        """A decorator: at most ``limit`` runs of the function at once, across every process
+        using this ``name``. Each run holds a permit, renewed while it runs (freed when the
+        process dies), and waits up to ``timeout`` for one (``LockTimeout`` after that)."""
+        Semaphore(self, self._parts, name, limit, ttl, timeout=timeout)  # checks them now
+
+        def decorate(fn: _F) -> _F:
+            @functools.wraps(fn)
+            def run(*args: Any, **kwargs: Any) -> Any:
+                permit = self.semaphore(name, limit, ttl, timeout=timeout, auto_renew=True)
+                with permit:
+                    return fn(*args, **kwargs)
+
+            return cast(_F, run)
+
+        return decorate
 
     @property
     def prefix(self) -> str:

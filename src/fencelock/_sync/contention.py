@@ -157,12 +157,13 @@ def _wait(
     parts, spec = lock._parts, lock._spec
     topology = parts.topology
     # wake="one": queued in Redis by the re-tries below, woken on a channel of its own
-    wake_one = parts.wake_one and not spec.reentrant
+    # (a semaphore's waiters always queue: the queue is its first come, first served order)
+    wake_one = (parts.wake_one and not spec.reentrant) or bool(spec.permits)
     waiter = new_waiter_id() if wake_one else ""
     channel = f"{spec.keys.channel}:{waiter}" if waiter else spec.keys.channel
     block = _block(lock)  # fixed: a grant by a release reserves what the entry says
     entry = waiter
-    if wake_one and topology.grants_by_release:
+    if wake_one and topology.grants_by_release and not spec.permits:
         entry = queue_entry(waiter, holder, spec.ttl_ms, block)
     result: Granted | Busy = Busy(None)
     # (confirmed within the call's bound: its deadline plus one request timeout)

@@ -111,7 +111,7 @@ class SyncQuorum(SyncTopology):
         if not self.server_checked:
             self._check_servers()
         script = REENTRANT_ACQUIRE if spec.reentrant else ACQUIRE
-        args = acquire_args(spec, holder, depth, block, waiter)
+        args = acquire_args(spec, holder, depth, block, waiter, self.publish_command)
         timeout = self.node_timeout(spec.ttl)
         for attempt in range(1, ATTEMPTS + 1):
             sent_at = time.monotonic()

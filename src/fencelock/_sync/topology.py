@@ -25,6 +25,7 @@ from redis.crc import key_slot
 from redis.exceptions import ConnectionError, RedisError, TimeoutError
 
 from .._backend import SyncLoopGuard, SyncStateLock, sync_checkpoint, sync_shield
+from .._core import events
 from .._core.inspection import eviction_risk
 from .._core.lease import LockSpec, Released, acquire_args, arrived_late, release_args, time_left
 from .._core.replies import (
@@ -33,6 +34,7 @@ from .._core.replies import (
     acquire_reply,
     check_replicated,
     holds,
+    permit_held,
     renew_reply,
     reserved_block,
     translate_error,
@@ -53,11 +55,24 @@ from ..scripts import (
     REENTRANT_RELEASE,
     RELEASE,
     RENEW,
+    SEMAPHORE_ACQUIRE,
+    SEMAPHORE_RELEASE,
     Script,
 )
 from .waiter import Waiter, Watch
 
 ATTEMPTS: Final = 2
+# each primitive's scripts (their replies are alike: _core/replies.py, Released)
+_ACQUIRE: Final = {
+    events.LOCK: ACQUIRE,
+    events.REENTRANT_LOCK: REENTRANT_ACQUIRE,
+    events.SEMAPHORE: SEMAPHORE_ACQUIRE,
+}
+_RELEASE: Final = {
+    events.LOCK: RELEASE,
+    events.REENTRANT_LOCK: REENTRANT_RELEASE,
+    events.SEMAPHORE: SEMAPHORE_RELEASE,
+}
 
 server_logger = logging.getLogger("fencelock.server")
 
@@ -237,8 +252,8 @@ class SyncOneServer(SyncTopology):
         came too late to be used."""
         if not self.server_checked:
             self._check_server(spec.keys.lock)
-        script = REENTRANT_ACQUIRE if spec.reentrant else ACQUIRE
-        args = acquire_args(spec, holder, depth, block, waiter)
+        script = _ACQUIRE[spec.primitive]
+        args = acquire_args(spec, holder, depth, block, waiter, self.publish_command)
         self._loop.check()
         keys = spec.acquire_keys
         commands, noscript = [script.evalsha(keys, args), *self._wait], script.eval(keys, args)
@@ -286,7 +301,7 @@ class SyncOneServer(SyncTopology):
     ) -> Released:
         """Release ``holder``'s grant (``leaving``: a queue entry removed first, a simple lock's
         waiter giving up), within ``timeout`` seconds (default: one request timeout)."""
-        script = REENTRANT_RELEASE if spec.reentrant else RELEASE
+        script = _RELEASE[spec.primitive]
         args = self.release_args(spec, holder, leaving)
         bound = self.request_timeout if timeout is None else timeout
         try:
@@ -312,13 +327,17 @@ class SyncOneServer(SyncTopology):
         """Whether the server shows ``holder`` holding the lock. A read is safe to send again,
         within one request timeout in all."""
         key = spec.keys.lock
-        command = ("HEXISTS", key, holder) if spec.reentrant else ("GET", key)
+        commands: list[tuple[str, ...]] = [
+            ("HEXISTS", key, holder) if spec.reentrant else ("GET", key)
+        ]
+        if spec.permits:  # a permit is held until its score, on the server's clock
+            commands = [("ZSCORE", key, holder), ("TIME",)]
         self._loop.check()
         end = time.monotonic() + self.request_timeout
         for attempt in range(1, ATTEMPTS + 1):
             try:
-                [reply] = self.requester.request(
-                    self.redis, [command], end - time.monotonic(), key
+                reply, *now = self.requester.request(
+                    self.redis, commands, end - time.monotonic(), key
                 )
             except (TimeoutError, ConnectionError) as exc:
                 if attempt < ATTEMPTS and time.monotonic() < end:
@@ -330,6 +349,8 @@ class SyncOneServer(SyncTopology):
                 if "WRONGTYPE" in str(reply):
                     return False  # a lock of the other kind holds the name now
                 raise translate_error(reply, key) from reply
+            if spec.permits:
+                return permit_held(reply, now[0])
             return holds(reply, holder)
         raise AssertionError("unreachable")
 

@@ -1,0 +1,165 @@
+# GENERATED from src/fencelock/_async/semaphore.py by tools/gen_sync.py: edit that file instead.
+"""A semaphore: at most ``limit`` permits of a name held at once, across processes.
+
+It is the lock with other scripts (scripts/semaphore*.lua): the lifecycle, the waits, the
+watchdog, the loss signals and the fencing tokens are the lock's (lock.py). What differs:
+
+* a permit is a holder entry with its own lease in a sorted set scored by its end on the
+  server's clock; a crashed holder's permits come back when the lease ends, taken back inside
+  every script of the semaphore (no sweeper);
+* ``acquire(n)`` takes n permits at once, all or none; waiters are served first come, first
+  served (a queued waiter is never passed, so a large request is not starved by small ones);
+* the limit is stored with the semaphore: the first acquire stores the one given, and
+  ``set_limit`` changes it for every client (see ``set_limit`` for holders above a lowered
+  limit);
+* each semaphore object holds one grant (of n permits) at a time, like a lock object; permits
+  are not handed between the objects of a client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from redis.exceptions import RedisError
+
+from .._core.lease import LockSpec
+from .._core.replies import new_waiter_id, split_holder, translate_error
+from ..errors import LockError
+from ..keys import SemaphoreKeys
+from ..labels import Label
+from ..scripts import SEMAPHORE_STATE
+from .lock import _DEFAULT, Lock, Parts, _Default
+from .topology import SyncOneServer
+
+
+def validate_permits(arg: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{arg} must be an int, not {type(value).__name__}")
+    if not 1 <= value <= 2**31:
+        raise ValueError(f"{arg} must be from 1 to 2**31, got {value}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class SemaphoreState:
+    """What the server shows of a semaphore now."""
+
+    limit: int  # the stored limit (0: none stored yet: no acquire has run)
+    used: int  # permits held
+    # (holder id, label or None) -> permits; the id is a digest of the holder token, as
+    # ``inspect`` shows it (the token itself would let anyone release the permits)
+    holders: dict[tuple[str, str | None], int]
+
+
+class Semaphore(Lock):
+    def __init__(
+        self,
+        client: object,
+        parts: Parts,
+        name: str,
+        limit: int,
+        ttl: float,
+        *,
+        timeout: float | None,
+        auto_renew: bool = False,
+        on_lost: Callable[[Lock], object] | None = None,
+        on_lost_policy: str = "raise",
+        label: Label | _Default = _DEFAULT,
+    ) -> None:
+        if not isinstance(parts.topology, SyncOneServer):
+            raise TypeError(
+                "semaphores need one master or a Cluster: Redlock is for the mutex only "
+                "(docs/semaphore.md says why)"
+            )
+        self.limit = validate_permits("limit", limit)
+        super().__init__(
+            client,
+            parts,
+            name,
+            ttl,
+            timeout=timeout,
+            auto_renew=auto_renew,
+            on_lost=on_lost,
+            on_lost_policy=on_lost_policy,
+            label=label,
+        )
+        self._keys = SemaphoreKeys.for_semaphore(self.name, parts.prefix)
+        self._owner = new_waiter_id()
+        self._spec = self._spec_for(1)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} limit={self.limit} ttl={self.ttl}>"
+
+    def _spec_for(self, permits: int) -> LockSpec:
+        return LockSpec(
+            self.name,
+            self._keys,
+            self.ttl,
+            False,
+            permits=permits,
+            limit=self.limit,
+            owner=self._owner,
+        )
+
+    def acquire(  # type: ignore[override]  # (n permits first, then the lock's timeout)
+        self, n: int = 1, timeout: float | _Default | None = _DEFAULT
+    ) -> bool:
+        """Take ``n`` permits, all or none. ``timeout``: as ``Lock.acquire``. ``LockError``
+        when more are asked than the stored limit can ever give."""
+        n = validate_permits("n", n)
+        if self._grant() is None and n != self._spec.permits:
+            self._spec = self._spec_for(n)
+        return super().acquire(timeout)
+
+    @property
+    def permits(self) -> int:
+        """The permits the current (or last) grant asked for."""
+        return self._spec.permits
+
+    def state(self) -> SemaphoreState:
+        """The stored limit, the permits held and by whom (one request)."""
+        topology = self._parts.topology
+        assert isinstance(topology, SyncOneServer)
+        keys = (self._keys.lock, self._keys.state)
+        try:
+            reply, _ = topology.script(SEMAPHORE_STATE, keys, (), topology.request_timeout)
+        except RedisError as exc:
+            raise translate_error(exc, self._keys.lock) from exc
+        return semaphore_state(reply)
+
+    def available(self) -> int:
+        """Permits free now (the stored limit, or this object's if none is stored yet, less
+        those held)."""
+        state = self.state()
+        return max(0, (state.limit or self.limit) - state.used)
+
+    def holders(self) -> dict[tuple[str, str | None], int]:
+        """Who holds permits now: (holder id, label) -> permits."""
+        return (self.state()).holders
+
+    def set_limit(self, limit: int) -> None:
+        """Store a new limit for every client of the semaphore. It applies to the next grants:
+        holders above a lowered limit keep their permits until they release them (or their
+        leases end), and nobody is granted until the permits held are under the new limit."""
+        limit = validate_permits("limit", limit)
+        topology = self._parts.topology
+        assert isinstance(topology, SyncOneServer)
+        try:
+            topology.script(
+                SEMAPHORE_STATE,
+                (self._keys.lock, self._keys.state),
+                (limit,),
+                topology.request_timeout,
+            )
+        except RedisError as exc:
+            raise translate_error(exc, self._keys.lock) from exc
+        self.limit = limit
+
+
+def semaphore_state(reply: object) -> SemaphoreState:
+    if not isinstance(reply, list) or len(reply) != 2 or len(reply[1]) % 2:
+        raise LockError(f"unexpected semaphore state reply {reply!r}")
+    limit, pairs = reply
+    holders = {split_holder(pairs[i]): int(pairs[i + 1]) for i in range(0, len(pairs), 2)}
+    return SemaphoreState(int(limit), sum(holders.values()), holders)

@@ -1,0 +1,117 @@
+"""Semaphores: permits as leases, first come first served, a stored limit.
+
+Sync twin generated into tests/_sync by tools/gen_sync.py."""
+
+from __future__ import annotations
+
+import pytest
+
+import fencelock
+from fencelock._async.client import AsyncLockClient
+from fencelock._async.semaphore import AsyncSemaphore
+from fencelock._backend import async_sleep
+from tests.concurrency import AsyncCall, async_together, async_until
+
+
+async def test_at_most_limit_permits_are_held(async_client: AsyncLockClient) -> None:
+    a, b, c = (async_client.semaphore("s-limit", 2, ttl=10) for _ in range(3))
+    assert await a.acquire() and await b.acquire()
+    assert not await c.acquire(timeout=0)
+    assert await a.available() == 0
+    first = a.token
+    await a.release()
+    assert await c.acquire(timeout=0)
+    assert c.token > b.token > first  # every grant a larger fencing token
+    with pytest.raises(fencelock.LockNotOwned):
+        await a.release()  # twice: nothing changes
+    assert await b.available() == 0
+    await b.release()
+    await c.release()
+    assert await c.available() == 2
+
+
+async def test_a_crashed_holders_permit_comes_back_when_its_lease_ends(
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient
+) -> None:
+    crashed = async_client_b.semaphore("s-crash", 1, ttl=0.2)
+    assert await crashed.acquire()
+    other = async_client.semaphore("s-crash", 1, ttl=10)
+    assert not await other.acquire(timeout=0)
+    assert await other.acquire(timeout=5)  # taken back by the script once the lease ended
+    assert crashed.lost
+    await other.release()
+
+
+async def test_waiters_are_served_first_come_first_served(
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient
+) -> None:
+    holder = async_client.semaphore("s-fifo", 3, ttl=10)
+    assert await holder.acquire(2)
+    heavy = async_client_b.semaphore("s-fifo", 3, ttl=10)
+    heavy_call = AsyncCall(lambda: heavy.acquire(3, timeout=10))
+    await async_until(lambda: async_client_b.statistics().waiting == 1)
+    light = async_client.semaphore("s-fifo", 3, ttl=10)
+    # one permit is free, but the heavy request came first: the light one waits behind it
+    assert not await light.acquire(1, timeout=0)
+    light_call = AsyncCall(lambda: light.acquire(1, timeout=10))
+    await async_until(lambda: async_client.statistics().waiting == 1)
+    await holder.release()
+    assert await heavy_call.result()
+    assert not light.lost and await light.available() == 0
+    await heavy.release()
+    assert await light_call.result()
+    await light.release()
+
+
+async def test_auto_renewed_permits_live_as_long_as_the_work(
+    async_client: AsyncLockClient,
+) -> None:
+    permit = async_client.semaphore("s-renew", 1, ttl=0.3, auto_renew=True)
+    async with permit:
+        await async_until(lambda: async_client.statistics().renewals >= 3)
+        assert await permit.held()
+        assert not await async_client.semaphore("s-renew", 1).acquire(timeout=0)
+
+
+async def test_the_limit_is_stored_with_the_semaphore(async_client: AsyncLockClient) -> None:
+    first = async_client.semaphore("s-stored", 2, ttl=10)
+    assert await first.acquire()
+    other = async_client.semaphore("s-stored", 5, ttl=10)  # the stored limit applies
+    assert (await other.state()).limit == 2
+    assert await other.available() == 1
+    await other.set_limit(1)  # lowered: the holder keeps its permit, nobody else gets one
+    assert not await other.acquire(timeout=0)
+    assert list((await first.holders()).values()) == [1]
+    await first.release()
+    assert await other.acquire(timeout=0)
+    await other.release()
+    with pytest.raises(fencelock.LockError, match="limit"):
+        await async_client.semaphore("s-stored", 5).acquire(3)  # more than the limit can give
+
+
+async def test_at_most_n_runs_at_once(async_client: AsyncLockClient) -> None:
+    running: list[int] = []
+    peak = 0
+
+    @async_client.at_most(2, "s-job", ttl=10, timeout=30)
+    async def job(i: int) -> int:
+        nonlocal peak
+        running.append(i)
+        peak = max(peak, len(running))
+        await async_sleep(0.05)
+        running.remove(i)
+        return i
+
+    assert await async_together([lambda i=i: job(i) for i in range(6)]) == list(range(6))
+    assert peak == 2
+
+
+async def test_bad_arguments_are_refused(async_client: AsyncLockClient) -> None:
+    with pytest.raises(ValueError, match="limit"):
+        async_client.semaphore("s-bad", 0)
+    with pytest.raises(TypeError, match="limit"):
+        async_client.semaphore("s-bad", 2.5)  # type: ignore[arg-type]
+    semaphore = async_client.semaphore("s-bad", 2)
+    assert isinstance(semaphore, AsyncSemaphore)
+    with pytest.raises(ValueError, match="n must"):
+        await semaphore.acquire(0)
