@@ -172,3 +172,33 @@ async def test_operators_see_and_free_locks_on_every_master(
         assert forced.outcome is fencelock.ForceOutcome.RELEASED
         assert not await lock.held()
     assert [info async for info in cluster_client.locks()] == []
+
+
+async def test_semaphores_on_a_cluster(cluster_client: AsyncLockClient, cluster: Cluster) -> None:
+    """Every key of a semaphore in one slot; a release wakes the first waiter by sharded
+    pub/sub; renewals go to the permits' slot."""
+    redis = AsyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=5)
+    other = AsyncLockClient(redis, max_poll=3600)
+    try:
+        for name in NAMES[:3]:
+            held = cluster_client.semaphore(name, 1, ttl=3600)
+            assert await held.acquire(timeout=0)
+            waiting = other.semaphore(name, 1, ttl=10)
+            call = AsyncCall(lambda: waiting.acquire(timeout=None))  # noqa: B023
+            await async_until(lambda: other.statistics().waiting == 1)
+            await held.release()
+            assert await call.result()
+            assert waiting.token > 0
+            await waiting.release()
+        assert other.statistics().polls == 0  # woken by messages (the only timer: an hour)
+        renewed = [cluster_client.semaphore(name, 1, ttl=0.6, auto_renew=True) for name in NAMES]
+        for permit in renewed:
+            assert await permit.acquire(timeout=0)
+        renewals = cluster_client.statistics().renewals
+        await async_until(lambda: cluster_client.statistics().renewals >= renewals + 2 * len(NAMES))
+        for permit in renewed:
+            assert await permit.held()
+            await permit.release()
+    finally:
+        await other.close()
+        await redis.aclose()

@@ -487,3 +487,10 @@ async def test_operators_see_the_majority_and_free_its_grant(
     finally:
         await client.close()
         await admin.close()
+
+
+async def test_semaphores_are_refused_in_redlock_mode(redlock: list[EmbeddedServer]) -> None:
+    client = make_client(redlock)
+    with pytest.raises(TypeError, match="Redlock"):
+        client.semaphore("jobs", 3)
+    await client.close()

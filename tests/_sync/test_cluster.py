@@ -173,3 +173,33 @@ def test_operators_see_and_free_locks_on_every_master(
         assert forced.outcome is fencelock.ForceOutcome.RELEASED
         assert not lock.held()
     assert [info for info in cluster_client.locks()] == []
+
+
+def test_semaphores_on_a_cluster(cluster_client: LockClient, cluster: Cluster) -> None:
+    """Every key of a semaphore in one slot; a release wakes the first waiter by sharded
+    pub/sub; renewals go to the permits' slot."""
+    redis = SyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=5)
+    other = LockClient(redis, max_poll=3600)
+    try:
+        for name in NAMES[:3]:
+            held = cluster_client.semaphore(name, 1, ttl=3600)
+            assert held.acquire(timeout=0)
+            waiting = other.semaphore(name, 1, ttl=10)
+            call = SyncCall(lambda: waiting.acquire(timeout=None))  # noqa: B023
+            sync_until(lambda: other.statistics().waiting == 1)
+            held.release()
+            assert call.result()
+            assert waiting.token > 0
+            waiting.release()
+        assert other.statistics().polls == 0  # woken by messages (the only timer: an hour)
+        renewed = [cluster_client.semaphore(name, 1, ttl=0.6, auto_renew=True) for name in NAMES]
+        for permit in renewed:
+            assert permit.acquire(timeout=0)
+        renewals = cluster_client.statistics().renewals
+        sync_until(lambda: cluster_client.statistics().renewals >= renewals + 2 * len(NAMES))
+        for permit in renewed:
+            assert permit.held()
+            permit.release()
+    finally:
+        other.close()
+        redis.close()

@@ -488,3 +488,10 @@ def test_operators_see_the_majority_and_free_its_grant(
     finally:
         client.close()
         admin.close()
+
+
+def test_semaphores_are_refused_in_redlock_mode(redlock: list[EmbeddedServer]) -> None:
+    client = make_client(redlock)
+    with pytest.raises(TypeError, match="Redlock"):
+        client.semaphore("jobs", 3)
+    client.close()
