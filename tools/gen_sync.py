@@ -32,6 +32,7 @@ REPLACEMENTS = {
     "AsyncWaiter": "Waiter",
     "AsyncWatchdog": "Watchdog",
     "AsyncLocalQueues": "LocalQueues",
+    "AsyncVersioned": "Versioned",
     "AsyncExitStack": "ExitStack",
     "AbstractAsyncContextManager": "AbstractContextManager",
     "enter_async_context": "enter_context",

@@ -7,7 +7,9 @@ from ._core.inspection import ForceOutcome, ForceReleased, LockInfo, WaiterInfo
 from ._core.stats import Statistics
 from ._sync.client import LockClient
 from ._sync.lock import Lock
+from ._sync.versioned import Versioned
 from .errors import (
+    Conflict,
     LockConnectionError,
     LockError,
     LockLost,
@@ -15,12 +17,14 @@ from .errors import (
     LockTimeout,
     NotReplicated,
     StaleToken,
+    TooManyConflicts,
 )
 from .labels import holder_label
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Conflict",
     "ForceOutcome",
     "ForceReleased",
     "Lock",
@@ -34,6 +38,8 @@ __all__ = [
     "NotReplicated",
     "StaleToken",
     "Statistics",
+    "TooManyConflicts",
+    "Versioned",
     "WaiterInfo",
     "__version__",
     "holder_label",

@@ -2,9 +2,11 @@
 
 from ._async.client import AsyncLockClient as LockClient
 from ._async.lock import AsyncLock as Lock
+from ._async.versioned import AsyncVersioned as Versioned
 from ._core.inspection import ForceOutcome, ForceReleased, LockInfo, WaiterInfo
 from ._core.stats import Statistics
 from .errors import (
+    Conflict,
     LockConnectionError,
     LockError,
     LockLost,
@@ -12,10 +14,12 @@ from .errors import (
     LockTimeout,
     NotReplicated,
     StaleToken,
+    TooManyConflicts,
 )
 from .labels import holder_label
 
 __all__ = [
+    "Conflict",
     "ForceOutcome",
     "ForceReleased",
     "Lock",
@@ -29,6 +33,8 @@ __all__ = [
     "NotReplicated",
     "StaleToken",
     "Statistics",
+    "TooManyConflicts",
+    "Versioned",
     "WaiterInfo",
     "holder_label",
 ]
