@@ -17,8 +17,9 @@ DEFAULT_MAX_BACKOFF = 0.1
 
 
 def backoff_delay(attempt: int, base: float, cap: float, draw: float) -> float:
-    """The wait after the ``attempt``-th conflict (1 for the first): ``draw`` (in [0, 1)) times
-    ``min(cap, base * 2 ** (attempt - 1))``."""
+    """The ``attempt``-th wait (1 for the first): ``draw`` (in [0, 1)) times
+    ``min(cap, base * 2 ** (attempt - 1))``. (``update`` re-tries its first conflict at once,
+    with the value the refusal sent back: the loser of a race of two need not wait.)"""
     if attempt < 1:
         raise ValueError(f"attempt must be >= 1, got {attempt}")
     # 2 ** 1100 is no float: past 64 doublings the cap has long been reached
