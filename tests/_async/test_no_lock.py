@@ -9,6 +9,8 @@ import redis
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
+from fencelock._async.lock import AsyncLock
+from fencelock._async.versioned import AsyncVersioned
 from fencelock._sync.client import LockClient
 from fencelock._transport import AsyncRedis
 from fencelock.keys import LockKeys, fence_key_for, version_key_for
@@ -53,14 +55,14 @@ async def test_racing_updates_lose_no_increment(
         calls_of_fn.append(1)
         return int(value or 0) + 1
 
-    async def work(client: AsyncLockClient) -> None:
-        shared = client.versioned("hits")  # one object, shared by the tasks (threads) of a client
-        for _ in range(each):
-            await shared.update(increment, retries=1000, max_backoff=0.01)
+    # two processes, as far as Redis can tell, each with one object shared by its tasks (threads)
+    shared = [async_client.versioned("hits"), async_client_b.versioned("hits")]
 
-    calls = [
-        AsyncCall(lambda c=c: work(c)) for c in [async_client, async_client_b] * (workers // 2)
-    ]  # type: ignore[misc]
+    async def work(hits: AsyncVersioned) -> None:
+        for _ in range(each):
+            await hits.update(increment, retries=1000, max_backoff=0.01)
+
+    calls = [AsyncCall(lambda h=h: work(h)) for h in shared * (workers // 2)]  # type: ignore[misc]
     for call in calls:
         await call.result()
     assert raw.get("hits") == str(workers * each)
@@ -139,7 +141,7 @@ async def test_a_decoding_client_reads_bytes(server: EmbeddedServer, raw: redis.
 # -- fenced read-modify-write -------------------------------------------------------------
 
 
-async def run_out(lock: fencelock.asyncio.Lock, raw: redis.Redis) -> None:
+async def run_out(lock: AsyncLock, raw: redis.Redis) -> None:
     """The holder of ``lock`` is paused (nothing renews it) until its lease has run out."""
     await async_until(lambda: raw.exists(LockKeys.for_name(lock.name).lock) == 0)
 

@@ -10,6 +10,8 @@ import redis
 
 import fencelock
 from fencelock._sync.client import LockClient
+from fencelock._sync.lock import Lock
+from fencelock._sync.versioned import Versioned
 from fencelock._sync.client import LockClient
 from fencelock._transport import SyncRedis
 from fencelock.keys import LockKeys, fence_key_for, version_key_for
@@ -54,14 +56,14 @@ def test_racing_updates_lose_no_increment(
         calls_of_fn.append(1)
         return int(value or 0) + 1
 
-    def work(client: LockClient) -> None:
-        shared = client.versioned("hits")  # one object, shared by the tasks (threads) of a client
-        for _ in range(each):
-            shared.update(increment, retries=1000, max_backoff=0.01)
+    # two processes, as far as Redis can tell, each with one object shared by its tasks (threads)
+    shared = [sync_client.versioned("hits"), sync_client_b.versioned("hits")]
 
-    calls = [
-        SyncCall(lambda c=c: work(c)) for c in [sync_client, sync_client_b] * (workers // 2)
-    ]  # type: ignore[misc]
+    def work(hits: Versioned) -> None:
+        for _ in range(each):
+            hits.update(increment, retries=1000, max_backoff=0.01)
+
+    calls = [SyncCall(lambda h=h: work(h)) for h in shared * (workers // 2)]  # type: ignore[misc]
     for call in calls:
         call.result()
     assert raw.get("hits") == str(workers * each)
@@ -140,7 +142,7 @@ def test_a_decoding_client_reads_bytes(server: EmbeddedServer, raw: redis.Redis)
 # -- fenced read-modify-write -------------------------------------------------------------
 
 
-def run_out(lock: fencelock.asyncio.Lock, raw: redis.Redis) -> None:
+def run_out(lock: Lock, raw: redis.Redis) -> None:
     """The holder of ``lock`` is paused (nothing renews it) until its lease has run out."""
     sync_until(lambda: raw.exists(LockKeys.for_name(lock.name).lock) == 0)
 
