@@ -373,9 +373,8 @@ async def test_fenced_set_needs_the_resource_server(redlock: list[EmbeddedServer
     resource = AsyncRedis(port=redlock[0].port, socket_timeout=5)
     await client.fenced_set("stock", "1", lock.token, redis=resource)
     assert await resource.get("stock") == b"1"
-    assert (
-        await client.fenced_update("stock", lock.token, lambda v: v + b"2", redis=resource) == b"12"
-    )
+    appended = await client.fenced_update("stock", lock.token, lambda v: v + b"2", redis=resource)
+    assert appended == b"12"
     assert await client.versioned("hits", redis=resource).update(lambda v: 1) == (1, 1)
     await resource.aclose()
     await lock.release()

@@ -374,7 +374,8 @@ def test_fenced_set_needs_the_resource_server(redlock: list[EmbeddedServer]) -> 
     resource = SyncRedis(port=redlock[0].port, socket_timeout=5)
     client.fenced_set("stock", "1", lock.token, redis=resource)
     assert resource.get("stock") == b"1"
-    assert client.fenced_update("stock", lock.token, lambda v: v + b"2", redis=resource) == b"12"
+    appended = client.fenced_update("stock", lock.token, lambda v: v + b"2", redis=resource)
+    assert appended == b"12"
     assert client.versioned("hits", redis=resource).update(lambda v: 1) == (1, 1)
     resource.close()
     lock.release()

@@ -15,4 +15,4 @@ if version ~= ARGV[2] then
   return {0, version, value}
 end
 redis.call('SET', KEYS[1], ARGV[1])
-return {1, redis.call('INCR', KEYS[2])}
+return {1, redis.call('INCRBY', KEYS[2], 1)}
