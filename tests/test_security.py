@@ -39,7 +39,7 @@ import fencelock.asyncio
 from fencelock import scripts
 from fencelock._core import replies
 from fencelock._sync.client import LockClient
-from fencelock.keys import LockKeys, fence_key_for
+from fencelock.keys import LockKeys, fence_key_for, version_key_for
 from fencelock_tools.servers.embedded import EmbeddedServer, ServerNotFound, find_server, free_port
 from fencelock_tools.servers.topology import Cluster
 from tests.concurrency import SyncCall, sync_until
@@ -213,6 +213,11 @@ def exercise(
     assert lock.token >= 1 and lock.held()
     lock.extend()
     a.fenced_set(resource, value, lock.token)
+    assert a.fenced_get(resource, lock.token) == value.encode()
+    assert a.fenced_update(resource, lock.token, lambda v: value) == value
+    versioned = a.versioned(resource)  # the same key, now versioned (no version yet: 0)
+    assert versioned.set(value, versioned.get()[1])
+    assert versioned.update(lambda v: value) == (value, 2)
     lock.release()
     reentrant = a.lock(name + "-r", 10, reentrant=True)
     assert reentrant.acquire(0) and reentrant.acquire(0) and reentrant.held()
@@ -285,7 +290,9 @@ def test_scripts_see_user_input_only_as_keys_and_argv(
             keys = LockKeys.for_name(name)
             declared |= {keys.lock.encode(), keys.fence.encode(), keys.queue.encode()}
         resource = f"{evil}-resource-{i}"
-        declared |= {resource.encode(), fence_key_for(resource).encode()}
+        declared |= {
+            r.encode() for r in (resource, fence_key_for(resource), version_key_for(resource))
+        }
     monitor.stop()
 
     assert sync_client_b.statistics().handoffs == len(EVIL)

@@ -33,6 +33,7 @@ REPLACEMENTS = {
     "AsyncWaiter": "Waiter",
     "AsyncWatchdog": "Watchdog",
     "AsyncLocalQueues": "LocalQueues",
+    "AsyncVersioned": "Versioned",
     "AsyncExitStack": "ExitStack",
     "AbstractAsyncContextManager": "AbstractContextManager",
     "enter_async_context": "enter_context",

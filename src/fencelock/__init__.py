@@ -8,7 +8,9 @@ from ._core.stats import Statistics
 from ._sync.client import LockClient
 from ._sync.lock import Lock
 from ._sync.semaphore import Semaphore
+from ._sync.versioned import Versioned
 from .errors import (
+    Conflict,
     LockConnectionError,
     LockError,
     LockLost,
@@ -16,12 +18,14 @@ from .errors import (
     LockTimeout,
     NotReplicated,
     StaleToken,
+    TooManyConflicts,
 )
 from .labels import holder_label
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Conflict",
     "ForceOutcome",
     "ForceReleased",
     "Lock",
@@ -36,6 +40,8 @@ __all__ = [
     "Semaphore",
     "StaleToken",
     "Statistics",
+    "TooManyConflicts",
+    "Versioned",
     "WaiterInfo",
     "__version__",
     "holder_label",

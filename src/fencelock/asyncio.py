@@ -3,9 +3,11 @@
 from ._async.client import AsyncLockClient as LockClient
 from ._async.lock import AsyncLock as Lock
 from ._async.semaphore import AsyncSemaphore as Semaphore
+from ._async.versioned import AsyncVersioned as Versioned
 from ._core.inspection import ForceOutcome, ForceReleased, LockInfo, WaiterInfo
 from ._core.stats import Statistics
 from .errors import (
+    Conflict,
     LockConnectionError,
     LockError,
     LockLost,
@@ -13,10 +15,12 @@ from .errors import (
     LockTimeout,
     NotReplicated,
     StaleToken,
+    TooManyConflicts,
 )
 from .labels import holder_label
 
 __all__ = [
+    "Conflict",
     "ForceOutcome",
     "ForceReleased",
     "Lock",
@@ -31,6 +35,8 @@ __all__ = [
     "Semaphore",
     "StaleToken",
     "Statistics",
+    "TooManyConflicts",
+    "Versioned",
     "WaiterInfo",
     "holder_label",
 ]

@@ -34,6 +34,23 @@ class StaleToken(LockError):
         self.seen = seen
 
 
+class Conflict(LockError):
+    """A conditional write was refused: the value changed since it was read (``fenced_update``:
+    someone wrote it without a fencing token, or with this very token)."""
+
+    def __init__(self, message: str, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class TooManyConflicts(Conflict):
+    """A versioned ``update`` lost the race on every one of its tries: nothing was written."""
+
+    def __init__(self, key: str, tries: int) -> None:
+        super().__init__(f"{key!r} changed under each of {tries} tries to update it", key)
+        self.tries = tries
+
+
 class NotReplicated(LockError):
     """Fewer replicas than ``min_replicas`` acknowledged a grant or extension in time (``WAIT``):
     a failover could lose it, so an acquire gave the lock back."""

@@ -210,6 +210,17 @@ def ttl_to_ms(ttl: float) -> int:
     return max(1, round(ttl * 1000))
 
 
+Value = str | bytes | int | float  # what a resource key may be given (redis-py's encoding)
+
+
+def validate_value(value: object, arg: str = "value") -> Value:
+    if not isinstance(value, str | bytes | int | float) or isinstance(value, bool):
+        raise TypeError(f"{arg} must be str, bytes, int or float, not {type(value).__name__}")
+    if isinstance(value, str):
+        encodable(arg, value)
+    return value
+
+
 def validate_resource_key(key: object) -> str:
     return _nonempty_str("key", key)
 
@@ -225,13 +236,21 @@ def _hash_tag(key: str) -> str | None:
     return key[start + 1 : end]
 
 
-def fence_key_for(resource: str) -> str:
-    """The companion key that remembers the highest token a fenced resource has seen.
-
-    It hashes to the resource's Cluster slot whenever that can be expressed: a tagged key keeps
-    its tag; an untagged key becomes the tag. (An untagged key containing '}' cannot be a tag;
-    its companion then only works on a single server.)
-    """
+def _companion(resource: str, role: str) -> str:
+    """A key of fencelock's that goes with ``resource``, in the resource's Cluster slot whenever
+    that can be expressed: a tagged key keeps its tag; an untagged key becomes the tag. (An
+    untagged key containing '}' cannot be a tag; its companions then only work on a single
+    server.)"""
     if _hash_tag(resource) is not None or "}" in resource:
-        return f"{resource}:fencelock:fence"
-    return f"{{{resource}}}:fencelock:fence"
+        return f"{resource}:fencelock:{role}"
+    return f"{{{resource}}}:fencelock:{role}"
+
+
+def fence_key_for(resource: str) -> str:
+    """The companion key that remembers the highest token a fenced resource has seen."""
+    return _companion(resource, "fence")
+
+
+def version_key_for(resource: str) -> str:
+    """The companion key that counts the versioned writes of ``resource`` (``versioned``)."""
+    return _companion(resource, "version")

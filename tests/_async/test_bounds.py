@@ -59,6 +59,13 @@ async def test_every_call_is_bounded_against_a_hung_server(
         assert await elapsed(lock.extend, error) < REQUEST + MARGIN
         fenced = client.fenced_set
         assert await elapsed(lambda: fenced("resource", "v", 1), error) < REQUEST + MARGIN
+        fenced_get = client.fenced_get
+        assert await elapsed(lambda: fenced_get("resource", 1), error) < REQUEST + MARGIN
+        versioned = client.versioned("resource")
+        assert await elapsed(versioned.get, error) < REQUEST + MARGIN
+        assert await elapsed(lambda: versioned.set("v", 0), error) < REQUEST + MARGIN
+        update = versioned.update
+        assert await elapsed(lambda: update(lambda v: "v"), error) < REQUEST + MARGIN
         assert await elapsed(lock.release, error) < REQUEST + MARGIN
     finally:
         fresh_server.resume()

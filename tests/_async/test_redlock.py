@@ -364,11 +364,18 @@ async def test_fenced_set_needs_the_resource_server(redlock: list[EmbeddedServer
     assert await lock.acquire(0)
     with pytest.raises(TypeError, match="redis="):
         await client.fenced_set("stock", "1", lock.token)
+    with pytest.raises(TypeError, match="fenced_get in Redlock mode needs redis="):
+        await client.fenced_get("stock", lock.token)
+    with pytest.raises(TypeError, match="versioned in Redlock mode needs redis="):
+        client.versioned("stock")
     with pytest.raises(TypeError, match="redis must be"):
         await client.fenced_set("stock", "1", lock.token, redis=redlock[0].url)  # type: ignore[arg-type]
     resource = AsyncRedis(port=redlock[0].port, socket_timeout=5)
     await client.fenced_set("stock", "1", lock.token, redis=resource)
     assert await resource.get("stock") == b"1"
+    appended = await client.fenced_update("stock", lock.token, lambda v: v + b"2", redis=resource)
+    assert appended == b"12"
+    assert await client.versioned("hits", redis=resource).update(lambda v: 1) == (1, 1)
     await resource.aclose()
     await lock.release()
     await client.close()

@@ -60,6 +60,13 @@ def test_every_call_is_bounded_against_a_hung_server(
         assert elapsed(lock.extend, error) < REQUEST + MARGIN
         fenced = client.fenced_set
         assert elapsed(lambda: fenced("resource", "v", 1), error) < REQUEST + MARGIN
+        fenced_get = client.fenced_get
+        assert elapsed(lambda: fenced_get("resource", 1), error) < REQUEST + MARGIN
+        versioned = client.versioned("resource")
+        assert elapsed(versioned.get, error) < REQUEST + MARGIN
+        assert elapsed(lambda: versioned.set("v", 0), error) < REQUEST + MARGIN
+        update = versioned.update
+        assert elapsed(lambda: update(lambda v: "v"), error) < REQUEST + MARGIN
         assert elapsed(lock.release, error) < REQUEST + MARGIN
     finally:
         fresh_server.resume()

@@ -12,7 +12,7 @@ from redis.crc import key_slot
 import fencelock
 from fencelock._sync.client import LockClient
 from fencelock._transport import SyncRedisCluster
-from fencelock.keys import LockKeys, fence_key_for
+from fencelock.keys import LockKeys, fence_key_for, version_key_for
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.topology import Cluster
 from tests.concurrency import SyncCall, sync_until
@@ -156,6 +156,38 @@ def test_reentrant_and_fenced_write_on_a_cluster(
     lock.release()
     lock.release()
     assert not lock.held()
+
+
+def test_writes_without_a_lock_on_a_cluster(cluster: Cluster) -> None:
+    # A decoding client of the application's: each value and its companion keys share a slot.
+    for master in cluster.masters:
+        with master.client() as probe:
+            probe.flushall()
+    redis = SyncRedisCluster(
+        host="127.0.0.1", port=cluster.port, socket_timeout=5, decode_responses=True
+    )
+    client = LockClient(redis)
+    keys = ["hits-a", "hits-b", "{user:7}:hits"]
+    assert len({cluster.master_for_key(k).port for k in keys}) > 1
+
+    def work(key: str) -> None:
+        for _ in range(10):
+            client.versioned(key).update(lambda v: int(v or 0) + 1, retries=1000)
+
+    calls = [SyncCall(lambda k=k: work(k)) for k in keys * 2]  # type: ignore[misc]
+    for call in calls:
+        call.result()
+    for key in keys:
+        assert client.versioned(key).get() == (b"20", 20)
+        assert cluster.master_for_key(key) is cluster.master_for_key(version_key_for(key))
+    lock = client.lock("stock", ttl=10)
+    assert lock.acquire(0)
+    assert client.fenced_update("hits-a", lock.token, lambda v: int(v or 0) - 1) == 19
+    with pytest.raises(fencelock.StaleToken):
+        client.fenced_get("hits-a", lock.token - 1)
+    lock.release()
+    client.close()
+    redis.close()
 
 
 def test_operators_see_and_free_locks_on_every_master(

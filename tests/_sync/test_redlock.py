@@ -365,11 +365,18 @@ def test_fenced_set_needs_the_resource_server(redlock: list[EmbeddedServer]) -> 
     assert lock.acquire(0)
     with pytest.raises(TypeError, match="redis="):
         client.fenced_set("stock", "1", lock.token)
+    with pytest.raises(TypeError, match="fenced_get in Redlock mode needs redis="):
+        client.fenced_get("stock", lock.token)
+    with pytest.raises(TypeError, match="versioned in Redlock mode needs redis="):
+        client.versioned("stock")
     with pytest.raises(TypeError, match="redis must be"):
         client.fenced_set("stock", "1", lock.token, redis=redlock[0].url)  # type: ignore[arg-type]
     resource = SyncRedis(port=redlock[0].port, socket_timeout=5)
     client.fenced_set("stock", "1", lock.token, redis=resource)
     assert resource.get("stock") == b"1"
+    appended = client.fenced_update("stock", lock.token, lambda v: v + b"2", redis=resource)
+    assert appended == b"12"
+    assert client.versioned("hits", redis=resource).update(lambda v: 1) == (1, 1)
     resource.close()
     lock.release()
     client.close()

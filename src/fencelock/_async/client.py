@@ -20,6 +20,7 @@ import warnings
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Self, TypeVar, cast
 
 from redis.exceptions import NoScriptError, RedisError
@@ -28,7 +29,7 @@ from .._backend import AsyncStateLock
 from .._core import events
 from .._core.inspection import ForceReleased, LockInfo
 from .._core.quorum import NODE_TIMEOUT_MAX
-from .._core.replies import fenced_set_reply, translate_error
+from .._core.replies import digest, fenced_get_reply, fenced_set_reply, translate_error
 from .._core.stats import LIVE_CLIENTS, Counters, Statistics
 from .._transport import AsyncRedis, AsyncRedisCluster, async_own_client, async_reap
 from ..errors import StaleToken
@@ -43,15 +44,17 @@ from ..keys import (
     validate_resource_key,
     validate_ttl,
     validate_url,
+    validate_value,
 )
 from ..labels import Label, check_label
-from ..scripts import FENCED_SET, Script
+from ..scripts import FENCED_GET, FENCED_SET, Script
 from . import admin
 from .lock import _DEFAULT, AsyncLock, Parts, _Default
 from .redlock import AsyncQuorum
 from .semaphore import AsyncSemaphore
 from .singleflight import AsyncLocalQueues
 from .topology import AsyncCluster, AsyncOneServer, AsyncTopology
+from .versioned import AsyncVersioned
 from .waiter import AsyncWaiter
 from .watchdog import AsyncWatchdog
 
@@ -61,6 +64,8 @@ WAKE_MODES = ("all", "one")
 # Consecutive local hand-offs before the lock goes back through Redis (see singleflight.py).
 DEFAULT_MAX_HANDOFFS = 10
 MAX_TOKEN = 2**63 - 1
+
+T = TypeVar("T")
 
 fence_logger = logging.getLogger("fencelock.fence")
 
@@ -112,6 +117,26 @@ def _refused(stale: StaleToken) -> None:
             "reason": f"token {stale.seen} wrote it already",
         },
     )
+
+
+def _fencing_token(token: object) -> int:
+    if isinstance(token, bool) or not isinstance(token, int):
+        raise TypeError(f"token must be an int, not {type(token).__name__}")
+    # A token no grant can have (Redis counts in signed 64 bits) would be stored as the
+    # highest seen and refuse every real holder's write for good.
+    if not 0 < token <= MAX_TOKEN:
+        shown = token if token.bit_length() <= 64 else f"a {len(str(token))}-digit number"
+        raise ValueError(f"token must be a fencing token from 1 to 2**63 - 1, got {shown}")
+    return token
+
+
+def _fenced(parse: Callable[[object, str, int], T], reply: object, key: str, token: int) -> T:
+    """``parse(reply, key, token)``; a refused stale token is logged (``_refused``) first."""
+    try:
+        return parse(reply, key, token)
+    except StaleToken as stale:
+        _refused(stale)
+        raise
 
 
 def _abandoned(name: str, owned: _Owned) -> None:
@@ -365,37 +390,91 @@ class AsyncLockClient:
         """Write ``value`` to ``key`` only if ``token`` is >= every token seen for ``key``;
         otherwise raise ``StaleToken`` and write nothing."""
         key = validate_resource_key(key)
-        if isinstance(token, bool) or not isinstance(token, int):
-            raise TypeError(f"token must be an int, not {type(token).__name__}")
-        # A token no grant can have (Redis counts in signed 64 bits) would be stored as the
-        # highest seen and refuse every real holder's write for good.
-        if not 0 < token <= MAX_TOKEN:
-            shown = token if token.bit_length() <= 64 else f"a {len(str(token))}-digit number"
-            raise ValueError(f"token must be a fencing token from 1 to 2**63 - 1, got {shown}")
-        if not isinstance(value, str | bytes | int | float) or isinstance(value, bool):
-            raise TypeError(f"value must be str, bytes, int or float, not {type(value).__name__}")
-        if isinstance(value, str):
-            encodable("value", value)
-        topology = self._topology
-        if redis is None and not isinstance(topology, AsyncOneServer):
-            raise TypeError("fenced_set in Redlock mode needs redis=: the server of the resource")
+        token = _fencing_token(token)
+        value = validate_value(value)
+        server = self._resource_server(redis, "fenced_set")
+        reply = await self._on_resource(
+            server, FENCED_SET, [key, fence_key_for(key)], [value, token]
+        )
+        _fenced(fenced_set_reply, reply, key, token)
+
+    async def fenced_get(
+        self, key: str, token: int, *, redis: AsyncRedis | AsyncRedisCluster | None = None
+    ) -> bytes | None:
+        """The value of ``key`` (bytes; None: no value), read for the holder of ``token``: in the
+        same step every older token is refused from then on (``StaleToken`` here if ``token``
+        is older itself), so no older holder's write can land between this read and this
+        holder's ``fenced_set``."""
+        key = validate_resource_key(key)
+        token = _fencing_token(token)
+        server = self._resource_server(redis, "fenced_get")
+        reply = await self._on_resource(server, FENCED_GET, [key, fence_key_for(key)], [token])
+        value: bytes | None = _fenced(fenced_get_reply, reply, key, token)
+        return value
+
+    async def fenced_update(
+        self,
+        key: str,
+        token: int,
+        fn: Callable[[bytes | None], str | bytes | int | float],
+        *,
+        redis: AsyncRedis | AsyncRedisCluster | None = None,
+    ) -> str | bytes | int | float:
+        """A fenced read-modify-write: ``fenced_get``, then write ``fn(value)`` if ``token`` is
+        still the newest and the value is still the one read (``Conflict`` otherwise: someone
+        wrote it without fencing, or with this token). Returns what was written. Two requests,
+        each within one request timeout."""
+        if not callable(fn):
+            raise TypeError(f"fn must be callable, not {type(fn).__name__}")
+        value = await self.fenced_get(key, token, redis=redis)
+        new = validate_value(fn(value), "the value fn returned")
+        keys, args = [key, fence_key_for(key)], [new, token, digest(value)]
+        reply = await self._on_resource(
+            self._resource_server(redis, "fenced_update"), FENCED_SET, keys, args
+        )
+        _fenced(fenced_set_reply, reply, key, token)
+        return new
+
+    def versioned(
+        self, key: str, *, redis: AsyncRedis | AsyncRedisCluster | None = None
+    ) -> AsyncVersioned:
+        """``key`` as a versioned value, written by compare-and-set without any lock (see
+        ``AsyncVersioned``). ``redis``: the server of the key (this client's by default;
+        required in Redlock mode)."""
+        key = validate_resource_key(key)
+        server = self._resource_server(redis, "versioned")
+        return AsyncVersioned(key, partial(self._on_resource, server))
+
+    def _resource_server(
+        self, redis: AsyncRedis | AsyncRedisCluster | None, what: str
+    ) -> AsyncRedis | AsyncRedisCluster | None:
+        """The client for a resource key's server: ``redis`` if given, else None (this client's
+        own server, which Redlock mode does not have)."""
+        if redis is None and not isinstance(self._topology, AsyncOneServer):
+            raise TypeError(f"{what} in Redlock mode needs redis=: the server of the resource")
         if redis is not None and not isinstance(redis, AsyncRedis | AsyncRedisCluster):
             expected = AsyncRedis.__module__ + ".Redis"
             raise TypeError(f"redis must be a {expected}, not {described(redis)}")
-        keys, args = [key, fence_key_for(key)], [value, str(token)]
+        return redis
+
+    async def _on_resource(
+        self,
+        redis: AsyncRedis | AsyncRedisCluster | None,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[Any],
+    ) -> Any:
+        """``script``'s reply from the server of a resource key (``_resource_server``)."""
         try:
             if redis is None:  # within one request timeout
+                topology = self._topology
                 assert isinstance(topology, AsyncOneServer)
-                reply, _ = await topology.script(FENCED_SET, keys, args, topology.request_timeout)
+                reply, _ = await topology.script(script, keys, args, topology.request_timeout)
             else:  # the resource's server: within what the caller's client allows
-                reply = await _run_script(redis, FENCED_SET, keys, args)
+                reply = await _run_script(redis, script, keys, args)
         except RedisError as exc:
-            raise translate_error(exc, f"resource {key!r}") from exc
-        try:
-            fenced_set_reply(reply, key, token)
-        except StaleToken as stale:
-            _refused(stale)
-            raise
+            raise translate_error(exc, f"resource {keys[0]!r}") from exc
+        return reply
 
     # -- operators' view (admin.py) ------------------------------------------------------
 

@@ -9,7 +9,14 @@ from urllib.parse import quote, unquote
 
 import redis.exceptions
 
-from ..errors import LockConnectionError, LockError, LockLost, NotReplicated, StaleToken
+from ..errors import (
+    Conflict,
+    LockConnectionError,
+    LockError,
+    LockLost,
+    NotReplicated,
+    StaleToken,
+)
 
 # 20 random bytes = 160 bits from the OS CSPRNG: unguessable, and short in Redis memory.
 HOLDER_TOKEN_BYTES = 20
@@ -187,8 +194,57 @@ def check_replicated(acked: int | None, wanted: int, what: str) -> None:
 def fenced_set_reply(reply: object, key: str, token: int) -> None:
     if not isinstance(reply, list) or len(reply) != 2:
         raise LockError(f"unexpected fenced_set reply {reply!r}")
+    status = _int(reply[0])
+    if status == 0:
+        raise StaleToken(key, token, _int(reply[1]))
+    if status == -1:
+        raise Conflict(f"{key!r} changed since it was read: nothing was written", key)
+    if status != 1:
+        raise LockError(f"unexpected fenced_set reply {reply!r}")
+
+
+def _value(value: object) -> bytes | None:
+    """A stored value as bytes (a Cluster request goes through the user's client, which may
+    decode: what it decoded from UTF-8 encodes back to the same bytes)."""
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    raise LockError(f"unexpected reply element {value!r}")
+
+
+def fenced_get_reply(reply: object, key: str, token: int) -> bytes | None:
+    """The value of ``key`` a fenced read returned (None: no value); ``StaleToken`` if refused."""
+    if not isinstance(reply, list) or len(reply) not in (2, 3):
+        raise LockError(f"unexpected fenced_get reply {reply!r}")
     if _int(reply[0]) != 1:
         raise StaleToken(key, token, _int(reply[1]))
+    return _value(reply[2]) if len(reply) == 3 else None
+
+
+def digest(value: bytes | None) -> str:
+    """What fenced_set.lua compares a value read with (ARGV[3]): its SHA1 in hex, '' for none."""
+    return "" if value is None else hashlib.sha1(value).hexdigest()
+
+
+def versioned_reply(reply: object) -> tuple[bytes | None, int]:
+    """(value, version) from versioned_get.lua."""
+    if not isinstance(reply, list) or len(reply) not in (1, 2):
+        raise LockError(f"unexpected versioned get reply {reply!r}")
+    return _value(reply[1]) if len(reply) == 2 else None, _int(reply[0])
+
+
+def versioned_set_reply(reply: object) -> tuple[bool, bytes | None, int]:
+    """From versioned_set.lua: (written, value now, version now). Written: the value is the one
+    sent (None here: the caller has it)."""
+    if not isinstance(reply, list) or len(reply) not in (2, 3):
+        raise LockError(f"unexpected versioned set reply {reply!r}")
+    written = _int(reply[0])
+    if written == 1 and len(reply) == 2:
+        return True, None, _int(reply[1])
+    if written == 0:
+        return False, _value(reply[2]) if len(reply) == 3 else None, _int(reply[1])
+    raise LockError(f"unexpected versioned set reply {reply!r}")
 
 
 def translate_error(exc: redis.exceptions.RedisError, what: str) -> LockError:

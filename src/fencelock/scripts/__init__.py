@@ -2,7 +2,8 @@
 
 Scripts that take, release or hand off a lock are sent with ``prelude.lua`` in front (the one
 rule for fencing tokens, and what a lock key may hold), releases with ``serve.lua`` too (serving
-the waiters): a script cannot call another.
+the waiters), the fenced writes of resources with ``fencing.lua``, versioned values with
+``versioned.lua``: a script cannot call another.
 """
 
 from __future__ import annotations
@@ -43,7 +44,10 @@ RELEASE = _load("release", "prelude", "serve")
 RENEW = _load("renew")
 REENTRANT_ACQUIRE = _load("reentrant_acquire", "prelude")
 REENTRANT_RELEASE = _load("reentrant_release", "prelude", "serve")
-FENCED_SET = _load("fenced_set")
+FENCED_SET = _load("fenced_set", "fencing")
+FENCED_GET = _load("fenced_get", "fencing")
+VERSIONED_GET = _load("versioned_get", "versioned")
+VERSIONED_SET = _load("versioned_set", "versioned")
 FENCE_RAISE = _load("fence_raise", "prelude")
 HANDOFF = _load("handoff", "prelude")
 INSPECT = _load("inspect")
