@@ -15,13 +15,12 @@ Modes, chosen by what it is given:
 
 from __future__ import annotations
 
-import functools
 import logging
 import warnings
 import weakref
 from collections.abc import Iterator, Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import partial, wraps
 from typing import Any, Self, TypeVar, cast
 
 from redis.exceptions import NoScriptError, RedisError
@@ -362,7 +361,7 @@ class LockClient:
         Semaphore(self, self._parts, name, limit, ttl, timeout=timeout)  # checks them now
 
         def decorate(fn: _F) -> _F:
-            @functools.wraps(fn)
+            @wraps(fn)
             def run(*args: Any, **kwargs: Any) -> Any:
                 permit = self.semaphore(name, limit, ttl, timeout=timeout, auto_renew=True)
                 with permit:
