@@ -7,6 +7,7 @@ from ._core.inspection import ForceOutcome, ForceReleased, LockInfo, WaiterInfo
 from ._core.stats import Statistics
 from ._sync.client import LockClient
 from ._sync.lock import Lock
+from ._sync.rw_lock import ReadWriteLock
 from ._sync.semaphore import Semaphore
 from ._sync.versioned import Versioned
 from .errors import (
@@ -37,6 +38,7 @@ __all__ = [
     "LockNotOwned",
     "LockTimeout",
     "NotReplicated",
+    "ReadWriteLock",
     "Semaphore",
     "StaleToken",
     "Statistics",

@@ -59,11 +59,15 @@ class SemaphoreKeys(LockKeys):
 
     state: str  # hash: the limit (kept), permits per holder and per waiter when more than one
     alive: str  # sorted set: waiter -> the time it must re-try by
+    kind: str  # "sem", or "rw": a read-write lock, a semaphore whose writers take every permit
 
     @classmethod
-    def for_semaphore(cls, name: str, prefix: str = DEFAULT_PREFIX) -> SemaphoreKeys:
-        base = f"{prefix}{{{escape(name)}}}:sem"  # (beside a lock of the same name, apart)
+    def for_semaphore(
+        cls, name: str, prefix: str = DEFAULT_PREFIX, kind: str = "sem"
+    ) -> SemaphoreKeys:
+        base = f"{prefix}{{{escape(name)}}}:{kind}"  # (beside a lock of the same name, apart)
         return cls(
+            kind=kind,
             lock=f"{base}:lock",
             fence=f"{base}:fence",
             channel=f"{base}:released",

@@ -50,6 +50,7 @@ from ..scripts import FENCED_GET, FENCED_SET, Script
 from . import admin
 from .lock import _DEFAULT, AsyncLock, Parts, _Default
 from .redlock import AsyncQuorum
+from .rw_lock import AsyncReadWriteLock
 from .semaphore import AsyncSemaphore
 from .singleflight import AsyncLocalQueues
 from .topology import AsyncCluster, AsyncOneServer, AsyncTopology
@@ -343,6 +344,31 @@ class AsyncLockClient:
             self._parts,
             name,
             limit,
+            ttl,
+            timeout=timeout,
+            auto_renew=auto_renew,
+            on_lost=on_lost,
+            on_lost_policy=on_lost_policy,
+            label=label,
+        )
+
+    def rw_lock(
+        self,
+        name: str,
+        ttl: float = 30.0,
+        *,
+        timeout: float | None = None,
+        auto_renew: bool = False,
+        on_lost: Callable[[AsyncLock], object] | None = None,
+        on_lost_policy: str = "raise",
+        label: Label | _Default = _DEFAULT,
+    ) -> AsyncReadWriteLock:
+        """A phase-fair read-write lock on ``name``: ``.read()`` and ``.write()`` make its lock
+        objects, each holder with a lease of ``ttl`` (docs/rw_lock.md). One master or a Cluster."""
+        return AsyncReadWriteLock(
+            self,
+            self._parts,
+            name,
             ttl,
             timeout=timeout,
             auto_renew=auto_renew,

@@ -51,7 +51,10 @@ class SemaphoreState:
     holders: dict[tuple[str, str | None], int]
 
 
-class AsyncSemaphore(AsyncLock):
+class AsyncPermits(AsyncLock):
+    """What a semaphore and the two sides of a read-write lock share: a lock object whose grant
+    is ``n`` permits of ``limit``, on the keys of ``kind`` (keys.SemaphoreKeys)."""
+
     def __init__(
         self,
         client: object,
@@ -60,6 +63,7 @@ class AsyncSemaphore(AsyncLock):
         limit: int,
         ttl: float,
         *,
+        kind: str = "sem",
         timeout: float | None,
         auto_renew: bool = False,
         on_lost: Callable[[AsyncLock], object] | None = None,
@@ -83,7 +87,7 @@ class AsyncSemaphore(AsyncLock):
             on_lost_policy=on_lost_policy,
             label=label,
         )
-        self._keys = SemaphoreKeys.for_semaphore(self.name, parts.prefix)
+        self._keys = SemaphoreKeys.for_semaphore(self.name, parts.prefix, kind)
         self._owner = new_waiter_id()
         self._spec = self._spec_for(1)
 
@@ -127,15 +131,19 @@ class AsyncSemaphore(AsyncLock):
             raise translate_error(exc, self._keys.lock) from exc
         return semaphore_state(reply)
 
+    async def holders(self) -> dict[tuple[str, str | None], int]:
+        """Who holds permits now: (holder id, label) -> permits."""
+        return (await self.state()).holders
+
+
+class AsyncSemaphore(AsyncPermits):
+    """At most ``limit`` permits of a name held at once (``LockClient.semaphore``)."""
+
     async def available(self) -> int:
         """Permits free now (the stored limit, or this object's if none is stored yet, less
         those held)."""
         state = await self.state()
         return max(0, (state.limit or self.limit) - state.used)
-
-    async def holders(self) -> dict[tuple[str, str | None], int]:
-        """Who holds permits now: (holder id, label) -> permits."""
-        return (await self.state()).holders
 
     async def set_limit(self, limit: int) -> None:
         """Store a new limit for every client of the semaphore. It applies to the next grants:

@@ -20,6 +20,8 @@ logger = logging.getLogger("fencelock.metrics")
 LOCK = "lock"
 REENTRANT_LOCK = "reentrant_lock"
 SEMAPHORE = "semaphore"
+READ_LOCK = "read_lock"  # the two sides of a read-write lock (a semaphore: rw_lock.py)
+WRITE_LOCK = "write_lock"
 
 # How an acquire ended.
 GRANTED = "granted"

@@ -58,7 +58,7 @@ class LockSpec:
                 "acquire_keys": sem,
                 "release_keys": (keys.lock, keys.queue, keys.fence, keys.state, keys.alive),
                 "line": f"{keys.lock}:semaphore:{self.owner}",
-                "primitive": events.SEMAPHORE,
+                "primitive": _semaphore_primitive(keys.kind, self.permits, self.limit),
             }
             for name, value in derived.items():
                 object.__setattr__(self, name, value)
@@ -74,6 +74,12 @@ class LockSpec:
         }
         for name, value in derived.items():
             object.__setattr__(self, name, value)  # (a frozen dataclass sets its own fields so)
+
+
+def _semaphore_primitive(kind: str, permits: int, limit: int) -> str:
+    if kind == "sem":
+        return events.SEMAPHORE
+    return events.WRITE_LOCK if permits >= limit else events.READ_LOCK
 
 
 def acquire_args(

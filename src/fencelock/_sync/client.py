@@ -51,6 +51,7 @@ from ..scripts import FENCED_GET, FENCED_SET, Script
 from . import admin
 from .lock import _DEFAULT, Lock, Parts, _Default
 from .redlock import SyncQuorum
+from .rw_lock import ReadWriteLock
 from .semaphore import Semaphore
 from .singleflight import LocalQueues
 from .topology import SyncCluster, SyncOneServer, SyncTopology
@@ -344,6 +345,31 @@ class LockClient:
             self._parts,
             name,
             limit,
+            ttl,
+            timeout=timeout,
+            auto_renew=auto_renew,
+            on_lost=on_lost,
+            on_lost_policy=on_lost_policy,
+            label=label,
+        )
+
+    def rw_lock(
+        self,
+        name: str,
+        ttl: float = 30.0,
+        *,
+        timeout: float | None = None,
+        auto_renew: bool = False,
+        on_lost: Callable[[Lock], object] | None = None,
+        on_lost_policy: str = "raise",
+        label: Label | _Default = _DEFAULT,
+    ) -> ReadWriteLock:
+        """A phase-fair read-write lock on ``name``: ``.read()`` and ``.write()`` make its lock
+        objects, each holder with a lease of ``ttl`` (docs/rw_lock.md). One master or a Cluster."""
+        return ReadWriteLock(
+            self,
+            self._parts,
+            name,
             ttl,
             timeout=timeout,
             auto_renew=auto_renew,

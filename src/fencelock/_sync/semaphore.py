@@ -52,7 +52,10 @@ class SemaphoreState:
     holders: dict[tuple[str, str | None], int]
 
 
-class Semaphore(Lock):
+class Permits(Lock):
+    """What a semaphore and the two sides of a read-write lock share: a lock object whose grant
+    is ``n`` permits of ``limit``, on the keys of ``kind`` (keys.SemaphoreKeys)."""
+
     def __init__(
         self,
         client: object,
@@ -61,6 +64,7 @@ class Semaphore(Lock):
         limit: int,
         ttl: float,
         *,
+        kind: str = "sem",
         timeout: float | None,
         auto_renew: bool = False,
         on_lost: Callable[[Lock], object] | None = None,
@@ -84,7 +88,7 @@ class Semaphore(Lock):
             on_lost_policy=on_lost_policy,
             label=label,
         )
-        self._keys = SemaphoreKeys.for_semaphore(self.name, parts.prefix)
+        self._keys = SemaphoreKeys.for_semaphore(self.name, parts.prefix, kind)
         self._owner = new_waiter_id()
         self._spec = self._spec_for(1)
 
@@ -128,15 +132,19 @@ class Semaphore(Lock):
             raise translate_error(exc, self._keys.lock) from exc
         return semaphore_state(reply)
 
+    def holders(self) -> dict[tuple[str, str | None], int]:
+        """Who holds permits now: (holder id, label) -> permits."""
+        return (self.state()).holders
+
+
+class Semaphore(Permits):
+    """At most ``limit`` permits of a name held at once (``LockClient.semaphore``)."""
+
     def available(self) -> int:
         """Permits free now (the stored limit, or this object's if none is stored yet, less
         those held)."""
         state = self.state()
         return max(0, (state.limit or self.limit) - state.used)
-
-    def holders(self) -> dict[tuple[str, str | None], int]:
-        """Who holds permits now: (holder id, label) -> permits."""
-        return (self.state()).holders
 
     def set_limit(self, limit: int) -> None:
         """Store a new limit for every client of the semaphore. It applies to the next grants:

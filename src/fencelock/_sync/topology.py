@@ -67,11 +67,15 @@ _ACQUIRE: Final = {
     events.LOCK: ACQUIRE,
     events.REENTRANT_LOCK: REENTRANT_ACQUIRE,
     events.SEMAPHORE: SEMAPHORE_ACQUIRE,
+    events.READ_LOCK: SEMAPHORE_ACQUIRE,
+    events.WRITE_LOCK: SEMAPHORE_ACQUIRE,
 }
 _RELEASE: Final = {
     events.LOCK: RELEASE,
     events.REENTRANT_LOCK: REENTRANT_RELEASE,
     events.SEMAPHORE: SEMAPHORE_RELEASE,
+    events.READ_LOCK: SEMAPHORE_RELEASE,
+    events.WRITE_LOCK: SEMAPHORE_RELEASE,
 }
 
 server_logger = logging.getLogger("fencelock.server")

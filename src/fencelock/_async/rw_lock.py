@@ -1,0 +1,121 @@
+"""A read-write lock, phase-fair: readers share, writers exclude, and arrival order is kept.
+
+It is a semaphore (semaphore.py) of ``WRITE_PERMITS`` permits on keys of its own: a reader takes
+one permit, a writer all of them. The semaphore's first come, first served queue gives the
+phase-fair order:
+
+* a reader that arrives while a writer waits queues behind it (writers are not starved);
+* the readers queued behind a writer are admitted together when it releases: the first is
+  woken, and each grant wakes the next while it fits, up to the next queued writer (readers
+  are not starved either);
+* every holder has its own lease: a reader that dies gives its permit back alone, at its
+  lease's end;
+* every grant, of either side, gets a fencing token larger than every earlier grant's.
+
+Neither side changes into the other. An upgrade (read -> write) is refused: two readers
+upgrading at once would each wait for the other's read permit for ever. A downgrade (write ->
+read) would be safe, but is not offered yet: release the write lock and take a read lock (a
+writer may slip in between).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from ..keys import validate_name
+from ..labels import Label
+from .lock import _DEFAULT, AsyncLock, Parts, _Default
+from .semaphore import AsyncPermits
+
+WRITE_PERMITS: Final = 2**31  # a writer's share: every permit (a reader takes one)
+
+
+class AsyncReadWriteLock:
+    """``LockClient.rw_lock(name)``: ``read()`` and ``write()`` make the lock objects."""
+
+    def __init__(
+        self,
+        client: object,
+        parts: Parts,
+        name: str,
+        ttl: float,
+        *,
+        timeout: float | None,
+        auto_renew: bool,
+        on_lost: Callable[[AsyncLock], object] | None,
+        on_lost_policy: str,
+        label: Label | _Default,
+    ) -> None:
+        self.name = validate_name(name)
+        self._make = lambda permits: AsyncRWSide(
+            client,
+            parts,
+            self.name,
+            ttl,
+            permits,
+            timeout=timeout,
+            auto_renew=auto_renew,
+            on_lost=on_lost,
+            on_lost_policy=on_lost_policy,
+            label=label,
+        )
+        self._make(1)  # the arguments are checked now, not at the first read()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+    def read(self) -> AsyncRWSide:
+        """A reader's lock object: shares the name with other readers."""
+        return self._make(1)
+
+    def write(self) -> AsyncRWSide:
+        """A writer's lock object: excludes readers and writers."""
+        return self._make(WRITE_PERMITS)
+
+
+class AsyncRWSide(AsyncPermits):
+    """One side of a read-write lock: a lock object (with, acquire, release, token, lost...)."""
+
+    def __init__(
+        self,
+        client: object,
+        parts: Parts,
+        name: str,
+        ttl: float,
+        permits: int,
+        *,
+        timeout: float | None,
+        auto_renew: bool = False,
+        on_lost: Callable[[AsyncLock], object] | None = None,
+        on_lost_policy: str = "raise",
+        label: Label | _Default = _DEFAULT,
+    ) -> None:
+        super().__init__(
+            client,
+            parts,
+            name,
+            WRITE_PERMITS,
+            ttl,
+            kind="rw",
+            timeout=timeout,
+            auto_renew=auto_renew,
+            on_lost=on_lost,
+            on_lost_policy=on_lost_policy,
+            label=label,
+        )
+        self._spec = self._spec_for(permits)
+
+    def __repr__(self) -> str:
+        side = "write" if self.writer else "read"
+        return f"<{type(self).__name__} {self.name!r} {side} ttl={self.ttl}>"
+
+    @property
+    def writer(self) -> bool:
+        return self._spec.permits == WRITE_PERMITS
+
+    async def acquire(  # type: ignore[override]  # (the side decides the permits)
+        self, timeout: float | _Default | None = _DEFAULT
+    ) -> bool:
+        """Take this side of the lock; ``timeout`` as ``Lock.acquire``."""
+        return await super().acquire(self._spec.permits, timeout)
