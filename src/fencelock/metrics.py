@@ -29,7 +29,8 @@ fencelock_held_locks                      gauge                          grants 
 fencelock_waiting_acquires                gauge                          acquires waiting now
 ========================================  =========  ==================  ========================
 
-``primitive``: ``lock`` or ``reentrant_lock``; ``outcome``: ``granted``, ``timeout`` or
+``primitive``: ``lock``, ``reentrant_lock``, ``semaphore``, ``read_lock`` or ``write_lock``;
+``outcome``: ``granted``, ``timeout`` or
 ``error``; ``reason``: ``expired``, ``unreachable``, ``taken_over`` or ``data_loss``
 (docs/operations.md says what each means). Lock names are not labels: their number has no
 bound. ``name_label=`` maps a name to a label of a bounded set (``"order:123"`` ->
