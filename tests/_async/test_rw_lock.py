@@ -9,6 +9,7 @@ import pytest
 import fencelock
 from fencelock._async.client import AsyncLockClient
 from tests.concurrency import AsyncCall, async_until
+from tests.exported import Exported
 
 
 async def test_readers_share_and_writers_exclude(async_client: AsyncLockClient) -> None:
@@ -94,3 +95,19 @@ async def test_an_upgrade_is_refused(async_client: AsyncLockClient) -> None:
         with pytest.raises(fencelock.LockError, match="already held"):
             await reader.acquire(timeout=0)  # one object, one grant: no change of side
         assert not await rw.write().acquire(timeout=0)  # a writer waits for the reader
+
+
+async def test_each_side_is_its_own_primitive_in_the_metrics(
+    exported: Exported, async_client: AsyncLockClient
+) -> None:
+    rw = async_client.rw_lock("rw-metrics", ttl=10)
+    async with rw.read():
+        pass
+    async with rw.write():
+        pass
+    async with async_client.semaphore("rw-metrics", 2, ttl=10):
+        pass
+    for primitive in ("read_lock", "write_lock", "semaphore"):
+        labels = {"primitive": primitive, "name": "rw-metrics"}
+        assert exported.count("grants", **labels) == 1
+        assert exported.count("hold", **labels) == 1

@@ -10,6 +10,7 @@ import pytest
 import fencelock
 from fencelock._sync.client import LockClient
 from tests.concurrency import SyncCall, sync_until
+from tests.exported import Exported
 
 
 def test_readers_share_and_writers_exclude(sync_client: LockClient) -> None:
@@ -95,3 +96,19 @@ def test_an_upgrade_is_refused(sync_client: LockClient) -> None:
         with pytest.raises(fencelock.LockError, match="already held"):
             reader.acquire(timeout=0)  # one object, one grant: no change of side
         assert not rw.write().acquire(timeout=0)  # a writer waits for the reader
+
+
+def test_each_side_is_its_own_primitive_in_the_metrics(
+    exported: Exported, sync_client: LockClient
+) -> None:
+    rw = sync_client.rw_lock("rw-metrics", ttl=10)
+    with rw.read():
+        pass
+    with rw.write():
+        pass
+    with sync_client.semaphore("rw-metrics", 2, ttl=10):
+        pass
+    for primitive in ("read_lock", "write_lock", "semaphore"):
+        labels = {"primitive": primitive, "name": "rw-metrics"}
+        assert exported.count("grants", **labels) == 1
+        assert exported.count("hold", **labels) == 1
