@@ -86,3 +86,23 @@ async def test_200_concurrent_acquires_through_a_sentinel_pool(
 
     assert await async_together([lambda i=i: cycle(i) for i in range(200)]) == [True] * 200
     await client.close()
+
+
+async def test_semaphore_and_rw_lock_permits_survive_a_forced_failover(
+    sentinel_setup: SentinelSetup,
+) -> None:
+    client = sentinel_client(sentinel_setup)
+    permit = client.semaphore("jobs", 2, ttl=5, auto_renew=True)
+    writer = client.rw_lock("catalog", ttl=5, auto_renew=True).write()
+    assert await permit.acquire(timeout=0) and await writer.acquire(timeout=0)
+    sentinel_setup.failover()
+    sentinel_setup.wait_synced(demote=True)
+    renewed = client.statistics().renewals
+    await async_until(lambda: client.statistics().renewals >= renewed + 4)  # both, twice
+    assert not permit.lost and await permit.held()
+    assert not writer.lost and await writer.held()
+    assert await client.semaphore("jobs", 2).available() == 1  # on the new master
+    assert not await client.rw_lock("catalog").read().acquire(timeout=0)
+    await permit.release()
+    await writer.release()
+    await client.close()
