@@ -2,6 +2,7 @@
 
 from ._async.client import AsyncLockClient as LockClient
 from ._async.lock import AsyncLock as Lock
+from ._async.multilock import AsyncMultiLock as MultiLock
 from ._async.semaphore import AsyncSemaphore as Semaphore
 from ._async.versioned import AsyncVersioned as Versioned
 from ._core.inspection import ForceOutcome, ForceReleased, LockInfo, WaiterInfo
@@ -31,6 +32,7 @@ __all__ = [
     "LockLost",
     "LockNotOwned",
     "LockTimeout",
+    "MultiLock",
     "NotReplicated",
     "Semaphore",
     "StaleToken",
