@@ -81,9 +81,10 @@ class MultiLock:
     def acquire(self, timeout: float | _Default | None = _DEFAULT) -> bool:
         """Take every name, all or none, in canonical order (sorted, deduplicated: never the
         caller's order, so two multi-locks cannot deadlock). ``timeout``: None waits forever,
-        0 tries each name once, > 0 is one deadline shared by all the names (default: the
-        multi-lock's own timeout). Returns whether all were acquired; on False, on an error or
-        on cancellation the names already taken have been released."""
+        0 tries each name once, > 0 is one deadline shared by all the names (a name reached
+        after it is still tried once: the call is bounded by the deadline plus one request per
+        name) (default: the multi-lock's own timeout). Returns whether all were acquired; on
+        False, on an error or on cancellation the names already taken have been released."""
         wait = self.timeout if isinstance(timeout, _Default) else validate_timeout(timeout)
         if self._holding:
             raise LockError(f"{list(self.names)!r} are already held by this multi-lock")
