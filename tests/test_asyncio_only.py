@@ -488,3 +488,43 @@ async def test_a_woken_waiter_that_gives_up_passes_the_wake_up_on(
     for client in (first, second):
         await client.close()
     holder_client.close()
+
+
+async def test_multi_lock_cancelled_anywhere_leaves_nothing_held(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    """Cancelled at any step of an uncontended acquire of three names: the names already taken
+    (and one whose grant was in flight) are given back."""
+    names = ["mc-1", "mc-2", "mc-3"]
+    keys = [LockKeys.for_name(n).lock for n in names]
+    multi = async_client.multi_lock(names, ttl=30)
+
+    async def cycle() -> None:
+        if await multi.acquire(timeout=5):
+            await multi.release()
+
+    steps = 0
+    while not await cancel_after(steps, cycle):
+        await settle()
+        assert not raw.exists(*keys), f"left held after cancel at step {steps}"
+        steps += 1
+    assert steps > 3  # the cancellations really fell between the names
+    assert not raw.exists(*keys)
+
+
+async def test_multi_lock_wait_for_while_waiting_for_a_busy_name_releases_the_others(
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
+) -> None:
+    busy = async_client_b.lock("mw-2", ttl=30)
+    assert await busy.acquire()
+    multi = async_client.multi_lock(["mw-2", "mw-1", "mw-3"], ttl=30)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(multi.acquire(None), 0.2)  # holds mw-1, waits for mw-2
+    await settle()
+    assert not raw.exists(LockKeys.for_name("mw-1").lock, LockKeys.for_name("mw-3").lock)
+    free = async_client_b.lock("mw-1")
+    assert await free.acquire(timeout=0)
+    await free.release()
+    await busy.release()
+    assert await multi.acquire(timeout=0)  # the cancelled acquire left the object usable
+    await multi.release()

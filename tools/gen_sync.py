@@ -29,6 +29,7 @@ PAIRS = [
 REPLACEMENTS = {
     "AsyncLockClient": "LockClient",
     "AsyncLock": "Lock",
+    "AsyncMultiLock": "MultiLock",
     "AsyncSemaphore": "Semaphore",
     "AsyncPermits": "Permits",
     "AsyncReadWriteLock": "ReadWriteLock",

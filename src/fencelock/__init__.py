@@ -7,6 +7,7 @@ from ._core.inspection import ForceOutcome, ForceReleased, LockInfo, WaiterInfo
 from ._core.stats import Statistics
 from ._sync.client import LockClient
 from ._sync.lock import Lock
+from ._sync.multilock import MultiLock
 from ._sync.rw_lock import ReadWriteLock
 from ._sync.semaphore import Semaphore
 from ._sync.versioned import Versioned
@@ -37,6 +38,7 @@ __all__ = [
     "LockLost",
     "LockNotOwned",
     "LockTimeout",
+    "MultiLock",
     "NotReplicated",
     "ReadWriteLock",
     "Semaphore",

@@ -2,6 +2,7 @@
 
 from ._async.client import AsyncLockClient as LockClient
 from ._async.lock import AsyncLock as Lock
+from ._async.multilock import AsyncMultiLock as MultiLock
 from ._async.rw_lock import AsyncReadWriteLock as ReadWriteLock
 from ._async.semaphore import AsyncSemaphore as Semaphore
 from ._async.versioned import AsyncVersioned as Versioned
@@ -32,6 +33,7 @@ __all__ = [
     "LockLost",
     "LockNotOwned",
     "LockTimeout",
+    "MultiLock",
     "NotReplicated",
     "ReadWriteLock",
     "Semaphore",

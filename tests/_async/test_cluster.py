@@ -14,7 +14,7 @@ from fencelock._transport import AsyncRedisCluster
 from fencelock.keys import LockKeys, fence_key_for, version_key_for
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.topology import Cluster
-from tests.concurrency import AsyncCall, async_until
+from tests.concurrency import AsyncCall, async_together, async_until
 
 # names whose keys land on different shards (and slots)
 NAMES = [f"job-{i}" for i in range(12)]
@@ -231,6 +231,40 @@ async def test_semaphores_on_a_cluster(cluster_client: AsyncLockClient, cluster:
         for permit in renewed:
             assert await permit.held()
             await permit.release()
+    finally:
+        await other.close()
+        await redis.aclose()
+
+
+async def test_multi_lock_across_slots(cluster_client: AsyncLockClient, cluster: Cluster) -> None:
+    """Names on three shards: taken in canonical order, given back when one is busy, and two
+    callers in opposite orders never deadlock."""
+    names = NAMES[:6]
+    assert len({cluster.master_for_key(LockKeys.for_name(n).lock).port for n in names}) == 3
+    redis = AsyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=5)
+    other = AsyncLockClient(redis)
+    try:
+        busy = other.lock(names[-1], ttl=10)
+        assert await busy.acquire(timeout=0)
+        multi = cluster_client.multi_lock(reversed(names), ttl=10, auto_renew=True)
+        assert not await multi.acquire(timeout=0)
+        for name in names[:-1]:  # all or none: the others were given back
+            free = other.lock(name, ttl=10)
+            assert await free.acquire(timeout=0)
+            await free.release()
+        await busy.release()
+
+        async def cycles(client: AsyncLockClient, order: list[str]) -> None:
+            mine = client.multi_lock(order, ttl=10, timeout=10)
+            for _ in range(5):
+                async with mine:
+                    assert set(mine.tokens) == set(names)
+
+        await async_together(
+            [lambda: cycles(cluster_client, names), lambda: cycles(other, names[::-1])]
+        )
+        async with multi:
+            assert await multi.held()
     finally:
         await other.close()
         await redis.aclose()

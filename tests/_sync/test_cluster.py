@@ -15,7 +15,7 @@ from fencelock._transport import SyncRedisCluster
 from fencelock.keys import LockKeys, fence_key_for, version_key_for
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.topology import Cluster
-from tests.concurrency import SyncCall, sync_until
+from tests.concurrency import SyncCall, sync_together, sync_until
 
 # names whose keys land on different shards (and slots)
 NAMES = [f"job-{i}" for i in range(12)]
@@ -232,6 +232,40 @@ def test_semaphores_on_a_cluster(cluster_client: LockClient, cluster: Cluster) -
         for permit in renewed:
             assert permit.held()
             permit.release()
+    finally:
+        other.close()
+        redis.close()
+
+
+def test_multi_lock_across_slots(cluster_client: LockClient, cluster: Cluster) -> None:
+    """Names on three shards: taken in canonical order, given back when one is busy, and two
+    callers in opposite orders never deadlock."""
+    names = NAMES[:6]
+    assert len({cluster.master_for_key(LockKeys.for_name(n).lock).port for n in names}) == 3
+    redis = SyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=5)
+    other = LockClient(redis)
+    try:
+        busy = other.lock(names[-1], ttl=10)
+        assert busy.acquire(timeout=0)
+        multi = cluster_client.multi_lock(reversed(names), ttl=10, auto_renew=True)
+        assert not multi.acquire(timeout=0)
+        for name in names[:-1]:  # all or none: the others were given back
+            free = other.lock(name, ttl=10)
+            assert free.acquire(timeout=0)
+            free.release()
+        busy.release()
+
+        def cycles(client: LockClient, order: list[str]) -> None:
+            mine = client.multi_lock(order, ttl=10, timeout=10)
+            for _ in range(5):
+                with mine:
+                    assert set(mine.tokens) == set(names)
+
+        sync_together(
+            [lambda: cycles(cluster_client, names), lambda: cycles(other, names[::-1])]
+        )
+        with multi:
+            assert multi.held()
     finally:
         other.close()
         redis.close()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import warnings
 import weakref
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial, wraps
 from typing import Any, Self, TypeVar, cast
@@ -49,6 +49,7 @@ from ..labels import Label, check_label
 from ..scripts import FENCED_GET, FENCED_SET, Script
 from . import admin
 from .lock import _DEFAULT, AsyncLock, Parts, _Default
+from .multilock import AsyncMultiLock
 from .redlock import AsyncQuorum
 from .rw_lock import AsyncReadWriteLock
 from .semaphore import AsyncSemaphore
@@ -324,6 +325,20 @@ class AsyncLockClient:
             on_lost_policy=on_lost_policy,
             label=label,
         )
+
+    def multi_lock(
+        self,
+        names: Iterable[str],
+        ttl: float = 30.0,
+        *,
+        timeout: float | None = None,
+        auto_renew: bool = False,
+        label: Label | _Default = _DEFAULT,
+    ) -> AsyncMultiLock:
+        """One lock over several ``names``, taken all or none (docs/multilock.md). Whatever the
+        order given, the names are taken sorted and deduplicated, so two multi-locks sharing
+        names can never deadlock. ``multi.tokens``: the fencing token of each name."""
+        return AsyncMultiLock(self, names, ttl, timeout=timeout, auto_renew=auto_renew, label=label)
 
     def semaphore(
         self,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import warnings
 import weakref
-from collections.abc import Iterator, Callable, Sequence
+from collections.abc import Iterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial, wraps
 from typing import Any, Self, TypeVar, cast
@@ -50,6 +50,7 @@ from ..labels import Label, check_label
 from ..scripts import FENCED_GET, FENCED_SET, Script
 from . import admin
 from .lock import _DEFAULT, Lock, Parts, _Default
+from .multilock import MultiLock
 from .redlock import SyncQuorum
 from .rw_lock import ReadWriteLock
 from .semaphore import Semaphore
@@ -325,6 +326,20 @@ class LockClient:
             on_lost_policy=on_lost_policy,
             label=label,
         )
+
+    def multi_lock(
+        self,
+        names: Iterable[str],
+        ttl: float = 30.0,
+        *,
+        timeout: float | None = None,
+        auto_renew: bool = False,
+        label: Label | _Default = _DEFAULT,
+    ) -> MultiLock:
+        """One lock over several ``names``, taken all or none (docs/multilock.md). Whatever the
+        order given, the names are taken sorted and deduplicated, so two multi-locks sharing
+        names can never deadlock. ``multi.tokens``: the fencing token of each name."""
+        return MultiLock(self, names, ttl, timeout=timeout, auto_renew=auto_renew, label=label)
 
     def semaphore(
         self,
