@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -196,6 +197,9 @@ def test_proxy_resets_clients_when_the_server_is_down(target: EmbeddedServer) ->
 
 
 def test_proxy_close_leaks_no_thread_or_socket(target: EmbeddedServer) -> None:
+    # Earlier tests' objects are collected first: a finalizer closing a socket during this test
+    # would lower the count (seen once under xdist). A leak can only raise it.
+    gc.collect()
     fds, threads = len(os.listdir("/proc/self/fd")), threading.active_count()
     proxy = TcpProxy(target.port)
     with probe(proxy.port, timeout=0.2) as client, probe(proxy.port, timeout=0.2) as held:
@@ -206,8 +210,8 @@ def test_proxy_close_leaks_no_thread_or_socket(target: EmbeddedServer) -> None:
         proxy.delay(0.01)
     proxy.close()
     proxy.close()  # a second close is harmless
-    assert threading.active_count() == threads
-    assert len(os.listdir("/proc/self/fd")) == fds
+    assert threading.active_count() <= threads
+    assert len(os.listdir("/proc/self/fd")) <= fds
     with pytest.raises(RuntimeError):
         proxy.normal()
 
