@@ -539,10 +539,8 @@ class AsyncLockClient:
         as by a release; the next grant gets a larger token, so the forced-out holder's fenced
         writes are refused, and its next renewal, extend, release or held() reports the loss.
         Logged on the "fencelock.admin" logger."""
-        if token is not None and (isinstance(token, bool) or not isinstance(token, int)):
-            raise TypeError(f"token must be an int or None, not {type(token).__name__}")
-        if token is not None and not 0 < token <= MAX_TOKEN:
-            raise ValueError(f"token must be a fencing token from 1 to 2**63 - 1, got {token}")
+        if token is not None:
+            token = _fencing_token(token)
         return await admin.force_release(self._topology, self._prefix, validate_name(name), token)
 
     async def close(self) -> None:

@@ -25,7 +25,7 @@ from redis.exceptions import RedisError
 
 from .._backend import async_shield, async_sleep
 from .._core import events
-from .._core.lease import Grant, granted, loss_reason, reserve, trusted_release_grant
+from .._core.lease import Grant, granted, reserve, trusted_release_grant
 from .._core.quorum import retry_jitter
 from .._core.replies import Busy, Granted, new_holder_token, new_waiter_id, queue_entry
 from .._core.timing import remaining, retry_delay
@@ -106,7 +106,7 @@ async def reenter(lock: AsyncLock, grant: Grant) -> None:
         if isinstance(result, Busy):
             raise LockLost(f"{lock.name!r}: a majority of nodes refused the re-entry")
     except LockLost:
-        lock._declare_lost(grant, loss_reason(grant, time.monotonic()), "at re-entry")
+        lock._declare_lost(grant, "at re-entry")
         raise
     except NotReplicated:
         await async_shield(topology.release(lock._spec, grant.holder))  # the extra hold

@@ -27,14 +27,13 @@ import sys
 import time
 import warnings
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from .._backend import AsyncBackground, AsyncEvent, AsyncStateLock
 from .._core import events
-from .._core.lease import Grant, LockSpec, loss_reason
+from .._core.lease import Grant, LockSpec
 from .._core.replies import RENEWED, TAKEN
 from .._core.stats import Counters
 from .._core.timing import (
@@ -50,6 +49,12 @@ from .topology import AsyncTopology
 logger = logging.getLogger("fencelock.watchdog")
 
 
+class Lose(Protocol):
+    """How a lease record declares its loss: ``AsyncLock._declare_lost``."""
+
+    def __call__(self, grant: Grant, found: str, *, other_holder: bool = False) -> str: ...
+
+
 @dataclass(eq=False, slots=True)
 class Lease:
     """A lease to renew: its grant (whose deadline a renewal moves), what the renew script
@@ -58,7 +63,7 @@ class Lease:
     grant: Grant
     spec: LockSpec
     slot: int  # its Cluster slot (0 elsewhere), computed once
-    lose: weakref.WeakMethod[Callable[[Grant, str, str], None]]
+    lose: weakref.WeakMethod[Lose]
     renew_at: float  # monotonic
 
     @property
@@ -94,7 +99,7 @@ class AsyncWatchdog:
             self._running = False
             self._sleep_until = math.inf
 
-    def track(self, grant: Grant, spec: LockSpec, lose: Callable[[Grant, str, str], None]) -> None:
+    def track(self, grant: Grant, spec: LockSpec, lose: Lose) -> None:
         """Renew ``grant`` every ttl/3 until untracked; ``lose`` (a bound method of the lock
         object, held weakly) declares it lost."""
         self._reset_after_fork()
@@ -167,8 +172,7 @@ class AsyncWatchdog:
         while ends and ends[0][0] <= now:
             lease = heapq.heappop(ends)[2]
             if now >= lease.grant.deadline:
-                reason = loss_reason(lease.grant, now)
-                self._lose(lease, reason, "by its local deadline, no renewal confirmed")
+                self._lose(lease, "by its local deadline, no renewal confirmed")
 
     async def _renew(self, batch: list[Lease]) -> None:
         with self._guard:  # not the ones declared lost, released or dropped meanwhile
@@ -207,19 +211,18 @@ class AsyncWatchdog:
                 grant.renewed(sent_at, spec.ttl)
                 lease.renew_at = next_renewal(sent_at, spec.ttl)
             else:
-                why = loss_reason(grant, now, other_holder=ok == TAKEN)
-                self._lose(lease, why, "at renewal")
+                self._lose(lease, "at renewal", other_holder=ok == TAKEN)
                 continue  # (a loss: no renewal, and no renewal failure either)
             if events.on:
                 events.emit(events.Renewal(spec.primitive, spec.name, ok == RENEWED))
 
-    def _lose(self, lease: Lease, reason: str, found: str) -> None:
+    def _lose(self, lease: Lease, found: str, *, other_holder: bool = False) -> None:
         with self._guard:
             if self._leases.pop(lease.grant, None) is None:
                 return  # released meanwhile: a renewal answered after release is no loss
         lose = lease.lose()
         if lose is not None:  # else dropped: nobody is left to hear of it
-            lose(lease.grant, reason, found)
+            lose(lease.grant, found, other_holder=other_holder)
 
     async def close(self) -> None:
         self._closing = True

@@ -49,29 +49,26 @@ class LockSpec:
 
     def __post_init__(self) -> None:
         keys = self.keys
+        derived: dict[str, object]
         if isinstance(keys, SemaphoreKeys):
             # Each semaphore object queues alone: permits are not passed between local objects
             # (a local queue would let only one of them hold at a time).
-            sem = (keys.lock, keys.fence, keys.queue, keys.state, keys.alive)
-            derived: dict[str, object] = {
-                "ttl_ms": ttl_to_ms(self.ttl),
-                "acquire_keys": sem,
+            derived = {
+                "acquire_keys": (keys.lock, keys.fence, keys.queue, keys.state, keys.alive),
                 "release_keys": (keys.lock, keys.queue, keys.fence, keys.state, keys.alive),
                 "line": f"{keys.lock}:semaphore:{self.owner}",
                 "primitive": _semaphore_primitive(keys.kind, self.permits, self.limit),
             }
-            for name, value in derived.items():
-                object.__setattr__(self, name, value)
-            return
-        derived = {
-            "ttl_ms": ttl_to_ms(self.ttl),
-            "acquire_keys": (keys.lock, keys.fence)
-            if self.reentrant
-            else (keys.lock, keys.fence, keys.queue),
-            "release_keys": (keys.lock, keys.queue, keys.fence),
-            "line": f"{keys.lock}:{'reentrant' if self.reentrant else 'simple'}",
-            "primitive": events.REENTRANT_LOCK if self.reentrant else events.LOCK,
-        }
+        else:
+            derived = {
+                "acquire_keys": (keys.lock, keys.fence)
+                if self.reentrant
+                else (keys.lock, keys.fence, keys.queue),
+                "release_keys": (keys.lock, keys.queue, keys.fence),
+                "line": f"{keys.lock}:{'reentrant' if self.reentrant else 'simple'}",
+                "primitive": events.REENTRANT_LOCK if self.reentrant else events.LOCK,
+            }
+        derived["ttl_ms"] = ttl_to_ms(self.ttl)
         for name, value in derived.items():
             object.__setattr__(self, name, value)  # (a frozen dataclass sets its own fields so)
 

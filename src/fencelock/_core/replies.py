@@ -17,6 +17,7 @@ from ..errors import (
     NotReplicated,
     StaleToken,
 )
+from ..keys import encodable
 
 # 20 random bytes = 160 bits from the OS CSPRNG: unguessable, and short in Redis memory.
 HOLDER_TOKEN_BYTES = 20
@@ -55,11 +56,7 @@ def validate_label(label: object) -> str | None:
         raise ValueError("label must not be empty (None: no label)")
     if len(label) > MAX_LABEL_LENGTH:
         raise ValueError(f"label must be at most {MAX_LABEL_LENGTH} characters, got {len(label)}")
-    try:
-        label.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValueError(f"label is not valid Unicode (no UTF-8 encoding): {exc.reason}") from None
-    return label
+    return encodable("label", label)
 
 
 def split_holder(stored: str | bytes) -> tuple[str, str | None]:

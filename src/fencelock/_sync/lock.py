@@ -224,8 +224,7 @@ class Lock:
                 topology = self._parts.topology
                 released = sync_shield(topology.release(self._spec, grant.holder))
                 if released == Released.NOT_HELD:
-                    why = loss_reason(grant, time.monotonic())
-                    self._declare_lost(grant, why, "at release")
+                    why = self._declare_lost(grant, "at release")
                     raise LockLost(f"{self.name!r} was no longer held: {EXPLAINED[why]}")
                 return
             # Forget the grant first: whatever happens below, this object no longer holds it.
@@ -237,8 +236,7 @@ class Lock:
                 self._hold_ended(grant)
             if not handoff.give_up(self, grant):
                 # found gone: a loss like any other (counted, logged and signalled once)
-                why = loss_reason(grant, time.monotonic())
-                self._declare_lost(grant, why, "at release")
+                why = self._declare_lost(grant, "at release")
                 raise LockLost(f"{self.name!r} was no longer held when released: {EXPLAINED[why]}")
 
     def extend(self, ttl: float | None = None) -> None:
@@ -252,19 +250,20 @@ class Lock:
         if isinstance(held, LockError):
             raise held
         if held != RENEWED:
-            why = loss_reason(grant, time.monotonic(), other_holder=held == TAKEN)
-            self._declare_lost(grant, why, "at extend")
+            why = self._declare_lost(grant, "at extend", other_holder=held == TAKEN)
             raise LockLost(f"cannot extend {self.name!r}: {EXPLAINED[why]}")
         grant.renewed(sent_at, new_ttl)
 
     # -- loss --------------------------------------------------------------------------------
 
-    def _declare_lost(self, grant: Grant, reason: str, found: str) -> None:
-        """Mark ``grant`` lost and signal it, once (from the watchdog or from the caller):
-        ``reason`` is one of ``LOSS_REASONS``, ``found`` says how it was found."""
+    def _declare_lost(self, grant: Grant, found: str, *, other_holder: bool = False) -> str:
+        """Mark ``grant`` lost and signal it, once (from the watchdog or from the caller);
+        ``found`` says how it was found, ``other_holder`` whether the server showed another
+        holder. Returns why it is lost (one of ``LOSS_REASONS``, for LockLost's message)."""
+        reason = loss_reason(grant, time.monotonic(), other_holder=other_holder)
         with self._guard:
             if not grant.mark_lost():
-                return
+                return reason
         self._parts.counters.add(losses=1)
         self._parts.watchdog.untrack(grant)
         if events.on:
@@ -292,6 +291,7 @@ class Lock:
         if should_cancel(self.on_lost_policy, grant.task, sync_current_task()):
             grant.cancelled = True
             grant.task.cancel()
+        return reason
 
     # -- state -----------------------------------------------------------------------------
 
@@ -304,7 +304,7 @@ class Lock:
             return False
         ok = self._parts.topology.held(self._spec, grant.holder)
         if not ok:
-            self._declare_lost(grant, loss_reason(grant, time.monotonic()), "by held()")
+            self._declare_lost(grant, "by held()")
         return ok and not self._is_lost(grant)  # the deadline may have passed meanwhile
 
     @property
@@ -326,15 +326,13 @@ class Lock:
             if confirmed and not self._is_lost(grant):
                 grant.confirmed = True
                 return grant.fence
-            why = "when its token was read (a majority no longer held it)"
-            self._declare_lost(grant, loss_reason(grant, time.monotonic()), why)
+            self._declare_lost(grant, "when its token was read (a majority no longer held it)")
         # a later grant may have been computed without this token: it must never be used
         raise LockLost(f"{self.name!r}: the lease was lost before its fencing token was read")
 
     def _is_lost(self, grant: Grant) -> bool:
-        now = time.monotonic()
-        if not grant.lost and grant.expired(now):
-            self._declare_lost(grant, loss_reason(grant, now), "by its local deadline")
+        if not grant.lost and grant.expired(time.monotonic()):
+            self._declare_lost(grant, "by its local deadline")
         return grant.lost
 
     @property
