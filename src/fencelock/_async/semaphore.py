@@ -122,11 +122,15 @@ class AsyncPermits(AsyncLock):
 
     async def state(self) -> SemaphoreState:
         """The stored limit, the permits held and by whom (one request)."""
+        return await self._state(())
+
+    async def _state(self, args: tuple[int, ...]) -> SemaphoreState:
+        """semaphore_state.lua's reply (``args``: a new limit to store first, or none)."""
         topology = self._parts.topology
         assert isinstance(topology, AsyncOneServer)
         keys = (self._keys.lock, self._keys.state)
         try:
-            reply, _ = await topology.script(SEMAPHORE_STATE, keys, (), topology.request_timeout)
+            reply, _ = await topology.script(SEMAPHORE_STATE, keys, args, topology.request_timeout)
         except RedisError as exc:
             raise translate_error(exc, self._keys.lock) from exc
         return semaphore_state(reply)
@@ -150,17 +154,7 @@ class AsyncSemaphore(AsyncPermits):
         holders above a lowered limit keep their permits until they release them (or their
         leases end), and nobody is granted until the permits held are under the new limit."""
         limit = validate_permits("limit", limit)
-        topology = self._parts.topology
-        assert isinstance(topology, AsyncOneServer)
-        try:
-            await topology.script(
-                SEMAPHORE_STATE,
-                (self._keys.lock, self._keys.state),
-                (limit,),
-                topology.request_timeout,
-            )
-        except RedisError as exc:
-            raise translate_error(exc, self._keys.lock) from exc
+        await self._state((limit,))
         self.limit = limit
 
 

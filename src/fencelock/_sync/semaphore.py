@@ -123,11 +123,15 @@ class Permits(Lock):
 
     def state(self) -> SemaphoreState:
         """The stored limit, the permits held and by whom (one request)."""
+        return self._state(())
+
+    def _state(self, args: tuple[int, ...]) -> SemaphoreState:
+        """semaphore_state.lua's reply (``args``: a new limit to store first, or none)."""
         topology = self._parts.topology
         assert isinstance(topology, SyncOneServer)
         keys = (self._keys.lock, self._keys.state)
         try:
-            reply, _ = topology.script(SEMAPHORE_STATE, keys, (), topology.request_timeout)
+            reply, _ = topology.script(SEMAPHORE_STATE, keys, args, topology.request_timeout)
         except RedisError as exc:
             raise translate_error(exc, self._keys.lock) from exc
         return semaphore_state(reply)
@@ -151,17 +155,7 @@ class Semaphore(Permits):
         holders above a lowered limit keep their permits until they release them (or their
         leases end), and nobody is granted until the permits held are under the new limit."""
         limit = validate_permits("limit", limit)
-        topology = self._parts.topology
-        assert isinstance(topology, SyncOneServer)
-        try:
-            topology.script(
-                SEMAPHORE_STATE,
-                (self._keys.lock, self._keys.state),
-                (limit,),
-                topology.request_timeout,
-            )
-        except RedisError as exc:
-            raise translate_error(exc, self._keys.lock) from exc
+        self._state((limit,))
         self.limit = limit
 
 

@@ -28,7 +28,6 @@ import sys
 import time
 import warnings
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
