@@ -1,4 +1,6 @@
-"""Uncontended semaphore acquire+release: fencelock against a minimal hand-written one (issue 15).
+"""Uncontended acquire+release of the primitives beyond the mutex, each against a minimal
+hand-written equivalent (issue 15): the semaphore, both sides of the read-write lock, and the
+multi-lock.
 
     python -m bench.semaphore [--seconds 1] [--repeat 5] [--warmup 0.3] [--url redis://...]
 
@@ -8,6 +10,14 @@
   expired entries, count, add this holder with its lease end) and ``ZREM`` to give it back:
   permits with leases, but no queue (no fairness), no fencing token, no renewal, no stored
   limit. Two round trips, as fencelock's.
+* ``fencelock read`` / ``fencelock write``: ``client.rw_lock("bench-rw")``'s two sides;
+  ``minimal read`` / ``minimal write``: readers in a sorted set with their lease ends, a writer
+  in a string key, one script to take a side (refused while the other side holds) and one to
+  give it back. No queue (writers starve), no fencing token. Two round trips each, as ours.
+* ``fencelock multi (3)``: ``client.multi_lock`` of three names on one server; ``minimal multi
+  (3)``: one script that sets the three keys (SET NX PX) or none, one that deletes those still
+  holding its token. fencelock takes the names one by one in canonical order (docs/multilock.md):
+  three round trips to take, three to give back, against two.
 
 Method and report as ``bench.uncontended``: rotated order, medians, client CPU per cycle.
 """
@@ -20,6 +30,7 @@ import secrets
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from functools import partial
 from typing import Final
 
 import redis
@@ -59,6 +70,57 @@ end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 return 1
 """
+RW_KEYS: Final = ("bench:minimal:{rw}:readers", "bench:minimal:{rw}:writer")
+# KEYS: readers (holder -> lease end, ms), writer; ARGV: holder, ttl ms, 'r' or 'w'
+MINIMAL_RW_ACQUIRE: Final = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  return 0
+end
+if ARGV[3] == 'r' then
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+  return 1
+end
+if redis.call('ZCARD', KEYS[1]) > 0 then
+  return 0
+end
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+MINIMAL_RW_RELEASE: Final = """
+if ARGV[2] == 'r' then
+  return redis.call('ZREM', KEYS[1], ARGV[1])
+end
+if redis.call('GET', KEYS[2]) == ARGV[1] then
+  return redis.call('DEL', KEYS[2])
+end
+return 0
+"""
+MULTI_NAMES: Final = ("bench-multi-a", "bench-multi-b", "bench-multi-c")
+MULTI_KEYS: Final = tuple(f"bench:minimal:{{multi}}:{n}" for n in MULTI_NAMES)
+# KEYS: the locks; ARGV: holder, ttl ms
+MINIMAL_MULTI_ACQUIRE: Final = """
+for _, key in ipairs(KEYS) do
+  if redis.call('EXISTS', key) == 1 then
+    return 0
+  end
+end
+for _, key in ipairs(KEYS) do
+  redis.call('SET', key, ARGV[1], 'PX', ARGV[2])
+end
+return 1
+"""
+MINIMAL_MULTI_RELEASE: Final = """
+local freed = 0
+for _, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[1] then
+    freed = freed + redis.call('DEL', key)
+  end
+end
+return freed
+"""
 
 
 def fencelock_sync_cycle(client: fencelock.LockClient) -> SyncCycle:
@@ -94,6 +156,53 @@ def minimal_sync_cycle(client: redis.Redis, sha: str) -> SyncCycle:
     return cycle
 
 
+def rw_sync_cycle(client: fencelock.LockClient, write: bool) -> SyncCycle:
+    rw = client.rw_lock("bench-rw", ttl=TTL_MS / 1000)
+    side = rw.write() if write else rw.read()
+
+    def cycle() -> None:
+        if not side.acquire(timeout=0):
+            raise BenchError(f"fencelock {side!r}: refused")
+        side.release()
+
+    return cycle
+
+
+def minimal_rw_cycle(client: redis.Redis, shas: tuple[str, str], write: bool) -> SyncCycle:
+    mode = "w" if write else "r"
+
+    def cycle() -> None:
+        token = secrets.token_urlsafe(TOKEN_BYTES)
+        if client.evalsha(shas[0], 2, *RW_KEYS, token, TTL_MS, mode) != 1:
+            raise BenchError(f"minimal {mode}: refused")
+        if client.evalsha(shas[1], 2, *RW_KEYS, token, mode) != 1:
+            raise BenchError(f"minimal {mode}: gone at release")
+
+    return cycle
+
+
+def multi_sync_cycle(client: fencelock.LockClient) -> SyncCycle:
+    multi = client.multi_lock(MULTI_NAMES, ttl=TTL_MS / 1000)
+
+    def cycle() -> None:
+        if not multi.acquire(timeout=0):
+            raise BenchError("fencelock multi: refused")
+        multi.release()
+
+    return cycle
+
+
+def minimal_multi_cycle(client: redis.Redis, shas: tuple[str, str]) -> SyncCycle:
+    def cycle() -> None:
+        token = secrets.token_urlsafe(TOKEN_BYTES)
+        if client.evalsha(shas[0], len(MULTI_KEYS), *MULTI_KEYS, token, TTL_MS) != 1:
+            raise BenchError("minimal multi: refused")
+        if client.evalsha(shas[1], len(MULTI_KEYS), *MULTI_KEYS, token) != len(MULTI_KEYS):
+            raise BenchError("minimal multi: gone at release")
+
+    return cycle
+
+
 @contextmanager
 def variants(url: str, runner: asyncio.Runner) -> Iterator[list[Variant]]:
     with ExitStack() as stack:
@@ -112,17 +221,32 @@ def variants(url: str, runner: asyncio.Runner) -> Iterator[list[Variant]]:
         sha: str = plain.script_load(MINIMAL_ACQUIRE)
         fl_sync, fl_async = fencelock_sync_cycle(sync_client), fencelock_async_cycle(async_client)
         minimal = minimal_sync_cycle(plain, sha)
+        rw_shas = (plain.script_load(MINIMAL_RW_ACQUIRE), plain.script_load(MINIMAL_RW_RELEASE))
+        multi_shas = (
+            plain.script_load(MINIMAL_MULTI_ACQUIRE),
+            plain.script_load(MINIMAL_MULTI_RELEASE),
+        )
+        cycles = {
+            "fencelock read": rw_sync_cycle(sync_client, write=False),
+            "minimal read": minimal_rw_cycle(plain, rw_shas, write=False),
+            "fencelock write": rw_sync_cycle(sync_client, write=True),
+            "minimal write": minimal_rw_cycle(plain, rw_shas, write=True),
+            "fencelock multi (3)": multi_sync_cycle(sync_client),
+            "minimal multi (3)": minimal_multi_cycle(plain, multi_shas),
+        }
         yield [
             Variant("fencelock sync", lambda s: time_sync(fl_sync, s)),
             Variant("minimal sync", lambda s: time_sync(minimal, s)),
             Variant("fencelock async", lambda s: runner.run(time_async(fl_async, s))),
+            *(Variant(name, partial(time_sync, cycle)) for name, cycle in cycles.items()),
         ]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.semaphore",
-        description="Uncontended semaphore acquire+release cycles/s: fencelock vs a minimal one.",
+        description="Uncontended acquire+release cycles/s of the semaphore, read-write lock and "
+        "multi-lock: fencelock vs minimal hand-written ones.",
     )
     parser.add_argument("--seconds", type=float, default=1.0, help="one run, s (default 1)")
     parser.add_argument("--repeat", type=int, default=5, help="runs per variant (default 5)")
@@ -140,7 +264,10 @@ def main(argv: list[str] | None = None) -> int:
         measure(all_variants, args.seconds, args.repeat, args.warmup)
         print_table(all_variants, args.seconds, args.repeat)
         by_name = {v.name: v for v in all_variants}
-        print_ratios([(by_name["fencelock sync"], by_name["minimal sync"])])
+        pairs = [("fencelock sync", "minimal sync")] + [
+            (f"fencelock {what}", f"minimal {what}") for what in ("read", "write", "multi (3)")
+        ]
+        print_ratios([(by_name[ours], by_name[base]) for ours, base in pairs])
     return 0
 
 

@@ -15,3 +15,5 @@ def test_a_quick_run_prints_the_table(
     assert semaphore.main(args) == 0
     out = capsys.readouterr().out
     assert "fencelock sync / minimal sync" in out and "fencelock async" in out
+    for what in ("read", "write", "multi (3)"):
+        assert f"fencelock {what} / minimal {what}" in out

@@ -23,7 +23,12 @@ AUTO_RENEW: Final = "auto_renew"  # sync LockClient, auto_renew=True, on_lost_po
 REENTRANT: Final = "reentrant"  # sync LockClient, reentrant=True (each grant entered twice)
 # asyncio LockClient, ``async with lock:`` with auto_renew=True, on_lost_policy="cancel"
 ASYNC_CANCEL: Final = "async_cancel"
-RENEWED_KINDS: Final = (AUTO_RENEW, ASYNC_CANCEL)  # auto_renew=True: every loss is signalled
+# the other primitives, each held as a mutex, so that every promise of the lock applies:
+SEMAPHORE: Final = "semaphore"  # sync, a semaphore of 1 permit, auto_renew=True
+RW_WRITE: Final = "rw_write"  # sync, the write side of a read-write lock, no renewal
+MULTI: Final = "multi_lock"  # sync, a multi-lock of the name and a second one, no renewal
+# auto_renew=True: every loss is signalled
+RENEWED_KINDS: Final = (AUTO_RENEW, ASYNC_CANCEL, SEMAPHORE)
 CANCELLING_KINDS: Final = (ASYNC_CANCEL,)  # a loss cancels the block, which ends with LockLost
 
 # -- event kinds ---------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from fencelock_tools.servers.topology import REPLICA_ROLES, probe, wait_until
 
 from . import history as h
 from .topologies import ClusterTopology, NodeClock, SentinelTopology
-from .workers import CHECKED, WORKING, WRITTEN
+from .workers import CHECKED, WORKING, WRITTEN, lock_keys
 
 if TYPE_CHECKING:
     from .runner import FaultMark, Run, WorkerHandle
@@ -162,7 +162,7 @@ def flush_node(run: Run, servers: Sequence[EmbeddedServer]) -> None:
 
 def delete_counters(run: Run, servers: Sequence[EmbeddedServer]) -> None:
     """DEL the fencing counters of the run's locks by hand, while they are held."""
-    keys = [LockKeys.for_name(name).fence for name in run.names]
+    keys = [k.fence for name in run.names for k in lock_keys(run.kind_of[name], name)]
     with run.fault(f"DEL the fencing counters of {len(keys)} locks", h.SERVER):
         for server in servers:
             with server.client() as client:

@@ -273,8 +273,9 @@ class Run:
                 raw = resource.get(counter_key(name))
                 self.record(h.FINAL_VALUE, name=name, value=int(raw) if raw is not None else 0)
         for name in self.names:
-            for node, pttl in self.topology.key_pttls(name):
-                self.record(h.FINAL_KEY, name=name, value=pttl, detail=node)
+            for keys in workers.lock_keys(self.kind_of[name], name):
+                for node, pttl in self.topology.key_pttls(keys.lock):
+                    self.record(h.FINAL_KEY, name=name, value=pttl, detail=node)
         client = make_client(self.client_spec)
         try:
             for name in self.names:
@@ -284,7 +285,7 @@ class Run:
 
     def _final_acquire(self, client: Any, name: str) -> None:
         bound = self.ttl * 1.5 + 1.0
-        lock = client.lock(name, self.ttl, reentrant=self.kind_of[name] == workers.REENTRANT)
+        lock = workers.new_lock(client, self.kind_of[name], name, self.ttl)
         start = time.monotonic()
         try:
             got = lock.acquire(timeout=bound)

@@ -1,10 +1,13 @@
 """The fault matrix: which topology, which lock kinds, which nemesis schedule, and what fencelock
 promises under it (``promises``, which ``tests/test_chaos_short.py`` asserts).
 
-Every scenario runs the four lock kinds at once, each on a lock name of its own with workers of
+Every scenario runs the lock kinds at once, each on a lock name of its own with workers of
 its own: with the sync API the default lock (no renewal), ``auto_renew=True``, and
 ``reentrant=True`` (each grant re-entered once); with the asyncio API ``async with lock:`` of a
-lock with ``auto_renew=True, on_lost_policy="cancel"`` (``async_cancel``). A fault on a holder
+lock with ``auto_renew=True, on_lost_policy="cancel"`` (``async_cancel``); and the other
+primitives held as mutexes (``workers.new_lock``): a semaphore of one permit (auto-renewed),
+the write side of a read-write lock, and a multi-lock of two names (not on Redlock: it has no
+semaphores). A fault on a holder
 hits one holder of each name; a fault on servers or the network hits all names at once. The
 names all hash to the first shard of the 3-master test cluster, so a failover there hits all of
 them too. Every scenario applies to every kind: each topology has an asyncio client
@@ -34,7 +37,7 @@ from . import nemesis
 from .runner import Run
 from .topologies import CLUSTER, REDLOCK, SENTINEL, SINGLE, find_faketime
 from .topologies import FAKETIME_MISSING as FAKETIME_MISSING
-from .workers import LOCK_KINDS
+from .workers import LOCK_KINDS, REDLOCK_KINDS
 
 # -- promises (asserted by the short run's test) -------------------------------------------------
 NO_OVERLAP: Final = "no overlapping holds"
@@ -101,10 +104,15 @@ class Scenario:
     client: Mapping[str, Any] = field(default_factory=dict)  # ClientSpec options
     topology_options: Mapping[str, Any] = field(default_factory=dict)
     proxied: tuple[int, ...] = ()  # node indexes that clients reach through a TCP proxy
-    kinds: tuple[str, ...] = LOCK_KINDS
+    kinds: tuple[str, ...] = ()  # () : every kind the topology has (LOCK_KINDS, REDLOCK_KINDS)
     needs_faketime: bool = False
     shared_topology: bool = False  # reuse one topology across scenarios (cluster: seconds)
     cycle_seconds: float = 5.0  # a rough length of one cycle (for the workers' own deadline)
+
+    def __post_init__(self) -> None:
+        if not self.kinds:
+            kinds = REDLOCK_KINDS if self.topology == REDLOCK else LOCK_KINDS
+            object.__setattr__(self, "kinds", kinds)
 
     @property
     def name(self) -> str:

@@ -31,7 +31,6 @@ import redis.sentinel
 
 import fencelock
 import fencelock.asyncio
-from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer, ServerNotFound, find_server
 from fencelock_tools.servers.proxy import TcpProxy
 from fencelock_tools.servers.topology import Cluster, SentinelSetup, probe, start_server
@@ -278,9 +277,8 @@ class Topology:
             elif self.restart_killed:
                 server.start()
 
-    def key_pttls(self, name: str) -> list[tuple[str, int]]:
-        """The PTTL of ``name``'s lock key on every lock server (-2: no key, -1: no expiry)."""
-        key = LockKeys.for_name(name).lock
+    def key_pttls(self, key: str) -> list[tuple[str, int]]:
+        """The PTTL of a lock ``key`` on every lock server (-2: no key, -1: no expiry)."""
         found = []
         for server in self.servers:
             with probe(server.port) as client:
@@ -407,10 +405,10 @@ class ClusterTopology(Topology):
     def client_spec(self, **options: Any) -> ClientSpec:
         return ClientSpec(CLUSTER, tuple(node.port for node in self.cluster.nodes), **options)
 
-    def key_pttls(self, name: str) -> list[tuple[str, int]]:
-        master = self.cluster.master_for_key(LockKeys.for_name(name).lock)
+    def key_pttls(self, key: str) -> list[tuple[str, int]]:
+        master = self.cluster.master_for_key(key)
         with probe(master.port) as client:
-            return [(f"{master.port}", int(client.pttl(LockKeys.for_name(name).lock)))]
+            return [(f"{master.port}", int(client.pttl(key)))]
 
     restart_killed = False
 
@@ -444,10 +442,10 @@ class SentinelTopology(Topology):
             SENTINEL, (), sentinel_port=self.setup.sentinel_port, service=self.SERVICE, **options
         )
 
-    def key_pttls(self, name: str) -> list[tuple[str, int]]:
+    def key_pttls(self, key: str) -> list[tuple[str, int]]:
         master = self.setup.master
         with probe(master.port) as client:
-            return [(f"{master.port}", int(client.pttl(LockKeys.for_name(name).lock)))]
+            return [(f"{master.port}", int(client.pttl(key)))]
 
     restart_killed = False  # a master killed in a failover stays down: its replica took over
 

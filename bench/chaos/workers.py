@@ -4,7 +4,10 @@ One process per worker, so that a nemesis can SIGKILL or SIGSTOP a holder for re
 records every step to its own JSONL file (``history.Recorder``) with ``time.monotonic()``, and
 ``on_lost`` records the loss signal from whatever thread it runs on (the watchdog, or ``check()``).
 
-Kinds ``default``, ``auto_renew`` and ``reentrant`` drive the sync API (``Worker``).
+Kinds ``default``, ``auto_renew`` and ``reentrant`` drive the sync API (``Worker``), and so do
+``semaphore``, ``rw_write`` and ``multi_lock``: the other primitives, each held as a mutex (a
+semaphore of one permit, the write side of a read-write lock, a multi-lock of two names) so
+that the checker holds them to every promise of the lock.
 ``async_cancel`` drives the asyncio API (``AsyncWorker``): each round is an ``async with lock:``
 block of a lock with ``auto_renew=True, on_lost_policy="cancel"``, so a lost lease cancels the
 block at its next await (recorded: ``cancelled``), and the block then ends with ``LockLost``.
@@ -40,12 +43,16 @@ from redis.exceptions import RedisError
 
 import fencelock
 import fencelock.asyncio
+from fencelock.keys import LockKeys, SemaphoreKeys
 
 from . import history as h
 from .history import ASYNC_CANCEL as ASYNC_CANCEL
 from .history import AUTO_RENEW as AUTO_RENEW
 from .history import DEFAULT as DEFAULT
+from .history import MULTI as MULTI
 from .history import REENTRANT as REENTRANT
+from .history import RW_WRITE as RW_WRITE
+from .history import SEMAPHORE as SEMAPHORE
 from .topologies import (
     ClientSpec,
     close_async_client,
@@ -69,7 +76,53 @@ RESOURCE_OPTIONS: Final[dict[str, Any]] = {
     "socket_connect_timeout": 5,
 }
 
-LOCK_KINDS: Final = (DEFAULT, AUTO_RENEW, REENTRANT, ASYNC_CANCEL)
+LOCK_KINDS: Final = (DEFAULT, AUTO_RENEW, REENTRANT, ASYNC_CANCEL, SEMAPHORE, RW_WRITE, MULTI)
+# Redlock is for the mutex only (docs/semaphore.md): no semaphore, no read-write lock
+REDLOCK_KINDS: Final = tuple(k for k in LOCK_KINDS if k not in (SEMAPHORE, RW_WRITE))
+
+
+def second_name(name: str) -> str:
+    """The other name a ``multi_lock`` worker takes with ``name`` (its own hash slot)."""
+    return f"{name}+b"
+
+
+def lock_keys(kind: str, name: str) -> list[LockKeys]:
+    """The keys a grant of ``kind`` on ``name`` takes (the orphan check and the nemesis)."""
+    if kind == SEMAPHORE:
+        return [SemaphoreKeys.for_semaphore(name)]
+    if kind == RW_WRITE:
+        return [SemaphoreKeys.for_semaphore(name, kind="rw")]
+    if kind == MULTI:
+        return [LockKeys.for_name(n) for n in (name, second_name(name))]
+    return [LockKeys.for_name(name)]
+
+
+SyncLock = fencelock.Lock | fencelock.MultiLock
+
+
+def new_lock(
+    client: fencelock.LockClient,
+    kind: str,
+    name: str,
+    ttl: float,
+    on_lost: Callable[[fencelock.Lock], object] | None = None,
+) -> SyncLock:
+    """The lock object of one round of a sync worker of ``kind`` (or of the final acquire)."""
+    lost: dict[str, Any] = {"on_lost": on_lost, "on_lost_policy": "ignore"}
+    if kind == SEMAPHORE:
+        return client.semaphore(name, 1, ttl, auto_renew=True, **lost)
+    if kind == RW_WRITE:
+        return client.rw_lock(name, ttl, **lost).write()
+    if kind == MULTI:  # (not renewed: the checker asks no loss signal of it, and it has no on_lost)
+        return client.multi_lock([name, second_name(name)], ttl)
+    return client.lock(
+        name, ttl, auto_renew=kind == AUTO_RENEW, reentrant=kind == REENTRANT, **lost
+    )
+
+
+def token_of(lock: SyncLock, name: str) -> int:
+    """The grant's fencing token for the counter of ``name``."""
+    return lock.tokens[name] if isinstance(lock, fencelock.MultiLock) else lock.token
 
 
 @dataclass(frozen=True)
@@ -199,7 +252,7 @@ class _Worker:
         while (left := end - time.monotonic()) > 0 and not self.stopped():
             yield min(left, STOP_POLL)
 
-    def checked(self, lock: fencelock.Lock | fencelock.asyncio.Lock, token: int) -> bool:
+    def checked(self, lock: SyncLock | fencelock.asyncio.Lock, token: int) -> bool:
         """``lock.check()`` (no I/O in either API), recorded: True if the write may go."""
         try:
             lock.check()
@@ -243,14 +296,7 @@ class Worker(_Worker):
 
     def round(self) -> None:
         spec = self.spec
-        lock = self.client.lock(
-            spec.name,
-            spec.ttl,
-            auto_renew=spec.kind == AUTO_RENEW,
-            reentrant=spec.kind == REENTRANT,
-            on_lost=self.on_lost,
-            on_lost_policy="ignore",
-        )
+        lock = new_lock(self.client, spec.kind, spec.name, spec.ttl, self.on_lost)
         asked = time.monotonic()
         try:
             granted = lock.acquire(timeout=spec.acquire_timeout)
@@ -263,7 +309,7 @@ class Worker(_Worker):
             return
         returned = time.monotonic()
         try:
-            self.token = lock.token  # Redlock: the write-back happens here
+            self.token = token_of(lock, spec.name)  # Redlock: the write-back happens here
         except fencelock.LockError as exc:  # LockLost, or no majority answered the write-back
             detail = f"{type(exc).__name__} when the token was read"
             self.record(h.ACQUIRE_FAILED, t0=asked, detail=detail)
@@ -280,7 +326,7 @@ class Worker(_Worker):
             self.token = None
         time.sleep(spec.think)
 
-    def hold(self, lock: fencelock.Lock, token: int) -> None:
+    def hold(self, lock: SyncLock, token: int) -> None:
         spec = self.spec
         inner = False
         if spec.kind == REENTRANT:
@@ -312,7 +358,7 @@ class Worker(_Worker):
             lambda: self.client.fenced_set(self.key, value, token, redis=self.resource),
         )
 
-    def release(self, lock: fencelock.Lock) -> None:
+    def release(self, lock: SyncLock) -> None:
         self.record(h.RELEASE, token=self.token)
         try:
             lock.release()
