@@ -16,6 +16,20 @@ from .scenarios import ALWAYS, Mode
 INTRO = """\
 # Safety under faults: the chaos suite
 
+What happens to a lock when a holder or a server fails, in the deployment you run.
+[modes.md](modes.md) says what each mode promises; this page is the evidence: the same faults
+injected at random into running workloads, and every step checked afterwards. To read it, find
+your mode's scenarios in "Results" (`single/`, `sentinel/`, `cluster/`, `redlock5/`), and "What
+the numbers mean" for the columns. The column that must read 0 everywhere is **stale writes
+accepted**: a fenced resource never accepts a write older than one it has accepted. Overlaps
+(two workers that both believe they hold the lock) are expected under pauses, failovers and
+restarts without persistence: that is what a lease allows, and what fencing is for
+([leases.md](leases.md) has the timeline). "Fencing tokens" states the one assumption tokens
+rest on; "Findings" what the runs found and what was fixed; "Not covered yet" what is not
+tested.
+
+## How the suite works
+
 fencelock's fault matrix (the design notes, "The fault matrix"; [modes.md](modes.md)), run
 against real servers by a Jepsen-style suite, `bench/chaos/`. Worker
 processes take a lock, read a counter from a Redis server of its own (the *resource*, which no
