@@ -10,6 +10,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import redis
 import redis.asyncio.sentinel
 import redis.sentinel
 
@@ -26,6 +27,11 @@ async def async_until(predicate: Callable[[], bool], timeout: float = TIMEOUT) -
     while not predicate():
         assert time.monotonic() < deadline, "condition not reached"
         await asyncio.sleep(0.001)
+
+
+def evalsha_calls(raw: redis.Redis) -> int:
+    """Scripts the server has run so far (to count a call's round trips)."""
+    return int(raw.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
 
 
 def sync_until(predicate: Callable[[], bool], timeout: float = TIMEOUT) -> None:

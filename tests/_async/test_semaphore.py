@@ -4,13 +4,34 @@ Sync twin generated into tests/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import AsyncIterator
+
 import pytest
+import redis
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock._async.semaphore import AsyncSemaphore
 from fencelock._backend import async_sleep
-from tests.concurrency import AsyncCall, async_together, async_until
+from fencelock.keys import SemaphoreKeys
+from fencelock_tools.servers.embedded import EmbeddedServer
+from tests.concurrency import AsyncCall, async_together, async_until, evalsha_calls
+
+
+@pytest.fixture
+async def waiters(server: EmbeddedServer, raw: redis.Redis) -> AsyncIterator[list[AsyncLockClient]]:
+    """Two clients whose fallback re-try is an hour away: only a release serves their waits."""
+    made = [AsyncLockClient.from_url(server.url, max_poll=3600.0) for _ in range(2)]
+    try:
+        yield made
+    finally:
+        for client in made:
+            await client.close()
+
+
+def queued(raw: redis.Redis, name: str) -> int:
+    return int(raw.zcard(SemaphoreKeys.for_semaphore(name).queue))
 
 
 async def test_at_most_limit_permits_are_held(async_client: AsyncLockClient) -> None:
@@ -115,3 +136,64 @@ async def test_bad_arguments_are_refused(async_client: AsyncLockClient) -> None:
     assert isinstance(semaphore, AsyncSemaphore)
     with pytest.raises(ValueError, match="n must"):
         await semaphore.acquire(0)
+
+
+async def test_one_release_grants_every_queued_waiter_that_fits(
+    async_client: AsyncLockClient, waiters: list[AsyncLockClient], raw: redis.Redis
+) -> None:
+    """The release script grants the waiters their permits itself (first come, first served,
+    while they fit): nobody re-tries. It used to wake the first waiter only, to re-try."""
+    holder = async_client.semaphore("s-direct", 2, ttl=10)
+    assert await holder.acquire(2)
+    first, second = (client.semaphore("s-direct", 2, ttl=10) for client in waiters)
+    first_call = AsyncCall(lambda: first.acquire(timeout=10))
+    await async_until(lambda: queued(raw, "s-direct") == 1)
+    second_call = AsyncCall(lambda: second.acquire(timeout=10))
+    await async_until(lambda: queued(raw, "s-direct") == 2)
+    before, holder_token = evalsha_calls(raw), holder.token
+    await holder.release()
+    assert await first_call.result() and await second_call.result()
+    assert evalsha_calls(raw) == before + 1  # the release alone
+    assert holder_token < first.token < second.token  # in order of arrival
+    assert await holder.available() == 0
+    await first.release()
+    await second.release()
+
+
+async def test_a_grant_confirmed_late_keeps_its_own_token(
+    async_client: AsyncLockClient, waiters: list[AsyncLockClient], raw: redis.Redis
+) -> None:
+    """A waiter granted by a release with less than half its ttl left confirms the grant with
+    one more try, which must answer the token of its own grant, not the counter's (another
+    waiter's, granted after it by the same release)."""
+    holder = async_client.semaphore("s-confirm", 2, ttl=10)
+    assert await holder.acquire(2)
+    late = waiters[0].semaphore("s-confirm", 2, ttl=1)
+    other = waiters[1].semaphore("s-confirm", 2, ttl=10)
+    late_call = AsyncCall(lambda: late.acquire(timeout=10))
+    await async_until(lambda: queued(raw, "s-confirm") == 1)
+    queued_by = time.monotonic()
+    other_call = AsyncCall(lambda: other.acquire(timeout=10))
+    await async_until(lambda: queued(raw, "s-confirm") == 2)
+    await async_until(lambda: time.monotonic() > queued_by + 0.6)  # over half of late's ttl
+    await holder.release()
+    assert await late_call.result() and await other_call.result()
+    assert late.token < other.token
+    await other.release()
+
+
+async def test_a_semaphore_leaves_only_its_limit_behind(
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
+) -> None:
+    """Every key but the stored limit expires when the last holder and waiter are gone, even
+    when they crashed and nobody runs a script of the semaphore again."""
+    keys = SemaphoreKeys.for_semaphore("s-gone")
+    crashed = async_client_b.semaphore("s-gone", 1, ttl=0.3, auto_renew=True)
+    assert await crashed.acquire()
+    waiter = async_client.semaphore("s-gone", 1, ttl=0.3)
+    assert not await waiter.acquire(timeout=0.05)  # queued, then gave up
+    await async_until(lambda: async_client_b.statistics().renewals >= 2)
+    assert 0 < raw.pttl(keys.lock) <= 300  # renewed: the set lives as long as the lease
+    await async_client_b.close()  # the holder stops renewing without releasing
+    await async_until(lambda: not raw.exists(keys.lock, keys.queue, keys.alive))
+    assert raw.hget(keys.state, "limit") == "1"

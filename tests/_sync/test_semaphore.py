@@ -5,13 +5,34 @@ Sync twin generated into tests/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+
 import pytest
+import redis
 
 import fencelock
 from fencelock._sync.client import LockClient
 from fencelock._sync.semaphore import Semaphore
 from fencelock._backend import sync_sleep
-from tests.concurrency import SyncCall, sync_together, sync_until
+from fencelock.keys import SemaphoreKeys
+from fencelock_tools.servers.embedded import EmbeddedServer
+from tests.concurrency import SyncCall, sync_together, sync_until, evalsha_calls
+
+
+@pytest.fixture
+def waiters(server: EmbeddedServer, raw: redis.Redis) -> Iterator[list[LockClient]]:
+    """Two clients whose fallback re-try is an hour away: only a release serves their waits."""
+    made = [LockClient.from_url(server.url, max_poll=3600.0) for _ in range(2)]
+    try:
+        yield made
+    finally:
+        for client in made:
+            client.close()
+
+
+def queued(raw: redis.Redis, name: str) -> int:
+    return int(raw.zcard(SemaphoreKeys.for_semaphore(name).queue))
 
 
 def test_at_most_limit_permits_are_held(sync_client: LockClient) -> None:
@@ -116,3 +137,64 @@ def test_bad_arguments_are_refused(sync_client: LockClient) -> None:
     assert isinstance(semaphore, Semaphore)
     with pytest.raises(ValueError, match="n must"):
         semaphore.acquire(0)
+
+
+def test_one_release_grants_every_queued_waiter_that_fits(
+    sync_client: LockClient, waiters: list[LockClient], raw: redis.Redis
+) -> None:
+    """The release script grants the waiters their permits itself (first come, first served,
+    while they fit): nobody re-tries. It used to wake the first waiter only, to re-try."""
+    holder = sync_client.semaphore("s-direct", 2, ttl=10)
+    assert holder.acquire(2)
+    first, second = (client.semaphore("s-direct", 2, ttl=10) for client in waiters)
+    first_call = SyncCall(lambda: first.acquire(timeout=10))
+    sync_until(lambda: queued(raw, "s-direct") == 1)
+    second_call = SyncCall(lambda: second.acquire(timeout=10))
+    sync_until(lambda: queued(raw, "s-direct") == 2)
+    before, holder_token = evalsha_calls(raw), holder.token
+    holder.release()
+    assert first_call.result() and second_call.result()
+    assert evalsha_calls(raw) == before + 1  # the release alone
+    assert holder_token < first.token < second.token  # in order of arrival
+    assert holder.available() == 0
+    first.release()
+    second.release()
+
+
+def test_a_grant_confirmed_late_keeps_its_own_token(
+    sync_client: LockClient, waiters: list[LockClient], raw: redis.Redis
+) -> None:
+    """A waiter granted by a release with less than half its ttl left confirms the grant with
+    one more try, which must answer the token of its own grant, not the counter's (another
+    waiter's, granted after it by the same release)."""
+    holder = sync_client.semaphore("s-confirm", 2, ttl=10)
+    assert holder.acquire(2)
+    late = waiters[0].semaphore("s-confirm", 2, ttl=1)
+    other = waiters[1].semaphore("s-confirm", 2, ttl=10)
+    late_call = SyncCall(lambda: late.acquire(timeout=10))
+    sync_until(lambda: queued(raw, "s-confirm") == 1)
+    queued_by = time.monotonic()
+    other_call = SyncCall(lambda: other.acquire(timeout=10))
+    sync_until(lambda: queued(raw, "s-confirm") == 2)
+    sync_until(lambda: time.monotonic() > queued_by + 0.6)  # over half of late's ttl
+    holder.release()
+    assert late_call.result() and other_call.result()
+    assert late.token < other.token
+    other.release()
+
+
+def test_a_semaphore_leaves_only_its_limit_behind(
+    sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
+) -> None:
+    """Every key but the stored limit expires when the last holder and waiter are gone, even
+    when they crashed and nobody runs a script of the semaphore again."""
+    keys = SemaphoreKeys.for_semaphore("s-gone")
+    crashed = sync_client_b.semaphore("s-gone", 1, ttl=0.3, auto_renew=True)
+    assert crashed.acquire()
+    waiter = sync_client.semaphore("s-gone", 1, ttl=0.3)
+    assert not waiter.acquire(timeout=0.05)  # queued, then gave up
+    sync_until(lambda: sync_client_b.statistics().renewals >= 2)
+    assert 0 < raw.pttl(keys.lock) <= 300  # renewed: the set lives as long as the lease
+    sync_client_b.close()  # the holder stops renewing without releasing
+    sync_until(lambda: not raw.exists(keys.lock, keys.queue, keys.alive))
+    assert raw.hget(keys.state, "limit") == "1"

@@ -18,7 +18,7 @@ from fencelock._transport import SyncPubSub
 from fencelock.errors import LockConnectionError, LockError, LockTimeout
 from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
-from tests.concurrency import SyncCall, sync_until
+from tests.concurrency import SyncCall, sync_until, evalsha_calls
 
 NAME = "herd"
 KEYS = LockKeys.for_name(NAME)
@@ -174,10 +174,6 @@ def test_the_queue_expires_with_its_waiters(
 def test_bad_wake_mode(server: EmbeddedServer) -> None:
     with pytest.raises(ValueError, match="wake"):
         LockClient.from_url(server.url, wake="some")
-
-
-def evalsha_calls(raw: redis.Redis) -> int:
-    return int(raw.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
 
 
 def hold_in_a_call(lock: Lock) -> tuple[SyncCall, SyncEvent, SyncEvent]:

@@ -162,7 +162,7 @@ async def _wait(
     channel = f"{spec.keys.channel}:{waiter}" if waiter else spec.keys.channel
     block = _block(lock)  # fixed: a grant by a release reserves what the entry says
     entry = waiter
-    if wake_one and topology.grants_by_release and not spec.permits:
+    if wake_one and topology.grants_by_release:  # (a lock's, or a semaphore's permits)
         entry = queue_entry(waiter, holder, spec.ttl_ms, block)
     result: Granted | Busy = Busy(None)
     # (confirmed within the call's bound: its deadline plus one request timeout)

@@ -25,6 +25,11 @@ for i = 1, #KEYS / 2 do
     held = ends ~= false and tonumber(ends) > now
     if held then
       redis.call('ZADD', key, 'XX', now + tonumber(ttl), holder)
+      -- the set expires with its last lease (semaphore.lua): lengthened, never shortened
+      local left = redis.call('PTTL', key)
+      if left >= 0 and left < tonumber(ttl) then
+        redis.call('PEXPIRE', key, ttl)
+      end
     end
   else
     held = (kind == 'string' and redis.call('GET', key) == holder)

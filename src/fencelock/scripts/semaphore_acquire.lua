@@ -8,10 +8,12 @@
 -- ARGV[1]  holder token
 -- ARGV[2]  ttl in milliseconds
 -- ARGV[3]  fencing tokens to reserve (1)
--- ARGV[4]  this waiter's id, once it waits (queued, woken alone), or ''
+-- ARGV[4]  this waiter, once it waits (its queue entry: its id, or 'id ttl block token' to be
+--          granted by a release: semaphore.lua), or ''
 -- ARGV[5]  permits asked for (1 or more)
 -- ARGV[6]  the limit to keep if the semaphore has none yet (the stored one applies otherwise)
 -- ARGV[7]  wake-up channel; a queued waiter listens on ARGV[7] .. ':' .. its id
+--          (a waiter granted on the way is told there too: semaphore.lua)
 -- ARGV[8]  'PUBLISH', or 'SPUBLISH' on a Cluster
 --
 -- Returns what acquire.lua returns: {1, fence} when granted (or already granted to ARGV[1]: a
@@ -30,11 +32,17 @@ if limit == 0 then
   redis.call('HSET', state, 'limit', ARGV[6])
 end
 if redis.call('ZSCORE', permits, holder) then
-  local token, err = current_token(fence, ARGV[3], ARGV[2])
+  -- its own token (a release may have granted it, and others been granted since)
+  local token = redis.call('HGET', state, 't:' .. holder)
   if not token then
-    return err
+    local err
+    token, err = current_token(fence, ARGV[3], ARGV[2])
+    if not token then
+      return err
+    end
   end
   redis.call('ZADD', permits, 'XX', now + ttl, holder)
+  outlive(permits, ttl)
   return {1, token}
 end
 if n > limit then
@@ -49,11 +57,9 @@ if (not first or first == waiter) and used(permits, state) + n <= limit then
   if waiter ~= '' then
     dequeue(state, queue, alive, waiter)
   end
-  redis.call('ZADD', permits, now + ttl, holder)
-  if n > 1 then
-    redis.call('HSET', state, 'n:' .. holder, n)
-  end
-  wake_first(permits, state, queue, alive, limit, ARGV[7], ARGV[8])  -- the next may fit too
+  grant(permits, state, holder, n, token, now, ttl)
+  -- the next may fit too
+  serve_queue(permits, fence, state, queue, alive, limit, ARGV[7], ARGV[8], now)
   return {1, token}
 end
 -- Busy: a re-try may succeed when the first permit's lease or the first waiter's turn ends.
@@ -72,6 +78,8 @@ if waiter ~= '' then
   score = redis.call('ZSCORE', queue, waiter)
   -- forgotten unless it re-tries by then (it re-tries at the latest when pttl ends)
   redis.call('ZADD', alive, now + pttl + ttl, waiter)
+  outlive(queue, pttl + ttl)
+  outlive(alive, pttl + ttl)
   if n > 1 then
     redis.call('HSET', state, 'w:' .. waiter, n)
   end

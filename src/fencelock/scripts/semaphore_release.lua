@@ -1,9 +1,9 @@
--- Release a holder's permits of a semaphore (keys: semaphore.lua) and wake the first waiter
--- if its request fits now.
+-- Release a holder's permits of a semaphore (keys: semaphore.lua) and serve the queue: the
+-- waiters whose requests now fit are granted in order (or the first woken to re-try).
 --
 -- KEYS[1]  permits
 -- KEYS[2]  queue of waiters
--- KEYS[3]  fencing counter (unused: the keys are those of release.lua)
+-- KEYS[3]  fencing counter (prelude.lua)
 -- KEYS[4]  state
 -- KEYS[5]  alive
 -- ARGV[1]  holder token
@@ -11,9 +11,10 @@
 -- ARGV[3]  'PUBLISH', or 'SPUBLISH' on a Cluster
 -- ARGV[4]  a waiter giving up, to forget first (the wake-up it may have had is passed on), or ''
 --
--- Returns 1 when released, 3 when released and a waiting client was woken, 0 when ARGV[1] holds
--- no permit (nothing is changed then: no release twice, none of another holder's).
-local permits, queue, state, alive = KEYS[1], KEYS[2], KEYS[4], KEYS[5]
+-- Returns 1 when released, 3 when released and a waiting client was woken, 4 when released and
+-- a waiter granted, 0 when ARGV[1] holds no permit (nothing is changed then: no release twice,
+-- none of another holder's).
+local permits, queue, fence, state, alive = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local now = clock_ms()
 reclaim(permits, state, queue, alive, now)
 local limit = tonumber(redis.call('HGET', state, 'limit') or '0')
@@ -22,9 +23,9 @@ if ARGV[4] ~= '' then
 end
 if redis.call('ZREM', permits, ARGV[1]) == 0 then
   if ARGV[4] ~= '' then
-    wake_first(permits, state, queue, alive, limit, ARGV[2], ARGV[3])
+    serve_queue(permits, fence, state, queue, alive, limit, ARGV[2], ARGV[3], now)
   end
   return 0
 end
-redis.call('HDEL', state, 'n:' .. ARGV[1])
-return wake_first(permits, state, queue, alive, limit, ARGV[2], ARGV[3])
+redis.call('HDEL', state, 'n:' .. ARGV[1], 't:' .. ARGV[1])
+return serve_queue(permits, fence, state, queue, alive, limit, ARGV[2], ARGV[3], now)
