@@ -16,7 +16,7 @@ retries with backoff), ``LockClient.from_url(url)``, and the same two with ``fen
 and ``redis.asyncio``. Calls: ``acquire(timeout=0)`` and ``acquire(timeout=2)`` of a free name,
 ``held()``, ``extend()``, ``release()``, ``fenced_set()``.
 
-The bound fencelock promises (README, docs/leases.md): the call's timeout plus one request
+The bound fencelock promises (docs/api.md, docs/leases.md): the call's timeout plus one request
 timeout (fencelock's default socket timeout, 5 s). A call still running at ``--cap`` seconds is
 reported as ``>cap`` (the sync call is left running in a daemon thread).
 """

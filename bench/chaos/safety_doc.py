@@ -16,6 +16,20 @@ from .scenarios import ALWAYS, Mode
 INTRO = """\
 # Safety under faults: the chaos suite
 
+What happens to a lock when a holder or a server fails, in the deployment you run.
+[modes.md](modes.md) says what each mode promises; this page is the evidence: the same faults
+injected at random into running workloads, and every step checked afterwards. To read it, find
+your mode's scenarios in "Results" (`single/`, `sentinel/`, `cluster/`, `redlock5/`), and "What
+the numbers mean" for the columns. The column that must read 0 everywhere is **stale writes
+accepted**: a fenced resource never accepts a write older than one it has accepted. Overlaps
+(two workers that both believe they hold the lock) are expected under pauses, failovers and
+restarts without persistence: that is what a lease allows, and what fencing is for
+([leases.md](leases.md) has the timeline). "Fencing tokens" states the one assumption tokens
+rest on; "Findings" what the runs found and what was fixed; "Not covered yet" what is not
+tested.
+
+## How the suite works
+
 fencelock's fault matrix (the design notes, "The fault matrix"; [modes.md](modes.md)), run
 against real servers by a Jepsen-style suite, `bench/chaos/`. Worker
 processes take a lock, read a counter from a Redis server of its own (the *resource*, which no
@@ -211,7 +225,8 @@ A grant's token is **max(last token + 1, the server's clock in microseconds)** (
 block of tokens reserved for local hand-offs follows it: one rule, `scripts/prelude.lua`, for
 every script that hands out tokens (acquire, reentrant acquire, a release's grant to a queued
 waiter, a local hand-off, Redlock's write-back). The last token of a name (`...:fence`) is kept
-for the lease it was handed out with and until the server's clock has passed it, with an
+for the lease it was handed out with (renewals and `extend()` keep it as long as the lease,
+`test_renewals_keep_the_fencing_counter`) and until the server's clock has passed it, with an
 absolute expiry (`SET ... PXAT`: a promoted replica keeps it until its own clock passes it).
 After that it expires: a name that is free and has no waiters leaves no key
 (`test_no_key_is_left_once_the_names_are_idle`; `python -m bench.garbage`, 100,000 names locked
@@ -267,50 +282,13 @@ FINDINGS = """\
   run's `single/node-restart` default lock, and the resource refused the new holders' writes
   until the tokens caught up), and a failover without `min_replicas` handed out the same token
   twice, both writes accepted under the `<=` rule.
-- **Found and fixed (sync Redlock with `LockClient([redis.Redis(...), ...])`)**: the node
-  clients kept redis-py's default `Retry` (redis-py 8: 10 retries, exponential backoff up to
-  1 s), which also wraps reconnects. With one node hung or two down, each sync call that had to
-  reconnect to them cost seconds instead of a node timeout (measured: acquire 7.7 s, token
-  write-back 7.6 s, release 9.0 s with 2 of 5 nodes down, ttl 10 s). Leases ran out inside the
-  calls, and `lock.token` returned the token of a lease that ran out while it was being written
-  back (it checked the deadline before the write-back only), so a worker believed it held a
-  lock another worker held: in a long run before the fix, 12 overlaps in
-  `redlock5/minority-loss-redis-objects` and 8 in `redlock5/hung-node-redis-objects`.
-  `LockClient.from_url([...])` (no retries) and the asyncio client were not affected; the
-  library's own Redlock tests use `from_url`. Fixed in eaeb97e (no retries on Redlock node
-  clients; the token is handed out only if the lease is still held after the write-back): the
-  `*-redis-objects` rows above run the README's form and check the fix.
-
-- **Found and fixed (sync pub/sub listener)**: the `fencelock-waiter` thread of a client died
-  on exceptions that redis-py raises while its pub/sub connection is re-made after a server
-  restart, hang or failover (`KeyError: 0` in `PubSub.handle_message`, `AttributeError: 'bytes'
-  object has no attribute 'get'` in the connection handshake, `TypeError: argument must be an
-  int, or have a fileno() method` polling a closed socket), consistent with two threads using
-  one `PubSub` at once. Its client's waiters were then woken only by their fallback re-try.
-  Fixed in d6fe20f: the listener logs such an error, wakes its waiters to re-try, and reads on
-  ("library threads died" above counts any that still die). The concurrent use of one `PubSub`
-  by the listener and a subscribing thread is still there; in asyncio it showed once as a
-  `RuntimeError` from a subscribe, now a `LockConnectionError` (93e699e).
-- **Found and fixed (late `on_lost` while a renewal hangs)**: when the server stopped
-  answering without closing the connection (the proxy's black hole), the watchdog waited for its
-  renewal up to the socket timeout, and declared the loss only then: `on_lost` could come after
-  another worker was granted the lock (`single/slow-network`; `check()` and `lost` were right
-  all along). A renewal is now bounded by the earliest lease deadline of its batch, leases are
-  declared lost between batches (77ce024), and in the sync API the re-connect and handshake of
-  that request are bounded too (6dcbfdc).
-- **Found and fixed (asyncio, `on_lost_policy="cancel"`)**, by the `async_cancel` workers: a
-  loss that the block's own `check()` declared also cancelled that same task; before Python
-  3.13 `Task.uncancel()` does not withdraw such a pending cancellation, so it landed in the
-  release and the block ended with `CancelledError` instead of `LockLost`
-  (`redlock5/holder-pause`). And a release that could not reach the server after a known loss
-  ended the block with `LockConnectionError`, masking `LockLost`. Both fixed in 93e699e.
-- **Found and fixed (the first long run with the asyncio kind)**: in `single/node-hang` an
-  acquire whose first request timed out and whose re-send was granted computed its lease from
-  the first request's send time, so the watchdog declared the fresh grant lost at once, while
-  the block was already reading; the lease now runs from the request that was granted, and a
-  grant whose reply comes back after its local deadline is given back (3b1ceae). An
-  `UNSUBSCRIBE` failing with redis.asyncio's `RuntimeError` killed an asyncio worker
-  (252d36c).
+- **Bugs the suite found, each fixed since**: the sync Redlock node clients' redis-py
+  retries (calls took seconds with nodes down, and a lease could run out while its token was
+  written back), the sync pub/sub listener dying on redis-py errors after a server restart,
+  a late `on_lost` while a renewal hung, `on_lost_policy="cancel"` ending a block with
+  `CancelledError` instead of `LockLost`, and a lease counted from the wrong request after a
+  re-send. What each looked like and how it was fixed: [benchmarks.md, "The chaos suite: what
+  it found"](benchmarks.md#the-chaos-suite-what-it-found).
 
 ## Not covered yet
 
@@ -326,26 +304,17 @@ FINDINGS = """\
   keeps its data, since a counter is kept until that clock has passed it), and clock drift
   (rate).
 - The same matrix on valkey as the lock servers (`--server valkey`) is not recorded here. Its one
-  long run (2026-11-22, 19 scenarios in 698 s, with the release granting the lock to the first
-  queued waiter) broke one promise: in `single/slow-network`, an `auto_renew` holder's loss was
-  signalled only by its release, after the next holder's grant (an overlapping hold; 0 stale
-  writes accepted). One mechanism fits it and is fixed: a grant whose reply came back after its
-  lease was given back, and the acquire tried again *with the same holder token*; the give-back,
-  delayed by the slow network (or a copy redis-py re-sent), could reach the server after a later
-  grant to that token and delete it. A token given back is now never used again
-  (`test_a_token_given_back_is_never_used_again`, fails on the previous code); 8 runs of that
-  scenario on valkey after the fix: no overlap. Runs of that scenario on valkey before the fix: 2
-  overlaps in about 27 (11 of them with debug logging, none of which overlapped), the other one of
-  2 ms (the watchdog's `on_lost` came 2 ms after the next grant returned, at the moment the proxy
-  switched from delaying to resetting connections: the callback's own latency, while `check()`
-  compares the clock with the deadline directly). The same class of reuse remains in two rarer
-  paths, not fixed yet: a Redlock split vote gives the grant back and re-tries with the same
-  token, and a reentrant re-entry whose replicas did not acknowledge takes its hold back and keeps
-  the token.
-- One long run on a branch of this change before it was merged (2026-11-24, clock-based tokens
-  alone) broke two promises, 0 stale writes accepted: in `single/slow-network` an `auto_renew`
-  holder held 125 ms past the next holder's grant (the class of the valkey finding above; not
-  reproduced in 3 more long runs of that scenario, nor in this page's run of the merged code),
-  and in `redlock5/holder-pause` an `async_cancel` block read 2 ms after its loss was declared
-  (the callback latency described above). Their cause is not proven.
+  long run found an overlapping hold in `single/slow-network` (0 stale writes accepted). The
+  one mechanism that fits it is fixed: a token given back is never used again
+  (`test_a_token_given_back_is_never_used_again`), and 8 runs of that scenario after the fix
+  showed no overlap. The same reuse remains in two rarer paths: a
+  Redlock split vote gives the grant back and re-tries with the same holder token, and a
+  reentrant re-entry whose replicas did not acknowledge takes its hold back and keeps the token.
+- Two broken promises seen once, in a long run before the clock-based tokens were merged (an
+  `auto_renew` holder in `single/slow-network` held 125 ms past the next grant; an
+  `async_cancel` block read 2 ms after its loss was declared), not reproduced since; their
+  cause is not proven.
+
+The history of each finding (what was seen, in which run, and the fix) is in
+[benchmarks.md, "The chaos suite: what it found"](benchmarks.md#the-chaos-suite-what-it-found).
 """

@@ -317,8 +317,8 @@ SCENARIOS: Final[list[Scenario]] = [
     ),
     Scenario(
         REDLOCK, "minority-loss-redis-objects", minority_loss,
-        "as redlock5/minority-loss, with LockClient([redis.Redis(...), ...]) (the README's "
-        "form, redis-py's defaults) instead of LockClient.from_url([...])",
+        "as redlock5/minority-loss, with LockClient([redis.Redis(...), ...]) (the form docs/api.md "
+        "shows, redis-py's defaults) instead of LockClient.from_url([...])",
         "As redlock5/minority-loss: no overlap, grants go on. (This scenario found that the "
         "node clients kept redis-py's default Retry, 10 tries with backoff on the dead nodes' "
         "reconnects; fixed: a Redlock node gets one try within its node timeout.)",
