@@ -42,12 +42,17 @@ proxy, jumps a Redlock node's wall clock (libfaketime), and fails masters over (
 Cluster). A checker (pure code, `bench/chaos/checker.py`, unit-tested with hand-made histories in
 `tests/test_chaos_checker.py`) reads the merged history.
 
-Each scenario runs four lock kinds at once, each on a lock name of its own with workers of its
-own. Three use the sync API: the default lock (no renewal), `auto_renew=True`, and
-`reentrant=True` (every grant entered twice). The fourth, `async_cancel`, uses the asyncio API:
-`async with lock:` on a lock with `auto_renew=True, on_lost_policy="cancel"`, so a lost lease
-cancels the block at its next `await` and the block ends with `LockLost`. A fault on a holder
-hits one holder of each name; a fault on servers or the network hits all of them.
+Each scenario runs seven lock kinds at once, each on a lock name of its own with workers of its
+own. Three are the lock through the sync API: the default lock (no renewal), `auto_renew=True`,
+and `reentrant=True` (every grant entered twice). The fourth, `async_cancel`, uses the asyncio
+API: `async with lock:` on a lock with `auto_renew=True, on_lost_policy="cancel"`, so a lost
+lease cancels the block at its next `await` and the block ends with `LockLost`. The other three
+are the other primitives, each used as a mutex so that every promise of the lock applies to
+them: `semaphore`, a semaphore of one permit with `auto_renew=True`; `rw_write`, the write side
+of a read-write lock; and `multi_lock`, a multi-lock of the name and a second name (its own
+hash slot). Redlock runs the lock kinds and the multi-lock only: semaphores and read-write
+locks need one master or a Cluster ([semaphore.md](semaphore.md)). A fault on a holder hits one
+holder of each name; a fault on servers or the network hits all of them.
 """
 
 COLUMNS = """\
