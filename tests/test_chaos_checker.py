@@ -505,3 +505,20 @@ def test_a_worker_killed_by_an_untyped_error_is_a_broken_promise() -> None:
     library = Story().acquire("w0", 1, 0.0).release("w0", 0.5)
     library = library.add(0.6, "w1", h.THREAD_DIED, detail="fencelock-waiter: KeyError: 0")
     assert broken_promises(library.final(0)) == []
+
+
+def test_a_versioned_value_is_held_to_no_lost_update_not_to_a_locks_promises() -> None:
+    def story(second_outcome: str, final: int) -> Story:
+        # two read-modify-writes of version 1 at once (no lock: an overlap by design); the
+        # second's compare-and-set must be refused
+        s = Story(kind=h.VERSIONED).acquire("w0", 1, 0.0).acquire("w1", 1, 0.1)
+        s.add(0.11, "w0", h.READ, value=0).add(0.12, "w1", h.READ, value=0)
+        s.write("w0", 1, 0.2).write("w1", 1, 0.3, outcome=second_outcome)
+        return s.release("w0", 0.4).release("w1", 0.5).add(0.6, "w2", h.EXIT).final(final)
+
+    refused = story(h.WRITE_REFUSED, final=1)
+    assert refused.report().overlaps  # (reported, not a broken promise)
+    assert broken_promises(refused) == []
+    both = story(h.WRITE_ACCEPTED, final=1)  # a compare-and-set that let the second through
+    (line,) = broken_promises(both)
+    assert line == f"single/holder-crash {h.VERSIONED}: {ALWAYS[6]}: 1"

@@ -194,6 +194,12 @@ class NameReport:
         return self.kind in h.RENEWED_KINDS
 
     @property
+    def locked(self) -> bool:
+        """Whether this name is a lock (the ``versioned`` kind takes none: its "grants" are
+        reads of a version, which overlap by design)."""
+        return self.kind != h.VERSIONED
+
+    @property
     def cancelling(self) -> bool:
         """Whether this lock has ``on_lost_policy="cancel"`` (see ``uncancelled_blocks``)."""
         return self.kind in h.CANCELLING_KINDS

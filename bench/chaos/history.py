@@ -27,6 +27,9 @@ ASYNC_CANCEL: Final = "async_cancel"
 SEMAPHORE: Final = "semaphore"  # sync, a semaphore of 1 permit, auto_renew=True
 RW_WRITE: Final = "rw_write"  # sync, the write side of a read-write lock, no renewal
 MULTI: Final = "multi_lock"  # sync, a multi-lock of the name and a second one, no renewal
+# no lock at all: the counter updated by compare-and-set (client.versioned), each read-modify-
+# write recorded as a grant whose token is the version read (docs/no-lock.md)
+VERSIONED: Final = "versioned"
 # auto_renew=True: every loss is signalled
 RENEWED_KINDS: Final = (AUTO_RENEW, ASYNC_CANCEL, SEMAPHORE)
 CANCELLING_KINDS: Final = (ASYNC_CANCEL,)  # a loss cancels the block, which ends with LockLost

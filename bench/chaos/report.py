@@ -129,6 +129,10 @@ def violations(result: Result) -> list[str]:
             found.append(f"{where}: {ALWAYS[3]}: {r.unexplained_increments}")
         for error in r.untyped_errors:
             found.append(f"{where}: {ALWAYS[5]}: {error}")
+        if not r.locked:
+            if r.lost_updates:
+                found.append(f"{where}: {ALWAYS[6]}: {r.lost_updates}")
+            continue  # the promises below are a lock's
         if NO_OVERLAP in scenario.promises:
             for o in r.overlaps:
                 found.append(f"{where}: {NO_OVERLAP}: {o.earlier} / {o.later}")

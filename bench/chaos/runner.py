@@ -279,7 +279,8 @@ class Run:
         client = make_client(self.client_spec)
         try:
             for name in self.names:
-                self._final_acquire(client, name)
+                if self.kind_of[name] != workers.VERSIONED:  # (no lock to take)
+                    self._final_acquire(client, name)
         finally:
             close_client(client)
 

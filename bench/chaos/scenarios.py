@@ -7,7 +7,10 @@ its own: with the sync API the default lock (no renewal), ``auto_renew=True``, a
 lock with ``auto_renew=True, on_lost_policy="cancel"`` (``async_cancel``); and the other
 primitives held as mutexes (``workers.new_lock``): a semaphore of one permit (auto-renewed),
 the write side of a read-write lock, and a multi-lock of two names (not on Redlock: it has no
-semaphores). A fault on a holder
+semaphores). The holder faults on one server also run ``versioned`` workers, which take no lock
+at all: each updates the counter by compare-and-set (``client.versioned``), and must lose no
+update however its writers are killed or paused; the lock's own promises (no overlap, fencing,
+tokens, recovery) do not apply to it. A fault on a holder
 hits one holder of each name; a fault on servers or the network hits all names at once. The
 names all hash to the first shard of the 3-master test cluster, so a failover there hits all of
 them too. Every scenario applies to every kind: each topology has an asyncio client
@@ -37,7 +40,7 @@ from . import nemesis
 from .runner import Run
 from .topologies import CLUSTER, REDLOCK, SENTINEL, SINGLE, find_faketime
 from .topologies import FAKETIME_MISSING as FAKETIME_MISSING
-from .workers import LOCK_KINDS, REDLOCK_KINDS
+from .workers import LOCK_KINDS, REDLOCK_KINDS, VERSIONED
 
 # -- promises (asserted by the short run's test) -------------------------------------------------
 NO_OVERLAP: Final = "no overlapping holds"
@@ -52,6 +55,7 @@ ALWAYS: Final = (
     "no counter increment nobody wrote",
     "a loss cancels an async_cancel block, which ends with LockLost",
     "a lock call fails only with a typed error (LockError)",
+    "no lost update of a versioned value (compare-and-set, no lock)",
 )
 
 # fencelock_tools.servers.topology splits the slots evenly over 3 masters
@@ -250,7 +254,9 @@ CLUSTER_OPTIONS: Final[dict[str, Any]] = {
 }
 
 SCENARIOS: Final[list[Scenario]] = [
-    *_holder_scenarios(SINGLE),
+    # (the versioned value lives on the resource, which no fault touches: only a fault on its
+    # writers concerns it, and once is enough)
+    *_holder_scenarios(SINGLE, kinds=(*LOCK_KINDS, VERSIONED)),
     Scenario(
         SINGLE, "node-restart", node_restart,
         "SIGKILL the server, restart it empty 0.3 s later (no persistence)",

@@ -53,6 +53,7 @@ from .history import MULTI as MULTI
 from .history import REENTRANT as REENTRANT
 from .history import RW_WRITE as RW_WRITE
 from .history import SEMAPHORE as SEMAPHORE
+from .history import VERSIONED as VERSIONED
 from .topologies import (
     ClientSpec,
     close_async_client,
@@ -94,6 +95,8 @@ def lock_keys(kind: str, name: str) -> list[LockKeys]:
         return [SemaphoreKeys.for_semaphore(name, kind="rw")]
     if kind == MULTI:
         return [LockKeys.for_name(n) for n in (name, second_name(name))]
+    if kind == VERSIONED:
+        return []
     return [LockKeys.for_name(name)]
 
 
@@ -189,7 +192,8 @@ def run(spec: WorkerSpec, phases: Any, grants: Any, slot: int, stop: Any) -> Non
         if spec.kind == ASYNC_CANCEL:
             asyncio.run(AsyncWorker(spec, recorder, phases, grants, slot, stop).loop(stopping))
         else:
-            Worker(spec, recorder, phases, grants, slot, stop).loop(stopping)
+            worker = VersionedWorker if spec.kind == VERSIONED else Worker
+            worker(spec, recorder, phases, grants, slot, stop).loop(stopping)
     except Exception as exc:  # an error no step expects (the library's promise: typed errors)
         with contextlib.suppress(Exception):
             what = f"worker {spec.worker}: {type(exc).__name__}: {exc}"
@@ -366,6 +370,51 @@ class Worker(_Worker):
             self.record(h.RELEASE_FAILED, token=self.token, detail=type(exc).__name__)
         else:
             self.record(h.RELEASED, token=self.token)
+
+
+class VersionedWorker(Worker):
+    """The ``versioned`` kind: no lock. Each round reads the counter with its version
+    (``client.versioned(key, redis=resource)``), works, and writes (value read) + 1 only if the
+    version is unchanged. Recorded as the lock workers' rounds are, so that the nemesis finds
+    it at the same points: the read as a grant (``acquire``, its token the version read), the
+    compare-and-set as the write (``write_refused``: another write came first), then
+    ``release``. Its promise is no lost update: every accepted write is counted in the final
+    value, whoever was paused or killed in the middle."""
+
+    def round(self) -> None:
+        spec = self.spec
+        value = self.client.versioned(self.key, redis=self.resource)
+        asked = time.monotonic()
+        try:
+            raw, version = value.get()
+        except (fencelock.LockError, RedisError) as exc:
+            self.record(h.ACQUIRE_FAILED, t0=asked, detail=type(exc).__name__)
+            time.sleep(self.backoff())
+            return
+        self.token = version
+        self.granted(version, asked, "read")
+        try:
+            read = self.read(version, raw)
+            for nap in self.naps(self.rng.uniform(*spec.work)):
+                time.sleep(nap)
+            self.phases[self.slot] = CHECKED  # (what a pause "after the check" aims at)
+            time.sleep(spec.gap)
+            self.record(h.WRITE_ATTEMPT, token=version, value=read + 1)
+            sent = time.monotonic()
+            try:
+                written = value.set(read + 1, version)
+            except (fencelock.LockError, RedisError) as exc:
+                self.record(h.WRITE_ERROR, token=version, value=read + 1, t0=sent, detail=repr(exc))
+            else:
+                outcome = h.WRITE_ACCEPTED if written else h.WRITE_REFUSED
+                self.record(outcome, token=version, value=read + 1, t0=sent)
+            self.phases[self.slot] = WRITTEN
+            self.record(h.RELEASE, token=version)
+            self.record(h.RELEASED, token=version)
+        finally:
+            self.phases[self.slot] = IDLE
+            self.token = None
+        time.sleep(spec.think)
 
 
 class AsyncWorker(_Worker):
