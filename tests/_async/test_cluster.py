@@ -222,6 +222,16 @@ async def test_semaphores_on_a_cluster(cluster_client: AsyncLockClient, cluster:
             assert await call.result()
             assert waiting.token > 0
             await waiting.release()
+        # a read-write lock's downgrade serves its queue by sharded pub/sub too
+        writer = cluster_client.rw_lock(NAMES[0], ttl=3600).write()
+        assert await writer.acquire(timeout=0)
+        reader = other.rw_lock(NAMES[0], ttl=10).read()
+        reading = AsyncCall(lambda: reader.acquire(timeout=None))
+        await async_until(lambda: other.statistics().waiting == 1)
+        await writer.downgrade()
+        assert await reading.result()
+        await reader.release()
+        await writer.release()
         assert other.statistics().polls == 0  # woken by messages (the only timer: an hour)
         renewed = [cluster_client.semaphore(name, 1, ttl=0.6, auto_renew=True) for name in NAMES]
         for permit in renewed:

@@ -4,6 +4,8 @@ Sync twin generated into tests/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import fencelock
@@ -95,6 +97,54 @@ async def test_an_upgrade_is_refused(async_client: AsyncLockClient) -> None:
         with pytest.raises(fencelock.LockError, match="already held"):
             await reader.acquire(timeout=0)  # one object, one grant: no change of side
         assert not await rw.write().acquire(timeout=0)  # a writer waits for the reader
+
+
+async def test_a_writer_downgrades_to_a_reader_with_no_writer_in_between(
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient
+) -> None:
+    """The readers queued behind the writer are let in at once; a writer queued after them
+    still waits, and the downgraded holder keeps its lease and token."""
+    rw, rw_b = async_client.rw_lock("rw-down", ttl=10), async_client_b.rw_lock("rw-down", ttl=10)
+    writer = rw.write()
+    assert await writer.acquire(timeout=0)
+    token = writer.token
+    reader = rw_b.read()
+    reading = AsyncCall(lambda: reader.acquire(timeout=10))
+    await async_until(lambda: async_client_b.statistics().waiting == 1)
+    next_writer = rw_b.write()
+    writing = AsyncCall(lambda: next_writer.acquire(timeout=10))
+    await async_until(lambda: async_client_b.statistics().waiting == 2)
+    await writer.downgrade()
+    assert await reading.result()  # granted by the downgrade itself
+    assert writer.token == token and await writer.held() and writer.writer
+    assert not await rw.read().acquire(timeout=0)  # a new reader queues behind next_writer
+    with pytest.raises(TypeError, match="only a write grant"):
+        await writer.downgrade()
+    await writer.release()  # the read permit
+    read_token = reader.token
+    await reader.release()
+    assert await writing.result()
+    assert next_writer.token > read_token > token
+    await next_writer.release()
+    assert await writer.acquire(timeout=0)  # the write side again
+    assert not await rw.read().acquire(timeout=0)
+    await writer.release()
+
+
+async def test_a_downgrade_needs_a_write_grant_still_held(async_client: AsyncLockClient) -> None:
+    rw = async_client.rw_lock("rw-down-bad", ttl=0.2)
+    reader, writer = rw.read(), rw.write()
+    with pytest.raises(fencelock.LockNotOwned):
+        await writer.downgrade()
+    async with reader:
+        with pytest.raises(TypeError, match="only a write grant"):
+            await reader.downgrade()
+    assert await writer.acquire(timeout=0)
+    ended = time.monotonic() + 0.3  # past the lease of 0.2 s, by the server's clock too
+    await async_until(lambda: time.monotonic() > ended)
+    with pytest.raises(fencelock.LockLost):
+        await writer.downgrade()
+    assert writer.lost
 
 
 async def test_each_side_is_its_own_primitive_in_the_metrics(

@@ -223,6 +223,16 @@ def test_semaphores_on_a_cluster(cluster_client: LockClient, cluster: Cluster) -
             assert call.result()
             assert waiting.token > 0
             waiting.release()
+        # a read-write lock's downgrade serves its queue by sharded pub/sub too
+        writer = cluster_client.rw_lock(NAMES[0], ttl=3600).write()
+        assert writer.acquire(timeout=0)
+        reader = other.rw_lock(NAMES[0], ttl=10).read()
+        reading = SyncCall(lambda: reader.acquire(timeout=None))
+        sync_until(lambda: other.statistics().waiting == 1)
+        writer.downgrade()
+        assert reading.result()
+        reader.release()
+        writer.release()
         assert other.statistics().polls == 0  # woken by messages (the only timer: an hour)
         renewed = [cluster_client.semaphore(name, 1, ttl=0.6, auto_renew=True) for name in NAMES]
         for permit in renewed:

@@ -5,6 +5,8 @@ Sync twin generated into tests/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import fencelock
@@ -96,6 +98,54 @@ def test_an_upgrade_is_refused(sync_client: LockClient) -> None:
         with pytest.raises(fencelock.LockError, match="already held"):
             reader.acquire(timeout=0)  # one object, one grant: no change of side
         assert not rw.write().acquire(timeout=0)  # a writer waits for the reader
+
+
+def test_a_writer_downgrades_to_a_reader_with_no_writer_in_between(
+    sync_client: LockClient, sync_client_b: LockClient
+) -> None:
+    """The readers queued behind the writer are let in at once; a writer queued after them
+    still waits, and the downgraded holder keeps its lease and token."""
+    rw, rw_b = sync_client.rw_lock("rw-down", ttl=10), sync_client_b.rw_lock("rw-down", ttl=10)
+    writer = rw.write()
+    assert writer.acquire(timeout=0)
+    token = writer.token
+    reader = rw_b.read()
+    reading = SyncCall(lambda: reader.acquire(timeout=10))
+    sync_until(lambda: sync_client_b.statistics().waiting == 1)
+    next_writer = rw_b.write()
+    writing = SyncCall(lambda: next_writer.acquire(timeout=10))
+    sync_until(lambda: sync_client_b.statistics().waiting == 2)
+    writer.downgrade()
+    assert reading.result()  # granted by the downgrade itself
+    assert writer.token == token and writer.held() and writer.writer
+    assert not rw.read().acquire(timeout=0)  # a new reader queues behind next_writer
+    with pytest.raises(TypeError, match="only a write grant"):
+        writer.downgrade()
+    writer.release()  # the read permit
+    read_token = reader.token
+    reader.release()
+    assert writing.result()
+    assert next_writer.token > read_token > token
+    next_writer.release()
+    assert writer.acquire(timeout=0)  # the write side again
+    assert not rw.read().acquire(timeout=0)
+    writer.release()
+
+
+def test_a_downgrade_needs_a_write_grant_still_held(sync_client: LockClient) -> None:
+    rw = sync_client.rw_lock("rw-down-bad", ttl=0.2)
+    reader, writer = rw.read(), rw.write()
+    with pytest.raises(fencelock.LockNotOwned):
+        writer.downgrade()
+    with reader:
+        with pytest.raises(TypeError, match="only a write grant"):
+            reader.downgrade()
+    assert writer.acquire(timeout=0)
+    ended = time.monotonic() + 0.3  # past the lease of 0.2 s, by the server's clock too
+    sync_until(lambda: time.monotonic() > ended)
+    with pytest.raises(fencelock.LockLost):
+        writer.downgrade()
+    assert writer.lost
 
 
 def test_each_side_is_its_own_primitive_in_the_metrics(

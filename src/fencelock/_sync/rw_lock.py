@@ -13,10 +13,9 @@ phase-fair order:
   lease's end;
 * every grant, of either side, gets a fencing token larger than every earlier grant's.
 
-Neither side changes into the other. An upgrade (read -> write) is refused: two readers
-upgrading at once would each wait for the other's read permit for ever. A downgrade (write ->
-read) would be safe, but is not offered yet: release the write lock and take a read lock (a
-writer may slip in between).
+A writer may downgrade to a reader (``downgrade()``): one script gives back all permits but one
+and serves the queue, so no writer can slip in between. An upgrade (read -> write) is refused:
+two readers upgrading at once would each wait for the other's read permit for ever.
 """
 
 from __future__ import annotations
@@ -24,10 +23,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
+from redis.exceptions import RedisError
+
+from .._core.lease import EXPLAINED
+from .._core.replies import translate_error
+from ..errors import LockLost
 from ..keys import validate_name
 from ..labels import Label
+from ..scripts import RW_DOWNGRADE
 from .lock import _DEFAULT, Lock, Parts, _Default
 from .semaphore import Permits
+from .topology import SyncOneServer
 
 WRITE_PERMITS: Final = 2**31  # a writer's share: every permit (a reader takes one)
 
@@ -105,6 +111,7 @@ class RWSide(Permits):
             on_lost_policy=on_lost_policy,
             label=label,
         )
+        self._side = permits  # (a downgraded grant holds 1; the next acquire takes this again)
         self._spec = self._spec_for(permits)
 
     def __repr__(self) -> str:
@@ -113,10 +120,33 @@ class RWSide(Permits):
 
     @property
     def writer(self) -> bool:
-        return self._spec.permits == WRITE_PERMITS
+        """Whether this object is the write side (even while it holds a downgraded grant)."""
+        return self._side == WRITE_PERMITS
 
     def acquire(  # type: ignore[override]  # (the side decides the permits)
         self, timeout: float | _Default | None = _DEFAULT
     ) -> bool:
         """Take this side of the lock; ``timeout`` as ``Lock.acquire``."""
-        return super().acquire(self._spec.permits, timeout)
+        return super().acquire(self._side, timeout)
+
+    def downgrade(self) -> None:
+        """Turn this writer's grant into a reader's, atomically: readers queued up to the next
+        writer are granted at once, and no writer can come in between. The lease and the
+        fencing token stay; ``release()`` then gives back the read permit, and the next
+        ``acquire()`` of this object takes the write side again. ``LockLost`` if the lease had
+        ended; ``TypeError`` on a read side or a grant already downgraded."""
+        grant = self._owned_grant("downgrade")
+        if self._spec.permits != WRITE_PERMITS:
+            raise TypeError(f"{self!r} holds a read grant: only a write grant can be downgraded")
+        topology = self._parts.topology
+        assert isinstance(topology, SyncOneServer)
+        keys = self._spec.release_keys
+        args = (grant.holder, self._spec.keys.channel, topology.publish_command)
+        try:
+            reply, _ = topology.script(RW_DOWNGRADE, keys, args, topology.request_timeout)
+        except RedisError as exc:
+            raise translate_error(exc, self._spec.keys.lock) from exc
+        if reply == 0:
+            why = self._declare_lost(grant, "at downgrade")
+            raise LockLost(f"cannot downgrade {self.name!r}: {EXPLAINED[why]}")
+        self._spec = self._spec_for(1)
