@@ -81,6 +81,42 @@ def test_ls_inspect_top_and_release(
     assert again.returncode == 0 and "not held" in again.stdout
 
 
+def test_ls_and_inspect_show_semaphores_and_read_write_locks(
+    server: EmbeddedServer, sync_client: LockClient
+) -> None:
+    jobs = [sync_client.semaphore("jobs", 5, 60, label=f"worker {i}") for i in range(2)]
+    assert jobs[0].acquire(2, timeout=0) and jobs[1].acquire(1, timeout=0)
+    readers = [sync_client.rw_lock("catalog", 60).read() for _ in range(2)]
+    assert all(r.acquire(timeout=0) for r in readers)
+    writer = sync_client.rw_lock("prices", 60).write()
+    assert writer.acquire(timeout=0)
+
+    listed = fencelock("ls", "--url", server.url)
+    assert listed.returncode == 0, listed.stderr
+    rows = {row.split()[0]: row for row in listed.stdout.splitlines()[1:]}
+    assert sorted(rows) == ["catalog", "jobs", "prices"]
+    assert "semaphore 3/5" in rows["jobs"]
+    assert "read_lock x2" in rows["catalog"] and "write_lock" in rows["prices"]
+    lines = fencelock("ls", "jobs", "--json", url=server.url).stdout.splitlines()
+    [shown] = [json.loads(line) for line in lines]
+    assert (shown["kind"], shown["count"], shown["limit"], shown["token"]) == (
+        "semaphore",
+        3,
+        5,
+        jobs[1].token,
+    )
+    assert sorted((h["label"], h["permits"]) for h in shown["holders"]) == [
+        ("worker 0", 2),
+        ("worker 1", 1),
+    ]
+    text = fencelock("inspect", "jobs", "--url", server.url)
+    assert text.returncode == 0, text.stderr
+    assert "holders: 2" in text.stdout and "label worker 0" in text.stdout
+    for lock in [*jobs, *readers, writer]:
+        lock.release()
+    assert fencelock("ls", "--url", server.url).stdout == ""
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -15,12 +15,14 @@ from fencelock._core.inspection import (
     inspect_reply,
     majority_view,
     name_of,
+    permits_info,
     scan_pattern,
+    semaphore_state,
     unescape,
 )
 from fencelock._core.replies import new_holder_token, queue_entry, split_holder, validate_label
 from fencelock.errors import LockConnectionError, LockError
-from fencelock.keys import LockKeys, escape
+from fencelock.keys import LockKeys, SemaphoreKeys, escape
 
 
 @pytest.mark.parametrize(
@@ -142,15 +144,38 @@ def test_force_reply() -> None:
 @pytest.mark.parametrize("name", ["plain", "a{b}c", "100%", "%7B", "}{", "*?[x]", "é"])
 def test_names_round_trip_through_their_keys(name: str) -> None:
     assert unescape(escape(name)) == name
-    assert name_of(LockKeys.for_name(name, "app:").lock, "app:") == name
+    assert name_of(LockKeys.for_name(name, "app:").lock, "app:") == (name, "lock")
+    for kind in ("sem", "rw"):
+        keys = SemaphoreKeys.for_semaphore(name, "app:", kind)
+        assert name_of(keys.lock, "app:") == (name, kind)
+        assert name_of(keys.state, "app:") is None
     assert name_of(LockKeys.for_name(name).fence, "fencelock:") is None  # not a lock key
     assert name_of(LockKeys.for_name(name).lock, "app:") is None  # another prefix
 
 
 def test_scan_patterns() -> None:
-    assert scan_pattern("fencelock:", "*") == "fencelock:{*}:lock"
-    assert scan_pattern("fencelock:", "a{b}%*") == "fencelock:{a%7Bb%7D%25*}:lock"
-    assert scan_pattern("p*[x]:", "*") == "p\\*\\[x\\]:{*}:lock"  # the prefix is literal
+    assert scan_pattern("fencelock:", "*") == "fencelock:{*}*:lock"
+    assert scan_pattern("fencelock:", "a{b}%*") == "fencelock:{a%7Bb%7D%25*}*:lock"
+    assert scan_pattern("p*[x]:", "*") == "p\\*\\[x\\]:{*}*:lock"  # the prefix is literal
+
+
+def test_a_semaphore_state_reply_as_listed() -> None:
+    token = new_holder_token("web-1")
+    reply = [3, [token, 2, 10_500, new_holder_token(None), 1, 12_000], 10_000, "77", 4]
+    state = semaphore_state(reply)
+    assert (state.limit, state.used, state.counter, state.queued) == (3, 3, 77, 4)
+    first = state.holders[0]
+    assert (first.label, first.permits, first.ttl) == ("web-1", 2, 0.5)
+    assert first.holder == split_holder(token)[0] and token not in repr(state)
+    info = permits_info("jobs", "sem", state, 2**31)
+    assert info is not None
+    assert (info.kind, info.count, info.limit, info.ttl, info.token) == ("semaphore", 3, 3, 2.0, 77)
+    writer = semaphore_state([2**31, [token, 2**31, 10_500], 10_000, "", 0])
+    shown = permits_info("doc", "rw", writer, 2**31)
+    assert shown is not None and (shown.kind, shown.count, shown.token) == ("write_lock", 1, None)
+    assert permits_info("doc", "rw", semaphore_state([0, [], 1, "", 0]), 2**31) is None
+    with pytest.raises(LockError, match="unexpected semaphore state"):
+        semaphore_state([1, [token, 1], 10, "", 0])
 
 
 @pytest.mark.parametrize(

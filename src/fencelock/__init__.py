@@ -3,7 +3,14 @@
 The sync API lives here; ``fencelock.asyncio`` has the same names for asyncio.
 """
 
-from ._core.inspection import ForceOutcome, ForceReleased, LockInfo, WaiterInfo
+from ._core.inspection import (
+    ForceOutcome,
+    ForceReleased,
+    HolderInfo,
+    LockInfo,
+    SemaphoreState,
+    WaiterInfo,
+)
 from ._core.stats import Statistics
 from ._sync.client import LockClient
 from ._sync.lock import Lock
@@ -30,6 +37,7 @@ __all__ = [
     "Conflict",
     "ForceOutcome",
     "ForceReleased",
+    "HolderInfo",
     "Lock",
     "LockClient",
     "LockConnectionError",
@@ -42,6 +50,7 @@ __all__ = [
     "NotReplicated",
     "ReadWriteLock",
     "Semaphore",
+    "SemaphoreState",
     "StaleToken",
     "Statistics",
     "TooManyConflicts",

@@ -6,7 +6,14 @@ from ._async.multilock import AsyncMultiLock as MultiLock
 from ._async.rw_lock import AsyncReadWriteLock as ReadWriteLock
 from ._async.semaphore import AsyncSemaphore as Semaphore
 from ._async.versioned import AsyncVersioned as Versioned
-from ._core.inspection import ForceOutcome, ForceReleased, LockInfo, WaiterInfo
+from ._core.inspection import (
+    ForceOutcome,
+    ForceReleased,
+    HolderInfo,
+    LockInfo,
+    SemaphoreState,
+    WaiterInfo,
+)
 from ._core.stats import Statistics
 from .errors import (
     Conflict,
@@ -25,6 +32,7 @@ __all__ = [
     "Conflict",
     "ForceOutcome",
     "ForceReleased",
+    "HolderInfo",
     "Lock",
     "LockClient",
     "LockConnectionError",
@@ -37,6 +45,7 @@ __all__ = [
     "NotReplicated",
     "ReadWriteLock",
     "Semaphore",
+    "SemaphoreState",
     "StaleToken",
     "Statistics",
     "TooManyConflicts",

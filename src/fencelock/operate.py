@@ -18,7 +18,7 @@ from dataclasses import asdict
 from typing import Any, Final, TextIO
 
 from . import LockClient
-from ._core.inspection import ForceOutcome, LockInfo
+from ._core.inspection import ForceOutcome, LockInfo, glob_escape
 from .errors import LockConnectionError, LockError
 from .run import EX_UNAVAILABLE, EX_USAGE, redact
 
@@ -100,7 +100,7 @@ def table(infos: Sequence[LockInfo]) -> list[str]:
                 _shown(info.label, 32),
                 _ttl(info.ttl),
                 "-" if info.token is None else str(info.token),
-                info.kind if info.count == 1 else f"{info.kind} x{info.count}",
+                _kind(info),
                 str(info.queued),
                 "-" if longest is None else f"{longest:.3f} s",
             )
@@ -112,11 +112,29 @@ def table(infos: Sequence[LockInfo]) -> list[str]:
     ]
 
 
+def _kind(info: LockInfo) -> str:
+    """The KIND column: a semaphore's permits held of its limit, a hold count or the holders
+    of a read lock."""
+    if info.limit is not None:
+        return f"{info.kind} {info.count}/{info.limit}"
+    return info.kind if info.count == 1 else f"{info.kind} x{info.count}"
+
+
 def details(info: LockInfo) -> list[str]:
+    if info.holders:  # a semaphore or read-write lock: every holder
+        held = [f"holders: {len(info.holders)}"]
+        for h in info.holders:
+            label = f"  label {_shown(h.label)}" if h.label else ""
+            share = "all permits" if info.kind == "write_lock" else f"{h.permits} permit(s)"
+            held.append(f"  {h.holder}  {share}, ttl {_ttl(h.ttl)}{label}")
+    else:
+        label = f"  label {_shown(info.label)}" if info.label else ""
+        held = [f"holder:  {info.holder}{label}"]
+    kind = _kind(info) if info.holders else f"{info.kind}, hold count {info.count}"
     lines = [
         f"name:    {_shown(info.name)}",
-        f"holder:  {info.holder}" + (f"  label {_shown(info.label)}" if info.label else ""),
-        f"kind:    {info.kind}, hold count {info.count}",
+        *held,
+        f"kind:    {kind}",
         f"ttl:     {_ttl(info.ttl)}",
         f"token:   {'- (counter gone)' if info.token is None else info.token}",
         f"waiters: {info.queued} queued",
@@ -145,6 +163,9 @@ def ls(client: LockClient, pattern: str, as_json_lines: bool, out: TextIO) -> in
 
 def inspect(client: LockClient, name: str, json_out: bool, out: TextIO) -> int:
     info = client.inspect(name)
+    if info is None:  # a semaphore or read-write lock of that name, if one is held
+        found = [i for i in client.locks(glob_escape(name)) if i.name == name]
+        info = found[0] if found else None
     if json_out:
         print(json.dumps(None if info is None else as_json(info)), file=out)
     elif info is None:

@@ -24,15 +24,18 @@ from .._core.inspection import (
     inspect_reply,
     majority_view,
     name_of,
+    permits_info,
     scan_pattern,
+    semaphore_state,
 )
 from .._core.quorum import quorum
 from .._core.replies import split_holder, translate_error
 from .._transport import AsyncRedis, AsyncRedisCluster, async_fan_out, async_node_client
 from ..errors import LockConnectionError, LockError
-from ..keys import MAX_TTL, LockKeys
-from ..scripts import FORCE_RELEASE, INSPECT, Script
+from ..keys import MAX_TTL, LockKeys, SemaphoreKeys
+from ..scripts import FORCE_RELEASE, INSPECT, SEMAPHORE_STATE, Script
 from .redlock import AsyncQuorum
+from .rw_lock import WRITE_PERMITS
 from .topology import AsyncOneServer, AsyncTopology
 
 logger = logging.getLogger("fencelock.admin")
@@ -100,20 +103,37 @@ async def inspect(topology: AsyncTopology, prefix: str, name: str) -> LockInfo |
 
 
 async def locks(topology: AsyncTopology, prefix: str, pattern: str) -> AsyncIterator[LockInfo]:
-    """Every held lock whose name matches ``pattern`` (a glob), found by SCAN on every server
-    (every master of a Cluster, every Redlock node), each then inspected: a name released
-    between the two is left out."""
-    seen: set[str] = set()
-    async for name in _scan(topology, prefix, pattern):
-        if name in seen:  # SCAN may return a key twice; Redlock nodes share names
+    """Every held lock, semaphore and read-write lock whose name matches ``pattern`` (a glob),
+    found by SCAN on every server (every master of a Cluster, every Redlock node), each then
+    inspected: a name released between the two is left out."""
+    seen: set[tuple[str, str]] = set()
+    async for name, kind in _scan(topology, prefix, pattern):
+        if (name, kind) in seen:  # SCAN may return a key twice; Redlock nodes share names
             continue
-        seen.add(name)
-        info = await inspect(topology, prefix, name)
+        seen.add((name, kind))
+        if kind == "lock":
+            info = await inspect(topology, prefix, name)
+        else:
+            info = await _permits(topology, prefix, name, kind)
         if info is not None:
             yield info
 
 
-async def _scan(topology: AsyncTopology, prefix: str, pattern: str) -> AsyncIterator[str]:
+async def _permits(topology: AsyncTopology, prefix: str, name: str, kind: str) -> LockInfo | None:
+    """A semaphore (``kind`` "sem") or read-write lock ("rw") of ``name``: one read script."""
+    assert isinstance(topology, AsyncOneServer)  # (Redlock has neither)
+    keys = SemaphoreKeys.for_semaphore(name, prefix, kind)
+    names = (keys.lock, keys.state, keys.fence, keys.queue)
+    try:
+        reply, _ = await topology.script(SEMAPHORE_STATE, names, (), _timeout(topology))
+    except RedisError as exc:
+        raise translate_error(exc, keys.lock) from exc
+    return permits_info(name, kind, semaphore_state(reply), WRITE_PERMITS)
+
+
+async def _scan(
+    topology: AsyncTopology, prefix: str, pattern: str
+) -> AsyncIterator[tuple[str, str]]:
     match = scan_pattern(prefix, pattern)
     made: list[AsyncRedis] = []
     nodes: list[AsyncRedis]
@@ -143,9 +163,9 @@ async def _scan(topology: AsyncTopology, prefix: str, pattern: str) -> AsyncIter
                     break
                 cursor, found = int(reply[0]), reply[1]
                 for key in found:
-                    name = name_of(key, prefix)
-                    if name is not None:
-                        yield name
+                    named = name_of(key, prefix)
+                    if named is not None:
+                        yield named
                 if cursor == 0:
                     answered += 1
                     break

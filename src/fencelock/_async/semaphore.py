@@ -18,13 +18,12 @@ watchdog, the loss signals and the fencing tokens are the lock's (lock.py). What
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from redis.exceptions import RedisError
 
+from .._core.inspection import SemaphoreState, semaphore_state
 from .._core.lease import LockSpec
-from .._core.replies import new_waiter_id, split_holder, translate_error
-from ..errors import LockError
+from .._core.replies import new_waiter_id, translate_error
 from ..keys import SemaphoreKeys
 from ..labels import Label
 from ..scripts import SEMAPHORE_STATE
@@ -38,17 +37,6 @@ def validate_permits(arg: str, value: object) -> int:
     if not 1 <= value <= 2**31:
         raise ValueError(f"{arg} must be from 1 to 2**31, got {value}")
     return value
-
-
-@dataclass(frozen=True, slots=True)
-class SemaphoreState:
-    """What the server shows of a semaphore now."""
-
-    limit: int  # the stored limit (0: none stored yet: no acquire has run)
-    used: int  # permits held
-    # (holder id, label or None) -> permits; the id is a digest of the holder token, as
-    # ``inspect`` shows it (the token itself would let anyone release the permits)
-    holders: dict[tuple[str, str | None], int]
 
 
 class AsyncPermits(AsyncLock):
@@ -128,7 +116,7 @@ class AsyncPermits(AsyncLock):
         """semaphore_state.lua's reply (``args``: a new limit to store first, or none)."""
         topology = self._parts.topology
         assert isinstance(topology, AsyncOneServer)
-        keys = (self._keys.lock, self._keys.state)
+        keys = (self._keys.lock, self._keys.state, self._keys.fence, self._keys.queue)
         try:
             reply, _ = await topology.script(SEMAPHORE_STATE, keys, args, topology.request_timeout)
         except RedisError as exc:
@@ -136,8 +124,10 @@ class AsyncPermits(AsyncLock):
         return semaphore_state(reply)
 
     async def holders(self) -> dict[tuple[str, str | None], int]:
-        """Who holds permits now: (holder id, label) -> permits."""
-        return (await self.state()).holders
+        """Who holds permits now: (holder id, label) -> permits. The id is a digest of the
+        holder token, as ``inspect`` shows it (the token itself would let anyone release the
+        permits)."""
+        return {(h.holder, h.label): h.permits for h in (await self.state()).holders}
 
 
 class AsyncSemaphore(AsyncPermits):
@@ -156,11 +146,3 @@ class AsyncSemaphore(AsyncPermits):
         limit = validate_permits("limit", limit)
         await self._state((limit,))
         self.limit = limit
-
-
-def semaphore_state(reply: object) -> SemaphoreState:
-    if not isinstance(reply, list) or len(reply) != 2 or len(reply[1]) % 2:
-        raise LockError(f"unexpected semaphore state reply {reply!r}")
-    limit, pairs = reply
-    holders = {split_holder(pairs[i]): int(pairs[i + 1]) for i in range(0, len(pairs), 2)}
-    return SemaphoreState(int(limit), sum(holders.values()), holders)

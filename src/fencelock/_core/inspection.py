@@ -29,6 +29,16 @@ class WaiterInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class HolderInfo:
+    """One holder of a semaphore's permits or of a read-write lock."""
+
+    holder: str  # an opaque id of its holder token, as ``LockInfo.holder``
+    label: str | None
+    permits: int  # (a writer of a read-write lock holds every permit: 2**31)
+    ttl: float  # seconds left of its lease
+
+
+@dataclass(frozen=True, slots=True)
 class LockInfo:
     """One held lock, as the server shows it."""
 
@@ -40,10 +50,16 @@ class LockInfo:
     # it for local hand-offs of one process (those holders' own tokens are at most this).
     # None when the counter is gone (kept only as long as the lease since renewals keep it).
     token: int | None
-    kind: str  # "simple" or "reentrant"
-    count: int  # hold count (1 for a simple lock)
+    # "simple" or "reentrant"; "semaphore"; "read_lock" or "write_lock" (a read-write lock held
+    # by readers or by its writer)
+    kind: str
+    count: int  # hold count (1 for a simple lock); permits held (semaphore); holders (read_lock)
     waiters: tuple[WaiterInfo, ...]  # the first MAX_WAITERS_LISTED queued waiters, in order
     queued: int  # how many waiters are queued in all
+    # semaphores and read-write locks: every holder (holder, label and ttl above are those of
+    # the one whose lease ends last), and a semaphore's stored limit
+    holders: tuple[HolderInfo, ...] = ()
+    limit: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +117,64 @@ def inspect_reply(reply: object) -> NodeView:
         int(counter) if counter else None,
         int(queued),
         tuple(waiters),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SemaphoreState:
+    """What the server shows of a semaphore (or a read-write lock) now (semaphore_state.lua)."""
+
+    limit: int  # the stored limit (0: none stored yet: no acquire has run)
+    holders: tuple[HolderInfo, ...]  # by lease end, the last last
+    counter: int | None  # the last fencing token handed out (None: the counter is gone)
+    queued: int
+
+    @property
+    def used(self) -> int:
+        """Permits held."""
+        return sum(h.permits for h in self.holders)
+
+
+def semaphore_state(reply: object) -> SemaphoreState:
+    if not isinstance(reply, list) or len(reply) != 5 or len(reply[1]) % 3:
+        raise LockError(f"unexpected semaphore state reply {reply!r}")
+    limit, found, now, counter, queued = reply
+    holders = []
+    for i in range(0, len(found), 3):
+        holder, label = split_holder(found[i])
+        ttl = max(0.0, (int(found[i + 2]) - int(now)) / 1000)
+        holders.append(HolderInfo(holder, label, int(found[i + 1]), ttl))
+    counter = _text(counter)
+    return SemaphoreState(
+        int(limit), tuple(holders), int(counter) if counter else None, int(queued)
+    )
+
+
+def permits_info(
+    name: str, kind: str, state: SemaphoreState, write_permits: int
+) -> LockInfo | None:
+    """A semaphore (``kind`` "sem") or read-write lock ("rw") as ``locks()`` lists it; None
+    when nobody holds it. ``write_permits``: a writer's share of a read-write lock."""
+    if not state.holders:
+        return None
+    last = state.holders[-1]
+    if kind == "sem":
+        shown, count, limit = "semaphore", state.used, state.limit
+    else:
+        writing = any(h.permits >= write_permits for h in state.holders)
+        shown, count, limit = "write_lock" if writing else "read_lock", len(state.holders), None
+    return LockInfo(
+        name=name,
+        holder=last.holder,
+        label=last.label,
+        ttl=last.ttl,
+        token=state.counter,
+        kind=shown,
+        count=count,
+        waiters=(),
+        queued=state.queued,
+        holders=state.holders,
+        limit=limit,
     )
 
 
@@ -179,23 +253,37 @@ def unescape(escaped: str) -> str:
 _GLOB = re.compile(r"([*?\[\]\\])")
 
 
+def glob_escape(text: str) -> str:
+    """``text`` taken literally in a Redis glob."""
+    return _GLOB.sub(r"\\\1", text)
+
+
 def scan_pattern(prefix: str, pattern: str) -> str:
     """SCAN MATCH for the lock keys of the names ``pattern`` matches (a Redis glob over names):
-    the prefix taken literally, the pattern escaped as names are (braces and '%' in a name)."""
-    literal = _GLOB.sub(r"\\\1", prefix)
-    return f"{literal}{{{escape(pattern)}}}:lock"
+    the prefix taken literally, the pattern escaped as names are (braces and '%' in a name).
+    It matches the keys of locks ('{name}:lock'), semaphores ('{name}:sem:lock') and read-write
+    locks ('{name}:rw:lock')."""
+    return f"{glob_escape(prefix)}{{{escape(pattern)}}}*:lock"
 
 
-def name_of(key: str | bytes, prefix: str) -> str | None:
-    """The lock name of a lock key found by SCAN (None: not a lock key of this prefix)."""
+# what follows the name's hash tag in the key of each kind of primitive (keys.py)
+_LOCK_SUFFIXES = {"}:lock": "lock", "}:sem:lock": "sem", "}:rw:lock": "rw"}
+
+
+def name_of(key: str | bytes, prefix: str) -> tuple[str, str] | None:
+    """The name of a lock key found by SCAN, and its kind: "lock", "sem" (a semaphore) or "rw"
+    (a read-write lock). None: not a lock key of this prefix."""
     text = _text(key)
     start = prefix + "{"
-    if not text.startswith(start) or not text.endswith("}:lock"):
+    if not text.startswith(start):
         return None
-    inner = text[len(start) : -len("}:lock")]
-    if "{" in inner or "}" in inner:
-        return None
-    return unescape(inner)
+    for suffix, kind in _LOCK_SUFFIXES.items():
+        if text.endswith(suffix):
+            inner = text[len(start) : -len(suffix)]
+            if "{" in inner or "}" in inner:
+                return None
+            return unescape(inner), kind
+    return None
 
 
 # every key of fencelock's has a TTL, so volatile-* policies may evict it as well as allkeys-*

@@ -25,15 +25,18 @@ from .._core.inspection import (
     inspect_reply,
     majority_view,
     name_of,
+    permits_info,
     scan_pattern,
+    semaphore_state,
 )
 from .._core.quorum import quorum
 from .._core.replies import split_holder, translate_error
 from .._transport import SyncRedis, SyncRedisCluster, sync_fan_out, sync_node_client
 from ..errors import LockConnectionError, LockError
-from ..keys import MAX_TTL, LockKeys
-from ..scripts import FORCE_RELEASE, INSPECT, Script
+from ..keys import MAX_TTL, LockKeys, SemaphoreKeys
+from ..scripts import FORCE_RELEASE, INSPECT, SEMAPHORE_STATE, Script
 from .redlock import SyncQuorum
+from .rw_lock import WRITE_PERMITS
 from .topology import SyncOneServer, SyncTopology
 
 logger = logging.getLogger("fencelock.admin")
@@ -101,20 +104,37 @@ def inspect(topology: SyncTopology, prefix: str, name: str) -> LockInfo | None:
 
 
 def locks(topology: SyncTopology, prefix: str, pattern: str) -> Iterator[LockInfo]:
-    """Every held lock whose name matches ``pattern`` (a glob), found by SCAN on every server
-    (every master of a Cluster, every Redlock node), each then inspected: a name released
-    between the two is left out."""
-    seen: set[str] = set()
-    for name in _scan(topology, prefix, pattern):
-        if name in seen:  # SCAN may return a key twice; Redlock nodes share names
+    """Every held lock, semaphore and read-write lock whose name matches ``pattern`` (a glob),
+    found by SCAN on every server (every master of a Cluster, every Redlock node), each then
+    inspected: a name released between the two is left out."""
+    seen: set[tuple[str, str]] = set()
+    for name, kind in _scan(topology, prefix, pattern):
+        if (name, kind) in seen:  # SCAN may return a key twice; Redlock nodes share names
             continue
-        seen.add(name)
-        info = inspect(topology, prefix, name)
+        seen.add((name, kind))
+        if kind == "lock":
+            info = inspect(topology, prefix, name)
+        else:
+            info = _permits(topology, prefix, name, kind)
         if info is not None:
             yield info
 
 
-def _scan(topology: SyncTopology, prefix: str, pattern: str) -> Iterator[str]:
+def _permits(topology: SyncTopology, prefix: str, name: str, kind: str) -> LockInfo | None:
+    """A semaphore (``kind`` "sem") or read-write lock ("rw") of ``name``: one read script."""
+    assert isinstance(topology, SyncOneServer)  # (Redlock has neither)
+    keys = SemaphoreKeys.for_semaphore(name, prefix, kind)
+    names = (keys.lock, keys.state, keys.fence, keys.queue)
+    try:
+        reply, _ = topology.script(SEMAPHORE_STATE, names, (), _timeout(topology))
+    except RedisError as exc:
+        raise translate_error(exc, keys.lock) from exc
+    return permits_info(name, kind, semaphore_state(reply), WRITE_PERMITS)
+
+
+def _scan(
+    topology: SyncTopology, prefix: str, pattern: str
+) -> Iterator[tuple[str, str]]:
     match = scan_pattern(prefix, pattern)
     made: list[SyncRedis] = []
     nodes: list[SyncRedis]
@@ -144,9 +164,9 @@ def _scan(topology: SyncTopology, prefix: str, pattern: str) -> Iterator[str]:
                     break
                 cursor, found = int(reply[0]), reply[1]
                 for key in found:
-                    name = name_of(key, prefix)
-                    if name is not None:
-                        yield name
+                    named = name_of(key, prefix)
+                    if named is not None:
+                        yield named
                 if cursor == 0:
                     answered += 1
                     break

@@ -526,9 +526,10 @@ class LockClient:
         return admin.inspect(self._topology, self._prefix, validate_name(name))
 
     def locks(self, pattern: str = "*") -> Iterator[LockInfo]:
-        """The held locks whose names match ``pattern`` (a Redis glob over names), found by
-        SCAN on every server of this client: a name released meanwhile is left out, one taken
-        meanwhile may be. Each SCAN call and each inspection is bounded by one request timeout."""
+        """The held locks, semaphores and read-write locks whose names match ``pattern`` (a
+        Redis glob over names), found by SCAN on every server of this client: a name released
+        meanwhile is left out, one taken meanwhile may be. Each SCAN call and each inspection
+        is bounded by one request timeout."""
         if not isinstance(pattern, str):
             raise TypeError(f"pattern must be a str, not {type(pattern).__name__}")
         for info in admin.locks(self._topology, self._prefix, encodable("pattern", pattern)):

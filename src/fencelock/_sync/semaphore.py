@@ -19,13 +19,12 @@ watchdog, the loss signals and the fencing tokens are the lock's (lock.py). What
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from redis.exceptions import RedisError
 
+from .._core.inspection import SemaphoreState, semaphore_state
 from .._core.lease import LockSpec
-from .._core.replies import new_waiter_id, split_holder, translate_error
-from ..errors import LockError
+from .._core.replies import new_waiter_id, translate_error
 from ..keys import SemaphoreKeys
 from ..labels import Label
 from ..scripts import SEMAPHORE_STATE
@@ -39,17 +38,6 @@ def validate_permits(arg: str, value: object) -> int:
     if not 1 <= value <= 2**31:
         raise ValueError(f"{arg} must be from 1 to 2**31, got {value}")
     return value
-
-
-@dataclass(frozen=True, slots=True)
-class SemaphoreState:
-    """What the server shows of a semaphore now."""
-
-    limit: int  # the stored limit (0: none stored yet: no acquire has run)
-    used: int  # permits held
-    # (holder id, label or None) -> permits; the id is a digest of the holder token, as
-    # ``inspect`` shows it (the token itself would let anyone release the permits)
-    holders: dict[tuple[str, str | None], int]
 
 
 class Permits(Lock):
@@ -129,7 +117,7 @@ class Permits(Lock):
         """semaphore_state.lua's reply (``args``: a new limit to store first, or none)."""
         topology = self._parts.topology
         assert isinstance(topology, SyncOneServer)
-        keys = (self._keys.lock, self._keys.state)
+        keys = (self._keys.lock, self._keys.state, self._keys.fence, self._keys.queue)
         try:
             reply, _ = topology.script(SEMAPHORE_STATE, keys, args, topology.request_timeout)
         except RedisError as exc:
@@ -137,8 +125,10 @@ class Permits(Lock):
         return semaphore_state(reply)
 
     def holders(self) -> dict[tuple[str, str | None], int]:
-        """Who holds permits now: (holder id, label) -> permits."""
-        return (self.state()).holders
+        """Who holds permits now: (holder id, label) -> permits. The id is a digest of the
+        holder token, as ``inspect`` shows it (the token itself would let anyone release the
+        permits)."""
+        return {(h.holder, h.label): h.permits for h in (self.state()).holders}
 
 
 class Semaphore(Permits):
@@ -157,11 +147,3 @@ class Semaphore(Permits):
         limit = validate_permits("limit", limit)
         self._state((limit,))
         self.limit = limit
-
-
-def semaphore_state(reply: object) -> SemaphoreState:
-    if not isinstance(reply, list) or len(reply) != 2 or len(reply[1]) % 2:
-        raise LockError(f"unexpected semaphore state reply {reply!r}")
-    limit, pairs = reply
-    holders = {split_holder(pairs[i]): int(pairs[i + 1]) for i in range(0, len(pairs), 2)}
-    return SemaphoreState(int(limit), sum(holders.values()), holders)
