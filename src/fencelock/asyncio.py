@@ -3,11 +3,13 @@
 from ._async.client import AsyncLockClient as LockClient
 from ._async.lock import AsyncLock as Lock
 from ._async.multilock import AsyncMultiLock as MultiLock
+from ._async.periodic import AsyncOncePer as OncePer
 from ._async.rw_lock import AsyncReadWriteLock as ReadWriteLock
 from ._async.semaphore import AsyncSemaphore as Semaphore
 from ._async.versioned import AsyncVersioned as Versioned
 from ._core.inspection import ForceOutcome, ForceReleased, LockInfo, WaiterInfo
 from ._core.stats import Statistics
+from .context import current_token
 from .errors import (
     Conflict,
     LockConnectionError,
@@ -35,6 +37,7 @@ __all__ = [
     "LockTimeout",
     "MultiLock",
     "NotReplicated",
+    "OncePer",
     "ReadWriteLock",
     "Semaphore",
     "StaleToken",
@@ -42,5 +45,6 @@ __all__ = [
     "TooManyConflicts",
     "Versioned",
     "WaiterInfo",
+    "current_token",
     "holder_label",
 ]
