@@ -198,6 +198,8 @@ def test_options_are_checked_when_the_task_is_made() -> None:
         _task("t.3", job, lock_timeout="1")
     with pytest.raises(TypeError, match="lock_key"):
         _task("t.4", job, lock_key="user_id")
+    with pytest.raises(TypeError, match="lock_key"):
+        _task("t.6", job, lock_key=[1])
     with pytest.raises(ValueError, match="names no argument"):
         _task("t.5", job, lock_key=["user"])
 

@@ -137,6 +137,8 @@ class ExclusiveTask(Task):  # type: ignore[misc]  # celery is untyped
             raise TypeError(
                 f"lock_key must be a list of argument names or a callable, not {type(key).__name__}"
             )
+        if not key or not all(isinstance(name, str) for name in key):
+            raise TypeError(f"lock_key must be a non-empty list of argument names, got {key!r}")
         run = cls.__dict__.get("run")
         if run is None:
             return  # an abstract subclass: checked in the task classes made from it

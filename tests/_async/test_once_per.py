@@ -12,6 +12,7 @@ import redis
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
+from fencelock._transport import AsyncRedis
 from fencelock.context import current_token
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import async_together
@@ -111,3 +112,23 @@ async def test_bad_arguments_are_refused(async_client: AsyncLockClient) -> None:
         async_client.once_per("", 60)
     with pytest.raises(fencelock.LockError, match="no fencelock run"):
         current_token()
+
+
+async def test_over_redlock_the_record_is_on_the_resource_server(
+    redlock: list[EmbeddedServer],
+) -> None:
+    urls = [srv.url for srv in redlock]
+    async with AsyncLockClient.from_url(urls) as client:  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="redis="):
+            client.once_per("r-job", PERIOD)
+        resource = AsyncRedis(port=redlock[0].port, socket_timeout=5)
+        guard = client.once_per("r-job", PERIOD, offset=_mid(), redis=resource)
+
+        async def job() -> int:
+            return current_token()
+
+        token = await guard.run(job)
+        assert token > 0
+        assert await guard.run(job) is None
+        assert await resource.get("fencelock:once_per:r-job") == b"0"
+        await resource.aclose()

@@ -13,6 +13,7 @@ import redis
 
 import fencelock
 from fencelock._sync.client import LockClient
+from fencelock._transport import SyncRedis
 from fencelock.context import current_token
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import sync_together
@@ -112,3 +113,23 @@ def test_bad_arguments_are_refused(sync_client: LockClient) -> None:
         sync_client.once_per("", 60)
     with pytest.raises(fencelock.LockError, match="no fencelock run"):
         current_token()
+
+
+def test_over_redlock_the_record_is_on_the_resource_server(
+    redlock: list[EmbeddedServer],
+) -> None:
+    urls = [srv.url for srv in redlock]
+    with LockClient.from_url(urls) as client:  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="redis="):
+            client.once_per("r-job", PERIOD)
+        resource = SyncRedis(port=redlock[0].port, socket_timeout=5)
+        guard = client.once_per("r-job", PERIOD, offset=_mid(), redis=resource)
+
+        def job() -> int:
+            return current_token()
+
+        token = guard.run(job)
+        assert token > 0
+        assert guard.run(job) is None
+        assert resource.get("fencelock:once_per:r-job") == b"0"
+        resource.close()
