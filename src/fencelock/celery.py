@@ -19,7 +19,6 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-import os
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -41,7 +40,7 @@ logger = logging.getLogger("fencelock.celery")
 # lock_timeout, then TaskBusy
 BUSY_MODES = ("skip", "raise", "wait")
 
-_clients: weakref.WeakKeyDictionary[Celery, tuple[int, LockClient]] = weakref.WeakKeyDictionary()
+_clients: weakref.WeakKeyDictionary[Celery, LockClient] = weakref.WeakKeyDictionary()
 _clients_guard = threading.Lock()
 
 
@@ -51,15 +50,14 @@ class TaskBusy(LockTimeout):
 
 
 def worker_client(app: Celery) -> LockClient:
-    """This process's client for ``app``'s locks, made at first use in each process (a prefork
-    child makes its own: a client does not survive fork). ``app.conf.fencelock_client``: a
-    callable returning a ``LockClient``; else ``app.conf.fencelock_url``: a URL (a list of URLs:
-    Redlock)."""
-    pid = os.getpid()
+    """This process's client for ``app``'s locks, made at its first use: in a prefork pool each
+    child makes its own, and the main process, which runs no task, none.
+    ``app.conf.fencelock_client``: a callable returning a ``LockClient``; else
+    ``app.conf.fencelock_url``: a URL (a list of URLs: Redlock)."""
     with _clients_guard:
-        made = _clients.get(app)
-        if made is not None and made[0] == pid:
-            return made[1]
+        client = _clients.get(app)
+        if client is not None:
+            return client
         factory = app.conf.get("fencelock_client")
         url = app.conf.get("fencelock_url")
         if factory is not None:
@@ -81,8 +79,7 @@ def worker_client(app: Celery) -> LockClient:
                 "fencelock.celery needs app.conf.fencelock_url (a Redis URL) or "
                 "app.conf.fencelock_client (a callable returning a LockClient)"
             )
-        # (a client inherited through fork is left alone: its sockets are the parent's)
-        _clients[app] = (pid, client)
+        _clients[app] = client
         return client
 
 
