@@ -24,7 +24,7 @@ from tests.conftest import _binary
 
 celery = pytest.importorskip("celery")
 
-from fencelock.celery import ExclusiveTask, TaskBusy, current_token  # noqa: E402
+from fencelock.celery import ExclusiveTask, TaskBusy, current_token, worker_client  # noqa: E402
 from tests.celery_app import TTL  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -179,10 +179,11 @@ def test_sigkilled_worker_frees_the_lock_after_one_ttl(worker: Worker) -> None:
 # -- declaring tasks (no worker) ------------------------------------------------------------
 
 
-def _task(name: str, fn: Any, **options: Any) -> Any:
+def _task(name: str, fn: Any, *, conf: dict[str, Any] | None = None, **options: Any) -> Any:
     """``fn`` as an ExclusiveTask made now (a worker makes its tasks, and so checks them, at
     start) and of this app only (not shared with the apps made later)."""
     app = celery.Celery(name)
+    app.conf.update(conf or {})
     app.finalize()
     return app.task(base=ExclusiveTask, shared=False, name=name, **options)(fn)
 
@@ -227,3 +228,40 @@ def test_no_token_outside_a_run() -> None:
     task = _task("t.nourl", job)
     with pytest.raises(LookupError, match="fencelock_url"):
         task()
+
+
+def test_a_direct_call_runs_under_the_lock_in_the_calling_process(
+    server: EmbeddedServer, raw: redis.Redis
+) -> None:
+    def job(user_id: int) -> int:
+        return current_token()
+
+    task = _task("t.direct", job, conf={"fencelock_url": server.url}, lock_key=["user_id"])
+    client = worker_client(task.app)
+    assert worker_client(task.app) is client  # one per app and process
+    first = task(1)
+    assert first > 0 and task(1) > first
+    with client.lock("celery:t.direct:1", ttl=10):
+        assert task(1) is None  # skipped
+        assert task(2) > first  # another key
+    client.close()
+
+
+def test_the_client_from_a_factory(server: EmbeddedServer, raw: redis.Redis) -> None:
+    def job() -> int:
+        return current_token()
+
+    made: list[LockClient] = []
+
+    def factory() -> LockClient:
+        made.append(LockClient.from_url(server.url))
+        return made[-1]
+
+    task = _task("t.factory", job, conf={"fencelock_client": factory, "fencelock_url": "bad"})
+    assert task() > 0 and task() > 0
+    assert len(made) == 1 and worker_client(task.app) is made[0]
+    made[0].close()
+    with pytest.raises(TypeError, match="fencelock_client must be a callable"):
+        _task("t.notcallable", job, conf={"fencelock_client": "redis://x"})()
+    with pytest.raises(TypeError, match=r"fencelock_client\(\) must return"):
+        _task("t.notclient", job, conf={"fencelock_client": lambda: "redis://x"})()
