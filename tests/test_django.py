@@ -93,4 +93,4 @@ def test_the_django_recipe_runs(server: EmbeddedServer, raw: redis.Redis, tmp_pa
         "skipped: not due or running",
     ]
     assert raw.get("index:built-by") == "/rebuild/"
-    assert raw.get("fencelock:once_per:nightly-report") is not None
+    assert raw.get("fencelock:{nightly-report}:once_per") is not None

@@ -20,7 +20,7 @@ from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import TIMEOUT, sync_until
 
 PERIOD = 3600.0
-RECORD = "fencelock:once_per:nightly"
+RECORD = "fencelock:{nightly}:once_per"
 
 RUNNER = textwrap.dedent(
     """
@@ -82,7 +82,7 @@ def test_a_runner_frozen_past_its_lease_cannot_record_the_period(
     out, _ = proc.communicate("go\n", timeout=TIMEOUT)
     assert out.splitlines() == ["record refused"]
     assert raw.get(RECORD) == "0"
-    assert raw.get("{" + RECORD + "}:fencelock:fence") == str(token)  # the successor's record
+    assert raw.get(RECORD + ":fencelock:fence") == str(token)  # the successor's record
 
 
 def test_a_runner_killed_mid_job_leaves_the_period_to_the_next_tick(
@@ -133,4 +133,4 @@ def test_apscheduler_in_every_worker_runs_the_job_once_per_period(
         for client in clients:
             client.close()
     assert len(runs) == 1
-    assert raw.get("fencelock:once_per:aps-report") == "0"
+    assert raw.get("fencelock:{aps-report}:once_per") == "0"

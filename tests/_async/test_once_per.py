@@ -42,7 +42,7 @@ async def test_racing_runners_run_a_period_once(server: EmbeddedServer, raw: red
         assert len(runs) == 1
         [(i, token)] = runs
         assert [r for r in results if r is not None] == [i]
-        assert raw.get("fencelock:once_per:report") == "0"  # the period's number
+        assert raw.get("fencelock:{report}:once_per") == "0"  # the period's number
         assert await guards[0].run(job, 9) is None  # a later tick of the same period
         # a runner whose clock is a period behind: a later period is recorded, so it is done
         late = runners[1].once_per("report", PERIOD, offset=offset + PERIOD)
@@ -52,7 +52,7 @@ async def test_racing_runners_run_a_period_once(server: EmbeddedServer, raw: red
         assert await following.run(job, 11) == 11
         assert await following.run(job, 12) is None
         assert len(runs) == 2 and runs[1][1] > token
-        assert raw.get("fencelock:once_per:report") == "1"
+        assert raw.get("fencelock:{report}:once_per") == "1"
     finally:
         for runner in runners:
             await runner.close()
@@ -72,12 +72,12 @@ async def test_a_job_that_raises_leaves_the_period_to_the_next_tick(
 
     with pytest.raises(ValueError, match="the job failed"):
         await job(True)
-    assert raw.get("fencelock:once_per:flaky") is None  # not done
+    assert raw.get("fencelock:{flaky}:once_per") is None  # not done
     assert await async_client.inspect("flaky") is None  # and the lock is free
     assert await job(False) == "done"
     assert await job(False) is None
     assert len(attempts) == 2 and attempts[1] > attempts[0]
-    assert raw.get("fencelock:once_per:flaky") == "0"
+    assert raw.get("fencelock:{flaky}:once_per") == "0"
 
 
 async def test_a_tick_skips_while_another_runner_has_the_lock(
@@ -130,5 +130,5 @@ async def test_over_redlock_the_record_is_on_the_resource_server(
         token = await guard.run(job)
         assert token > 0
         assert await guard.run(job) is None
-        assert await resource.get("fencelock:once_per:r-job") == b"0"
+        assert await resource.get("fencelock:{r-job}:once_per") == b"0"
         await resource.aclose()

@@ -43,7 +43,7 @@ def test_racing_runners_run_a_period_once(server: EmbeddedServer, raw: redis.Red
         assert len(runs) == 1
         [(i, token)] = runs
         assert [r for r in results if r is not None] == [i]
-        assert raw.get("fencelock:once_per:report") == "0"  # the period's number
+        assert raw.get("fencelock:{report}:once_per") == "0"  # the period's number
         assert guards[0].run(job, 9) is None  # a later tick of the same period
         # a runner whose clock is a period behind: a later period is recorded, so it is done
         late = runners[1].once_per("report", PERIOD, offset=offset + PERIOD)
@@ -53,7 +53,7 @@ def test_racing_runners_run_a_period_once(server: EmbeddedServer, raw: redis.Red
         assert following.run(job, 11) == 11
         assert following.run(job, 12) is None
         assert len(runs) == 2 and runs[1][1] > token
-        assert raw.get("fencelock:once_per:report") == "1"
+        assert raw.get("fencelock:{report}:once_per") == "1"
     finally:
         for runner in runners:
             runner.close()
@@ -73,12 +73,12 @@ def test_a_job_that_raises_leaves_the_period_to_the_next_tick(
 
     with pytest.raises(ValueError, match="the job failed"):
         job(True)
-    assert raw.get("fencelock:once_per:flaky") is None  # not done
+    assert raw.get("fencelock:{flaky}:once_per") is None  # not done
     assert sync_client.inspect("flaky") is None  # and the lock is free
     assert job(False) == "done"
     assert job(False) is None
     assert len(attempts) == 2 and attempts[1] > attempts[0]
-    assert raw.get("fencelock:once_per:flaky") == "0"
+    assert raw.get("fencelock:{flaky}:once_per") == "0"
 
 
 def test_a_tick_skips_while_another_runner_has_the_lock(
@@ -131,5 +131,5 @@ def test_over_redlock_the_record_is_on_the_resource_server(
         token = guard.run(job)
         assert token > 0
         assert guard.run(job) is None
-        assert resource.get("fencelock:once_per:r-job") == b"0"
+        assert resource.get("fencelock:{r-job}:once_per") == b"0"
         resource.close()

@@ -33,7 +33,7 @@ from .._core.periods import is_done, period_index, validate_period
 from .._transport import SyncRedis, SyncRedisCluster
 from ..context import running
 from ..errors import LockTimeout
-from ..keys import validate_name
+from ..keys import escape, validate_name
 
 if TYPE_CHECKING:
     from .client import LockClient
@@ -63,8 +63,10 @@ class OncePer:
         client.lock(name, ttl, timeout=timeout)  # checks ttl and timeout now, not at a tick
         self.ttl = ttl
         self.timeout = timeout
-        # the last period done (its number): a plain string key, fenced by the lock's tokens
-        self.record_key = f"{client.prefix}once_per:{self.name}"
+        # the last period done (its number): a plain string key, fenced by the lock's tokens;
+        # beside the lock's keys (same prefix and hash tag: the same ACL pattern, the same
+        # Cluster slot), and so its fence key too
+        self.record_key = f"{client.prefix}{{{escape(self.name)}}}:once_per"
         self._redis = client._resource_server(redis, "once_per")
         self._client = client
 
