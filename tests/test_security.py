@@ -445,6 +445,9 @@ def test_library_works_under_the_acl_user(
         a.fenced_set("stock:{2}", "7", 3)  # a tagged resource key: its companion is stock:{2}:...
         assert admin.get("stock:{2}:fencelock:fence") == "3"
         assert b.statistics().wakeups == 1 and b.statistics().handoffs == 1
+        # once_per's record and its fence key are beside the lock's keys, under its pattern
+        assert a.once_per("acl-daily", 86400).run(lambda: "ran") == "ran"
+        assert admin.get("fencelock:{acl-daily}:once_per:fencelock:fence") is not None
     with LockClient.from_url(url, wake="all") as a, LockClient.from_url(url, wake="all") as b:
         exercise(a, b, "acl-job-all", "stock:3", "43")  # the lock's channel, no waiter queue
         assert b.statistics().wakeups == 1

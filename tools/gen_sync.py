@@ -38,6 +38,7 @@ REPLACEMENTS = {
     "AsyncWatchdog": "Watchdog",
     "AsyncLocalQueues": "LocalQueues",
     "AsyncVersioned": "Versioned",
+    "AsyncOncePer": "OncePer",
     "AsyncExitStack": "ExitStack",
     "AbstractAsyncContextManager": "AbstractContextManager",
     "enter_async_context": "enter_context",

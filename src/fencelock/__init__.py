@@ -15,9 +15,11 @@ from ._core.stats import Statistics
 from ._sync.client import LockClient
 from ._sync.lock import Lock
 from ._sync.multilock import MultiLock
+from ._sync.periodic import OncePer
 from ._sync.rw_lock import ReadWriteLock
 from ._sync.semaphore import Semaphore
 from ._sync.versioned import Versioned
+from .context import current_token
 from .errors import (
     Conflict,
     LockConnectionError,
@@ -48,6 +50,7 @@ __all__ = [
     "LockTimeout",
     "MultiLock",
     "NotReplicated",
+    "OncePer",
     "ReadWriteLock",
     "Semaphore",
     "SemaphoreState",
@@ -57,5 +60,6 @@ __all__ = [
     "Versioned",
     "WaiterInfo",
     "__version__",
+    "current_token",
     "holder_label",
 ]

@@ -3,6 +3,7 @@
 from ._async.client import AsyncLockClient as LockClient
 from ._async.lock import AsyncLock as Lock
 from ._async.multilock import AsyncMultiLock as MultiLock
+from ._async.periodic import AsyncOncePer as OncePer
 from ._async.rw_lock import AsyncReadWriteLock as ReadWriteLock
 from ._async.semaphore import AsyncSemaphore as Semaphore
 from ._async.versioned import AsyncVersioned as Versioned
@@ -15,6 +16,7 @@ from ._core.inspection import (
     WaiterInfo,
 )
 from ._core.stats import Statistics
+from .context import current_token
 from .errors import (
     Conflict,
     LockConnectionError,
@@ -43,6 +45,7 @@ __all__ = [
     "LockTimeout",
     "MultiLock",
     "NotReplicated",
+    "OncePer",
     "ReadWriteLock",
     "Semaphore",
     "SemaphoreState",
@@ -51,5 +54,6 @@ __all__ = [
     "TooManyConflicts",
     "Versioned",
     "WaiterInfo",
+    "current_token",
     "holder_label",
 ]

@@ -19,6 +19,7 @@ import warnings
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from functools import partial, wraps
 from typing import Any, Self, TypeVar, cast
 
@@ -50,6 +51,7 @@ from ..scripts import FENCED_GET, FENCED_SET, Script
 from . import admin
 from .lock import _DEFAULT, AsyncLock, Parts, _Default
 from .multilock import AsyncMultiLock
+from .periodic import AsyncOncePer
 from .redlock import AsyncQuorum
 from .rw_lock import AsyncReadWriteLock
 from .semaphore import AsyncSemaphore
@@ -410,6 +412,24 @@ class AsyncLockClient:
             return cast(_F, run)
 
         return decorate
+
+    def once_per(
+        self,
+        name: str,
+        period: float | timedelta,
+        *,
+        ttl: float = 30.0,
+        offset: float | timedelta = 0.0,
+        timeout: float = 0.0,
+        redis: AsyncRedis | AsyncRedisCluster | None = None,
+    ) -> AsyncOncePer:
+        """A decorator for a periodic job that every runner of a fleet ticks: each ``period``
+        (seconds or a timedelta, counted from the epoch + ``offset``), the first tick that takes
+        the lock ``name`` runs it, and records the period with a fenced write; the other ticks
+        return None (docs/scheduling.md). ``redis``: the server of the record (Redlock mode)."""
+        return AsyncOncePer(
+            self, name, period, ttl=ttl, offset=offset, timeout=timeout, redis=redis
+        )
 
     @property
     def prefix(self) -> str:

@@ -20,6 +20,7 @@ import warnings
 import weakref
 from collections.abc import Iterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from functools import partial, wraps
 from typing import Any, Self, TypeVar, cast
 
@@ -51,6 +52,7 @@ from ..scripts import FENCED_GET, FENCED_SET, Script
 from . import admin
 from .lock import _DEFAULT, Lock, Parts, _Default
 from .multilock import MultiLock
+from .periodic import OncePer
 from .redlock import SyncQuorum
 from .rw_lock import ReadWriteLock
 from .semaphore import Semaphore
@@ -411,6 +413,24 @@ class LockClient:
             return cast(_F, run)
 
         return decorate
+
+    def once_per(
+        self,
+        name: str,
+        period: float | timedelta,
+        *,
+        ttl: float = 30.0,
+        offset: float | timedelta = 0.0,
+        timeout: float = 0.0,
+        redis: SyncRedis | SyncRedisCluster | None = None,
+    ) -> OncePer:
+        """A decorator for a periodic job that every runner of a fleet ticks: each ``period``
+        (seconds or a timedelta, counted from the epoch + ``offset``), the first tick that takes
+        the lock ``name`` runs it, and records the period with a fenced write; the other ticks
+        return None (docs/scheduling.md). ``redis``: the server of the record (Redlock mode)."""
+        return OncePer(
+            self, name, period, ttl=ttl, offset=offset, timeout=timeout, redis=redis
+        )
 
     @property
     def prefix(self) -> str:
