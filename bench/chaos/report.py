@@ -39,21 +39,32 @@ class Row:
     late_checks: int
     orphaned: int
     worst_recovery: float | None
+    locked: bool = True  # False: the versioned kind, whose "grants" are reads (no lock)
 
     def cells(self) -> list[str]:
+        lock_only = [
+            str(self.overlaps),
+            f"{self.superseded_refused} / {self.superseded_accepted}",
+            f"{self.losses_signalled} ({self.losses_in_time}) / {self.losses}",
+            str(self.token_regressions),
+            seconds(self.worst_recovery),
+        ]
+        if not self.locked:  # a lock's measures, meaningless without one
+            lock_only = ["-"] * len(lock_only)
+        overlaps, overtaken, losses, regressions, recovery = lock_only
         return [
             f"`{self.scenario}`",
             self.kind,
             str(self.acquisitions),
             str(self.faults),
-            str(self.overlaps),
-            f"{self.superseded_refused} / {self.superseded_accepted}",
+            overlaps,
+            overtaken,
             str(self.stale_accepted),
             "-" if self.lost_updates is None else str(self.lost_updates),
-            f"{self.losses_signalled} ({self.losses_in_time}) / {self.losses}",
-            str(self.token_regressions),
+            losses,
+            regressions,
             str(self.orphaned),
-            seconds(self.worst_recovery),
+            recovery,
         ]
 
 
@@ -83,7 +94,7 @@ def rows(result: Result) -> list[Row]:
                 len(r.superseded_refused), len(r.superseded_accepted), len(r.stale_accepted),
                 r.lost_updates, r.losses_signalled, r.losses_in_time, len(r.losses),
                 len(r.token_regressions), len(r.refused_not_superseded), len(r.late_checks),
-                len(r.orphaned), r.worst_recovery,
+                len(r.orphaned), r.worst_recovery, r.locked,
             )
         )  # fmt: skip
     return found

@@ -58,7 +58,9 @@ holder of each name; a fault on servers or the network hits all of them.
 COLUMNS = """\
 ## What the numbers mean
 
-- **acquisitions**: grants (an `acquire` that returned True, and its token read).
+- **acquisitions**: grants (an `acquire` that returned True, and its token read). For
+  `versioned`, which takes no lock, the reads of the value with its version; the lock's
+  own measures (overlaps, overtaken writes, losses, token order, recovery) are `-` there.
 - **faults**: faults injected that concern this lock (a fault on servers concerns every lock).
 - **overlaps**: pairs of grants by different workers whose *beliefs* intersect. A worker
   believes it holds the lock from the moment `acquire` returned until it calls `release()`, is
@@ -138,16 +140,17 @@ def _details(results: Sequence[Result]) -> str:
         for r in sorted(result.report.names.values(), key=lambda r: r.kind):
             recs = [x.seconds for x in r.recoveries if x.seconds is not None]
             median = report.seconds(statistics.median(recs)) if recs else "-"
+            locked = r.locked  # (the versioned kind has no lock: its measures are "-")
             cells = [
                 f"`{result.scenario.name}`",
                 r.kind,
                 f"{r.count(h.WRITE_ACCEPTED)} / {r.count(h.WRITE_REFUSED)}",
-                str(len(r.refused_not_superseded)),
-                str(len(r.late_checks)),
-                str(len(r.unsignalled)),
+                str(len(r.refused_not_superseded)) if locked else "-",
+                str(len(r.late_checks)) if locked else "-",
+                str(len(r.unsignalled)) if locked else "-",
                 str(len(r.masked_losses)) if r.cancelling else "-",
                 str(len(r.threads_died)),
-                median,
+                median if locked else "-",
                 f"{result.seconds:.0f} s",
             ]
             lines.append("| " + " | ".join(cells) + " |")
