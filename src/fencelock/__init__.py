@@ -3,9 +3,11 @@
 The sync API lives here; ``fencelock.asyncio`` has the same names for asyncio.
 """
 
+from ._core.election import Leader
 from ._core.inspection import ForceOutcome, ForceReleased, LockInfo, WaiterInfo
 from ._core.stats import Statistics
 from ._sync.client import LockClient
+from ._sync.election import Election
 from ._sync.lock import Lock
 from ._sync.multilock import MultiLock
 from ._sync.rw_lock import ReadWriteLock
@@ -28,8 +30,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Conflict",
+    "Election",
     "ForceOutcome",
     "ForceReleased",
+    "Leader",
     "Lock",
     "LockClient",
     "LockConnectionError",

@@ -1,11 +1,13 @@
 """The asyncio API: ``fencelock.asyncio.LockClient`` takes ``redis.asyncio`` clients."""
 
 from ._async.client import AsyncLockClient as LockClient
+from ._async.election import AsyncElection as Election
 from ._async.lock import AsyncLock as Lock
 from ._async.multilock import AsyncMultiLock as MultiLock
 from ._async.rw_lock import AsyncReadWriteLock as ReadWriteLock
 from ._async.semaphore import AsyncSemaphore as Semaphore
 from ._async.versioned import AsyncVersioned as Versioned
+from ._core.election import Leader
 from ._core.inspection import ForceOutcome, ForceReleased, LockInfo, WaiterInfo
 from ._core.stats import Statistics
 from .errors import (
@@ -23,8 +25,10 @@ from .labels import holder_label
 
 __all__ = [
     "Conflict",
+    "Election",
     "ForceOutcome",
     "ForceReleased",
+    "Leader",
     "Lock",
     "LockClient",
     "LockConnectionError",
