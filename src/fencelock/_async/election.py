@@ -135,7 +135,10 @@ class AsyncElection(AsyncLock):
         """
         topology = self._parts.topology
         last: Leader | _Unseen | None = _Unseen()
-        # subscribed (and confirmed) before the first look: any change after it wakes us
+        # a first look before subscribing: a redis.asyncio RedisCluster learns its slots (which
+        # say which node to subscribe on) from its first command
+        await self.leader()
+        # subscribed (and confirmed) before the looks that count: any change after it wakes us
         async with topology.watch(self._spec.keys.channel) as watch:
             while True:
                 watch.event.clear()
