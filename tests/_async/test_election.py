@@ -15,6 +15,7 @@ from fencelock._core.election import Leader
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.topology import Cluster, SentinelSetup
 from tests._async.test_cluster import cluster_client  # noqa: F401  (a fixture)
+from tests._async.test_redlock import make_client
 from tests._async.test_sentinel import sentinel_client
 from tests.concurrency import AsyncCall, async_until
 
@@ -40,6 +41,8 @@ async def test_campaign_leader_resign(async_client: AsyncLockClient) -> None:
     with pytest.raises(fencelock.LockNotOwned):
         await el.resign()
     assert await el.campaign() > term  # every term a larger token
+    with pytest.raises(fencelock.LockError):
+        await el.campaign()  # already leading
     await el.resign()
 
 
@@ -195,3 +198,22 @@ async def test_a_leader_survives_a_sentinel_failover(sentinel_setup: SentinelSet
     assert leader is not None and (leader.label, leader.term) == ("s", term)
     await el.resign()
     await client.close()
+
+
+async def test_election_in_redlock_mode(redlock: list[EmbeddedServer]) -> None:
+    client, other = make_client(redlock), make_client(redlock)
+    a = client.election("e-redlock", ttl=5, label="a")
+    changes = other.election("e-redlock").observe()
+    try:
+        assert await async_next(changes) is None
+        term = await a.campaign()
+        seen = await async_next(changes)  # announced on every node
+        assert seen is not None and (seen.label, seen.term) == ("a", term)
+        with pytest.raises(fencelock.LockTimeout):
+            await other.election("e-redlock").campaign(timeout=0)
+        await a.resign()
+        assert await async_next(changes) is None
+    finally:
+        await changes.aclose()
+        await client.close()
+        await other.close()

@@ -16,6 +16,7 @@ from fencelock._core.election import Leader
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.topology import Cluster, SentinelSetup
 from tests._sync.test_cluster import cluster_client  # noqa: F401  (a fixture)
+from tests._sync.test_redlock import make_client
 from tests._sync.test_sentinel import sentinel_client
 from tests.concurrency import SyncCall, sync_until
 
@@ -41,6 +42,8 @@ def test_campaign_leader_resign(sync_client: LockClient) -> None:
     with pytest.raises(fencelock.LockNotOwned):
         el.resign()
     assert el.campaign() > term  # every term a larger token
+    with pytest.raises(fencelock.LockError):
+        el.campaign()  # already leading
     el.resign()
 
 
@@ -196,3 +199,22 @@ def test_a_leader_survives_a_sentinel_failover(sentinel_setup: SentinelSetup) ->
     assert leader is not None and (leader.label, leader.term) == ("s", term)
     el.resign()
     client.close()
+
+
+def test_election_in_redlock_mode(redlock: list[EmbeddedServer]) -> None:
+    client, other = make_client(redlock), make_client(redlock)
+    a = client.election("e-redlock", ttl=5, label="a")
+    changes = other.election("e-redlock").observe()
+    try:
+        assert sync_next(changes) is None
+        term = a.campaign()
+        seen = sync_next(changes)  # announced on every node
+        assert seen is not None and (seen.label, seen.term) == ("a", term)
+        with pytest.raises(fencelock.LockTimeout):
+            other.election("e-redlock").campaign(timeout=0)
+        a.resign()
+        assert sync_next(changes) is None
+    finally:
+        changes.close()
+        client.close()
+        other.close()
