@@ -89,7 +89,9 @@ async def test_observe_sees_every_change(
 ) -> None:
     a = async_client.election("e-observe", ttl=5, label="a")
     b = async_client_b.election("e-observe", ttl=5, label="b")
-    changes = async_client_b.election("e-observe").observe()
+    # (an observer looks again at least once per its ttl: 60 s here, longer than the tests
+    # wait, so the changes are seen by the messages alone)
+    changes = async_client_b.election("e-observe", ttl=60).observe()
     try:
         assert await async_next(changes) is None  # the state first: nobody leads
         term_a = await a.campaign()
@@ -173,7 +175,7 @@ async def test_bad_arguments_name_the_argument(async_client: AsyncLockClient) ->
 
 async def test_election_on_a_cluster(cluster_client: AsyncLockClient, cluster: Cluster) -> None:  # noqa: F811
     a = cluster_client.election("e-cluster", ttl=5, label="a")
-    changes = cluster_client.election("e-cluster").observe()
+    changes = cluster_client.election("e-cluster", ttl=60).observe()
     try:
         assert await async_next(changes) is None
         term = await a.campaign()
@@ -203,7 +205,7 @@ async def test_a_leader_survives_a_sentinel_failover(sentinel_setup: SentinelSet
 async def test_election_in_redlock_mode(redlock: list[EmbeddedServer]) -> None:
     client, other = make_client(redlock), make_client(redlock)
     a = client.election("e-redlock", ttl=5, label="a")
-    changes = other.election("e-redlock").observe()
+    changes = other.election("e-redlock", ttl=60).observe()
     try:
         assert await async_next(changes) is None
         term = await a.campaign()

@@ -90,7 +90,9 @@ def test_observe_sees_every_change(
 ) -> None:
     a = sync_client.election("e-observe", ttl=5, label="a")
     b = sync_client_b.election("e-observe", ttl=5, label="b")
-    changes = sync_client_b.election("e-observe").observe()
+    # (an observer looks again at least once per its ttl: 60 s here, longer than the tests
+    # wait, so the changes are seen by the messages alone)
+    changes = sync_client_b.election("e-observe", ttl=60).observe()
     try:
         assert sync_next(changes) is None  # the state first: nobody leads
         term_a = a.campaign()
@@ -174,7 +176,7 @@ def test_bad_arguments_name_the_argument(sync_client: LockClient) -> None:
 
 def test_election_on_a_cluster(cluster_client: LockClient, cluster: Cluster) -> None:  # noqa: F811
     a = cluster_client.election("e-cluster", ttl=5, label="a")
-    changes = cluster_client.election("e-cluster").observe()
+    changes = cluster_client.election("e-cluster", ttl=60).observe()
     try:
         assert sync_next(changes) is None
         term = a.campaign()
@@ -204,7 +206,7 @@ def test_a_leader_survives_a_sentinel_failover(sentinel_setup: SentinelSetup) ->
 def test_election_in_redlock_mode(redlock: list[EmbeddedServer]) -> None:
     client, other = make_client(redlock), make_client(redlock)
     a = client.election("e-redlock", ttl=5, label="a")
-    changes = other.election("e-redlock").observe()
+    changes = other.election("e-redlock", ttl=60).observe()
     try:
         assert sync_next(changes) is None
         term = a.campaign()
