@@ -400,7 +400,7 @@ class AsyncLockClient:
         *,
         timeout: float | None = None,
         label: Label | _Default = _DEFAULT,
-        on_lost: Callable[[AsyncLock], object] | None = None,
+        on_lost: Callable[[AsyncElection], object] | None = None,
         on_lost_policy: str | None = None,
     ) -> AsyncElection:
         """A candidate in the leader election ``name`` (docs/election.md): ``campaign()`` to

@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Final
+from typing import Final, cast
 
 from redis.exceptions import RedisError
 
@@ -66,7 +66,7 @@ class AsyncElection(AsyncLock):
         ttl: float,
         *,
         timeout: float | None,
-        on_lost: Callable[[AsyncLock], object] | None = None,
+        on_lost: Callable[[AsyncElection], object] | None = None,
         on_lost_policy: str | None = None,
         label: Label | _Default = _DEFAULT,
     ) -> None:
@@ -77,7 +77,8 @@ class AsyncElection(AsyncLock):
             ttl,
             timeout=timeout,
             auto_renew=True,
-            on_lost=on_lost,
+            # (called with the lock object: this election)
+            on_lost=cast(Callable[[AsyncLock], object] | None, on_lost),
             on_lost_policy=DEFAULT_POLICY if on_lost_policy is None else on_lost_policy,
             label=label,
         )

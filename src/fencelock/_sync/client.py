@@ -401,7 +401,7 @@ class LockClient:
         *,
         timeout: float | None = None,
         label: Label | _Default = _DEFAULT,
-        on_lost: Callable[[Lock], object] | None = None,
+        on_lost: Callable[[Election], object] | None = None,
         on_lost_policy: str | None = None,
     ) -> Election:
         """A candidate in the leader election ``name`` (docs/election.md): ``campaign()`` to

@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator, Callable
-from typing import Final
+from typing import Final, cast
 
 from redis.exceptions import RedisError
 
@@ -67,7 +67,7 @@ class Election(Lock):
         ttl: float,
         *,
         timeout: float | None,
-        on_lost: Callable[[Lock], object] | None = None,
+        on_lost: Callable[[Election], object] | None = None,
         on_lost_policy: str | None = None,
         label: Label | _Default = _DEFAULT,
     ) -> None:
@@ -78,7 +78,8 @@ class Election(Lock):
             ttl,
             timeout=timeout,
             auto_renew=True,
-            on_lost=on_lost,
+            # (called with the lock object: this election)
+            on_lost=cast(Callable[[Lock], object] | None, on_lost),
             on_lost_policy=DEFAULT_POLICY if on_lost_policy is None else on_lost_policy,
             label=label,
         )
