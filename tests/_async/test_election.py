@@ -12,6 +12,7 @@ import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock._async.lock import AsyncLock
 from fencelock._core.election import Leader
+from fencelock._transport import AsyncRedis
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.topology import Cluster, SentinelSetup
 from tests._async.test_cluster import cluster_client  # noqa: F401  (a fixture)
@@ -150,6 +151,23 @@ async def test_a_deposed_leader_is_fenced_and_told(
     with pytest.raises(fencelock.LockLost):
         await old.resign()
     await new.resign()
+
+
+async def test_a_default_decoding_client_as_user_would_make_it(server: EmbeddedServer) -> None:
+    user = AsyncRedis(port=server.port, decode_responses=True)
+    client = AsyncLockClient(user)
+    el = client.election("e-decoded", ttl=5, label="d")
+    changes = client.election("e-decoded", ttl=60).observe()
+    try:
+        assert await async_next(changes) is None
+        term = await el.campaign()
+        seen = await async_next(changes)
+        assert seen is not None and (seen.label, seen.term) == ("d", term)
+    finally:
+        await changes.aclose()
+    await el.resign()
+    await client.close()
+    await user.aclose()
 
 
 async def test_with_block_campaigns_and_resigns(async_client: AsyncLockClient) -> None:

@@ -13,6 +13,7 @@ import fencelock
 from fencelock._sync.client import LockClient
 from fencelock._sync.lock import Lock
 from fencelock._core.election import Leader
+from fencelock._transport import SyncRedis
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.topology import Cluster, SentinelSetup
 from tests._sync.test_cluster import cluster_client  # noqa: F401  (a fixture)
@@ -151,6 +152,23 @@ def test_a_deposed_leader_is_fenced_and_told(
     with pytest.raises(fencelock.LockLost):
         old.resign()
     new.resign()
+
+
+def test_a_default_decoding_client_as_user_would_make_it(server: EmbeddedServer) -> None:
+    user = SyncRedis(port=server.port, decode_responses=True)
+    client = LockClient(user)
+    el = client.election("e-decoded", ttl=5, label="d")
+    changes = client.election("e-decoded", ttl=60).observe()
+    try:
+        assert sync_next(changes) is None
+        term = el.campaign()
+        seen = sync_next(changes)
+        assert seen is not None and (seen.label, seen.term) == ("d", term)
+    finally:
+        changes.close()
+    el.resign()
+    client.close()
+    user.close()
 
 
 def test_with_block_campaigns_and_resigns(sync_client: LockClient) -> None:
