@@ -512,7 +512,9 @@ def _add_election_commands(subparsers: argparse._SubParsersAction[_Parser]) -> N
                        help="give up (status 75) if not elected in S seconds; 0 tries once "
                        "(default: wait as long as it takes)")  # fmt: skip
     elect.add_argument("--url", action="append", metavar="URL",
-                       help="the server, as for run; repeat it for Redlock")  # fmt: skip
+                       help="the server, redis://host:port/db (default: $FENCELOCK_URL, then "
+                       "$REDIS_URL, then redis://127.0.0.1:6379/0); repeat it for Redlock "
+                       "over several masters")  # fmt: skip
     elect.add_argument("--grace", type=_seconds, default=DEFAULT_GRACE, metavar="S",
                        help="when the leadership is lost, SIGKILL COMMAND this long after "
                        f"SIGTERM (default {DEFAULT_GRACE:g})")  # fmt: skip
