@@ -30,6 +30,7 @@ REPLACEMENTS = {
     "AsyncLockClient": "LockClient",
     "AsyncLock": "Lock",
     "AsyncMultiLock": "MultiLock",
+    "AsyncElection": "Election",
     "AsyncSemaphore": "Semaphore",
     "AsyncPermits": "Permits",
     "AsyncReadWriteLock": "ReadWriteLock",

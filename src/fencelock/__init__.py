@@ -3,6 +3,7 @@
 The sync API lives here; ``fencelock.asyncio`` has the same names for asyncio.
 """
 
+from ._core.election import Leader
 from ._core.inspection import (
     ForceOutcome,
     ForceReleased,
@@ -13,6 +14,7 @@ from ._core.inspection import (
 )
 from ._core.stats import Statistics
 from ._sync.client import LockClient
+from ._sync.election import Election
 from ._sync.lock import Lock
 from ._sync.multilock import MultiLock
 from ._sync.periodic import OncePer
@@ -37,9 +39,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Conflict",
+    "Election",
     "ForceOutcome",
     "ForceReleased",
     "HolderInfo",
+    "Leader",
     "Lock",
     "LockClient",
     "LockConnectionError",

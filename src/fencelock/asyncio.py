@@ -1,12 +1,14 @@
 """The asyncio API: ``fencelock.asyncio.LockClient`` takes ``redis.asyncio`` clients."""
 
 from ._async.client import AsyncLockClient as LockClient
+from ._async.election import AsyncElection as Election
 from ._async.lock import AsyncLock as Lock
 from ._async.multilock import AsyncMultiLock as MultiLock
 from ._async.periodic import AsyncOncePer as OncePer
 from ._async.rw_lock import AsyncReadWriteLock as ReadWriteLock
 from ._async.semaphore import AsyncSemaphore as Semaphore
 from ._async.versioned import AsyncVersioned as Versioned
+from ._core.election import Leader
 from ._core.inspection import (
     ForceOutcome,
     ForceReleased,
@@ -32,9 +34,11 @@ from .labels import holder_label
 
 __all__ = [
     "Conflict",
+    "Election",
     "ForceOutcome",
     "ForceReleased",
     "HolderInfo",
+    "Leader",
     "Lock",
     "LockClient",
     "LockConnectionError",

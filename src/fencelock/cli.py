@@ -454,6 +454,91 @@ def _add_operator_commands(subparsers: argparse._SubParsersAction[_Parser]) -> N
     )
 
 
+def _elect(args: argparse.Namespace) -> int:
+    from .elect import ElectRunner
+
+    if not args.command:
+        args.parser.error("missing COMMAND: give it after --, as in: fencelock elect NAME -- CMD")
+    urls: list[str] = args.url or [default_url()]
+    runner = ElectRunner(
+        args.name,
+        args.command,
+        ttl=args.ttl,
+        timeout=args.timeout,
+        grace=args.grace,
+        urls=urls,
+        label=args.label,
+    )
+    return runner.run()
+
+
+def _label(text: str) -> str:
+    from ._core.replies import validate_label
+
+    try:
+        label = validate_label(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    assert label is not None
+    return label
+
+
+def _add_election_commands(subparsers: argparse._SubParsersAction[_Parser]) -> None:
+    """``elect`` (run's options, and --label) and ``leader`` (the operator commands')."""
+    elect = subparsers.add_parser(
+        "elect",
+        usage="%(prog)s [-h] [--ttl S] [--timeout S] [--url URL] [--grace S] [--label L] "
+        "NAME -- COMMAND ...",
+        help="run a command only while leading an election",
+        description=(
+            "Campaign in the election NAME, and once leader run COMMAND, with the term (its "
+            "fencing token) in the environment as FENCELOCK_TERM and FENCELOCK_TOKEN; resign "
+            "when COMMAND exits, and exit with its status. If the leadership is lost meanwhile, "
+            "COMMAND's process group gets SIGTERM (SIGKILL after --grace) and the exit status "
+            "is 70; it does not campaign again (restart it, e.g. systemd Restart=always, to "
+            "keep a standby). SIGINT, SIGTERM and SIGHUP are passed on to COMMAND."
+        ),
+        epilog=(
+            "exit statuses of its own: 64 bad usage, 69 no server reachable (Redlock: no "
+            "majority of them), 70 leadership lost while COMMAND ran, 75 not elected within "
+            "--timeout (COMMAND not run), 126/127 COMMAND not executable / not found"
+        ),
+    )
+    elect.add_argument("name", type=_lock_name, metavar="NAME", help="the election's name")
+    elect.add_argument("--ttl", type=_checked(_lease), default=10.0, metavar="S",
+                       help="leadership lease in seconds, renewed every ttl/3; a dead "
+                       "leader is replaced about this long after it died (default 10)")  # fmt: skip
+    elect.add_argument("--timeout", type=_checked(validate_timeout), default=None, metavar="S",
+                       help="give up (status 75) if not elected in S seconds; 0 tries once "
+                       "(default: wait as long as it takes)")  # fmt: skip
+    elect.add_argument("--url", action="append", metavar="URL",
+                       help="the server, redis://host:port/db (default: $FENCELOCK_URL, then "
+                       "$REDIS_URL, then redis://127.0.0.1:6379/0); repeat it for Redlock "
+                       "over several masters")  # fmt: skip
+    elect.add_argument("--grace", type=_seconds, default=DEFAULT_GRACE, metavar="S",
+                       help="when the leadership is lost, SIGKILL COMMAND this long after "
+                       f"SIGTERM (default {DEFAULT_GRACE:g})")  # fmt: skip
+    elect.add_argument("--label", type=_label, metavar="L",
+                       help="what `fencelock leader` shows of this leader "
+                       "(default host:pid:thread)")  # fmt: skip
+    elect.set_defaults(handler=_elect, parser=elect, takes_command=True)
+
+    from . import elect as election
+
+    leader = subparsers.add_parser(
+        "leader",
+        help="show who leads an election",
+        description="Show the leader of the election NAME: its label, term (fencing token) "
+        "and the seconds left of its lease.",
+        epilog=OPERATOR_STATUSES.format("nobody leads NAME"),
+    )
+    leader.add_argument("name", type=_lock_name, metavar="NAME", help="the election's name")
+    _add_operator_options(leader)
+    leader.set_defaults(
+        handler=_operator(lambda c, a: election.leader(c, a.name, a.json, sys.stdout))
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="fencelock", description="Distributed locks on Redis with fencing tokens."
@@ -464,6 +549,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(subparsers)
     _add_bench(subparsers)
     _add_operator_commands(subparsers)
+    _add_election_commands(subparsers)
     return parser
 
 

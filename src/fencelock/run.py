@@ -67,10 +67,6 @@ def redact(url: str) -> str:
     return parts._replace(netloc=f"{user}:***@{host}").geturl()
 
 
-def say(message: str) -> None:
-    print(f"fencelock run: {message}", file=sys.stderr, flush=True)
-
-
 def exit_status(returncode: int) -> int:
     """A ``Popen.returncode`` as a shell reports it: death by signal N is 128 + N."""
     return 128 - returncode if returncode < 0 else returncode
@@ -164,7 +160,10 @@ class _Terminal:
 
 
 class Runner:
-    """One ``fencelock run``: acquire, start COMMAND, supervise it, release."""
+    """One ``fencelock run``: acquire, start COMMAND, supervise it, release. (``fencelock
+    elect`` is one with an election for a lock: elect.py.)"""
+
+    prog = "fencelock run"
 
     def __init__(
         self,
@@ -194,6 +193,16 @@ class Runner:
         self._stopping = False  # COMMAND is being stopped because the lease was lost
         self._unforwarded: list[int] = []  # signals that arrived before COMMAND was started
 
+    def _say(self, message: str) -> None:
+        print(f"{self.prog}: {message}", file=sys.stderr, flush=True)
+
+    def _make_lock(self, client: LockClient) -> Lock:
+        return client.lock(self.name, self.ttl, auto_renew=True, on_lost=self._on_lost)
+
+    def _environment(self, token: int) -> dict[str, str]:
+        """COMMAND's environment: ours, and the grant's."""
+        return {**os.environ, "FENCELOCK_TOKEN": str(token), "FENCELOCK_NAME": self.name}
+
     # -- called from other threads, or from signal handlers -----------------------------------
 
     def _on_lost(self, lock: Lock) -> None:
@@ -222,7 +231,7 @@ class Runner:
         try:
             client = LockClient.from_url(self.urls[0] if len(self.urls) == 1 else self.urls)
         except ValueError as exc:
-            say(f"bad --url {self._where!r}: {exc}")
+            self._say(f"bad --url {self._where!r}: {exc}")
             return EX_USAGE
         try:
             with _handling(FORWARDED, self._on_signal):
@@ -231,23 +240,25 @@ class Runner:
             client.close()
 
     def _run(self, client: LockClient) -> int:
-        lock = client.lock(self.name, self.ttl, auto_renew=True, on_lost=self._on_lost)
+        lock = self._make_lock(client)
         try:
             acquired = self._acquire(lock)
         except _Interrupted as exc:
             # acquire() gives up a grant it had in flight; this covers a signal just after it.
             with suppress(LockError):
                 lock.release()
-            say(f"{signal_name(exc.signum)} while waiting for {self.name!r}; COMMAND not run")
+            self._say(f"{signal_name(exc.signum)} while waiting for {self.name!r}; COMMAND not run")
             return 128 + exc.signum
         except LockConnectionError as exc:
             if len(self.urls) > 1:  # Redlock: fewer than a majority answered
-                say(f"no majority of the {len(self.urls)} servers reachable ({self._where}): {exc}")
+                self._say(
+                    f"no majority of the {len(self.urls)} servers reachable ({self._where}): {exc}"
+                )
             else:
-                say(f"no server reachable at {self._where}: {exc}")
+                self._say(f"no server reachable at {self._where}: {exc}")
             return EX_UNAVAILABLE
         except LockError as exc:  # e.g. the key holds something else, or NOAUTH
-            say(f"cannot acquire {self.name!r}: {exc}")
+            self._say(f"cannot acquire {self.name!r}: {exc}")
             return EX_UNAVAILABLE
         if not acquired:
             return EX_TEMPFAIL  # silent, like flock -n: cron would mail every busy run
@@ -270,7 +281,7 @@ class Runner:
         """Run COMMAND while the lock is held: its exit status, or one of ours if not started."""
         if self._unforwarded:  # a signal came between the grant and now
             signum = self._unforwarded[0]
-            say(f"{signal_name(signum)} before COMMAND started; COMMAND not run")
+            self._say(f"{signal_name(signum)} before COMMAND started; COMMAND not run")
             return 128 + signum
         try:
             token = lock.token
@@ -279,19 +290,21 @@ class Runner:
             token = 0
         except LockConnectionError as exc:  # Redlock: no majority to write the token back to
             where = f"{len(self.urls)} servers reachable ({self._where})"
-            say(f"no majority of the {where} to confirm the fencing token: {exc}; COMMAND not run")
+            self._say(
+                f"no majority of the {where} to confirm the fencing token: {exc}; COMMAND not run"
+            )
             return EX_UNAVAILABLE
         if self._lost.is_set():
-            say(f"lost the lock {self.name!r} before COMMAND started; COMMAND not run")
+            self._say(f"lost the lock {self.name!r} before COMMAND started; COMMAND not run")
             return EX_SOFTWARE
-        env = {**os.environ, "FENCELOCK_TOKEN": str(token), "FENCELOCK_NAME": self.name}
+        env = self._environment(token)
         terminal = _Terminal.if_foreground()
         try:
             proc = subprocess.Popen(self.command, env=env, process_group=0)
         except OSError as exc:
             if terminal is not None:
                 terminal.take_back()
-            say(f"cannot run {self.command[0]!r}: {exc.strerror or exc}")
+            self._say(f"cannot run {self.command[0]!r}: {exc.strerror or exc}")
             missing = exc.errno in (errno.ENOENT, errno.ENOTDIR)
             return EX_NOTFOUND if missing else EX_NOEXEC
         self._started = True
@@ -316,14 +329,14 @@ class Runner:
     def _stop(self, proc: subprocess.Popen[bytes], token: int) -> None:
         """The lease is lost while COMMAND runs: it may no longer be the only holder."""
         self._stopping = True
-        say(
+        self._say(
             f"lost the lock {self.name!r} (token {token}) while COMMAND was running: its lease "
             "expired or was taken over, so COMMAND may no longer be the only holder. "
             f"Stopping it: SIGTERM now, SIGKILL after {self.grace:g} s."
         )
         signal_group(proc.pid, signal.SIGTERM)
         if not self._exited.wait(self.grace):
-            say(f"COMMAND still running {self.grace:g} s after SIGTERM: sending SIGKILL")
+            self._say(f"COMMAND still running {self.grace:g} s after SIGTERM: sending SIGKILL")
             signal_group(proc.pid, signal.SIGKILL)
             self._exited.wait()
 
@@ -335,14 +348,16 @@ class Runner:
         except LockNotOwned:  # found gone: lost before the watchdog noticed, or just after
             lost = True
         except LockError as exc:  # the server went away: the lease runs out by itself
-            say(f"could not release {self.name!r} ({exc}); it expires within {self.ttl:g} s")
+            self._say(f"could not release {self.name!r} ({exc}); it expires within {self.ttl:g} s")
         if not lost:
             return status
         if self._started and not self._stopping:
-            say(
+            self._say(
                 f"lost the lock {self.name!r} before COMMAND ended: its lease expired or was "
                 "taken over, so COMMAND may have run while another holder had the lock"
             )
         if self._started:
-            say(f"COMMAND exited with status {status}; exiting with {EX_SOFTWARE} (lock lost)")
+            self._say(
+                f"COMMAND exited with status {status}; exiting with {EX_SOFTWARE} (lock lost)"
+            )
         return EX_SOFTWARE

@@ -33,7 +33,7 @@ class LockSpec:
     ttl: float
     reentrant: bool
     # a semaphore's (keys: SemaphoreKeys): the permits each acquire asks for, the limit to keep
-    # if none is stored yet, and its lock object's own local queue (see line)
+    # if none is stored yet; and (any kind) its lock object's own local queue (see line)
     permits: int = 0
     limit: int = 0
     owner: str = ""
@@ -65,7 +65,9 @@ class LockSpec:
                 if self.reentrant
                 else (keys.lock, keys.fence, keys.queue),
                 "release_keys": (keys.lock, keys.queue, keys.fence),
-                "line": f"{keys.lock}:{'reentrant' if self.reentrant else 'simple'}",
+                "line": f"{keys.lock}:{'reentrant' if self.reentrant else 'simple'}"
+                # an owner's lock object queues alone: no local hand-off to or from it
+                + (f":{self.owner}" if self.owner else ""),
                 "primitive": events.REENTRANT_LOCK if self.reentrant else events.LOCK,
             }
         derived["ttl_ms"] = ttl_to_ms(self.ttl)

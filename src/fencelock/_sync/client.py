@@ -50,6 +50,7 @@ from ..keys import (
 from ..labels import Label, check_label
 from ..scripts import FENCED_GET, FENCED_SET, Script
 from . import admin
+from .election import Election
 from .lock import _DEFAULT, Lock, Parts, _Default
 from .multilock import MultiLock
 from .periodic import OncePer
@@ -390,6 +391,31 @@ class LockClient:
             ttl,
             timeout=timeout,
             auto_renew=auto_renew,
+            on_lost=on_lost,
+            on_lost_policy=on_lost_policy,
+            label=label,
+        )
+
+    def election(
+        self,
+        name: str,
+        ttl: float = 10.0,
+        *,
+        timeout: float | None = None,
+        label: Label | _Default = _DEFAULT,
+        on_lost: Callable[[Election], object] | None = None,
+        on_lost_policy: str | None = None,
+    ) -> Election:
+        """A candidate in the leader election ``name`` (docs/election.md): ``campaign()`` to
+        lead for an auto-renewed lease of ``ttl``, its term a fencing token. ``label``: what
+        ``leader()`` shows of it (default: the client's). ``on_lost_policy``: as a lock's
+        (default "cancel" under asyncio, "raise" with threads)."""
+        return Election(
+            self,
+            self._parts,
+            name,
+            ttl,
+            timeout=timeout,
             on_lost=on_lost,
             on_lost_policy=on_lost_policy,
             label=label,
