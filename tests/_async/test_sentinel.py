@@ -3,6 +3,9 @@ Sync twin generated into tests/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 
+import pytest
+
+import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock._async.lock import AsyncLock
 from fencelock.keys import LockKeys
@@ -88,21 +91,35 @@ async def test_200_concurrent_acquires_through_a_sentinel_pool(
     await client.close()
 
 
-async def test_semaphore_and_rw_lock_permits_survive_a_forced_failover(
+async def test_the_other_primitives_survive_a_forced_failover(
     sentinel_setup: SentinelSetup,
 ) -> None:
+    """A permit, a write lock and a multi-lock stay held and renewed across a failover that
+    lost nothing; a versioned value and a fenced read-modify-write go on from the new master."""
     client = sentinel_client(sentinel_setup)
     permit = client.semaphore("jobs", 2, ttl=5, auto_renew=True)
     writer = client.rw_lock("catalog", ttl=5, auto_renew=True).write()
+    multi = client.multi_lock(["from", "to"], ttl=5, auto_renew=True)
     assert await permit.acquire(timeout=0) and await writer.acquire(timeout=0)
+    assert await multi.acquire(timeout=0)
+    counter = client.versioned("counter")
+    assert await counter.update(lambda v: int(v or 0) + 1) == (1, 1)
+    assert await client.fenced_update("stock", multi.tokens["from"], lambda v: 10) == 10
     sentinel_setup.failover()
     sentinel_setup.wait_synced(demote=True)
     renewed = client.statistics().renewals
-    await async_until(lambda: client.statistics().renewals >= renewed + 4)  # both, twice
+    await async_until(lambda: client.statistics().renewals >= renewed + 8)  # all four, twice
     assert not permit.lost and await permit.held()
     assert not writer.lost and await writer.held()
+    assert not multi.lost and await multi.held()
     assert await client.semaphore("jobs", 2).available() == 1  # on the new master
     assert not await client.rw_lock("catalog").read().acquire(timeout=0)
+    assert await counter.update(lambda v: int(v or 0) + 1) == (2, 2)
+    token = multi.tokens["from"]
+    assert await client.fenced_update("stock", token, lambda v: int(v or 0) - 1) == 9
+    with pytest.raises(fencelock.StaleToken):  # the fence came across with the value
+        await client.fenced_update("stock", token - 1, lambda v: 0)
     await permit.release()
     await writer.release()
+    await multi.release()
     await client.close()

@@ -4,6 +4,9 @@ Sync twin generated into tests/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 
+import pytest
+
+import fencelock
 from fencelock._sync.client import LockClient
 from fencelock._sync.lock import Lock
 from fencelock.keys import LockKeys
@@ -89,21 +92,35 @@ def test_200_concurrent_acquires_through_a_sentinel_pool(
     client.close()
 
 
-def test_semaphore_and_rw_lock_permits_survive_a_forced_failover(
+def test_the_other_primitives_survive_a_forced_failover(
     sentinel_setup: SentinelSetup,
 ) -> None:
+    """A permit, a write lock and a multi-lock stay held and renewed across a failover that
+    lost nothing; a versioned value and a fenced read-modify-write go on from the new master."""
     client = sentinel_client(sentinel_setup)
     permit = client.semaphore("jobs", 2, ttl=5, auto_renew=True)
     writer = client.rw_lock("catalog", ttl=5, auto_renew=True).write()
+    multi = client.multi_lock(["from", "to"], ttl=5, auto_renew=True)
     assert permit.acquire(timeout=0) and writer.acquire(timeout=0)
+    assert multi.acquire(timeout=0)
+    counter = client.versioned("counter")
+    assert counter.update(lambda v: int(v or 0) + 1) == (1, 1)
+    assert client.fenced_update("stock", multi.tokens["from"], lambda v: 10) == 10
     sentinel_setup.failover()
     sentinel_setup.wait_synced(demote=True)
     renewed = client.statistics().renewals
-    sync_until(lambda: client.statistics().renewals >= renewed + 4)  # both, twice
+    sync_until(lambda: client.statistics().renewals >= renewed + 8)  # all four, twice
     assert not permit.lost and permit.held()
     assert not writer.lost and writer.held()
+    assert not multi.lost and multi.held()
     assert client.semaphore("jobs", 2).available() == 1  # on the new master
     assert not client.rw_lock("catalog").read().acquire(timeout=0)
+    assert counter.update(lambda v: int(v or 0) + 1) == (2, 2)
+    token = multi.tokens["from"]
+    assert client.fenced_update("stock", token, lambda v: int(v or 0) - 1) == 9
+    with pytest.raises(fencelock.StaleToken):  # the fence came across with the value
+        client.fenced_update("stock", token - 1, lambda v: 0)
     permit.release()
     writer.release()
+    multi.release()
     client.close()
