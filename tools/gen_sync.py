@@ -22,6 +22,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # (asyncio source, generated sync twin): the library, and the tests that exercise both
 PAIRS = [
     (ROOT / "src" / "fencelock" / "_async", ROOT / "src" / "fencelock" / "_sync"),
+    (
+        ROOT / "src" / "fencelock" / "compat" / "_async",
+        ROOT / "src" / "fencelock" / "compat" / "_sync",
+    ),
     (ROOT / "tests" / "_async", ROOT / "tests" / "_sync"),
 ]
 

@@ -1,0 +1,157 @@
+"""Run redis-py's own lock tests against fencelock.compat.redis_py.
+
+python tools/peer_suite.py                 # both server kinds; exit 1 on an unexpected outcome
+python tools/peer_suite.py --servers redis --no-differences   # the deliberate failures unmarked
+python tools/peer_suite.py --json          # the counts as JSON (tests/test_peer_suite.py)
+
+The test files are not kept in this repository: the source distribution of the installed
+redis-py version is downloaded once (``pip download``) into a cache directory
+(``FENCELOCK_PEER_CACHE``, default ~/.cache/fencelock/peer-suites), and tests/test_lock.py and
+tests/test_asyncio/test_lock.py are extracted from it beside the shim conftests of
+tools/peer_shims/redis_py (which make their ``Lock`` ours, start the server, and mark each test
+that fails on purpose with the difference that explains it). Exit status 3: the download failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIMS = ROOT / "tools" / "peer_shims" / "redis_py"
+TEST_FILES = ("tests/test_lock.py", "tests/test_asyncio/test_lock.py")
+PYTEST_INI = """\
+[pytest]
+asyncio_mode = auto
+asyncio_default_fixture_loop_scope = function
+markers =
+    onlynoncluster: redis-py's marker (a single server here)
+"""
+DOWNLOAD_TIMEOUT = 120
+RUN_TIMEOUT = 300
+
+
+class Unavailable(RuntimeError):
+    """The test files could not be had (no network, no such version...)."""
+
+
+def cache_dir() -> Path:
+    explicit = os.environ.get("FENCELOCK_PEER_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "fencelock" / "peer-suites"
+
+
+def sdist(version: str) -> Path:
+    """redis-py's source distribution of ``version``, downloaded into the cache if need be."""
+    cache = cache_dir()
+    path = cache / f"redis-{version}.tar.gz"
+    if path.exists():
+        return path
+    cache.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q"]
+    command += ["--no-binary", ":all:", "--no-deps", f"redis=={version}", "-d", str(cache)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise Unavailable(f"pip download took over {DOWNLOAD_TIMEOUT} s") from None
+    if done.returncode != 0 or not path.exists():
+        raise Unavailable(f"pip download redis=={version} failed: {done.stderr.strip()[-500:]}")
+    return path
+
+
+def prepare(version: str, work: Path) -> None:
+    """The two test files of redis-py ``version`` in ``work``/tests, with the shims."""
+    with tarfile.open(sdist(version)) as tar:
+        for name in TEST_FILES:
+            member = tar.extractfile(f"redis-{version}/{name}")
+            if member is None:
+                raise Unavailable(f"{name} is not in the redis {version} sdist")
+            target = work / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(member.read())
+    shutil.copy(SHIMS / "conftest.py", work / "tests" / "conftest.py")
+    shutil.copy(SHIMS / "test_asyncio" / "conftest.py", work / "tests" / "test_asyncio")
+    for package in ("tests", "tests/test_asyncio"):  # their relative imports need packages
+        (work / package / "__init__.py").touch()
+    (work / "pytest.ini").write_text(PYTEST_INI)
+
+
+def outcomes(junit: Path) -> dict[str, object]:
+    """Counts per outcome and the tests that failed, from pytest's JUnit XML."""
+    counts = {"passed": 0, "failed": 0, "skipped": 0, "xfailed": 0}
+    failed = []
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        test = f"{case.get('classname')}.{case.get('name')}"
+        children = {child.tag: child for child in case}
+        skipped = children.get("skipped")
+        if "failure" in children or "error" in children:
+            counts["failed"] += 1
+            failed.append(test)
+        elif skipped is not None and skipped.get("type") == "pytest.xfail":
+            counts["xfailed"] += 1
+        elif skipped is not None:
+            counts["skipped"] += 1
+        else:
+            counts["passed"] += 1
+    return {**counts, "failures": failed}
+
+
+def run(kinds: list[str], differences: bool = True, verbose: bool = False) -> dict[str, object]:
+    """Per server kind: the counts of redis-py's lock tests through fencelock.compat."""
+    version = importlib.metadata.version("redis")
+    results: dict[str, object] = {"redis-py": version}
+    with tempfile.TemporaryDirectory(prefix="fencelock-peer-") as tmp:
+        work = Path(tmp)
+        prepare(version, work)
+        runs = {}
+        for kind in kinds:  # the kinds run side by side: the tests mostly wait
+            command = [sys.executable, "-m", "pytest", "tests", "-p", "no:cacheprovider"]
+            command += ["-q" if verbose else "-qq", f"--junitxml={work / kind}.xml"]
+            if not differences:
+                command.append("--no-differences")
+            env = {**os.environ, "FENCELOCK_PEER_SERVER": kind}
+            output = None if verbose else subprocess.DEVNULL
+            runs[kind] = subprocess.Popen(command, cwd=work, env=env, stdout=output)
+        for kind, process in runs.items():
+            process.wait(timeout=RUN_TIMEOUT)
+            results[kind] = outcomes(work / f"{kind}.xml")
+    return results
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--servers", default="redis,valkey", help="server kinds, comma-separated")
+    parser.add_argument("--no-differences", action="store_true", help="no xfail marks")
+    parser.add_argument("--json", action="store_true", help="print the counts as JSON")
+    args = parser.parse_args(argv)
+    try:
+        results = run(args.servers.split(","), not args.no_differences, verbose=not args.json)
+    except Unavailable as exc:
+        print(f"unavailable: {exc}", file=sys.stderr)
+        return 3
+    if args.json:
+        print(json.dumps(results))
+    else:
+        print(f"redis-py {results['redis-py']}'s lock tests through fencelock.compat.redis_py:")
+        for kind in args.servers.split(","):
+            counts = results[kind]
+            assert isinstance(counts, dict)
+            shown = ", ".join(f"{counts[k]} {k}" for k in ("passed", "xfailed", "skipped"))
+            print(f"  {kind}: {shown}, {counts['failed']} failed {counts['failures'] or ''}")
+    bad = any(isinstance(c, dict) and c["failed"] for c in results.values())
+    return 1 if bad and not args.no_differences else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
