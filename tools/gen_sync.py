@@ -47,6 +47,7 @@ REPLACEMENTS = {
     "enter_async_context": "enter_context",
     "aclose": "close",
     "_async": "_sync",
+    "redis_py_asyncio": "redis_py",  # fencelock.compat's public modules
 }
 # Name prefixes: the paired primitives of ``_backend.py`` and the tests' helpers.
 PREFIXES = {"async_": "sync_", "ASYNC_": "SYNC_"}

@@ -17,7 +17,7 @@ from ._redis_py_errors import (
     LockNotOwnedError,
     LockTimeoutError,
 )
-from ._sync.redis_py import RENEWED_LEASE, SyncRedisPyLock, client_for
+from ._sync.redis_py import RENEWED_LEASE, SyncRedisPyLock, client_for, close_client
 
 __all__ = [
     "RENEWED_LEASE",
@@ -28,6 +28,7 @@ __all__ = [
     "LockNotOwnedError",
     "LockTimeoutError",
     "client_for",
+    "close_client",
     "lock",
 ]
 

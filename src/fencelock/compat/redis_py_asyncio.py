@@ -8,7 +8,7 @@ from typing import Any
 
 import redis.asyncio
 
-from ._async.redis_py import RENEWED_LEASE, AsyncRedisPyLock, client_for
+from ._async.redis_py import RENEWED_LEASE, AsyncRedisPyLock, client_for, close_client
 from ._redis_py_errors import (
     LockConnectionError,
     LockError,
@@ -28,6 +28,7 @@ __all__ = [
     "LockNotOwnedError",
     "LockTimeoutError",
     "client_for",
+    "close_client",
     "lock",
 ]
 

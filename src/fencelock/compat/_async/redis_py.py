@@ -50,11 +50,26 @@ def client_for(redis: AsyncRedis | AsyncRedisCluster) -> AsyncLockClient:
     return client
 
 
+async def close_client(redis: AsyncRedis | AsyncRedisCluster) -> None:
+    """Close the fencelock client of ``redis`` now rather than when ``redis`` is collected (with
+    asyncio, before the event loop ends: a client collected after it leaves its sockets to the
+    OS). A compat lock of ``redis`` used later makes a new one."""
+    client = _clients.pop(id(redis), None)
+    if client is not None:
+        await client.close()
+
+
 def _retire(key: int) -> None:
     # a finalizer: it may run in any thread, even one inside client_for (so no guard here)
     client = _clients.pop(key, None)
     if client is not None:
         client._retire()
+
+
+class _ThreadToken(threading.local):
+    # a class attribute: every thread starts without a token (redis-py's plain threading.local
+    # raises AttributeError in a thread other than the lock's creator until it acquires)
+    token: bytes | None = None
 
 
 class AsyncRedisPyLock:
@@ -89,8 +104,7 @@ class AsyncRedisPyLock:
         self.raise_on_release_error = bool(raise_on_release_error)
         # redis-py's: ``local.token`` is the holder token of this thread's grant (or of the
         # lock's, thread_local=False), as stored in Redis
-        self.local: Any = threading.local() if self.thread_local else SimpleNamespace()
-        self.local.token = None
+        self.local: Any = _ThreadToken() if self.thread_local else SimpleNamespace(token=None)
         # the fencelock lock behind each holder token this object was granted (the latest per
         # thread: a token replaced by a later grant was no longer held)
         self._grants: dict[bytes, AsyncLock] = {}
