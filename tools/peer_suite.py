@@ -91,6 +91,7 @@ def outcomes(junit: Path) -> dict[str, object]:
     """Counts per outcome and the tests that failed, from pytest's JUnit XML."""
     counts = {"passed": 0, "failed": 0, "skipped": 0, "xfailed": 0}
     failed = []
+    reasons: dict[str, int] = {}  # deliberate difference -> tests it fails
     for case in ET.parse(junit).getroot().iter("testcase"):
         test = f"{case.get('classname')}.{case.get('name')}"
         children = {child.tag: child for child in case}
@@ -100,11 +101,13 @@ def outcomes(junit: Path) -> dict[str, object]:
             failed.append(test)
         elif skipped is not None and skipped.get("type") == "pytest.xfail":
             counts["xfailed"] += 1
+            reason = (skipped.get("message") or "").removeprefix("xfail: ").removeprefix("reason: ")
+            reasons[reason] = reasons.get(reason, 0) + 1
         elif skipped is not None:
             counts["skipped"] += 1
         else:
             counts["passed"] += 1
-    return {**counts, "failures": failed}
+    return {**counts, "failures": failed, "differences": reasons}
 
 
 def run(kinds: list[str], differences: bool = True, verbose: bool = False) -> dict[str, object]:
@@ -149,6 +152,8 @@ def main(argv: list[str]) -> int:
             assert isinstance(counts, dict)
             shown = ", ".join(f"{counts[k]} {k}" for k in ("passed", "xfailed", "skipped"))
             print(f"  {kind}: {shown}, {counts['failed']} failed {counts['failures'] or ''}")
+            for reason, n in counts["differences"].items():
+                print(f"    xfailed {n}: {reason}")
     bad = any(isinstance(c, dict) and c["failed"] for c in results.values())
     return 1 if bad and not args.no_differences else 0
 

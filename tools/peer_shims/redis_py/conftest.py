@@ -28,7 +28,6 @@ redis.asyncio.lock.Lock = redis_py_asyncio.Lock  # type: ignore[misc]
 KEY = "reads or writes redis-py's lock key 'foo' itself (fencelock's keys are its own)"
 POLL = "counts the sleeps of redis-py's polling loop (fencelock waits for a wake-up instead)"
 TOKEN = "passes acquire(token=...) (fencelock makes its holder tokens itself)"
-NO_TIMEOUT = "expects no expiry without timeout (fencelock: a lease renewed while held)"
 
 # test (of either file, without parameters) -> why it fails on purpose; docs/migrating.md
 # lists them
