@@ -18,7 +18,7 @@ from fencelock._transport import AsyncRedis
 from fencelock.compat import redis_py_asyncio as compat
 from fencelock.compat._async import redis_py as source
 from fencelock.keys import LockKeys
-from fencelock_tools.servers.embedded import EmbeddedServer
+from fencelock_tools.servers.embedded import EmbeddedServer, free_port
 from tests.concurrency import AsyncCall, async_until
 
 # one request timeout (the LockClient default) plus room for a loaded machine
@@ -204,3 +204,17 @@ async def test_bad_arguments(r: AsyncRedis) -> None:
     with pytest.raises(ValueError, match="additional_time"):
         await lock.extend(0)
     await lock.release()
+
+
+async def test_a_refused_server_raises_redis_py_connection_error() -> None:
+    user = AsyncRedis(port=free_port())
+    try:
+        lock = compat.Lock(user, "nowhere", blocking_timeout=1)
+        started = time.monotonic()
+        with pytest.raises(redis.exceptions.ConnectionError) as caught:
+            await lock.acquire()
+        assert isinstance(caught.value, fencelock.LockConnectionError)
+        assert time.monotonic() - started < 1 + BOUND_MARGIN
+    finally:
+        await compat.close_client(user)
+        await user.aclose()

@@ -19,7 +19,7 @@ from fencelock._transport import SyncRedis
 from fencelock.compat import redis_py as compat
 from fencelock.compat._sync import redis_py as source
 from fencelock.keys import LockKeys
-from fencelock_tools.servers.embedded import EmbeddedServer
+from fencelock_tools.servers.embedded import EmbeddedServer, free_port
 from tests.concurrency import SyncCall, sync_until
 
 # one request timeout (the LockClient default) plus room for a loaded machine
@@ -205,3 +205,17 @@ def test_bad_arguments(r: SyncRedis) -> None:
     with pytest.raises(ValueError, match="additional_time"):
         lock.extend(0)
     lock.release()
+
+
+def test_a_refused_server_raises_redis_py_connection_error() -> None:
+    user = SyncRedis(port=free_port())
+    try:
+        lock = compat.Lock(user, "nowhere", blocking_timeout=1)
+        started = time.monotonic()
+        with pytest.raises(redis.exceptions.ConnectionError) as caught:
+            lock.acquire()
+        assert isinstance(caught.value, fencelock.LockConnectionError)
+        assert time.monotonic() - started < 1 + BOUND_MARGIN
+    finally:
+        compat.close_client(user)
+        user.close()
