@@ -2,7 +2,8 @@
 
 python tools/peer_suite.py                 # both server kinds; exit 1 on an unexpected outcome
 python tools/peer_suite.py --servers redis --no-differences   # the deliberate failures unmarked
-python tools/peer_suite.py --json          # the counts as JSON (tests/test_peer_suite.py)
+python tools/peer_suite.py --json          # the counts as JSON (tests/test_compat_redis_py.py)
+python tools/peer_suite.py --map-keys      # their commands on the key "foo" go to fencelock's
 
 The test files are not kept in this repository: the source distribution of the installed
 redis-py version is downloaded once (``pip download``) into a cache directory
@@ -110,7 +111,9 @@ def outcomes(junit: Path) -> dict[str, object]:
     return {**counts, "failures": failed, "differences": reasons}
 
 
-def run(kinds: list[str], differences: bool = True, verbose: bool = False) -> dict[str, object]:
+def run(
+    kinds: list[str], differences: bool = True, verbose: bool = False, map_keys: bool = False
+) -> dict[str, object]:
     """Per server kind: the counts of redis-py's lock tests through fencelock.compat."""
     version = importlib.metadata.version("redis")
     results: dict[str, object] = {"redis-py": version}
@@ -124,6 +127,7 @@ def run(kinds: list[str], differences: bool = True, verbose: bool = False) -> di
             if not differences:
                 command.append("--no-differences")
             env = {**os.environ, "FENCELOCK_PEER_SERVER": kind}
+            env["FENCELOCK_PEER_MAP_KEYS"] = "1" if map_keys else "0"
             output = None if verbose else subprocess.DEVNULL
             runs[kind] = subprocess.Popen(command, cwd=work, env=env, stdout=output)
         for kind, process in runs.items():
@@ -137,16 +141,24 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--servers", default="redis,valkey", help="server kinds, comma-separated")
     parser.add_argument("--no-differences", action="store_true", help="no xfail marks")
     parser.add_argument("--json", action="store_true", help="print the counts as JSON")
+    parser.add_argument(
+        "--map-keys",
+        action="store_true",
+        help="the tests' own commands on the key 'foo' go to fencelock's lock key of 'foo'",
+    )
     args = parser.parse_args(argv)
     try:
-        results = run(args.servers.split(","), not args.no_differences, verbose=not args.json)
+        results = run(
+            args.servers.split(","), not args.no_differences, not args.json, args.map_keys
+        )
     except Unavailable as exc:
         print(f"unavailable: {exc}", file=sys.stderr)
         return 3
     if args.json:
         print(json.dumps(results))
     else:
-        print(f"redis-py {results['redis-py']}'s lock tests through fencelock.compat.redis_py:")
+        mapped = " (keys mapped)" if args.map_keys else ""
+        print(f"redis-py {results['redis-py']}'s lock tests through fencelock.compat{mapped}:")
         for kind in args.servers.split(","):
             counts = results[kind]
             assert isinstance(counts, dict)

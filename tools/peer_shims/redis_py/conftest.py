@@ -19,6 +19,7 @@ import redis.asyncio.lock
 import redis.lock
 
 from fencelock.compat import redis_py, redis_py_asyncio
+from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer, find_server
 
 # before the test modules import it: ``from redis.lock import Lock`` gets ours
@@ -28,6 +29,7 @@ redis.asyncio.lock.Lock = redis_py_asyncio.Lock  # type: ignore[misc]
 KEY = "reads or writes redis-py's lock key 'foo' itself (fencelock's keys are its own)"
 POLL = "counts the sleeps of redis-py's polling loop (fencelock waits for a wake-up instead)"
 TOKEN = "passes acquire(token=...) (fencelock makes its holder tokens itself)"
+NO_TIMEOUT = "expects no expiry without timeout (fencelock: a lease renewed while held)"
 
 # test (of either file, without parameters) -> why it fails on purpose; docs/migrating.md
 # lists them
@@ -53,6 +55,39 @@ DIFFERENCES = {
 }
 
 
+# With FENCELOCK_PEER_MAP_KEYS=1 the tests' own commands on a lock's key ("foo") go to the key of
+# fencelock's lock of that name instead: the tests that only read or write the key then check
+# fencelock's lease as they check redis-py's (its value is the holder token, its PTTL the lease).
+MAP_KEYS = os.environ.get("FENCELOCK_PEER_MAP_KEYS") == "1"
+MAPPED_COMMANDS = {"GET", "SET", "TTL", "PTTL", "PEXPIRE"}
+
+
+def _mapped(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    if len(args) > 1 and str(args[0]).upper() in MAPPED_COMMANDS and isinstance(args[1], str):
+        return (args[0], LockKeys.for_name(args[1]).lock, *args[2:])
+    return args
+
+
+class MappedRedis(redis.Redis):
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        return super().execute_command(*_mapped(args), **options)
+
+
+class MappedAsyncRedis(redis.asyncio.Redis):
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        return await super().execute_command(*_mapped(args), **options)
+
+
+# the tests that still fail with the keys mapped, and why
+MAPPED_DIFFERENCES = {
+    "TestLock::test_lock": NO_TIMEOUT,
+    "TestLock::test_lock_token": TOKEN,
+    "TestLock::test_lock_token_thread_local_false": TOKEN,
+    "TestLock::test_blocking_timeout": POLL,
+    "TestLock::test_context_manager_blocking_timeout": POLL,
+}
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--no-differences", action="store_true", help="run without the xfail marks")
 
@@ -61,7 +96,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if config.getoption("--no-differences"):
         return
     for item in items:
-        why = DIFFERENCES.get(item.nodeid.split("[")[0].split(".py::")[1])
+        test = item.nodeid.split("[")[0].split(".py::")[1]
+        why = (MAPPED_DIFFERENCES if MAP_KEYS else DIFFERENCES).get(test)
         if why is not None:
             item.add_marker(pytest.mark.xfail(reason=why, strict=True))
     for item in items:
@@ -85,6 +121,8 @@ def _get_client(
     """redis-py's helper of the same name: a client of the peer server, flushed and closed after
     the test."""
     url = from_url or request.getfixturevalue("peer_server").url
+    if MAP_KEYS and cls is redis.Redis:
+        cls = MappedRedis
     client = cls.from_url(url, single_connection_client=single_connection_client, **kwargs)
     if flushdb:
         client.flushdb()

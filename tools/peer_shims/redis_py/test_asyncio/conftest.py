@@ -11,6 +11,7 @@ import pytest_asyncio
 import redis.asyncio
 
 from fencelock_tools.servers.embedded import EmbeddedServer
+from tests.conftest import MAP_KEYS, MappedAsyncRedis
 
 
 @pytest_asyncio.fixture(params=[True, False], ids=["single", "pool"])
@@ -20,7 +21,8 @@ async def create_redis(
     made: list[redis.asyncio.Redis] = []
 
     async def factory(flushdb: bool = True, **kwargs: Any) -> redis.asyncio.Redis:
-        client = redis.asyncio.Redis.from_url(peer_server.url, **kwargs)
+        cls = MappedAsyncRedis if MAP_KEYS else redis.asyncio.Redis
+        client = cls.from_url(peer_server.url, **kwargs)
         if request.param:
             client = client.client()
             await client.initialize()
