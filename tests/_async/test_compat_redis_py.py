@@ -14,11 +14,12 @@ import redis
 import redis.exceptions
 
 import fencelock
-from fencelock._transport import AsyncRedis
+from fencelock._transport import AsyncRedis, AsyncRedisCluster
 from fencelock.compat import redis_py_asyncio as compat
 from fencelock.compat._async import redis_py as source
 from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer, free_port
+from fencelock_tools.servers.topology import Cluster
 from tests.concurrency import AsyncCall, async_until
 
 # one request timeout (the LockClient default) plus room for a loaded machine
@@ -215,6 +216,18 @@ async def test_a_refused_server_raises_redis_py_connection_error() -> None:
             await lock.acquire()
         assert isinstance(caught.value, fencelock.LockConnectionError)
         assert time.monotonic() - started < 1 + BOUND_MARGIN
+    finally:
+        await compat.close_client(user)
+        await user.aclose()
+
+
+async def test_redis_cluster(cluster: Cluster) -> None:
+    user = AsyncRedisCluster(host="127.0.0.1", port=cluster.port, decode_responses=True)
+    try:
+        async with compat.Lock(user, "sharded", timeout=5) as lock:
+            assert await lock.owned() and lock.fencing_token > 0
+            assert not await compat.Lock(user, "sharded").acquire(blocking=False)
+        assert not await lock.locked()
     finally:
         await compat.close_client(user)
         await user.aclose()

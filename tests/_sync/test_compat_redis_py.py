@@ -15,11 +15,12 @@ import redis
 import redis.exceptions
 
 import fencelock
-from fencelock._transport import SyncRedis
+from fencelock._transport import SyncRedis, SyncRedisCluster
 from fencelock.compat import redis_py as compat
 from fencelock.compat._sync import redis_py as source
 from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer, free_port
+from fencelock_tools.servers.topology import Cluster
 from tests.concurrency import SyncCall, sync_until
 
 # one request timeout (the LockClient default) plus room for a loaded machine
@@ -216,6 +217,18 @@ def test_a_refused_server_raises_redis_py_connection_error() -> None:
             lock.acquire()
         assert isinstance(caught.value, fencelock.LockConnectionError)
         assert time.monotonic() - started < 1 + BOUND_MARGIN
+    finally:
+        compat.close_client(user)
+        user.close()
+
+
+def test_redis_cluster(cluster: Cluster) -> None:
+    user = SyncRedisCluster(host="127.0.0.1", port=cluster.port, decode_responses=True)
+    try:
+        with compat.Lock(user, "sharded", timeout=5) as lock:
+            assert lock.owned() and lock.fencing_token > 0
+            assert not compat.Lock(user, "sharded").acquire(blocking=False)
+        assert not lock.locked()
     finally:
         compat.close_client(user)
         user.close()
