@@ -60,14 +60,19 @@ def sdist(version: str) -> Path:
     if path.exists():
         return path
     cache.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q"]
-    command += ["--no-binary", ":all:", "--no-deps", f"redis=={version}", "-d", str(cache)]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        raise Unavailable(f"pip download took over {DOWNLOAD_TIMEOUT} s") from None
-    if done.returncode != 0 or not path.exists():
-        raise Unavailable(f"pip download redis=={version} failed: {done.stderr.strip()[-500:]}")
+    # into a directory of its own, then renamed: a run beside this one sees it whole or not at all
+    with tempfile.TemporaryDirectory(dir=cache) as tmp:
+        command = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q"]
+        command += ["--no-binary", ":all:", "--no-deps", f"redis=={version}", "-d", tmp]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise Unavailable(f"pip download took over {DOWNLOAD_TIMEOUT} s") from None
+        got = Path(tmp) / path.name
+        if done.returncode != 0 or not got.exists():
+            stderr = done.stderr.strip()[-500:]
+            raise Unavailable(f"pip download redis=={version} failed: {stderr}")
+        os.replace(got, path)
     return path
 
 
