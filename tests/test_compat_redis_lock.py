@@ -86,6 +86,10 @@ def test_argument_errors(r: redis.Redis) -> None:
         Lock(object(), "args")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="id"):
         Lock(r, "args", id=1)  # type: ignore[arg-type]
+    # as python-redis-lock: the constructor sends nothing, and strict=False takes any client
+    assert Lock(object(), "args", strict=False, expire="3")._expire == 3  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        Lock(r, "args").acquire(timeout="soon")  # type: ignore[arg-type]
 
 
 def test_double_acquire_and_release_errors(r: redis.Redis) -> None:
@@ -137,9 +141,15 @@ def test_auto_renewal_keeps_the_lock(r: redis.Redis) -> None:
     lock.release()
 
 
-def test_release_by_id_from_elsewhere(r: redis.Redis, r2: redis.Redis) -> None:
+def test_extend_and_release_by_id_from_elsewhere(
+    r: redis.Redis, r2: redis.Redis, raw: redis.Redis
+) -> None:
     lock = Lock(r, "handed", expire=10)
     assert lock.acquire()
+    Lock(r2, "handed", id=lock.id).extend(100)
+    assert 95 < raw.ttl(LockKeys.for_name("handed").lock) <= 100
+    with pytest.raises(NotAcquired):
+        Lock(r2, "handed", id="someone-else").extend(100)
     Lock(r2, "handed", id=lock.id).release()
     assert not lock.locked()
     with pytest.raises(NotAcquired):

@@ -16,9 +16,10 @@ from types import TracebackType
 import redis
 
 from .. import errors
-from .._core.lease import Released
+from .._core.lease import Grant, Released
+from .._core.replies import RENEWED
 from .._sync.lock import Lock as _FencelockLock
-from ..keys import LockKeys, validate_name
+from ..keys import LockKeys, ttl_to_ms, validate_name
 from ._redis_py_errors import LockConnectionError
 from ._sync.redis_py import RENEWED_LEASE, client_for
 
@@ -118,11 +119,21 @@ class Lock:
         self._auto_renewal = bool(auto_renewal)
         self.blocking = blocking
         self._id = id
-        ttl = RENEWED_LEASE if expire is None else float(expire)
-        # one grant at a time per Lock object: python-redis-lock's object is the holder
-        self._lock: _FencelockLock = client_for(redis_client).lock(
-            self._name, ttl, auto_renew=expire is None or self._auto_renewal
-        )
+        self._made: _FencelockLock | None = None
+
+    @property
+    def _lock(self) -> _FencelockLock:
+        """The fencelock lock behind this object, made at the first call that needs the server
+        (python-redis-lock's constructor sends nothing either). One grant at a time: the object
+        is the holder."""
+        if self._made is None:
+            ttl = RENEWED_LEASE if self._expire is None else float(self._expire)
+            auto_renew = self._expire is None or self._auto_renewal
+            self._made = client_for(self._client).lock(self._name, ttl, auto_renew=auto_renew)
+        return self._made
+
+    def _grant(self) -> Grant | None:
+        return None if self._made is None else self._made._grant()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._name!r} expire={self._expire}>"
@@ -131,7 +142,7 @@ class Lock:
     def id(self) -> str | None:
         """The holder token: of this object's grant once acquired, else the ``id`` given (else
         None: fencelock makes the token when it grants the lock)."""
-        grant = self._lock._grant()
+        grant = self._grant()
         return grant.holder if grant is not None else self._id
 
     @property
@@ -150,11 +161,12 @@ class Lock:
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """Take the lock; True once taken. ``timeout``: the longest wait in seconds (None or 0:
         for ever, as python-redis-lock's BLPOP takes 0)."""
-        if self._lock._grant() is not None and not self._lock.lost:
+        if self._grant() is not None and not self._lock.lost:
             raise AlreadyAcquired("Already acquired from this Lock instance.")
         if not blocking and timeout is not None:
             raise TimeoutNotUsable("Timeout cannot be used if blocking=False")
         if timeout:
+            timeout = float(timeout)  # python-redis-lock takes "10" too (and int()s it)
             if timeout < 0:
                 raise InvalidTimeout(f"Timeout ({timeout}) cannot be less than or equal to 0")
             if self._expire and not self._auto_renewal and timeout > self._expire:
@@ -178,18 +190,36 @@ class Lock:
                 "To extend a lock 'expire' must be provided as an argument to extend() method "
                 "or at initialization time."
             )
-        if self._lock._grant() is None:
+        if self._grant() is not None:
+            if self._expire is None:  # renewed while held: python-redis-lock's has no TTL
+                raise NotExpirable(f"Lock {self._name} has no assigned expiration time")
+            with _translated(self._name):
+                self._lock.extend(float(expire))
+            return
+        if self._id is None or not self._renewed_by_id(self._id, float(expire)):
             raise NotAcquired(f"Lock {self._name} is not acquired or it already expired.")
-        if self._expire is None:
-            raise NotExpirable(f"Lock {self._name} has no assigned expiration time")
+
+    def _renewed_by_id(self, holder: str, expire: float) -> bool:
+        """Reset the lease of a grant made elsewhere, named by its holder token, to ``expire``
+        seconds; False if that token does not hold the lock."""
+        lock = self._lock
+        topology = lock._parts.topology
         with _translated(self._name):
-            self._lock.extend(float(expire))
+            [renewed] = topology.renew(
+                [lock._spec.keys.lock],
+                (holder, ttl_to_ms(expire)),
+                [expire],
+                topology.request_timeout,
+            )
+            if isinstance(renewed, errors.LockError):
+                raise renewed
+        return renewed == RENEWED
 
     def release(self) -> None:
         """Give the lock up: ``NotAcquired`` if this object (or the ``id`` given) does not hold
         it, or its lease expired."""
         with _translated(self._name):
-            if self._lock._grant() is not None:
+            if self._grant() is not None:
                 self._lock.release()
                 return
             if self._id is not None:  # a grant made elsewhere, named by its holder token
