@@ -1,16 +1,17 @@
-"""Run redis-py's own lock tests against fencelock.compat.redis_py.
+"""Run a peer library's own lock tests against its fencelock.compat layer.
 
-python tools/peer_suite.py                 # both server kinds; exit 1 on an unexpected outcome
+python tools/peer_suite.py                 # redis-py, both server kinds; exit 1 on a surprise
+python tools/peer_suite.py --peer python-redis-lock
 python tools/peer_suite.py --servers redis --no-differences   # the deliberate failures unmarked
-python tools/peer_suite.py --json          # the counts as JSON (tests/test_compat_redis_py.py)
-python tools/peer_suite.py --map-keys      # their commands on the key "foo" go to fencelock's
+python tools/peer_suite.py --json          # the counts as JSON (tests/test_compat_*.py)
+python tools/peer_suite.py --map-keys      # their commands on a lock's key go to fencelock's
 
-The test files are not kept in this repository: the source distribution of the installed
-redis-py version is downloaded once (``pip download``) into a cache directory
-(``FENCELOCK_PEER_CACHE``, default ~/.cache/fencelock/peer-suites), and tests/test_lock.py and
-tests/test_asyncio/test_lock.py are extracted from it beside the shim conftests of
-tools/peer_shims/redis_py (which make their ``Lock`` ours, start the server, and mark each test
-that fails on purpose with the difference that explains it). Exit status 3: the download failed.
+The test files are not kept in this repository: the peer's source distribution (redis-py: of
+the installed version) is downloaded once (``pip download``) into a cache directory
+(``FENCELOCK_PEER_CACHE``, default ~/.cache/fencelock/peer-suites), and its lock tests are
+extracted from it beside the shim conftests of tools/peer_shims/<peer> (which make its ``Lock``
+ours, start the server, and mark each test that fails on purpose with the difference that
+explains it). Exit status 3: the download failed.
 """
 
 from __future__ import annotations
@@ -25,11 +26,37 @@ import sys
 import tarfile
 import tempfile
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SHIMS = ROOT / "tools" / "peer_shims" / "redis_py"
-TEST_FILES = ("tests/test_lock.py", "tests/test_asyncio/test_lock.py")
+
+
+@dataclass(frozen=True)
+class Peer:
+    dist: str  # its name for pip
+    version: str
+    files: tuple[str, ...]  # extracted from the sdist
+    shims: Path  # copied over the extracted tree
+    packages: tuple[str, ...] = ()  # directories made packages (for their relative imports)
+
+
+PEERS = {
+    "redis-py": Peer(
+        "redis",
+        importlib.metadata.version("redis"),
+        ("tests/test_lock.py", "tests/test_asyncio/test_lock.py"),
+        ROOT / "tools" / "peer_shims" / "redis_py",
+        ("tests", "tests/test_asyncio"),
+    ),
+    # not a dependency: its last release (2022)
+    "python-redis-lock": Peer(
+        "python-redis-lock",
+        "4.0.1",
+        ("tests/test_redis_lock.py", "tests/config.py"),
+        ROOT / "tools" / "peer_shims" / "redis_lock",
+    ),
+}
 PYTEST_INI = """\
 [pytest]
 asyncio_mode = auto
@@ -53,42 +80,42 @@ def cache_dir() -> Path:
     return Path(base) / "fencelock" / "peer-suites"
 
 
-def sdist(version: str) -> Path:
-    """redis-py's source distribution of ``version``, downloaded into the cache if need be."""
+def sdist(peer: Peer) -> Path:
+    """The peer's source distribution, downloaded into the cache if need be."""
     cache = cache_dir()
-    path = cache / f"redis-{version}.tar.gz"
+    path = cache / f"{peer.dist}-{peer.version}.tar.gz"
     if path.exists():
         return path
     cache.mkdir(parents=True, exist_ok=True)
+    wanted = f"{peer.dist}=={peer.version}"
     # into a directory of its own, then renamed: a run beside this one sees it whole or not at all
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
         command = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q"]
-        command += ["--no-binary", ":all:", "--no-deps", f"redis=={version}", "-d", tmp]
+        command += ["--no-binary", ":all:", "--no-deps", wanted, "-d", tmp]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT)
         except subprocess.TimeoutExpired:
             raise Unavailable(f"pip download took over {DOWNLOAD_TIMEOUT} s") from None
-        got = Path(tmp) / path.name
-        if done.returncode != 0 or not got.exists():
-            stderr = done.stderr.strip()[-500:]
-            raise Unavailable(f"pip download redis=={version} failed: {stderr}")
-        os.replace(got, path)
+        got = list(Path(tmp).glob("*.tar.gz"))
+        if done.returncode != 0 or len(got) != 1:
+            raise Unavailable(f"pip download {wanted} failed: {done.stderr.strip()[-500:]}")
+        os.replace(got[0], path)
     return path
 
 
-def prepare(version: str, work: Path) -> None:
-    """The two test files of redis-py ``version`` in ``work``/tests, with the shims."""
-    with tarfile.open(sdist(version)) as tar:
-        for name in TEST_FILES:
-            member = tar.extractfile(f"redis-{version}/{name}")
+def prepare(peer: Peer, work: Path) -> None:
+    """The peer's test files in ``work``, with the shims."""
+    with tarfile.open(sdist(peer)) as tar:
+        top = tar.getnames()[0].split("/")[0]
+        for name in peer.files:
+            member = tar.extractfile(f"{top}/{name}")
             if member is None:
-                raise Unavailable(f"{name} is not in the redis {version} sdist")
+                raise Unavailable(f"{name} is not in the {peer.dist} {peer.version} sdist")
             target = work / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(member.read())
-    shutil.copy(SHIMS / "conftest.py", work / "tests" / "conftest.py")
-    shutil.copy(SHIMS / "test_asyncio" / "conftest.py", work / "tests" / "test_asyncio")
-    for package in ("tests", "tests/test_asyncio"):  # their relative imports need packages
+    shutil.copytree(peer.shims, work / "tests", dirs_exist_ok=True)
+    for package in peer.packages:
         (work / package / "__init__.py").touch()
     (work / "pytest.ini").write_text(PYTEST_INI)
 
@@ -117,14 +144,17 @@ def outcomes(junit: Path) -> dict[str, object]:
 
 
 def run(
-    kinds: list[str], differences: bool = True, verbose: bool = False, map_keys: bool = False
+    peer: Peer,
+    kinds: list[str],
+    differences: bool = True,
+    verbose: bool = False,
+    map_keys: bool = False,
 ) -> dict[str, object]:
-    """Per server kind: the counts of redis-py's lock tests through fencelock.compat."""
-    version = importlib.metadata.version("redis")
-    results: dict[str, object] = {"redis-py": version}
+    """Per server kind: the counts of the peer's lock tests through fencelock.compat."""
+    results: dict[str, object] = {"version": peer.version}
     with tempfile.TemporaryDirectory(prefix="fencelock-peer-") as tmp:
         work = Path(tmp)
-        prepare(version, work)
+        prepare(peer, work)
         runs = {}
         for kind in kinds:  # the kinds run side by side: the tests mostly wait
             command = [sys.executable, "-m", "pytest", "tests", "-p", "no:cacheprovider"]
@@ -143,19 +173,20 @@ def run(
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--peer", choices=sorted(PEERS), default="redis-py")
     parser.add_argument("--servers", default="redis,valkey", help="server kinds, comma-separated")
     parser.add_argument("--no-differences", action="store_true", help="no xfail marks")
     parser.add_argument("--json", action="store_true", help="print the counts as JSON")
     parser.add_argument(
         "--map-keys",
         action="store_true",
-        help="the tests' own commands on the key 'foo' go to fencelock's lock key of 'foo'",
+        help="the tests' own commands on a lock's key go to fencelock's key of that lock",
     )
     args = parser.parse_args(argv)
     try:
-        results = run(
-            args.servers.split(","), not args.no_differences, not args.json, args.map_keys
-        )
+        peer = PEERS[args.peer]
+        kinds = args.servers.split(",")
+        results = run(peer, kinds, not args.no_differences, not args.json, args.map_keys)
     except Unavailable as exc:
         print(f"unavailable: {exc}", file=sys.stderr)
         return 3
@@ -163,7 +194,7 @@ def main(argv: list[str]) -> int:
         print(json.dumps(results))
     else:
         mapped = " (keys mapped)" if args.map_keys else ""
-        print(f"redis-py {results['redis-py']}'s lock tests through fencelock.compat{mapped}:")
+        print(f"{args.peer} {peer.version}'s lock tests through fencelock.compat{mapped}:")
         for kind in args.servers.split(","):
             counts = results[kind]
             assert isinstance(counts, dict)

@@ -161,7 +161,7 @@ class Lock:
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """Take the lock; True once taken. ``timeout``: the longest wait in seconds (None or 0:
         for ever, as python-redis-lock's BLPOP takes 0)."""
-        if self._grant() is not None and not self._lock.lost:
+        if (self._grant() is not None and not self._lock.lost) or self._held_by_id():
             raise AlreadyAcquired("Already acquired from this Lock instance.")
         if not blocking and timeout is not None:
             raise TimeoutNotUsable("Timeout cannot be used if blocking=False")
@@ -198,6 +198,15 @@ class Lock:
             return
         if self._id is None or not self._renewed_by_id(self._id, float(expire)):
             raise NotAcquired(f"Lock {self._name} is not acquired or it already expired.")
+
+    def _held_by_id(self) -> bool:
+        """Whether the ``id`` given holds the lock (a grant made elsewhere: an acquire would
+        wait for itself)."""
+        if self._id is None or self._grant() is not None:
+            return False
+        lock = self._lock
+        with _translated(self._name):
+            return lock._parts.topology.held(lock._spec, self._id)
 
     def _renewed_by_id(self, holder: str, expire: float) -> bool:
         """Reset the lease of a grant made elsewhere, named by its holder token, to ``expire``
