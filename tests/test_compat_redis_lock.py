@@ -176,6 +176,7 @@ def test_reset_and_reset_all(r: redis.Redis, r2: redis.Redis) -> None:
         assert each.acquire()
     redis_lock.reset_all(r2)
     assert not any(each.locked() for each in held)
+    assert Lock(r2, "many-0").acquire(blocking=False)  # another client takes it at once
 
 
 @pytest.mark.timeout(300)
