@@ -106,6 +106,24 @@ async def test_wait_for_cancels_an_acquire_and_leaks_no_grant(
             await client.aclose()
 
 
+def test_one_redis_asyncio_client_across_event_loops(server: EmbeddedServer) -> None:
+    # a global redis.asyncio client serving one asyncio.run after another (scripts, tests)
+    user = redis.asyncio.Redis(port=server.port)
+
+    async def cycle() -> int:
+        async with redis_py_asyncio.Lock(user, "loops", timeout=5) as lock:
+            return lock.fencing_token
+
+    first = asyncio.run(cycle())
+    assert asyncio.run(cycle()) > first  # a fencelock client of this loop, not the last one's
+
+    async def close() -> None:
+        await redis_py_asyncio.close_client(user)
+        await user.aclose()
+
+    asyncio.run(close())
+
+
 @pytest.mark.parametrize("map_keys", [False, True], ids=["own-keys", "keys-mapped"])
 def test_redis_py_own_lock_suite(map_keys: bool) -> None:
     """redis-py's tests/test_lock.py and tests/test_asyncio/test_lock.py of the installed

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from ..._async.client import AsyncLockClient
 from ..._async.lock import AsyncLock
+from ..._backend import async_running_loop
 from ..._core.lease import Released
 from ..._transport import AsyncRedis, AsyncRedisCluster
 from ...keys import MIN_LEASE, described, validate_name, validate_timeout, validate_ttl
@@ -31,22 +32,34 @@ RENEWED_LEASE = 30.0
 
 logger = logging.getLogger("fencelock.compat")
 
-_clients: dict[int, AsyncLockClient] = {}  # id of the application's redis client -> ours
+# id of the application's redis client -> ours, with the event loop it serves
+_clients: dict[int, tuple[object, AsyncLockClient]] = {}
 _clients_guard = threading.Lock()
+
+
+def _check(redis: object) -> None:
+    if not isinstance(redis, AsyncRedis | AsyncRedisCluster):
+        expected = AsyncRedis.__module__ + ".Redis"
+        raise TypeError(f"redis must be a {expected} or a RedisCluster, not {described(redis)}")
 
 
 def client_for(redis: AsyncRedis | AsyncRedisCluster) -> AsyncLockClient:
     """The fencelock client that serves the compat locks of ``redis`` (made at the first call,
-    closed when ``redis`` is collected; do not close it yourself). For its ``fenced_set`` and
-    the like."""
-    if not isinstance(redis, AsyncRedis | AsyncRedisCluster):
-        expected = AsyncRedis.__module__ + ".Redis"
-        raise TypeError(f"redis must be a {expected} or a RedisCluster, not {described(redis)}")
+    closed when ``redis`` is collected or by ``close_client``), for its ``fenced_set`` and the
+    like. asyncio: one per event loop (inside it), as ``redis`` may serve one loop after
+    another (``asyncio.run`` twice); the client of a loop gone by is closed."""
+    _check(redis)
+    loop = async_running_loop()
     with _clients_guard:
-        client = _clients.get(id(redis))
-        if client is None:
-            client = _clients[id(redis)] = AsyncLockClient(redis)
+        made = _clients.get(id(redis))
+        if made is not None and made[0] is loop:
+            return made[1]
+        client = AsyncLockClient(redis)
+        _clients[id(redis)] = (loop, client)
+        if made is None:
             weakref.finalize(redis, _retire, id(redis))
+    if made is not None:
+        made[1]._retire()
     return client
 
 
@@ -54,16 +67,18 @@ async def close_client(redis: AsyncRedis | AsyncRedisCluster) -> None:
     """Close the fencelock client of ``redis`` now rather than when ``redis`` is collected (with
     asyncio, before the event loop ends: a client collected after it leaves its sockets to the
     OS). A compat lock of ``redis`` used later makes a new one."""
-    client = _clients.pop(id(redis), None)
-    if client is not None:
-        await client.close()
+    made = _clients.pop(id(redis), None)
+    if made is not None and made[0] is async_running_loop():
+        await made[1].close()
+    elif made is not None:  # a loop gone by: its connections cannot be closed from this one
+        made[1]._retire()
 
 
 def _retire(key: int) -> None:
     # a finalizer: it may run in any thread, even one inside client_for (so no guard here)
-    client = _clients.pop(key, None)
-    if client is not None:
-        client._retire()
+    made = _clients.pop(key, None)
+    if made is not None:
+        made[1]._retire()
 
 
 class _ThreadToken(threading.local):
@@ -108,7 +123,7 @@ class AsyncRedisPyLock:
         # the fencelock lock behind each holder token this object was granted (the latest per
         # thread: a token replaced by a later grant was no longer held)
         self._grants: dict[bytes, AsyncLock] = {}
-        client_for(redis)  # checks ``redis`` now (the client is made once per redis client)
+        _check(redis)  # (the fencelock client is made at the first call that needs it)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} timeout={self.timeout}>"
