@@ -3,6 +3,7 @@ is sync only)."""
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
@@ -145,6 +146,15 @@ def test_auto_renewal_keeps_the_lock(r: redis.Redis) -> None:
     sync_until(lambda: redis_py.client_for(r).statistics().renewals >= 3)  # past its expire
     assert lock.get_owner_id() == lock.id
     lock.release()
+
+
+def test_auto_renewal_stops_when_the_lock_is_collected(r: redis.Redis, raw: redis.Redis) -> None:
+    lock = Lock(r, "dropped", expire=1, auto_renewal=True)
+    assert lock.acquire()
+    with pytest.warns(ResourceWarning, match="dropped while held"):
+        del lock
+        gc.collect()
+    sync_until(lambda: not raw.exists(LockKeys.for_name("dropped").lock))
 
 
 def test_extend_and_release_by_id_from_elsewhere(

@@ -5,6 +5,7 @@ tests/_async/test_compat_redis_py.py."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import subprocess
 import sys
@@ -18,9 +19,10 @@ import redis.asyncio
 import redis.exceptions
 
 from fencelock.compat import redis_py, redis_py_asyncio
+from fencelock.compat._sync import redis_py as redis_py_source
 from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
-from tests.concurrency import SyncCall
+from tests.concurrency import SyncCall, sync_until
 from tests.conftest import KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,6 +77,19 @@ def test_threads_sharing_one_lock_object_exclude_each_other(r: redis.Redis) -> N
     for call in calls:
         call.result()
     assert most == 1
+
+
+def test_a_lock_dropped_while_held_expires(
+    r: redis.Redis, raw: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # redis-py's lock without timeout would stay for ever; here its lease is no longer renewed
+    monkeypatch.setattr(redis_py_source, "RENEWED_LEASE", 0.3)
+    lock = redis_py.Lock(r, "dropped")
+    assert lock.acquire()
+    with pytest.warns(ResourceWarning, match="dropped while held"):
+        del lock
+        gc.collect()
+    sync_until(lambda: not raw.exists(LockKeys.for_name("dropped").lock))
 
 
 def test_sync_acquire_takes_sleep_first(r: redis.Redis) -> None:
