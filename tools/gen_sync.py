@@ -22,6 +22,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # (asyncio source, generated sync twin): the library, and the tests that exercise both
 PAIRS = [
     (ROOT / "src" / "fencelock" / "_async", ROOT / "src" / "fencelock" / "_sync"),
+    (
+        ROOT / "src" / "fencelock" / "compat" / "_async",
+        ROOT / "src" / "fencelock" / "compat" / "_sync",
+    ),
     (ROOT / "tests" / "_async", ROOT / "tests" / "_sync"),
 ]
 
@@ -45,6 +49,7 @@ REPLACEMENTS = {
     "enter_async_context": "enter_context",
     "aclose": "close",
     "_async": "_sync",
+    "redis_py_asyncio": "redis_py",  # fencelock.compat's public modules
 }
 # Name prefixes: the paired primitives of ``_backend.py`` and the tests' helpers.
 PREFIXES = {"async_": "sync_", "ASYNC_": "SYNC_"}

@@ -144,6 +144,15 @@ def sync_current_task() -> Any:
     return None
 
 
+def async_running_loop() -> object:
+    """The running event loop, which asyncio clients belong to (threads: None, one for all)."""
+    return asyncio.get_running_loop()
+
+
+def sync_running_loop() -> object:
+    return None
+
+
 def async_uncancel(task: asyncio.Task[Any] | None) -> None:
     """Withdraw a cancellation the library itself requested (and has now turned into LockLost),
     so the task's later awaits and timeouts behave as if it never happened."""

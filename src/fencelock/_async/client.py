@@ -143,12 +143,14 @@ def _fenced(parse: Callable[[object, str, int], T], reply: object, key: str, tok
         raise
 
 
-def _abandoned(name: str, owned: _Owned) -> None:
+def _abandoned(name: str | None, owned: _Owned) -> None:
     """A client was collected unclosed. Run by the garbage collector, in whatever thread, maybe
     while that thread holds a lock of ours: so it takes no lock and waits for nothing. The
     pub/sub listeners are told to stop (they end within a read and close their connection); the
-    watchdog ends with its last lease; the rest: see async_reap."""
-    warnings.warn(f"unclosed {name}: call close()", ResourceWarning, stacklevel=2)
+    watchdog ends with its last lease; the rest: see async_reap. ``name`` None: a client of
+    fencelock.compat, which the application never saw, so there is nothing to warn it of."""
+    if name is not None:
+        warnings.warn(f"unclosed {name}: call close()", ResourceWarning, stacklevel=2)
     owned.topology.abandon()
     pools = [node.connection_pool for node in owned.owned]
     async_reap(owned.close, owned.topology.requester, pools)
@@ -589,6 +591,12 @@ class AsyncLockClient:
         if token is not None:
             token = _fencing_token(token)
         return await admin.force_release(self._topology, self._prefix, validate_name(name), token)
+
+    def _retire(self) -> None:
+        """Closed as one collected unclosed is (from a finalizer: waiting for nothing), without
+        the warning: fencelock.compat's client of an application's redis client just collected."""
+        if self._finalizer.detach() is not None:
+            _abandoned(None, self._owned)
 
     async def close(self) -> None:
         self._finalizer.detach()
