@@ -299,6 +299,25 @@ def test_lost_lock_terminates_the_command_and_exits_70(
             os.kill(sleep_pid, signal.SIGKILL)
 
 
+def test_a_killed_runner_takes_its_command_with_it(
+    server: EmbeddedServer, tmp_path: Path, spawn: Spawn
+) -> None:
+    """SIGKILL of ``fencelock run`` itself: its lease will run out, so the command (the whole
+    tree) must not run on without the lock. It used to, re-parented to init."""
+    script = "sleep 60 & echo $! > sleep.pid; wait"
+    proc = spawn("--ttl", "5", "--url", server.url, NAME, "--", "sh", "-c", script)
+    pid_file = tmp_path / "sleep.pid"
+    sync_until(lambda: pid_file.exists() and pid_file.stat().st_size > 0)
+    sleep_pid = int(pid_file.read_text())
+    try:
+        proc.kill()
+        proc.wait(TIMEOUT)
+        sync_until(lambda: _gone(sleep_pid))
+    finally:
+        if not _gone(sleep_pid):
+            os.kill(sleep_pid, signal.SIGKILL)
+
+
 def test_command_ignoring_sigterm_is_killed_after_the_grace_period(
     server: EmbeddedServer, raw: redis.Redis, tmp_path: Path, spawn: Spawn
 ) -> None:

@@ -99,6 +99,48 @@ class _Interrupted(BaseException):
         self.signum = signum
 
 
+# Run beside COMMAND, in a session of its own (terminal signals do not reach it): it waits for
+# the end of a pipe that only this process holds open, so it reads EOF when this process dies
+# however it dies (SIGKILL, OOM). It then stops COMMAND's process group as a lost lease would,
+# SIGTERM then SIGKILL after the grace: a COMMAND left running would run without the lock,
+# beside the next holder's. When COMMAND ends normally this process kills it first.
+_GUARD: Final = """
+import os, signal, sys, time
+sys.stdin.buffer.read()
+group, grace = int(sys.argv[1]), float(sys.argv[2])
+try:
+    os.killpg(group, signal.SIGTERM)
+    end = time.monotonic() + grace
+    while time.monotonic() < end:
+        time.sleep(0.05)
+        os.killpg(group, 0)
+    os.killpg(group, signal.SIGKILL)
+except ProcessLookupError:
+    pass
+"""
+
+
+class _Guard:
+    """Stops COMMAND's process group if this process dies first (see ``_GUARD``)."""
+
+    def __init__(self, pgid: int, grace: float) -> None:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", _GUARD, str(pgid), repr(grace)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def stop(self) -> None:
+        """COMMAND has ended: the guard goes, without touching the group (whose id may be
+        reused by then)."""
+        self._proc.kill()
+        self._proc.wait()
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+
+
 @contextmanager
 def _handling(
     signals: Sequence[int], handler: Callable[[int, FrameType | None], None]
@@ -308,6 +350,7 @@ class Runner:
             missing = exc.errno in (errno.ENOENT, errno.ENOTDIR)
             return EX_NOTFOUND if missing else EX_NOEXEC
         self._started = True
+        guard = _Guard(proc.pid, self.grace)
         try:
             if terminal is not None:
                 terminal.give(proc.pid)
@@ -321,6 +364,8 @@ class Runner:
             if not self._exited.is_set():
                 self._stop(proc, token)
         finally:
+            if self._exited.is_set():  # (else the guard stops COMMAND when this process ends)
+                guard.stop()
             if terminal is not None:
                 terminal.take_back()
         assert proc.returncode is not None
