@@ -112,6 +112,11 @@ def test_ls_and_inspect_show_semaphores_and_read_write_locks(
     text = fencelock("inspect", "jobs", "--url", server.url)
     assert text.returncode == 0, text.stderr
     assert "holders: 2" in text.stdout and "label worker 0" in text.stdout
+    info = sync_client.inspect("catalog")  # the library's inspect finds them too
+    assert info is not None and (info.kind, len(info.holders)) == ("read_lock", 2)
+    refused = fencelock("release", "prices", "--url", server.url)  # used to say "not held", 0
+    assert refused.returncode == 1 and "a write_lock holds this name" in refused.stderr
+    assert writer.held()
     for lock in [*jobs, *readers, writer]:
         lock.release()
     assert fencelock("ls", "--url", server.url).stdout == ""

@@ -18,7 +18,7 @@ from dataclasses import asdict
 from typing import Any, Final, TextIO
 
 from . import LockClient
-from ._core.inspection import ForceOutcome, LockInfo, glob_escape
+from ._core.inspection import ForceOutcome, LockInfo
 from .errors import LockConnectionError, LockError
 from .run import EX_UNAVAILABLE, EX_USAGE, redact
 
@@ -163,9 +163,6 @@ def ls(client: LockClient, pattern: str, as_json_lines: bool, out: TextIO) -> in
 
 def inspect(client: LockClient, name: str, json_out: bool, out: TextIO) -> int:
     info = client.inspect(name)
-    if info is None:  # a semaphore or read-write lock of that name, if one is held
-        found = [i for i in client.locks(glob_escape(name)) if i.name == name]
-        info = found[0] if found else None
     if json_out:
         print(json.dumps(None if info is None else as_json(info)), file=out)
     elif info is None:
@@ -180,6 +177,15 @@ def release(client: LockClient, name: str, token: int | None, json_out: bool, ou
     # a handler Python would print it to stderr too).
     logging.getLogger("fencelock.admin").addHandler(logging.NullHandler())
     result = client.force_release(name, token=token)
+    if result.outcome is ForceOutcome.NOT_HELD:
+        held = client.inspect(name)  # a semaphore or read-write lock of that name?
+        if held is not None:
+            print(
+                f"{_shown(name)}: a {held.kind} holds this name, not a lock: its permits come "
+                "back when their leases end (release frees locks only)",
+                file=sys.stderr,
+            )
+            return EX_REFUSED
     if json_out:
         print(json.dumps(asdict(result)), file=out)
     else:

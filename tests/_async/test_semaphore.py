@@ -197,3 +197,20 @@ async def test_a_semaphore_leaves_only_its_limit_behind(
     await async_client_b.close()  # the holder stops renewing without releasing
     await async_until(lambda: not raw.exists(keys.lock, keys.queue, keys.alive))
     assert raw.hget(keys.state, "limit") == "1"
+
+
+async def test_a_raised_limit_lets_queued_waiters_in_at_once(
+    async_client: AsyncLockClient, waiters: list[AsyncLockClient], raw: redis.Redis
+) -> None:
+    """set_limit serves the queue as a release does (it used to leave the waiters until the
+    next release or lease end: an hour here)."""
+    holder = async_client.semaphore("s-raise", 1, ttl=3600)
+    assert await holder.acquire()
+    waiter = waiters[0].semaphore("s-raise", 1, ttl=10)
+    call = AsyncCall(lambda: waiter.acquire(timeout=10))
+    await async_until(lambda: queued(raw, "s-raise") == 1)
+    await holder.set_limit(2)
+    assert await call.result()
+    assert (await holder.state()).used == 2
+    await waiter.release()
+    await holder.release()

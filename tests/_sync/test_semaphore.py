@@ -198,3 +198,20 @@ def test_a_semaphore_leaves_only_its_limit_behind(
     sync_client_b.close()  # the holder stops renewing without releasing
     sync_until(lambda: not raw.exists(keys.lock, keys.queue, keys.alive))
     assert raw.hget(keys.state, "limit") == "1"
+
+
+def test_a_raised_limit_lets_queued_waiters_in_at_once(
+    sync_client: LockClient, waiters: list[LockClient], raw: redis.Redis
+) -> None:
+    """set_limit serves the queue as a release does (it used to leave the waiters until the
+    next release or lease end: an hour here)."""
+    holder = sync_client.semaphore("s-raise", 1, ttl=3600)
+    assert holder.acquire()
+    waiter = waiters[0].semaphore("s-raise", 1, ttl=10)
+    call = SyncCall(lambda: waiter.acquire(timeout=10))
+    sync_until(lambda: queued(raw, "s-raise") == 1)
+    holder.set_limit(2)
+    assert call.result()
+    assert (holder.state()).used == 2
+    waiter.release()
+    holder.release()

@@ -60,15 +60,7 @@ async def _on_one(
     names = _script_keys(script, keys)
     try:
         if script is INSPECT:
-            [reply] = await topology.requester.request(
-                topology.redis,
-                [script.evalsha(names, args)],
-                _timeout(topology),
-                names[0],
-                script.eval(names, args),
-            )
-            if isinstance(reply, RedisError):
-                raise reply
+            reply = await topology.read(script, names, args, _timeout(topology))
         else:
             reply, _ = await topology.script(script, names, args, _timeout(topology))
     except RedisError as exc:
@@ -98,6 +90,21 @@ async def _views(topology: AsyncTopology, keys: LockKeys) -> NodeView | None:
 
 
 async def inspect(topology: AsyncTopology, prefix: str, name: str) -> LockInfo | None:
+    """The lock of ``name``; when none is held, a semaphore or read-write lock of that name
+    (one more read script each: Redlock has neither)."""
+    view = await _views(topology, LockKeys.for_name(name, prefix))
+    if view is not None:
+        return view.info(name)
+    if isinstance(topology, AsyncQuorum):
+        return None
+    for kind in ("sem", "rw"):
+        info = await _permits(topology, prefix, name, kind)
+        if info is not None:
+            return info
+    return None
+
+
+async def _held_lock(topology: AsyncTopology, prefix: str, name: str) -> LockInfo | None:
     view = await _views(topology, LockKeys.for_name(name, prefix))
     return None if view is None else view.info(name)
 
@@ -112,7 +119,7 @@ async def locks(topology: AsyncTopology, prefix: str, pattern: str) -> AsyncIter
             continue
         seen.add((name, kind))
         if kind == "lock":
-            info = await inspect(topology, prefix, name)
+            info = await _held_lock(topology, prefix, name)
         else:
             info = await _permits(topology, prefix, name, kind)
         if info is not None:
@@ -125,7 +132,7 @@ async def _permits(topology: AsyncTopology, prefix: str, name: str, kind: str) -
     keys = SemaphoreKeys.for_semaphore(name, prefix, kind)
     names = (keys.lock, keys.state, keys.fence, keys.queue)
     try:
-        reply, _ = await topology.script(SEMAPHORE_STATE, names, (), _timeout(topology))
+        reply = await topology.read(SEMAPHORE_STATE, names, (), _timeout(topology))
     except RedisError as exc:
         raise translate_error(exc, keys.lock) from exc
     return permits_info(name, kind, semaphore_state(reply), WRITE_PERMITS)

@@ -568,8 +568,9 @@ class AsyncLockClient:
 
     async def inspect(self, name: str) -> LockInfo | None:
         """The lock on ``name`` as the server shows it now (Redlock: as a majority of nodes
-        hold it): holder, label, ttl, fencing token, kind, queued waiters. None when not held.
-        One script, within one request timeout."""
+        hold it): holder, label, ttl, fencing token, kind, queued waiters; when no lock of that
+        name is held, its semaphore or read-write lock, with every holder. None when nothing
+        is held. One script per kind looked at, each within one request timeout."""
         return await admin.inspect(self._topology, self._prefix, validate_name(name))
 
     async def locks(self, pattern: str = "*") -> AsyncIterator[LockInfo]:

@@ -22,17 +22,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-from redis.exceptions import RedisError
-
 from .._core.lease import EXPLAINED
-from .._core.replies import translate_error
 from ..errors import LockLost
 from ..keys import validate_name
 from ..labels import Label
 from ..scripts import RW_DOWNGRADE
 from .lock import _DEFAULT, AsyncLock, Parts, _Default
 from .semaphore import AsyncPermits
-from .topology import AsyncOneServer
 
 WRITE_PERMITS: Final = 2**31  # a writer's share: every permit (a reader takes one)
 
@@ -137,15 +133,8 @@ class AsyncRWSide(AsyncPermits):
         grant = self._owned_grant("downgrade")
         if self._spec.permits != WRITE_PERMITS:
             raise TypeError(f"{self!r} holds a read grant: only a write grant can be downgraded")
-        topology = self._parts.topology
-        assert isinstance(topology, AsyncOneServer)
-        keys = self._spec.release_keys
-        args = (grant.holder, self._spec.keys.channel, topology.publish_command)
-        try:
-            reply, _ = await topology.script(RW_DOWNGRADE, keys, args, topology.request_timeout)
-        except RedisError as exc:
-            raise translate_error(exc, self._spec.keys.lock) from exc
-        if reply == 0:
+        args = (grant.holder, self._spec.keys.channel, self._parts.topology.publish_command)
+        if await self._script(RW_DOWNGRADE, self._spec.release_keys, args) == 0:
             why = self._declare_lost(grant, "at downgrade")
             raise LockLost(f"cannot downgrade {self.name!r}: {EXPLAINED[why]}")
         self._spec = self._spec_for(1)

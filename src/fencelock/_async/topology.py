@@ -238,6 +238,19 @@ class AsyncOneServer(AsyncTopology):
         )
         return _script_replies(replies)
 
+    async def read(
+        self, script: Script, keys: Sequence[str], args: Sequence[Any], timeout: float
+    ) -> Any:
+        """Run a read-only ``script`` within ``timeout`` seconds: its reply. No WAIT: a read has
+        nothing for replicas to acknowledge (and with none attached a WAIT would hold it for
+        the whole replica timeout)."""
+        self._loop.check()
+        commands = [script.evalsha(keys, args)]
+        replies = await self.requester.request(
+            self.redis, commands, timeout, keys[0], script.eval(keys, args)
+        )
+        return _script_replies(replies)[0]
+
     # -- the lock's questions ---------------------------------------------------------------
 
     async def try_acquire(

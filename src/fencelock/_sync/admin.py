@@ -61,15 +61,7 @@ def _on_one(
     names = _script_keys(script, keys)
     try:
         if script is INSPECT:
-            [reply] = topology.requester.request(
-                topology.redis,
-                [script.evalsha(names, args)],
-                _timeout(topology),
-                names[0],
-                script.eval(names, args),
-            )
-            if isinstance(reply, RedisError):
-                raise reply
+            reply = topology.read(script, names, args, _timeout(topology))
         else:
             reply, _ = topology.script(script, names, args, _timeout(topology))
     except RedisError as exc:
@@ -99,6 +91,21 @@ def _views(topology: SyncTopology, keys: LockKeys) -> NodeView | None:
 
 
 def inspect(topology: SyncTopology, prefix: str, name: str) -> LockInfo | None:
+    """The lock of ``name``; when none is held, a semaphore or read-write lock of that name
+    (one more read script each: Redlock has neither)."""
+    view = _views(topology, LockKeys.for_name(name, prefix))
+    if view is not None:
+        return view.info(name)
+    if isinstance(topology, SyncQuorum):
+        return None
+    for kind in ("sem", "rw"):
+        info = _permits(topology, prefix, name, kind)
+        if info is not None:
+            return info
+    return None
+
+
+def _held_lock(topology: SyncTopology, prefix: str, name: str) -> LockInfo | None:
     view = _views(topology, LockKeys.for_name(name, prefix))
     return None if view is None else view.info(name)
 
@@ -113,7 +120,7 @@ def locks(topology: SyncTopology, prefix: str, pattern: str) -> Iterator[LockInf
             continue
         seen.add((name, kind))
         if kind == "lock":
-            info = inspect(topology, prefix, name)
+            info = _held_lock(topology, prefix, name)
         else:
             info = _permits(topology, prefix, name, kind)
         if info is not None:
@@ -126,7 +133,7 @@ def _permits(topology: SyncTopology, prefix: str, name: str, kind: str) -> LockI
     keys = SemaphoreKeys.for_semaphore(name, prefix, kind)
     names = (keys.lock, keys.state, keys.fence, keys.queue)
     try:
-        reply, _ = topology.script(SEMAPHORE_STATE, names, (), _timeout(topology))
+        reply = topology.read(SEMAPHORE_STATE, names, (), _timeout(topology))
     except RedisError as exc:
         raise translate_error(exc, keys.lock) from exc
     return permits_info(name, kind, semaphore_state(reply), WRITE_PERMITS)

@@ -569,8 +569,9 @@ class LockClient:
 
     def inspect(self, name: str) -> LockInfo | None:
         """The lock on ``name`` as the server shows it now (Redlock: as a majority of nodes
-        hold it): holder, label, ttl, fencing token, kind, queued waiters. None when not held.
-        One script, within one request timeout."""
+        hold it): holder, label, ttl, fencing token, kind, queued waiters; when no lock of that
+        name is held, its semaphore or read-write lock, with every holder. None when nothing
+        is held. One script per kind looked at, each within one request timeout."""
         return admin.inspect(self._topology, self._prefix, validate_name(name))
 
     def locks(self, pattern: str = "*") -> Iterator[LockInfo]:

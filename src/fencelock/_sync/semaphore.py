@@ -18,7 +18,8 @@ watchdog, the loss signals and the fencing tokens are the lock's (lock.py). What
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from redis.exceptions import RedisError
 
@@ -27,7 +28,7 @@ from .._core.lease import LockSpec
 from .._core.replies import new_waiter_id, translate_error
 from ..keys import SemaphoreKeys
 from ..labels import Label
-from ..scripts import SEMAPHORE_STATE
+from ..scripts import SEMAPHORE_LIMIT, SEMAPHORE_STATE, Script
 from .lock import _DEFAULT, Lock, Parts, _Default
 from .topology import SyncOneServer
 
@@ -110,19 +111,24 @@ class Permits(Lock):
         return self._spec.permits
 
     def state(self) -> SemaphoreState:
-        """The stored limit, the permits held and by whom (one request)."""
-        return self._state(())
+        """The stored limit, the permits held and by whom (one read)."""
+        keys = (self._keys.lock, self._keys.state, self._keys.fence, self._keys.queue)
+        return semaphore_state(self._script(SEMAPHORE_STATE, keys, (), read=True))
 
-    def _state(self, args: tuple[int, ...]) -> SemaphoreState:
-        """semaphore_state.lua's reply (``args``: a new limit to store first, or none)."""
+    def _script(
+        self, script: Script, keys: Sequence[str], args: Sequence[Any], *, read: bool = False
+    ) -> Any:
+        """``script``'s reply from the semaphore's server, within one request timeout
+        (``read``: a read-only script, sent without WAIT)."""
         topology = self._parts.topology
         assert isinstance(topology, SyncOneServer)
-        keys = (self._keys.lock, self._keys.state, self._keys.fence, self._keys.queue)
         try:
-            reply, _ = topology.script(SEMAPHORE_STATE, keys, args, topology.request_timeout)
+            if read:
+                return topology.read(script, keys, args, topology.request_timeout)
+            reply, _ = topology.script(script, keys, args, topology.request_timeout)
         except RedisError as exc:
             raise translate_error(exc, self._keys.lock) from exc
-        return semaphore_state(reply)
+        return reply
 
     def holders(self) -> dict[tuple[str, str | None], int]:
         """Who holds permits now: (holder id, label) -> permits. The id is a digest of the
@@ -141,9 +147,12 @@ class Semaphore(Permits):
         return max(0, (state.limit or self.limit) - state.used)
 
     def set_limit(self, limit: int) -> None:
-        """Store a new limit for every client of the semaphore. It applies to the next grants:
-        holders above a lowered limit keep their permits until they release them (or their
-        leases end), and nobody is granted until the permits held are under the new limit."""
+        """Store a new limit for every client of the semaphore. Raised, the queued waiters
+        that now fit are granted at once; lowered, holders above it keep their permits until
+        they release them (or their leases end), and nobody is granted until the permits held
+        are under the new limit."""
         limit = validate_permits("limit", limit)
-        self._state((limit,))
+        topology = self._parts.topology
+        args = (limit, self._keys.channel, topology.publish_command)
+        self._script(SEMAPHORE_LIMIT, self._spec.release_keys, args)
         self.limit = limit

@@ -1,19 +1,15 @@
--- What a semaphore (or read-write lock) shows now (keys: semaphore.lua), and set_limit.
+-- What a semaphore (or read-write lock) shows now (keys: semaphore.lua). Read-only.
 --
 -- KEYS[1]  permits (sorted set: holder -> lease end, ms)
 -- KEYS[2]  state (hash: 'limit', 'n:<holder>')
 -- KEYS[3]  fencing counter (prelude.lua)
 -- KEYS[4]  queue of waiters
--- ARGV[1]  a new limit to store (set_limit), or nothing (a read)
 --
 -- Returns {limit, {holder, permits, lease end, ...}, now, counter, queued}: the stored limit (0
 -- if none yet), the holders whose lease has not ended with their permits and lease ends (ms of
 -- the server's clock), the server's clock (ms), the last token handed out ('' if gone) and how
 -- many waiters are queued. A read changes nothing: the next acquire or release takes back the
 -- ended leases.
-if ARGV[1] then
-  redis.call('HSET', KEYS[2], 'limit', ARGV[1])
-end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local holders = {}
