@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import subprocess
+import sys
 
 import pytest
 import redis
@@ -11,7 +13,7 @@ import redis
 import fencelock
 from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
-from tests.concurrency import in_forked_child
+from tests.concurrency import TIMEOUT, in_forked_child
 
 COUNTER = "counter"
 
@@ -141,3 +143,23 @@ def test_an_async_on_lost_callback_is_refused(sync_client: fencelock.LockClient)
     # a thread cannot await it: refused when the lock is made, not dropped unawaited later
     with pytest.raises(TypeError, match="on_lost is an async def"):
         sync_client.lock("cb", on_lost=on_lost)
+
+
+def test_the_library_prints_nothing_where_logging_is_not_configured(server: EmbeddedServer) -> None:
+    """A stale write refused is a StaleToken and a warning record: with no logging configured,
+    the caller gets the exception, and stderr nothing (Python's last-resort handler used to
+    print the warning too)."""
+    script = f"""
+import fencelock
+client = fencelock.LockClient.from_url({server.url!r})
+client.fenced_set("quiet", "new", 2)
+try:
+    client.fenced_set("quiet", "old", 1)
+except fencelock.StaleToken:
+    print("refused")
+client.close()
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=TIMEOUT
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "refused\n", "")

@@ -3,6 +3,8 @@
 The sync API lives here; ``fencelock.asyncio`` has the same names for asyncio.
 """
 
+import logging
+
 from ._core.election import Leader
 from ._core.inspection import (
     ForceOutcome,
@@ -36,6 +38,11 @@ from .errors import (
 from .labels import holder_label
 
 __version__ = "0.1.0"
+
+# A library's loggers stay silent until the application configures logging: without this,
+# Python's last-resort handler prints every warning to stderr, on top of the exception the
+# caller gets for the same event (LockLost, StaleToken).
+logging.getLogger("fencelock").addHandler(logging.NullHandler())
 
 __all__ = [
     "Conflict",

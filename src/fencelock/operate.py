@@ -9,7 +9,6 @@ finds the name not held, or ``release`` is refused: another grant than ``--token
 from __future__ import annotations
 
 import json
-import logging
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -173,9 +172,6 @@ def inspect(client: LockClient, name: str, json_out: bool, out: TextIO) -> int:
 
 
 def release(client: LockClient, name: str, token: int | None, json_out: bool, out: TextIO) -> int:
-    # The outcome is printed below: the audit record goes only where logging is set up (without
-    # a handler Python would print it to stderr too).
-    logging.getLogger("fencelock.admin").addHandler(logging.NullHandler())
     result = client.force_release(name, token=token)
     if result.outcome is ForceOutcome.NOT_HELD:
         held = client.inspect(name)  # a semaphore or read-write lock of that name?
