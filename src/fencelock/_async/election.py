@@ -105,6 +105,8 @@ class AsyncElection(AsyncLock):
             raise LockTimeout(f"not elected leader of {self.name!r} in time")
         return self.token
 
+    _noun = "candidate"
+
     async def resign(self) -> None:
         """Stop leading; the next candidate is served at once. ``LockNotOwned`` if not leading,
         ``LockLost`` (a subclass) if the leadership was lost already."""

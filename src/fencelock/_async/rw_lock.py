@@ -79,6 +79,8 @@ class AsyncReadWriteLock:
 class AsyncRWSide(AsyncPermits):
     """One side of a read-write lock: a lock object (with, acquire, release, token, lost...)."""
 
+    _noun = "side of the read-write lock"
+
     def __init__(
         self,
         client: object,

@@ -139,6 +139,8 @@ class AsyncPermits(AsyncLock):
 class AsyncSemaphore(AsyncPermits):
     """At most ``limit`` permits of a name held at once (``LockClient.semaphore``)."""
 
+    _noun = "semaphore"
+
     async def available(self) -> int:
         """Permits free now (the stored limit, or this object's if none is stored yet, less
         those held)."""

@@ -102,6 +102,8 @@ class Parts:
 
 
 class Lock:
+    _noun = "lock"  # what error messages call this object ("this semaphore does not hold it")
+
     def __init__(
         self,
         client: object,
@@ -145,7 +147,7 @@ class Lock:
     def _owned_grant(self, action: str) -> Grant:
         grant = self._grant()
         if grant is None:
-            raise LockNotOwned(f"cannot {action} {self.name!r}: this lock does not hold it")
+            raise LockNotOwned(f"cannot {action} {self.name!r}: this {self._noun} does not hold it")
         return grant
 
     # -- acquire --------------------------------------------------------------------------

@@ -80,6 +80,8 @@ class ReadWriteLock:
 class RWSide(Permits):
     """One side of a read-write lock: a lock object (with, acquire, release, token, lost...)."""
 
+    _noun = "side of the read-write lock"
+
     def __init__(
         self,
         client: object,

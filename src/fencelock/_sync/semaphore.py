@@ -140,6 +140,8 @@ class Permits(Lock):
 class Semaphore(Permits):
     """At most ``limit`` permits of a name held at once (``LockClient.semaphore``)."""
 
+    _noun = "semaphore"
+
     def available(self) -> int:
         """Permits free now (the stored limit, or this object's if none is stored yet, less
         those held)."""

@@ -46,7 +46,8 @@ if redis.call('ZSCORE', permits, holder) then
   return {1, token}
 end
 if n > limit then
-  return redis.error_reply('SEMAPHORE ' .. n .. ' permits asked of a semaphore whose limit is ' .. limit)
+  return redis.error_reply('cannot take ' .. n .. ' permits at once: the limit stored for this '
+    .. 'semaphore is ' .. limit .. ' (set_limit changes it)')
 end
 local first = redis.call('ZRANGE', queue, 0, 0)[1]
 if (not first or first == waiter) and used(permits, state) + n <= limit then
