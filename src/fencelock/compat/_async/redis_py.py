@@ -205,7 +205,9 @@ class AsyncRedisPyLock:
         """The fencelock lock behind this thread's token."""
         token = self.local.token
         if token is None:
-            raise LockError(f"Cannot {action} an unlocked lock", lock_name=self.name)
+            # (redis-py's words; thread_local=True hides a grant from the other threads)
+            hint = " by this thread (thread_local=True)" if self.thread_local else ""
+            raise LockError(f"Cannot {action} an unlocked lock{hint}", lock_name=self.name)
         fencelock = self._grants.get(token)
         if fencelock is None:
             raise LockError(
