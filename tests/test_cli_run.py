@@ -219,6 +219,24 @@ def test_no_server_exits_69(tmp_path: Path) -> None:
         ["--url", "redis://127.0.0.1:port/0", NAME, "--", "touch", "ran"],
         ["--url", "redis://[::1", NAME, "--", "touch", "ran"],
         ["--url", "", NAME, "--", "touch", "ran"],
+        ["--once-per", "0", NAME, "--", "touch", "ran"],
+        ["--once-per", "2y", NAME, "--", "touch", "ran"],
+        ["--once-per", "400d", NAME, "--", "touch", "ran"],  # past a year
+        ["--offset", "60", NAME, "--", "touch", "ran"],  # without --once-per
+        [
+            "--once-per",
+            "1d",
+            "--url",
+            "redis://a",
+            "--url",
+            "redis://b",
+            "--url",
+            "redis://c",
+            NAME,
+            "--",
+            "touch",
+            "ran",
+        ],  # Redlock: no server for the record
     ],
 )
 def test_bad_usage_exits_64(tmp_path: Path, args: list[str]) -> None:
@@ -229,6 +247,23 @@ def test_bad_usage_exits_64(tmp_path: Path, args: list[str]) -> None:
     lines = [line for line in result.stderr.splitlines() if not line.startswith("usage:")]
     assert len(lines) == 1 and lines[0].startswith("fencelock"), result.stderr
     assert not (tmp_path / "ran").exists()
+
+
+def test_once_per_runs_each_period_once_and_a_failed_run_records_nothing(
+    server: EmbeddedServer, raw: redis.Redis, tmp_path: Path
+) -> None:
+    """The crontab line of docs/cli.md on every host: the period's first successful run records
+    it (fenced), later ticks of the period skip, silently and with status 0."""
+    tick = ["--once-per", "1d", "--timeout", "0", "--url", server.url, NAME, "--", "sh", "-c"]
+    failed = run(*tick, "exit 3", cwd=tmp_path)
+    assert failed.returncode == 3  # not recorded: the next tick runs the period
+    assert raw.get(f"fencelock:{{{NAME}}}:once_per") is None
+    for _ in range(2):
+        ticked = run(*tick, 'echo "$FENCELOCK_TOKEN" >> ran', cwd=tmp_path)
+        assert (ticked.returncode, ticked.stdout, ticked.stderr) == (0, "", "")
+    assert len((tmp_path / "ran").read_text().split()) == 1  # the second tick skipped
+    assert int(raw.get(f"fencelock:{{{NAME}}}:once_per") or -1) >= 0  # the period's number
+    assert not raw.exists(KEYS.lock)
 
 
 def test_command_not_found_exits_127(

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import Final, NoReturn
 
 from . import __version__, operate
+from ._core.periods import validate_period
 from .keys import (
     DEFAULT_PREFIX,
     MAX_TTL,
@@ -157,6 +158,10 @@ def _run(args: argparse.Namespace) -> int:
     if not args.command:
         parser.error("missing COMMAND: give it after --, as in: fencelock run NAME -- COMMAND")
     urls: list[str] = args.url or [default_url()]
+    if args.once_per is not None and len(urls) > 1:
+        parser.error("--once-per needs one server: in Redlock mode no server keeps the record")
+    if args.offset and args.once_per is None:
+        parser.error("--offset is the start of --once-per's periods: give --once-per too")
     runner = Runner(
         args.name,
         args.command,
@@ -164,14 +169,32 @@ def _run(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         grace=args.grace,
         urls=urls,  # several: Redlock over those masters
+        once_per=None if args.once_per is None else (args.once_per, args.offset),
     )
     return runner.run()
+
+
+_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _duration(text: str) -> float:
+    """Seconds, or a number with a unit: 90, 90s, 15m, 6h, 1d."""
+    number, unit = (text[:-1], text[-1]) if text[-1:] in _UNITS else (text, "s")
+    try:
+        seconds = float(number) * _UNITS[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration (90, 15m, 6h, 1d): {text!r}") from None
+    try:
+        return validate_period(seconds, 0.0)[0]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _add_run(subparsers: argparse._SubParsersAction[_Parser]) -> None:
     parser = subparsers.add_parser(
         "run",
-        usage="%(prog)s [-h] [--ttl S] [--timeout S] [--url URL] [--grace S] NAME -- COMMAND ...",
+        usage="%(prog)s [-h] [--ttl S] [--timeout S] [--url URL] [--grace S] "
+        "[--once-per PERIOD [--offset S]] NAME -- COMMAND ...",
         help="run a command while holding a lock (like flock, across hosts)",
         description=(
             "Run COMMAND while holding the lock NAME (renewed automatically), with its fencing "
@@ -216,6 +239,23 @@ def _add_run(subparsers: argparse._SubParsersAction[_Parser]) -> None:
         metavar="S",
         help="when the lock is lost, SIGKILL COMMAND this long after SIGTERM "
         f"(default {DEFAULT_GRACE:g})",
+    )
+    parser.add_argument(
+        "--once-per",
+        type=_duration,
+        default=None,
+        metavar="PERIOD",
+        help="run COMMAND at most once per PERIOD (90, 15m, 6h, 1d) across all hosts: skip "
+        "(status 0) a period already done, and record the period when COMMAND exits 0, with "
+        "a fenced write (docs/scheduling.md)",
+    )
+    parser.add_argument(
+        "--offset",
+        type=_seconds,
+        default=0.0,
+        metavar="S",
+        help="with --once-per: periods start this many seconds after midnight UTC of the "
+        "epoch (--once-per 1d --offset 7200: days from 02:00 UTC)",
     )
     parser.set_defaults(handler=_run, parser=parser, takes_command=True)
 

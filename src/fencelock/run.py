@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from types import FrameType
@@ -34,8 +35,9 @@ from typing import Final
 from urllib.parse import urlsplit
 
 from . import LockClient
+from ._core.periods import is_done, period_index, record_key
 from ._sync.lock import Lock
-from .errors import LockConnectionError, LockError, LockNotOwned
+from .errors import LockConnectionError, LockError, LockNotOwned, StaleToken
 
 EX_USAGE: Final = 64
 EX_UNAVAILABLE: Final = 69
@@ -216,9 +218,11 @@ class Runner:
         timeout: float | None,
         grace: float,
         urls: Sequence[str],
+        once_per: tuple[float, float] | None = None,
     ) -> None:
         if not command:
             raise ValueError("command must not be empty")
+        self.once_per = once_per  # (period, offset) in seconds: run once per period
         self.name = name
         self.command = list(command)
         self.ttl = ttl
@@ -283,6 +287,7 @@ class Runner:
 
     def _run(self, client: LockClient) -> int:
         lock = self._make_lock(client)
+        period = None if self.once_per is None else period_index(time.time(), *self.once_per)
         try:
             acquired = self._acquire(lock)
         except _Interrupted as exc:
@@ -305,12 +310,44 @@ class Runner:
         if not acquired:
             return EX_TEMPFAIL  # silent, like flock -n: cron would mail every busy run
         try:
+            if period is not None:
+                try:
+                    done = self._period_done(client, lock, period)
+                except LockError as exc:
+                    self._say(f"cannot read the period record of {self.name!r}: {exc}")
+                    return self._release(lock, EX_UNAVAILABLE)
+                if done:
+                    return self._release(lock, 0)  # silent too: another host ran this period
             status = self._supervise(lock)
+            if period is not None and status == 0 and not self._lost.is_set():
+                status = self._record(client, lock, period)
         except BaseException:
             with suppress(LockError):
                 lock.release()
             raise
         return self._release(lock, status)
+
+    # -- --once-per (docs/scheduling.md: the steps of once_per, around COMMAND) ---------------
+
+    def _period_done(self, client: LockClient, lock: Lock, period: int) -> bool:
+        """Read the record (fenced: older tokens' writes are refused from now on)."""
+        recorded = client.fenced_get(record_key(client.prefix, self.name), lock.token)
+        return is_done(recorded, period)
+
+    def _record(self, client: LockClient, lock: Lock, period: int) -> int:
+        """COMMAND succeeded: record its period, unless a newer holder has read the record."""
+        try:
+            client.fenced_set(record_key(client.prefix, self.name), period, lock.token)
+        except StaleToken:
+            self._say(
+                f"period {period} of {self.name!r} not recorded: a newer holder of the lock has "
+                "read the record since (this run was overtaken)"
+            )
+            return EX_SOFTWARE
+        except LockError as exc:  # (the next tick runs the period again)
+            self._say(f"period {period} of {self.name!r} not recorded: {exc}")
+            return EX_UNAVAILABLE
+        return 0
 
     def _acquire(self, lock: Lock) -> bool:
         self._acquiring = True

@@ -10,7 +10,14 @@ from __future__ import annotations
 import math
 from datetime import timedelta
 
-from ..keys import MAX_TTL, _number
+from ..keys import MAX_TTL, _number, escape
+
+
+def record_key(prefix: str, name: str) -> str:
+    """The key of the last period done of ``once_per``'s job ``name``: a plain string key,
+    fenced by the lock's tokens; beside the lock's keys (the same prefix and hash tag: the same
+    ACL pattern, the same Cluster slot), and so its fence key too."""
+    return f"{prefix}{{{escape(name)}}}:once_per"
 
 
 def seconds(value: object, arg: str) -> float:

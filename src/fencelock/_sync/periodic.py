@@ -29,11 +29,11 @@ from datetime import timedelta
 from functools import wraps
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from .._core.periods import is_done, period_index, validate_period
+from .._core.periods import is_done, period_index, record_key, validate_period
 from .._transport import SyncRedis, SyncRedisCluster
 from ..context import running
 from ..errors import LockTimeout
-from ..keys import escape, validate_name
+from ..keys import validate_name
 
 if TYPE_CHECKING:
     from .client import LockClient
@@ -63,10 +63,7 @@ class OncePer:
         client.lock(name, ttl, timeout=timeout)  # checks ttl and timeout now, not at a tick
         self.ttl = ttl
         self.timeout = timeout
-        # the last period done (its number): a plain string key, fenced by the lock's tokens;
-        # beside the lock's keys (same prefix and hash tag: the same ACL pattern, the same
-        # Cluster slot), and so its fence key too
-        self.record_key = f"{client.prefix}{{{escape(self.name)}}}:once_per"
+        self.record_key = record_key(client.prefix, self.name)  # the last period done
         self._redis = client._resource_server(redis, "once_per")
         self._client = client
 
