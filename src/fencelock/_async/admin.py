@@ -26,16 +26,16 @@ from .._core.inspection import (
     name_of,
     permits_info,
     scan_pattern,
-    semaphore_state,
 )
 from .._core.quorum import quorum
 from .._core.replies import split_holder, translate_error
 from .._transport import AsyncRedis, AsyncRedisCluster, async_fan_out, async_node_client
 from ..errors import LockConnectionError, LockError
 from ..keys import MAX_TTL, LockKeys, SemaphoreKeys
-from ..scripts import FORCE_RELEASE, INSPECT, SEMAPHORE_STATE, Script
+from ..scripts import FORCE_RELEASE, INSPECT, Script
 from .redlock import AsyncQuorum
 from .rw_lock import WRITE_PERMITS
+from .semaphore import read_state
 from .topology import AsyncOneServer, AsyncTopology
 
 logger = logging.getLogger("fencelock.admin")
@@ -92,11 +92,9 @@ async def _views(topology: AsyncTopology, keys: LockKeys) -> NodeView | None:
 async def inspect(topology: AsyncTopology, prefix: str, name: str) -> LockInfo | None:
     """The lock of ``name``; when none is held, a semaphore or read-write lock of that name
     (one more read script each: Redlock has neither)."""
-    view = await _views(topology, LockKeys.for_name(name, prefix))
-    if view is not None:
-        return view.info(name)
-    if isinstance(topology, AsyncQuorum):
-        return None
+    info = await _held_lock(topology, prefix, name)
+    if info is not None or isinstance(topology, AsyncQuorum):
+        return info
     for kind in ("sem", "rw"):
         info = await _permits(topology, prefix, name, kind)
         if info is not None:
@@ -129,13 +127,8 @@ async def locks(topology: AsyncTopology, prefix: str, pattern: str) -> AsyncIter
 async def _permits(topology: AsyncTopology, prefix: str, name: str, kind: str) -> LockInfo | None:
     """A semaphore (``kind`` "sem") or read-write lock ("rw") of ``name``: one read script."""
     assert isinstance(topology, AsyncOneServer)  # (Redlock has neither)
-    keys = SemaphoreKeys.for_semaphore(name, prefix, kind)
-    names = (keys.lock, keys.state, keys.fence, keys.queue)
-    try:
-        reply = await topology.read(SEMAPHORE_STATE, names, (), _timeout(topology))
-    except RedisError as exc:
-        raise translate_error(exc, keys.lock) from exc
-    return permits_info(name, kind, semaphore_state(reply), WRITE_PERMITS)
+    state = await read_state(topology, SemaphoreKeys.for_semaphore(name, prefix, kind))
+    return permits_info(name, kind, state, WRITE_PERMITS)
 
 
 async def _scan(

@@ -27,16 +27,16 @@ from .._core.inspection import (
     name_of,
     permits_info,
     scan_pattern,
-    semaphore_state,
 )
 from .._core.quorum import quorum
 from .._core.replies import split_holder, translate_error
 from .._transport import SyncRedis, SyncRedisCluster, sync_fan_out, sync_node_client
 from ..errors import LockConnectionError, LockError
 from ..keys import MAX_TTL, LockKeys, SemaphoreKeys
-from ..scripts import FORCE_RELEASE, INSPECT, SEMAPHORE_STATE, Script
+from ..scripts import FORCE_RELEASE, INSPECT, Script
 from .redlock import SyncQuorum
 from .rw_lock import WRITE_PERMITS
+from .semaphore import read_state
 from .topology import SyncOneServer, SyncTopology
 
 logger = logging.getLogger("fencelock.admin")
@@ -93,11 +93,9 @@ def _views(topology: SyncTopology, keys: LockKeys) -> NodeView | None:
 def inspect(topology: SyncTopology, prefix: str, name: str) -> LockInfo | None:
     """The lock of ``name``; when none is held, a semaphore or read-write lock of that name
     (one more read script each: Redlock has neither)."""
-    view = _views(topology, LockKeys.for_name(name, prefix))
-    if view is not None:
-        return view.info(name)
-    if isinstance(topology, SyncQuorum):
-        return None
+    info = _held_lock(topology, prefix, name)
+    if info is not None or isinstance(topology, SyncQuorum):
+        return info
     for kind in ("sem", "rw"):
         info = _permits(topology, prefix, name, kind)
         if info is not None:
@@ -130,13 +128,8 @@ def locks(topology: SyncTopology, prefix: str, pattern: str) -> Iterator[LockInf
 def _permits(topology: SyncTopology, prefix: str, name: str, kind: str) -> LockInfo | None:
     """A semaphore (``kind`` "sem") or read-write lock ("rw") of ``name``: one read script."""
     assert isinstance(topology, SyncOneServer)  # (Redlock has neither)
-    keys = SemaphoreKeys.for_semaphore(name, prefix, kind)
-    names = (keys.lock, keys.state, keys.fence, keys.queue)
-    try:
-        reply = topology.read(SEMAPHORE_STATE, names, (), _timeout(topology))
-    except RedisError as exc:
-        raise translate_error(exc, keys.lock) from exc
-    return permits_info(name, kind, semaphore_state(reply), WRITE_PERMITS)
+    state = read_state(topology, SemaphoreKeys.for_semaphore(name, prefix, kind))
+    return permits_info(name, kind, state, WRITE_PERMITS)
 
 
 def _scan(

@@ -112,19 +112,15 @@ class Permits(Lock):
 
     def state(self) -> SemaphoreState:
         """The stored limit, the permits held and by whom (one read)."""
-        keys = (self._keys.lock, self._keys.state, self._keys.fence, self._keys.queue)
-        return semaphore_state(self._script(SEMAPHORE_STATE, keys, (), read=True))
+        topology = self._parts.topology
+        assert isinstance(topology, SyncOneServer)
+        return read_state(topology, self._keys)
 
-    def _script(
-        self, script: Script, keys: Sequence[str], args: Sequence[Any], *, read: bool = False
-    ) -> Any:
-        """``script``'s reply from the semaphore's server, within one request timeout
-        (``read``: a read-only script, sent without WAIT)."""
+    def _script(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """``script``'s reply from the semaphore's server, within one request timeout."""
         topology = self._parts.topology
         assert isinstance(topology, SyncOneServer)
         try:
-            if read:
-                return topology.read(script, keys, args, topology.request_timeout)
             reply, _ = topology.script(script, keys, args, topology.request_timeout)
         except RedisError as exc:
             raise translate_error(exc, self._keys.lock) from exc
@@ -158,3 +154,14 @@ class Semaphore(Permits):
         args = (limit, self._keys.channel, topology.publish_command)
         self._script(SEMAPHORE_LIMIT, self._spec.release_keys, args)
         self.limit = limit
+
+
+def read_state(topology: SyncOneServer, keys: SemaphoreKeys) -> SemaphoreState:
+    """What the server shows of the semaphore (or read-write lock) at ``keys``: one read-only
+    script, sent without WAIT, within one request timeout."""
+    names = (keys.lock, keys.state, keys.fence, keys.queue)
+    try:
+        reply = topology.read(SEMAPHORE_STATE, names, (), topology.request_timeout)
+    except RedisError as exc:
+        raise translate_error(exc, keys.lock) from exc
+    return semaphore_state(reply)
