@@ -110,3 +110,10 @@ local function holds(key, holder)
   return kind == 'hash' and redis.call('HEXISTS', key, holder) == 1
 end
 
+-- Publish `message` on `channel` (`publish`: 'PUBLISH', or 'SPUBLISH' on a Cluster), best effort:
+-- without the right to publish, waiters re-try when the lease would have ended. Whether a
+-- client heard it.
+local function heard(publish, channel, message)
+  local listeners = redis.pcall(publish, channel, message)
+  return type(listeners) == 'number' and listeners > 0
+end

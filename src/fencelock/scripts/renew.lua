@@ -11,6 +11,15 @@
 --
 -- Returns one integer per lock: 1 when extended; when its holder no longer holds it (nothing is
 -- touched then), 0 if nobody does, -1 if another holder does (for the reason of the loss).
+-- Keep `key` at least `ttl` ms more: only ever lengthened (-1, no expiry, is left alone; -2,
+-- gone, stays gone).
+local function lengthen(key, ttl)
+  local left = redis.call('PTTL', key)
+  if left >= 0 and left < tonumber(ttl) then
+    redis.call('PEXPIRE', key, ttl)
+  end
+end
+
 local result = {}
 for i = 1, #KEYS / 2 do
   local key, fence = KEYS[2 * i - 1], KEYS[2 * i]
@@ -25,11 +34,7 @@ for i = 1, #KEYS / 2 do
     held = ends ~= false and tonumber(ends) > now
     if held then
       redis.call('ZADD', key, 'XX', now + tonumber(ttl), holder)
-      -- the set expires with its last lease (semaphore.lua): lengthened, never shortened
-      local left = redis.call('PTTL', key)
-      if left >= 0 and left < tonumber(ttl) then
-        redis.call('PEXPIRE', key, ttl)
-      end
+      lengthen(key, ttl)  -- the set expires with its last lease (semaphore.lua)
     end
   else
     held = (kind == 'string' and redis.call('GET', key) == holder)
@@ -39,12 +44,7 @@ for i = 1, #KEYS / 2 do
     end
   end
   if held then
-    -- only ever lengthened (-1, no expiry, is left alone; -2, gone, stays gone): the counter
-    -- may be kept longer already, until the server's clock passes it
-    local left = redis.call('PTTL', fence)
-    if left >= 0 and left < tonumber(ttl) then
-      redis.call('PEXPIRE', fence, ttl)
-    end
+    lengthen(fence, ttl)  -- (it may be kept longer already, until the server's clock passes it)
     result[i] = 1
   elseif kind == 'none' or kind == 'zset' then  -- (a permit is never taken over)
     result[i] = 0

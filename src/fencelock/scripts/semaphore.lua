@@ -94,8 +94,7 @@ local function serve_queue(permits, fence, state, queue, alive, limit, channel, 
     end
     local id, ttl, block, holder = string.match(first, '^(%S+) (%d+) (%d+) (%S+)$')
     if id == nil then
-      local woken = redis.pcall(publish, channel .. ':' .. first, '1')
-      if type(woken) == 'number' and woken > 0 then
+      if heard(publish, channel .. ':' .. first, '1') then
         return 3
       end
       dequeue(state, queue, alive, first)
@@ -103,13 +102,12 @@ local function serve_queue(permits, fence, state, queue, alive, limit, channel, 
       local top = mint(fence, block, ttl)
       if not top then
         -- no token to grant with: let the waiter re-try, and hear of the counter itself
-        redis.pcall(publish, channel .. ':' .. id, '1')
+        heard(publish, channel .. ':' .. id, '1')
         return 3
       end
       grant(permits, state, holder, n, top, now, tonumber(ttl))
       dequeue(state, queue, alive, first)
-      local told = redis.pcall(publish, channel .. ':' .. id, 'g' .. score .. ' ' .. top)
-      if type(told) == 'number' and told > 0 then
+      if heard(publish, channel .. ':' .. id, 'g' .. score .. ' ' .. top) then
         served, free = 4, free - n
       else
         redis.call('ZREM', permits, holder)  -- nobody listens for it (the counter keeps its gap)

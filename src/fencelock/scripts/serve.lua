@@ -20,27 +20,24 @@ local function serve(lock, queue, fence, channel, publish)
     end
     local id, ttl, block, token = string.match(head[1], '^(%S+) (%d+) (%d+) (%S+)$')
     if id == nil then
-      local woken = redis.pcall(publish, channel .. ':' .. head[1], '1')
-      if type(woken) == 'number' and woken > 0 then
+      if heard(publish, channel .. ':' .. head[1], '1') then
         return 3
       end
     else
       local top = mint(fence, block, ttl)
       if not top then
         -- no token to grant with: let the waiter re-try, and hear of the counter itself
-        redis.pcall(publish, channel .. ':' .. id, '1')
+        heard(publish, channel .. ':' .. id, '1')
         return 3
       end
       redis.call('SET', lock, token, 'PX', ttl)
-      local granted = redis.pcall(publish, channel .. ':' .. id, 'g' .. head[2] .. ' ' .. top)
-      if type(granted) == 'number' and granted > 0 then
+      if heard(publish, channel .. ':' .. id, 'g' .. head[2] .. ' ' .. top) then
         return 4
       end
       redis.call('DEL', lock)  -- nobody listens for it (the counter keeps its gap)
     end
   end
-  local woken = redis.pcall(publish, channel, '1')
-  if type(woken) == 'number' and woken > 0 then
+  if heard(publish, channel, '1') then
     return 3
   end
   return 1
