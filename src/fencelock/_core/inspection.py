@@ -253,17 +253,13 @@ def unescape(escaped: str) -> str:
 _GLOB = re.compile(r"([*?\[\]\\])")
 
 
-def glob_escape(text: str) -> str:
-    """``text`` taken literally in a Redis glob."""
-    return _GLOB.sub(r"\\\1", text)
-
-
 def scan_pattern(prefix: str, pattern: str) -> str:
     """SCAN MATCH for the lock keys of the names ``pattern`` matches (a Redis glob over names):
     the prefix taken literally, the pattern escaped as names are (braces and '%' in a name).
     It matches the keys of locks ('{name}:lock'), semaphores ('{name}:sem:lock') and read-write
     locks ('{name}:rw:lock')."""
-    return f"{glob_escape(prefix)}{{{escape(pattern)}}}*:lock"
+    literal = _GLOB.sub(r"\\\1", prefix)
+    return f"{literal}{{{escape(pattern)}}}*:lock"
 
 
 # what follows the name's hash tag in the key of each kind of primitive (keys.py)
