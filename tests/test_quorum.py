@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fencelock import LockConnectionError, LockError
-from fencelock._core.quorum import Tally, first_error, owned_by_quorum, tally
+from fencelock._core.quorum import Tally, first_answers, first_error, owned_by_quorum, tally
 
 DOWN = LockConnectionError("down")
 
@@ -49,3 +49,13 @@ def test_first_error_only_when_every_node_failed() -> None:
     assert first_error([]) is None
     assert first_error([DOWN, wrong, DOWN]) is wrong  # says more than "connection refused"
     assert first_error([DOWN, DOWN]) is DOWN
+
+
+def test_a_second_round_fills_in_only_the_nodes_that_failed_the_first() -> None:
+    down = LockConnectionError("node timeout")
+    # node 0 released in the first round: its "not held" to the second must not count
+    merged = first_answers([1, down, down], [0, 1, down])
+    assert merged[:2] == [1, 1] and merged[2] is down
+    assert owned_by_quorum(merged, (1,), "release") is True
+    with pytest.raises(LockConnectionError):
+        owned_by_quorum([1, down, down], (1,), "release")  # one round alone: undecided

@@ -72,6 +72,16 @@ def owned_by_quorum(replies: Sequence[object], held: Sequence[int], what: str) -
     return tally(owned_answers(replies, held)).outcome(len(replies), what)
 
 
+def first_answers(earlier: Sequence[object], later: Sequence[object]) -> list[object]:
+    """Per node, its first answer of two rounds of one request: a node that answered the first
+    keeps that answer (a release it applied answers "not held" to the second), one that failed
+    it gets the second's reply."""
+    return [
+        new if isinstance(old, BaseException) else old
+        for old, new in zip(earlier, later, strict=True)
+    ]
+
+
 def tally(answers: Sequence[bool | BaseException]) -> Tally:
     yes = sum(1 for a in answers if a is True)
     no = sum(1 for a in answers if a is False)
