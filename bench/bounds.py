@@ -80,7 +80,7 @@ def measure_sync(server: EmbeddedServer, kind: str, fault: str, call: str, cap: 
     else:
         client = fencelock.LockClient.from_url(server.url)
     lock = client.lock("held", ttl=60)
-    lock.acquire(0)
+    lock.acquire(timeout=0)
     _fault(server, fault)
     result: list[Any] = []
 
@@ -107,7 +107,7 @@ async def measure_async(
     else:
         client = fencelock.asyncio.LockClient.from_url(server.url)
     lock = client.lock("held", ttl=60)
-    await lock.acquire(0)
+    await lock.acquire(timeout=0)
     _fault(server, fault)
     result: list[Any] = []
     started = time.monotonic()

@@ -51,12 +51,12 @@ def held_locks(
     raw.flushall()
     with fencelock.LockClient.from_url(server.url, label=label) as client:
         warm = client.lock("warm-up", 60, reentrant=reentrant)  # connections, scripts
-        assert warm.acquire(0)
+        assert warm.acquire(timeout=0)
         warm.release()
         before = _used(raw)
         locks = [client.lock(n, 60, reentrant=reentrant) for n in _names(count, "job")]
         for lock in locks:
-            assert lock.acquire(0)
+            assert lock.acquire(timeout=0)
         after = _used(raw)
         keys = [LockKeys.for_name(lock.name) for lock in locks[:100]]
         lock_key = statistics.median(_usage(raw, k.lock) for k in keys)
@@ -80,7 +80,7 @@ async def _waiting(server: EmbeddedServer, count: int, label: str | None) -> dic
     queue = LockKeys.for_name(name).queue
     holder = fencelock.asyncio.LockClient.from_url(server.url)
     lock = holder.lock(name, 600)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     clients = []
     tasks: list[asyncio.Task[bool]] = []
     samples: dict[int, tuple[int, int]] = {}
@@ -89,7 +89,7 @@ async def _waiting(server: EmbeddedServer, count: int, label: str | None) -> dic
         for i in range(count):
             client = fencelock.asyncio.LockClient.from_url(server.url, label=label, max_poll=3600)
             clients.append(client)
-            tasks.append(asyncio.ensure_future(client.lock(name, 60).acquire(600)))
+            tasks.append(asyncio.ensure_future(client.lock(name, 60).acquire(timeout=600)))
             if i + 1 in (quarter, count):
                 while raw.zcard(queue) < i + 1:
                     await asyncio.sleep(0.01)

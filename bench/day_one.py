@@ -35,7 +35,7 @@ async def idle_cost(
 ) -> float:
     holder_client = AsyncLockClient.from_url(url)
     holder = holder_client.lock("idle", ttl=3600)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     clients = [AsyncLockClient.from_url(url, max_poll=poll) for _ in range(waiters)]
     tasks = [asyncio.ensure_future(c.lock("idle", ttl=30).acquire(timeout=None)) for c in clients]
     while sum(c.statistics().waiting for c in clients) < waiters:

@@ -41,7 +41,7 @@ def main() -> None:
         with LockClient.from_url(server.url) as client:
             for i in range(args.names):
                 lock = client.lock(f"order:{i}", ttl=args.ttl, reentrant=args.reentrant)
-                if not lock.acquire(0):
+                if not lock.acquire(timeout=0):
                     raise SystemExit(f"order:{i} was not granted")
                 lock.release()
         took = time.monotonic() - started

@@ -77,7 +77,7 @@ class RedisPyLock:
     def __init__(self, lock: Any) -> None:
         self.lock = lock
 
-    def acquire(self, timeout: float | None) -> bool:
+    def acquire(self, *, timeout: float | None) -> bool:
         if timeout == 0:
             return bool(self.lock.acquire(blocking=False))
         return bool(self.lock.acquire(blocking=True, blocking_timeout=timeout))
@@ -102,7 +102,7 @@ class RedisPyAsyncLock:
     def __init__(self, lock: Any) -> None:
         self.lock = lock
 
-    async def acquire(self, timeout: float | None) -> bool:
+    async def acquire(self, *, timeout: float | None) -> bool:
         if timeout == 0:
             return bool(await self.lock.acquire(blocking=False))
         return bool(await self.lock.acquire(blocking=True, blocking_timeout=timeout))
@@ -135,7 +135,7 @@ class PrlLock:
         self.expire = max(1, round(ttl))  # whole seconds only
         self.lock = load("redis_lock").Lock(client, name, expire=self.expire, auto_renewal=renew)
 
-    def acquire(self, timeout: float | None) -> bool:
+    def acquire(self, *, timeout: float | None) -> bool:
         if timeout == 0:
             return bool(self.lock.acquire(blocking=False))
         if timeout is None:
@@ -173,7 +173,7 @@ class PotteryLock:
     def __init__(self, lock: Any) -> None:
         self.lock = lock
 
-    def acquire(self, timeout: float | None) -> bool:
+    def acquire(self, *, timeout: float | None) -> bool:
         if timeout == 0:
             return bool(self.lock.acquire(blocking=False))
         return bool(self.lock.acquire(blocking=True, timeout=-1 if timeout is None else timeout))
@@ -200,7 +200,7 @@ class PotteryAsyncLock:
     def __init__(self, lock: Any) -> None:
         self.lock = lock
 
-    async def acquire(self, timeout: float | None) -> bool:
+    async def acquire(self, *, timeout: float | None) -> bool:
         if timeout == 0:
             return bool(await self.lock.acquire(blocking=False))
         wait = -1 if timeout is None else timeout
@@ -239,7 +239,7 @@ class AioredlockLock:
         self.name = name
         self.held: Any = None
 
-    async def acquire(self, timeout: float | None) -> bool:
+    async def acquire(self, *, timeout: float | None) -> bool:
         owner = self.owner
         deadline = None if timeout is None else time.monotonic() + timeout
         lock_timeout = None if owner.renew else owner.ttl  # None: auto-extended by a task

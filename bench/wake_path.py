@@ -157,7 +157,7 @@ class FencelockSide(Side):
     def __init__(self, url: str, name: str, listener: bool = True) -> None:
         self.client = fencelock.LockClient.from_url(url, socket_timeout=SOCKET_TIMEOUT)
         self.lock = self.client.lock(name, ttl=TTL)
-        self.waiter = self.client._topology.waiters[0]
+        self.waiter = self.client._wiring.topology.waiters[0]
         self.parked: Parked | None = None
         self.busy = False
         self.tries: list[tuple[float, float, bool]] = []
@@ -168,8 +168,8 @@ class FencelockSide(Side):
         self.parser: object = None
         self.listener = listener
         # (the topology is this client's alone: wrapping it stamps this client's tries only)
-        _wrap(self.client._topology, "try_acquire", self._make_try)
-        _wrap(self.client._topology, "wait", self._make_wait)
+        _wrap(self.client._wiring.topology, "try_acquire", self._make_try)
+        _wrap(self.client._wiring.topology, "wait", self._make_wait)
         if listener:
             _wrap(self.waiter, "_dispatch", self._make_dispatch)
             _wrap(self.waiter, "_unwatch", self._make_unwatch)
@@ -228,7 +228,7 @@ class FencelockSide(Side):
             _stamp_can_read(connection, self._set_readable)
 
     def start_holding(self) -> None:
-        if not self.lock.acquire(0):
+        if not self.lock.acquire(timeout=0):
             raise BenchError("fencelock: the lock was busy at the start")
 
     def release(self) -> tuple[float, float]:
@@ -241,7 +241,7 @@ class FencelockSide(Side):
             self._stamp_listener()
         self.tries, self.waits, self.messages, self.unwatches = [], [], [], []
         self.busy, self.parked = False, parked
-        if not self.lock.acquire(WAIT_LIMIT):
+        if not self.lock.acquire(timeout=WAIT_LIMIT):
             raise BenchError(f"fencelock: not acquired in {WAIT_LIMIT:g} s")
         t3 = mono()
         self.parked = None
@@ -580,7 +580,7 @@ def _round_trip_worker(url: str, n: int, gap: float, out: Any) -> None:
             locks = fencelock.LockClient.from_url(url, socket_timeout=SOCKET_TIMEOUT)
             stack.callback(locks.close)
             lock = locks.lock(f"{PREFIX}:round-trip", ttl=TTL)
-            lock_key = lock._spec.keys.lock
+            lock_key = lock._lease.spec.keys.lock
             set_key = f"{PREFIX}:round-trip:set"
 
             def ping() -> None:
@@ -591,9 +591,9 @@ def _round_trip_worker(url: str, n: int, gap: float, out: Any) -> None:
                     raise BenchError("SET NX: the key was there")
 
             def acquire_script() -> None:
-                topology = locks._topology
+                topology = locks._wiring.topology
                 holder = secrets.token_urlsafe(20)
-                if not isinstance(topology.try_acquire(lock._spec, holder), Granted):
+                if not isinstance(topology.try_acquire(lock._lease.spec, holder), Granted):
                     raise BenchError("fencelock: the lock was busy")
 
             samples: dict[str, list[float]] = {}

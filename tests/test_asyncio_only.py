@@ -66,13 +66,13 @@ async def test_cancel_anywhere_while_waiting(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
     holder = async_client.lock("cancel", ttl=30)
-    await holder.acquire(0)
+    await holder.acquire(timeout=0)
     holder_value = raw.get(KEY)
     waiter = async_client.lock("cancel", ttl=30)
     for steps in range(40):
         assert not await cancel_after(steps, lambda: waiter.acquire(timeout=None))
         assert raw.get(KEY) == holder_value  # the holder's lock is never touched
-    assert async_client._topology.waiters[0]._watchers == {}  # every wait unsubscribed
+    assert async_client._wiring.topology.waiters[0]._watchers == {}  # every wait unsubscribed
     await holder.release()
 
 
@@ -81,7 +81,7 @@ async def test_cancel_after_server_executed(
     async_client: AsyncLockClient, raw: redis.Redis, monkeypatch: pytest.MonkeyPatch, script: object
 ) -> None:
     """Cancellation arriving just as the reply does: the server acted, the caller never saw it."""
-    requester = async_client._topology.requester  # every request of a lock goes through it
+    requester = async_client._wiring.topology.requester  # every request of a lock goes through it
     real_request = requester.request
 
     async def request_then_cancel(*args: Any, **kwargs: Any) -> Any:
@@ -93,11 +93,11 @@ async def test_cancel_after_server_executed(
 
     lock = async_client.lock("cancel", ttl=30)
     if script is RELEASE:
-        await lock.acquire(0)
+        await lock.acquire(timeout=0)
     monkeypatch.setattr(requester, "request", request_then_cancel)
     with pytest.raises(asyncio.CancelledError):
         if script is ACQUIRE:
-            await lock.acquire(0)
+            await lock.acquire(timeout=0)
         else:
             await lock.release()
     monkeypatch.undo()
@@ -109,7 +109,7 @@ async def test_cancelled_release_still_releases(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
     lock = async_client.lock("cancel", ttl=30)
-    await lock.acquire(0)
+    await lock.acquire(timeout=0)
     task = asyncio.ensure_future(lock.release())
     await asyncio.sleep(0)
     task.cancel()
@@ -209,7 +209,7 @@ async def test_a_cancellation_request_from_before_the_call_does_not_interrupt_it
     await _acquire_wait_and_release(async_client, async_client_b, raw)
     # a cancellation that really arrives during the call still interrupts it, leaving nothing
     holder = async_client_b.lock("survivor", ttl=30)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     waiter = async_client.lock("survivor", ttl=30)
     waiting = asyncio.ensure_future(waiter.acquire(timeout=30))
     await async_until(lambda: async_client.statistics().waiting == 1)
@@ -230,7 +230,7 @@ async def _acquire_wait_and_release(
     await lock.release()  # deletes the key and returns normally
     assert not raw.exists(LockKeys.for_name("survivor").lock)
     holder = other.lock("survivor", ttl=30)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     waiting = asyncio.ensure_future(lock.acquire(timeout=30))  # waits, and is woken
     await async_until(lambda: client.statistics().waiting == 1)
     await holder.release()
@@ -250,7 +250,7 @@ async def test_an_async_on_lost_callback_is_awaited(
         heard.set()
 
     lock = async_client.lock("async-cb", ttl=0.6, auto_renew=True, on_lost=on_lost)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     raw.delete(LockKeys.for_name("async-cb").lock)
     await asyncio.wait_for(heard.wait(), 30)
     assert lock.lost
@@ -262,7 +262,7 @@ async def test_many_waiters_share_one_pubsub_connection(
     names = [f"shared-{i}" for i in range(20)]
     holders = [async_client_b.lock(name, ttl=60) for name in names]
     for holder in holders:
-        await holder.acquire(0)
+        await holder.acquire(timeout=0)
     waiters = [async_client.lock(name, ttl=60) for name in names]
 
     async def take(lock: fencelock.asyncio.Lock) -> int:
@@ -356,7 +356,7 @@ async def test_redlock_token_is_written_back_at_acquire(redlock: list[EmbeddedSe
     Redlock acquire: the token stays readable after the lease is lost, as in every mode."""
     client = AsyncLockClient.from_url([s.url for s in redlock], node_timeout=0.5)
     lock = client.lock("cancel", ttl=30)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     fences = []
     for srv in redlock:
         with srv.client() as probe:
@@ -381,14 +381,14 @@ async def test_cancel_anywhere_while_queued_for_a_local_hand_off(
 
         async def hold(held: asyncio.Event = held, go: asyncio.Event = go) -> None:
             holder = async_client.lock("cancel", ttl=30)
-            assert await holder.acquire(0)
+            assert await holder.acquire(timeout=0)
             held.set()
             await go.wait()
             await holder.release()
 
         async def take() -> None:
             waiter = async_client.lock("cancel", ttl=30)
-            if await waiter.acquire(None):
+            if await waiter.acquire(timeout=None):
                 await waiter.release()
 
         holding = asyncio.ensure_future(hold())
@@ -419,10 +419,10 @@ def test_a_dropped_client_ends_its_tasks_at_once(
 
     async def use_and_drop() -> None:
         client = AsyncLockClient.from_url(server.url)
-        async with client._topology.watch("some-channel"):
+        async with client._wiring.topology.watch("some-channel"):
             pass  # the listener task runs from now on
         lock = client.lock("unclosed", ttl=30, auto_renew=True)
-        assert await lock.acquire(0)
+        assert await lock.acquire(timeout=0)
 
     async def main() -> None:
         me = asyncio.current_task()
@@ -472,7 +472,7 @@ async def test_a_woken_waiter_that_gives_up_passes_the_wake_up_on(
     urls = [s.url for s in redlock]
     holder_client = fencelock.LockClient.from_url(urls)  # sync: its release does not yield
     holder = holder_client.lock("pass-on", ttl=3600)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
     first, second = AsyncLockClient.from_url(urls), AsyncLockClient.from_url(urls)
     woken = asyncio.ensure_future(first.lock("pass-on", ttl=30).acquire(timeout=30))
     await async_until(lambda: first.statistics().waiting == 1)
@@ -519,7 +519,7 @@ async def test_multi_lock_wait_for_while_waiting_for_a_busy_name_releases_the_ot
     assert await busy.acquire()
     multi = async_client.multi_lock(["mw-2", "mw-1", "mw-3"], ttl=30)
     with pytest.raises(TimeoutError):
-        await asyncio.wait_for(multi.acquire(None), 0.2)  # holds mw-1, waits for mw-2
+        await asyncio.wait_for(multi.acquire(timeout=None), 0.2)  # holds mw-1, waits for mw-2
     await settle()
     assert not raw.exists(LockKeys.for_name("mw-1").lock, LockKeys.for_name("mw-3").lock)
     free = async_client_b.lock("mw-1")

@@ -36,10 +36,10 @@ def test_ls_inspect_top_and_release(
     server: EmbeddedServer, raw: redis.Redis, sync_client: LockClient, sync_client_b: LockClient
 ) -> None:
     holder = sync_client.lock(NAME, 60, label="web-1:4242:MainThread")
-    assert holder.acquire(0)
-    assert sync_client.lock("invoices", 60, reentrant=True).acquire(0)
+    assert holder.acquire(timeout=0)
+    assert sync_client.lock("invoices", 60, reentrant=True).acquire(timeout=0)
     waiter = sync_client_b.lock(NAME, 60, label="batch 7")
-    waiting = SyncCall(lambda: waiter.acquire(TIMEOUT))
+    waiting = SyncCall(lambda: waiter.acquire(timeout=TIMEOUT))
     sync_until(lambda: sync_client_b.statistics().waiting == 1)
 
     listed = fencelock("ls", "--url", server.url)
@@ -85,7 +85,7 @@ def test_ls_and_inspect_show_semaphores_and_read_write_locks(
     server: EmbeddedServer, sync_client: LockClient
 ) -> None:
     jobs = [sync_client.semaphore("jobs", 5, 60, label=f"worker {i}") for i in range(2)]
-    assert jobs[0].acquire(2, timeout=0) and jobs[1].acquire(1, timeout=0)
+    assert jobs[0].acquire(permits=2, timeout=0) and jobs[1].acquire(permits=1, timeout=0)
     readers = [sync_client.rw_lock("catalog", 60).read() for _ in range(2)]
     assert all(r.acquire(timeout=0) for r in readers)
     writer = sync_client.rw_lock("prices", 60).write()

@@ -93,16 +93,16 @@ def test_late_write_of_expired_holder_affects_no_rows(
     with closing(_connect(_create(tmp_path))) as db:
         a = sync_client.lock(NAME, ttl=10)
         b = sync_client_b.lock(NAME, ttl=10)
-        assert a.acquire(0)
+        assert a.acquire(timeout=0)
         token_a = a.token
-        assert not b.acquire(0)  # mutual exclusion while A's lease lasts
+        assert not b.acquire(timeout=0)  # mutual exclusion while A's lease lasts
 
         # A's lease ends while A is not looking (as after a pause): deterministic stand-in for
         # expiry. A's local deadline is still far away, so A itself has no idea yet.
         raw.delete(LockKeys.for_name(NAME).lock)
         assert not a.lost
 
-        assert b.acquire(0)
+        assert b.acquire(timeout=0)
         token_b = b.token
         assert token_b > token_a
         assert _write(db, FENCED_UPDATE, 150, token_b) == 1
@@ -132,7 +132,7 @@ def test_paused_holder_learns_from_its_own_clock_and_is_fenced(
         fencelock.LockClient.from_url(fresh_server.url) as client_b,
     ):
         a = client_a.lock(NAME, ttl=ttl)
-        assert a.acquire(0)
+        assert a.acquire(timeout=0)
         token_a = a.token
         a.check()  # fresh lease: passes
         fresh_server.pause()  # Redis unreachable from here on
@@ -169,10 +169,10 @@ def test_fencing_only_the_write_can_lose_a_read_modify_write(
     with closing(_connect(_create(tmp_path))) as db:
         a = sync_client.lock(NAME, ttl=10)
         b = sync_client_b.lock(NAME, ttl=10)
-        assert a.acquire(0)
+        assert a.acquire(timeout=0)
         read_a = _balance(db)  # A will deposit 10
         raw.delete(LockKeys.for_name(NAME).lock)  # A's lease ends
-        assert b.acquire(0)
+        assert b.acquire(timeout=0)
         read_b = _balance(db)  # B will deposit 50; the row has not seen B's token yet
         assert _write(db, FENCED_UPDATE, read_a + 10, a.token) == 1  # accepted!
         assert _write(db, FENCED_UPDATE, read_b + 50, b.token) == 1
@@ -191,10 +191,10 @@ def test_claim_before_read_refuses_the_stale_read_modify_write(
     with closing(_connect(_create(tmp_path))) as db:
         a = sync_client.lock(NAME, ttl=10)
         b = sync_client_b.lock(NAME, ttl=10)
-        assert a.acquire(0)
+        assert a.acquire(timeout=0)
         read_a = _balance(db)
         raw.delete(LockKeys.for_name(NAME).lock)
-        assert b.acquire(0)
+        assert b.acquire(timeout=0)
         assert db.execute(CLAIM, {"token": b.token, "id": ACCOUNT}).rowcount == 1
         read_b = _balance(db)
         assert _write(db, FENCED_UPDATE_AGAIN, read_a + 10, a.token) == 0  # A: refused, and told

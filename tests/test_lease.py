@@ -10,18 +10,15 @@ from importlib.resources import files
 
 import pytest
 
+from fencelock._core.kinds import LeaseSpec, Mutex, Permits, Reentrant, Released
 from fencelock._core.lease import (
     Exit,
     Grant,
-    LockSpec,
-    Released,
-    acquire_args,
     arrived_late,
     exit_action,
     granted,
     handoff_within_block,
     loss_reason,
-    release_args,
     reserve,
     should_cancel,
     time_left,
@@ -35,8 +32,8 @@ TTL = 10.0
 NOW = 1000.0
 
 
-def spec(reentrant: bool = False, ttl: float = TTL, name: str = "job") -> LockSpec:
-    return LockSpec(name, LockKeys.for_name(name), ttl, reentrant)
+def spec(reentrant: bool = False, ttl: float = TTL, name: str = "job") -> LeaseSpec:
+    return LeaseSpec.of(Reentrant() if reentrant else Mutex(), name, "fencelock:", ttl, "lock")
 
 
 def grant(**fields: object) -> Grant:
@@ -45,7 +42,7 @@ def grant(**fields: object) -> Grant:
     return Grant(**values)  # type: ignore[arg-type]
 
 
-# -- LockSpec: keys, ARGV and the local queue's line -----------------------------------------------
+# -- LeaseSpec: keys, ARGV and the local queue's line -----------------------------------------------
 
 
 def _documented(script: str, what: str) -> int:
@@ -61,9 +58,9 @@ def _documented(script: str, what: str) -> int:
 def test_spec_sends_what_each_script_documents(reentrant: bool, acquire: str, release: str) -> None:
     s = spec(reentrant)
     assert len(s.acquire_keys) == _documented(acquire, "KEYS")
-    assert len(acquire_args(s, "tok", 0, 1, "w", "PUBLISH")) == _documented(acquire, "ARGV")
+    assert len(s.acquire_args("tok", 0, 1, "w", "PUBLISH")) == _documented(acquire, "ARGV")
     assert len(s.release_keys) == _documented(release, "KEYS")
-    assert len(release_args(s, "tok", "PUBLISH", "")) == _documented(release, "ARGV")
+    assert len(s.release_args("tok", "", "PUBLISH")) == _documented(release, "ARGV")
 
 
 def test_simple_acquire_keys_include_the_queue_of_waiters() -> None:
@@ -77,6 +74,30 @@ def test_simple_acquire_keys_include_the_queue_of_waiters() -> None:
 def test_release_keys_are_lock_queue_fence_for_both_kinds(reentrant: bool) -> None:
     keys = LockKeys.for_name("job")
     assert spec(reentrant).release_keys == (keys.lock, keys.queue, keys.fence)
+
+
+def test_semaphore_scripts_take_what_they_document() -> None:
+    s = LeaseSpec.of(Permits.semaphore(2, 5), "job", "fencelock:", TTL, "semaphore", owner="o")
+    assert len(s.acquire_keys) == _documented("semaphore_acquire", "KEYS")
+    assert len(s.acquire_args("tok", 0, 1, "w", "PUBLISH")) == _documented(
+        "semaphore_acquire", "ARGV"
+    )
+    assert len(s.release_keys) == _documented("semaphore_release", "KEYS")
+    assert len(s.release_args("tok", "", "PUBLISH")) == _documented("semaphore_release", "ARGV")
+
+
+def test_each_semaphore_object_queues_alone() -> None:
+    one = LeaseSpec.of(Permits(), "job", "fencelock:", TTL, "semaphore", owner="a")
+    assert (
+        one.line != LeaseSpec.of(Permits(), "job", "fencelock:", TTL, "semaphore", owner="b").line
+    )
+    with pytest.raises(AssertionError, match="owner"):  # a kind that hands nothing on needs one
+        LeaseSpec.of(Permits(), "job", "fencelock:", TTL, "semaphore")
+
+
+def test_messages_name_the_primitive_and_the_name_never_a_key() -> None:
+    assert spec().what == "lock 'job'"
+    assert LeaseSpec.of(Permits(), "s", "app:", TTL, "semaphore", owner="o").what == "semaphore 's'"
 
 
 def test_simple_and_reentrant_locks_on_one_name_queue_apart() -> None:
@@ -94,15 +115,15 @@ def test_ttl_in_milliseconds_is_rounded_and_never_zero(ttl: float, ms: int) -> N
 
 def test_acquire_args_in_script_order() -> None:
     # acquire.lua: holder, ttl ms, block, waiter entry
-    assert acquire_args(spec(), "tok", 0, 3, "w1", "PUBLISH") == ("tok", 10_000, 3, "w1")
+    assert spec().acquire_args("tok", 0, 3, "w1", "PUBLISH") == ("tok", 10_000, 3, "w1")
     # reentrant_acquire.lua: holder, ttl ms, believed hold count, block (no waiter)
-    assert acquire_args(spec(reentrant=True), "tok", 2, 3, "w1", "P") == ("tok", 10_000, 2, 3)
+    assert spec(reentrant=True).acquire_args("tok", 2, 3, "w1", "P") == ("tok", 10_000, 2, 3)
 
 
 def test_release_args_carry_the_leaving_entry_for_simple_locks_only() -> None:
     channel = LockKeys.for_name("job").channel
-    assert release_args(spec(), "tok", "SPUBLISH", "w1") == ("tok", channel, "SPUBLISH", "w1")
-    assert release_args(spec(reentrant=True), "tok", "PUBLISH", "w1") == (
+    assert spec().release_args("tok", "w1", "SPUBLISH") == ("tok", channel, "SPUBLISH", "w1")
+    assert spec(reentrant=True).release_args("tok", "w1", "PUBLISH") == (
         "tok",
         channel,
         "PUBLISH",

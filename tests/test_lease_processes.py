@@ -72,16 +72,16 @@ def test_forked_child_neither_renews_nor_releases(
     sync_client: fencelock.LockClient, raw: redis.Redis
 ) -> None:
     parent_lock = sync_client.lock("parent", ttl=30, auto_renew=True)
-    assert parent_lock.acquire(0)
+    assert parent_lock.acquire(timeout=0)
     key = LockKeys.for_name("parent").lock
     value = raw.get(key)
 
     def child() -> int:
         code = 0
         own = sync_client.lock("child", ttl=5, auto_renew=True)
-        if not own.acquire(0):
+        if not own.acquire(timeout=0):
             code |= 1
-        if set(sync_client._watchdog._leases) != {own._grant()}:
+        if set(sync_client._wiring.watchdog._leases) != {own._lease.grant()}:
             code |= 2  # the parent's lease must not be renewed here
         try:
             parent_lock.release()
@@ -93,7 +93,7 @@ def test_forked_child_neither_renews_nor_releases(
 
     assert in_forked_child(child) == 0
     assert raw.get(key) == value
-    assert len(sync_client._watchdog) == 1 and parent_lock.held()
+    assert len(sync_client._wiring.watchdog) == 1 and parent_lock.held()
     parent_lock.release()
 
 
@@ -103,7 +103,7 @@ def test_hundreds_of_leases_two_threads_at_most(
     before = threading.active_count()
     locks = [sync_client.lock(f"lease-{i}", ttl=30, auto_renew=True) for i in range(500)]
     for lock in locks:
-        assert lock.acquire(0)
+        assert lock.acquire(timeout=0)
     waiter = sync_client.lock("lease-0", ttl=30)
     assert not waiter.acquire(timeout=0.05)  # a wait starts the pub/sub listener as well
     assert threading.active_count() - before <= 2

@@ -18,7 +18,7 @@ async def test_an_acquire_cancelled_by_wait_for_is_an_error(
     exported: Exported, async_client: AsyncLockClient, async_client_b: AsyncLockClient
 ) -> None:
     holder = async_client_b.lock("m-cancel", ttl=10)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     waiter = async_client.lock("m-cancel", ttl=10)
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(waiter.acquire(), 0.2)

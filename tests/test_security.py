@@ -108,19 +108,19 @@ def test_stored_holder_tokens_have_that_form(sync_client: LockClient, raw: redis
     stored = []
     for _ in range(2):
         lock = sync_client.lock("token-form", 10)
-        assert lock.acquire(0)
+        assert lock.acquire(timeout=0)
         stored.append(raw.get(keys.lock))
         lock.release()
     reentrant = sync_client.lock("token-form-r", 10, reentrant=True)
-    assert reentrant.acquire(0) and reentrant.acquire(0)
+    assert reentrant.acquire(timeout=0) and reentrant.acquire(timeout=0)
     stored += raw.hkeys(LockKeys.for_name("token-form-r").lock)
     reentrant.release()
     reentrant.release()
     # the holder token of a lock handed on locally (it stays in this process)
     first, second = sync_client.lock("token-handoff", 10), sync_client.lock("token-handoff", 10)
-    assert first.acquire(0)
+    assert first.acquire(timeout=0)
     stored.append(raw.get(LockKeys.for_name("token-handoff").lock))
-    waiting = SyncCall(lambda: second.acquire(10))
+    waiting = SyncCall(lambda: second.acquire(timeout=10))
     sync_until(lambda: queued(sync_client) == 1)
     first.release()
     assert waiting.result()
@@ -209,7 +209,7 @@ def exercise(
 ) -> None:
     """Every kind of request the library makes on one server, with ``name``."""
     lock = a.lock(name, 10)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     assert lock.token >= 1 and lock.held()
     lock.extend()
     a.fenced_set(resource, value, lock.token)
@@ -220,17 +220,17 @@ def exercise(
     assert versioned.update(lambda v: value) == (value, 2)
     lock.release()
     reentrant = a.lock(name + "-r", 10, reentrant=True)
-    assert reentrant.acquire(0) and reentrant.acquire(0) and reentrant.held()
+    assert reentrant.acquire(timeout=0) and reentrant.acquire(timeout=0) and reentrant.held()
     reentrant.extend()
     reentrant.release()
     reentrant.release()
     # a waiter of another client, woken by pub/sub; then a local hand-off within that client
     holder = a.lock(name, 10)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
     waiter, next_in_line = b.lock(name, 10), b.lock(name, 10)
-    waiting = SyncCall(lambda: waiter.acquire(10))
+    waiting = SyncCall(lambda: waiter.acquire(timeout=10))
     sync_until(lambda: b.statistics().waiting == 1)
-    queued_call = SyncCall(lambda: next_in_line.acquire(10))
+    queued_call = SyncCall(lambda: next_in_line.acquire(timeout=10))
     sync_until(lambda: queued(b) == 1)
     holder.release()
     assert waiting.result()
@@ -241,7 +241,7 @@ def exercise(
         return
     # the watchdog
     renewed = a.lock(name + "-w", 0.3, auto_renew=True)
-    assert renewed.acquire(0)
+    assert renewed.acquire(timeout=0)
     time.sleep(0.25)  # renewed at ttl/3
     renewed.check()
     renewed.release()
@@ -348,13 +348,13 @@ def test_redlock_sends_only_the_known_scripts(redlock: list[EmbeddedServer]) -> 
         with LockClient.from_url([srv.url for srv in redlock]) as client:
             for evil in EVIL:
                 lock = client.lock(evil, 10)
-                assert lock.acquire(0)
+                assert lock.acquire(timeout=0)
                 assert lock.token >= 1 and lock.held()
                 lock.extend()
                 client.fenced_set(evil, evil, lock.token, redis=nodes[0])
                 lock.release()
                 reentrant = client.lock(evil, 10, reentrant=True)
-                assert reentrant.acquire(0) and reentrant.acquire(0)
+                assert reentrant.acquire(timeout=0) and reentrant.acquire(timeout=0)
                 assert reentrant.token >= 1
                 reentrant.release()
                 reentrant.release()
@@ -416,9 +416,9 @@ async def exercise_async(url: str) -> None:
         fencelock.asyncio.LockClient.from_url(url) as b,
     ):
         lock = a.lock("acl-async", 10)
-        assert await lock.acquire(0)
+        assert await lock.acquire(timeout=0)
         assert lock.token > 0
-        waiting = asyncio.ensure_future(b.lock("acl-async", 10).acquire(5))
+        waiting = asyncio.ensure_future(b.lock("acl-async", 10).acquire(timeout=5))
         deadline = time.monotonic() + 5
         while b.statistics().waiting != 1:
             assert time.monotonic() < deadline
@@ -427,7 +427,7 @@ async def exercise_async(url: str) -> None:
         assert await waiting
         assert b.statistics().wakeups == 1
         reentrant = a.lock("acl-async-r", 10, reentrant=True)
-        assert await reentrant.acquire(0) and await reentrant.acquire(0)
+        assert await reentrant.acquire(timeout=0) and await reentrant.acquire(timeout=0)
         await reentrant.release()
         await reentrant.release()
         await a.fenced_set("stock:async", "1", 1)
@@ -453,7 +453,7 @@ def test_library_works_under_the_acl_user(
         assert b.statistics().wakeups == 1
     replicated = LockClient.from_url(url, min_replicas=1, replica_timeout=0.01)
     with replicated, pytest.raises(fencelock.NotReplicated):  # WAIT ran (found no replica)
-        replicated.lock("acl-replicated", 10).acquire(0)
+        replicated.lock("acl-replicated", 10).acquire(timeout=0)
     asyncio.run(exercise_async(url))
     assert acl_denials(admin) == []
 
@@ -474,8 +474,8 @@ def test_operator_commands_under_the_acl_user(
     url = acl_url(server)
     with LockClient.from_url(url, label="acl") as a, LockClient.from_url(url) as b:
         lock = a.lock("acl-job", 10)
-        assert lock.acquire(0)
-        waiting = threading.Thread(target=lambda: b.lock("acl-job", 10).acquire(5))
+        assert lock.acquire(timeout=0)
+        waiting = threading.Thread(target=lambda: b.lock("acl-job", 10).acquire(timeout=5))
         waiting.start()
         sync_until(lambda: b.statistics().waiting == 1)
         info = a.inspect("acl-job")
@@ -493,8 +493,8 @@ def test_keys_outside_the_acl_user_are_refused_with_a_lock_error(
     url = acl_url(server)
     with LockClient.from_url(url, prefix="other:") as elsewhere, LockClient.from_url(url) as own:
         for attempt in (
-            lambda: elsewhere.lock("job", 10).acquire(0),
-            lambda: elsewhere.lock("job", 10, reentrant=True).acquire(0),
+            lambda: elsewhere.lock("job", 10).acquire(timeout=0),
+            lambda: elsewhere.lock("job", 10, reentrant=True).acquire(timeout=0),
             lambda: own.fenced_set("secret:1", "x", 1),
             lambda: own.fenced_set("{stock:1}", "x", 1),  # not stock:*, not a companion key
         ):
@@ -503,7 +503,7 @@ def test_keys_outside_the_acl_user_are_refused_with_a_lock_error(
             assert type(caught.value) is fencelock.LockError
             assert isinstance(caught.value.__cause__, redis.exceptions.NoPermissionError)
         lock = own.lock("job", 10)  # the same name inside the prefix is fine
-        assert lock.acquire(0)
+        assert lock.acquire(timeout=0)
         lock.release()
     assert admin.keys("*") == ["fencelock:{job}:fence"]
     assert {obj for _, _, obj in acl_denials(admin)} == {
@@ -523,7 +523,7 @@ def test_missing_channel_permission_gives_a_clear_error(fresh_server: EmbeddedSe
         LockClient.from_url(url, socket_timeout=1) as b,
     ):
         holder = a.lock("no-channels", 30)
-        assert holder.acquire(0)
+        assert holder.acquire(timeout=0)
         started = time.monotonic()
         try:
             with pytest.raises(fencelock.LockError, match=r"(?i)permission"):
@@ -542,15 +542,19 @@ def test_redlock_under_the_acl_user(redlock: list[EmbeddedServer]) -> None:
         urls = [acl_url(srv) for srv in redlock]
         with LockClient.from_url(urls) as a, LockClient.from_url(urls) as b:
             lock = a.lock("acl-redlock", 10)
-            assert lock.acquire(0)
+            assert lock.acquire(timeout=0)
             assert lock.token > 0 and lock.held()
             lock.extend()
-            waiting = SyncCall(lambda: b.lock("acl-redlock", 10).acquire(5))
+            waiting = SyncCall(lambda: b.lock("acl-redlock", 10).acquire(timeout=5))
             sync_until(lambda: b.statistics().waiting == 1)
             lock.release()
             assert waiting.result()
             reentrant = a.lock("acl-redlock-r", 10, reentrant=True)
-            assert reentrant.acquire(0) and reentrant.acquire(0) and reentrant.token > 0
+            assert (
+                reentrant.acquire(timeout=0)
+                and reentrant.acquire(timeout=0)
+                and reentrant.token > 0
+            )
             reentrant.release()
             reentrant.release()
         for admin in admins:
@@ -582,21 +586,21 @@ def test_cluster_under_the_acl_user(cluster: Cluster) -> None:
         with first, second, LockClient(first) as a, LockClient(second) as b:
             for name in names:
                 lock = a.lock(name, 10)
-                assert lock.acquire(0)
+                assert lock.acquire(timeout=0)
                 assert lock.token >= 1 and lock.held()
                 lock.extend()
                 a.fenced_set(f"stock:{name}", "1", lock.token)
-                waiting = SyncCall(lambda: b.lock(name, 10).acquire(5))  # noqa: B023
+                waiting = SyncCall(lambda: b.lock(name, 10).acquire(timeout=5))  # noqa: B023
                 sync_until(lambda: b.statistics().waiting == 1)
                 lock.release()
                 assert waiting.result()
                 reentrant = a.lock(name + "-r", 10, reentrant=True)
-                assert reentrant.acquire(0) and reentrant.acquire(0)
+                assert reentrant.acquire(timeout=0) and reentrant.acquire(timeout=0)
                 reentrant.release()
                 reentrant.release()
             assert b.statistics().wakeups == len(names)  # sharded pub/sub, on every shard
             renewed = a.lock(names[0] + "-w", 0.3, auto_renew=True)
-            assert renewed.acquire(0)
+            assert renewed.acquire(timeout=0)
             time.sleep(0.25)
             renewed.check()
             renewed.release()
@@ -719,19 +723,22 @@ def test_rediss_url(tls_server: tuple[EmbeddedServer, int], certificates: dict[s
         plain.ping()  # the port speaks only TLS
     url = rediss_url(port, certificates["ca.crt"])
     with LockClient.from_url(url) as a, LockClient.from_url(url) as b:
-        assert a._topology.redis.connection_pool.connection_class is redis.connection.SSLConnection
+        assert (
+            a._wiring.topology.redis.connection_pool.connection_class
+            is redis.connection.SSLConnection
+        )
         lock = a.lock("tls", 10)
-        assert lock.acquire(0)
+        assert lock.acquire(timeout=0)
         assert lock.token > 0 and lock.held()
         lock.extend()
         a.fenced_set("tls-resource", "v", lock.token)
-        waiting = SyncCall(lambda: b.lock("tls", 10).acquire(5))  # pub/sub over TLS too
+        waiting = SyncCall(lambda: b.lock("tls", 10).acquire(timeout=5))  # pub/sub over TLS too
         sync_until(lambda: b.statistics().waiting == 1)
         lock.release()
         assert waiting.result()
         assert b.statistics().wakeups == 1
         renewed = a.lock("tls-renewed", 0.3, auto_renew=True)
-        assert renewed.acquire(0)
+        assert renewed.acquire(timeout=0)
         time.sleep(0.25)
         renewed.check()
         renewed.release()
@@ -753,14 +760,16 @@ def test_tls_client_passed_in_without_timeouts(
         ssl_ca_certs=str(certificates["ca.crt"]),
     )
     with given, LockClient(given) as client:
-        assert client._topology.redis is not given  # its own pool, with timeouts ...
-        assert client._topology.redis.connection_pool.connection_kwargs["socket_timeout"] == 5
+        assert client._wiring.topology.redis is not given  # its own pool, with timeouts ...
         assert (
-            client._topology.redis.connection_pool.connection_class
+            client._wiring.topology.redis.connection_pool.connection_kwargs["socket_timeout"] == 5
+        )
+        assert (
+            client._wiring.topology.redis.connection_pool.connection_class
             is redis.connection.SSLConnection
         )
         lock = client.lock("tls-given", 10)  # ... that still speaks TLS
-        assert lock.acquire(0)
+        assert lock.acquire(timeout=0)
         lock.release()
 
 
@@ -770,7 +779,7 @@ def test_tls_with_an_unknown_ca_is_a_connection_error(
     _, port = tls_server
     client = LockClient.from_url(rediss_url(port, certificates["other-ca.crt"]))
     with client, pytest.raises(fencelock.LockConnectionError, match=r"(?i)certificate"):
-        client.lock("tls-untrusted", 10).acquire(0)
+        client.lock("tls-untrusted", 10).acquire(timeout=0)
 
 
 async def test_async_rediss_url(
@@ -783,9 +792,9 @@ async def test_async_rediss_url(
         fencelock.asyncio.LockClient.from_url(url) as b,
     ):
         lock = a.lock("tls-async", 10)
-        assert await lock.acquire(0)
+        assert await lock.acquire(timeout=0)
         assert lock.token > 0 and await lock.held()
-        waiting = asyncio.ensure_future(b.lock("tls-async", 10).acquire(5))
+        waiting = asyncio.ensure_future(b.lock("tls-async", 10).acquire(timeout=5))
         deadline = time.monotonic() + 5
         while b.statistics().waiting != 1:
             assert time.monotonic() < deadline

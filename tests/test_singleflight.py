@@ -69,10 +69,10 @@ def test_keys_queue_apart() -> None:
     assert q.queued() == 0
 
 
-def test_ticket_carries_its_lock() -> None:
+def test_ticket_carries_its_lease() -> None:
     q, _ = queues()
-    lock: Any = object()
-    assert q.join(KEY, lock, NOW).lock is lock
+    lease: Any = object()
+    assert q.join(KEY, lease, NOW).lease is lease
 
 
 # -- the head fails, or the holder releases to Redis: pass_turn ------------------------------------

@@ -63,7 +63,7 @@ def test_forked_child_never_acts_on_parents_grant(
     sync_client: fencelock.LockClient, raw: redis.Redis
 ) -> None:
     lock = sync_client.lock("forked", ttl=30)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     held_by_parent = raw.get(LockKeys.for_name("forked").lock)
 
     def child() -> int:
@@ -99,11 +99,11 @@ def test_reentrant_lock_object_shared_by_threads(
     from tests.concurrency import SyncCall
 
     lock = sync_client.lock("re-thread", ttl=30, reentrant=True)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     # the sync holder is the lock object: another thread using it re-enters
-    assert SyncCall(lambda: lock.acquire(0)).result() is True
+    assert SyncCall(lambda: lock.acquire(timeout=0)).result() is True
     other = sync_client.lock("re-thread", ttl=30, reentrant=True)
-    assert SyncCall(lambda: other.acquire(0)).result() is False
+    assert SyncCall(lambda: other.acquire(timeout=0)).result() is False
     lock.release()
     assert lock.held()
     lock.release()
@@ -117,7 +117,7 @@ def test_redlock_token_is_written_back_when_first_read(redlock: list[EmbeddedSer
     keys = LockKeys.for_name("lazy")
     probes = [srv.client() for srv in redlock]
     lock = client.lock("lazy", ttl=30)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     for probe in probes[:2]:  # two nodes missed this grant's token
         probe.set(keys.fence, 0)
     token = lock.token
@@ -125,7 +125,7 @@ def test_redlock_token_is_written_back_when_first_read(redlock: list[EmbeddedSer
     assert [int(p.get(keys.fence) or 0) for p in probes] == [token] * 5  # raised where still held
     lock.release()
 
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     for probe in probes[:3]:  # a majority lost the grant before its token was read
         probe.delete(keys.lock)
     with pytest.raises(fencelock.LockLost):

@@ -109,7 +109,7 @@ def make_client(spec: ClientSpec) -> fencelock.LockClient:
 def close_client(client: fencelock.LockClient) -> None:
     """Close a client of ``make_client``, its cluster connections too (LockClient leaves a
     RedisCluster it was given open)."""
-    cluster = getattr(client._topology, "redis", None)
+    cluster = getattr(client._wiring.topology, "redis", None)
     client.close()
     if isinstance(cluster, redis.cluster.RedisCluster):
         cluster.close()
@@ -164,7 +164,7 @@ def make_async_client(spec: ClientSpec) -> fencelock.asyncio.LockClient:
 async def close_async_client(client: fencelock.asyncio.LockClient) -> None:
     """Close a client of ``make_async_client``, and what it leaves open: a RedisCluster it was
     given, a Sentinel master client and its connections to the sentinel."""
-    given = getattr(client._topology, "redis", None)
+    given = getattr(client._wiring.topology, "redis", None)
     await client.close()
     if isinstance(given, redis.asyncio.cluster.RedisCluster):
         await given.aclose()

@@ -43,6 +43,7 @@ from redis.exceptions import RedisError
 
 import fencelock
 import fencelock.asyncio
+from fencelock._sync.rw_lock import RWSide
 from fencelock.keys import LockKeys, SemaphoreKeys
 
 from . import history as h
@@ -100,7 +101,7 @@ def lock_keys(kind: str, name: str) -> list[LockKeys]:
     return [LockKeys.for_name(name)]
 
 
-SyncLock = fencelock.Lock | fencelock.MultiLock
+SyncLock = fencelock.Lock | fencelock.MultiLock | fencelock.Semaphore | RWSide
 
 
 def new_lock(

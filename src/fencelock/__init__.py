@@ -25,6 +25,7 @@ from ._sync.semaphore import Semaphore
 from ._sync.versioned import Versioned
 from .context import current_token
 from .errors import (
+    ClientClosed,
     Conflict,
     LockConnectionError,
     LockError,
@@ -45,6 +46,7 @@ __version__ = "0.1.0"
 logging.getLogger("fencelock").addHandler(logging.NullHandler())
 
 __all__ = [
+    "ClientClosed",
     "Conflict",
     "Election",
     "ForceOutcome",

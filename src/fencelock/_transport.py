@@ -38,6 +38,11 @@ AsyncPubSub = redis.asyncio.client.PubSub
 SyncPubSub = redis.client.PubSub
 AsyncRedisCluster = redis.asyncio.cluster.RedisCluster
 SyncRedisCluster = redis.cluster.RedisCluster
+# The clients of the other API, and what to use with them: a common mix-up.
+ASYNC_OTHER_API = (redis.Redis, redis.cluster.RedisCluster)
+ASYNC_OTHER_HINT = "a sync redis client: use fencelock.LockClient with it"
+SYNC_OTHER_API = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
+SYNC_OTHER_HINT = "a redis.asyncio client: use fencelock.asyncio.LockClient with it"
 
 
 async def async_fan_out(

@@ -20,6 +20,7 @@ from ._core.inspection import (
 from ._core.stats import Statistics
 from .context import current_token
 from .errors import (
+    ClientClosed,
     Conflict,
     LockConnectionError,
     LockError,
@@ -33,6 +34,7 @@ from .errors import (
 from .labels import holder_label
 
 __all__ = [
+    "ClientClosed",
     "Conflict",
     "Election",
     "ForceOutcome",

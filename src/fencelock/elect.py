@@ -19,6 +19,7 @@ from dataclasses import asdict
 from typing import TextIO
 
 from . import LockClient
+from ._sync.election import Election
 from ._sync.lock import Lock
 from .labels import holder_label
 from .operate import EX_REFUSED, _shown
@@ -44,7 +45,7 @@ class ElectRunner(Runner):
         super().__init__(name, command, ttl=ttl, timeout=timeout, grace=grace, urls=urls)
         self.label = holder_label() if label is None else label
 
-    def _make_lock(self, client: LockClient) -> Lock:
+    def _make_lock(self, client: LockClient) -> Lock | Election:
         # "raise", not the default: the loss is handled here (COMMAND stopped, status 70)
         return client.election(
             self.name, self.ttl, label=self.label, on_lost=self._on_lost, on_lost_policy="raise"

@@ -61,5 +61,10 @@ class NotReplicated(LockError):
         self.wanted = wanted
 
 
+class ClientClosed(LockError):
+    """The client was closed: it, and every object it made, refuse every call (make a new
+    client)."""
+
+
 class LockConnectionError(LockError):
     """The server could not be reached, or did not answer in time."""

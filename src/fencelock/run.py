@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 
 from . import LockClient
 from ._core.periods import is_done, period_index, record_key
+from ._sync.election import Election
 from ._sync.lock import Lock
 from .errors import LockConnectionError, LockError, LockNotOwned, StaleToken
 
@@ -242,7 +243,7 @@ class Runner:
     def _say(self, message: str) -> None:
         print(f"{self.prog}: {message}", file=sys.stderr, flush=True)
 
-    def _make_lock(self, client: LockClient) -> Lock:
+    def _make_lock(self, client: LockClient) -> Lock | Election:
         return client.lock(self.name, self.ttl, auto_renew=True, on_lost=self._on_lost)
 
     def _environment(self, token: int) -> dict[str, str]:
@@ -251,7 +252,7 @@ class Runner:
 
     # -- called from other threads, or from signal handlers -----------------------------------
 
-    def _on_lost(self, lock: Lock) -> None:
+    def _on_lost(self, lock: Lock | Election) -> None:
         """From the watchdog thread, once."""
         self._lost.set()
         self._wake.set()
@@ -329,12 +330,12 @@ class Runner:
 
     # -- --once-per (docs/scheduling.md: the steps of once_per, around COMMAND) ---------------
 
-    def _period_done(self, client: LockClient, lock: Lock, period: int) -> bool:
+    def _period_done(self, client: LockClient, lock: Lock | Election, period: int) -> bool:
         """Read the record (fenced: older tokens' writes are refused from now on)."""
         recorded = client.fenced_get(record_key(client.prefix, self.name), lock.token)
         return is_done(recorded, period)
 
-    def _record(self, client: LockClient, lock: Lock, period: int) -> int:
+    def _record(self, client: LockClient, lock: Lock | Election, period: int) -> int:
         """COMMAND succeeded: record its period, unless a newer holder has read the record."""
         try:
             client.fenced_set(record_key(client.prefix, self.name), period, lock.token)
@@ -349,14 +350,14 @@ class Runner:
             return EX_UNAVAILABLE
         return 0
 
-    def _acquire(self, lock: Lock) -> bool:
+    def _acquire(self, lock: Lock | Election) -> bool:
         self._acquiring = True
         try:
             return lock.acquire(timeout=self.timeout)
         finally:
             self._acquiring = False
 
-    def _supervise(self, lock: Lock) -> int:
+    def _supervise(self, lock: Lock | Election) -> int:
         """Run COMMAND while the lock is held: its exit status, or one of ours if not started."""
         if self._unforwarded:  # a signal came between the grant and now
             signum = self._unforwarded[0]
@@ -422,7 +423,7 @@ class Runner:
             signal_group(proc.pid, signal.SIGKILL)
             self._exited.wait()
 
-    def _release(self, lock: Lock, status: int) -> int:
+    def _release(self, lock: Lock | Election, status: int) -> int:
         """Release the lock; the exit status given COMMAND's ``status``."""
         lost = self._lost.is_set()
         try:

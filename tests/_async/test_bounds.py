@@ -48,13 +48,13 @@ async def test_every_call_is_bounded_against_a_hung_server(
     else:
         client = AsyncLockClient.from_url(fresh_server.url, socket_timeout=REQUEST)
     lock = client.lock("held", ttl=60)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     fresh_server.pause()
     try:
         error = fencelock.LockConnectionError
         free = client.lock("free", ttl=60)
-        assert await elapsed(lambda: free.acquire(0), error) < REQUEST + MARGIN
-        assert await elapsed(lambda: free.acquire(1.5), error) < 1.5 + REQUEST + MARGIN
+        assert await elapsed(lambda: free.acquire(timeout=0), error) < REQUEST + MARGIN
+        assert await elapsed(lambda: free.acquire(timeout=1.5), error) < 1.5 + REQUEST + MARGIN
         assert await elapsed(lock.held, error) < REQUEST + MARGIN
         assert await elapsed(lock.extend, error) < REQUEST + MARGIN
         fenced = client.fenced_set
@@ -81,11 +81,11 @@ async def test_a_waiting_acquire_is_bounded_when_the_server_hangs(
     request = 2.0
     client = AsyncLockClient.from_url(fresh_server.url, socket_timeout=request)
     holder = client.lock("busy", ttl=60)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     other = AsyncLockClient.from_url(fresh_server.url, socket_timeout=request, max_poll=0.1)
     waiter = other.lock("busy", ttl=60)
     started = time.monotonic()
-    call = AsyncCall(lambda: waiter.acquire(1.0))
+    call = AsyncCall(lambda: waiter.acquire(timeout=1.0))
     await async_until(lambda: other.statistics().waiting == 1)
     await async_sleep(started + 0.9 - time.monotonic())  # the fault, timed: not a sync point
     fresh_server.pause()
@@ -102,13 +102,13 @@ async def test_a_waiting_acquire_is_bounded_when_the_server_hangs(
 async def test_client_pause_is_bounded(fresh_server: EmbeddedServer, raw: redis.Redis) -> None:
     client = AsyncLockClient.from_url(fresh_server.url, socket_timeout=REQUEST)
     lock = client.lock("held", ttl=60)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     with fresh_server.client() as admin:
         # long enough for both calls (CLIENT UNPAUSE would itself wait for the pause to end)
         admin.execute_command("CLIENT", "PAUSE", round(2 * (REQUEST + MARGIN) * 1000) + 500)
     error = fencelock.LockConnectionError
     free = client.lock("free", ttl=60)
-    assert await elapsed(lambda: free.acquire(0), error) < REQUEST + MARGIN
+    assert await elapsed(lambda: free.acquire(timeout=0), error) < REQUEST + MARGIN
     assert await elapsed(lock.held, error) < REQUEST + MARGIN
     await client.close()
 
@@ -118,7 +118,7 @@ async def test_a_refused_port_fails_at_once_with_a_default_client() -> None:
     user = AsyncRedis(port=free_port())
     client = AsyncLockClient(user, socket_timeout=REQUEST)
     lock = client.lock("refused", ttl=5)
-    assert await elapsed(lambda: lock.acquire(0), fencelock.LockConnectionError) < REQUEST
+    assert await elapsed(lambda: lock.acquire(timeout=0), fencelock.LockConnectionError) < REQUEST
     await client.close()
 
 
@@ -135,7 +135,7 @@ async def test_200_concurrent_acquires_on_one_client(
 
     async def cycle(i: int) -> bool:
         lock = client.lock(f"many-{i}", ttl=30)
-        got = await lock.acquire(10)
+        got = await lock.acquire(timeout=10)
         await lock.release()
         return got
 
@@ -146,15 +146,15 @@ async def test_200_concurrent_acquires_on_one_client(
 async def waiter_is_woken(client: AsyncLockClient, other: AsyncLockClient) -> None:
     """``other`` holds a lock, ``client`` waits for it and is woken by the release message."""
     holder = other.lock("decoded", ttl=60)
-    assert await holder.acquire(0)
-    waiter = AsyncCall(lambda: client.lock("decoded", ttl=60).acquire(30))
+    assert await holder.acquire(timeout=0)
+    waiter = AsyncCall(lambda: client.lock("decoded", ttl=60).acquire(timeout=30))
     await async_until(lambda: client.statistics().waiting == 1)
     await holder.release()
     assert await waiter.result()
     # woken by the message, never by a timer (Redlock: each node's message may wake a re-try)
     assert client.statistics().polls == 0
     assert client.statistics().wakeups == 1 or (
-        hasattr(client._topology, "nodes") and client.statistics().wakeups > 1
+        hasattr(client._wiring.topology, "nodes") and client.statistics().wakeups > 1
     )
 
 
@@ -209,7 +209,7 @@ async def test_a_fresh_redlock_client_gets_its_first_lock(
     for i in range(30):
         client = AsyncLockClient.from_url(urls)
         lock = client.lock(f"fresh-{i}", ttl=1)
-        assert await lock.acquire(None)
+        assert await lock.acquire(timeout=None)
         await lock.release()
         await client.close()
 
@@ -263,12 +263,20 @@ async def test_a_bad_db_index_fails_at_construction() -> None:
 
 
 async def test_type_errors_do_not_dump_a_pool() -> None:
+    # a client of the other API says which LockClient takes it (issue 24)
     wrong = redis.Redis() if AsyncRedis is not redis.Redis else redis.asyncio.Redis()
-    with pytest.raises(TypeError, match="redis must be") as caught:
+    other = "fencelock.LockClient" if AsyncRedis is not redis.Redis else "fencelock.asyncio"
+    with pytest.raises(TypeError, match=f"use {other}") as caught:
         AsyncLockClient(wrong)  # type: ignore[arg-type]
     assert len(str(caught.value)) < 300
-    with pytest.raises(TypeError, match="Redlock nodes") as caught:
+    with pytest.raises(TypeError, match=f"use {other}") as caught:
         AsyncLockClient([wrong])  # type: ignore[list-item]
+    assert len(str(caught.value)) < 300
+    with pytest.raises(TypeError, match="redis must be") as caught:
+        AsyncLockClient(redis.connection.ConnectionPool())  # type: ignore[arg-type]
+    assert len(str(caught.value)) < 300
+    with pytest.raises(TypeError, match="Redlock nodes") as caught:
+        AsyncLockClient([AsyncRedis(), "node"])  # type: ignore[list-item]
     assert len(str(caught.value)) < 300
 
 
@@ -284,5 +292,5 @@ async def test_a_cluster_node_given_as_a_plain_client_says_so(flushed: Cluster) 
     client = AsyncLockClient(AsyncRedis(port=flushed.masters[0].port))
     with pytest.raises(fencelock.LockError, match="pass a RedisCluster"):
         for i in range(12):  # names spread over the three shards
-            await client.lock(f"moved-{i}", ttl=5).acquire(0)
+            await client.lock(f"moved-{i}", ttl=5).acquire(timeout=0)
     await client.close()

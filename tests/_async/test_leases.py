@@ -34,7 +34,7 @@ async def test_watchdog_keeps_lease_alive_past_ttl(
         lock.check()
         assert 0 < raw.pttl(key("renewed")) <= 600
     assert not raw.exists(key("renewed"))
-    assert len(async_client._watchdog) == 0  # released: no longer renewed
+    assert len(async_client._wiring.watchdog) == 0  # released: no longer renewed
 
 
 async def test_deleted_key_is_signalled(async_client: AsyncLockClient, raw: redis.Redis) -> None:
@@ -70,7 +70,7 @@ async def test_taken_over_lock_is_signalled_and_not_touched(
 ) -> None:
     seen: list[AsyncLock] = []
     lock = async_client.lock("stolen", ttl=0.6, auto_renew=True, on_lost=seen.append)
-    await lock.acquire(0)
+    await lock.acquire(timeout=0)
     raw.set(key("stolen"), "another-holder", px=60000)
     await async_until(lambda: bool(seen))
     assert raw.get(key("stolen")) == "another-holder" and raw.pttl(key("stolen")) > 600
@@ -88,8 +88,8 @@ async def test_failing_callback_does_not_stop_the_watchdog(
     seen: list[AsyncLock] = []
     first = async_client.lock("first", ttl=0.6, auto_renew=True, on_lost=explode)
     second = async_client.lock("second", ttl=0.6, auto_renew=True, on_lost=seen.append)
-    await first.acquire(0)
-    await second.acquire(0)
+    await first.acquire(timeout=0)
+    await second.acquire(timeout=0)
     raw.delete(key("first"))
     await async_until(lambda: first.lost)
     raw.delete(key("second"))
@@ -101,7 +101,7 @@ async def test_unreachable_server_lost_by_local_deadline(fresh_server: EmbeddedS
     client = AsyncLockClient.from_url(fresh_server.url, socket_timeout=0.2)
     seen: list[float] = []
     lock = client.lock("hung", ttl=1.0, auto_renew=True, on_lost=lambda lk: seen.append(1.0))
-    await lock.acquire(0)
+    await lock.acquire(timeout=0)
     fresh_server.pause()
     try:
         await async_until(lambda: bool(seen))
@@ -123,7 +123,7 @@ async def test_hung_renewal_is_signalled_at_the_deadline(fresh_server: EmbeddedS
     lock = client.lock(
         "hung-renewal", ttl=1.0, auto_renew=True, on_lost=lambda lk: seen.append(True)
     )
-    await lock.acquire(0)
+    await lock.acquire(timeout=0)
     fresh_server.pause()
     try:
         await async_until(lambda: bool(seen), timeout=30.0)
@@ -145,8 +145,8 @@ async def test_renewal_reconnecting_to_a_hung_server_is_bounded(
     lost: list[str] = []
     short = client.lock("short", ttl=1.0, auto_renew=True, on_lost=lambda lk: lost.append("s"))
     long = client.lock("long", ttl=2.0, auto_renew=True, on_lost=lambda lk: lost.append("l"))
-    await short.acquire(0)
-    await long.acquire(0)
+    await short.acquire(timeout=0)
+    await long.acquire(timeout=0)
     fresh_server.pause()
     try:
         await async_until(lambda: len(lost) == 2, timeout=30.0)
@@ -178,7 +178,7 @@ async def test_many_leases_one_watchdog_batched(
 ) -> None:
     locks = [async_client.lock(f"many-{i}", ttl=1.5, auto_renew=True) for i in range(250)]
     for lock in locks:
-        assert await lock.acquire(0)
+        assert await lock.acquire(timeout=0)
     await async_until(lambda: async_client.statistics().renewals >= 3 * 250)
     stats = async_client.statistics()
     # batches of at most 100 locks: 250 due together take 3 calls, not 250
@@ -191,22 +191,22 @@ async def test_many_leases_one_watchdog_batched(
 
 async def test_reentrant_lock(async_client: AsyncLockClient, raw: redis.Redis) -> None:
     lock = async_client.lock("again", ttl=10, reentrant=True)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     token = lock.token
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     assert lock.token == token  # a re-entry keeps the outer grant's token
     async with lock:
         assert lock.token == token
         assert int(raw.hvals(key("again"))[0]) == 3
     other = async_client.lock("again", ttl=10, reentrant=True)
-    assert not await other.acquire(0)  # another owner is refused
+    assert not await other.acquire(timeout=0)  # another owner is refused
     await lock.release()
     assert await lock.held()
     await lock.release()
     assert not raw.exists(key("again"))
     with pytest.raises(fencelock.LockNotOwned):
         await lock.release()
-    assert await other.acquire(0) and other.token > token
+    assert await other.acquire(timeout=0) and other.token > token
     await other.release()
 
 
@@ -214,18 +214,18 @@ async def test_reentrant_retry_does_not_count_twice(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
     lock = async_client.lock("retry", ttl=10, reentrant=True)
-    first = await lock._parts.topology.try_acquire(lock._spec, "holder", 0)
+    first = await lock._lease.wiring.topology.try_acquire(lock._lease.spec, "holder", 0)
     assert (
-        await lock._parts.topology.try_acquire(lock._spec, "holder", 0) == first
+        await lock._lease.wiring.topology.try_acquire(lock._lease.spec, "holder", 0) == first
     )  # the same request again: no second hold
     assert raw.hget(key("retry"), "holder") == "1"
     assert (
-        await lock._parts.topology.try_acquire(lock._spec, "holder", 1) == first
+        await lock._lease.wiring.topology.try_acquire(lock._lease.spec, "holder", 1) == first
     )  # a real re-entry
     assert raw.hget(key("retry"), "holder") == "2"
     with pytest.raises(fencelock.LockLost):
-        await lock._parts.topology.try_acquire(
-            lock._spec, "holder", 5
+        await lock._lease.wiring.topology.try_acquire(
+            lock._lease.spec, "holder", 5
         )  # a holder whose count is not the server's has lost it
 
 
@@ -234,14 +234,14 @@ async def test_reentrant_lock_is_renewed_and_loss_seen(
 ) -> None:
     seen: list[AsyncLock] = []
     lock = async_client.lock("rr", ttl=0.6, reentrant=True, auto_renew=True, on_lost=seen.append)
-    await lock.acquire(0)
-    await lock.acquire(0)
+    await lock.acquire(timeout=0)
+    await lock.acquire(timeout=0)
     await async_until(lambda: async_client.statistics().renewals >= 3)
     assert await lock.held()
     raw.delete(key("rr"))
     await async_until(lambda: bool(seen))
     with pytest.raises(fencelock.LockLost):
-        await lock.acquire(0)
+        await lock.acquire(timeout=0)
 
 
 async def test_reentry_after_takeover_is_signalled(
@@ -249,11 +249,11 @@ async def test_reentry_after_takeover_is_signalled(
 ) -> None:
     seen: list[AsyncLock] = []
     lock = async_client.lock("taken", ttl=30, reentrant=True, on_lost=seen.append)
-    await lock.acquire(0)
+    await lock.acquire(timeout=0)
     raw.delete(key("taken"))
     raw.hset(key("taken"), "another-holder", 1)
     with pytest.raises(fencelock.LockLost):
-        await lock.acquire(0)
+        await lock.acquire(timeout=0)
     assert seen == [lock] and lock.lost
     assert raw.hgetall(key("taken")) == {"another-holder": "1"}
 
@@ -262,9 +262,9 @@ async def test_simple_and_reentrant_do_not_mix(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
     simple = async_client.lock("mixed", ttl=10)
-    await simple.acquire(0)
+    await simple.acquire(timeout=0)
     # one name, one lock: busy for the other kind (test_wake.py: woken by its release)
-    assert not await async_client.lock("mixed", ttl=10, reentrant=True).acquire(0)
+    assert not await async_client.lock("mixed", ttl=10, reentrant=True).acquire(timeout=0)
     assert await simple.held()
     await simple.release()
 
@@ -293,15 +293,15 @@ async def test_a_lock_dropped_while_held_is_no_longer_renewed(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
     lock = async_client.lock("dropped", ttl=0.6, auto_renew=True)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     await async_until(lambda: async_client.statistics().renewals >= 1)
     with pytest.warns(ResourceWarning, match="'dropped' was dropped while held"):
         del lock
         gc.collect()
     # not renewed any more (not deleted either): the lease runs out by its ttl on the server
     await async_until(lambda: not raw.exists(key("dropped")))
-    await async_until(lambda: not async_client._watchdog._worker.running())
-    assert len(async_client._watchdog) == 0 and async_client.statistics().losses == 0
+    await async_until(lambda: not async_client._wiring.watchdog._worker.running())
+    assert len(async_client._wiring.watchdog) == 0 and async_client.statistics().losses == 0
 
 
 async def wait_renew_and_drop(server: EmbeddedServer, other: AsyncLock) -> None:
@@ -325,13 +325,13 @@ async def test_dropped_clients_leave_nothing_behind(
     """Clients dropped unclosed while holding a renewed lease, after waiting on pub/sub: their
     threads (tasks) end, their connections close, and the lease runs out."""
     other = async_client_b.lock("abandoned", ttl=30)
-    assert await other.acquire(0)
+    assert await other.acquire(timeout=0)
     await other.release()  # its connection is part of the baseline
     workers, connections = async_workers(), len(raw.client_list())
     gc.disable()  # one collection, below: nothing may wait for a later one
     try:
         for _ in range(3):
-            assert await other.acquire(0)
+            assert await other.acquire(timeout=0)
             with warnings.catch_warnings(record=True) as seen:
                 warnings.simplefilter("always")
                 await wait_renew_and_drop(server, other)

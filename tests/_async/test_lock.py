@@ -43,7 +43,7 @@ async def test_tokens_increase_with_every_grant(async_client: AsyncLockClient) -
     tokens = []
     for i in range(5):
         lock = async_client.lock("fenced", ttl=10) if i % 2 else async_client.lock("fenced", ttl=5)
-        assert await lock.acquire(0)
+        assert await lock.acquire(timeout=0)
         tokens.append(lock.token)
         await lock.release()
     assert tokens == sorted(tokens) and len(set(tokens)) == 5 and tokens[0] >= 1
@@ -54,9 +54,9 @@ async def test_second_holder_is_refused_and_overwrites_nothing(
 ) -> None:
     # pitfall 2: another client's value is never overwritten
     first, second = async_client.lock("x", ttl=10), async_client.lock("x", ttl=10)
-    assert await first.acquire(0)
+    assert await first.acquire(timeout=0)
     before = raw.get(key("x"))
-    assert not await second.acquire(0)
+    assert not await second.acquire(timeout=0)
     assert raw.get(key("x")) == before
     with pytest.raises(fencelock.LockNotOwned):
         await second.release()
@@ -68,7 +68,7 @@ async def test_acquire_sets_value_and_ttl_in_one_command(
 ) -> None:
     # pitfalls 1 and 3: no SETNX-then-EXPIRE, never a lock without expiry
     lock = async_client.lock("ttl", ttl=7)
-    await lock.acquire(0)
+    await lock.acquire(timeout=0)
     assert 0 < raw.pttl(key("ttl")) <= 7000
     assert calls(raw, "setnx") == 0 and calls(raw, "expire") == 0 and calls(raw, "pexpire") == 0
     await lock.release()
@@ -79,7 +79,7 @@ async def test_release_is_one_atomic_script(
 ) -> None:
     # pitfall 6: compare-and-delete happens server-side in one EVALSHA
     lock = async_client.lock("atomic", ttl=10)
-    await lock.acquire(0)
+    await lock.acquire(timeout=0)
     before = calls(raw, "evalsha")
     await lock.release()
     assert calls(raw, "evalsha") == before + 1
@@ -91,9 +91,9 @@ async def test_expired_holder_cannot_delete_successor(
 ) -> None:
     # pitfall 5: A's lease ends (simulated by deleting its key), B takes over; A's release fails
     a, b = async_client.lock("succ", ttl=10), async_client_b.lock("succ", ttl=10)
-    await a.acquire(0)
+    await a.acquire(timeout=0)
     raw.delete(key("succ"))
-    assert await b.acquire(0)
+    assert await b.acquire(timeout=0)
     successor = raw.get(key("succ"))
     with pytest.raises(fencelock.LockNotOwned):
         await a.release()
@@ -107,7 +107,7 @@ async def test_extend_keeps_work_alive_and_never_extends_another(
 ) -> None:
     # pitfall 7: the work outlives the ttl unless extended
     lock = async_client.lock("long", ttl=2)
-    await lock.acquire(0)
+    await lock.acquire(timeout=0)
     await lock.extend(ttl=100)
     assert raw.pttl(key("long")) > 2000
     await lock.extend()
@@ -138,7 +138,7 @@ async def test_context_manager_releases_on_error(
 
 async def test_context_manager_times_out(async_client: AsyncLockClient) -> None:
     holder = async_client.lock("busy", ttl=10)
-    await holder.acquire(0)
+    await holder.acquire(timeout=0)
     with pytest.raises(fencelock.LockTimeout):
         async with async_client.lock("busy", ttl=10, timeout=0):
             pass
@@ -160,15 +160,15 @@ async def test_body_error_is_not_masked_by_loss(
 
 async def test_not_reentrant_by_default(async_client: AsyncLockClient) -> None:
     lock = async_client.lock("self", ttl=10)
-    await lock.acquire(0)
+    await lock.acquire(timeout=0)
     with pytest.raises(fencelock.LockError):
-        await lock.acquire(0)
+        await lock.acquire(timeout=0)
     await lock.release()
 
 
 async def test_busy_wait_gives_up_at_timeout(async_client: AsyncLockClient) -> None:
     holder = async_client.lock("wait", ttl=30)
-    await holder.acquire(0)
+    await holder.acquire(timeout=0)
     assert not await async_client.lock("wait", ttl=5).acquire(timeout=0.2)
     await holder.release()
 
@@ -178,7 +178,7 @@ async def test_waiter_is_woken_by_release_message(
 ) -> None:
     # The fallback re-try is an hour away: only the pub/sub message can hand the lock over.
     holder, waiter = async_client_b.lock("wake", ttl=3600), async_client.lock("wake", ttl=10)
-    await holder.acquire(0)
+    await holder.acquire(timeout=0)
 
     async def wait_then_release() -> int:
         assert await waiter.acquire(timeout=None)
@@ -199,7 +199,7 @@ async def test_fallback_retry_at_holder_ttl(
 ) -> None:
     # A lock that expires (no release, no message) is retaken by the fallback re-try.
     holder = async_client_b.lock("expire", ttl=0.2)
-    await holder.acquire(0)
+    await holder.acquire(timeout=0)
     waiter = async_client.lock("expire", ttl=10)
     assert await waiter.acquire(timeout=30)
     assert async_client.statistics().polls >= 1 and async_client.statistics().wakeups == 0
@@ -216,7 +216,7 @@ async def test_an_idle_waiter_costs_the_server_nothing(
     async with async_client_b.lock("warm-up", ttl=30):
         pass  # the scripts are cached on the server: one call each from now on
     holder = async_client_b.lock("idle", ttl=30)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
 
     def scripts() -> int:
         stats = raw.info("commandstats")
@@ -238,7 +238,7 @@ async def test_a_release_during_a_pubsub_break_is_not_missed(
     re-made connection is subscribed again: a release right after that re-try wakes it (the
     holder's lease is an hour: a lost message would leave it waiting until its deadline)."""
     holder = async_client_b.lock("break", ttl=3600)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     with TcpProxy(server.port) as proxy:
         client = AsyncLockClient.from_url(proxy.url)
         waiter = client.lock("break", ttl=30)
@@ -257,13 +257,13 @@ async def test_a_release_during_a_pubsub_break_is_not_missed(
 
 async def test_script_flush_is_survived(async_client: AsyncLockClient, raw: redis.Redis) -> None:
     lock = async_client.lock("flush", ttl=10)
-    await lock.acquire(0)
+    await lock.acquire(timeout=0)
     raw.script_flush()
     await lock.extend()
     raw.script_flush()
     await lock.release()
     raw.script_flush()
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     raw.script_flush()
     await async_client.fenced_set("flushed", "v", lock.token)
     await lock.release()
@@ -274,13 +274,18 @@ async def test_acquire_retry_with_same_holder_reextends(
 ) -> None:
     # What the library does after a timed-out request: send it again with the same holder token.
     lock = async_client.lock("retry", ttl=10)
-    first = await lock._parts.topology.try_acquire(lock._spec, "holder-token-of-the-first-attempt")
+    first = await lock._lease.wiring.topology.try_acquire(
+        lock._lease.spec, "holder-token-of-the-first-attempt"
+    )
     raw.pexpire(key("retry"), 500)
-    again = await lock._parts.topology.try_acquire(lock._spec, "holder-token-of-the-first-attempt")
+    again = await lock._lease.wiring.topology.try_acquire(
+        lock._lease.spec, "holder-token-of-the-first-attempt"
+    )
     assert first == again  # the same grant, the same fencing token
     assert raw.pttl(key("retry")) > 500
     assert not isinstance(
-        await lock._parts.topology.try_acquire(lock._spec, "another-holder"), type(first)
+        await lock._lease.wiring.topology.try_acquire(lock._lease.spec, "another-holder"),
+        type(first),
     )
 
 
@@ -333,11 +338,11 @@ async def test_lock_key_of_wrong_type(async_client: AsyncLockClient, raw: redis.
     for reentrant in (False, True):
         lock = async_client.lock("typed", ttl=5, reentrant=reentrant)
         with pytest.raises(fencelock.LockError, match="another Redis type"):
-            await lock.acquire(0)
+            await lock.acquire(timeout=0)
     assert raw.lrange(key("typed"), 0, -1) == ["a"]
     raw.hset(LockKeys.for_name("counter").fence, "a", "b")
     with pytest.raises(fencelock.LockError, match="another Redis type"):
-        await async_client.lock("counter", ttl=5).acquire(0)
+        await async_client.lock("counter", ttl=5).acquire(timeout=0)
     assert not raw.exists(key("counter"))  # the SET was undone, no grant without a token
 
 
@@ -349,10 +354,10 @@ async def test_a_lease_retaken_by_the_other_kind_is_not_held(
     reentrant: bool,
 ) -> None:
     lock = async_client.lock("taken", ttl=10, reentrant=reentrant)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     raw.delete(key("taken"))  # its lease ends without its knowing
     other = async_client_b.lock("taken", ttl=10, reentrant=not reentrant)
-    assert await other.acquire(0)
+    assert await other.acquire(timeout=0)
     assert not await lock.held() and lock.lost
     with pytest.raises(fencelock.LockLost):
         await lock.release()
@@ -407,10 +412,10 @@ async def test_names_with_braces_get_their_own_keys(
     names = ["a", "{a}", "a}", "%7Ba%7D", "ünï{}cødé"]
     locks = [async_client.lock(n, ttl=10) for n in names]
     for lock in locks:
-        assert await lock.acquire(0)
+        assert await lock.acquire(timeout=0)
     assert len(raw.keys("fencelock:*:lock")) == len(names)
     # each name has its own counter, holding its own token
-    assert sorted(int(raw.get(lk._spec.keys.fence)) for lk in locks) == sorted(
+    assert sorted(int(raw.get(lk._lease.spec.keys.fence)) for lk in locks) == sorted(
         lk.token for lk in locks
     )
     for lock in locks:
@@ -422,20 +427,20 @@ async def test_server_down_gives_connection_error() -> None:
 
     client = AsyncLockClient.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_timeout=0.5)
     with pytest.raises(fencelock.LockConnectionError):
-        await client.lock("down", ttl=5).acquire(0)
+        await client.lock("down", ttl=5).acquire(timeout=0)
     await client.close()
 
 
 async def test_hung_server_gives_connection_error(fresh_server: EmbeddedServer) -> None:
     client = AsyncLockClient.from_url(fresh_server.url, socket_timeout=0.3)
     lock = client.lock("hung", ttl=5)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     fresh_server.pause()
     try:
         with pytest.raises(fencelock.LockConnectionError):
             await lock.extend()
         with pytest.raises(fencelock.LockConnectionError):
-            await client.lock("other", ttl=5).acquire(0)
+            await client.lock("other", ttl=5).acquire(timeout=0)
     finally:
         fresh_server.resume()
     await client.close()
@@ -448,7 +453,7 @@ async def test_user_client_without_timeouts_is_bounded(
 
     user = AsyncRedis(port=server.port, socket_timeout=None, socket_connect_timeout=None)
     client = AsyncLockClient(user, socket_timeout=2.0)
-    assert client._topology.redis.connection_pool.connection_kwargs["socket_timeout"] == 2.0
+    assert client._wiring.topology.redis.connection_pool.connection_kwargs["socket_timeout"] == 2.0
     assert user.connection_pool.connection_kwargs.get("socket_timeout") is None  # untouched
     async with client.lock("bounded", ttl=5):
         pass
@@ -462,10 +467,10 @@ async def test_a_token_given_back_is_never_used_again(server: EmbeddedServer) ->
     # delete a grant made to the same token meanwhile.
     with TcpProxy(server.port) as proxy:
         client = AsyncLockClient.from_url(proxy.url)
-        await client.lock("warm-up", ttl=10).acquire(0)  # connected, scripts cached
+        await client.lock("warm-up", ttl=10).acquire(timeout=0)  # connected, scripts cached
         lock = client.lock("late", ttl=0.2)
         holders: list[str] = []
-        topology = lock._parts.topology
+        topology = lock._lease.wiring.topology
         original = topology.try_acquire
 
         async def recording(spec: Any, holder: str, *args: Any, **kwargs: Any) -> Any:
@@ -474,7 +479,7 @@ async def test_a_token_given_back_is_never_used_again(server: EmbeddedServer) ->
 
         topology.try_acquire = recording  # type: ignore[method-assign]
         proxy.delay(0.15)  # every grant comes back after its 0.2 s lease
-        assert not await lock.acquire(2.0)
+        assert not await lock.acquire(timeout=2.0)
         proxy.normal()
         assert len(holders) >= 2
         assert len(set(holders)) == len(holders)  # one try per token: each was given back
@@ -488,10 +493,10 @@ async def test_a_grant_that_comes_back_after_its_lease_is_given_back(
     # have ended. Such a grant is no grant: acquire must not hand out a lease already over.
     with TcpProxy(server.port) as proxy:
         client = AsyncLockClient.from_url(proxy.url)
-        await client.lock("warm-up", ttl=10).acquire(0)  # connected, scripts cached
+        await client.lock("warm-up", ttl=10).acquire(timeout=0)  # connected, scripts cached
         proxy.delay(0.15)
         lock = client.lock("late", ttl=0.2)
-        assert not await lock.acquire(0)
+        assert not await lock.acquire(timeout=0)
         proxy.normal()
         assert not await lock.held()
         await client.close()

@@ -31,7 +31,7 @@ async def test_grants_waits_and_holds(exported: Exported, async_client: AsyncLoc
     lock, other = async_client.lock("m-grants", ttl=10), async_client.lock("m-grants", ttl=10)
     for _ in range(2):
         async with lock:
-            assert not await other.acquire(0)  # busy: an acquire that timed out
+            assert not await other.acquire(timeout=0)  # busy: an acquire that timed out
     labels = lock_labels("m-grants")
     assert exported.count("grants", **labels) == 2
     assert exported.count("acquire_wait", **labels, outcome="granted") == 2
@@ -44,7 +44,7 @@ async def test_an_acquire_that_fails_is_an_error(exported: Exported) -> None:
     client = AsyncLockClient.from_url(f"redis://127.0.0.1:{free_port()}", socket_timeout=1)
     try:
         with pytest.raises(fencelock.LockConnectionError):
-            await client.lock("m-error").acquire(0)
+            await client.lock("m-error").acquire(timeout=0)
     finally:
         await client.close()
     assert exported.count("acquire_wait", **lock_labels("m-error", outcome="error")) == 1
@@ -68,7 +68,7 @@ async def test_gauges_show_what_is_held_and_waited_for_now(
     # (other tests' clients may still be alive in this process: compare with before)
     held, waiting = exported.gauge("held_locks"), exported.gauge("waiting_acquires")
     holder = async_client_b.lock("m-gauges", ttl=10)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     assert exported.gauge("held_locks") == held + 1
     lock = async_client.lock("m-gauges", ttl=10)
     waiter = AsyncCall(lambda: lock.acquire(timeout=None))
@@ -85,7 +85,7 @@ async def test_wakeups_and_handoffs(
     exported: Exported, async_client: AsyncLockClient, async_client_b: AsyncLockClient
 ) -> None:
     holder = async_client_b.lock("m-wake", ttl=10)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     head, behind = async_client.lock("m-wake", ttl=10), async_client.lock("m-wake", ttl=10)
 
     async def take_and_release(lock: AsyncLock) -> None:
@@ -132,7 +132,7 @@ async def test_a_lock_another_holder_has_is_taken_over(
         await async_until(lambda: lock.lost)
     assert exported.count("lost_leases", **lock_labels("m-taken", reason="taken_over")) == 1
     extended = async_client.lock("m-taken-extend", ttl=10)
-    assert await extended.acquire(0)
+    assert await extended.acquire(timeout=0)
     raw.set(LockKeys.for_name("m-taken-extend", async_client.prefix).lock, "another", px=5000)
     with pytest.raises(fencelock.LockLost):
         await extended.extend()
@@ -144,7 +144,7 @@ async def test_a_lease_that_ran_out_is_expired(
     exported: Exported, async_client: AsyncLockClient
 ) -> None:
     lock = async_client.lock("m-expired", ttl=0.1)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     await async_sleep(0.15)  # the work outlives the lease (time itself is what is tested)
     assert lock.lost
     with pytest.raises(fencelock.LockLost):
@@ -157,7 +157,7 @@ async def test_a_lease_found_gone_at_release_is_lost_too(
     exported: Exported, async_client: AsyncLockClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     lock = async_client.lock("m-at-release", ttl=0.1)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     await async_sleep(0.15)  # the work outlives the lease; nobody asks lock.lost
     expired = pytest.raises(fencelock.LockLost, match="its lease had expired")
     with caplog.at_level(logging.WARNING, "fencelock.lease"), expired:
@@ -225,7 +225,7 @@ async def test_lost_leases_are_logged_with_fields(
     async_client: AsyncLockClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     lock = async_client.lock("m-lost-log", ttl=0.1)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     await async_sleep(0.15)
     with caplog.at_level(logging.WARNING, "fencelock.lease"):
         assert lock.lost
@@ -240,12 +240,12 @@ async def test_slow_acquires_are_logged(
     async_client: AsyncLockClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     holder = async_client.lock("m-slow", ttl=10)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     quick, slow = metrics.log_slow_acquires(60), metrics.log_slow_acquires(0.01)
     try:
         with caplog.at_level(logging.WARNING, "fencelock.acquire"):
             # 0.05 s at least, by its timeout: over one threshold, far under the other
-            assert not await async_client.lock("m-slow", ttl=10).acquire(0.05)
+            assert not await async_client.lock("m-slow", ttl=10).acquire(timeout=0.05)
     finally:
         quick.disable()
         slow.disable()

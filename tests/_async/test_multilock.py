@@ -121,7 +121,7 @@ async def test_one_fencing_token_per_name(
     with pytest.raises(fencelock.LockNotOwned):
         multi.tokens  # noqa: B018 (the property raises)
     later = async_client.lock("m-tok-a", ttl=10)
-    assert await later.acquire(0)
+    assert await later.acquire(timeout=0)
     assert later.token > tokens["m-tok-a"]
     await later.release()
 

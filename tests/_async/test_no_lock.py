@@ -152,11 +152,11 @@ async def test_fencing_only_the_write_lets_a_stale_write_in_between(
     # The gap fenced_get closes, shown the old way (GET, compute, fenced_set): the stale
     # holder's write lands between the new holder's read and write, is accepted, and is lost.
     old = async_client.lock("job", ttl=0.2)
-    assert await old.acquire(0)
+    assert await old.acquire(timeout=0)
     await async_client.fenced_set("stock", "10", old.token)
     await run_out(old, raw)
     new = async_client_b.lock("job", ttl=10)
-    assert await new.acquire(0)
+    assert await new.acquire(timeout=0)
     read = raw.get("stock")
     await async_client.fenced_set("stock", "9", old.token)  # accepted: the resource knows only old
     await async_client_b.fenced_set("stock", str(int(read) - 1), new.token)
@@ -168,11 +168,11 @@ async def test_a_fenced_read_refuses_the_stale_write_in_between(
     async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
 ) -> None:
     old = async_client.lock("job", ttl=0.2)
-    assert await old.acquire(0)
+    assert await old.acquire(timeout=0)
     await async_client.fenced_set("stock", "10", old.token)
     await run_out(old, raw)
     new = async_client_b.lock("job", ttl=10)
-    assert await new.acquire(0)
+    assert await new.acquire(timeout=0)
     read = await async_client_b.fenced_get("stock", new.token)
     assert read == b"10"
     with pytest.raises(fencelock.StaleToken) as info:
@@ -191,11 +191,11 @@ async def test_fenced_update_with_a_stale_holder_writing_meanwhile(
 ) -> None:
     stale = LockClient.from_url(server.url)  # another process, paused past its lease
     old = stale.lock("job", ttl=0.2)
-    assert old.acquire(0)
+    assert old.acquire(timeout=0)
     stale.fenced_set("stock", "10", old.token)
     await async_until(lambda: raw.exists(LockKeys.for_name("job").lock) == 0)
     new = async_client.lock("job", ttl=10)
-    assert await new.acquire(0)
+    assert await new.acquire(timeout=0)
     refused = []
 
     def decrement(value: bytes | None) -> int:

@@ -30,7 +30,7 @@ async def test_the_label_rides_with_the_grant(
     labelled = AsyncLockClient.from_url(server.url, label="host-a:42:worker 1")
     try:
         lock = labelled.lock(NAME, 10)
-        assert await lock.acquire(0)
+        assert await lock.acquire(timeout=0)
         info = await async_client.inspect(NAME)
         assert info is not None
         assert info.label == "host-a:42:worker 1"  # escaped in Redis, readable here
@@ -40,7 +40,7 @@ async def test_the_label_rides_with_the_grant(
         # the lock's label overrides the client's; None: no label at all
         for label, shown in [("nightly", "nightly"), (None, None)]:
             lock = labelled.lock(NAME, 10, label=label)
-            assert await lock.acquire(0)
+            assert await lock.acquire(timeout=0)
             info = await async_client.inspect(NAME)
             assert info is not None and info.label == shown
             await lock.release()
@@ -52,7 +52,7 @@ async def test_a_label_callable_names_whoever_acquires(
     async_client: AsyncLockClient,
 ) -> None:
     lock = async_client.lock(NAME, 10, label=fencelock.holder_label)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     info = await async_client.inspect(NAME)
     assert info is not None and info.label is not None
     here = f"{socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}"
@@ -69,9 +69,11 @@ async def test_bad_labels_are_refused(async_client: AsyncLockClient) -> None:
         async_client.lock(NAME, label="x" * (MAX_LABEL_LENGTH + 1))
     lock = async_client.lock(NAME, label=lambda: "")
     with pytest.raises(ValueError, match="label callable"):
-        await lock.acquire(0)
+        await lock.acquire(timeout=0)
     assert await async_client.inspect(NAME) is None  # nothing was requested
-    assert await async_client.lock(NAME).acquire(0)  # and nothing was left in the local line
+    assert await async_client.lock(NAME).acquire(
+        timeout=0
+    )  # and nothing was left in the local line
 
 
 async def test_inspect_shows_holder_token_kind_and_waiters_in_order(
@@ -79,12 +81,12 @@ async def test_inspect_shows_holder_token_kind_and_waiters_in_order(
 ) -> None:
     assert await async_client.inspect(NAME) is None
     lock = async_client.lock(NAME, 10, label="holder")
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     third = AsyncLockClient.from_url(server.url)
     try:
-        first = AsyncCall(lambda: async_client_b.lock(NAME, 10, label="first").acquire(10))
+        first = AsyncCall(lambda: async_client_b.lock(NAME, 10, label="first").acquire(timeout=10))
         await async_until(lambda: async_client_b.statistics().waiting == 1)
-        second = AsyncCall(lambda: third.lock(NAME, 10, label="second").acquire(10))
+        second = AsyncCall(lambda: third.lock(NAME, 10, label="second").acquire(timeout=10))
         await async_until(lambda: third.statistics().waiting == 1)
         info = await async_client.inspect(NAME)
         assert info is not None
@@ -108,7 +110,7 @@ async def test_inspect_shows_holder_token_kind_and_waiters_in_order(
 
 async def test_inspect_a_reentrant_lock(async_client: AsyncLockClient) -> None:
     lock = async_client.lock(NAME, 10, reentrant=True, label="re")
-    assert await lock.acquire(0) and await lock.acquire(0)
+    assert await lock.acquire(timeout=0) and await lock.acquire(timeout=0)
     info = await async_client.inspect(NAME)
     assert info is not None
     assert (info.kind, info.count, info.label, info.token) == ("reentrant", 2, "re", lock.token)
@@ -119,7 +121,7 @@ async def test_renewals_keep_the_fencing_counter(
 ) -> None:
     """The counter was kept only for the first lease: a lock renewed past it showed no token."""
     lock = async_client.lock(NAME, 0.3, auto_renew=True)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     # renewed every 0.1 s: past its first lease, and the counter's first expiry (about 0.3 s)
     await async_until(lambda: async_client.statistics().renewals >= 5)
     info = await async_client.inspect(NAME)
@@ -135,7 +137,7 @@ async def test_locks_lists_held_names_matching_a_pattern(async_client: AsyncLock
     names = ["job:{1}", "job:100%", "job:*", "other"]
     held = [async_client.lock(name, 10) for name in names]
     for lock in held:
-        assert await lock.acquire(0)
+        assert await lock.acquire(timeout=0)
     await held[-1].release()  # released: not listed
     listed = {info.name: info for info in [i async for i in async_client.locks()]}
     assert set(listed) == set(names[:3])
@@ -152,11 +154,11 @@ async def test_force_release_while_the_holder_writes_through_fenced_set(
     """The forced-out holder's next fenced write is refused once the next holder wrote; it
     hears of the loss at its next release, extend or held(); the waiter is woken."""
     lock = async_client.lock(NAME, 60)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     old = lock.token
     await async_client.fenced_set("stock", "1", old)
     waiting = async_client_b.lock(NAME, 60)
-    taken = AsyncCall(lambda: waiting.acquire(10))
+    taken = AsyncCall(lambda: waiting.acquire(timeout=10))
     await async_until(lambda: async_client_b.statistics().waiting == 1)
     info = await async_client_b.inspect(NAME)
     assert info is not None
@@ -184,7 +186,7 @@ async def test_force_release_of_another_grant_touches_nothing(
     result = await async_client.force_release(NAME)
     assert result.outcome is fencelock.ForceOutcome.NOT_HELD
     lock = async_client.lock(NAME, 60, label="busy")
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     result = await async_client.force_release(NAME, token=lock.token - 1)
     assert result.outcome is fencelock.ForceOutcome.TOKEN_MISMATCH
     assert (result.token, result.label) == (lock.token, "busy")
@@ -206,7 +208,7 @@ async def test_a_forced_out_renewed_holder_is_told_by_its_watchdog(
 ) -> None:
     lost: list[object] = []
     lock = async_client.lock(NAME, 0.3, auto_renew=True, on_lost=lost.append)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     await async_client_b.force_release(NAME)
     await async_until(lambda: lost == [lock])
     assert lock.lost
@@ -221,7 +223,7 @@ async def test_a_server_that_may_evict_lock_keys_is_warned_of_once(
         async with AsyncLockClient.from_url(evicting.url) as client:
             for name in ("a", "b"):
                 lock = client.lock(name, 10)
-                assert await lock.acquire(0)
+                assert await lock.acquire(timeout=0)
                 await lock.release()
     warned = [r for r in caplog.records if r.name == "fencelock.server"]
     assert len(warned) == 1 and warned[0].levelno == logging.WARNING
@@ -231,7 +233,7 @@ async def test_a_server_that_may_evict_lock_keys_is_warned_of_once(
 async def test_no_warning_without_eviction(
     async_client: AsyncLockClient, caplog: pytest.LogCaptureFixture
 ) -> None:
-    assert await async_client.lock(NAME, 10).acquire(0)
+    assert await async_client.lock(NAME, 10).acquire(timeout=0)
     assert [r for r in caplog.records if r.name == "fencelock.server"] == []
 
 

@@ -50,7 +50,7 @@ def counters(servers: Sequence[EmbeddedServer]) -> list[int]:
 async def test_acquire_and_release_on_every_node(redlock: list[EmbeddedServer]) -> None:
     client = make_client(redlock)
     lock = client.lock("job", ttl=10)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     tokens = holders(redlock)
     assert tokens[0] is not None and tokens == [tokens[0]] * 5
     assert lock.token == max(counters(redlock))  # the largest node's, written back
@@ -63,14 +63,14 @@ async def test_acquire_and_release_on_every_node(redlock: list[EmbeddedServer]) 
 async def test_a_second_client_is_refused(redlock: list[EmbeddedServer]) -> None:
     first, second = make_client(redlock), make_client(redlock)
     lock = first.lock("job", ttl=10)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     other = second.lock("job", ttl=10)
-    assert not await other.acquire(0)
-    assert not await other.acquire(0.2)  # waits, retries, and gives up: nothing taken
+    assert not await other.acquire(timeout=0)
+    assert not await other.acquire(timeout=0.2)  # waits, retries, and gives up: nothing taken
     assert holders(redlock) == [holders(redlock)[0]] * 5  # still only the first holder
     token = lock.token
     await lock.release()
-    assert await other.acquire(0)
+    assert await other.acquire(timeout=0)
     assert other.token > token
     await other.release()
     await first.close()
@@ -85,7 +85,7 @@ async def test_a_split_vote_is_given_back_everywhere(redlock: list[EmbeddedServe
             probe.set(KEYS.lock, "someone-else", px=60_000)
     client = make_client(redlock)
     lock = client.lock("job", ttl=10)
-    assert not await lock.acquire(0)
+    assert not await lock.acquire(timeout=0)
     assert holders(redlock) == [b"someone-else"] * 3 + [None, None]
     await client.close()
 
@@ -98,7 +98,7 @@ async def test_two_of_five_killed_acquisitions_continue(redlock: list[EmbeddedSe
         if round_ == 2:
             redlock[0].kill()
             redlock[3].kill()
-        assert await lock.acquire(0)
+        assert await lock.acquire(timeout=0)
         seen.append(lock.token)
         await lock.release()
     assert seen == sorted(set(seen)), f"tokens must strictly increase: {seen}"
@@ -111,9 +111,9 @@ async def test_three_of_five_killed_is_an_outage(redlock: list[EmbeddedServer]) 
     client = make_client(redlock)
     lock = client.lock("job", ttl=10)
     with pytest.raises(fencelock.LockConnectionError, match="3 of 5 nodes unreachable"):
-        await lock.acquire(0)
+        await lock.acquire(timeout=0)
     with pytest.raises(fencelock.LockConnectionError):
-        await lock.acquire(0.3)
+        await lock.acquire(timeout=0.3)
     with pytest.raises(fencelock.LockConnectionError):  # not LockTimeout: nobody holds it
         async with client.lock("job", ttl=10, timeout=0.1):
             pass
@@ -128,13 +128,13 @@ async def test_a_majority_down_is_an_outage_a_majority_busy_is_not(
     nodes = redlock[:3]  # Redlock over 3 masters
     client = make_client(nodes)
     holder = client.lock("held", ttl=10)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     # 2 of 3 hold the name for another client: a majority answered no
     for srv in nodes[:2]:
         with srv.client() as probe:
             probe.set(KEYS.lock, "someone-else", px=60_000)
-    assert not await client.lock("job", ttl=10).acquire(0)
-    assert not await client.lock("job", ttl=10).acquire(0.3)
+    assert not await client.lock("job", ttl=10).acquire(timeout=0)
+    assert not await client.lock("job", ttl=10).acquire(timeout=0.3)
     with pytest.raises(fencelock.LockTimeout):
         async with client.lock("job", ttl=10, timeout=0.1):
             pass
@@ -144,9 +144,9 @@ async def test_a_majority_down_is_an_outage_a_majority_busy_is_not(
     # one node left says, for acquire as for held, extend and release
     lock = client.lock("job", ttl=10)
     with pytest.raises(fencelock.LockConnectionError, match="2 of 3 nodes unreachable"):
-        await lock.acquire(0)
+        await lock.acquire(timeout=0)
     with pytest.raises(fencelock.LockConnectionError, match="2 of 3 nodes unreachable"):
-        await lock.acquire(1)
+        await lock.acquire(timeout=1)
     for call in (holder.held, holder.extend, holder.release):
         with pytest.raises(fencelock.LockConnectionError, match="1 of 3 nodes confirmed"):
             await call()
@@ -159,7 +159,7 @@ async def test_no_node_reachable_is_a_connection_error(redlock: list[EmbeddedSer
         srv.kill()
     client = make_client(redlock)
     with pytest.raises(fencelock.LockConnectionError):
-        await client.lock("job", ttl=10).acquire(0)
+        await client.lock("job", ttl=10).acquire(timeout=0)
     await client.close()
 
 
@@ -181,7 +181,7 @@ async def test_tokens_increase_across_majorities_that_overlap_partly(
     async def grant() -> None:
         client = make_client(redlock)
         lock = client.lock("job", ttl=10)
-        assert await lock.acquire(0)
+        assert await lock.acquire(timeout=0)
         tokens.append(lock.token)
         await lock.release()
         await client.close()
@@ -213,7 +213,7 @@ async def test_a_hung_node_costs_a_node_timeout_not_its_hang(
     lock = client.lock("job", ttl=1.0)
     redlock[2].pause()
     for _ in range(3):
-        assert await lock.acquire(5)
+        assert await lock.acquire(timeout=5)
         await lock.release()
     redlock[2].resume()
     await client.close()
@@ -226,12 +226,12 @@ async def test_release_wakes_a_waiter_through_any_node(
     holder_client = make_client(redlock, wake=wake)
     waiter_client = make_client(redlock, max_poll=3600, wake=wake)
     held = holder_client.lock("job", ttl=3600)
-    assert await held.acquire(0)
+    assert await held.acquire(timeout=0)
     redlock[0].kill()  # one node's pub/sub is gone: the others still deliver
     waiting = waiter_client.lock("job", ttl=10)
 
     async def acquire_and_release() -> bool:
-        granted = await waiting.acquire(None)
+        granted = await waiting.acquire(timeout=None)
         await waiting.release()
         return granted
 
@@ -254,11 +254,11 @@ async def test_a_waiters_lease_runs_from_the_re_try_that_won(redlock: list[Embed
     holder_client = make_client(redlock)
     waiter_client = make_client(redlock, max_poll=3600)
     held = holder_client.lock("job", ttl=3600)
-    assert await held.acquire(0)
+    assert await held.acquire(timeout=0)
     waiting = waiter_client.lock("job", ttl=0.5)
 
     async def take() -> None:
-        assert await waiting.acquire(None)
+        assert await waiting.acquire(timeout=None)
         waiting.check()  # LockLost if the lease were counted from the first, refused, try
         await waiting.release()
 
@@ -275,7 +275,7 @@ async def test_a_waiters_lease_runs_from_the_re_try_that_won(redlock: list[Embed
 async def test_extend_and_held_go_by_majority(redlock: list[EmbeddedServer]) -> None:
     client = make_client(redlock)
     lock = client.lock("job", ttl=5)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     await lock.extend(60)
     with redlock[0].client() as probe:
         assert probe.pttl(KEYS.lock) > 10_000
@@ -299,7 +299,7 @@ async def test_extend_and_held_go_by_majority(redlock: list[EmbeddedServer]) -> 
 async def test_release_never_deletes_another_holders_lock(redlock: list[EmbeddedServer]) -> None:
     client = make_client(redlock)
     lock = client.lock("job", ttl=10)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     for srv in redlock[:3]:
         with srv.client() as probe:
             probe.set(KEYS.lock, "successor", px=60_000)
@@ -315,7 +315,7 @@ async def test_watchdog_renews_by_majority_and_signals_loss(
     lost: list[AsyncLock] = []
     client = make_client(redlock)
     lock = client.lock("job", ttl=0.6, auto_renew=True, on_lost=lost.append)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     renewals = client.statistics().renewals
     await async_until(lambda: client.statistics().renewals >= renewals + 3)
     assert not lock.lost and await lock.held()  # outlived its ttl several times
@@ -333,9 +333,9 @@ async def test_watchdog_renews_by_majority_and_signals_loss(
 async def test_reentrant_lock_over_redlock(redlock: list[EmbeddedServer]) -> None:
     client = make_client(redlock)
     lock = client.lock("job", ttl=10, reentrant=True)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     token = lock.token
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     assert lock.token == token  # a re-entry keeps the outer grant's token
     await lock.release()
     assert await lock.held()
@@ -347,12 +347,12 @@ async def test_reentrant_lock_over_redlock(redlock: list[EmbeddedServer]) -> Non
 async def test_script_flush_on_some_nodes_is_survived(redlock: list[EmbeddedServer]) -> None:
     client = make_client(redlock)
     lock = client.lock("job", ttl=10)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     await lock.release()
     for srv in redlock[:2]:
         with srv.client() as probe:
             probe.script_flush()
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     await lock.release()
     assert holders(redlock) == [None] * 5
     await client.close()
@@ -361,7 +361,7 @@ async def test_script_flush_on_some_nodes_is_survived(redlock: list[EmbeddedServ
 async def test_fenced_set_needs_the_resource_server(redlock: list[EmbeddedServer]) -> None:
     client = make_client(redlock)
     lock = client.lock("job", ttl=10)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     with pytest.raises(TypeError, match="redis="):
         await client.fenced_set("stock", "1", lock.token)
     with pytest.raises(TypeError, match="fenced_get in Redlock mode needs redis="):
@@ -406,17 +406,17 @@ async def test_slow_nodes_behind_a_proxy(
 ) -> None:
     client = AsyncLockClient.from_url([p.url for p in proxies], node_timeout=0.2)
     lock = client.lock("job", ttl=10)
-    assert await lock.acquire(0)  # connections made and scripts cached beforehand
+    assert await lock.acquire(timeout=0)  # connections made and scripts cached beforehand
     await lock.release()
     for proxy in proxies[:2]:
         proxy.delay(0.5)  # a round trip of 1 s, far past the node timeout
-    assert await lock.acquire(5)  # the three fast nodes are a majority
+    assert await lock.acquire(timeout=5)  # the three fast nodes are a majority
     await lock.release()
     proxies[2].delay(0.5)  # now a majority is slow: as good as down
     with pytest.raises(fencelock.LockConnectionError, match="3 of 5 nodes unreachable"):
-        await lock.acquire(0)
+        await lock.acquire(timeout=0)
     with pytest.raises(fencelock.LockConnectionError):
-        await lock.acquire(0.5)
+        await lock.acquire(timeout=0.5)
     await client.close()
 
 
@@ -427,12 +427,14 @@ async def test_no_grant_with_a_non_positive_validity(
     # uses up the whole 0.3 s lease: by the time the replies arrive the lease may be gone.
     client = AsyncLockClient.from_url([p.url for p in proxies], node_timeout=3.0)
     warm_up = client.lock("job", ttl=30)  # connections made and scripts cached beforehand
-    assert await warm_up.acquire(0)
+    assert await warm_up.acquire(timeout=0)
     await warm_up.release()
     for proxy in proxies:
         proxy.delay(0.2)
-    assert not await client.lock("job", ttl=0.3).acquire(0)
-    assert await client.lock("job", ttl=30).acquire(0)  # the same network: only the ttl differs
+    assert not await client.lock("job", ttl=0.3).acquire(timeout=0)
+    assert await client.lock("job", ttl=30).acquire(
+        timeout=0
+    )  # the same network: only the ttl differs
     await client.close()
 
 
@@ -440,10 +442,10 @@ async def renew_and_drop(servers: Sequence[EmbeddedServer]) -> None:
     """A client that subscribed on every node and renewed a lease: dropped, holding it, unclosed,
     when this returns."""
     client = make_client(servers)
-    async with client._topology.watch("dropped"):
+    async with client._wiring.topology.watch("dropped"):
         pass
     lock = client.lock("dropped", ttl=1.0, auto_renew=True)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     await async_until(lambda: client.statistics().renewals >= 1)
 
 
@@ -474,7 +476,7 @@ async def test_operators_see_the_majority_and_free_its_grant(
     admin = make_client(redlock, node_timeout=0.1)  # each call waits that long for the paused node
     try:
         lock = client.lock("job", 10)
-        assert await lock.acquire(0)
+        assert await lock.acquire(timeout=0)
         token = lock.token
         redlock[0].pause()  # a node down: a majority still shows and frees the lock
         info = await admin.inspect("job")
@@ -489,7 +491,7 @@ async def test_operators_see_the_majority_and_free_its_grant(
         assert await admin.inspect("job") is None
         assert not await lock.held()
         again = admin.lock("job", 10)
-        assert await again.acquire(0)
+        assert await again.acquire(timeout=0)
         assert again.token > token
     finally:
         await client.close()

@@ -17,7 +17,7 @@ async def test_grant_reaches_the_replica(replicated: tuple[EmbeddedServer, Embed
     master, replica = replicated
     client = AsyncLockClient.from_url(master.url, min_replicas=1, replica_timeout=2.0)
     lock = client.lock("replicated", ttl=30, auto_renew=True)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     # WAIT returned 1: the replica has the very holder token, before acquire returned
     assert replica.client().get(KEY) == master.client().get(KEY) is not None
     await lock.extend()
@@ -31,7 +31,7 @@ async def test_unacknowledged_grant_is_given_back(
     master, replica = replicated
     client = AsyncLockClient.from_url(master.url, min_replicas=1, replica_timeout=0.2)
     held = client.lock("replicated", ttl=30)
-    assert await held.acquire(0)
+    assert await held.acquire(timeout=0)
     replica.pause()  # it can no longer acknowledge anything
     try:
         with pytest.raises(fencelock.NotReplicated) as info:
@@ -40,7 +40,7 @@ async def test_unacknowledged_grant_is_given_back(
         await held.release()
         lock = client.lock("replicated", ttl=30)
         with pytest.raises(fencelock.NotReplicated):
-            await lock.acquire(0)
+            await lock.acquire(timeout=0)
         assert not master.client().exists(KEY)  # the grant was released, not left behind
         with pytest.raises(fencelock.LockNotOwned):
             _ = lock.token

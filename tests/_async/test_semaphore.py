@@ -67,14 +67,14 @@ async def test_waiters_are_served_first_come_first_served(
     async_client: AsyncLockClient, async_client_b: AsyncLockClient
 ) -> None:
     holder = async_client.semaphore("s-fifo", 3, ttl=10)
-    assert await holder.acquire(2)
+    assert await holder.acquire(permits=2)
     heavy = async_client_b.semaphore("s-fifo", 3, ttl=10)
-    heavy_call = AsyncCall(lambda: heavy.acquire(3, timeout=10))
+    heavy_call = AsyncCall(lambda: heavy.acquire(permits=3, timeout=10))
     await async_until(lambda: async_client_b.statistics().waiting == 1)
     light = async_client.semaphore("s-fifo", 3, ttl=10)
     # one permit is free, but the heavy request came first: the light one waits behind it
-    assert not await light.acquire(1, timeout=0)
-    light_call = AsyncCall(lambda: light.acquire(1, timeout=10))
+    assert not await light.acquire(permits=1, timeout=0)
+    light_call = AsyncCall(lambda: light.acquire(permits=1, timeout=10))
     await async_until(lambda: async_client.statistics().waiting == 1)
     await holder.release()
     assert await heavy_call.result()
@@ -107,7 +107,7 @@ async def test_the_limit_is_stored_with_the_semaphore(async_client: AsyncLockCli
     assert await other.acquire(timeout=0)
     await other.release()
     with pytest.raises(fencelock.LockError, match="limit"):
-        await async_client.semaphore("s-stored", 5).acquire(3)  # more than the limit can give
+        await async_client.semaphore("s-stored", 5).acquire(permits=3)  # more than the limit gives
 
 
 async def test_at_most_n_runs_at_once(async_client: AsyncLockClient) -> None:
@@ -134,8 +134,8 @@ async def test_bad_arguments_are_refused(async_client: AsyncLockClient) -> None:
         async_client.semaphore("s-bad", 2.5)  # type: ignore[arg-type]
     semaphore = async_client.semaphore("s-bad", 2)
     assert isinstance(semaphore, AsyncSemaphore)
-    with pytest.raises(ValueError, match="n must"):
-        await semaphore.acquire(0)
+    with pytest.raises(ValueError, match="permits must"):
+        await semaphore.acquire(permits=0)
 
 
 async def test_one_release_grants_every_queued_waiter_that_fits(
@@ -144,7 +144,7 @@ async def test_one_release_grants_every_queued_waiter_that_fits(
     """The release script grants the waiters their permits itself (first come, first served,
     while they fit): nobody re-tries. It used to wake the first waiter only, to re-try."""
     holder = async_client.semaphore("s-direct", 2, ttl=10)
-    assert await holder.acquire(2)
+    assert await holder.acquire(permits=2)
     first, second = (client.semaphore("s-direct", 2, ttl=10) for client in waiters)
     first_call = AsyncCall(lambda: first.acquire(timeout=10))
     await async_until(lambda: queued(raw, "s-direct") == 1)
@@ -167,7 +167,7 @@ async def test_a_grant_confirmed_late_keeps_its_own_token(
     one more try, which must answer the token of its own grant, not the counter's (another
     waiter's, granted after it by the same release)."""
     holder = async_client.semaphore("s-confirm", 2, ttl=10)
-    assert await holder.acquire(2)
+    assert await holder.acquire(permits=2)
     late = waiters[0].semaphore("s-confirm", 2, ttl=1)
     other = waiters[1].semaphore("s-confirm", 2, ttl=10)
     late_call = AsyncCall(lambda: late.acquire(timeout=10))

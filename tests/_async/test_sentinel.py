@@ -23,7 +23,7 @@ def sentinel_client(setup: SentinelSetup) -> AsyncLockClient:
 async def test_a_lock_survives_a_forced_failover(sentinel_setup: SentinelSetup) -> None:
     client = sentinel_client(sentinel_setup)
     lock = client.lock("job", ttl=5, auto_renew=True)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     token = lock.token
     old = sentinel_setup.master
     new = sentinel_setup.failover()
@@ -37,7 +37,7 @@ async def test_a_lock_survives_a_forced_failover(sentinel_setup: SentinelSetup) 
     with new.client() as probe:
         assert probe.exists(KEYS.lock)
     other = client.lock("other", ttl=5)
-    assert await other.acquire(0)  # on the new master
+    assert await other.acquire(timeout=0)  # on the new master
     with new.client() as probe:
         assert probe.exists(LockKeys.for_name("other").lock)
     await other.release()
@@ -51,7 +51,7 @@ async def test_a_lock_lost_in_the_failover_is_signalled(sentinel_setup: Sentinel
     client = sentinel_client(sentinel_setup)
     # a ttl that outlasts the failover: the loss is found by the renewal on the new master
     lock = client.lock("job", ttl=10, auto_renew=True, on_lost=lost.append)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     token = lock.token
     old, replica = sentinel_setup.master, sentinel_setup.replica
     # The grant did not reach the replica (asynchronous replication lost it): remove it there.
@@ -66,7 +66,7 @@ async def test_a_lock_lost_in_the_failover_is_signalled(sentinel_setup: Sentinel
     assert lock.lost
     assert not await lock.held()
     again = client.lock("job", ttl=3)
-    assert await again.acquire(5)  # the library works against the new master
+    assert await again.acquire(timeout=5)  # the library works against the new master
     # the fencing counter had reached the replica (only the lock key was removed there); had it
     # not, tokens could go backwards: min_replicas makes every grant wait for the replica
     assert again.token > token
@@ -83,7 +83,7 @@ async def test_200_concurrent_acquires_through_a_sentinel_pool(
 
     async def cycle(i: int) -> bool:
         lock = client.lock(f"many-{i}", ttl=30)
-        got = await lock.acquire(10)
+        got = await lock.acquire(timeout=10)
         await lock.release()
         return got
 

@@ -28,14 +28,14 @@ async def test_waiters_of_one_client_queue_and_are_handed_the_lock(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
     holder = async_client.lock("hot", ttl=10)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     order: list[tuple[int, int]] = []
 
     def take(i: int) -> AsyncCall:
         lock = async_client.lock("hot", ttl=10)
 
         async def run() -> None:
-            assert await lock.acquire(None)
+            assert await lock.acquire(timeout=None)
             order.append((i, lock.token))
             await lock.release()
 
@@ -67,11 +67,11 @@ async def test_a_later_grant_outranks_every_reserved_token(
     async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
 ) -> None:
     holder = async_client.lock("hot", ttl=10)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     waiter = async_client.lock("hot", ttl=10)
 
     async def take() -> int:
-        assert await waiter.acquire(None)
+        assert await waiter.acquire(timeout=None)
         token = waiter.token
         await waiter.release()
         return token
@@ -83,7 +83,7 @@ async def test_a_later_grant_outranks_every_reserved_token(
     handed = await call.result()  # handed off, the first of a block of 10
     assert handed > first
     other = async_client_b.lock("hot", ttl=10)  # another process, after the streak
-    assert await other.acquire(0)
+    assert await other.acquire(timeout=0)
     assert other.token > handed + 9  # larger than any token the block could still hand out
     await other.release()
 
@@ -91,23 +91,23 @@ async def test_a_later_grant_outranks_every_reserved_token(
 async def test_a_hand_off_is_a_fresh_grant(async_client: AsyncLockClient, raw: redis.Redis) -> None:
     first = async_client.lock("hot", ttl=1)
     second = async_client.lock("hot", ttl=60, auto_renew=True)
-    assert await first.acquire(0)
+    assert await first.acquire(timeout=0)
     old_holder = raw.get(KEYS.lock)
-    call = AsyncCall(lambda: second.acquire(None))
+    call = AsyncCall(lambda: second.acquire(timeout=None))
     await async_until(lambda: queued(async_client) == 1)
     token = first.token
     await first.release()
     assert await call.result()
-    grant = second._held
+    grant = second._lease.grant()
     if grant is None:  # asyncio: the grant belongs to the task that acquired
-        grant = next(iter(async_client._watchdog._leases.values())).grant
+        grant = next(iter(async_client._wiring.watchdog._leases.values())).grant
     # The process keeps its holder token; the lease (1 s left, less than two thirds of the new
     # holder's 60 s) restarts at the new holder's ttl; a larger fencing token; the watchdog
     # renews it.
     assert raw.get(KEYS.lock) == old_holder == grant.holder
     assert raw.pttl(KEYS.lock) > 30_000
     assert grant.fence > token
-    assert len(async_client._watchdog) == 1
+    assert len(async_client._wiring.watchdog) == 1
     with pytest.raises(fencelock.LockNotOwned):
         await first.release()  # the old grant is gone from the first lock object
 
@@ -118,11 +118,11 @@ async def test_the_streak_is_bounded_so_other_processes_get_a_turn(
     local = AsyncLockClient.from_url(server.url, max_handoffs=2)
     remote = AsyncLockClient.from_url(server.url)
     holder = local.lock("hot", ttl=10)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     other = remote.lock("hot", ttl=10)
 
     async def remote_turn() -> bool:
-        granted = await other.acquire(None)
+        granted = await other.acquire(timeout=None)
         await other.release()
         return granted
 
@@ -133,7 +133,7 @@ async def test_the_streak_is_bounded_so_other_processes_get_a_turn(
         lock = local.lock("hot", ttl=10)
 
         async def run() -> None:
-            assert await lock.acquire(None)
+            assert await lock.acquire(timeout=None)
             await lock.release()
 
         return AsyncCall(run)
@@ -156,15 +156,15 @@ async def test_a_queued_waiter_times_out_cleanly(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
     holder = async_client.lock("hot", ttl=10)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     waiter = async_client.lock("hot", ttl=10)
-    assert not await waiter.acquire(0)  # a local holder: no request at all
-    assert not await waiter.acquire(0.05)
+    assert not await waiter.acquire(timeout=0)  # a local holder: no request at all
+    assert not await waiter.acquire(timeout=0.05)
     assert queued(async_client) == 0
     await holder.release()
     assert not raw.exists(KEYS.lock)  # released in Redis: nobody was queued any more
     assert async_client.statistics().handoffs == 0
-    assert await waiter.acquire(0)
+    assert await waiter.acquire(timeout=0)
     await waiter.release()
 
 
@@ -172,11 +172,11 @@ async def test_a_lost_lease_is_not_handed_off(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
     holder = async_client.lock("hot", ttl=10)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     waiter = async_client.lock("hot", ttl=10)
 
     async def wait_then_release() -> int:
-        assert await waiter.acquire(None)
+        assert await waiter.acquire(timeout=None)
         token = waiter.token
         await waiter.release()
         return token
@@ -195,10 +195,10 @@ async def test_a_holder_that_is_never_released_does_not_block_its_queue(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
     leaked = async_client.lock("hot", ttl=0.3)
-    assert await leaked.acquire(0)
+    assert await leaked.acquire(timeout=0)
     waiter = async_client.lock("hot", ttl=10)
     # once the leaked grant's lease has run out, the waiter stops waiting for it locally
-    assert await waiter.acquire(10)
+    assert await waiter.acquire(timeout=10)
     assert waiter.token > leaked.token
     await waiter.release()
 
@@ -208,13 +208,13 @@ async def test_without_hand_offs_only_one_waiter_contends(
 ) -> None:
     client = AsyncLockClient.from_url(server.url, max_handoffs=0)
     holder = client.lock("hot", ttl=10)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
 
     def take() -> AsyncCall:
         lock = client.lock("hot", ttl=10)
 
         async def run() -> None:
-            assert await lock.acquire(None)
+            assert await lock.acquire(timeout=None)
             await lock.release()
 
         return AsyncCall(run)
@@ -242,14 +242,14 @@ async def test_waiters_queued_behind_a_head_in_redis_share_one_reserved_block(
     async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
 ) -> None:
     holder = async_client_b.lock("hot", ttl=10)  # another process holds it
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     tokens: list[int] = []
 
     def take() -> AsyncCall:
         lock = async_client.lock("hot", ttl=10)
 
         async def run() -> None:
-            assert await lock.acquire(None)
+            assert await lock.acquire(timeout=None)
             tokens.append(lock.token)
             await lock.release()
 

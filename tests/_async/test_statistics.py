@@ -25,7 +25,7 @@ async def test_a_fresh_client_has_done_nothing(async_client: AsyncLockClient) ->
 
 async def test_grants_holds_and_releases_are_counted(async_client: AsyncLockClient) -> None:
     a, b = async_client.lock("stats-a", ttl=10), async_client.lock("stats-b", ttl=10)
-    assert await a.acquire(0) and await b.acquire(0)
+    assert await a.acquire(timeout=0) and await b.acquire(timeout=0)
     assert (async_client.statistics().held, async_client.statistics().acquired) == (2, 2)
     await a.release()
     async with a:
@@ -39,7 +39,7 @@ async def test_waiting_queued_wakeups_and_handoffs(
     async_client: AsyncLockClient, async_client_b: AsyncLockClient
 ) -> None:
     holder = async_client_b.lock("stats-wait", ttl=3600)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     head, behind = async_client.lock("stats-wait", ttl=10), async_client.lock("stats-wait", ttl=10)
 
     async def take_and_release(lock: AsyncLock) -> None:
@@ -61,10 +61,10 @@ async def test_waiting_queued_wakeups_and_handoffs(
 
 async def test_renewals_and_losses(async_client: AsyncLockClient, raw: redis.Redis) -> None:
     lock = async_client.lock("stats-renew", ttl=0.6, auto_renew=True)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     await async_until(lambda: async_client.statistics().renewals >= 2)
     assert async_client.statistics().renewal_calls >= 2
-    raw.delete(lock._spec.keys.lock)  # an operator deletes it: the next renewal finds it gone
+    raw.delete(lock._lease.spec.keys.lock)  # an operator deletes it: the next renewal finds it gone
     await async_until(lambda: lock.lost)
     stats = async_client.statistics()
     assert stats.losses == 1 and stats.held == 1  # lost, but not released yet
@@ -80,8 +80,8 @@ async def test_each_concern_logs_to_its_own_logger(
     lock = async_client.lock("logged", ttl=10)
     async with lock:
         token = lock.token
-    assert await lock.acquire(0)
-    raw.set(lock._spec.keys.lock, "someone else")  # taken over: extend finds it gone
+    assert await lock.acquire(timeout=0)
+    raw.set(lock._lease.spec.keys.lock, "someone else")  # taken over: extend finds it gone
     with pytest.raises(fencelock.LockLost):
         await lock.extend()
     assert any(

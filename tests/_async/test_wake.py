@@ -45,7 +45,7 @@ async def test_release_wakes_only_the_first_waiter(
 ) -> None:
     holder_client, *waiter_clients = clients
     holder = holder_client.lock(NAME, ttl=3600)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     order: list[int] = []
     done = [AsyncEvent() for _ in waiter_clients]  # set: release the lock taken
     calls = []
@@ -82,7 +82,7 @@ async def test_wake_all_wakes_every_waiter(server: EmbeddedServer, raw: redis.Re
     made = [AsyncLockClient.from_url(server.url, wake="all", max_poll=3600.0) for _ in range(3)]
     holder_client, *waiter_clients = made
     holder = holder_client.lock(NAME, ttl=3600)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     order: list[int] = []
     done = [AsyncEvent() for _ in waiter_clients]
 
@@ -117,7 +117,7 @@ async def test_a_waiter_that_left_is_skipped(
 ) -> None:
     holder_client, gone_client, waiter_client, _ = clients
     holder = holder_client.lock(NAME, ttl=3600)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     holder_token = holder.token
     # a waiter that gives up leaves the queue ...
     assert not await gone_client.lock(NAME, ttl=10).acquire(timeout=0.2)
@@ -143,7 +143,7 @@ async def test_a_waiter_that_left_is_skipped(
 
 async def test_try_once_does_not_queue(clients: list[AsyncLockClient], raw: redis.Redis) -> None:
     holder = clients[0].lock(NAME, ttl=3600)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     assert not await clients[1].lock(NAME, ttl=10).acquire(timeout=0)
     assert not raw.exists(QUEUE)
     await holder.release()
@@ -153,7 +153,7 @@ async def test_the_queue_expires_with_its_waiters(
     clients: list[AsyncLockClient], raw: redis.Redis
 ) -> None:
     holder = clients[0].lock(NAME, ttl=3600)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     waiter = clients[1].lock(NAME, ttl=10)
 
     async def take() -> None:
@@ -196,7 +196,7 @@ async def test_a_release_grants_the_lock_to_the_first_waiter(
 ) -> None:
     holder_client, waiter_client, *_ = clients
     holder = holder_client.lock(NAME, ttl=3600)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     holder_token = holder.token
     waiter = waiter_client.lock(NAME, ttl=10)
     call, taken, done = hold_in_a_call(waiter)
@@ -226,7 +226,7 @@ async def test_a_grant_nobody_listens_for_is_taken_back(
     clients: list[AsyncLockClient], raw: redis.Redis
 ) -> None:
     holder = clients[0].lock(NAME, ttl=3600)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     fence = holder.token
     raw.zadd(QUEUE, {"died 10000 1 its-token": 1})
     await holder.release()
@@ -234,7 +234,7 @@ async def test_a_grant_nobody_listens_for_is_taken_back(
     assert queued(raw) == []
     assert int(raw.get(KEYS.fence) or 0) >= fence  # tokens only ever grow
     lock = clients[1].lock(NAME, ttl=10)
-    assert await lock.acquire(0)
+    assert await lock.acquire(timeout=0)
     assert lock.token > fence
     await lock.release()
 
@@ -246,7 +246,7 @@ async def test_a_waiter_that_leaves_gives_back_a_grant_it_did_not_see(
     # connection, but the waiter was already leaving. Its leaving releases that grant.
     holder_client, leaving_client, next_client, _ = clients
     holder = holder_client.lock(NAME, ttl=3600)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     leaving = leaving_client.lock(NAME, ttl=3600)
     entry = "leaving 3600000 1 its-token"
     raw.zadd(QUEUE, {entry: 1})
@@ -263,7 +263,7 @@ async def test_a_waiter_that_leaves_gives_back_a_grant_it_did_not_see(
     await async_until(lambda: len(queued(raw)) == 2)
     await holder.release()
     assert raw.get(KEYS.lock) == "its-token"
-    await contention._leave_queue(leaving, "its-token", entry, None)
+    await contention._leave_queue(leaving._lease, "its-token", entry, None)
     assert await call.result()  # the next waiter was served by that release
     assert next_client.statistics().polls == 0
     assert queued(raw) == []
@@ -274,7 +274,7 @@ async def test_a_fencing_counter_of_the_wrong_type_fails_the_waiter_cleanly(
     clients: list[AsyncLockClient], raw: redis.Redis
 ) -> None:
     holder = clients[0].lock(NAME, ttl=3600)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     waiter = clients[1].lock(NAME, ttl=10)
     call = AsyncCall(lambda: waiter.acquire(timeout=None))
     await async_until(lambda: len(queued(raw)) == 1)
@@ -294,7 +294,7 @@ async def test_a_grant_that_leaves_less_than_half_the_ttl_is_confirmed_first(
     # The lease of a grant made by a release counts from the waiter's last re-try (the grant
     # came after it). Long after that re-try, one more re-try re-extends the lease instead.
     holder = clients[0].lock(NAME, ttl=3600)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     holder_token = holder.token
     waiter = clients[1].lock(NAME, ttl=0.2)
     call, taken, done = hold_in_a_call(waiter)
@@ -315,7 +315,7 @@ async def test_a_releaser_that_served_a_waiter_queues_without_a_doomed_try(
 ) -> None:
     holder_client, waiter_client, *_ = clients
     holder = holder_client.lock(NAME, ttl=3600)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
     waiter = waiter_client.lock(NAME, ttl=3600)
     call, taken, done = hold_in_a_call(waiter)
     await async_until(lambda: len(queued(raw)) == 1)
@@ -349,9 +349,9 @@ async def test_a_lock_of_the_other_kind_is_busy_and_its_release_wakes_the_waiter
     holder_client, waiter_client = made
     try:
         holder = holder_client.lock(NAME, ttl=3600, reentrant=holder_reentrant)
-        assert await holder.acquire(0)
+        assert await holder.acquire(timeout=0)
         kind = not holder_reentrant
-        assert not await waiter_client.lock(NAME, ttl=10, reentrant=kind).acquire(0)
+        assert not await waiter_client.lock(NAME, ttl=10, reentrant=kind).acquire(timeout=0)
         with pytest.raises(LockTimeout):
             async with waiter_client.lock(NAME, ttl=10, reentrant=kind, timeout=0.05):
                 raise AssertionError("granted while the other kind holds it")
@@ -363,7 +363,7 @@ async def test_a_lock_of_the_other_kind_is_busy_and_its_release_wakes_the_waiter
         assert await taken.wait(10)
         # woken by the release, not by a re-try
         assert waiter_client.statistics().polls == polls
-        assert not await holder.acquire(0)  # and the other way round
+        assert not await holder.acquire(timeout=0)  # and the other way round
         done.set()
         assert await call.result() > 0
         assert not raw.exists(KEYS.lock) and queued(raw) == []
@@ -380,7 +380,7 @@ async def test_a_pubsub_connection_closed_under_a_watcher_is_a_connection_error(
     # RuntimeError in asyncio. The acquire must fail as an outage, with a LockError, and leave
     # nothing behind (seen in the long chaos run: a Redlock worker died of the ValueError).
     holder = async_client_b.lock(NAME, ttl=60)
-    assert await holder.acquire(0)
+    assert await holder.acquire(timeout=0)
 
     async def closed(self: object, *args: object, **kwargs: object) -> None:
         raise ValueError("I/O operation on closed file.")
@@ -388,8 +388,8 @@ async def test_a_pubsub_connection_closed_under_a_watcher_is_a_connection_error(
     monkeypatch.setattr(AsyncPubSub, "ping", closed)
     waiter = async_client.lock(NAME, ttl=10)
     with pytest.raises(LockConnectionError):
-        await waiter.acquire(5)
+        await waiter.acquire(timeout=5)
     monkeypatch.undo()
     await holder.release()
-    assert await waiter.acquire(0)  # nothing left behind: the name is free for it
+    assert await waiter.acquire(timeout=0)  # nothing left behind: the name is free for it
     await waiter.release()

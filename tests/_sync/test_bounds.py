@@ -49,13 +49,13 @@ def test_every_call_is_bounded_against_a_hung_server(
     else:
         client = LockClient.from_url(fresh_server.url, socket_timeout=REQUEST)
     lock = client.lock("held", ttl=60)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     fresh_server.pause()
     try:
         error = fencelock.LockConnectionError
         free = client.lock("free", ttl=60)
-        assert elapsed(lambda: free.acquire(0), error) < REQUEST + MARGIN
-        assert elapsed(lambda: free.acquire(1.5), error) < 1.5 + REQUEST + MARGIN
+        assert elapsed(lambda: free.acquire(timeout=0), error) < REQUEST + MARGIN
+        assert elapsed(lambda: free.acquire(timeout=1.5), error) < 1.5 + REQUEST + MARGIN
         assert elapsed(lock.held, error) < REQUEST + MARGIN
         assert elapsed(lock.extend, error) < REQUEST + MARGIN
         fenced = client.fenced_set
@@ -82,11 +82,11 @@ def test_a_waiting_acquire_is_bounded_when_the_server_hangs(
     request = 2.0
     client = LockClient.from_url(fresh_server.url, socket_timeout=request)
     holder = client.lock("busy", ttl=60)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
     other = LockClient.from_url(fresh_server.url, socket_timeout=request, max_poll=0.1)
     waiter = other.lock("busy", ttl=60)
     started = time.monotonic()
-    call = SyncCall(lambda: waiter.acquire(1.0))
+    call = SyncCall(lambda: waiter.acquire(timeout=1.0))
     sync_until(lambda: other.statistics().waiting == 1)
     sync_sleep(started + 0.9 - time.monotonic())  # the fault, timed: not a sync point
     fresh_server.pause()
@@ -103,13 +103,13 @@ def test_a_waiting_acquire_is_bounded_when_the_server_hangs(
 def test_client_pause_is_bounded(fresh_server: EmbeddedServer, raw: redis.Redis) -> None:
     client = LockClient.from_url(fresh_server.url, socket_timeout=REQUEST)
     lock = client.lock("held", ttl=60)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     with fresh_server.client() as admin:
         # long enough for both calls (CLIENT UNPAUSE would itself wait for the pause to end)
         admin.execute_command("CLIENT", "PAUSE", round(2 * (REQUEST + MARGIN) * 1000) + 500)
     error = fencelock.LockConnectionError
     free = client.lock("free", ttl=60)
-    assert elapsed(lambda: free.acquire(0), error) < REQUEST + MARGIN
+    assert elapsed(lambda: free.acquire(timeout=0), error) < REQUEST + MARGIN
     assert elapsed(lock.held, error) < REQUEST + MARGIN
     client.close()
 
@@ -119,7 +119,7 @@ def test_a_refused_port_fails_at_once_with_a_default_client() -> None:
     user = SyncRedis(port=free_port())
     client = LockClient(user, socket_timeout=REQUEST)
     lock = client.lock("refused", ttl=5)
-    assert elapsed(lambda: lock.acquire(0), fencelock.LockConnectionError) < REQUEST
+    assert elapsed(lambda: lock.acquire(timeout=0), fencelock.LockConnectionError) < REQUEST
     client.close()
 
 
@@ -136,7 +136,7 @@ def test_200_concurrent_acquires_on_one_client(
 
     def cycle(i: int) -> bool:
         lock = client.lock(f"many-{i}", ttl=30)
-        got = lock.acquire(10)
+        got = lock.acquire(timeout=10)
         lock.release()
         return got
 
@@ -147,15 +147,15 @@ def test_200_concurrent_acquires_on_one_client(
 def waiter_is_woken(client: LockClient, other: LockClient) -> None:
     """``other`` holds a lock, ``client`` waits for it and is woken by the release message."""
     holder = other.lock("decoded", ttl=60)
-    assert holder.acquire(0)
-    waiter = SyncCall(lambda: client.lock("decoded", ttl=60).acquire(30))
+    assert holder.acquire(timeout=0)
+    waiter = SyncCall(lambda: client.lock("decoded", ttl=60).acquire(timeout=30))
     sync_until(lambda: client.statistics().waiting == 1)
     holder.release()
     assert waiter.result()
     # woken by the message, never by a timer (Redlock: each node's message may wake a re-try)
     assert client.statistics().polls == 0
     assert client.statistics().wakeups == 1 or (
-        hasattr(client._topology, "nodes") and client.statistics().wakeups > 1
+        hasattr(client._wiring.topology, "nodes") and client.statistics().wakeups > 1
     )
 
 
@@ -210,7 +210,7 @@ def test_a_fresh_redlock_client_gets_its_first_lock(
     for i in range(30):
         client = LockClient.from_url(urls)
         lock = client.lock(f"fresh-{i}", ttl=1)
-        assert lock.acquire(None)
+        assert lock.acquire(timeout=None)
         lock.release()
         client.close()
 
@@ -264,12 +264,20 @@ def test_a_bad_db_index_fails_at_construction() -> None:
 
 
 def test_type_errors_do_not_dump_a_pool() -> None:
+    # a client of the other API says which LockClient takes it (issue 24)
     wrong = redis.Redis() if SyncRedis is not redis.Redis else redis.asyncio.Redis()
-    with pytest.raises(TypeError, match="redis must be") as caught:
+    other = "fencelock.LockClient" if SyncRedis is not redis.Redis else "fencelock.asyncio"
+    with pytest.raises(TypeError, match=f"use {other}") as caught:
         LockClient(wrong)  # type: ignore[arg-type]
     assert len(str(caught.value)) < 300
-    with pytest.raises(TypeError, match="Redlock nodes") as caught:
+    with pytest.raises(TypeError, match=f"use {other}") as caught:
         LockClient([wrong])  # type: ignore[list-item]
+    assert len(str(caught.value)) < 300
+    with pytest.raises(TypeError, match="redis must be") as caught:
+        LockClient(redis.connection.ConnectionPool())  # type: ignore[arg-type]
+    assert len(str(caught.value)) < 300
+    with pytest.raises(TypeError, match="Redlock nodes") as caught:
+        LockClient([SyncRedis(), "node"])  # type: ignore[list-item]
     assert len(str(caught.value)) < 300
 
 
@@ -285,5 +293,5 @@ def test_a_cluster_node_given_as_a_plain_client_says_so(flushed: Cluster) -> Non
     client = LockClient(SyncRedis(port=flushed.masters[0].port))
     with pytest.raises(fencelock.LockError, match="pass a RedisCluster"):
         for i in range(12):  # names spread over the three shards
-            client.lock(f"moved-{i}", ttl=5).acquire(0)
+            client.lock(f"moved-{i}", ttl=5).acquire(timeout=0)
     client.close()

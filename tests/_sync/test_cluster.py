@@ -46,17 +46,17 @@ def test_every_key_of_a_lock_is_in_one_slot() -> None:
 def test_locks_across_shards(cluster_client: LockClient, cluster: Cluster) -> None:
     locks = [cluster_client.lock(name, ttl=10) for name in NAMES]
     for lock in locks:
-        assert lock.acquire(0)
+        assert lock.acquire(timeout=0)
     first = locks[0].token
     shards = {cluster.master_for_key(LockKeys.for_name(n).lock).port for n in NAMES}
     assert len(shards) == 3  # the test really spans the cluster
     other = cluster_client.lock(NAMES[0], ttl=10)
-    assert not other.acquire(0)
+    assert not other.acquire(timeout=0)
     for lock in locks:
         assert lock.held()
         lock.extend()
         lock.release()
-    assert other.acquire(0)
+    assert other.acquire(timeout=0)
     assert other.token > first
     other.release()
 
@@ -69,11 +69,11 @@ def test_release_wakes_a_waiter_by_sharded_pubsub(
     waiter_client = LockClient(redis, max_poll=3600, wake=wake)
     for name in NAMES[:3]:
         held = cluster_client.lock(name, ttl=3600)
-        assert held.acquire(0)
+        assert held.acquire(timeout=0)
         waiting = waiter_client.lock(name, ttl=10)
 
         def acquire_and_release() -> bool:
-            granted = waiting.acquire(None)  # noqa: B023 (awaited within the iteration)
+            granted = waiting.acquire(timeout=None)  # noqa: B023 (awaited within the iteration)
             waiting.release()  # noqa: B023
             return granted
 
@@ -92,7 +92,7 @@ def test_release_wakes_a_waiter_by_sharded_pubsub(
 def test_watchdog_renews_locks_of_every_slot(cluster_client: LockClient) -> None:
     locks = [cluster_client.lock(name, ttl=0.6, auto_renew=True) for name in NAMES]
     for lock in locks:
-        assert lock.acquire(0)
+        assert lock.acquire(timeout=0)
     # one multi-key script per slot and round: a CROSSSLOT error would lose every lock
     sync_until(lambda: cluster_client.statistics().renewals >= 3 * len(NAMES))
     assert cluster_client.statistics().losses == 0
@@ -107,19 +107,19 @@ def test_renewals_follow_a_failover(
     # The watchdog sends each renewal straight to the node of its slot, bounded by the lease's
     # deadline; after a failover that node answers MOVED, and the cluster client must take over.
     lock = cluster_client.lock("failover-job", ttl=3, auto_renew=True)
-    assert lock.acquire(0)
-    old = cluster.master_for_key(lock._spec.keys.lock)
+    assert lock.acquire(timeout=0)
+    old = cluster.master_for_key(lock._lease.spec.keys.lock)
     (replica,) = cluster.replicas_of(old)
     try:
-        _fail_over_to(replica, cluster, lock._spec.keys.lock)
+        _fail_over_to(replica, cluster, lock._lease.spec.keys.lock)
         renewed = cluster_client.statistics().renewals
         sync_until(lambda: cluster_client.statistics().renewals >= renewed + 2)
         assert not lock.lost and lock.held()
         lock.release()
         with replica.client() as new_master:
-            assert new_master.exists(lock._spec.keys.lock) == 0
+            assert new_master.exists(lock._lease.spec.keys.lock) == 0
     finally:  # the session's cluster goes back to its first layout for the other tests
-        _fail_over_to(old, cluster, lock._spec.keys.lock)
+        _fail_over_to(old, cluster, lock._lease.spec.keys.lock)
 
 
 def _fail_over_to(replica: EmbeddedServer, cluster: Cluster, key: str) -> None:
@@ -143,8 +143,8 @@ def test_reentrant_and_fenced_write_on_a_cluster(
     cluster_client: LockClient, cluster: Cluster
 ) -> None:
     lock = cluster_client.lock("stock", ttl=10, reentrant=True)
-    assert lock.acquire(0)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
+    assert lock.acquire(timeout=0)
     cluster_client.fenced_set("stock-level", "41", lock.token)
     cluster_client.fenced_set("stock-level", "42", lock.token + 1)  # a newer holder's
     with pytest.raises(fencelock.StaleToken):
@@ -181,7 +181,7 @@ def test_writes_without_a_lock_on_a_cluster(cluster: Cluster) -> None:
         assert client.versioned(key).get() == (b"20", 20)
         assert cluster.master_for_key(key) is cluster.master_for_key(version_key_for(key))
     lock = client.lock("stock", ttl=10)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     assert client.fenced_update("hits-a", lock.token, lambda v: int(v or 0) - 1) == 19
     with pytest.raises(fencelock.StaleToken):
         client.fenced_get("hits-a", lock.token - 1)
@@ -195,7 +195,7 @@ def test_operators_see_and_free_locks_on_every_master(
 ) -> None:
     locks = [cluster_client.lock(name, ttl=10, label=name) for name in NAMES]
     for lock in locks:
-        assert lock.acquire(0)
+        assert lock.acquire(timeout=0)
     listed = {info.name: info for info in cluster_client.locks("job-*")}
     assert set(listed) == set(NAMES)  # SCAN on all three masters
     assert all(listed[lock.name].token == lock.token for lock in locks)

@@ -35,7 +35,7 @@ def test_watchdog_keeps_lease_alive_past_ttl(
         lock.check()
         assert 0 < raw.pttl(key("renewed")) <= 600
     assert not raw.exists(key("renewed"))
-    assert len(sync_client._watchdog) == 0  # released: no longer renewed
+    assert len(sync_client._wiring.watchdog) == 0  # released: no longer renewed
 
 
 def test_deleted_key_is_signalled(sync_client: LockClient, raw: redis.Redis) -> None:
@@ -71,7 +71,7 @@ def test_taken_over_lock_is_signalled_and_not_touched(
 ) -> None:
     seen: list[Lock] = []
     lock = sync_client.lock("stolen", ttl=0.6, auto_renew=True, on_lost=seen.append)
-    lock.acquire(0)
+    lock.acquire(timeout=0)
     raw.set(key("stolen"), "another-holder", px=60000)
     sync_until(lambda: bool(seen))
     assert raw.get(key("stolen")) == "another-holder" and raw.pttl(key("stolen")) > 600
@@ -89,8 +89,8 @@ def test_failing_callback_does_not_stop_the_watchdog(
     seen: list[Lock] = []
     first = sync_client.lock("first", ttl=0.6, auto_renew=True, on_lost=explode)
     second = sync_client.lock("second", ttl=0.6, auto_renew=True, on_lost=seen.append)
-    first.acquire(0)
-    second.acquire(0)
+    first.acquire(timeout=0)
+    second.acquire(timeout=0)
     raw.delete(key("first"))
     sync_until(lambda: first.lost)
     raw.delete(key("second"))
@@ -102,7 +102,7 @@ def test_unreachable_server_lost_by_local_deadline(fresh_server: EmbeddedServer)
     client = LockClient.from_url(fresh_server.url, socket_timeout=0.2)
     seen: list[float] = []
     lock = client.lock("hung", ttl=1.0, auto_renew=True, on_lost=lambda lk: seen.append(1.0))
-    lock.acquire(0)
+    lock.acquire(timeout=0)
     fresh_server.pause()
     try:
         sync_until(lambda: bool(seen))
@@ -124,7 +124,7 @@ def test_hung_renewal_is_signalled_at_the_deadline(fresh_server: EmbeddedServer)
     lock = client.lock(
         "hung-renewal", ttl=1.0, auto_renew=True, on_lost=lambda lk: seen.append(True)
     )
-    lock.acquire(0)
+    lock.acquire(timeout=0)
     fresh_server.pause()
     try:
         sync_until(lambda: bool(seen), timeout=30.0)
@@ -146,8 +146,8 @@ def test_renewal_reconnecting_to_a_hung_server_is_bounded(
     lost: list[str] = []
     short = client.lock("short", ttl=1.0, auto_renew=True, on_lost=lambda lk: lost.append("s"))
     long = client.lock("long", ttl=2.0, auto_renew=True, on_lost=lambda lk: lost.append("l"))
-    short.acquire(0)
-    long.acquire(0)
+    short.acquire(timeout=0)
+    long.acquire(timeout=0)
     fresh_server.pause()
     try:
         sync_until(lambda: len(lost) == 2, timeout=30.0)
@@ -179,7 +179,7 @@ def test_many_leases_one_watchdog_batched(
 ) -> None:
     locks = [sync_client.lock(f"many-{i}", ttl=1.5, auto_renew=True) for i in range(250)]
     for lock in locks:
-        assert lock.acquire(0)
+        assert lock.acquire(timeout=0)
     sync_until(lambda: sync_client.statistics().renewals >= 3 * 250)
     stats = sync_client.statistics()
     # batches of at most 100 locks: 250 due together take 3 calls, not 250
@@ -192,22 +192,22 @@ def test_many_leases_one_watchdog_batched(
 
 def test_reentrant_lock(sync_client: LockClient, raw: redis.Redis) -> None:
     lock = sync_client.lock("again", ttl=10, reentrant=True)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     token = lock.token
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     assert lock.token == token  # a re-entry keeps the outer grant's token
     with lock:
         assert lock.token == token
         assert int(raw.hvals(key("again"))[0]) == 3
     other = sync_client.lock("again", ttl=10, reentrant=True)
-    assert not other.acquire(0)  # another owner is refused
+    assert not other.acquire(timeout=0)  # another owner is refused
     lock.release()
     assert lock.held()
     lock.release()
     assert not raw.exists(key("again"))
     with pytest.raises(fencelock.LockNotOwned):
         lock.release()
-    assert other.acquire(0) and other.token > token
+    assert other.acquire(timeout=0) and other.token > token
     other.release()
 
 
@@ -215,18 +215,18 @@ def test_reentrant_retry_does_not_count_twice(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
     lock = sync_client.lock("retry", ttl=10, reentrant=True)
-    first = lock._parts.topology.try_acquire(lock._spec, "holder", 0)
+    first = lock._lease.wiring.topology.try_acquire(lock._lease.spec, "holder", 0)
     assert (
-        lock._parts.topology.try_acquire(lock._spec, "holder", 0) == first
+        lock._lease.wiring.topology.try_acquire(lock._lease.spec, "holder", 0) == first
     )  # the same request again: no second hold
     assert raw.hget(key("retry"), "holder") == "1"
     assert (
-        lock._parts.topology.try_acquire(lock._spec, "holder", 1) == first
+        lock._lease.wiring.topology.try_acquire(lock._lease.spec, "holder", 1) == first
     )  # a real re-entry
     assert raw.hget(key("retry"), "holder") == "2"
     with pytest.raises(fencelock.LockLost):
-        lock._parts.topology.try_acquire(
-            lock._spec, "holder", 5
+        lock._lease.wiring.topology.try_acquire(
+            lock._lease.spec, "holder", 5
         )  # a holder whose count is not the server's has lost it
 
 
@@ -235,14 +235,14 @@ def test_reentrant_lock_is_renewed_and_loss_seen(
 ) -> None:
     seen: list[Lock] = []
     lock = sync_client.lock("rr", ttl=0.6, reentrant=True, auto_renew=True, on_lost=seen.append)
-    lock.acquire(0)
-    lock.acquire(0)
+    lock.acquire(timeout=0)
+    lock.acquire(timeout=0)
     sync_until(lambda: sync_client.statistics().renewals >= 3)
     assert lock.held()
     raw.delete(key("rr"))
     sync_until(lambda: bool(seen))
     with pytest.raises(fencelock.LockLost):
-        lock.acquire(0)
+        lock.acquire(timeout=0)
 
 
 def test_reentry_after_takeover_is_signalled(
@@ -250,11 +250,11 @@ def test_reentry_after_takeover_is_signalled(
 ) -> None:
     seen: list[Lock] = []
     lock = sync_client.lock("taken", ttl=30, reentrant=True, on_lost=seen.append)
-    lock.acquire(0)
+    lock.acquire(timeout=0)
     raw.delete(key("taken"))
     raw.hset(key("taken"), "another-holder", 1)
     with pytest.raises(fencelock.LockLost):
-        lock.acquire(0)
+        lock.acquire(timeout=0)
     assert seen == [lock] and lock.lost
     assert raw.hgetall(key("taken")) == {"another-holder": "1"}
 
@@ -263,9 +263,9 @@ def test_simple_and_reentrant_do_not_mix(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
     simple = sync_client.lock("mixed", ttl=10)
-    simple.acquire(0)
+    simple.acquire(timeout=0)
     # one name, one lock: busy for the other kind (test_wake.py: woken by its release)
-    assert not sync_client.lock("mixed", ttl=10, reentrant=True).acquire(0)
+    assert not sync_client.lock("mixed", ttl=10, reentrant=True).acquire(timeout=0)
     assert simple.held()
     simple.release()
 
@@ -294,15 +294,15 @@ def test_a_lock_dropped_while_held_is_no_longer_renewed(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
     lock = sync_client.lock("dropped", ttl=0.6, auto_renew=True)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     sync_until(lambda: sync_client.statistics().renewals >= 1)
     with pytest.warns(ResourceWarning, match="'dropped' was dropped while held"):
         del lock
         gc.collect()
     # not renewed any more (not deleted either): the lease runs out by its ttl on the server
     sync_until(lambda: not raw.exists(key("dropped")))
-    sync_until(lambda: not sync_client._watchdog._worker.running())
-    assert len(sync_client._watchdog) == 0 and sync_client.statistics().losses == 0
+    sync_until(lambda: not sync_client._wiring.watchdog._worker.running())
+    assert len(sync_client._wiring.watchdog) == 0 and sync_client.statistics().losses == 0
 
 
 def wait_renew_and_drop(server: EmbeddedServer, other: Lock) -> None:
@@ -326,13 +326,13 @@ def test_dropped_clients_leave_nothing_behind(
     """Clients dropped unclosed while holding a renewed lease, after waiting on pub/sub: their
     threads (tasks) end, their connections close, and the lease runs out."""
     other = sync_client_b.lock("abandoned", ttl=30)
-    assert other.acquire(0)
+    assert other.acquire(timeout=0)
     other.release()  # its connection is part of the baseline
     workers, connections = sync_workers(), len(raw.client_list())
     gc.disable()  # one collection, below: nothing may wait for a later one
     try:
         for _ in range(3):
-            assert other.acquire(0)
+            assert other.acquire(timeout=0)
             with warnings.catch_warnings(record=True) as seen:
                 warnings.simplefilter("always")
                 wait_renew_and_drop(server, other)

@@ -44,7 +44,7 @@ def test_tokens_increase_with_every_grant(sync_client: LockClient) -> None:
     tokens = []
     for i in range(5):
         lock = sync_client.lock("fenced", ttl=10) if i % 2 else sync_client.lock("fenced", ttl=5)
-        assert lock.acquire(0)
+        assert lock.acquire(timeout=0)
         tokens.append(lock.token)
         lock.release()
     assert tokens == sorted(tokens) and len(set(tokens)) == 5 and tokens[0] >= 1
@@ -55,9 +55,9 @@ def test_second_holder_is_refused_and_overwrites_nothing(
 ) -> None:
     # pitfall 2: another client's value is never overwritten
     first, second = sync_client.lock("x", ttl=10), sync_client.lock("x", ttl=10)
-    assert first.acquire(0)
+    assert first.acquire(timeout=0)
     before = raw.get(key("x"))
-    assert not second.acquire(0)
+    assert not second.acquire(timeout=0)
     assert raw.get(key("x")) == before
     with pytest.raises(fencelock.LockNotOwned):
         second.release()
@@ -69,7 +69,7 @@ def test_acquire_sets_value_and_ttl_in_one_command(
 ) -> None:
     # pitfalls 1 and 3: no SETNX-then-EXPIRE, never a lock without expiry
     lock = sync_client.lock("ttl", ttl=7)
-    lock.acquire(0)
+    lock.acquire(timeout=0)
     assert 0 < raw.pttl(key("ttl")) <= 7000
     assert calls(raw, "setnx") == 0 and calls(raw, "expire") == 0 and calls(raw, "pexpire") == 0
     lock.release()
@@ -80,7 +80,7 @@ def test_release_is_one_atomic_script(
 ) -> None:
     # pitfall 6: compare-and-delete happens server-side in one EVALSHA
     lock = sync_client.lock("atomic", ttl=10)
-    lock.acquire(0)
+    lock.acquire(timeout=0)
     before = calls(raw, "evalsha")
     lock.release()
     assert calls(raw, "evalsha") == before + 1
@@ -92,9 +92,9 @@ def test_expired_holder_cannot_delete_successor(
 ) -> None:
     # pitfall 5: A's lease ends (simulated by deleting its key), B takes over; A's release fails
     a, b = sync_client.lock("succ", ttl=10), sync_client_b.lock("succ", ttl=10)
-    a.acquire(0)
+    a.acquire(timeout=0)
     raw.delete(key("succ"))
-    assert b.acquire(0)
+    assert b.acquire(timeout=0)
     successor = raw.get(key("succ"))
     with pytest.raises(fencelock.LockNotOwned):
         a.release()
@@ -108,7 +108,7 @@ def test_extend_keeps_work_alive_and_never_extends_another(
 ) -> None:
     # pitfall 7: the work outlives the ttl unless extended
     lock = sync_client.lock("long", ttl=2)
-    lock.acquire(0)
+    lock.acquire(timeout=0)
     lock.extend(ttl=100)
     assert raw.pttl(key("long")) > 2000
     lock.extend()
@@ -139,7 +139,7 @@ def test_context_manager_releases_on_error(
 
 def test_context_manager_times_out(sync_client: LockClient) -> None:
     holder = sync_client.lock("busy", ttl=10)
-    holder.acquire(0)
+    holder.acquire(timeout=0)
     with pytest.raises(fencelock.LockTimeout):
         with sync_client.lock("busy", ttl=10, timeout=0):
             pass
@@ -161,15 +161,15 @@ def test_body_error_is_not_masked_by_loss(
 
 def test_not_reentrant_by_default(sync_client: LockClient) -> None:
     lock = sync_client.lock("self", ttl=10)
-    lock.acquire(0)
+    lock.acquire(timeout=0)
     with pytest.raises(fencelock.LockError):
-        lock.acquire(0)
+        lock.acquire(timeout=0)
     lock.release()
 
 
 def test_busy_wait_gives_up_at_timeout(sync_client: LockClient) -> None:
     holder = sync_client.lock("wait", ttl=30)
-    holder.acquire(0)
+    holder.acquire(timeout=0)
     assert not sync_client.lock("wait", ttl=5).acquire(timeout=0.2)
     holder.release()
 
@@ -179,7 +179,7 @@ def test_waiter_is_woken_by_release_message(
 ) -> None:
     # The fallback re-try is an hour away: only the pub/sub message can hand the lock over.
     holder, waiter = sync_client_b.lock("wake", ttl=3600), sync_client.lock("wake", ttl=10)
-    holder.acquire(0)
+    holder.acquire(timeout=0)
 
     def wait_then_release() -> int:
         assert waiter.acquire(timeout=None)
@@ -200,7 +200,7 @@ def test_fallback_retry_at_holder_ttl(
 ) -> None:
     # A lock that expires (no release, no message) is retaken by the fallback re-try.
     holder = sync_client_b.lock("expire", ttl=0.2)
-    holder.acquire(0)
+    holder.acquire(timeout=0)
     waiter = sync_client.lock("expire", ttl=10)
     assert waiter.acquire(timeout=30)
     assert sync_client.statistics().polls >= 1 and sync_client.statistics().wakeups == 0
@@ -217,7 +217,7 @@ def test_an_idle_waiter_costs_the_server_nothing(
     with sync_client_b.lock("warm-up", ttl=30):
         pass  # the scripts are cached on the server: one call each from now on
     holder = sync_client_b.lock("idle", ttl=30)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
 
     def scripts() -> int:
         stats = raw.info("commandstats")
@@ -239,7 +239,7 @@ def test_a_release_during_a_pubsub_break_is_not_missed(
     re-made connection is subscribed again: a release right after that re-try wakes it (the
     holder's lease is an hour: a lost message would leave it waiting until its deadline)."""
     holder = sync_client_b.lock("break", ttl=3600)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
     with TcpProxy(server.port) as proxy:
         client = LockClient.from_url(proxy.url)
         waiter = client.lock("break", ttl=30)
@@ -258,13 +258,13 @@ def test_a_release_during_a_pubsub_break_is_not_missed(
 
 def test_script_flush_is_survived(sync_client: LockClient, raw: redis.Redis) -> None:
     lock = sync_client.lock("flush", ttl=10)
-    lock.acquire(0)
+    lock.acquire(timeout=0)
     raw.script_flush()
     lock.extend()
     raw.script_flush()
     lock.release()
     raw.script_flush()
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     raw.script_flush()
     sync_client.fenced_set("flushed", "v", lock.token)
     lock.release()
@@ -275,13 +275,18 @@ def test_acquire_retry_with_same_holder_reextends(
 ) -> None:
     # What the library does after a timed-out request: send it again with the same holder token.
     lock = sync_client.lock("retry", ttl=10)
-    first = lock._parts.topology.try_acquire(lock._spec, "holder-token-of-the-first-attempt")
+    first = lock._lease.wiring.topology.try_acquire(
+        lock._lease.spec, "holder-token-of-the-first-attempt"
+    )
     raw.pexpire(key("retry"), 500)
-    again = lock._parts.topology.try_acquire(lock._spec, "holder-token-of-the-first-attempt")
+    again = lock._lease.wiring.topology.try_acquire(
+        lock._lease.spec, "holder-token-of-the-first-attempt"
+    )
     assert first == again  # the same grant, the same fencing token
     assert raw.pttl(key("retry")) > 500
     assert not isinstance(
-        lock._parts.topology.try_acquire(lock._spec, "another-holder"), type(first)
+        lock._lease.wiring.topology.try_acquire(lock._lease.spec, "another-holder"),
+        type(first),
     )
 
 
@@ -334,11 +339,11 @@ def test_lock_key_of_wrong_type(sync_client: LockClient, raw: redis.Redis) -> No
     for reentrant in (False, True):
         lock = sync_client.lock("typed", ttl=5, reentrant=reentrant)
         with pytest.raises(fencelock.LockError, match="another Redis type"):
-            lock.acquire(0)
+            lock.acquire(timeout=0)
     assert raw.lrange(key("typed"), 0, -1) == ["a"]
     raw.hset(LockKeys.for_name("counter").fence, "a", "b")
     with pytest.raises(fencelock.LockError, match="another Redis type"):
-        sync_client.lock("counter", ttl=5).acquire(0)
+        sync_client.lock("counter", ttl=5).acquire(timeout=0)
     assert not raw.exists(key("counter"))  # the SET was undone, no grant without a token
 
 
@@ -350,10 +355,10 @@ def test_a_lease_retaken_by_the_other_kind_is_not_held(
     reentrant: bool,
 ) -> None:
     lock = sync_client.lock("taken", ttl=10, reentrant=reentrant)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     raw.delete(key("taken"))  # its lease ends without its knowing
     other = sync_client_b.lock("taken", ttl=10, reentrant=not reentrant)
-    assert other.acquire(0)
+    assert other.acquire(timeout=0)
     assert not lock.held() and lock.lost
     with pytest.raises(fencelock.LockLost):
         lock.release()
@@ -408,10 +413,10 @@ def test_names_with_braces_get_their_own_keys(
     names = ["a", "{a}", "a}", "%7Ba%7D", "ünï{}cødé"]
     locks = [sync_client.lock(n, ttl=10) for n in names]
     for lock in locks:
-        assert lock.acquire(0)
+        assert lock.acquire(timeout=0)
     assert len(raw.keys("fencelock:*:lock")) == len(names)
     # each name has its own counter, holding its own token
-    assert sorted(int(raw.get(lk._spec.keys.fence)) for lk in locks) == sorted(
+    assert sorted(int(raw.get(lk._lease.spec.keys.fence)) for lk in locks) == sorted(
         lk.token for lk in locks
     )
     for lock in locks:
@@ -423,20 +428,20 @@ def test_server_down_gives_connection_error() -> None:
 
     client = LockClient.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_timeout=0.5)
     with pytest.raises(fencelock.LockConnectionError):
-        client.lock("down", ttl=5).acquire(0)
+        client.lock("down", ttl=5).acquire(timeout=0)
     client.close()
 
 
 def test_hung_server_gives_connection_error(fresh_server: EmbeddedServer) -> None:
     client = LockClient.from_url(fresh_server.url, socket_timeout=0.3)
     lock = client.lock("hung", ttl=5)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     fresh_server.pause()
     try:
         with pytest.raises(fencelock.LockConnectionError):
             lock.extend()
         with pytest.raises(fencelock.LockConnectionError):
-            client.lock("other", ttl=5).acquire(0)
+            client.lock("other", ttl=5).acquire(timeout=0)
     finally:
         fresh_server.resume()
     client.close()
@@ -449,7 +454,7 @@ def test_user_client_without_timeouts_is_bounded(
 
     user = SyncRedis(port=server.port, socket_timeout=None, socket_connect_timeout=None)
     client = LockClient(user, socket_timeout=2.0)
-    assert client._topology.redis.connection_pool.connection_kwargs["socket_timeout"] == 2.0
+    assert client._wiring.topology.redis.connection_pool.connection_kwargs["socket_timeout"] == 2.0
     assert user.connection_pool.connection_kwargs.get("socket_timeout") is None  # untouched
     with client.lock("bounded", ttl=5):
         pass
@@ -463,10 +468,10 @@ def test_a_token_given_back_is_never_used_again(server: EmbeddedServer) -> None:
     # delete a grant made to the same token meanwhile.
     with TcpProxy(server.port) as proxy:
         client = LockClient.from_url(proxy.url)
-        client.lock("warm-up", ttl=10).acquire(0)  # connected, scripts cached
+        client.lock("warm-up", ttl=10).acquire(timeout=0)  # connected, scripts cached
         lock = client.lock("late", ttl=0.2)
         holders: list[str] = []
-        topology = lock._parts.topology
+        topology = lock._lease.wiring.topology
         original = topology.try_acquire
 
         def recording(spec: Any, holder: str, *args: Any, **kwargs: Any) -> Any:
@@ -475,7 +480,7 @@ def test_a_token_given_back_is_never_used_again(server: EmbeddedServer) -> None:
 
         topology.try_acquire = recording  # type: ignore[method-assign]
         proxy.delay(0.15)  # every grant comes back after its 0.2 s lease
-        assert not lock.acquire(2.0)
+        assert not lock.acquire(timeout=2.0)
         proxy.normal()
         assert len(holders) >= 2
         assert len(set(holders)) == len(holders)  # one try per token: each was given back
@@ -489,10 +494,10 @@ def test_a_grant_that_comes_back_after_its_lease_is_given_back(
     # have ended. Such a grant is no grant: acquire must not hand out a lease already over.
     with TcpProxy(server.port) as proxy:
         client = LockClient.from_url(proxy.url)
-        client.lock("warm-up", ttl=10).acquire(0)  # connected, scripts cached
+        client.lock("warm-up", ttl=10).acquire(timeout=0)  # connected, scripts cached
         proxy.delay(0.15)
         lock = client.lock("late", ttl=0.2)
-        assert not lock.acquire(0)
+        assert not lock.acquire(timeout=0)
         proxy.normal()
         assert not lock.held()
         client.close()

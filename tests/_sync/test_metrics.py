@@ -32,7 +32,7 @@ def test_grants_waits_and_holds(exported: Exported, sync_client: LockClient) -> 
     lock, other = sync_client.lock("m-grants", ttl=10), sync_client.lock("m-grants", ttl=10)
     for _ in range(2):
         with lock:
-            assert not other.acquire(0)  # busy: an acquire that timed out
+            assert not other.acquire(timeout=0)  # busy: an acquire that timed out
     labels = lock_labels("m-grants")
     assert exported.count("grants", **labels) == 2
     assert exported.count("acquire_wait", **labels, outcome="granted") == 2
@@ -45,7 +45,7 @@ def test_an_acquire_that_fails_is_an_error(exported: Exported) -> None:
     client = LockClient.from_url(f"redis://127.0.0.1:{free_port()}", socket_timeout=1)
     try:
         with pytest.raises(fencelock.LockConnectionError):
-            client.lock("m-error").acquire(0)
+            client.lock("m-error").acquire(timeout=0)
     finally:
         client.close()
     assert exported.count("acquire_wait", **lock_labels("m-error", outcome="error")) == 1
@@ -69,7 +69,7 @@ def test_gauges_show_what_is_held_and_waited_for_now(
     # (other tests' clients may still be alive in this process: compare with before)
     held, waiting = exported.gauge("held_locks"), exported.gauge("waiting_acquires")
     holder = sync_client_b.lock("m-gauges", ttl=10)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
     assert exported.gauge("held_locks") == held + 1
     lock = sync_client.lock("m-gauges", ttl=10)
     waiter = SyncCall(lambda: lock.acquire(timeout=None))
@@ -86,7 +86,7 @@ def test_wakeups_and_handoffs(
     exported: Exported, sync_client: LockClient, sync_client_b: LockClient
 ) -> None:
     holder = sync_client_b.lock("m-wake", ttl=10)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
     head, behind = sync_client.lock("m-wake", ttl=10), sync_client.lock("m-wake", ttl=10)
 
     def take_and_release(lock: Lock) -> None:
@@ -133,7 +133,7 @@ def test_a_lock_another_holder_has_is_taken_over(
         sync_until(lambda: lock.lost)
     assert exported.count("lost_leases", **lock_labels("m-taken", reason="taken_over")) == 1
     extended = sync_client.lock("m-taken-extend", ttl=10)
-    assert extended.acquire(0)
+    assert extended.acquire(timeout=0)
     raw.set(LockKeys.for_name("m-taken-extend", sync_client.prefix).lock, "another", px=5000)
     with pytest.raises(fencelock.LockLost):
         extended.extend()
@@ -145,7 +145,7 @@ def test_a_lease_that_ran_out_is_expired(
     exported: Exported, sync_client: LockClient
 ) -> None:
     lock = sync_client.lock("m-expired", ttl=0.1)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     sync_sleep(0.15)  # the work outlives the lease (time itself is what is tested)
     assert lock.lost
     with pytest.raises(fencelock.LockLost):
@@ -158,7 +158,7 @@ def test_a_lease_found_gone_at_release_is_lost_too(
     exported: Exported, sync_client: LockClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     lock = sync_client.lock("m-at-release", ttl=0.1)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     sync_sleep(0.15)  # the work outlives the lease; nobody asks lock.lost
     expired = pytest.raises(fencelock.LockLost, match="its lease had expired")
     with caplog.at_level(logging.WARNING, "fencelock.lease"), expired:
@@ -226,7 +226,7 @@ def test_lost_leases_are_logged_with_fields(
     sync_client: LockClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     lock = sync_client.lock("m-lost-log", ttl=0.1)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     sync_sleep(0.15)
     with caplog.at_level(logging.WARNING, "fencelock.lease"):
         assert lock.lost
@@ -241,12 +241,12 @@ def test_slow_acquires_are_logged(
     sync_client: LockClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     holder = sync_client.lock("m-slow", ttl=10)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
     quick, slow = metrics.log_slow_acquires(60), metrics.log_slow_acquires(0.01)
     try:
         with caplog.at_level(logging.WARNING, "fencelock.acquire"):
             # 0.05 s at least, by its timeout: over one threshold, far under the other
-            assert not sync_client.lock("m-slow", ttl=10).acquire(0.05)
+            assert not sync_client.lock("m-slow", ttl=10).acquire(timeout=0.05)
     finally:
         quick.disable()
         slow.disable()

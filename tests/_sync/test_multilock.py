@@ -122,7 +122,7 @@ def test_one_fencing_token_per_name(
     with pytest.raises(fencelock.LockNotOwned):
         multi.tokens  # noqa: B018 (the property raises)
     later = sync_client.lock("m-tok-a", ttl=10)
-    assert later.acquire(0)
+    assert later.acquire(timeout=0)
     assert later.token > tokens["m-tok-a"]
     later.release()
 

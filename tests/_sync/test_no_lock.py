@@ -153,11 +153,11 @@ def test_fencing_only_the_write_lets_a_stale_write_in_between(
     # The gap fenced_get closes, shown the old way (GET, compute, fenced_set): the stale
     # holder's write lands between the new holder's read and write, is accepted, and is lost.
     old = sync_client.lock("job", ttl=0.2)
-    assert old.acquire(0)
+    assert old.acquire(timeout=0)
     sync_client.fenced_set("stock", "10", old.token)
     run_out(old, raw)
     new = sync_client_b.lock("job", ttl=10)
-    assert new.acquire(0)
+    assert new.acquire(timeout=0)
     read = raw.get("stock")
     sync_client.fenced_set("stock", "9", old.token)  # accepted: the resource knows only old
     sync_client_b.fenced_set("stock", str(int(read) - 1), new.token)
@@ -169,11 +169,11 @@ def test_a_fenced_read_refuses_the_stale_write_in_between(
     sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
 ) -> None:
     old = sync_client.lock("job", ttl=0.2)
-    assert old.acquire(0)
+    assert old.acquire(timeout=0)
     sync_client.fenced_set("stock", "10", old.token)
     run_out(old, raw)
     new = sync_client_b.lock("job", ttl=10)
-    assert new.acquire(0)
+    assert new.acquire(timeout=0)
     read = sync_client_b.fenced_get("stock", new.token)
     assert read == b"10"
     with pytest.raises(fencelock.StaleToken) as info:
@@ -192,11 +192,11 @@ def test_fenced_update_with_a_stale_holder_writing_meanwhile(
 ) -> None:
     stale = LockClient.from_url(server.url)  # another process, paused past its lease
     old = stale.lock("job", ttl=0.2)
-    assert old.acquire(0)
+    assert old.acquire(timeout=0)
     stale.fenced_set("stock", "10", old.token)
     sync_until(lambda: raw.exists(LockKeys.for_name("job").lock) == 0)
     new = sync_client.lock("job", ttl=10)
-    assert new.acquire(0)
+    assert new.acquire(timeout=0)
     refused = []
 
     def decrement(value: bytes | None) -> int:

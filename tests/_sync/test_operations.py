@@ -31,7 +31,7 @@ def test_the_label_rides_with_the_grant(
     labelled = LockClient.from_url(server.url, label="host-a:42:worker 1")
     try:
         lock = labelled.lock(NAME, 10)
-        assert lock.acquire(0)
+        assert lock.acquire(timeout=0)
         info = sync_client.inspect(NAME)
         assert info is not None
         assert info.label == "host-a:42:worker 1"  # escaped in Redis, readable here
@@ -41,7 +41,7 @@ def test_the_label_rides_with_the_grant(
         # the lock's label overrides the client's; None: no label at all
         for label, shown in [("nightly", "nightly"), (None, None)]:
             lock = labelled.lock(NAME, 10, label=label)
-            assert lock.acquire(0)
+            assert lock.acquire(timeout=0)
             info = sync_client.inspect(NAME)
             assert info is not None and info.label == shown
             lock.release()
@@ -53,7 +53,7 @@ def test_a_label_callable_names_whoever_acquires(
     sync_client: LockClient,
 ) -> None:
     lock = sync_client.lock(NAME, 10, label=fencelock.holder_label)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     info = sync_client.inspect(NAME)
     assert info is not None and info.label is not None
     here = f"{socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}"
@@ -70,9 +70,11 @@ def test_bad_labels_are_refused(sync_client: LockClient) -> None:
         sync_client.lock(NAME, label="x" * (MAX_LABEL_LENGTH + 1))
     lock = sync_client.lock(NAME, label=lambda: "")
     with pytest.raises(ValueError, match="label callable"):
-        lock.acquire(0)
+        lock.acquire(timeout=0)
     assert sync_client.inspect(NAME) is None  # nothing was requested
-    assert sync_client.lock(NAME).acquire(0)  # and nothing was left in the local line
+    assert sync_client.lock(NAME).acquire(
+        timeout=0
+    )  # and nothing was left in the local line
 
 
 def test_inspect_shows_holder_token_kind_and_waiters_in_order(
@@ -80,12 +82,12 @@ def test_inspect_shows_holder_token_kind_and_waiters_in_order(
 ) -> None:
     assert sync_client.inspect(NAME) is None
     lock = sync_client.lock(NAME, 10, label="holder")
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     third = LockClient.from_url(server.url)
     try:
-        first = SyncCall(lambda: sync_client_b.lock(NAME, 10, label="first").acquire(10))
+        first = SyncCall(lambda: sync_client_b.lock(NAME, 10, label="first").acquire(timeout=10))
         sync_until(lambda: sync_client_b.statistics().waiting == 1)
-        second = SyncCall(lambda: third.lock(NAME, 10, label="second").acquire(10))
+        second = SyncCall(lambda: third.lock(NAME, 10, label="second").acquire(timeout=10))
         sync_until(lambda: third.statistics().waiting == 1)
         info = sync_client.inspect(NAME)
         assert info is not None
@@ -109,7 +111,7 @@ def test_inspect_shows_holder_token_kind_and_waiters_in_order(
 
 def test_inspect_a_reentrant_lock(sync_client: LockClient) -> None:
     lock = sync_client.lock(NAME, 10, reentrant=True, label="re")
-    assert lock.acquire(0) and lock.acquire(0)
+    assert lock.acquire(timeout=0) and lock.acquire(timeout=0)
     info = sync_client.inspect(NAME)
     assert info is not None
     assert (info.kind, info.count, info.label, info.token) == ("reentrant", 2, "re", lock.token)
@@ -120,7 +122,7 @@ def test_renewals_keep_the_fencing_counter(
 ) -> None:
     """The counter was kept only for the first lease: a lock renewed past it showed no token."""
     lock = sync_client.lock(NAME, 0.3, auto_renew=True)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     # renewed every 0.1 s: past its first lease, and the counter's first expiry (about 0.3 s)
     sync_until(lambda: sync_client.statistics().renewals >= 5)
     info = sync_client.inspect(NAME)
@@ -136,7 +138,7 @@ def test_locks_lists_held_names_matching_a_pattern(sync_client: LockClient) -> N
     names = ["job:{1}", "job:100%", "job:*", "other"]
     held = [sync_client.lock(name, 10) for name in names]
     for lock in held:
-        assert lock.acquire(0)
+        assert lock.acquire(timeout=0)
     held[-1].release()  # released: not listed
     listed = {info.name: info for info in [i for i in sync_client.locks()]}
     assert set(listed) == set(names[:3])
@@ -153,11 +155,11 @@ def test_force_release_while_the_holder_writes_through_fenced_set(
     """The forced-out holder's next fenced write is refused once the next holder wrote; it
     hears of the loss at its next release, extend or held(); the waiter is woken."""
     lock = sync_client.lock(NAME, 60)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     old = lock.token
     sync_client.fenced_set("stock", "1", old)
     waiting = sync_client_b.lock(NAME, 60)
-    taken = SyncCall(lambda: waiting.acquire(10))
+    taken = SyncCall(lambda: waiting.acquire(timeout=10))
     sync_until(lambda: sync_client_b.statistics().waiting == 1)
     info = sync_client_b.inspect(NAME)
     assert info is not None
@@ -185,7 +187,7 @@ def test_force_release_of_another_grant_touches_nothing(
     result = sync_client.force_release(NAME)
     assert result.outcome is fencelock.ForceOutcome.NOT_HELD
     lock = sync_client.lock(NAME, 60, label="busy")
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     result = sync_client.force_release(NAME, token=lock.token - 1)
     assert result.outcome is fencelock.ForceOutcome.TOKEN_MISMATCH
     assert (result.token, result.label) == (lock.token, "busy")
@@ -207,7 +209,7 @@ def test_a_forced_out_renewed_holder_is_told_by_its_watchdog(
 ) -> None:
     lost: list[object] = []
     lock = sync_client.lock(NAME, 0.3, auto_renew=True, on_lost=lost.append)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     sync_client_b.force_release(NAME)
     sync_until(lambda: lost == [lock])
     assert lock.lost
@@ -222,7 +224,7 @@ def test_a_server_that_may_evict_lock_keys_is_warned_of_once(
         with LockClient.from_url(evicting.url) as client:
             for name in ("a", "b"):
                 lock = client.lock(name, 10)
-                assert lock.acquire(0)
+                assert lock.acquire(timeout=0)
                 lock.release()
     warned = [r for r in caplog.records if r.name == "fencelock.server"]
     assert len(warned) == 1 and warned[0].levelno == logging.WARNING
@@ -232,7 +234,7 @@ def test_a_server_that_may_evict_lock_keys_is_warned_of_once(
 def test_no_warning_without_eviction(
     sync_client: LockClient, caplog: pytest.LogCaptureFixture
 ) -> None:
-    assert sync_client.lock(NAME, 10).acquire(0)
+    assert sync_client.lock(NAME, 10).acquire(timeout=0)
     assert [r for r in caplog.records if r.name == "fencelock.server"] == []
 
 

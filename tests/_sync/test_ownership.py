@@ -28,12 +28,12 @@ def test_a_shared_lock_object_is_one_holder(
     using it sees its grant and may release it; acquiring it again while it holds is an error
     (a reentrant lock object counts a re-entry instead)."""
     lock = sync_client.lock("shared", ttl=30)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     token = lock.token
 
     def elsewhere() -> int:
         with pytest.raises(fencelock.LockError, match="already held by this lock"):
-            lock.acquire(0)
+            lock.acquire(timeout=0)
         seen = lock.token
         lock.release()
         return seen
@@ -48,10 +48,12 @@ def test_a_shared_reentrant_lock_object_counts_re_entries_of_the_object(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
     lock = sync_client.lock("shared-re", ttl=30, reentrant=True)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
 
     def elsewhere() -> int:
-        assert lock.acquire(0)  # a re-entry of the object, from another task or thread
+        assert lock.acquire(
+            timeout=0
+        )  # a re-entry of the object, from another task or thread
         return lock.token
 
     assert SyncCall(elsewhere).result() == lock.token
@@ -67,7 +69,7 @@ def test_concurrent_acquires_of_one_object_take_turns(
     """Two callers acquiring one lock object that does not hold yet queue like two lock objects:
     the second gets the lock once the first released it."""
     blocker = sync_client.lock("turns", ttl=30)
-    assert blocker.acquire(0)
+    assert blocker.acquire(timeout=0)
     lock = sync_client.lock("turns", ttl=30)
     tokens: list[int] = []
 
@@ -90,7 +92,7 @@ def test_a_lease_that_ran_out_frees_the_name_for_the_same_client(
     """A lock object whose lease ran out without release() (dropped here) does not keep the
     client's other lock objects out: they get the name as soon as the server lets it go."""
     dropped = sync_client.lock("expired", ttl=0.2)
-    assert dropped.acquire(0)
+    assert dropped.acquire(timeout=0)
     del dropped
     gc.collect()
     sync_until(lambda: not raw.exists(key("expired")))
@@ -103,7 +105,7 @@ def test_a_lock_whose_lease_ran_out_can_acquire_again(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
     lock = sync_client.lock("again", ttl=0.2)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     first = lock.token
     sync_until(lambda: not raw.exists(key("again")))
     assert lock.lost
@@ -118,31 +120,31 @@ def test_a_lost_lock_can_acquire_again(
 ) -> None:
     seen: list[object] = []
     lock = sync_client.lock("lost-again", ttl=0.6, auto_renew=True, on_lost=seen.append)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     raw.delete(key("lost-again"))
     sync_until(lambda: bool(seen))
     assert lock.acquire(timeout=0)
     assert not lock.lost and lock.held()
     lock.release()
-    assert len(sync_client._watchdog) == 0
+    assert len(sync_client._wiring.watchdog) == 0
 
 
 def test_the_late_release_of_a_lease_that_ran_out_leaves_the_next_holders_alone(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
     stale = sync_client.lock("late", ttl=0.2)
-    assert stale.acquire(0)
+    assert stale.acquire(timeout=0)
     sync_until(lambda: not raw.exists(key("late")))
     holder = sync_client.lock("late", ttl=30)
     assert holder.acquire(timeout=0)
     waiter = sync_client.lock("late", ttl=30)
     waiting = SyncCall(lambda: waiter.acquire(timeout=30))
-    sync_until(lambda: bool(sync_client._queues._lines[holder._spec.line].tickets))
+    sync_until(lambda: bool(sync_client._queues._lines[holder._lease.spec.line].tickets))
     with pytest.raises(fencelock.LockLost):
         stale.release()
     # the holder still holds, and the waiter still waits for it
     assert holder.held()
-    assert sync_client._queues._lines[holder._spec.line].tickets
+    assert sync_client._queues._lines[holder._lease.spec.line].tickets
     holder.release()
     assert waiting.result() is True
     waiter.release()
@@ -154,7 +156,7 @@ def test_held_is_false_once_the_lease_is_lost(
 ) -> None:
     seen: list[object] = []
     lock = sync_client.lock("held-lost", ttl=0.6, auto_renew=True, on_lost=seen.append)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     holder = raw.get(key("held-lost"))
     raw.delete(key("held-lost"))
     sync_until(lambda: bool(seen))
@@ -187,7 +189,7 @@ def test_holds_a_lost_re_entry_added_are_left_at_the_last_release(
     LockConnectionError) leaves the server counting one hold more than the lock: the last
     release leaves them all, instead of keeping the name held until the ttl ran out."""
     lock = sync_client.lock("count", ttl=30, reentrant=True)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     holder = next(iter(raw.hkeys(key("count"))))
     raw.hincrby(key("count"), holder, 1)  # the applied re-entry
     lock.release()
@@ -200,13 +202,13 @@ def test_redlock_held_is_false_when_the_other_kind_has_the_name(
     urls = [s.url for s in redlock]
     client = LockClient.from_url(urls)
     simple = client.lock("kinds", ttl=30)
-    assert simple.acquire(0)
+    assert simple.acquire(timeout=0)
     for srv in redlock:
         with srv.client() as probe:
             probe.delete(key("kinds"))  # gone behind its back (a flush, say)
     other = LockClient.from_url(urls)
     reentrant = other.lock("kinds", ttl=30, reentrant=True)
-    assert reentrant.acquire(0)
+    assert reentrant.acquire(timeout=0)
     assert simple.held() is False  # not an outage: every node answered "not yours"
     reentrant.release()
     client.close()

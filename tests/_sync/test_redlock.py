@@ -51,7 +51,7 @@ def counters(servers: Sequence[EmbeddedServer]) -> list[int]:
 def test_acquire_and_release_on_every_node(redlock: list[EmbeddedServer]) -> None:
     client = make_client(redlock)
     lock = client.lock("job", ttl=10)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     tokens = holders(redlock)
     assert tokens[0] is not None and tokens == [tokens[0]] * 5
     assert lock.token == max(counters(redlock))  # the largest node's, written back
@@ -64,14 +64,14 @@ def test_acquire_and_release_on_every_node(redlock: list[EmbeddedServer]) -> Non
 def test_a_second_client_is_refused(redlock: list[EmbeddedServer]) -> None:
     first, second = make_client(redlock), make_client(redlock)
     lock = first.lock("job", ttl=10)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     other = second.lock("job", ttl=10)
-    assert not other.acquire(0)
-    assert not other.acquire(0.2)  # waits, retries, and gives up: nothing taken
+    assert not other.acquire(timeout=0)
+    assert not other.acquire(timeout=0.2)  # waits, retries, and gives up: nothing taken
     assert holders(redlock) == [holders(redlock)[0]] * 5  # still only the first holder
     token = lock.token
     lock.release()
-    assert other.acquire(0)
+    assert other.acquire(timeout=0)
     assert other.token > token
     other.release()
     first.close()
@@ -86,7 +86,7 @@ def test_a_split_vote_is_given_back_everywhere(redlock: list[EmbeddedServer]) ->
             probe.set(KEYS.lock, "someone-else", px=60_000)
     client = make_client(redlock)
     lock = client.lock("job", ttl=10)
-    assert not lock.acquire(0)
+    assert not lock.acquire(timeout=0)
     assert holders(redlock) == [b"someone-else"] * 3 + [None, None]
     client.close()
 
@@ -99,7 +99,7 @@ def test_two_of_five_killed_acquisitions_continue(redlock: list[EmbeddedServer])
         if round_ == 2:
             redlock[0].kill()
             redlock[3].kill()
-        assert lock.acquire(0)
+        assert lock.acquire(timeout=0)
         seen.append(lock.token)
         lock.release()
     assert seen == sorted(set(seen)), f"tokens must strictly increase: {seen}"
@@ -112,9 +112,9 @@ def test_three_of_five_killed_is_an_outage(redlock: list[EmbeddedServer]) -> Non
     client = make_client(redlock)
     lock = client.lock("job", ttl=10)
     with pytest.raises(fencelock.LockConnectionError, match="3 of 5 nodes unreachable"):
-        lock.acquire(0)
+        lock.acquire(timeout=0)
     with pytest.raises(fencelock.LockConnectionError):
-        lock.acquire(0.3)
+        lock.acquire(timeout=0.3)
     with pytest.raises(fencelock.LockConnectionError):  # not LockTimeout: nobody holds it
         with client.lock("job", ttl=10, timeout=0.1):
             pass
@@ -129,13 +129,13 @@ def test_a_majority_down_is_an_outage_a_majority_busy_is_not(
     nodes = redlock[:3]  # Redlock over 3 masters
     client = make_client(nodes)
     holder = client.lock("held", ttl=10)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
     # 2 of 3 hold the name for another client: a majority answered no
     for srv in nodes[:2]:
         with srv.client() as probe:
             probe.set(KEYS.lock, "someone-else", px=60_000)
-    assert not client.lock("job", ttl=10).acquire(0)
-    assert not client.lock("job", ttl=10).acquire(0.3)
+    assert not client.lock("job", ttl=10).acquire(timeout=0)
+    assert not client.lock("job", ttl=10).acquire(timeout=0.3)
     with pytest.raises(fencelock.LockTimeout):
         with client.lock("job", ttl=10, timeout=0.1):
             pass
@@ -145,9 +145,9 @@ def test_a_majority_down_is_an_outage_a_majority_busy_is_not(
     # one node left says, for acquire as for held, extend and release
     lock = client.lock("job", ttl=10)
     with pytest.raises(fencelock.LockConnectionError, match="2 of 3 nodes unreachable"):
-        lock.acquire(0)
+        lock.acquire(timeout=0)
     with pytest.raises(fencelock.LockConnectionError, match="2 of 3 nodes unreachable"):
-        lock.acquire(1)
+        lock.acquire(timeout=1)
     for call in (holder.held, holder.extend, holder.release):
         with pytest.raises(fencelock.LockConnectionError, match="1 of 3 nodes confirmed"):
             call()
@@ -160,7 +160,7 @@ def test_no_node_reachable_is_a_connection_error(redlock: list[EmbeddedServer]) 
         srv.kill()
     client = make_client(redlock)
     with pytest.raises(fencelock.LockConnectionError):
-        client.lock("job", ttl=10).acquire(0)
+        client.lock("job", ttl=10).acquire(timeout=0)
     client.close()
 
 
@@ -182,7 +182,7 @@ def test_tokens_increase_across_majorities_that_overlap_partly(
     def grant() -> None:
         client = make_client(redlock)
         lock = client.lock("job", ttl=10)
-        assert lock.acquire(0)
+        assert lock.acquire(timeout=0)
         tokens.append(lock.token)
         lock.release()
         client.close()
@@ -214,7 +214,7 @@ def test_a_hung_node_costs_a_node_timeout_not_its_hang(
     lock = client.lock("job", ttl=1.0)
     redlock[2].pause()
     for _ in range(3):
-        assert lock.acquire(5)
+        assert lock.acquire(timeout=5)
         lock.release()
     redlock[2].resume()
     client.close()
@@ -227,12 +227,12 @@ def test_release_wakes_a_waiter_through_any_node(
     holder_client = make_client(redlock, wake=wake)
     waiter_client = make_client(redlock, max_poll=3600, wake=wake)
     held = holder_client.lock("job", ttl=3600)
-    assert held.acquire(0)
+    assert held.acquire(timeout=0)
     redlock[0].kill()  # one node's pub/sub is gone: the others still deliver
     waiting = waiter_client.lock("job", ttl=10)
 
     def acquire_and_release() -> bool:
-        granted = waiting.acquire(None)
+        granted = waiting.acquire(timeout=None)
         waiting.release()
         return granted
 
@@ -255,11 +255,11 @@ def test_a_waiters_lease_runs_from_the_re_try_that_won(redlock: list[EmbeddedSer
     holder_client = make_client(redlock)
     waiter_client = make_client(redlock, max_poll=3600)
     held = holder_client.lock("job", ttl=3600)
-    assert held.acquire(0)
+    assert held.acquire(timeout=0)
     waiting = waiter_client.lock("job", ttl=0.5)
 
     def take() -> None:
-        assert waiting.acquire(None)
+        assert waiting.acquire(timeout=None)
         waiting.check()  # LockLost if the lease were counted from the first, refused, try
         waiting.release()
 
@@ -276,7 +276,7 @@ def test_a_waiters_lease_runs_from_the_re_try_that_won(redlock: list[EmbeddedSer
 def test_extend_and_held_go_by_majority(redlock: list[EmbeddedServer]) -> None:
     client = make_client(redlock)
     lock = client.lock("job", ttl=5)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     lock.extend(60)
     with redlock[0].client() as probe:
         assert probe.pttl(KEYS.lock) > 10_000
@@ -300,7 +300,7 @@ def test_extend_and_held_go_by_majority(redlock: list[EmbeddedServer]) -> None:
 def test_release_never_deletes_another_holders_lock(redlock: list[EmbeddedServer]) -> None:
     client = make_client(redlock)
     lock = client.lock("job", ttl=10)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     for srv in redlock[:3]:
         with srv.client() as probe:
             probe.set(KEYS.lock, "successor", px=60_000)
@@ -316,7 +316,7 @@ def test_watchdog_renews_by_majority_and_signals_loss(
     lost: list[Lock] = []
     client = make_client(redlock)
     lock = client.lock("job", ttl=0.6, auto_renew=True, on_lost=lost.append)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     renewals = client.statistics().renewals
     sync_until(lambda: client.statistics().renewals >= renewals + 3)
     assert not lock.lost and lock.held()  # outlived its ttl several times
@@ -334,9 +334,9 @@ def test_watchdog_renews_by_majority_and_signals_loss(
 def test_reentrant_lock_over_redlock(redlock: list[EmbeddedServer]) -> None:
     client = make_client(redlock)
     lock = client.lock("job", ttl=10, reentrant=True)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     token = lock.token
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     assert lock.token == token  # a re-entry keeps the outer grant's token
     lock.release()
     assert lock.held()
@@ -348,12 +348,12 @@ def test_reentrant_lock_over_redlock(redlock: list[EmbeddedServer]) -> None:
 def test_script_flush_on_some_nodes_is_survived(redlock: list[EmbeddedServer]) -> None:
     client = make_client(redlock)
     lock = client.lock("job", ttl=10)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     lock.release()
     for srv in redlock[:2]:
         with srv.client() as probe:
             probe.script_flush()
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     lock.release()
     assert holders(redlock) == [None] * 5
     client.close()
@@ -362,7 +362,7 @@ def test_script_flush_on_some_nodes_is_survived(redlock: list[EmbeddedServer]) -
 def test_fenced_set_needs_the_resource_server(redlock: list[EmbeddedServer]) -> None:
     client = make_client(redlock)
     lock = client.lock("job", ttl=10)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     with pytest.raises(TypeError, match="redis="):
         client.fenced_set("stock", "1", lock.token)
     with pytest.raises(TypeError, match="fenced_get in Redlock mode needs redis="):
@@ -407,17 +407,17 @@ def test_slow_nodes_behind_a_proxy(
 ) -> None:
     client = LockClient.from_url([p.url for p in proxies], node_timeout=0.2)
     lock = client.lock("job", ttl=10)
-    assert lock.acquire(0)  # connections made and scripts cached beforehand
+    assert lock.acquire(timeout=0)  # connections made and scripts cached beforehand
     lock.release()
     for proxy in proxies[:2]:
         proxy.delay(0.5)  # a round trip of 1 s, far past the node timeout
-    assert lock.acquire(5)  # the three fast nodes are a majority
+    assert lock.acquire(timeout=5)  # the three fast nodes are a majority
     lock.release()
     proxies[2].delay(0.5)  # now a majority is slow: as good as down
     with pytest.raises(fencelock.LockConnectionError, match="3 of 5 nodes unreachable"):
-        lock.acquire(0)
+        lock.acquire(timeout=0)
     with pytest.raises(fencelock.LockConnectionError):
-        lock.acquire(0.5)
+        lock.acquire(timeout=0.5)
     client.close()
 
 
@@ -428,12 +428,14 @@ def test_no_grant_with_a_non_positive_validity(
     # uses up the whole 0.3 s lease: by the time the replies arrive the lease may be gone.
     client = LockClient.from_url([p.url for p in proxies], node_timeout=3.0)
     warm_up = client.lock("job", ttl=30)  # connections made and scripts cached beforehand
-    assert warm_up.acquire(0)
+    assert warm_up.acquire(timeout=0)
     warm_up.release()
     for proxy in proxies:
         proxy.delay(0.2)
-    assert not client.lock("job", ttl=0.3).acquire(0)
-    assert client.lock("job", ttl=30).acquire(0)  # the same network: only the ttl differs
+    assert not client.lock("job", ttl=0.3).acquire(timeout=0)
+    assert client.lock("job", ttl=30).acquire(
+        timeout=0
+    )  # the same network: only the ttl differs
     client.close()
 
 
@@ -441,10 +443,10 @@ def renew_and_drop(servers: Sequence[EmbeddedServer]) -> None:
     """A client that subscribed on every node and renewed a lease: dropped, holding it, unclosed,
     when this returns."""
     client = make_client(servers)
-    with client._topology.watch("dropped"):
+    with client._wiring.topology.watch("dropped"):
         pass
     lock = client.lock("dropped", ttl=1.0, auto_renew=True)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     sync_until(lambda: client.statistics().renewals >= 1)
 
 
@@ -475,7 +477,7 @@ def test_operators_see_the_majority_and_free_its_grant(
     admin = make_client(redlock, node_timeout=0.1)  # each call waits that long for the paused node
     try:
         lock = client.lock("job", 10)
-        assert lock.acquire(0)
+        assert lock.acquire(timeout=0)
         token = lock.token
         redlock[0].pause()  # a node down: a majority still shows and frees the lock
         info = admin.inspect("job")
@@ -490,7 +492,7 @@ def test_operators_see_the_majority_and_free_its_grant(
         assert admin.inspect("job") is None
         assert not lock.held()
         again = admin.lock("job", 10)
-        assert again.acquire(0)
+        assert again.acquire(timeout=0)
         assert again.token > token
     finally:
         client.close()

@@ -18,7 +18,7 @@ def test_grant_reaches_the_replica(replicated: tuple[EmbeddedServer, EmbeddedSer
     master, replica = replicated
     client = LockClient.from_url(master.url, min_replicas=1, replica_timeout=2.0)
     lock = client.lock("replicated", ttl=30, auto_renew=True)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     # WAIT returned 1: the replica has the very holder token, before acquire returned
     assert replica.client().get(KEY) == master.client().get(KEY) is not None
     lock.extend()
@@ -32,7 +32,7 @@ def test_unacknowledged_grant_is_given_back(
     master, replica = replicated
     client = LockClient.from_url(master.url, min_replicas=1, replica_timeout=0.2)
     held = client.lock("replicated", ttl=30)
-    assert held.acquire(0)
+    assert held.acquire(timeout=0)
     replica.pause()  # it can no longer acknowledge anything
     try:
         with pytest.raises(fencelock.NotReplicated) as info:
@@ -41,7 +41,7 @@ def test_unacknowledged_grant_is_given_back(
         held.release()
         lock = client.lock("replicated", ttl=30)
         with pytest.raises(fencelock.NotReplicated):
-            lock.acquire(0)
+            lock.acquire(timeout=0)
         assert not master.client().exists(KEY)  # the grant was released, not left behind
         with pytest.raises(fencelock.LockNotOwned):
             _ = lock.token

@@ -68,14 +68,14 @@ def test_waiters_are_served_first_come_first_served(
     sync_client: LockClient, sync_client_b: LockClient
 ) -> None:
     holder = sync_client.semaphore("s-fifo", 3, ttl=10)
-    assert holder.acquire(2)
+    assert holder.acquire(permits=2)
     heavy = sync_client_b.semaphore("s-fifo", 3, ttl=10)
-    heavy_call = SyncCall(lambda: heavy.acquire(3, timeout=10))
+    heavy_call = SyncCall(lambda: heavy.acquire(permits=3, timeout=10))
     sync_until(lambda: sync_client_b.statistics().waiting == 1)
     light = sync_client.semaphore("s-fifo", 3, ttl=10)
     # one permit is free, but the heavy request came first: the light one waits behind it
-    assert not light.acquire(1, timeout=0)
-    light_call = SyncCall(lambda: light.acquire(1, timeout=10))
+    assert not light.acquire(permits=1, timeout=0)
+    light_call = SyncCall(lambda: light.acquire(permits=1, timeout=10))
     sync_until(lambda: sync_client.statistics().waiting == 1)
     holder.release()
     assert heavy_call.result()
@@ -108,7 +108,7 @@ def test_the_limit_is_stored_with_the_semaphore(sync_client: LockClient) -> None
     assert other.acquire(timeout=0)
     other.release()
     with pytest.raises(fencelock.LockError, match="limit"):
-        sync_client.semaphore("s-stored", 5).acquire(3)  # more than the limit can give
+        sync_client.semaphore("s-stored", 5).acquire(permits=3)  # more than the limit gives
 
 
 def test_at_most_n_runs_at_once(sync_client: LockClient) -> None:
@@ -135,8 +135,8 @@ def test_bad_arguments_are_refused(sync_client: LockClient) -> None:
         sync_client.semaphore("s-bad", 2.5)  # type: ignore[arg-type]
     semaphore = sync_client.semaphore("s-bad", 2)
     assert isinstance(semaphore, Semaphore)
-    with pytest.raises(ValueError, match="n must"):
-        semaphore.acquire(0)
+    with pytest.raises(ValueError, match="permits must"):
+        semaphore.acquire(permits=0)
 
 
 def test_one_release_grants_every_queued_waiter_that_fits(
@@ -145,7 +145,7 @@ def test_one_release_grants_every_queued_waiter_that_fits(
     """The release script grants the waiters their permits itself (first come, first served,
     while they fit): nobody re-tries. It used to wake the first waiter only, to re-try."""
     holder = sync_client.semaphore("s-direct", 2, ttl=10)
-    assert holder.acquire(2)
+    assert holder.acquire(permits=2)
     first, second = (client.semaphore("s-direct", 2, ttl=10) for client in waiters)
     first_call = SyncCall(lambda: first.acquire(timeout=10))
     sync_until(lambda: queued(raw, "s-direct") == 1)
@@ -168,7 +168,7 @@ def test_a_grant_confirmed_late_keeps_its_own_token(
     one more try, which must answer the token of its own grant, not the counter's (another
     waiter's, granted after it by the same release)."""
     holder = sync_client.semaphore("s-confirm", 2, ttl=10)
-    assert holder.acquire(2)
+    assert holder.acquire(permits=2)
     late = waiters[0].semaphore("s-confirm", 2, ttl=1)
     other = waiters[1].semaphore("s-confirm", 2, ttl=10)
     late_call = SyncCall(lambda: late.acquire(timeout=10))

@@ -24,7 +24,7 @@ def sentinel_client(setup: SentinelSetup) -> LockClient:
 def test_a_lock_survives_a_forced_failover(sentinel_setup: SentinelSetup) -> None:
     client = sentinel_client(sentinel_setup)
     lock = client.lock("job", ttl=5, auto_renew=True)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     token = lock.token
     old = sentinel_setup.master
     new = sentinel_setup.failover()
@@ -38,7 +38,7 @@ def test_a_lock_survives_a_forced_failover(sentinel_setup: SentinelSetup) -> Non
     with new.client() as probe:
         assert probe.exists(KEYS.lock)
     other = client.lock("other", ttl=5)
-    assert other.acquire(0)  # on the new master
+    assert other.acquire(timeout=0)  # on the new master
     with new.client() as probe:
         assert probe.exists(LockKeys.for_name("other").lock)
     other.release()
@@ -52,7 +52,7 @@ def test_a_lock_lost_in_the_failover_is_signalled(sentinel_setup: SentinelSetup)
     client = sentinel_client(sentinel_setup)
     # a ttl that outlasts the failover: the loss is found by the renewal on the new master
     lock = client.lock("job", ttl=10, auto_renew=True, on_lost=lost.append)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     token = lock.token
     old, replica = sentinel_setup.master, sentinel_setup.replica
     # The grant did not reach the replica (asynchronous replication lost it): remove it there.
@@ -67,7 +67,7 @@ def test_a_lock_lost_in_the_failover_is_signalled(sentinel_setup: SentinelSetup)
     assert lock.lost
     assert not lock.held()
     again = client.lock("job", ttl=3)
-    assert again.acquire(5)  # the library works against the new master
+    assert again.acquire(timeout=5)  # the library works against the new master
     # the fencing counter had reached the replica (only the lock key was removed there); had it
     # not, tokens could go backwards: min_replicas makes every grant wait for the replica
     assert again.token > token
@@ -84,7 +84,7 @@ def test_200_concurrent_acquires_through_a_sentinel_pool(
 
     def cycle(i: int) -> bool:
         lock = client.lock(f"many-{i}", ttl=30)
-        got = lock.acquire(10)
+        got = lock.acquire(timeout=10)
         lock.release()
         return got
 

@@ -29,14 +29,14 @@ def test_waiters_of_one_client_queue_and_are_handed_the_lock(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
     holder = sync_client.lock("hot", ttl=10)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
     order: list[tuple[int, int]] = []
 
     def take(i: int) -> SyncCall:
         lock = sync_client.lock("hot", ttl=10)
 
         def run() -> None:
-            assert lock.acquire(None)
+            assert lock.acquire(timeout=None)
             order.append((i, lock.token))
             lock.release()
 
@@ -68,11 +68,11 @@ def test_a_later_grant_outranks_every_reserved_token(
     sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
 ) -> None:
     holder = sync_client.lock("hot", ttl=10)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
     waiter = sync_client.lock("hot", ttl=10)
 
     def take() -> int:
-        assert waiter.acquire(None)
+        assert waiter.acquire(timeout=None)
         token = waiter.token
         waiter.release()
         return token
@@ -84,7 +84,7 @@ def test_a_later_grant_outranks_every_reserved_token(
     handed = call.result()  # handed off, the first of a block of 10
     assert handed > first
     other = sync_client_b.lock("hot", ttl=10)  # another process, after the streak
-    assert other.acquire(0)
+    assert other.acquire(timeout=0)
     assert other.token > handed + 9  # larger than any token the block could still hand out
     other.release()
 
@@ -92,23 +92,23 @@ def test_a_later_grant_outranks_every_reserved_token(
 def test_a_hand_off_is_a_fresh_grant(sync_client: LockClient, raw: redis.Redis) -> None:
     first = sync_client.lock("hot", ttl=1)
     second = sync_client.lock("hot", ttl=60, auto_renew=True)
-    assert first.acquire(0)
+    assert first.acquire(timeout=0)
     old_holder = raw.get(KEYS.lock)
-    call = SyncCall(lambda: second.acquire(None))
+    call = SyncCall(lambda: second.acquire(timeout=None))
     sync_until(lambda: queued(sync_client) == 1)
     token = first.token
     first.release()
     assert call.result()
-    grant = second._held
+    grant = second._lease.grant()
     if grant is None:  # asyncio: the grant belongs to the task that acquired
-        grant = next(iter(sync_client._watchdog._leases.values())).grant
+        grant = next(iter(sync_client._wiring.watchdog._leases.values())).grant
     # The process keeps its holder token; the lease (1 s left, less than two thirds of the new
     # holder's 60 s) restarts at the new holder's ttl; a larger fencing token; the watchdog
     # renews it.
     assert raw.get(KEYS.lock) == old_holder == grant.holder
     assert raw.pttl(KEYS.lock) > 30_000
     assert grant.fence > token
-    assert len(sync_client._watchdog) == 1
+    assert len(sync_client._wiring.watchdog) == 1
     with pytest.raises(fencelock.LockNotOwned):
         first.release()  # the old grant is gone from the first lock object
 
@@ -119,11 +119,11 @@ def test_the_streak_is_bounded_so_other_processes_get_a_turn(
     local = LockClient.from_url(server.url, max_handoffs=2)
     remote = LockClient.from_url(server.url)
     holder = local.lock("hot", ttl=10)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
     other = remote.lock("hot", ttl=10)
 
     def remote_turn() -> bool:
-        granted = other.acquire(None)
+        granted = other.acquire(timeout=None)
         other.release()
         return granted
 
@@ -134,7 +134,7 @@ def test_the_streak_is_bounded_so_other_processes_get_a_turn(
         lock = local.lock("hot", ttl=10)
 
         def run() -> None:
-            assert lock.acquire(None)
+            assert lock.acquire(timeout=None)
             lock.release()
 
         return SyncCall(run)
@@ -157,15 +157,15 @@ def test_a_queued_waiter_times_out_cleanly(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
     holder = sync_client.lock("hot", ttl=10)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
     waiter = sync_client.lock("hot", ttl=10)
-    assert not waiter.acquire(0)  # a local holder: no request at all
-    assert not waiter.acquire(0.05)
+    assert not waiter.acquire(timeout=0)  # a local holder: no request at all
+    assert not waiter.acquire(timeout=0.05)
     assert queued(sync_client) == 0
     holder.release()
     assert not raw.exists(KEYS.lock)  # released in Redis: nobody was queued any more
     assert sync_client.statistics().handoffs == 0
-    assert waiter.acquire(0)
+    assert waiter.acquire(timeout=0)
     waiter.release()
 
 
@@ -173,11 +173,11 @@ def test_a_lost_lease_is_not_handed_off(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
     holder = sync_client.lock("hot", ttl=10)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
     waiter = sync_client.lock("hot", ttl=10)
 
     def wait_then_release() -> int:
-        assert waiter.acquire(None)
+        assert waiter.acquire(timeout=None)
         token = waiter.token
         waiter.release()
         return token
@@ -196,10 +196,10 @@ def test_a_holder_that_is_never_released_does_not_block_its_queue(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
     leaked = sync_client.lock("hot", ttl=0.3)
-    assert leaked.acquire(0)
+    assert leaked.acquire(timeout=0)
     waiter = sync_client.lock("hot", ttl=10)
     # once the leaked grant's lease has run out, the waiter stops waiting for it locally
-    assert waiter.acquire(10)
+    assert waiter.acquire(timeout=10)
     assert waiter.token > leaked.token
     waiter.release()
 
@@ -209,13 +209,13 @@ def test_without_hand_offs_only_one_waiter_contends(
 ) -> None:
     client = LockClient.from_url(server.url, max_handoffs=0)
     holder = client.lock("hot", ttl=10)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
 
     def take() -> SyncCall:
         lock = client.lock("hot", ttl=10)
 
         def run() -> None:
-            assert lock.acquire(None)
+            assert lock.acquire(timeout=None)
             lock.release()
 
         return SyncCall(run)
@@ -243,14 +243,14 @@ def test_waiters_queued_behind_a_head_in_redis_share_one_reserved_block(
     sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
 ) -> None:
     holder = sync_client_b.lock("hot", ttl=10)  # another process holds it
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
     tokens: list[int] = []
 
     def take() -> SyncCall:
         lock = sync_client.lock("hot", ttl=10)
 
         def run() -> None:
-            assert lock.acquire(None)
+            assert lock.acquire(timeout=None)
             tokens.append(lock.token)
             lock.release()
 

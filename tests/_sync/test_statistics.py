@@ -26,7 +26,7 @@ def test_a_fresh_client_has_done_nothing(sync_client: LockClient) -> None:
 
 def test_grants_holds_and_releases_are_counted(sync_client: LockClient) -> None:
     a, b = sync_client.lock("stats-a", ttl=10), sync_client.lock("stats-b", ttl=10)
-    assert a.acquire(0) and b.acquire(0)
+    assert a.acquire(timeout=0) and b.acquire(timeout=0)
     assert (sync_client.statistics().held, sync_client.statistics().acquired) == (2, 2)
     a.release()
     with a:
@@ -40,7 +40,7 @@ def test_waiting_queued_wakeups_and_handoffs(
     sync_client: LockClient, sync_client_b: LockClient
 ) -> None:
     holder = sync_client_b.lock("stats-wait", ttl=3600)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
     head, behind = sync_client.lock("stats-wait", ttl=10), sync_client.lock("stats-wait", ttl=10)
 
     def take_and_release(lock: Lock) -> None:
@@ -62,10 +62,10 @@ def test_waiting_queued_wakeups_and_handoffs(
 
 def test_renewals_and_losses(sync_client: LockClient, raw: redis.Redis) -> None:
     lock = sync_client.lock("stats-renew", ttl=0.6, auto_renew=True)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     sync_until(lambda: sync_client.statistics().renewals >= 2)
     assert sync_client.statistics().renewal_calls >= 2
-    raw.delete(lock._spec.keys.lock)  # an operator deletes it: the next renewal finds it gone
+    raw.delete(lock._lease.spec.keys.lock)  # an operator deletes it: the next renewal finds it gone
     sync_until(lambda: lock.lost)
     stats = sync_client.statistics()
     assert stats.losses == 1 and stats.held == 1  # lost, but not released yet
@@ -81,8 +81,8 @@ def test_each_concern_logs_to_its_own_logger(
     lock = sync_client.lock("logged", ttl=10)
     with lock:
         token = lock.token
-    assert lock.acquire(0)
-    raw.set(lock._spec.keys.lock, "someone else")  # taken over: extend finds it gone
+    assert lock.acquire(timeout=0)
+    raw.set(lock._lease.spec.keys.lock, "someone else")  # taken over: extend finds it gone
     with pytest.raises(fencelock.LockLost):
         lock.extend()
     assert any(

@@ -23,7 +23,7 @@ def overtake(old: int, new_client: LockClient, resource: EmbeddedServer) -> None
     """A new holder takes "job" and writes to a fresh resource; the old holder's write (token
     ``old``: it still believes it holds the lock) must then be refused."""
     lock = new_client.lock("job", ttl=10)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     new = lock.token
     assert new > old
     with resource.client() as probe:
@@ -53,7 +53,7 @@ def test_tokens_increase_after_the_counter_is_lost(
     lose: Callable[[redis.Redis], object],
 ) -> None:
     old = sync_client.lock("job", ttl=10)
-    assert old.acquire(0)
+    assert old.acquire(timeout=0)
     token = old.token
     lose(raw)  # by hand, or a FLUSHALL: the lock and its counter are gone, the holder believes
     overtake(token, sync_client_b, server)  # the resource on the same server here
@@ -64,7 +64,7 @@ def test_tokens_increase_after_a_restart_without_persistence(
 ) -> None:
     client = LockClient.from_url(fresh_server.url)
     old = client.lock("job", ttl=10)
-    assert old.acquire(0)
+    assert old.acquire(timeout=0)
     token = old.token
     fresh_server.kill()
     fresh_server.start()  # empty: no lock, no counter
@@ -80,7 +80,7 @@ def test_tokens_increase_after_a_lagging_replica_is_promoted(
     master, replica = replicated
     client = LockClient.from_url(master.url)
     first = client.lock("job", ttl=30)
-    assert first.acquire(0)  # the replica has this grant and its counter
+    assert first.acquire(timeout=0)  # the replica has this grant and its counter
     first.release()
     with master.client() as probe:
         assert probe.execute_command("WAIT", 1, 5000) == 1  # the replica has the release too
@@ -89,7 +89,7 @@ def test_tokens_increase_after_a_lagging_replica_is_promoted(
     with replica.client() as promote:
         promote.execute_command("REPLICAOF", "NO", "ONE")
     old = client.lock("job", ttl=30)
-    assert old.acquire(0)
+    assert old.acquire(timeout=0)
     token = old.token
     master.kill()
     promoted = LockClient.from_url(replica.url)
@@ -106,7 +106,7 @@ def test_a_counter_ahead_of_the_clock_is_counted_on(
     tokens = []
     for _ in range(3):
         lock = sync_client.lock("job", ttl=10)
-        assert lock.acquire(0)
+        assert lock.acquire(timeout=0)
         tokens.append(lock.token)
         lock.release()
     assert tokens == [ahead + 1, ahead + 2, ahead + 3]
@@ -122,7 +122,7 @@ def test_no_key_is_left_once_the_names_are_idle(
     # its lease time has passed, none of its keys remains (bench/garbage.py: 100,000 names).
     for i in range(200):
         lock = sync_client.lock(f"order:{i}", ttl=0.2, reentrant=reentrant)
-        assert lock.acquire(0)
+        assert lock.acquire(timeout=0)
         lock.release()
     assert raw.keys("fencelock:*")  # the counters, for the lease time
     sync_until(lambda: raw.keys("fencelock:*") == [], timeout=5)

@@ -46,7 +46,7 @@ def test_release_wakes_only_the_first_waiter(
 ) -> None:
     holder_client, *waiter_clients = clients
     holder = holder_client.lock(NAME, ttl=3600)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
     order: list[int] = []
     done = [SyncEvent() for _ in waiter_clients]  # set: release the lock taken
     calls = []
@@ -83,7 +83,7 @@ def test_wake_all_wakes_every_waiter(server: EmbeddedServer, raw: redis.Redis) -
     made = [LockClient.from_url(server.url, wake="all", max_poll=3600.0) for _ in range(3)]
     holder_client, *waiter_clients = made
     holder = holder_client.lock(NAME, ttl=3600)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
     order: list[int] = []
     done = [SyncEvent() for _ in waiter_clients]
 
@@ -118,7 +118,7 @@ def test_a_waiter_that_left_is_skipped(
 ) -> None:
     holder_client, gone_client, waiter_client, _ = clients
     holder = holder_client.lock(NAME, ttl=3600)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
     holder_token = holder.token
     # a waiter that gives up leaves the queue ...
     assert not gone_client.lock(NAME, ttl=10).acquire(timeout=0.2)
@@ -144,7 +144,7 @@ def test_a_waiter_that_left_is_skipped(
 
 def test_try_once_does_not_queue(clients: list[LockClient], raw: redis.Redis) -> None:
     holder = clients[0].lock(NAME, ttl=3600)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
     assert not clients[1].lock(NAME, ttl=10).acquire(timeout=0)
     assert not raw.exists(QUEUE)
     holder.release()
@@ -154,7 +154,7 @@ def test_the_queue_expires_with_its_waiters(
     clients: list[LockClient], raw: redis.Redis
 ) -> None:
     holder = clients[0].lock(NAME, ttl=3600)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
     waiter = clients[1].lock(NAME, ttl=10)
 
     def take() -> None:
@@ -197,7 +197,7 @@ def test_a_release_grants_the_lock_to_the_first_waiter(
 ) -> None:
     holder_client, waiter_client, *_ = clients
     holder = holder_client.lock(NAME, ttl=3600)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
     holder_token = holder.token
     waiter = waiter_client.lock(NAME, ttl=10)
     call, taken, done = hold_in_a_call(waiter)
@@ -227,7 +227,7 @@ def test_a_grant_nobody_listens_for_is_taken_back(
     clients: list[LockClient], raw: redis.Redis
 ) -> None:
     holder = clients[0].lock(NAME, ttl=3600)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
     fence = holder.token
     raw.zadd(QUEUE, {"died 10000 1 its-token": 1})
     holder.release()
@@ -235,7 +235,7 @@ def test_a_grant_nobody_listens_for_is_taken_back(
     assert queued(raw) == []
     assert int(raw.get(KEYS.fence) or 0) >= fence  # tokens only ever grow
     lock = clients[1].lock(NAME, ttl=10)
-    assert lock.acquire(0)
+    assert lock.acquire(timeout=0)
     assert lock.token > fence
     lock.release()
 
@@ -247,7 +247,7 @@ def test_a_waiter_that_leaves_gives_back_a_grant_it_did_not_see(
     # connection, but the waiter was already leaving. Its leaving releases that grant.
     holder_client, leaving_client, next_client, _ = clients
     holder = holder_client.lock(NAME, ttl=3600)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
     leaving = leaving_client.lock(NAME, ttl=3600)
     entry = "leaving 3600000 1 its-token"
     raw.zadd(QUEUE, {entry: 1})
@@ -264,7 +264,7 @@ def test_a_waiter_that_leaves_gives_back_a_grant_it_did_not_see(
     sync_until(lambda: len(queued(raw)) == 2)
     holder.release()
     assert raw.get(KEYS.lock) == "its-token"
-    contention._leave_queue(leaving, "its-token", entry, None)
+    contention._leave_queue(leaving._lease, "its-token", entry, None)
     assert call.result()  # the next waiter was served by that release
     assert next_client.statistics().polls == 0
     assert queued(raw) == []
@@ -275,7 +275,7 @@ def test_a_fencing_counter_of_the_wrong_type_fails_the_waiter_cleanly(
     clients: list[LockClient], raw: redis.Redis
 ) -> None:
     holder = clients[0].lock(NAME, ttl=3600)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
     waiter = clients[1].lock(NAME, ttl=10)
     call = SyncCall(lambda: waiter.acquire(timeout=None))
     sync_until(lambda: len(queued(raw)) == 1)
@@ -295,7 +295,7 @@ def test_a_grant_that_leaves_less_than_half_the_ttl_is_confirmed_first(
     # The lease of a grant made by a release counts from the waiter's last re-try (the grant
     # came after it). Long after that re-try, one more re-try re-extends the lease instead.
     holder = clients[0].lock(NAME, ttl=3600)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
     holder_token = holder.token
     waiter = clients[1].lock(NAME, ttl=0.2)
     call, taken, done = hold_in_a_call(waiter)
@@ -316,7 +316,7 @@ def test_a_releaser_that_served_a_waiter_queues_without_a_doomed_try(
 ) -> None:
     holder_client, waiter_client, *_ = clients
     holder = holder_client.lock(NAME, ttl=3600)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
     waiter = waiter_client.lock(NAME, ttl=3600)
     call, taken, done = hold_in_a_call(waiter)
     sync_until(lambda: len(queued(raw)) == 1)
@@ -350,9 +350,9 @@ def test_a_lock_of_the_other_kind_is_busy_and_its_release_wakes_the_waiter(
     holder_client, waiter_client = made
     try:
         holder = holder_client.lock(NAME, ttl=3600, reentrant=holder_reentrant)
-        assert holder.acquire(0)
+        assert holder.acquire(timeout=0)
         kind = not holder_reentrant
-        assert not waiter_client.lock(NAME, ttl=10, reentrant=kind).acquire(0)
+        assert not waiter_client.lock(NAME, ttl=10, reentrant=kind).acquire(timeout=0)
         with pytest.raises(LockTimeout):
             with waiter_client.lock(NAME, ttl=10, reentrant=kind, timeout=0.05):
                 raise AssertionError("granted while the other kind holds it")
@@ -364,7 +364,7 @@ def test_a_lock_of_the_other_kind_is_busy_and_its_release_wakes_the_waiter(
         assert taken.wait(10)
         # woken by the release, not by a re-try
         assert waiter_client.statistics().polls == polls
-        assert not holder.acquire(0)  # and the other way round
+        assert not holder.acquire(timeout=0)  # and the other way round
         done.set()
         assert call.result() > 0
         assert not raw.exists(KEYS.lock) and queued(raw) == []
@@ -381,7 +381,7 @@ def test_a_pubsub_connection_closed_under_a_watcher_is_a_connection_error(
     # RuntimeError in asyncio. The acquire must fail as an outage, with a LockError, and leave
     # nothing behind (seen in the long chaos run: a Redlock worker died of the ValueError).
     holder = sync_client_b.lock(NAME, ttl=60)
-    assert holder.acquire(0)
+    assert holder.acquire(timeout=0)
 
     def closed(self: object, *args: object, **kwargs: object) -> None:
         raise ValueError("I/O operation on closed file.")
@@ -389,8 +389,8 @@ def test_a_pubsub_connection_closed_under_a_watcher_is_a_connection_error(
     monkeypatch.setattr(SyncPubSub, "ping", closed)
     waiter = sync_client.lock(NAME, ttl=10)
     with pytest.raises(LockConnectionError):
-        waiter.acquire(5)
+        waiter.acquire(timeout=5)
     monkeypatch.undo()
     holder.release()
-    assert waiter.acquire(0)  # nothing left behind: the name is free for it
+    assert waiter.acquire(timeout=0)  # nothing left behind: the name is free for it
     waiter.release()

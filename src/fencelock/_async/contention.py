@@ -37,22 +37,22 @@ from .topology import GaveBack
 from .waiter import Watch
 
 if TYPE_CHECKING:
-    from .lock import AsyncLock
+    from .engine import AsyncLease
 
 logger = logging.getLogger("fencelock.acquire")
 
 
-async def take(lock: AsyncLock, deadline: float | None) -> Grant | None:
-    """A grant of ``lock``'s name by ``deadline`` (None: however long it takes), or None."""
-    queues, line = lock._parts.queues, lock._spec.line
-    label = label_now(lock.label)  # (before joining the line: a label callable may raise)
-    ticket = queues.join(line, lock, time.monotonic())
+async def take(lease: AsyncLease, deadline: float | None) -> Grant | None:
+    """A grant of ``lease``'s name by ``deadline`` (None: however long it takes), or None."""
+    queues, line = lease.wiring.queues, lease.spec.line
+    label = label_now(lease.options.label)  # (before joining the line: a label callable may raise)
+    ticket = queues.join(line, lease, time.monotonic())
     if not ticket.turn:  # another lock object of this client is ahead: wait locally
-        handed = await _wait_in_line(lock, ticket, deadline)
+        handed = await _wait_in_line(lease, ticket, deadline)
         if handed is not None or not ticket.turn:
             return handed
     # The head of the local queue: the one that talks to Redis.
-    topology, spec = lock._parts.topology, lock._spec
+    topology, spec = lease.wiring.topology, lease.spec
     while True:
         holder = new_holder_token(label)
         try:
@@ -61,12 +61,12 @@ async def take(lock: AsyncLock, deadline: float | None) -> Grant | None:
             result: Granted | Busy = Busy(None)
             if polite is None or remaining(deadline, sent_at) == 0:
                 result = await topology.try_acquire(
-                    spec, holder, block=_block(lock), deadline=deadline
+                    spec, holder, block=_block(lease), deadline=deadline
                 )
             # else this client's last release woke another client (let it take its turn
             # first) or granted it the lock: a try now would find the lock busy
             if isinstance(result, Busy) and remaining(deadline, time.monotonic()) != 0:
-                result = await _wait(lock, holder, polite, deadline)
+                result = await _wait(lease, holder, polite, deadline)
             grant = None
             if isinstance(result, Granted):
                 grant = granted(result, holder, sent_at, spec.ttl, os.getpid())
@@ -80,50 +80,50 @@ async def take(lock: AsyncLock, deadline: float | None) -> Grant | None:
             # Cancelled, interrupted or failed with a request in flight: it may have been
             # granted.
             try:
-                topology = lock._parts.topology
-                await async_shield(topology.give_back(lock._spec, holder, deadline))
+                topology = lease.wiring.topology
+                await async_shield(topology.give_back(lease.spec, holder, deadline))
             finally:
                 queues.pass_turn(line, ticket)
             raise
     if grant is None:
         queues.pass_turn(line, ticket)
-        logger.debug("%r not acquired in time", lock.name)
+        logger.debug("%r not acquired in time", lease.name)
         return None
     queues.holding(line, ticket, grant)
-    logger.debug("%r acquired, token %d", lock.name, grant.fence)
+    logger.debug("%r acquired, token %d", lease.name, grant.fence)
     return grant
 
 
-async def reenter(lock: AsyncLock, grant: Grant) -> None:
+async def reenter(lease: AsyncLease, grant: Grant) -> None:
     """A reentrant lock that holds ``grant`` takes one more hold of it (one request)."""
-    lock.check()
-    topology = lock._parts.topology
+    lease.check()
+    topology = lease.wiring.topology
     sent_at = time.monotonic()
     try:
         # one server answers a count that is not ours (LockLost), never "busy", to a re-entry;
         # Redlock answers "busy" when a majority did not let it in
-        result = await topology.try_acquire(lock._spec, grant.holder, grant.depth)
+        result = await topology.try_acquire(lease.spec, grant.holder, grant.depth)
         if isinstance(result, Busy):
-            raise LockLost(f"{lock.name!r}: a majority of nodes refused the re-entry")
+            raise LockLost(f"{lease.name!r}: a majority of nodes refused the re-entry")
     except LockLost:
-        lock._declare_lost(grant, "at re-entry")
+        lease.declare_lost(grant, "at re-entry")
         raise
     except NotReplicated:
-        await async_shield(topology.release(lock._spec, grant.holder))  # the extra hold
+        await async_shield(topology.release(lease.spec, grant.holder))  # the extra hold
         raise
-    grant.reentered(sent_at, lock.ttl)
+    grant.reentered(sent_at, lease.spec.ttl)
 
 
-async def _wait_in_line(lock: AsyncLock, ticket: Ticket, deadline: float | None) -> Grant | None:
+async def _wait_in_line(lease: AsyncLease, ticket: Ticket, deadline: float | None) -> Grant | None:
     """Wait in the local queue: a grant handed over, or None (``ticket.turn``: go to Redis
     as the head; else the deadline passed)."""
-    queues, line = lock._parts.queues, lock._spec.line
+    queues, line = lease.wiring.queues, lease.spec.line
     try:
         while True:
             now = time.monotonic()
             # (a local holder whose lease ran out gives the first in line its turn here)
-            left, lease = remaining(deadline, now), queues.holder_gone(line, now)
-            waits = [t for t in (left, lease) if t is not None]
+            left, holder_left = remaining(deadline, now), queues.holder_gone(line, now)
+            waits = [t for t in (left, holder_left) if t is not None]
             if await ticket.event.wait(min(waits) if waits else None):
                 return ticket.grant
             if remaining(deadline, time.monotonic()) != 0:
@@ -133,34 +133,35 @@ async def _wait_in_line(lock: AsyncLock, ticket: Ticket, deadline: float | None)
             return None  # timed out
     except BaseException:
         if queues.leave(line, ticket):  # it reached us as we were leaving: pass it on
-            await async_shield(_pass_on(lock, ticket))
+            await async_shield(_pass_on(lease, ticket))
         raise
     await ticket.event.wait(None)  # set by now, or within one request (a hand-off script)
     return ticket.grant
 
 
-async def _pass_on(lock: AsyncLock, ticket: Ticket) -> None:
+async def _pass_on(lease: AsyncLease, ticket: Ticket) -> None:
     await ticket.event.wait(None)
     if ticket.grant is not None:
         with contextlib.suppress(LockError):
-            await handoff.give_up(lock, ticket.grant)
+            await handoff.give_up(lease, ticket.grant)
     else:
-        lock._parts.queues.pass_turn(lock._spec.line, ticket)
+        lease.wiring.queues.pass_turn(lease.spec.line, ticket)
 
 
 async def _wait(
-    lock: AsyncLock, holder: str, polite: float | None, deadline: float | None
+    lease: AsyncLease, holder: str, polite: float | None, deadline: float | None
 ) -> Granted | Busy:
     """The head found the lock busy: wait for wake-ups and re-try until granted or out of time
     (``polite``: first hold back that long, to let a client this one woke go first)."""
-    parts, spec = lock._parts, lock._spec
+    parts, spec = lease.wiring, lease.spec
     topology = parts.topology
     # wake="one": queued in Redis by the re-tries below, woken on a channel of its own
     # (a semaphore's waiters always queue: the queue is its first come, first served order)
-    wake_one = (parts.wake_one and not spec.reentrant) or bool(spec.permits)
+    kind = spec.kind
+    wake_one = kind.always_queued or (parts.wake_one and not kind.reentrant)
     waiter = new_waiter_id() if wake_one else ""
     channel = f"{spec.keys.channel}:{waiter}" if waiter else spec.keys.channel
-    block = _block(lock)  # fixed: a grant by a release reserves what the entry says
+    block = _block(lease)  # fixed: a grant by a release reserves what the entry says
     entry = waiter
     if wake_one and topology.grants_by_release:  # (a lock's, or a semaphore's permits)
         entry = queue_entry(waiter, holder, spec.ttl_ms, block)
@@ -170,23 +171,23 @@ async def _wait(
         try:
             if polite:
                 left = remaining(deadline, time.monotonic())
-                await _wait_for_wakeup(lock, watch, polite if left is None else min(polite, left))
-            result = await _wait_for_grant(lock, holder, block, entry, watch, deadline)
+                await _wait_for_wakeup(lease, watch, polite if left is None else min(polite, left))
+            result = await _wait_for_grant(lease, holder, block, entry, watch, deadline)
         finally:
             if isinstance(result, Busy) and entry:
                 # timed out, cancelled or failed: leave the queue, and give back what a
                 # release may have granted meanwhile
-                await async_shield(_leave_queue(lock, holder, entry, deadline))
+                await async_shield(_leave_queue(lease, holder, entry, deadline))
     return result
 
 
 async def _wait_for_grant(
-    lock: AsyncLock, holder: str, block: int, entry: str, watch: Watch, deadline: float | None
+    lease: AsyncLease, holder: str, block: int, entry: str, watch: Watch, deadline: float | None
 ) -> Granted | Busy:
     """Re-try whenever woken (or when the holder's lease ends) until granted or the deadline
     passes. A grant announced by a release is used as it is only when it can be trusted
     (``trusted_release_grant``); else the next re-try finds the lock ours and re-extends it."""
-    parts, spec = lock._parts, lock._spec
+    parts, spec = lease.wiring, lease.spec
     topology = parts.topology
     result: Granted | Busy = Busy(None)
     while True:
@@ -205,7 +206,7 @@ async def _wait_for_grant(
             await async_sleep(retry_jitter(parts.max_poll))
         left = remaining(deadline, time.monotonic())
         await _wait_for_wakeup(
-            lock, watch, retry_delay(result.pttl, left, parts.max_poll, spec.ttl)
+            lease, watch, retry_delay(result.pttl, left, parts.max_poll, spec.ttl)
         )
         message, watch.grant = watch.grant, None
         by_release = trusted_release_grant(
@@ -215,23 +216,23 @@ async def _wait_for_grant(
             return by_release
 
 
-async def _wait_for_wakeup(lock: AsyncLock, watch: Watch, timeout: float) -> None:
-    if await lock._parts.topology.wait(watch, timeout) and events.on:
-        events.emit(events.WokenUp(lock._spec.primitive, lock.name))
+async def _wait_for_wakeup(lease: AsyncLease, watch: Watch, timeout: float) -> None:
+    if await lease.wiring.topology.wait(watch, timeout) and events.on:
+        events.emit(events.WokenUp(lease.spec.primitive, lease.name))
 
 
-async def _leave_queue(lock: AsyncLock, holder: str, entry: str, deadline: float | None) -> None:
+async def _leave_queue(lease: AsyncLease, holder: str, entry: str, deadline: float | None) -> None:
     """A waiter that gives up leaves the queue of wake="one" (best effort: a release skips an
     entry nobody listens for, and the queue expires): a release with the waiter's token, which
     gives back what a release may have granted it meanwhile, and passes on a wake-up it got but
     will not use (release.lua). Within what is left of the acquire's bound."""
-    topology = lock._parts.topology
+    topology = lease.wiring.topology
     with contextlib.suppress(RedisError, LockError):
-        await topology.release(lock._spec, holder, entry, topology.time_left(deadline))
+        await topology.release(lease.spec, holder, entry, topology.time_left(deadline))
 
 
-def _block(lock: AsyncLock) -> int:
+def _block(lease: AsyncLease) -> int:
     """Fencing tokens to reserve with a grant (see ``reserve``)."""
-    parts = lock._parts
+    parts = lease.wiring
     local = parts.topology.local_handoff
-    return reserve(not local, parts.queues.handoffs_ahead(lock._spec.line) if local else 0)
+    return reserve(not local, parts.queues.handoffs_ahead(lease.spec.line) if local else 0)

@@ -1,15 +1,15 @@
-"""Leader election: a lock on the election's name whose holder is the leader, and whose fencing
-token is the leader's term (docs/election.md).
+"""Leader election: a candidate holds a lease engine over a ``Mutex`` on the election's name;
+the holder is the leader, and the fencing token is the leader's term (docs/election.md).
 
-It is the lock (lock.py) with three things fixed or added:
+What it fixes or adds to a lock:
 
 * leadership is always an auto-renewed lease: the client's watchdog renews it, and when it
-  cannot, the leader hears of it by the lock's signals (``on_lost``, ``lost``, ``check()``; under
-  asyncio the default policy "cancel" cancels the leader's ``async with`` block);
-* every election object campaigns alone in Redis, never by a local hand-off: a hand-off keeps
-  the holder token in Redis and may take its token from a reserved block, so ``leader()`` would
+  cannot, the leader hears of it by the engine's signals (``on_lost``, ``lost``, ``check()``;
+  under asyncio the default policy "cancel" cancels the leader's ``async with`` block);
+* every candidate campaigns alone in Redis, never by a local hand-off: a hand-off keeps the
+  holder token in Redis and may take its token from a reserved block, so ``leader()`` would
   show neither the new leader nor its term;
-* a new leader announces its term on the lock's wake-up channel (best effort), so that
+* a new leader announces its term on the name's wake-up channel (best effort), so that
   ``observe()`` sees it at once. A resignation publishes there already (a release does); an
   expiry publishes nothing, so an observer also looks again when the leader's lease would end,
   and at least once per ttl: every change is seen within about one ttl, lost messages or not.
@@ -24,21 +24,18 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
-from typing import Final, cast
-
-from redis.exceptions import RedisError
+from collections.abc import AsyncIterator
+from typing import Final, Never
 
 from .._backend import ASYNC_CAN_CANCEL, async_shield
 from .._core.election import Leader, leader_of, next_look, same_term
-from .._core.lease import LockSpec
+from .._core.options import DEFAULT, LeaseOptions
 from .._core.replies import new_waiter_id
 from ..errors import LockError, LockTimeout
-from ..labels import Label
 from . import admin
-from .lock import _DEFAULT, AsyncLock, Parts, _Default
-from .redlock import AsyncQuorum
-from .topology import AsyncOneServer
+from .engine import AsyncLease, AsyncWiring
+from .leased import AsyncLeased, keyword_only
+from .lock import MUTEX
 
 logger = logging.getLogger("fencelock.election")
 
@@ -53,64 +50,48 @@ class _Unseen:
     pass
 
 
-class AsyncElection(AsyncLock):
+class AsyncElection(AsyncLeased):
     """``LockClient.election(name)``: ``campaign()`` to lead, ``resign()``, ``leader()``,
-    ``observe()``; ``async with`` campaigns on entry and resigns on exit. Being a lock, it also
-    has ``lost``, ``check()``, ``held()`` and ``token`` (the term)."""
+    ``observe()``; ``async with`` campaigns on entry and resigns on exit. It also has
+    ``acquire()`` (a campaign that returns whether it won), ``lost``, ``check()``, ``held()``
+    and ``token`` (the term)."""
 
-    def __init__(
-        self,
-        client: object,
-        parts: Parts,
-        name: str,
-        ttl: float,
-        *,
-        timeout: float | None,
-        on_lost: Callable[[AsyncElection], object] | None = None,
-        on_lost_policy: str | None = None,
-        label: Label | _Default = _DEFAULT,
-    ) -> None:
-        super().__init__(
-            client,
-            parts,
-            name,
-            ttl,
-            timeout=timeout,
-            auto_renew=True,
-            # (called with the lock object: this election)
-            on_lost=cast(Callable[[AsyncLock], object] | None, on_lost),
-            on_lost_policy=DEFAULT_POLICY if on_lost_policy is None else on_lost_policy,
-            label=label,
-        )
-        self._spec = LockSpec(self.name, self._spec.keys, self.ttl, False, owner=new_waiter_id())
+    __slots__ = ()
 
-    async def acquire(self, timeout: float | _Default | None = _DEFAULT) -> bool:
-        """Campaign: as ``Lock.acquire``; a win is announced to observers."""
-        if not await super().acquire(timeout):
+    def __init__(self, wiring: AsyncWiring, options: LeaseOptions) -> None:
+        spec = wiring.spec(MUTEX, options, "candidate", owner=new_waiter_id())
+        self._lease = AsyncLease(self, wiring, options, spec)
+
+    async def acquire(self, *args: Never, timeout: float | object | None = DEFAULT) -> bool:
+        """Campaign: wait to lead up to ``timeout`` (None: as long as it takes, 0: one try;
+        default: the election's). Returns whether elected; a win is announced to observers."""
+        keyword_only("acquire", args, "timeout=")
+        lease = self._lease
+        if not await lease.acquire(timeout=timeout):
             return False
         try:
             await async_shield(self._announce())
         except BaseException:
             # cancelled or interrupted just as it won: it did not win, as far as the caller knows
             with contextlib.suppress(LockError):
-                await async_shield(self.release())
+                await async_shield(lease.release())
             raise
         return True
 
-    async def campaign(self, timeout: float | _Default | None = _DEFAULT) -> int:
+    async def campaign(self, *args: Never, timeout: float | object | None = DEFAULT) -> int:
         """Wait to lead and return the term (the grant's fencing token: guard the leader's
-        writes with it, ``fenced_set``). ``timeout``: None waits as long as it takes, 0 tries
-        once, > 0 waits that long (default: the election's); ``LockTimeout`` after it."""
-        if not await self.acquire(timeout):
-            raise LockTimeout(f"not elected leader of {self.name!r} in time")
+        writes with it, ``fenced_set``). ``timeout``: as ``acquire``; ``LockTimeout`` after
+        it."""
+        keyword_only("campaign", args, "timeout=")
+        if not await self.acquire(timeout=timeout):
+            waited = self._lease.options.wait(timeout)
+            raise LockTimeout(f"candidate {self.name!r} not elected within {waited} s")
         return self.token
-
-    _noun = "candidate"
 
     async def resign(self) -> None:
         """Stop leading; the next candidate is served at once. ``LockNotOwned`` if not leading,
         ``LockLost`` (a subclass) if the leadership was lost already."""
-        await self.release()
+        await self._lease.release()
 
     @property
     def term(self) -> int:
@@ -121,14 +102,16 @@ class AsyncElection(AsyncLock):
     def leading(self) -> bool:
         """Whether this candidate leads, by what this process knows (no request): elected,
         not resigned, and the lease neither lost nor past its local deadline."""
-        grant = self._grant()
-        return grant is not None and not self._is_lost(grant)
+        lease = self._lease
+        grant = lease.grant()
+        return grant is not None and not lease.is_lost(grant)
 
     async def leader(self) -> Leader | None:
         """Who leads now as the server shows it (Redlock: a majority): label, term, ttl left;
         None when nobody does. One request, within one request timeout."""
-        topology = self._parts.topology
-        return leader_of(await admin.inspect(topology, self._parts.prefix, self.name))
+        wiring = self._lease.wiring
+        wiring.state.check()
+        return leader_of(await admin.lock_info(wiring.topology, wiring.prefix, self.name))
 
     async def observe(self) -> AsyncIterator[Leader | None]:
         """The leadership now, then each change of it (a new term, or nobody leading), as it
@@ -136,13 +119,14 @@ class AsyncElection(AsyncLock):
         for an expiry, and within a ttl if a message is lost. Changes between two looks are
         seen as one (the terms yielded increase). Runs until closed: use ``aclosing``/``break``.
         """
-        topology = self._parts.topology
+        lease = self._lease
+        topology = lease.wiring.topology
         last: Leader | _Unseen | None = _Unseen()
         # a first look before subscribing: a redis.asyncio RedisCluster learns its slots (which
         # say which node to subscribe on) from its first command
         await self.leader()
         # subscribed (and confirmed) before the looks that count: any change after it wakes us
-        async with topology.watch(self._spec.keys.channel) as watch:
+        async with topology.watch(lease.spec.keys.channel) as watch:
             while True:
                 watch.event.clear()
                 now = await self.leader()
@@ -154,15 +138,7 @@ class AsyncElection(AsyncLock):
     async def _announce(self) -> None:
         """Publish the new term on the lock's channel (best effort: observers look again within
         a ttl anyway), within one request timeout."""
-        topology, channel = self._parts.topology, self._spec.keys.channel
-        command = (topology.publish_command, channel, ELECTED)
         try:
-            if isinstance(topology, AsyncQuorum):
-                await topology.fan_out(command, topology.node_timeout(self.ttl), channel)
-            else:
-                assert isinstance(topology, AsyncOneServer)
-                await topology.requester.request(
-                    topology.redis, [command], topology.request_timeout, channel
-                )
-        except (RedisError, LockError) as exc:
+            await self._lease.wiring.topology.publish(self._lease.spec.keys.channel, ELECTED)
+        except (LockError, OSError) as exc:
             logger.debug("fencelock: could not announce the election of %r: %s", self.name, exc)

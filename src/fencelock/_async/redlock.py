@@ -18,31 +18,25 @@ from typing import Any
 from redis.exceptions import NoScriptError, RedisError
 
 from .._backend import ASYNC_LAZY_TOKEN, async_checkpoint, async_shield
-from .._core.lease import LockSpec, Released, acquire_args
+from .._core.inspection import NodeView, inspect_reply, majority_view
+from .._core.kinds import Kind, LeaseSpec, Released
 from .._core.quorum import (
     acquire_outcome,
     first_answers,
     node_timeout,
     owned_by_quorum,
+    quorum,
     renew_answers,
     tally,
     validity,
 )
-from .._core.replies import GONE, RENEWED, Busy, Granted, holds, translate_error
+from .._core.replies import GONE, RENEWED, Busy, Granted, translate_error
 from .._core.stats import Counters
 from .._transport import AsyncRedis, async_fan_out
 from ..errors import LockConnectionError, LockError
-from ..keys import renew_keys
-from ..scripts import (
-    ACQUIRE,
-    FENCE_RAISE,
-    REENTRANT_ACQUIRE,
-    REENTRANT_RELEASE,
-    RELEASE,
-    RENEW,
-    Script,
-)
-from .topology import ATTEMPTS, AsyncTopology, server_address
+from ..keys import MAX_TTL, renew_keys
+from ..scripts import FENCE_RAISE, INSPECT, RENEW, Script
+from .topology import ATTEMPTS, AsyncTopology, scan_node, server_address
 from .waiter import AsyncWaiter, Watch
 
 # the release replies of a holder that held the lock on that node
@@ -53,6 +47,7 @@ class AsyncQuorum(AsyncTopology):
     local_handoff = False
     grants_by_release = False
     jitters = True
+    one_counter = False
 
     def __init__(
         self,
@@ -62,7 +57,7 @@ class AsyncQuorum(AsyncTopology):
         counters: Counters,
         node_timeout: float | None,
     ) -> None:
-        super().__init__(request_timeout, counters)
+        super().__init__(request_timeout, counters, owned=nodes)
         self.nodes = nodes
         self.waiters = waiters
         # None: derived per lock from its ttl (_core/quorum.node_timeout)
@@ -80,7 +75,12 @@ class AsyncQuorum(AsyncTopology):
         return [translate_error(r, what) if isinstance(r, RedisError) else r for r in replies]
 
     async def fan_out_script(
-        self, script: Script, keys: Sequence[str], args: Sequence[Any], timeout: float
+        self,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        timeout: float,
+        what: str = "",
     ) -> list[Any]:
         """``fan_out`` of a script by EVALSHA; nodes that answer NOSCRIPT (restarted, or SCRIPT
         FLUSH) get the source in a second, smaller round."""
@@ -92,12 +92,12 @@ class AsyncQuorum(AsyncTopology):
             again = await async_fan_out(nodes, script.eval(keys, args), timeout)
             for i, reply in zip(missing, again, strict=True):
                 replies[i] = reply
-        what = keys[0] if keys else script.name
+        what = what or script.name
         return [translate_error(r, what) if isinstance(r, RedisError) else r for r in replies]
 
     async def try_acquire(
         self,
-        spec: LockSpec,
+        spec: LeaseSpec,
         holder: str,
         depth: int = 0,
         block: int = 1,
@@ -110,12 +110,12 @@ class AsyncQuorum(AsyncTopology):
         ``deadline`` has time left."""
         if not self.server_checked:
             await self._check_servers()
-        script = REENTRANT_ACQUIRE if spec.reentrant else ACQUIRE
-        args = acquire_args(spec, holder, depth, block, waiter, self.publish_command)
+        script = spec.kind.acquire_script
+        args = spec.acquire_args(holder, depth, block, waiter, self.publish_command)
         timeout = self.node_timeout(spec.ttl)
         for attempt in range(1, ATTEMPTS + 1):
             sent_at = time.monotonic()
-            replies = await self.fan_out_script(script, spec.acquire_keys, args, timeout)
+            replies = await self.fan_out_script(script, spec.acquire_keys, args, timeout, spec.what)
             await async_checkpoint()
             try:
                 outcome = acquire_outcome(replies, spec.ttl, time.monotonic() - sent_at)
@@ -146,69 +146,74 @@ class AsyncQuorum(AsyncTopology):
             self.warn_if_evicting(reply, f"Redlock node {server_address(node)}")
 
     async def release(
-        self, spec: LockSpec, holder: str, leaving: str = "", timeout: float | None = None
+        self, spec: LeaseSpec, holder: str, leaving: str = "", timeout: float | None = None
     ) -> Released:
         """Release on every node (each within the node timeout, whatever ``timeout``). A round
         in which too few nodes answered to decide is sent once more, as an acquire's is: with
         a node timeout of a few ms, a moment's stall of this process is no outage."""
-        script = REENTRANT_RELEASE if spec.reentrant else RELEASE
-        args = self.release_args(spec, holder, leaving)
-        timeout, what = self.node_timeout(spec.ttl), f"release of {spec.name!r}"
-        replies = await self.fan_out_script(script, spec.release_keys, args, timeout)
+        script = spec.kind.release_script
+        args = spec.release_args(holder, leaving, self.publish_command)
+        timeout, what = self.node_timeout(spec.ttl), f"release of {spec.what}"
+        replies = await self.fan_out_script(script, spec.release_keys, args, timeout, what)
         try:
             owned = owned_by_quorum(replies, HELD, what)
         except LockConnectionError:  # undecided: once more
-            again = await self.fan_out_script(script, spec.release_keys, args, timeout)
+            again = await self.fan_out_script(script, spec.release_keys, args, timeout, what)
             owned = owned_by_quorum(first_answers(replies, again), HELD, what)
         return Released.RELEASED if owned else Released.NOT_HELD
 
     async def renew(
-        self, keys: Sequence[str], args: Sequence[str | int], ttls: Sequence[float], timeout: float
+        self,
+        keys: Sequence[str],
+        args: Sequence[str | int],
+        ttls: Sequence[float],
+        timeout: float,
+        what: str = "the renewal",
     ) -> list[int | LockError]:
         """Per lease: renewed by a majority in time (``RENEWED``), refused by enough nodes that
         no majority can hold it (``GONE``: whether another holder has a majority is not told),
         or unknown (the ``LockConnectionError`` saying why)."""
         timeout = min(timeout, *(self.node_timeout(ttl) for ttl in ttls))
         sent_at = time.monotonic()
-        replies = await self.fan_out_script(RENEW, renew_keys(keys), args, timeout)
+        replies = await self.fan_out_script(RENEW, renew_keys(keys), args, timeout, what)
         elapsed = time.monotonic() - sent_at
         held: list[int | LockError] = []
-        for key, ttl, answers in zip(keys, ttls, renew_answers(replies, len(keys)), strict=True):
+        for ttl, answers in zip(ttls, renew_answers(replies, len(keys)), strict=True):
             try:
-                ok = tally(answers).outcome(len(replies), f"renewal of {key!r}")
+                ok = tally(answers).outcome(len(replies), what)
             except LockConnectionError as exc:
                 held.append(exc)
                 continue
             if ok and validity(ttl, elapsed) <= 0:
-                held.append(LockConnectionError(f"renewal of {key!r}: the nodes answered too late"))
+                held.append(LockConnectionError(f"{what}: the nodes answered too late"))
             else:
                 held.append(RENEWED if ok else GONE)
         return held
 
-    async def held(self, spec: LockSpec, holder: str) -> bool:
-        key = spec.keys.lock
-        command = ("HEXISTS", key, holder) if spec.reentrant else ("GET", key)
-        replies = await self.fan_out(command, self.node_timeout(spec.ttl), key)
+    async def held(self, spec: LeaseSpec, holder: str) -> bool:
+        key, kind = spec.keys.lock, spec.kind
+        [command] = kind.held_commands(key, holder)
+        replies = await self.fan_out(command, self.node_timeout(spec.ttl), spec.what)
         answers: list[bool | BaseException] = []
         for r in replies:
             if not isinstance(r, BaseException):
-                answers.append(holds(r, holder))
+                answers.append(kind.held_reply([r], holder))
             else:  # WRONGTYPE: a lock of the other kind holds the name on that node, not ours
                 answers.append(False if "WRONGTYPE" in str(r) else r)
-        return tally(answers).outcome(len(replies), f"held {spec.name!r}")
+        return tally(answers).outcome(len(replies), f"held {spec.what}")
 
     async def hand_off(
-        self, spec: LockSpec, holder: str, ttl_ms: int, block: int
+        self, spec: LeaseSpec, holder: str, ttl_ms: int, block: int
     ) -> Granted | Busy:
         raise AssertionError("Redlock grants need a majority: no local hand-off")
 
-    async def confirm(self, spec: LockSpec, holder: str, fence: int) -> bool:
+    async def confirm(self, spec: LeaseSpec, holder: str, fence: int) -> bool:
         """Raise a majority's counters to ``fence`` (see fence_raise.lua). False when a majority
         no longer holds the grant; LockConnectionError when unknown."""
         replies = await self.fan_out_script(
             FENCE_RAISE, spec.acquire_keys[:2], (holder, fence), self.node_timeout(spec.ttl)
         )
-        return owned_by_quorum(replies, (1,), f"token of {spec.name!r}")
+        return owned_by_quorum(replies, (1,), f"token of {spec.what}")
 
     @asynccontextmanager
     async def watch(self, channel: str, timeout: float | None = None) -> AsyncIterator[Watch]:
@@ -222,6 +227,46 @@ class AsyncQuorum(AsyncTopology):
                     await stack.enter_async_context(waiter.watch(channel, watch, timeout))
             yield watch
 
-    async def close(self) -> None:
-        for waiter in list(self.waiters.values()):
-            await waiter.close()
+    def supports(self, kind: Kind) -> bool:
+        return kind.on_quorum
+
+    @property
+    def read_timeout(self) -> float:
+        # a node's own timeout: a node down must not hold up the majority's answer
+        return self.node_timeout(MAX_TTL)
+
+    async def run_all(
+        self,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        what: str,
+        *,
+        read: bool = False,
+    ) -> list[Any]:
+        return await self.fan_out_script(script, keys, args, self.read_timeout, what)
+
+    async def view(self, keys: Sequence[str], listed: int, what: str) -> NodeView | None:
+        replies = await self.run_all(INSPECT, keys, (listed,), what, read=True)
+        return majority_view([r if isinstance(r, LockError) else inspect_reply(r) for r in replies])
+
+    async def publish(self, channel: str, message: str) -> None:
+        await self.fan_out((self.publish_command, channel, message), self.read_timeout, channel)
+
+    async def scan(self, match: str, count: int) -> AsyncIterator[bytes]:
+        answered = 0
+        failure: LockError | None = None
+        for node in self.nodes:
+            try:
+                async for key in scan_node(node, match, count, self.read_timeout):
+                    yield key
+                answered += 1
+            except LockError as exc:
+                failure = exc
+        # a lock is held on a majority: with fewer nodes silent than a majority, one of its
+        # nodes answered; with more, the listing could miss some
+        if failure is not None and len(self.nodes) - answered >= quorum(len(self.nodes)):
+            raise failure
+
+    async def run(self, script: Script, keys: Sequence[str], args: Sequence[Any], what: str) -> Any:
+        raise TypeError(f"{what}: Redlock mode has no one server to run it on")

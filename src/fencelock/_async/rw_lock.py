@@ -1,8 +1,8 @@
 """A read-write lock, phase-fair: readers share, writers exclude, and arrival order is kept.
 
-It is a semaphore (semaphore.py) of ``WRITE_PERMITS`` permits on keys of its own: a reader takes
-one permit, a writer all of them. The semaphore's first come, first served queue gives the
-phase-fair order:
+Its two sides are lease engines over one pool of ``WRITE_PERMITS`` permits on keys of its own
+(``Permits.rw_side``): a reader takes one permit, a writer all of them. The semaphore's first
+come, first served queue gives the phase-fair order:
 
 * a reader that arrives while a writer waits queues behind it (writers are not starved);
 * the readers queued behind a writer are admitted together when it releases: the first is
@@ -19,112 +19,65 @@ two readers upgrading at once would each wait for the other's read permit for ev
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Final
+from typing import Never
 
+from .._core.kinds import WRITE_PERMITS, Permits
 from .._core.lease import EXPLAINED
+from .._core.options import DEFAULT, LeaseOptions
+from .._core.replies import new_waiter_id
 from ..errors import LockLost
-from ..keys import validate_name
-from ..labels import Label
 from ..scripts import RW_DOWNGRADE
-from .lock import _DEFAULT, AsyncLock, Parts, _Default
-from .semaphore import AsyncPermits
+from .engine import AsyncLease, AsyncWiring
+from .leased import AsyncLeased, keyword_only
 
-WRITE_PERMITS: Final = 2**31  # a writer's share: every permit (a reader takes one)
+READ = Permits.rw_side(1)
+WRITE = Permits.rw_side(WRITE_PERMITS)
 
 
 class AsyncReadWriteLock:
     """``LockClient.rw_lock(name)``: ``read()`` and ``write()`` make the lock objects."""
 
-    def __init__(
-        self,
-        client: object,
-        parts: Parts,
-        name: str,
-        ttl: float,
-        *,
-        timeout: float | None,
-        auto_renew: bool,
-        on_lost: Callable[[AsyncLock], object] | None,
-        on_lost_policy: str,
-        label: Label | _Default,
-    ) -> None:
-        self.name = validate_name(name)
-        self._make = lambda permits: AsyncRWSide(
-            client,
-            parts,
-            self.name,
-            ttl,
-            permits,
-            timeout=timeout,
-            auto_renew=auto_renew,
-            on_lost=on_lost,
-            on_lost_policy=on_lost_policy,
-            label=label,
-        )
-        self._make(1)  # the arguments are checked now, not at the first read()
+    def __init__(self, wiring: AsyncWiring, options: LeaseOptions) -> None:
+        self._wiring = wiring
+        self._options = options
+        self.name = options.name
+        AsyncRWSide(wiring, options, writer=False)  # (checks it can be made here, now)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
 
     def read(self) -> AsyncRWSide:
         """A reader's lock object: shares the name with other readers."""
-        return self._make(1)
+        return AsyncRWSide(self._wiring, self._options, writer=False)
 
     def write(self) -> AsyncRWSide:
         """A writer's lock object: excludes readers and writers."""
-        return self._make(WRITE_PERMITS)
+        return AsyncRWSide(self._wiring, self._options, writer=True)
 
 
-class AsyncRWSide(AsyncPermits):
+class AsyncRWSide(AsyncLeased):
     """One side of a read-write lock: a lock object (with, acquire, release, token, lost...)."""
 
-    _noun = "side of the read-write lock"
+    __slots__ = ("writer",)
 
-    def __init__(
-        self,
-        client: object,
-        parts: Parts,
-        name: str,
-        ttl: float,
-        permits: int,
-        *,
-        timeout: float | None,
-        auto_renew: bool = False,
-        on_lost: Callable[[AsyncLock], object] | None = None,
-        on_lost_policy: str = "raise",
-        label: Label | _Default = _DEFAULT,
-    ) -> None:
-        super().__init__(
-            client,
-            parts,
-            name,
-            WRITE_PERMITS,
-            ttl,
-            kind="rw",
-            timeout=timeout,
-            auto_renew=auto_renew,
-            on_lost=on_lost,
-            on_lost_policy=on_lost_policy,
-            label=label,
-        )
-        self._side = permits  # (a downgraded grant holds 1; the next acquire takes this again)
-        self._spec = self._spec_for(permits)
+    def __init__(self, wiring: AsyncWiring, options: LeaseOptions, *, writer: bool) -> None:
+        # whether this is the write side (even while it holds a downgraded grant)
+        self.writer = writer
+        noun = "side of the read-write lock"
+        spec = wiring.spec(WRITE if writer else READ, options, noun, owner=new_waiter_id())
+        self._lease = AsyncLease(self, wiring, options, spec)
 
     def __repr__(self) -> str:
         side = "write" if self.writer else "read"
         return f"<{type(self).__name__} {self.name!r} {side} ttl={self.ttl}>"
 
-    @property
-    def writer(self) -> bool:
-        """Whether this object is the write side (even while it holds a downgraded grant)."""
-        return self._side == WRITE_PERMITS
-
-    async def acquire(  # type: ignore[override]  # (the side decides the permits)
-        self, timeout: float | _Default | None = _DEFAULT
-    ) -> bool:
-        """Take this side of the lock; ``timeout`` as ``Lock.acquire``."""
-        return await super().acquire(self._side, timeout)
+    async def acquire(self, *args: Never, timeout: float | object | None = DEFAULT) -> bool:
+        """Take this side of the lock. ``timeout``: None waits forever, 0 tries once, > 0
+        waits that long (default: the read-write lock's own)."""
+        keyword_only("acquire", args, "timeout=")
+        if self._lease.grant() is None:  # (a downgraded writer takes the write side again)
+            self._lease.use_kind(WRITE if self.writer else READ)
+        return await self._lease.acquire(timeout=timeout)
 
     async def downgrade(self) -> None:
         """Turn this writer's grant into a reader's, atomically: readers queued up to the next
@@ -132,11 +85,13 @@ class AsyncRWSide(AsyncPermits):
         fencing token stay; ``release()`` then gives back the read permit, and the next
         ``acquire()`` of this object takes the write side again. ``LockLost`` if the lease had
         ended; ``TypeError`` on a read side or a grant already downgraded."""
-        grant = self._owned_grant("downgrade")
-        if self._spec.permits != WRITE_PERMITS:
+        lease = self._lease
+        grant = lease.owned_grant("downgrade")
+        if lease.spec.kind != WRITE:
             raise TypeError(f"{self!r} holds a read grant: only a write grant can be downgraded")
-        args = (grant.holder, self._spec.keys.channel, self._parts.topology.publish_command)
-        if await self._script(RW_DOWNGRADE, self._spec.release_keys, args) == 0:
-            why = self._declare_lost(grant, "at downgrade")
-            raise LockLost(f"cannot downgrade {self.name!r}: {EXPLAINED[why]}")
-        self._spec = self._spec_for(1)
+        spec, topology = lease.spec, lease.wiring.topology
+        args = (grant.holder, spec.keys.channel, topology.publish_command)
+        if await topology.run(RW_DOWNGRADE, spec.release_keys, args, spec.what) == 0:
+            why = lease.declare_lost(grant, "at downgrade")
+            raise LockLost(f"cannot downgrade {spec.what}: {EXPLAINED[why]}")
+        lease.use_kind(READ)

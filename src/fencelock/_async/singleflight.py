@@ -40,7 +40,7 @@ from .._core.lease import Grant
 from .._core.stats import Counters
 
 if TYPE_CHECKING:
-    from .lock import AsyncLock
+    from .engine import AsyncLease
 
 
 @dataclass(eq=False, slots=True)
@@ -48,7 +48,7 @@ class Ticket:
     """An acquire in the local queue: the head (``turn``: it goes to Redis), or a waiter woken
     with either a grant (handed off) or its turn as head."""
 
-    lock: AsyncLock
+    lease: AsyncLease
     event: AsyncEvent = field(default_factory=AsyncEvent)
     grant: Grant | None = None
     turn: bool = False
@@ -124,11 +124,11 @@ class AsyncLocalQueues:
             return None
         return until - now if hold_back else 0.0
 
-    def join(self, key: str, lock: AsyncLock, now: float) -> Ticket:
-        """A ticket for ``lock``'s acquire of ``key``: the head (``turn``, it goes to Redis), or
+    def join(self, key: str, lease: AsyncLease, now: float) -> Ticket:
+        """A ticket for ``lease``'s acquire of ``key``: the head (``turn``, it goes to Redis), or
         a place in the queue to wait on."""
         self._reset_after_fork()
-        ticket = Ticket(lock)
+        ticket = Ticket(lease)
         with self._guard:
             line = self._lines.get(key)
             if line is None:
@@ -218,7 +218,7 @@ class AsyncLocalQueues:
     def hand(self, key: str, ticket: Ticket, grant: Grant) -> None:
         self._counters.add(handoffs=1)
         if events.on:
-            events.emit(events.HandedOff(ticket.lock._spec.primitive, ticket.lock.name))
+            events.emit(events.HandedOff(ticket.lease.spec.primitive, ticket.lease.name))
         with self._guard:
             line = self._lines.get(key)
             if line is not None and line.owner is ticket:

@@ -14,113 +14,11 @@ A lost grant never becomes held again: the lock object takes the name afresh wit
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ..keys import LockKeys, SemaphoreKeys, ttl_to_ms
-from . import events
 from .replies import Granted, release_grant
 from .timing import handoff_needs_refresh, lease_deadline
-
-
-@dataclass(frozen=True, slots=True)
-class LockSpec:
-    """What every request about one lock needs, computed once when the lock object is made
-    (the hot path reads it on every call)."""
-
-    name: str
-    keys: LockKeys
-    ttl: float
-    reentrant: bool
-    # a semaphore's (keys: SemaphoreKeys): the permits each acquire asks for, the limit to keep
-    # if none is stored yet; and (any kind) its lock object's own local queue (see line)
-    permits: int = 0
-    limit: int = 0
-    owner: str = ""
-    ttl_ms: int = field(init=False)
-    # A simple lock's acquire also keeps the queue of waiters woken one at a time (reentrant
-    # waiters are always woken all together); a release of either kind serves it.
-    acquire_keys: tuple[str, ...] = field(init=False)
-    release_keys: tuple[str, ...] = field(init=False)
-    # Its local queue (singleflight.py): simple and reentrant locks on one name queue apart, as
-    # a grant of one kind cannot be handed to the other (the key types differ).
-    line: str = field(init=False)
-    primitive: str = field(init=False)  # its kind, as the metrics label it
-
-    def __post_init__(self) -> None:
-        keys = self.keys
-        derived: dict[str, object]
-        if isinstance(keys, SemaphoreKeys):
-            # Each semaphore object queues alone: permits are not passed between local objects
-            # (a local queue would let only one of them hold at a time).
-            derived = {
-                "acquire_keys": (keys.lock, keys.fence, keys.queue, keys.state, keys.alive),
-                "release_keys": (keys.lock, keys.queue, keys.fence, keys.state, keys.alive),
-                "line": f"{keys.lock}:semaphore:{self.owner}",
-                "primitive": _semaphore_primitive(keys.kind, self.permits, self.limit),
-            }
-        else:
-            derived = {
-                "acquire_keys": (keys.lock, keys.fence)
-                if self.reentrant
-                else (keys.lock, keys.fence, keys.queue),
-                "release_keys": (keys.lock, keys.queue, keys.fence),
-                "line": f"{keys.lock}:{'reentrant' if self.reentrant else 'simple'}"
-                # an owner's lock object queues alone: no local hand-off to or from it
-                + (f":{self.owner}" if self.owner else ""),
-                "primitive": events.REENTRANT_LOCK if self.reentrant else events.LOCK,
-            }
-        derived["ttl_ms"] = ttl_to_ms(self.ttl)
-        for name, value in derived.items():
-            object.__setattr__(self, name, value)  # (a frozen dataclass sets its own fields so)
-
-
-def _semaphore_primitive(kind: str, permits: int, limit: int) -> str:
-    if kind == "sem":
-        return events.SEMAPHORE
-    return events.WRITE_LOCK if permits >= limit else events.READ_LOCK
-
-
-def acquire_args(
-    spec: LockSpec, holder: str, depth: int, block: int, waiter: str, publish: str
-) -> tuple[str | int, ...]:
-    """ARGV of acquire.lua / reentrant_acquire.lua / semaphore_acquire.lua."""
-    if spec.permits:
-        channel = spec.keys.channel
-        return (holder, spec.ttl_ms, block, waiter, spec.permits, spec.limit, channel, publish)
-    if spec.reentrant:
-        return (holder, spec.ttl_ms, depth, block)
-    return (holder, spec.ttl_ms, block, waiter)
-
-
-def release_args(spec: LockSpec, holder: str, publish: str, leaving: str) -> tuple[str, ...]:
-    """ARGV of release.lua / reentrant_release.lua (``leaving``: simple locks only)."""
-    args = (holder, spec.keys.channel, publish)
-    return args if spec.reentrant else (*args, leaving)
-
-
-class Released(enum.IntEnum):
-    """What a release script answered."""
-
-    NOT_HELD = 0  # the holder token did not hold the lock: nothing was deleted
-    RELEASED = 1
-    STILL_HELD = 2  # a reentrant hold was left, others remain
-    WOKE = 3  # released, and another client's waiter was woken to take it
-    GRANTED = 4  # released, and granted to the first queued waiter by the script itself
-
-    @property
-    def freed(self) -> bool:
-        """The holder's last hold is gone (whoever has the lock now)."""
-        return self in (Released.RELEASED, Released.WOKE, Released.GRANTED)
-
-    @classmethod
-    def of(cls, reply: object) -> Released:
-        if isinstance(reply, bytes | str | int) and not isinstance(reply, bool):
-            try:
-                return cls(int(reply))
-            except ValueError:
-                pass
-        raise ValueError(f"unexpected release reply {reply!r}")
 
 
 @dataclass(eq=False, slots=True)
@@ -143,6 +41,8 @@ class Grant:
     since: float = 0.0  # monotonic time it was taken, for the hold-time metric (0: not timed)
     unanswered: bool = False  # a renewal was sent and got no answer (yet)
 
+    # -- transitions: the grant changes only through these --------------------------------
+
     def expired(self, now: float) -> bool:
         """Whether the lease must be taken as gone: declared lost, or past its deadline."""
         return self.lost or self.deadline <= now
@@ -150,6 +50,7 @@ class Grant:
     def renewed(self, sent_at: float, ttl: float) -> None:
         """A renewal (or extend) sent at ``sent_at`` restarted the lease at ``ttl``."""
         self.deadline = lease_deadline(sent_at, ttl)
+        self.unanswered = False
 
     def reentered(self, sent_at: float, ttl: float) -> None:
         self.depth += 1
@@ -161,6 +62,32 @@ class Grant:
             return False
         self.lost = True
         return True
+
+    def left_once(self) -> None:
+        """A reentrant hold was left (others remain)."""
+        self.depth -= 1
+
+    def entered_block(self, task: Any) -> None:
+        """Taken by ``with``/``async with`` in ``task``: the block's end releases it."""
+        self.task = task
+        self.in_block = True
+
+    def timed_from(self, since: float) -> None:
+        self.since = since
+
+    def confirm(self) -> None:
+        """Redlock: a majority's counters were raised to ``fence``: it may be handed out."""
+        self.confirmed = True
+
+    def cancel_task(self) -> None:
+        """The lease was lost under on_lost_policy="cancel": the block's task is cancelled."""
+        self.cancelled = True
+        self.task.cancel()
+
+    def renewal_sent(self) -> bool:
+        """A renewal is going out; whether the one before it got no answer."""
+        failed, self.unanswered = self.unanswered, True
+        return failed
 
 
 # Why a lease was lost (the ``reason`` of the lost-lease metric and log event).

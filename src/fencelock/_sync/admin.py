@@ -2,110 +2,62 @@
 """What an operator sees and does: inspect a lock, list the held ones, force one free.
 
 Every read of one name is one script (scripts/inspect.lua), so what it shows is one moment of
-the server. Redlock shows the majority's view (``_core/inspection.majority_view``). A forced
-release is one script too (force_release.lua): it serves the waiters as a release does, and
-keeps the fencing counter, so the next grant's token is larger than the forced-out holder's.
+the server. Redlock shows the majority's view (the topology's ``view``). A forced release is one
+script too (force_release.lua): it serves the waiters as a release does, and keeps the fencing
+counter, so the next grant's token is larger than the forced-out holder's.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import Any
-
-from redis.exceptions import RedisError
 
 from .._core.inspection import (
     MAX_WAITERS_LISTED,
     ForceOutcome,
     ForceReleased,
     LockInfo,
-    NodeView,
     force_reply,
-    inspect_reply,
-    majority_view,
     name_of,
     permits_info,
     scan_pattern,
 )
-from .._core.quorum import quorum
-from .._core.replies import split_holder, translate_error
-from .._transport import SyncRedis, SyncRedisCluster, sync_fan_out, sync_node_client
-from ..errors import LockConnectionError, LockError
-from ..keys import MAX_TTL, LockKeys, SemaphoreKeys
-from ..scripts import FORCE_RELEASE, INSPECT, Script
-from .redlock import SyncQuorum
-from .rw_lock import WRITE_PERMITS
-from .semaphore import read_state
-from .topology import SyncOneServer, SyncTopology
+from .._core.kinds import WRITE_PERMITS, Permits
+from .._core.replies import split_holder
+from ..errors import LockError
+from ..keys import LockKeys, SemaphoreKeys
+from ..scripts import FORCE_RELEASE
+from .semaphore import state_of
+from .topology import SyncTopology
 
 logger = logging.getLogger("fencelock.admin")
 
 SCAN_COUNT = 1000  # keys looked at per SCAN call (each call is bounded by one request timeout)
 
 
-def _timeout(topology: SyncTopology) -> float:
-    """One request's bound: a Redlock node's own timeout (a node down must not hold up the
-    majority's answer), else one request timeout."""
-    if isinstance(topology, SyncQuorum):
-        return topology.node_timeout(MAX_TTL)
-    return topology.request_timeout
+def _inspected(keys: LockKeys) -> tuple[str, str, str]:
+    return (keys.lock, keys.fence, keys.queue)
 
 
-def _on_one(
-    topology: SyncOneServer, script: Script, keys: LockKeys, args: tuple[Any, ...]
-) -> object:
-    """``script`` on the server of ``keys``, within one request timeout. A forced release waits
-    for ``min_replicas`` as a release does; a read has nothing to wait for (and a replica down
-    would make it wait the whole replica timeout)."""
-    names = _script_keys(script, keys)
-    try:
-        if script is INSPECT:
-            reply = topology.read(script, names, args, _timeout(topology))
-        else:
-            reply, _ = topology.script(script, names, args, _timeout(topology))
-    except RedisError as exc:
-        raise translate_error(exc, keys.lock) from exc
-    return reply
-
-
-def _script_keys(script: Script, keys: LockKeys) -> list[str]:
-    if script is INSPECT:
-        return [keys.lock, keys.fence, keys.queue]
-    return [keys.lock, keys.queue, keys.fence]
-
-
-def _views(topology: SyncTopology, keys: LockKeys) -> NodeView | None:
-    """The lock at ``keys`` as its server (Redlock: a majority of nodes) shows it; None: not
+def lock_info(topology: SyncTopology, prefix: str, name: str) -> LockInfo | None:
+    """The lock of ``name`` as its server (Redlock: a majority of nodes) shows it; None: not
     held."""
-    args = (MAX_WAITERS_LISTED,)
-    if isinstance(topology, SyncQuorum):
-        replies = topology.fan_out_script(
-            INSPECT, _script_keys(INSPECT, keys), args, _timeout(topology)
-        )
-        views = [r if isinstance(r, BaseException) else inspect_reply(r) for r in replies]
-        return majority_view(views)
-    assert isinstance(topology, SyncOneServer)
-    view = inspect_reply(_on_one(topology, INSPECT, keys, args))
-    return view if view.holder else None
+    keys = LockKeys.for_name(name, prefix)
+    view = topology.view(_inspected(keys), MAX_WAITERS_LISTED, f"lock {name!r}")
+    return None if view is None else view.info(name)
 
 
 def inspect(topology: SyncTopology, prefix: str, name: str) -> LockInfo | None:
     """The lock of ``name``; when none is held, a semaphore or read-write lock of that name
-    (one more read script each: Redlock has neither)."""
-    info = _held_lock(topology, prefix, name)
-    if info is not None or isinstance(topology, SyncQuorum):
+    (one more read script each, where the topology has them)."""
+    info = lock_info(topology, prefix, name)
+    if info is not None or not topology.supports(Permits()):
         return info
-    for kind in ("sem", "rw"):
-        info = _permits(topology, prefix, name, kind)
+    for family in ("sem", "rw"):
+        info = _permits(topology, prefix, name, family)
         if info is not None:
             return info
     return None
-
-
-def _held_lock(topology: SyncTopology, prefix: str, name: str) -> LockInfo | None:
-    view = _views(topology, LockKeys.for_name(name, prefix))
-    return None if view is None else view.info(name)
 
 
 def locks(topology: SyncTopology, prefix: str, pattern: str) -> Iterator[LockInfo]:
@@ -113,90 +65,62 @@ def locks(topology: SyncTopology, prefix: str, pattern: str) -> Iterator[LockInf
     found by SCAN on every server (every master of a Cluster, every Redlock node), each then
     inspected: a name released between the two is left out."""
     seen: set[tuple[str, str]] = set()
-    for name, kind in _scan(topology, prefix, pattern):
-        if (name, kind) in seen:  # SCAN may return a key twice; Redlock nodes share names
+    for key in topology.scan(scan_pattern(prefix, pattern), SCAN_COUNT):
+        named = name_of(key, prefix)
+        if named is None or named in seen:  # SCAN may return a key twice; nodes share names
             continue
-        seen.add((name, kind))
-        if kind == "lock":
-            info = _held_lock(topology, prefix, name)
+        seen.add(named)
+        name, family = named
+        if family == "lock":
+            info = lock_info(topology, prefix, name)
         else:
-            info = _permits(topology, prefix, name, kind)
+            info = _permits(topology, prefix, name, family)
         if info is not None:
             yield info
 
 
-def _permits(topology: SyncTopology, prefix: str, name: str, kind: str) -> LockInfo | None:
-    """A semaphore (``kind`` "sem") or read-write lock ("rw") of ``name``: one read script."""
-    assert isinstance(topology, SyncOneServer)  # (Redlock has neither)
-    state = read_state(topology, SemaphoreKeys.for_semaphore(name, prefix, kind))
-    return permits_info(name, kind, state, WRITE_PERMITS)
-
-
-def _scan(
-    topology: SyncTopology, prefix: str, pattern: str
-) -> Iterator[tuple[str, str]]:
-    match = scan_pattern(prefix, pattern)
-    made: list[SyncRedis] = []
-    nodes: list[SyncRedis]
-    if isinstance(topology, SyncQuorum):
-        nodes = topology.nodes
-    else:
-        assert isinstance(topology, SyncOneServer)
-        redis = topology.redis
-        if isinstance(redis, SyncRedisCluster):
-            made = [sync_node_client(n, _timeout(topology)) for n in redis.get_primaries()]
-            nodes = made
-        else:
-            nodes = [redis]
-    answered = 0
-    failure: LockError | None = None
-    try:
-        for node in nodes:
-            cursor = 0
-            while True:
-                [reply] = sync_fan_out(
-                    [node],
-                    ("SCAN", cursor, "MATCH", match, "COUNT", SCAN_COUNT),
-                    _timeout(topology),
-                )
-                if isinstance(reply, RedisError):
-                    failure = translate_error(reply, f"SCAN {match!r}")
-                    break
-                cursor, found = int(reply[0]), reply[1]
-                for key in found:
-                    named = name_of(key, prefix)
-                    if named is not None:
-                        yield named
-                if cursor == 0:
-                    answered += 1
-                    break
-    finally:
-        for node in made:
-            node.close()
-            node.connection_pool.disconnect()
-    # Redlock: a lock is held on a majority, so with fewer nodes silent than a majority, one of
-    # its nodes answered; with more (or any silent elsewhere) the listing could miss some
-    if failure is not None:
-        silent = len(nodes) - answered
-        if not (isinstance(topology, SyncQuorum) and silent < quorum(len(nodes))):
-            raise failure
+def _permits(topology: SyncTopology, prefix: str, name: str, family: str) -> LockInfo | None:
+    """A semaphore (``family`` "sem") or read-write lock ("rw") of ``name``: one read script."""
+    keys = SemaphoreKeys.for_semaphore(name, prefix, family)
+    noun = "semaphore" if family == "sem" else "read-write lock"
+    state = state_of(topology, keys, f"{noun} {name!r}")
+    return permits_info(name, family, state, WRITE_PERMITS)
 
 
 def force_release(
     topology: SyncTopology, prefix: str, name: str, token: int | None
 ) -> ForceReleased:
     keys = LockKeys.for_name(name, prefix)
-    if isinstance(topology, SyncQuorum):
-        result = _force_quorum(topology, keys, name, token)
-    else:
-        assert isinstance(topology, SyncOneServer)
-        args = ("" if token is None else str(token), "", keys.channel, topology.publish_command)
-        result = force_reply(name, _on_one(topology, FORCE_RELEASE, keys, args))
+    what = f"lock {name!r}"
+    holder, only = "", "" if token is None else str(token)
+    if token is not None and not topology.one_counter:
+        # Redlock: the nodes' counters differ, so a token names the grant the majority shows,
+        # and each node releases only that grant's holder token
+        view = topology.view(_inspected(keys), MAX_WAITERS_LISTED, what)
+        if view is None:
+            return _logged(ForceReleased(name, ForceOutcome.NOT_HELD, None, None, None), token)
+        if view.counter != token:
+            found = split_holder(view.holder)
+            outcome = ForceOutcome.TOKEN_MISMATCH
+            return _logged(ForceReleased(name, outcome, *found, view.counter), token)
+        holder, only = view.holder, ""
+    args = (only, holder, keys.channel, topology.publish_command)
+    script_keys = (keys.lock, keys.queue, keys.fence)
+    replies = topology.run_all(FORCE_RELEASE, script_keys, args, f"force_release of {what}")
+    results = [force_reply(name, r) for r in replies if not isinstance(r, LockError)]
+    if not results:
+        raise replies[0]
+    released = [r for r in results if r.outcome is ForceOutcome.RELEASED]
+    result = max(released, key=lambda r: r.token or 0) if released else results[0]
+    return _logged(result, token)
+
+
+def _logged(result: ForceReleased, token: int | None) -> ForceReleased:
     level = logging.WARNING if result.outcome is ForceOutcome.RELEASED else logging.INFO
     logger.log(
         level,
         "fencelock: force_release of %r (%s): %s; holder %s, label %r, token found %s",
-        name,
+        result.name,
         "any grant" if token is None else f"only token {token}",
         result.outcome.value,
         result.holder,
@@ -204,7 +128,7 @@ def force_release(
         result.token,
         extra={
             "event": "force_release",
-            "lock_name": name,
+            "lock_name": result.name,
             "token": result.token,
             "holder": result.holder,
             "label": result.label,
@@ -212,30 +136,3 @@ def force_release(
         },
     )
     return result
-
-
-def _force_quorum(
-    topology: SyncQuorum, keys: LockKeys, name: str, token: int | None
-) -> ForceReleased:
-    """Redlock: the nodes' counters differ, so a token names the grant the majority shows, and
-    each node releases only that grant's holder token; without one, every node releases."""
-    holder = ""
-    if token is not None:
-        view = _views(topology, keys)
-        if view is None:
-            return ForceReleased(name, ForceOutcome.NOT_HELD, None, None, None)
-        if view.counter != token:
-            found = split_holder(view.holder)
-            return ForceReleased(name, ForceOutcome.TOKEN_MISMATCH, *found, view.counter)
-        holder = view.holder
-    args = ("", holder, keys.channel, topology.publish_command)
-    replies = topology.fan_out_script(
-        FORCE_RELEASE, _script_keys(FORCE_RELEASE, keys), args, _timeout(topology)
-    )
-    results = [force_reply(name, r) for r in replies if not isinstance(r, BaseException)]
-    if not results:
-        raise LockConnectionError(f"force_release of {name!r}: no node answered: {replies[0]}")
-    released = [r for r in results if r.outcome is ForceOutcome.RELEASED]
-    if released:
-        return max(released, key=lambda r: r.token or 0)
-    return results[0]

@@ -16,36 +16,36 @@ import time
 from typing import TYPE_CHECKING
 
 from .._backend import sync_checkpoint, sync_shield
-from .._core.lease import Grant, Released, granted, handoff_within_block
+from .._core.kinds import Released
+from .._core.lease import Grant, granted, handoff_within_block
 from .._core.replies import Busy, reserved_block
 from .._core.timing import yield_after_release
 from ..errors import LockError
-from ..keys import ttl_to_ms
 from .singleflight import Ticket
 
 if TYPE_CHECKING:
-    from .lock import Lock
+    from .engine import Lease
 
 logger = logging.getLogger("fencelock.release")
 handoff_logger = logging.getLogger("fencelock.handoff")
 
 
-def give_up(lock: Lock, grant: Grant) -> bool:
+def give_up(lease: Lease, grant: Grant) -> bool:
     """Release ``grant``: hand it to the next local waiter if there is one, else in Redis.
     False if it was no longer held (nothing was deleted)."""
-    parts, spec = lock._parts, lock._spec
+    parts, spec = lease.wiring, lease.spec
     queues, line, topology = parts.queues, spec.line, parts.topology
     ticket = None
     if not grant.lost and topology.local_handoff:
         ticket = queues.next_for_handoff(line, grant)
     if ticket is not None:
-        handed = handoff_within_block(grant, ticket.lock.ttl, time.monotonic())
+        handed = handoff_within_block(grant, ticket.lease.spec.ttl, time.monotonic())
         if handed is not None:  # the next token of the reserved block: no request at all
             queues.hand(line, ticket, handed)
             handoff_logger.debug("%r handed on, token %d", spec.name, handed.fence)
             return True
         # the script and the bookkeeping after it must both happen, whatever the caller does
-        if sync_shield(_hand_to(lock, grant, ticket)):
+        if sync_shield(_hand_to(lease, grant, ticket)):
             return True
     else:
         sent_at = time.monotonic()
@@ -76,15 +76,15 @@ def give_up(lock: Lock, grant: Grant) -> bool:
     return False
 
 
-def _hand_to(lock: Lock, grant: Grant, ticket: Ticket) -> bool:
+def _hand_to(lease: Lease, grant: Grant, ticket: Ticket) -> bool:
     """Hand ``grant`` to ``ticket``; False if it was no longer ours (the ticket then goes to
     Redis as the head)."""
-    parts, spec = lock._parts, lock._spec
-    queues, to = parts.queues, ticket.lock
+    parts, spec = lease.wiring, lease.spec
+    queues, to = parts.queues, ticket.lease
     try:
         block = queues.max_handoffs
         sent_at = time.monotonic()
-        result = parts.topology.hand_off(spec, grant.holder, ttl_to_ms(to.ttl), block)
+        result = parts.topology.hand_off(spec, grant.holder, to.spec.ttl_ms, block)
     except BaseException:
         queues.give_turn(ticket)
         raise
@@ -92,7 +92,7 @@ def _hand_to(lock: Lock, grant: Grant, ticket: Ticket) -> bool:
         queues.give_turn(ticket)
         return False
     block_grant = reserved_block(result.fence, block)
-    handed = granted(block_grant, grant.holder, sent_at, to.ttl, os.getpid())
+    handed = granted(block_grant, grant.holder, sent_at, to.spec.ttl, os.getpid())
     queues.hand(spec.line, ticket, handed)
     handoff_logger.debug("%r handed on, token %d (new block)", spec.name, handed.fence)
     return True

@@ -22,17 +22,17 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import Never
 
 from .._backend import sync_call_scope, sync_shield
+from .._core.options import DEFAULT, LeaseOptions
 from ..errors import LockError, LockLost, LockNotOwned, LockTimeout
-from ..keys import validate_name, validate_timeout
-from ..labels import Label
-from .lock import _DEFAULT, Lock, _Default
-
-if TYPE_CHECKING:
-    from .client import LockClient
+from ..keys import validate_name
+from .engine import Wiring
+from .leased import keyword_only
+from .lock import Lock
 
 
 def canonical_names(names: Iterable[str]) -> tuple[str, ...]:
@@ -49,26 +49,25 @@ def canonical_names(names: Iterable[str]) -> tuple[str, ...]:
 
 
 class MultiLock:
-    def __init__(
-        self,
-        client: LockClient,
-        names: Iterable[str],
-        ttl: float,
-        *,
-        timeout: float | None,
-        auto_renew: bool = False,
-        label: Label | _Default = _DEFAULT,
-    ) -> None:
-        self.names = canonical_names(names)
-        self.timeout = validate_timeout(timeout)
-        # each lock checks ttl, auto_renew and label
+    def __init__(self, wiring: Wiring, names: tuple[str, ...], options: LeaseOptions) -> None:
+        self.names = names  # (canonical_names: sorted, deduplicated)
+        self._options = options
         self._locks: tuple[Lock, ...] = tuple(
-            client.lock(name, ttl, timeout=timeout, auto_renew=auto_renew, label=label)
-            for name in self.names
+            Lock(wiring, replace(options, name=name), reentrant=False) for name in names
         )
-        self.ttl = self._locks[0].ttl
-        self.auto_renew = self._locks[0].auto_renew
         self._holding = False
+
+    @property
+    def ttl(self) -> float:
+        return self._options.ttl
+
+    @property
+    def timeout(self) -> float | None:
+        return self._options.timeout
+
+    @property
+    def auto_renew(self) -> bool:
+        return self._options.auto_renew
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {list(self.names)!r} ttl={self.ttl}>"
@@ -78,14 +77,15 @@ class MultiLock:
         """The lock of each name, in canonical order."""
         return self._locks
 
-    def acquire(self, timeout: float | _Default | None = _DEFAULT) -> bool:
+    def acquire(self, *args: Never, timeout: float | object | None = DEFAULT) -> bool:
         """Take every name, all or none, in canonical order (sorted, deduplicated: never the
         caller's order, so two multi-locks cannot deadlock). ``timeout``: None waits forever,
         0 tries each name once, > 0 is one deadline shared by all the names (a name reached
         after it is still tried once: the call is bounded by the deadline plus one request per
         name) (default: the multi-lock's own timeout). Returns whether all were acquired; on
         False, on an error or on cancellation the names already taken have been released."""
-        wait = self.timeout if isinstance(timeout, _Default) else validate_timeout(timeout)
+        keyword_only("acquire", args, "timeout=")
+        wait = self._options.wait(timeout)
         if self._holding:
             raise LockError(f"{list(self.names)!r} are already held by this multi-lock")
         deadline = None if wait is None else time.monotonic() + wait
@@ -94,7 +94,7 @@ class MultiLock:
             try:
                 for lock in self._locks:
                     left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                    if not lock.acquire(left):
+                    if not lock.acquire(timeout=left):
                         break
                     taken.append(lock)
             except BaseException:

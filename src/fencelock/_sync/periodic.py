@@ -64,7 +64,7 @@ class OncePer:
         self.ttl = ttl
         self.timeout = timeout
         self.record_key = record_key(client.prefix, self.name)  # the last period done
-        self._redis = client._resource_server(redis, "once_per")
+        self._redis = redis  # (checked by the client)
         self._client = client
 
     def __repr__(self) -> str:

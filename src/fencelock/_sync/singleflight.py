@@ -41,7 +41,7 @@ from .._core.lease import Grant
 from .._core.stats import Counters
 
 if TYPE_CHECKING:
-    from .lock import Lock
+    from .engine import Lease
 
 
 @dataclass(eq=False, slots=True)
@@ -49,7 +49,7 @@ class Ticket:
     """An acquire in the local queue: the head (``turn``: it goes to Redis), or a waiter woken
     with either a grant (handed off) or its turn as head."""
 
-    lock: Lock
+    lease: Lease
     event: SyncEvent = field(default_factory=SyncEvent)
     grant: Grant | None = None
     turn: bool = False
@@ -125,11 +125,11 @@ class LocalQueues:
             return None
         return until - now if hold_back else 0.0
 
-    def join(self, key: str, lock: Lock, now: float) -> Ticket:
-        """A ticket for ``lock``'s acquire of ``key``: the head (``turn``, it goes to Redis), or
+    def join(self, key: str, lease: Lease, now: float) -> Ticket:
+        """A ticket for ``lease``'s acquire of ``key``: the head (``turn``, it goes to Redis), or
         a place in the queue to wait on."""
         self._reset_after_fork()
-        ticket = Ticket(lock)
+        ticket = Ticket(lease)
         with self._guard:
             line = self._lines.get(key)
             if line is None:
@@ -219,7 +219,7 @@ class LocalQueues:
     def hand(self, key: str, ticket: Ticket, grant: Grant) -> None:
         self._counters.add(handoffs=1)
         if events.on:
-            events.emit(events.HandedOff(ticket.lock._spec.primitive, ticket.lock.name))
+            events.emit(events.HandedOff(ticket.lease.spec.primitive, ticket.lease.name))
         with self._guard:
             line = self._lines.get(key)
             if line is not None and line.owner is ticket:

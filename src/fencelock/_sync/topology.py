@@ -25,16 +25,14 @@ from redis.crc import key_slot
 from redis.exceptions import ConnectionError, RedisError, TimeoutError
 
 from .._backend import SyncLoopGuard, SyncStateLock, sync_checkpoint, sync_shield
-from .._core import events
-from .._core.inspection import eviction_risk
-from .._core.lease import LockSpec, Released, acquire_args, arrived_late, release_args, time_left
+from .._core.inspection import NodeView, eviction_risk, inspect_reply
+from .._core.kinds import Kind, LeaseSpec, Released
+from .._core.lease import arrived_late, time_left
 from .._core.replies import (
     Busy,
     Granted,
     acquire_reply,
     check_replicated,
-    holds,
-    permit_held,
     renew_reply,
     reserved_block,
     translate_error,
@@ -44,39 +42,15 @@ from .._transport import (
     SyncRedis,
     SyncRedisCluster,
     SyncRequester,
+    sync_fan_out,
     sync_node_client,
 )
 from ..errors import LockConnectionError, LockError
 from ..keys import renew_keys, ttl_to_ms
-from ..scripts import (
-    ACQUIRE,
-    HANDOFF,
-    REENTRANT_ACQUIRE,
-    REENTRANT_RELEASE,
-    RELEASE,
-    RENEW,
-    SEMAPHORE_ACQUIRE,
-    SEMAPHORE_RELEASE,
-    Script,
-)
+from ..scripts import HANDOFF, INSPECT, RENEW, Script
 from .waiter import Waiter, Watch
 
 ATTEMPTS: Final = 2
-# each primitive's scripts (their replies are alike: _core/replies.py, Released)
-_ACQUIRE: Final = {
-    events.LOCK: ACQUIRE,
-    events.REENTRANT_LOCK: REENTRANT_ACQUIRE,
-    events.SEMAPHORE: SEMAPHORE_ACQUIRE,
-    events.READ_LOCK: SEMAPHORE_ACQUIRE,
-    events.WRITE_LOCK: SEMAPHORE_ACQUIRE,
-}
-_RELEASE: Final = {
-    events.LOCK: RELEASE,
-    events.REENTRANT_LOCK: REENTRANT_RELEASE,
-    events.SEMAPHORE: SEMAPHORE_RELEASE,
-    events.READ_LOCK: SEMAPHORE_RELEASE,
-    events.WRITE_LOCK: SEMAPHORE_RELEASE,
-}
 
 server_logger = logging.getLogger("fencelock.server")
 
@@ -96,6 +70,8 @@ class SyncTopology(abc.ABC):
     grants_by_release = True
     # contenders re-try after a random pause, so that split votes do not repeat (Redlock)
     jitters = False
+    # every server that holds a name holds its one fencing counter (not so for Redlock's nodes)
+    one_counter = True
     publish_command = "PUBLISH"
 
     waiters: dict[object, Waiter]
@@ -104,11 +80,14 @@ class SyncTopology(abc.ABC):
     # whether the servers' eviction policy was looked at (once per client, at the first acquire)
     server_checked = False
 
-    def __init__(self, request_timeout: float, counters: Counters) -> None:
+    def __init__(
+        self, request_timeout: float, counters: Counters, owned: Sequence[SyncRedis] = ()
+    ) -> None:
         # one request's bound ("one request timeout" in the README): waiting for a connection,
         # connecting and the reply included
         self.request_timeout = request_timeout
         self.counters = counters
+        self.owned = list(owned)  # fencelock's own clients: closed with the topology
         self._loop = SyncLoopGuard()
 
     def time_left(self, deadline: float | None) -> float:
@@ -140,10 +119,16 @@ class SyncTopology(abc.ABC):
         if risk is not None:
             server_logger.warning("fencelock: %s: %s", where, risk, extra={"server": where})
 
-    def release_args(self, spec: LockSpec, holder: str, leaving: str) -> tuple[str, ...]:
-        return release_args(spec, holder, self.publish_command, leaving)
+    def supports(self, kind: Kind) -> bool:
+        """Whether grants of ``kind`` can be made here."""
+        return True
 
-    def give_back(self, spec: LockSpec, holder: str, deadline: float | None = None) -> bool:
+    @property
+    def read_timeout(self) -> float:
+        """One operator's request's bound (inspect, SCAN, force_release)."""
+        return self.request_timeout
+
+    def give_back(self, spec: LeaseSpec, holder: str, deadline: float | None = None) -> bool:
         """Give back what ``holder`` may have been granted, best effort, within what is left of
         the bound of the call whose ``deadline`` it serves. No time left (the server did not
         answer for all that): not sent, and the lease expires on its own."""
@@ -158,12 +143,27 @@ class SyncTopology(abc.ABC):
         for waiter in list(self.waiters.values()):
             waiter.abandon()
 
+    def pools(self) -> list[Any]:
+        """The connection pools of fencelock's own clients (reaped when dropped unclosed)."""
+        return [node.connection_pool for node in self.owned]
+
+    def close(self) -> None:
+        if self.requester is not None:
+            self.requester.close()
+        for waiter in list(self.waiters.values()):
+            waiter.close()
+            waiter.redis.connection_pool.disconnect()  # its own pool
+        for node in self.owned:
+            node.close()
+            # a pool of fencelock's own is not closed by aclose()
+            node.connection_pool.disconnect()
+
     # -- the interface: what differs --------------------------------------------------------
 
     @abc.abstractmethod
     def try_acquire(
         self,
-        spec: LockSpec,
+        spec: LeaseSpec,
         holder: str,
         depth: int = 0,
         block: int = 1,
@@ -174,32 +174,71 @@ class SyncTopology(abc.ABC):
 
     @abc.abstractmethod
     def release(
-        self, spec: LockSpec, holder: str, leaving: str = "", timeout: float | None = None
+        self, spec: LeaseSpec, holder: str, leaving: str = "", timeout: float | None = None
     ) -> Released: ...
 
     @abc.abstractmethod
     def renew(
-        self, keys: Sequence[str], args: Sequence[str | int], ttls: Sequence[float], timeout: float
+        self,
+        keys: Sequence[str],
+        args: Sequence[str | int],
+        ttls: Sequence[float],
+        timeout: float,
+        what: str = "the renewal",
     ) -> Sequence[int | LockError]: ...
 
     @abc.abstractmethod
-    def held(self, spec: LockSpec, holder: str) -> bool: ...
+    def held(self, spec: LeaseSpec, holder: str) -> bool: ...
 
     @abc.abstractmethod
     def hand_off(
-        self, spec: LockSpec, holder: str, ttl_ms: int, block: int
+        self, spec: LeaseSpec, holder: str, ttl_ms: int, block: int
     ) -> Granted | Busy: ...
 
     @abc.abstractmethod
-    def confirm(self, spec: LockSpec, holder: str, fence: int) -> bool: ...
+    def confirm(self, spec: LeaseSpec, holder: str, fence: int) -> bool: ...
 
     @abc.abstractmethod
     def watch(
         self, channel: str, timeout: float | None = None
     ) -> contextlib.AbstractContextManager[Watch]: ...
 
+    # -- what the operators' tools and the primitives' own scripts need ------------------------
+
     @abc.abstractmethod
-    def close(self) -> None: ...
+    def run_all(
+        self,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        what: str,
+        *,
+        read: bool = False,
+    ) -> list[Any]:
+        """``script``'s reply from every server that may hold ``keys`` (one, or each Redlock
+        node), each within one request's bound (``read``: a read, sent without WAIT). A server's
+        failure is the ``LockError`` of ``what`` in the list, not raised."""
+
+    @abc.abstractmethod
+    def view(self, keys: Sequence[str], listed: int, what: str) -> NodeView | None:
+        """The grant at ``keys`` (inspect.lua's) as the servers show it (Redlock: a majority);
+        None when not held."""
+
+    @abc.abstractmethod
+    def publish(self, channel: str, message: str) -> None:
+        """Publish ``message`` on ``channel`` wherever its waiters listen, best effort, within
+        one request's bound."""
+
+    @abc.abstractmethod
+    def scan(self, match: str, count: int) -> Iterator[bytes]:
+        """Every key matching ``match`` on every server (SCAN, each call within one request's
+        bound). A server that fails raises, unless the others answered enough for the listing
+        to be whole (Redlock: a held name is on a majority)."""
+
+    @abc.abstractmethod
+    def run(self, script: Script, keys: Sequence[str], args: Sequence[Any], what: str) -> Any:
+        """``script``'s reply from the one server of ``keys``, within one request timeout; a
+        failure raised as the ``LockError`` of ``what``."""
 
 
 class SyncOneServer(SyncTopology):
@@ -214,8 +253,9 @@ class SyncOneServer(SyncTopology):
         counters: Counters,
         min_replicas: int = 0,
         replica_timeout: float = 1.0,
+        owned: Sequence[SyncRedis] = (),
     ) -> None:
-        super().__init__(request_timeout, counters)
+        super().__init__(request_timeout, counters, owned)
         self.redis = redis
         self.waiters = waiters
         self.requester: SyncRequester = SyncRequester()
@@ -252,11 +292,66 @@ class SyncOneServer(SyncTopology):
         )
         return _script_replies(replies)[0]
 
+    def run(self, script: Script, keys: Sequence[str], args: Sequence[Any], what: str) -> Any:
+        try:
+            reply, _ = self.script(script, keys, args, self.request_timeout)
+        except RedisError as exc:
+            raise translate_error(exc, what) from exc
+        return reply
+
+    def run_all(
+        self,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        what: str,
+        *,
+        read: bool = False,
+    ) -> list[Any]:
+        try:
+            if read:
+                return [self.read(script, keys, args, self.request_timeout)]
+            return [(self.script(script, keys, args, self.request_timeout))[0]]
+        except RedisError as exc:
+            return [translate_error(exc, what)]
+
+    def view(self, keys: Sequence[str], listed: int, what: str) -> NodeView | None:
+        [reply] = self.run_all(INSPECT, keys, (listed,), what, read=True)
+        if isinstance(reply, LockError):
+            raise reply
+        view = inspect_reply(reply)
+        return view if view.holder else None
+
+    def publish(self, channel: str, message: str) -> None:
+        command = (self.publish_command, channel, message)
+        self._loop.check()
+        try:
+            self.requester.request(self.redis, [command], self.request_timeout, channel)
+        except RedisError as exc:
+            raise translate_error(exc, f"publish on {channel!r}") from exc
+
+    def scan(self, match: str, count: int) -> Iterator[bytes]:
+        redis = self.redis
+        made: list[SyncRedis] = []
+        if isinstance(redis, SyncRedisCluster):
+            made = [sync_node_client(n, self.request_timeout) for n in redis.get_primaries()]
+            nodes = made
+        else:
+            nodes = [redis]
+        try:
+            for node in nodes:
+                for key in scan_node(node, match, count, self.request_timeout):
+                    yield key
+        finally:
+            for node in made:
+                node.close()
+                node.connection_pool.disconnect()
+
     # -- the lock's questions ---------------------------------------------------------------
 
     def try_acquire(
         self,
-        spec: LockSpec,
+        spec: LeaseSpec,
         holder: str,
         depth: int = 0,
         block: int = 1,
@@ -269,8 +364,8 @@ class SyncOneServer(SyncTopology):
         came too late to be used."""
         if not self.server_checked:
             self._check_server(spec.keys.lock)
-        script = _ACQUIRE[spec.primitive]
-        args = acquire_args(spec, holder, depth, block, waiter, self.publish_command)
+        script = spec.kind.acquire_script
+        args = spec.acquire_args(holder, depth, block, waiter, self.publish_command)
         self._loop.check()
         keys = spec.acquire_keys
         commands, noscript = [script.evalsha(keys, args), *self._wait], script.eval(keys, args)
@@ -285,14 +380,14 @@ class SyncOneServer(SyncTopology):
             except (TimeoutError, ConnectionError) as exc:
                 if attempt < ATTEMPTS and self.time_left(deadline) > 0:
                     continue
-                raise translate_error(exc, spec.keys.lock) from exc
+                raise translate_error(exc, spec.what) from exc
             except RedisError as exc:
-                raise translate_error(exc, spec.keys.lock) from exc
+                raise translate_error(exc, spec.what) from exc
             sync_checkpoint()
             result = acquire_reply(reply)
             if isinstance(result, Busy):
                 return result
-            check_replicated(acked, self.min_replicas, f"grant of {spec.name!r}")
+            check_replicated(acked, self.min_replicas, f"grant of {spec.what}")
             if depth == 0 and arrived_late(sent_at, spec.ttl, time.monotonic()):
                 sync_shield(self.give_back(spec, holder, deadline))
                 raise GaveBack
@@ -314,21 +409,26 @@ class SyncOneServer(SyncTopology):
         self.warn_if_evicting(reply, server_address(self.redis))
 
     def release(
-        self, spec: LockSpec, holder: str, leaving: str = "", timeout: float | None = None
+        self, spec: LeaseSpec, holder: str, leaving: str = "", timeout: float | None = None
     ) -> Released:
         """Release ``holder``'s grant (``leaving``: a queue entry removed first, a simple lock's
         waiter giving up), within ``timeout`` seconds (default: one request timeout)."""
-        script = _RELEASE[spec.primitive]
-        args = self.release_args(spec, holder, leaving)
+        script = spec.kind.release_script
+        args = spec.release_args(holder, leaving, self.publish_command)
         bound = self.request_timeout if timeout is None else timeout
         try:
             reply, _ = self.script(script, spec.release_keys, args, bound)
         except RedisError as exc:
-            raise translate_error(exc, spec.keys.lock) from exc
+            raise translate_error(exc, spec.what) from exc
         return Released.of(reply)
 
     def renew(
-        self, keys: Sequence[str], args: Sequence[str | int], ttls: Sequence[float], timeout: float
+        self,
+        keys: Sequence[str],
+        args: Sequence[str | int],
+        ttls: Sequence[float],
+        timeout: float,
+        what: str = "the renewal",
     ) -> list[int | LockError]:
         """Renew a batch of leases (``args``: holder and ttl in ms per key): per lease,
         ``RENEWED``, ``GONE`` or ``TAKEN`` (replies.py). Raises when the server cannot be
@@ -336,43 +436,37 @@ class SyncOneServer(SyncTopology):
         try:
             reply, acked = self.script(RENEW, renew_keys(keys), args, timeout)
         except RedisError as exc:
-            raise translate_error(exc, keys[0]) from exc
-        check_replicated(acked, self.min_replicas, f"renewal of {keys[0]!r}")
+            raise translate_error(exc, what) from exc
+        check_replicated(acked, self.min_replicas, what)
         return list(renew_reply(reply, len(keys)))
 
-    def held(self, spec: LockSpec, holder: str) -> bool:
-        """Whether the server shows ``holder`` holding the lock. A read is safe to send again,
+    def held(self, spec: LeaseSpec, holder: str) -> bool:
+        """Whether the server shows ``holder`` holding the grant. A read is safe to send again,
         within one request timeout in all."""
-        key = spec.keys.lock
-        commands: list[tuple[str, ...]] = [
-            ("HEXISTS", key, holder) if spec.reentrant else ("GET", key)
-        ]
-        if spec.permits:  # a permit is held until its score, on the server's clock
-            commands = [("ZSCORE", key, holder), ("TIME",)]
+        key, kind = spec.keys.lock, spec.kind
+        commands = kind.held_commands(key, holder)
         self._loop.check()
         end = time.monotonic() + self.request_timeout
         for attempt in range(1, ATTEMPTS + 1):
             try:
-                reply, *now = self.requester.request(
+                replies = self.requester.request(
                     self.redis, commands, end - time.monotonic(), key
                 )
             except (TimeoutError, ConnectionError) as exc:
                 if attempt < ATTEMPTS and time.monotonic() < end:
                     continue
-                raise translate_error(exc, key) from exc
+                raise translate_error(exc, spec.what) from exc
             except RedisError as exc:
-                raise translate_error(exc, key) from exc
-            if isinstance(reply, RedisError):
-                if "WRONGTYPE" in str(reply):
-                    return False  # a lock of the other kind holds the name now
-                raise translate_error(reply, key) from reply
-            if spec.permits:
-                return permit_held(reply, now[0])
-            return holds(reply, holder)
+                raise translate_error(exc, spec.what) from exc
+            if isinstance(replies[0], RedisError):
+                if "WRONGTYPE" in str(replies[0]):
+                    return False  # a grant of another kind holds the name now
+                raise translate_error(replies[0], spec.what) from replies[0]
+            return kind.held_reply(replies, holder)
         raise AssertionError("unreachable")
 
     def hand_off(
-        self, spec: LockSpec, holder: str, ttl_ms: int, block: int
+        self, spec: LeaseSpec, holder: str, ttl_ms: int, block: int
     ) -> Granted | Busy:
         """One script: the lease of ``holder``'s grant restarts at ``ttl_ms`` and a block of
         fencing tokens is reserved for a streak of local hand-offs."""
@@ -381,10 +475,10 @@ class SyncOneServer(SyncTopology):
                 HANDOFF, spec.acquire_keys[:2], (holder, ttl_ms, block), self.request_timeout
             )
         except RedisError as exc:
-            raise translate_error(exc, spec.keys.lock) from exc
+            raise translate_error(exc, spec.what) from exc
         return acquire_reply(reply)
 
-    def confirm(self, spec: LockSpec, holder: str, fence: int) -> bool:
+    def confirm(self, spec: LeaseSpec, holder: str, fence: int) -> bool:
         raise AssertionError("one server's tokens need no confirmation")
 
     @contextmanager
@@ -394,11 +488,6 @@ class SyncOneServer(SyncTopology):
         self._loop.check()
         with self.waiters[0].watch(channel, timeout=timeout) as watch:
             yield watch
-
-    def close(self) -> None:
-        self.requester.close()
-        for waiter in list(self.waiters.values()):
-            waiter.close()
 
 
 class SyncCluster(SyncOneServer):
@@ -437,6 +526,23 @@ class SyncCluster(SyncOneServer):
                 waiter = Waiter(redis, confirm_timeout=self.request_timeout, sharded=True)
                 self.waiters[node.name] = waiter
         return waiter
+
+
+def scan_node(
+    node: SyncRedis, match: str, count: int, timeout: float
+) -> Iterator[bytes]:
+    """The keys of one server matching ``match`` (SCAN, each call within ``timeout``)."""
+    cursor = 0
+    while True:
+        command = ("SCAN", cursor, "MATCH", match, "COUNT", count)
+        [reply] = sync_fan_out([node], command, timeout)
+        if isinstance(reply, RedisError):
+            raise translate_error(reply, f"SCAN {match!r}")
+        cursor = int(reply[0])
+        for key in reply[1]:
+            yield key
+        if cursor == 0:
+            return
 
 
 def server_address(redis: SyncRedis | SyncRedisCluster) -> str:

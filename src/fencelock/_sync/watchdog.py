@@ -34,7 +34,8 @@ from typing import Any, Protocol
 
 from .._backend import SyncBackground, SyncEvent, SyncStateLock
 from .._core import events
-from .._core.lease import Grant, LockSpec
+from .._core.kinds import LeaseSpec
+from .._core.lease import Grant
 from .._core.replies import RENEWED, TAKEN
 from .._core.stats import Counters
 from .._core.timing import (
@@ -51,7 +52,7 @@ logger = logging.getLogger("fencelock.watchdog")
 
 
 class Lose(Protocol):
-    """How a lease record declares its loss: ``AsyncLock._declare_lost``."""
+    """How a lease record declares its loss: ``AsyncLease.declare_lost``."""
 
     def __call__(self, grant: Grant, found: str, *, other_holder: bool = False) -> str: ...
 
@@ -62,7 +63,7 @@ class Lease:
     needs, and how to declare it lost (a weak reference: the lock object may be dropped)."""
 
     grant: Grant
-    spec: LockSpec
+    spec: LeaseSpec
     slot: int  # its Cluster slot (0 elsewhere), computed once
     lose: weakref.WeakMethod[Lose]
     renew_at: float  # monotonic
@@ -100,7 +101,7 @@ class Watchdog:
             self._running = False
             self._sleep_until = math.inf
 
-    def track(self, grant: Grant, spec: LockSpec, lose: Lose) -> None:
+    def track(self, grant: Grant, spec: LeaseSpec, lose: Lose) -> None:
         """Renew ``grant`` every ttl/3 until untracked; ``lose`` (a bound method of the lock
         object, held weakly) declares it lost."""
         self._reset_after_fork()
@@ -189,9 +190,8 @@ class Watchdog:
         # loss is to be signalled (and the socket timeout may be longer than the whole ttl).
         left = min(lease.grant.deadline for lease in batch) - sent_at
         self._counters.add(renewal_calls=1)
-        failing = [lease.grant.unanswered for lease in batch]
-        for lease in batch:  # (a lease that runs out meanwhile was lost for want of an answer)
-            lease.grant.unanswered = True
+        # (a lease that runs out meanwhile was lost for want of an answer)
+        failing = [lease.grant.renewal_sent() for lease in batch]
         held: list[Any]
         try:
             held = list(self._topology.renew(keys, args, [le.spec.ttl for le in batch], left))
@@ -206,7 +206,6 @@ class Watchdog:
                 lease.renew_at = renewal_retry(now, spec.ttl)
             elif ok == RENEWED:
                 self._counters.add(renewals=1)
-                grant.unanswered = False
                 if renewal_late(grant.deadline - sent_at, spec.ttl):
                     _log_late(lease, grant.deadline - sent_at, failed)
                 grant.renewed(sent_at, spec.ttl)

@@ -16,10 +16,8 @@ from types import TracebackType
 import redis
 
 from .. import errors
-from .._core.lease import Grant, Released
-from .._core.replies import RENEWED
 from .._sync.lock import Lock as _FencelockLock
-from ..keys import LockKeys, ttl_to_ms, validate_name
+from ..keys import LockKeys, validate_name
 from ._redis_py_errors import LockConnectionError
 from ._sync.redis_py import RENEWED_LEASE, client_for
 
@@ -132,8 +130,9 @@ class Lock:
             self._made = client_for(self._client).lock(self._name, ttl, auto_renew=auto_renew)
         return self._made
 
-    def _grant(self) -> Grant | None:
-        return None if self._made is None else self._made._grant()
+    def _holder(self) -> str | None:
+        """The holder token of this object's grant (None: none)."""
+        return None if self._made is None else self._made.holder
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._name!r} expire={self._expire}>"
@@ -142,8 +141,8 @@ class Lock:
     def id(self) -> str | None:
         """The holder token: of this object's grant once acquired, else the ``id`` given (else
         None: fencelock makes the token when it grants the lock)."""
-        grant = self._grant()
-        return grant.holder if grant is not None else self._id
+        holder = self._holder()
+        return holder if holder is not None else self._id
 
     @property
     def fencing_token(self) -> int:
@@ -161,7 +160,7 @@ class Lock:
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """Take the lock; True once taken. ``timeout``: the longest wait in seconds (None or 0:
         for ever, as python-redis-lock's BLPOP takes 0)."""
-        if (self._grant() is not None and not self._lock.lost) or self._held_by_id():
+        if (self._holder() is not None and not self._lock.lost) or self._held_by_id():
             raise AlreadyAcquired("Already acquired from this Lock instance.")
         if not blocking and timeout is not None:
             raise TimeoutNotUsable("Timeout cannot be used if blocking=False")
@@ -175,7 +174,7 @@ class Lock:
                 )
         wait = (timeout or None) if blocking else 0
         with _translated(self._name):
-            return self._lock.acquire(wait)
+            return self._lock.acquire(timeout=wait)
 
     def extend(self, expire: float | None = None) -> None:
         """Reset the lease to ``expire`` seconds (default: the lock's ``expire``)."""
@@ -190,7 +189,7 @@ class Lock:
                 "To extend a lock 'expire' must be provided as an argument to extend() method "
                 "or at initialization time."
             )
-        if self._grant() is not None:
+        if self._holder() is not None:
             if self._expire is None:  # renewed while held: python-redis-lock's has no TTL
                 raise NotExpirable(f"Lock {self._name} has no assigned expiration time")
             with _translated(self._name):
@@ -202,40 +201,27 @@ class Lock:
     def _held_by_id(self) -> bool:
         """Whether the ``id`` given holds the lock (a grant made elsewhere: an acquire would
         wait for itself)."""
-        if self._id is None or self._grant() is not None:
+        if self._id is None or self._holder() is not None:
             return False
-        lock = self._lock
         with _translated(self._name):
-            return lock._parts.topology.held(lock._spec, self._id)
+            return self._lock.held_by(self._id)
 
     def _renewed_by_id(self, holder: str, expire: float) -> bool:
         """Reset the lease of a grant made elsewhere, named by its holder token, to ``expire``
         seconds; False if that token does not hold the lock."""
-        lock = self._lock
-        topology = lock._parts.topology
         with _translated(self._name):
-            [renewed] = topology.renew(
-                [lock._spec.keys.lock],
-                (holder, ttl_to_ms(expire)),
-                [expire],
-                topology.request_timeout,
-            )
-            if isinstance(renewed, errors.LockError):
-                raise renewed
-        return renewed == RENEWED
+            return self._lock.extend_by(holder, expire)
 
     def release(self) -> None:
         """Give the lock up: ``NotAcquired`` if this object (or the ``id`` given) does not hold
         it, or its lease expired."""
         with _translated(self._name):
-            if self._grant() is not None:
+            if self._holder() is not None:
                 self._lock.release()
                 return
-            if self._id is not None:  # a grant made elsewhere, named by its holder token
-                lock = self._lock
-                released = lock._parts.topology.release(lock._spec, self._id)
-                if released != Released.NOT_HELD:
-                    return
+            # a grant made elsewhere, named by its holder token
+            if self._id is not None and self._lock.release_by(self._id):
+                return
         raise NotAcquired(f"Lock({self._name}) is not acquired or it already expired.")
 
     def locked(self) -> bool:

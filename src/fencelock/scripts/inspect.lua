@@ -15,7 +15,7 @@
 -- ARGV[1] of them with their scores.
 local kind = redis.call('TYPE', KEYS[1]).ok
 if kind ~= 'none' and kind ~= 'string' and kind ~= 'hash' then
-  return redis.error_reply('WRONGTYPE lock key ' .. KEYS[1] .. ' holds a ' .. kind)
+  return redis.error_reply('WRONGTYPE its lock key holds a ' .. kind)
 end
 local holder, count = '', 0
 if kind == 'string' then

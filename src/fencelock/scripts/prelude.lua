@@ -23,13 +23,13 @@ end
 local function last_token(key)
   local last = redis.pcall('GET', key)
   if type(last) == 'table' then
-    return nil, redis.error_reply('fencing counter ' .. key .. ': ' .. last.err)
+    return nil, redis.error_reply('its fencing counter: ' .. last.err)
   end
   if not last then
     return '0'
   end
   if last ~= '0' and not string.match(last, '^[1-9]%d*$') then
-    return nil, redis.error_reply('fencing counter ' .. key .. ': value is not an integer')
+    return nil, redis.error_reply('its fencing counter: value is not an integer')
   end
   return last
 end
@@ -61,7 +61,7 @@ local function mint(key, block, ttl_ms)
     -- whose clock was ahead): count on from the counter
     local counted = redis.pcall('INCRBY', key, block)
     if type(counted) == 'table' then
-      return nil, redis.error_reply('fencing counter ' .. key .. ': ' .. counted.err)
+      return nil, redis.error_reply('its fencing counter: ' .. counted.err)
     end
     top = redis.call('GET', key)
   end
@@ -85,7 +85,7 @@ end
 local function lock_kind(key)
   local kind = redis.call('TYPE', key).ok
   if kind ~= 'none' and kind ~= 'string' and kind ~= 'hash' then
-    error({err = 'WRONGTYPE lock key ' .. key .. ' holds a ' .. kind})
+    error({err = 'WRONGTYPE its lock key holds a ' .. kind})
   end
   return kind
 end

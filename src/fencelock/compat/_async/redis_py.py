@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import weakref
 from types import SimpleNamespace, TracebackType
 from typing import Any, Literal
@@ -21,7 +20,6 @@ from typing import Any, Literal
 from ..._async.client import AsyncLockClient
 from ..._async.lock import AsyncLock
 from ..._backend import async_running_loop
-from ..._core.lease import Released
 from ..._transport import AsyncRedis, AsyncRedisCluster
 from ...keys import MIN_LEASE, described, validate_name, validate_timeout, validate_ttl
 from .._redis_py_errors import LockError, LockNotOwnedError, LockTimeoutError, translated
@@ -59,7 +57,7 @@ def client_for(redis: AsyncRedis | AsyncRedisCluster) -> AsyncLockClient:
         if made is None:
             weakref.finalize(redis, _retire, id(redis))
     if made is not None:
-        made[1]._retire()
+        made[1].retire()
     return client
 
 
@@ -71,14 +69,14 @@ async def close_client(redis: AsyncRedis | AsyncRedisCluster) -> None:
     if made is not None and made[0] is async_running_loop():
         await made[1].close()
     elif made is not None:  # a loop gone by: its connections cannot be closed from this one
-        made[1]._retire()
+        made[1].retire()
 
 
 def _retire(key: int) -> None:
     # a finalizer: it may run in any thread, even one inside client_for (so no guard here)
     made = _clients.pop(key, None)
     if made is not None:
-        made[1]._retire()
+        made[1].retire()
 
 
 class _ThreadToken(threading.local):
@@ -162,9 +160,9 @@ class AsyncRedisPyLock:
         with translated(self.name):
             if not await fencelock.acquire():
                 return False
-        held = fencelock._grant()
-        assert held is not None
-        new = held.holder.encode()
+        holder = fencelock.holder
+        assert holder is not None
+        new = holder.encode()
         old, self.local.token = self.local.token, new
         self._grants.pop(old, None)  # (another grant since: that one was gone)
         self._grants[new] = fencelock
@@ -191,8 +189,7 @@ class AsyncRedisPyLock:
             holder = _holder(token)
             if holder is None:
                 return False
-            probe = self._new_lock(0)
-            return await probe._parts.topology.held(probe._spec, holder)
+            return await self._new_lock(0).held_by(holder)
 
     @property
     def fencing_token(self) -> int:
@@ -240,11 +237,8 @@ class AsyncRedisPyLock:
                 return
             # not granted to this object: released by the token alone, as redis-py does
             holder = _holder(token)
-            if holder is not None:
-                probe = self._new_lock(0)
-                released = await probe._parts.topology.release(probe._spec, holder)
-                if released != Released.NOT_HELD:
-                    return
+            if holder is not None and await self._new_lock(0).release_by(holder):
+                return
         raise LockNotOwnedError("Cannot release a lock that's no longer owned", lock_name=self.name)
 
     # -- extend ----------------------------------------------------------------------------
@@ -267,9 +261,7 @@ class AsyncRedisPyLock:
         if not replace_ttl:
             # the lease left as this process counts it: never more than the server's, so the
             # result is at most what redis-py's PTTL-based addition gives
-            grant = fencelock._grant()
-            if grant is not None:
-                ttl += max(0.0, grant.deadline - time.monotonic())
+            ttl += fencelock.remaining()
         with translated(self.name):
             await fencelock.extend(ttl)
         return True

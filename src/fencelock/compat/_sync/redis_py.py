@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import weakref
 from types import SimpleNamespace, TracebackType
 from typing import Any, Literal
@@ -22,7 +21,6 @@ from typing import Any, Literal
 from ..._sync.client import LockClient
 from ..._sync.lock import Lock
 from ..._backend import sync_running_loop
-from ..._core.lease import Released
 from ..._transport import SyncRedis, SyncRedisCluster
 from ...keys import MIN_LEASE, described, validate_name, validate_timeout, validate_ttl
 from .._redis_py_errors import LockError, LockNotOwnedError, LockTimeoutError, translated
@@ -60,7 +58,7 @@ def client_for(redis: SyncRedis | SyncRedisCluster) -> LockClient:
         if made is None:
             weakref.finalize(redis, _retire, id(redis))
     if made is not None:
-        made[1]._retire()
+        made[1].retire()
     return client
 
 
@@ -72,14 +70,14 @@ def close_client(redis: SyncRedis | SyncRedisCluster) -> None:
     if made is not None and made[0] is sync_running_loop():
         made[1].close()
     elif made is not None:  # a loop gone by: its connections cannot be closed from this one
-        made[1]._retire()
+        made[1].retire()
 
 
 def _retire(key: int) -> None:
     # a finalizer: it may run in any thread, even one inside client_for (so no guard here)
     made = _clients.pop(key, None)
     if made is not None:
-        made[1]._retire()
+        made[1].retire()
 
 
 class _ThreadToken(threading.local):
@@ -163,9 +161,9 @@ class SyncRedisPyLock:
         with translated(self.name):
             if not fencelock.acquire():
                 return False
-        held = fencelock._grant()
-        assert held is not None
-        new = held.holder.encode()
+        holder = fencelock.holder
+        assert holder is not None
+        new = holder.encode()
         old, self.local.token = self.local.token, new
         self._grants.pop(old, None)  # (another grant since: that one was gone)
         self._grants[new] = fencelock
@@ -192,8 +190,7 @@ class SyncRedisPyLock:
             holder = _holder(token)
             if holder is None:
                 return False
-            probe = self._new_lock(0)
-            return probe._parts.topology.held(probe._spec, holder)
+            return self._new_lock(0).held_by(holder)
 
     @property
     def fencing_token(self) -> int:
@@ -241,11 +238,8 @@ class SyncRedisPyLock:
                 return
             # not granted to this object: released by the token alone, as redis-py does
             holder = _holder(token)
-            if holder is not None:
-                probe = self._new_lock(0)
-                released = probe._parts.topology.release(probe._spec, holder)
-                if released != Released.NOT_HELD:
-                    return
+            if holder is not None and self._new_lock(0).release_by(holder):
+                return
         raise LockNotOwnedError("Cannot release a lock that's no longer owned", lock_name=self.name)
 
     # -- extend ----------------------------------------------------------------------------
@@ -268,9 +262,7 @@ class SyncRedisPyLock:
         if not replace_ttl:
             # the lease left as this process counts it: never more than the server's, so the
             # result is at most what redis-py's PTTL-based addition gives
-            grant = fencelock._grant()
-            if grant is not None:
-                ttl += max(0.0, grant.deadline - time.monotonic())
+            ttl += fencelock.remaining()
         with translated(self.name):
             fencelock.extend(ttl)
         return True

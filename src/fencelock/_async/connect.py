@@ -1,0 +1,83 @@
+"""The one place a client's topology is made from what the user passed (``connect``).
+
+* one ``Redis`` (also a Sentinel ``master_for`` client): one server's word is final;
+* a ``RedisCluster``: the same per name (every key of a name is in one slot, thanks to the hash
+  tag); wake-ups use sharded pub/sub and the watchdog batches per slot;
+* a list of ``Redis`` (independent masters): Redlock. Every request goes to all nodes at once,
+  each bounded by a per-node timeout, and a majority decides (``_core/quorum.py``).
+
+fencelock talks to the servers given through clients of its own (their settings, their own
+pools: see ``async_own_client``); the application's clients are left as they are. Each pub/sub
+connection has a pool of its own: in the requests' pool it would take a connection they may be
+waiting for (a pool of one would never serve them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .._core.options import ClientOptions
+from .._core.quorum import NODE_TIMEOUT_MAX
+from .._core.stats import Counters
+from .._transport import (
+    ASYNC_OTHER_API,
+    ASYNC_OTHER_HINT,
+    AsyncRedis,
+    AsyncRedisCluster,
+    async_own_client,
+)
+from ..keys import described, validate_db
+from .redlock import AsyncQuorum
+from .topology import AsyncCluster, AsyncOneServer, AsyncTopology
+from .waiter import AsyncWaiter
+
+
+def connect(
+    redis: AsyncRedis | AsyncRedisCluster | Sequence[AsyncRedis],
+    options: ClientOptions,
+    counters: Counters,
+) -> AsyncTopology:
+    """The topology for ``redis`` (no request is sent: nothing to close if this refuses)."""
+    expected = AsyncRedis.__module__ + ".Redis"
+    if isinstance(redis, ASYNC_OTHER_API) or (
+        isinstance(redis, list | tuple) and redis and isinstance(redis[0], ASYNC_OTHER_API)
+    ):
+        raise TypeError("redis is " + ASYNC_OTHER_HINT)
+    if isinstance(redis, AsyncRedisCluster):
+        if options.min_replicas:
+            raise ValueError("min_replicas is not supported with a RedisCluster")
+        # the caller's client: requests are bounded by their deadline (AsyncRequester)
+        return AsyncCluster(redis, options.socket_timeout, counters)
+    if isinstance(redis, AsyncRedis):
+        validate_db(redis.connection_pool.connection_kwargs.get("db", 0))
+        timeout = options.socket_timeout
+        own = async_own_client(redis, timeout)
+        waiter = AsyncWaiter(async_own_client(redis, timeout), confirm_timeout=timeout)
+        return AsyncOneServer(
+            own,
+            {0: waiter},
+            timeout,
+            counters,
+            options.min_replicas,
+            options.replica_timeout,
+            owned=[own],
+        )
+    if not isinstance(redis, list | tuple) or not redis:
+        raise TypeError(
+            f"redis must be a {expected}, a RedisCluster, or a non-empty list of "
+            f"{expected} (Redlock), not {described(redis)}"
+        )
+    for node in redis:
+        if not isinstance(node, AsyncRedis):
+            raise TypeError(f"Redlock nodes must be {expected}, not {described(node)}")
+        validate_db(node.connection_pool.connection_kwargs.get("db", 0))
+    if options.min_replicas:
+        raise ValueError("min_replicas applies to one master, not to Redlock nodes")
+    # Every socket of a node is bounded by the node timeout: a hung node must cost an acquire
+    # about that, even when a connection has to be made again.
+    limit = options.node_timeout or NODE_TIMEOUT_MAX
+    nodes = [async_own_client(node, limit) for node in redis]
+    waiters = [AsyncWaiter(async_own_client(node, limit), confirm_timeout=limit) for node in redis]
+    return AsyncQuorum(
+        nodes, dict(enumerate(waiters)), options.socket_timeout, counters, options.node_timeout
+    )

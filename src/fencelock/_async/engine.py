@@ -1,0 +1,433 @@
+"""The lease engine: the lifecycle of a grant, written once for every primitive.
+
+Every primitive object (a lock, a semaphore, a side of a read-write lock, a candidate of an
+election, a member of a multi-lock, a latch's participant) *holds* one ``AsyncLease`` and
+delegates to it; what differs between them is a kind (``_core/kinds.py``: keys, scripts,
+replies), never an override. The engine takes a grant (``contention.py``: the local queue, the
+head-of-line try, the pub/sub wait), hands it on or gives it back (``handoff.py``), has the
+client's watchdog renew it, and signals its loss once: ``on_lost``, ``lost``, ``check()``, the
+``with`` block's exit policy, the metrics and the log.
+
+Failure timeline of a lease, and what each step guards against:
+
+1. acquire: one script takes the grant with a TTL and hands out the next fencing token, so the
+   lease always has an expiry and every grant gets a larger token. The holder token is 20 fresh
+   random bytes, so no other holder can match it.
+2. The request times out: it is sent again with the *same* holder token; if the first one had
+   succeeded the script recognises the holder and re-extends instead of refusing it.
+3. The caller is cancelled (or interrupted) while the request is in flight: it may have been
+   granted, so a shielded release with that holder token runs before the error propagates.
+4. The work outlives the lease: ``extend`` resets it; a lease that expired meanwhile is reported
+   (``LockNotOwned``/``lost``), never silently re-taken.
+5. release: one script compares the holder token and deletes, so an expired holder can never
+   delete its successor's grant; it then serves the next waiter (on one master it grants the
+   first queued waiter in the same script), else it publishes a wake-up.
+6. Meanwhile ``check()`` compares the monotonic clock with the local lease deadline (counted from
+   when the request was sent, minus a drift allowance): a holder paused past its lease learns it
+   before it can act, even if Redis is unreachable.
+7. With ``auto_renew`` the client's watchdog renews the lease; when it cannot, the grant is
+   declared lost once, and the business code hears of it: ``on_lost(obj)``, ``lost``,
+   ``check()``, and on leaving the block per ``on_lost_policy`` ("raise": LockLost, "ignore":
+   carry on, "cancel": asyncio only, the task in the block is cancelled and the block ends with
+   LockLost).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._backend import (
+    async_blocking,
+    async_call_scope,
+    async_current_task,
+    async_shield,
+    async_spawn,
+    async_uncancel,
+)
+from .._core import events
+from .._core.kinds import Kind, LeaseSpec, Released
+from .._core.lease import EXPLAINED, Exit, Grant, exit_action, loss_reason, should_cancel
+from .._core.options import DEFAULT, LeaseOptions
+from .._core.replies import RENEWED, TAKEN
+from .._core.stats import Counters
+from ..errors import ClientClosed, LockError, LockLost, LockNotOwned, LockTimeout
+from ..keys import MIN_LEASE, ttl_to_ms, validate_ttl
+from . import contention, handoff
+from .singleflight import AsyncLocalQueues
+from .topology import AsyncTopology
+from .watchdog import AsyncWatchdog
+
+logger = logging.getLogger("fencelock.lease")
+
+MAX_SPECS = 1024  # names whose specs a client keeps made
+
+
+class ClientState:
+    """Whether the client is closed: every call of its objects asks first, and refuses."""
+
+    __slots__ = ("closed", "what")
+
+    def __init__(self, what: str) -> None:
+        self.closed = False
+        self.what = what  # the client, for the error ("LockClient of redis://...")
+
+    def check(self) -> None:
+        if self.closed:
+            raise ClientClosed(f"this {self.what} is closed: make a new client")
+
+
+@dataclass(frozen=True, slots=True)
+class AsyncWiring:
+    """What the primitive objects of one client share, handed to each by the client."""
+
+    topology: AsyncTopology
+    queues: AsyncLocalQueues
+    watchdog: AsyncWatchdog
+    counters: Counters
+    state: ClientState
+    guard: Any  # held to mark a grant lost: the watchdog and the caller may race (no I/O)
+    prefix: str
+    wake_one: bool  # wake="one": waiters queue in Redis and a release wakes the first
+    max_poll: float | None
+    label: Any = None  # the client's holder label (labels.py)
+    # the specs of the names in use: an object made per call (``with client.lock(name)``)
+    # finds its keys and arguments made already
+    specs: dict[tuple[Any, ...], LeaseSpec] = field(default_factory=dict)
+
+    def spec(self, kind: Kind, options: LeaseOptions, noun: str, owner: str = "") -> LeaseSpec:
+        """The spec of an object of ``kind`` (``owner``: one that queues alone, its id)."""
+        if owner:
+            return LeaseSpec.of(kind, options.name, self.prefix, options.ttl, noun, owner)
+        key = (kind, options.name, options.ttl, noun)
+        spec = self.specs.get(key)
+        if spec is None:
+            if len(self.specs) >= MAX_SPECS:
+                self.specs.clear()  # names used once: start afresh
+            spec = LeaseSpec.of(kind, options.name, self.prefix, options.ttl, noun)
+            self.specs[key] = spec
+        return spec
+
+
+class AsyncLease:
+    """One primitive object's grant and its lifecycle (see the module's docstring). ``owner``,
+    the primitive object, is held weakly: it is what ``on_lost`` is called with."""
+
+    __slots__ = ("__weakref__", "_held", "_owner", "options", "spec", "wiring")
+
+    def __init__(
+        self, owner: object, wiring: AsyncWiring, options: LeaseOptions, spec: LeaseSpec
+    ) -> None:
+        wiring.state.check()
+        if not wiring.topology.supports(spec.kind):
+            raise TypeError(
+                f"a {spec.noun} needs one master or a Cluster: Redlock is for the lock and the "
+                "election only (docs/modes.md says why)"
+            )
+        self.wiring = wiring
+        self.options = options
+        self.spec = spec
+        self._owner = weakref.ref(owner)
+        # The object is the holder, in both APIs: whichever task or thread acquired, any may
+        # use the grant and release it (asyncio.Lock, threading.Lock and redis-py's Lock agree).
+        self._held: Grant | None = None
+
+    @property
+    def name(self) -> str:
+        return self.options.name
+
+    def what(self) -> str:
+        """The object in messages: its kind and the name the user gave, never a Redis key."""
+        return self.spec.what
+
+    def use_kind(self, kind: Kind) -> None:
+        """Take other permits (or sides) from now on: only while nothing is held."""
+        if kind != self.spec.kind:
+            self.spec = self.spec.with_kind(kind)
+
+    def grant(self) -> Grant | None:
+        """The grant this object holds (None: none, or the parent's, inherited through fork)."""
+        grant = self._held
+        if grant is not None and grant.pid != os.getpid():
+            return None
+        return grant
+
+    def owned_grant(self, action: str) -> Grant:
+        self.wiring.state.check()
+        grant = self.grant()
+        if grant is None:
+            raise LockNotOwned(
+                f"cannot {action} {self.what()}: this {self.spec.noun} does not hold it"
+            )
+        return grant
+
+    # -- acquire --------------------------------------------------------------------------
+
+    async def acquire(self, timeout: object = DEFAULT) -> bool:
+        """Take the grant. ``timeout``: None waits forever, 0 tries once, > 0 waits that long
+        (DEFAULT: the object's own). Returns whether it was granted."""
+        wait = self.options.wait(timeout)
+        self.wiring.state.check()
+        with async_call_scope():
+            held = self.grant()
+            if held is not None:
+                if self.spec.kind.reentrant:
+                    await contention.reenter(self, held)
+                    return True
+                if not self.is_lost(held):
+                    raise LockError(f"{self.what()} is already held by this {self.spec.noun}")
+                if held.in_block:
+                    # the block's end must still hear of the loss, and release nothing newer
+                    raise LockError(
+                        f"{self.what()}: its lease was lost inside a with block of this "
+                        f"{self.spec.noun}; leave the block first"
+                    )
+                self.forget(held)  # a lost lease holds nothing: take the name afresh
+            started = time.monotonic()
+            deadline = None if wait is None else started + wait
+            try:
+                grant = await contention.take(self, deadline)
+            except BaseException:
+                if events.on:
+                    self._acquire_ended(events.ERROR, started, None)
+                raise
+            if grant is None:
+                if events.on:
+                    self._acquire_ended(events.TIMEOUT, started, None)
+                return False
+            self.install(grant)
+            if events.on:
+                grant.timed_from(self._acquire_ended(events.GRANTED, started, grant.fence))
+            return True
+
+    def _acquire_ended(self, outcome: str, started: float, token: int | None) -> float:
+        now = time.monotonic()
+        primitive = self.spec.primitive
+        events.emit(events.AcquireEnded(primitive, self.name, outcome, now - started, token))
+        return now
+
+    def install(self, grant: Grant) -> None:
+        """This object holds ``grant`` now (taken, or handed over locally)."""
+        self._held = grant
+        self.wiring.counters.add(held=1, acquired=1)
+        if self.options.auto_renew:
+            self.wiring.watchdog.track(grant, self.spec, self.declare_lost)
+
+    def forget(self, grant: Grant) -> None:
+        """This object no longer holds ``grant`` (given up, or lost and taken afresh)."""
+        self._held = None
+        self.wiring.counters.add(held=-1)
+        self.wiring.watchdog.untrack(grant)
+        if events.on:
+            self._hold_ended(grant)
+
+    def _hold_ended(self, grant: Grant) -> None:
+        if grant.since:  # (0: taken while nobody listened)
+            seconds = time.monotonic() - grant.since
+            events.emit(events.HoldEnded(self.spec.primitive, self.name, seconds, grant.fence))
+
+    # -- release / extend ------------------------------------------------------------------
+
+    async def release(self) -> None:
+        """Give the grant up (reentrant: leave one hold). ``LockNotOwned`` (deleting nothing)
+        if this object does not hold it, ``LockLost`` if its lease expired."""
+        grant = self.owned_grant("release")
+        with async_call_scope():
+            if grant.depth > 1:
+                grant.left_once()
+                topology = self.wiring.topology
+                released = await async_shield(topology.release(self.spec, grant.holder))
+                if released == Released.NOT_HELD:
+                    why = self.declare_lost(grant, "at release")
+                    raise LockLost(f"{self.what()} was no longer held: {EXPLAINED[why]}")
+                return
+            # Forget the grant first: whatever happens below, this object no longer holds it.
+            self.forget(grant)
+            if not await handoff.give_up(self, grant):
+                # found gone: a loss like any other (counted, logged and signalled once)
+                why = self.declare_lost(grant, "at release")
+                raise LockLost(f"{self.what()} was no longer held when released: {EXPLAINED[why]}")
+
+    async def extend(self, ttl: float | None = None) -> None:
+        """Reset the remaining lease to ``ttl`` seconds (default: the object's ttl)."""
+        new_ttl = self.options.ttl if ttl is None else validate_ttl(ttl, minimum=MIN_LEASE)
+        grant = self.owned_grant("extend")
+        sent_at = time.monotonic()
+        topology = self.wiring.topology
+        args = (grant.holder, ttl_to_ms(new_ttl))
+        [held] = await topology.renew(
+            [self.spec.keys.lock], args, [new_ttl], topology.request_timeout, self.what()
+        )
+        if isinstance(held, LockError):
+            raise held
+        if held != RENEWED:
+            why = self.declare_lost(grant, "at extend", other_holder=held == TAKEN)
+            raise LockLost(f"cannot extend {self.what()}: {EXPLAINED[why]}")
+        grant.renewed(sent_at, new_ttl)
+
+    # -- loss --------------------------------------------------------------------------------
+
+    def declare_lost(self, grant: Grant, found: str, *, other_holder: bool = False) -> str:
+        """Mark ``grant`` lost and signal it, once (from the watchdog or from the caller);
+        ``found`` says how it was found, ``other_holder`` whether the server showed another
+        holder. Returns why it is lost (one of ``LOSS_REASONS``, for LockLost's message)."""
+        reason = loss_reason(grant, time.monotonic(), other_holder=other_holder)
+        with self.wiring.guard:
+            if not grant.mark_lost():
+                return reason
+        self.wiring.counters.add(losses=1)
+        self.wiring.watchdog.untrack(grant)
+        if events.on:
+            events.emit(events.LeaseLost(self.spec.primitive, self.name, grant.fence, reason))
+        logger.warning(
+            "fencelock: %s lost (token %d): %s, found %s",
+            self.what(),
+            grant.fence,
+            reason,
+            found,
+            extra={
+                "event": "lease_lost",
+                "lock_name": self.name,
+                "token": grant.fence,
+                "reason": reason,
+            },
+        )
+        owner = self._owner()
+        on_lost = self.options.on_lost
+        if on_lost is not None and owner is not None:
+            try:
+                outcome = on_lost(owner)
+                if inspect.isawaitable(outcome):  # an async def: awaited in a task of its own
+                    async_spawn(outcome, f"on_lost callback of {self.what()}")
+            except Exception:
+                logger.exception("fencelock: on_lost callback of %s raised", self.what())
+        if should_cancel(self.options.on_lost_policy, grant.task, async_current_task()):
+            grant.cancel_task()
+        return reason
+
+    # -- state -----------------------------------------------------------------------------
+
+    async def held(self) -> bool:
+        """Whether this object holds the lease and may rely on it: asks the server, and is
+        False once the lease is lost or has run out by the local deadline."""
+        self.wiring.state.check()
+        grant = self.grant()
+        if grant is None or self.is_lost(grant):
+            return False
+        ok = await self.wiring.topology.held(self.spec, grant.holder)
+        if not ok:
+            self.declare_lost(grant, "by held()")
+        return ok and not self.is_lost(grant)  # the deadline may have passed meanwhile
+
+    def token(self) -> int:
+        """The fencing token of the current grant (kept after the lease is lost, until release).
+
+        Redlock: the first read raises a majority's counters to the token (one round trip), so
+        that every later grant gets a larger one; ``LockLost`` if the lease is gone by then."""
+        grant = self.owned_grant("read the token of")
+        if not grant.confirmed:
+            return async_blocking(self._confirm_token, grant)
+        return grant.fence
+
+    async def _confirm_token(self, grant: Grant) -> int:
+        if not self.is_lost(grant):
+            # the lease must still be ours once the write-back is done, not only before
+            topology = self.wiring.topology
+            confirmed = await topology.confirm(self.spec, grant.holder, grant.fence)
+            if confirmed and not self.is_lost(grant):
+                grant.confirm()
+                return grant.fence
+            self.declare_lost(grant, "when its token was read (a majority no longer held it)")
+        # a later grant may have been computed without this token: it must never be used
+        raise LockLost(f"{self.what()}: the lease was lost before its fencing token was read")
+
+    def is_lost(self, grant: Grant) -> bool:
+        if not grant.lost and grant.expired(time.monotonic()):
+            self.declare_lost(grant, "by its local deadline")
+        return grant.lost
+
+    @property
+    def lost(self) -> bool:
+        """True once this process knows, or must assume, that the lease is gone."""
+        grant = self.grant()
+        return grant is not None and self.is_lost(grant)
+
+    def check(self) -> None:
+        """Return if the lease is still certainly held, else raise ``LockLost`` (``LockNotOwned``
+        if this object never held it). Local and instant: no request to the server."""
+        if self.is_lost(self.owned_grant("check")):
+            raise LockLost(f"{self.what()}: the lease is lost (expired or taken over)")
+
+    def remaining(self) -> float:
+        """Seconds of the current lease left by the local deadline (0: none held, or lost)."""
+        grant = self.grant()
+        if grant is None or grant.lost:
+            return 0.0
+        return max(0.0, grant.deadline - time.monotonic())
+
+    # -- by holder token: for the compat layers, whose users name grants by token ------------
+
+    async def held_by(self, holder: str) -> bool:
+        """Whether the server shows ``holder`` (a holder token) holding this name."""
+        self.wiring.state.check()
+        return await self.wiring.topology.held(self.spec, holder)
+
+    async def release_by(self, holder: str) -> bool:
+        """Release the grant of ``holder`` (made by another object); False if it held none."""
+        self.wiring.state.check()
+        return (await self.wiring.topology.release(self.spec, holder)) != Released.NOT_HELD
+
+    async def extend_by(self, holder: str, ttl: float) -> bool:
+        """Reset the lease of ``holder``'s grant to ``ttl``; False if it holds none."""
+        self.wiring.state.check()
+        topology = self.wiring.topology
+        args = (holder, ttl_to_ms(ttl))
+        [held] = await topology.renew(
+            [self.spec.keys.lock], args, [ttl], topology.request_timeout, self.what()
+        )
+        if isinstance(held, LockError):
+            raise held
+        return held == RENEWED
+
+    # -- the with block --------------------------------------------------------------------
+
+    async def enter(self) -> None:
+        """``with``: acquire within the object's timeout, else ``LockTimeout``."""
+        if not await self.acquire():
+            waited = self.options.timeout
+            raise LockTimeout(f"{self.what()} not acquired within {waited} s")
+        grant = self.grant()
+        if grant is not None and grant.depth == 1:
+            grant.entered_block(async_current_task())
+
+    async def exit(self, exc: BaseException | None) -> None:
+        """The block ends: release, and apply the exit policy to a loss."""
+        grant = self.grant()
+        if grant is None:
+            return  # released inside the block
+        by_us = grant.cancelled and grant.depth == 1
+        if by_us:
+            async_uncancel(grant.task)  # our cancellation becomes LockLost below
+        loss: LockNotOwned | None = None
+        try:
+            await self.release()
+        except LockNotOwned as error:
+            loss = error
+        except LockError:
+            if not grant.lost:
+                raise
+            # the server could not be reached to release: the loss is what the block must hear
+        if loss is None and grant.lost:
+            loss = LockLost(f"{self.what()}: the lease was lost while the block ran")
+        action = exit_action(loss is not None, self.options.on_lost_policy, exc is not None, by_us)
+        if action is Exit.RAISE:
+            assert loss is not None
+            raise loss from exc
+        if action is Exit.NOTE:  # the body's own error is the one to see; the loss rides along
+            assert exc is not None
+            exc.add_note(f"fencelock: {loss}")

@@ -1,0 +1,94 @@
+"""What every primitive object that holds a lease offers, each method the engine's: one meaning
+for ``release``, ``extend``, ``held``, ``token``, ``lost``, ``check`` and ``with`` on the lock,
+the semaphore, the read-write sides and the election. Each primitive brings its own
+``acquire`` (keyword-only, its own options) and nothing here is overridden.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Self
+
+from .engine import AsyncLease
+
+
+def keyword_only(method: str, given: tuple[object, ...], names: str) -> None:
+    """Refuse positional arguments with a message that names the keywords (they meant other
+    things in other libraries, and in fencelock before 0.2: ``sem.acquire(5)`` took 5
+    permits, ``lock.acquire(5)`` waited 5 s)."""
+    if given:
+        shown = ", ".join(repr(arg) for arg in given)
+        raise TypeError(f"{method}() takes keyword arguments only ({names}), got {shown}")
+
+
+class AsyncLeased:
+    """The API of a primitive object over its lease engine (``self._lease``)."""
+
+    __slots__ = ("__weakref__", "_lease")
+
+    _lease: AsyncLease
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} ttl={self.ttl}>"
+
+    @property
+    def name(self) -> str:
+        return self._lease.options.name
+
+    @property
+    def ttl(self) -> float:
+        return self._lease.options.ttl
+
+    @property
+    def timeout(self) -> float | None:
+        """The wait of ``acquire()`` and ``with`` (None: as long as it takes)."""
+        return self._lease.options.timeout
+
+    @property
+    def auto_renew(self) -> bool:
+        return self._lease.options.auto_renew
+
+    async def release(self) -> None:
+        """Give the grant up (a reentrant lock: leave one hold). Raises ``LockNotOwned``
+        (deleting nothing) if this object does not hold it, ``LockLost`` if its lease expired."""
+        await self._lease.release()
+
+    async def extend(self, ttl: float | None = None) -> None:
+        """Reset the remaining lease to ``ttl`` seconds (default: the object's ttl)."""
+        await self._lease.extend(ttl)
+
+    async def held(self) -> bool:
+        """Whether this object holds the lease and may rely on it: asks the server, and is
+        False once the lease is lost or has run out by the local deadline, whatever the server
+        still shows."""
+        return await self._lease.held()
+
+    @property
+    def token(self) -> int:
+        """The fencing token of the current grant (kept after the lease is lost, until release).
+
+        Redlock: the first read raises a majority's counters to the token (one round trip), so
+        that every later grant gets a larger one; ``LockLost`` if the lease is gone by then."""
+        return self._lease.token()
+
+    @property
+    def lost(self) -> bool:
+        """True once this process knows, or must assume, that the lease is gone."""
+        return self._lease.lost
+
+    def check(self) -> None:
+        """Return if the lease is still certainly held, else raise ``LockLost`` (``LockNotOwned``
+        if this object never held it). Local and instant: no request to the server."""
+        self._lease.check()
+
+    async def __aenter__(self) -> Self:
+        await self._lease.enter()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._lease.exit(exc)

@@ -1,0 +1,268 @@
+"""Kinds: what each primitive is on the server, as plain values (no I/O).
+
+A kind says which keys a name has, which scripts take, release and renew a grant and with which
+arguments, how to ask whether a holder still holds it, and what its replies mean. The topologies
+run a kind's scripts and never name a primitive; the lease engine (``_async/engine.py``) runs the
+lifecycle for any kind. A new primitive is a new kind (and its ``.lua`` files), or a facade over
+an existing one.
+
+=============  ====================  ================  ======================================
+kind           keys                  scripts           grant
+=============  ====================  ================  ======================================
+``Mutex``      string holder token   acquire/release   one holder; local hand-off; wake one
+``Reentrant``  hash holder -> count  reentrant_*       one holder, counted; wakes every waiter
+``Permits``    sorted set of leases  semaphore_*       ``take`` of ``limit`` permits per holder
+=============  ====================  ================  ======================================
+
+Every grant's reply reads alike (``{1, fence}`` / ``{0, pttl, score}``, ``Released``), and the
+watchdog renews all of them with one script (renew.lua looks at the key's type).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ..keys import LockKeys, SemaphoreKeys, ttl_to_ms
+from ..scripts import (
+    ACQUIRE,
+    REENTRANT_ACQUIRE,
+    REENTRANT_RELEASE,
+    RELEASE,
+    SEMAPHORE_ACQUIRE,
+    SEMAPHORE_RELEASE,
+    Script,
+)
+from .replies import holds, permit_held
+
+# The metric label of each kind of grant (``primitive`` in fencelock.metrics).
+LOCK: Final = "lock"
+REENTRANT_LOCK: Final = "reentrant_lock"
+SEMAPHORE: Final = "semaphore"
+READ_LOCK: Final = "read_lock"
+WRITE_LOCK: Final = "write_lock"
+
+WRITE_PERMITS: Final = 2**31  # a read-write lock's writer takes every permit (a reader one)
+
+
+class Released(enum.IntEnum):
+    """What a release script answered."""
+
+    NOT_HELD = 0  # the holder token did not hold the grant: nothing was deleted
+    RELEASED = 1
+    STILL_HELD = 2  # a reentrant hold was left, others remain
+    WOKE = 3  # released, and another client's waiter was woken to take it
+    GRANTED = 4  # released, and granted to the first queued waiter by the script itself
+
+    @property
+    def freed(self) -> bool:
+        """The holder's last hold is gone (whoever has the grant now)."""
+        return self in (Released.RELEASED, Released.WOKE, Released.GRANTED)
+
+    @classmethod
+    def of(cls, reply: object) -> Released:
+        if isinstance(reply, bytes | str | int) and not isinstance(reply, bool):
+            try:
+                return cls(int(reply))
+            except ValueError:
+                pass
+        raise ValueError(f"unexpected release reply {reply!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """What one primitive is on the server (see the module's table). Subclasses bring their
+    scripts and arguments; everything here is the same for all."""
+
+    primitive: str  # the metric label
+    acquire_script: Script
+    release_script: Script
+    # a grant may pass to the next lock object of the client that waits (one script, or none)
+    local_handoff: bool = True
+    # waiters always queue in Redis (a release may grant them directly); else per the client
+    always_queued: bool = False
+    # a Redlock majority can hold it (the scripts' replies can be counted per node)
+    on_quorum: bool = True
+    reentrant: bool = False
+
+    def keys(self, name: str, prefix: str) -> LockKeys:
+        return LockKeys.for_name(name, prefix)
+
+    def acquire_keys(self, keys: LockKeys) -> tuple[str, ...]:
+        return (keys.lock, keys.fence, keys.queue)
+
+    def release_keys(self, keys: LockKeys) -> tuple[str, ...]:
+        return (keys.lock, keys.queue, keys.fence)
+
+    def acquire_args(
+        self, spec: LeaseSpec, holder: str, depth: int, block: int, entry: str, publish: str
+    ) -> tuple[str | int, ...]:
+        return (holder, spec.ttl_ms, block, entry)
+
+    def release_args(
+        self, spec: LeaseSpec, holder: str, leaving: str, publish: str
+    ) -> tuple[str | int, ...]:
+        return (holder, spec.keys.channel, publish, leaving)
+
+    def held_commands(self, key: str, holder: str) -> list[tuple[str, ...]]:
+        """The reads that tell whether ``holder`` holds the grant at ``key``."""
+        return [("GET", key)]
+
+    def held_reply(self, replies: Sequence[Any], holder: str) -> bool:
+        return holds(replies[0], holder)
+
+    def line_tag(self) -> str:
+        """Which local queue of a name its grants share (a grant passes only within one)."""
+        return "simple"
+
+
+@dataclass(frozen=True, slots=True)
+class Mutex(Kind):
+    primitive: str = LOCK
+    acquire_script: Script = ACQUIRE
+    release_script: Script = RELEASE
+
+
+@dataclass(frozen=True, slots=True)
+class Reentrant(Kind):
+    """A hash holder -> hold count: the same holder may enter again. Its waiters are woken all
+    together (a release cannot grant a hold count to a queued waiter)."""
+
+    primitive: str = REENTRANT_LOCK
+    acquire_script: Script = REENTRANT_ACQUIRE
+    release_script: Script = REENTRANT_RELEASE
+    reentrant: bool = True
+
+    def acquire_keys(self, keys: LockKeys) -> tuple[str, ...]:
+        return (keys.lock, keys.fence)
+
+    def acquire_args(
+        self, spec: LeaseSpec, holder: str, depth: int, block: int, entry: str, publish: str
+    ) -> tuple[str | int, ...]:
+        return (holder, spec.ttl_ms, depth, block)
+
+    def release_args(
+        self, spec: LeaseSpec, holder: str, leaving: str, publish: str
+    ) -> tuple[str | int, ...]:
+        return (holder, spec.keys.channel, publish)
+
+    def held_commands(self, key: str, holder: str) -> list[tuple[str, ...]]:
+        return [("HEXISTS", key, holder)]
+
+    def line_tag(self) -> str:
+        return "reentrant"
+
+
+@dataclass(frozen=True, slots=True)
+class Permits(Kind):
+    """``take`` of the ``limit`` permits of a name (scripts/semaphore.lua): each holder's a
+    lease in a sorted set, waiters served first come, first served, granted by the release
+    itself. ``family`` keeps apart the keys of a semaphore ("sem") and a read-write lock ("rw",
+    whose writer takes every permit). Each object queues alone: permits are not handed between
+    the objects of a client."""
+
+    primitive: str = SEMAPHORE
+    acquire_script: Script = SEMAPHORE_ACQUIRE
+    release_script: Script = SEMAPHORE_RELEASE
+    local_handoff: bool = False
+    always_queued: bool = True
+    on_quorum: bool = False
+    take: int = 1
+    limit: int = 1
+    family: str = "sem"
+
+    @classmethod
+    def semaphore(cls, take: int, limit: int) -> Permits:
+        return cls(take=take, limit=limit)
+
+    @classmethod
+    def rw_side(cls, take: int) -> Permits:
+        primitive = WRITE_LOCK if take >= WRITE_PERMITS else READ_LOCK
+        return cls(primitive=primitive, take=take, limit=WRITE_PERMITS, family="rw")
+
+    def keys(self, name: str, prefix: str) -> SemaphoreKeys:
+        return SemaphoreKeys.for_semaphore(name, prefix, self.family)
+
+    def acquire_keys(self, keys: LockKeys) -> tuple[str, ...]:
+        assert isinstance(keys, SemaphoreKeys)
+        return (keys.lock, keys.fence, keys.queue, keys.state, keys.alive)
+
+    def release_keys(self, keys: LockKeys) -> tuple[str, ...]:
+        assert isinstance(keys, SemaphoreKeys)
+        return (keys.lock, keys.queue, keys.fence, keys.state, keys.alive)
+
+    def acquire_args(
+        self, spec: LeaseSpec, holder: str, depth: int, block: int, entry: str, publish: str
+    ) -> tuple[str | int, ...]:
+        channel = spec.keys.channel
+        return (holder, spec.ttl_ms, block, entry, self.take, self.limit, channel, publish)
+
+    def held_commands(self, key: str, holder: str) -> list[tuple[str, ...]]:
+        # a permit is held until its score, on the server's clock
+        return [("ZSCORE", key, holder), ("TIME",)]
+
+    def held_reply(self, replies: Sequence[Any], holder: str) -> bool:
+        return permit_held(replies[0], replies[1])
+
+    def line_tag(self) -> str:
+        return self.family
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseSpec:
+    """What every request about one primitive object's grant needs, computed once when the
+    object is made (the hot path reads it on every call)."""
+
+    name: str
+    kind: Kind
+    keys: LockKeys
+    ttl: float
+    # what messages call the object ("lock", "semaphore", "candidate"...)
+    noun: str = "lock"
+    # an object that queues alone (no local hand-off to or from it): its own id, else ''
+    owner: str = ""
+    ttl_ms: int = field(init=False)
+    # the object in messages: its kind and the name the user gave, never a Redis key
+    what: str = field(init=False)
+    acquire_keys: tuple[str, ...] = field(init=False)
+    release_keys: tuple[str, ...] = field(init=False)
+    line: str = field(init=False)  # its local queue (singleflight.py)
+
+    def __post_init__(self) -> None:
+        kind, keys = self.kind, self.keys
+        # (a kind that hands nothing on queues per object: its objects must each have an id)
+        assert self.owner or kind.local_handoff, "an owner id is needed"
+        line = f"{keys.lock}:{kind.line_tag()}" + (f":{self.owner}" if self.owner else "")
+        for name, value in (
+            ("ttl_ms", ttl_to_ms(self.ttl)),
+            ("acquire_keys", kind.acquire_keys(keys)),
+            ("release_keys", kind.release_keys(keys)),
+            ("line", line),
+            ("what", f"{self.noun} {self.name!r}"),
+        ):
+            object.__setattr__(self, name, value)  # (a frozen dataclass sets its own fields so)
+
+    @classmethod
+    def of(
+        cls, kind: Kind, name: str, prefix: str, ttl: float, noun: str, owner: str = ""
+    ) -> LeaseSpec:
+        return cls(name, kind, kind.keys(name, prefix), ttl, noun, owner)
+
+    def with_kind(self, kind: Kind) -> LeaseSpec:
+        """The same object's spec for another kind of the same keys (a semaphore asking for
+        other permits, a writer downgraded to a reader)."""
+        return LeaseSpec(self.name, kind, self.keys, self.ttl, self.noun, self.owner)
+
+    @property
+    def primitive(self) -> str:
+        return self.kind.primitive
+
+    def acquire_args(
+        self, holder: str, depth: int, block: int, entry: str, publish: str
+    ) -> tuple[str | int, ...]:
+        return self.kind.acquire_args(self, holder, depth, block, entry, publish)
+
+    def release_args(self, holder: str, leaving: str, publish: str) -> tuple[str | int, ...]:
+        return self.kind.release_args(self, holder, leaving, publish)

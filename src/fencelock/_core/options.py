@@ -1,0 +1,150 @@
+"""What a primitive object was asked for, checked once and kept as one frozen value (no I/O).
+
+Every primitive (lock, semaphore, read-write side, election, multi-lock, latch) takes the same
+options; the client's factory methods check them here and hand the value to the object, which
+hands it to its lease engine, instead of forwarding keyword lists through constructors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ..keys import (
+    DEFAULT_PREFIX,
+    MIN_LEASE,
+    validate_flag,
+    validate_name,
+    validate_on_lost,
+    validate_prefix,
+    validate_timeout,
+    validate_ttl,
+)
+from ..labels import Label, check_label
+
+
+class Default:
+    """The type of ``DEFAULT``: "not given" where None means something (a timeout of None waits
+    for ever; a label of None is no label)."""
+
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+DEFAULT: Final = Default()
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseOptions:
+    name: str
+    ttl: float
+    timeout: float | None  # the wait of acquire() and ``with`` (None: as long as it takes)
+    auto_renew: bool = False
+    on_lost: Callable[[Any], object] | None = None  # called with the primitive object
+    on_lost_policy: str = "raise"
+    label: Label = None  # the holder label (labels.py)
+
+    @classmethod
+    def checked(
+        cls,
+        name: object,
+        ttl: object,
+        *,
+        timeout: object,
+        auto_renew: object = False,
+        on_lost: object = None,
+        on_lost_policy: object = "raise",
+        label: object = None,
+        threads: bool,
+    ) -> LeaseOptions:
+        """Each option checked, naming the argument in the error (``threads``: the sync API,
+        where a thread cannot be cancelled nor await an ``async def`` callback)."""
+        validate_on_lost(on_lost, on_lost_policy, threads=threads)
+        return cls(
+            validate_name(name),
+            validate_ttl(ttl, minimum=MIN_LEASE),
+            validate_timeout(timeout),
+            validate_flag("auto_renew", auto_renew),
+            on_lost,  # type: ignore[arg-type]  # (checked callable above)
+            str(on_lost_policy),
+            check_label(label),
+        )
+
+    def wait(self, timeout: object) -> float | None:
+        """The wait of one acquire: ``timeout`` checked, or the object's own (``DEFAULT``)."""
+        return self.timeout if timeout is DEFAULT else validate_timeout(timeout)
+
+
+WAKE_MODES: Final = ("all", "one")
+DEFAULT_SOCKET_TIMEOUT: Final = 5.0
+# Consecutive local hand-offs before the lock goes back through Redis (see singleflight.py).
+DEFAULT_MAX_HANDOFFS: Final = 10
+
+
+def _count(arg: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{arg} must be an int, not {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{arg} must be >= 0, got {value}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class ClientOptions:
+    """A client's options, each checked (``LockClient(...)``'s keyword arguments)."""
+
+    prefix: str = DEFAULT_PREFIX
+    # one request's bound ("one request timeout" in the README): waiting for a connection,
+    # connecting and the reply included
+    socket_timeout: float = DEFAULT_SOCKET_TIMEOUT
+    # None: a blocked acquire re-tries only when woken or when the holder's lease ends; else
+    # also at least this often (it costs a request per waiter each time)
+    max_poll: float | None = None
+    # grants and extensions wait (WAIT) for this many replicas to acknowledge them
+    min_replicas: int = 0
+    replica_timeout: float = 1.0
+    # Redlock: each node's share of a request is bounded by this (None: derived per lock from
+    # its ttl, see _core/quorum.node_timeout)
+    node_timeout: float | None = None
+    # lock objects of one client wait for a name in a local queue; the lock passes from one to
+    # the next at most this many times in a row before it goes back through Redis
+    max_handoffs: int = DEFAULT_MAX_HANDOFFS
+    # "one": waiters queue in Redis and a release wakes the first that still listens; "all": a
+    # release wakes every waiting client, and one wins the re-try (docs/contention.md)
+    wake: str = "one"
+    # who holds, for inspect() and the CLI: a str, or a callable run at each acquire
+    label: Label = None
+
+    @classmethod
+    def checked(
+        cls,
+        *,
+        prefix: object,
+        socket_timeout: object,
+        max_poll: object,
+        min_replicas: object,
+        replica_timeout: object,
+        node_timeout: object,
+        max_handoffs: object,
+        wake: object,
+        label: object,
+    ) -> ClientOptions:
+        if wake not in WAKE_MODES:
+            raise ValueError(f"wake must be one of {WAKE_MODES}, got {wake!r}")
+        timeout = validate_ttl(socket_timeout, "socket_timeout")
+        replicas = _count("min_replicas", min_replicas)
+        replica_wait = validate_ttl(replica_timeout, "replica_timeout")
+        if replicas and replica_wait >= timeout:
+            raise ValueError("replica_timeout must be shorter than socket_timeout")
+        return cls(
+            validate_prefix(prefix),
+            timeout,
+            None if max_poll is None else validate_ttl(max_poll, "max_poll"),
+            replicas,
+            replica_wait,
+            None if node_timeout is None else validate_ttl(node_timeout, "node_timeout"),
+            _count("max_handoffs", max_handoffs),
+            str(wake),
+            check_label(label),
+        )
