@@ -11,7 +11,8 @@ same 5 independent masters (started here with ``EmbeddedServer``, or given by ``
   ttl=10)``; ``lock.acquire(timeout=0)``, ``lock.release()``. The sync client fans out
   without threads: it writes the request to one connection of every node, then reads the
   replies. The Redlock fencing write-back (raising a majority's counters to the token) is
-  lazy in the sync API: it happens when ``lock.token`` is first read. So this cycle is 2 round trips, like the minimal one.
+  lazy in the sync API: it happens when ``lock.token`` is first read. So this cycle is 2 round
+  trips, like the minimal one.
 * ``fencelock sync + token``: the same, and the cycle also reads ``lock.token``: 3 round trips,
   the cost of fencing. Each token must be larger than the one before.
 * ``fencelock async``: ``fencelock.asyncio.LockClient``, the same cycle with ``await``. In asyncio

@@ -42,7 +42,7 @@ def grant(**fields: object) -> Grant:
     return Grant(**values)  # type: ignore[arg-type]
 
 
-# -- LeaseSpec: keys, ARGV and the local queue's line -----------------------------------------------
+# -- LeaseSpec: keys, ARGV and the local queue's line ---------------------------------------------
 
 
 def _documented(script: str, what: str) -> int:
