@@ -8,10 +8,11 @@ Five variants, each one client doing acquire+release cycles on a lock nobody els
 same 5 independent masters (started here with ``EmbeddedServer``, or given by ``--url``):
 
 * ``fencelock sync``: ``LockClient.from_url([url1, ..., url5])``, ``lock = client.lock("bench",
-  ttl=10)``; ``lock.acquire(0)``, ``lock.release()``. The sync client fans out without threads: it
-  writes the request to one connection of every node, then reads the replies. The Redlock fencing
-  write-back (raising a majority's counters to the token) is lazy in the sync API: it happens
-  when ``lock.token`` is first read. So this cycle is 2 round trips, like the minimal one.
+  ttl=10)``; ``lock.acquire(timeout=0)``, ``lock.release()``. The sync client fans out without
+  threads: it writes the request to one connection of every node, then reads the replies. The
+  Redlock fencing write-back (raising a majority's counters to the token) is lazy in the sync
+  API: it happens when ``lock.token`` is first read. So this cycle is 2 round trips, like the
+  minimal one.
 * ``fencelock sync + token``: the same, and the cycle also reads ``lock.token``: 3 round trips,
   the cost of fencing. Each token must be larger than the one before.
 * ``fencelock async``: ``fencelock.asyncio.LockClient``, the same cycle with ``await``. In asyncio
@@ -117,7 +118,7 @@ def fencelock_sync_cycle(client: fencelock.LockClient) -> SyncCycle:
     lock = client.lock(LOCK_NAME, ttl=TTL)
 
     def cycle() -> None:
-        if not lock.acquire(0):
+        if not lock.acquire(timeout=0):
             raise BenchError(f"fencelock sync: {LOCK_NAME!r} was busy")
         lock.release()
 
@@ -129,7 +130,7 @@ def fencelock_token_cycle(client: fencelock.LockClient) -> SyncCycle:
     last = [0]
 
     def cycle() -> None:
-        if not lock.acquire(0):
+        if not lock.acquire(timeout=0):
             raise BenchError(f"fencelock sync + token: {LOCK_NAME!r} was busy")
         token = lock.token  # the first read raises a majority's fencing counters to it
         if token <= last[0]:
@@ -144,7 +145,7 @@ def fencelock_async_cycle(client: fencelock.asyncio.LockClient) -> AsyncCycle:
     lock = client.lock(LOCK_NAME, ttl=TTL)
 
     async def cycle() -> None:
-        if not await lock.acquire(0):
+        if not await lock.acquire(timeout=0):
             raise BenchError(f"fencelock async: {LOCK_NAME!r} was busy")
         await lock.release()
 
@@ -368,7 +369,7 @@ def hung(server: EmbeddedServer, urls: list[str], cycles: int, healthy: float) -
         name = f"bench-hung-{secrets.token_hex(4)}"
         lock = client.lock(name, ttl=TTL)
         for _ in range(3):  # healthy: connections made, scripts cached
-            if not lock.acquire(0):
+            if not lock.acquire(timeout=0):
                 raise BenchError(f"hung: {name!r} was busy before the pause")
             lock.release()
         acquires: list[float] = []
@@ -377,7 +378,7 @@ def hung(server: EmbeddedServer, urls: list[str], cycles: int, healthy: float) -
         try:
             for i in range(3 + cycles):
                 start = time.perf_counter()
-                if not lock.acquire(0):
+                if not lock.acquire(timeout=0):
                     raise BenchError(f"hung: no majority for {name!r} with 4 of 5 nodes")
                 acquired = time.perf_counter()
                 lock.release()

@@ -5,8 +5,8 @@
 
 Four variants, each one client doing acquire+release cycles on a lock nobody else wants:
 
-* ``fencelock sync``: ``lock = client.lock("bench", ttl=10, timeout=0)``; ``lock.acquire(0)``,
-  ``lock.release()``.
+* ``fencelock sync``: ``lock = client.lock("bench", ttl=10, timeout=0)``;
+  ``lock.acquire(timeout=0)``, ``lock.release()``.
 * ``fencelock async``: the same with ``fencelock.asyncio.LockClient``.
 * ``minimal sync``: redis-py, ``SET key token NX PX 10000`` then ``EVALSHA`` of a compare-and-delete
   script (loaded once). The token is fresh per cycle (``secrets.token_urlsafe(20)``, as in
@@ -85,7 +85,7 @@ def fencelock_sync_cycle(client: fencelock.LockClient) -> SyncCycle:
     lock = client.lock(LOCK_NAME, ttl=TTL, timeout=0)
 
     def cycle() -> None:
-        if not lock.acquire(0):
+        if not lock.acquire(timeout=0):
             raise BenchError(f"fencelock sync: {LOCK_NAME!r} was busy")
         lock.release()
 
@@ -96,7 +96,7 @@ def fencelock_async_cycle(client: fencelock.asyncio.LockClient) -> AsyncCycle:
     lock = client.lock(LOCK_NAME, ttl=TTL, timeout=0)
 
     async def cycle() -> None:
-        if not await lock.acquire(0):
+        if not await lock.acquire(timeout=0):
             raise BenchError(f"fencelock async: {LOCK_NAME!r} was busy")
         await lock.release()
 

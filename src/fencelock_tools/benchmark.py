@@ -8,7 +8,7 @@ the plots live in ``bench/``, so the library depends on neither).
 The workloads:
 
 * **P1** uncontended acquire+release, sync and asyncio: one client takes and gives back a lock
-  nobody else wants, as fast as it can (``acquire(0)``, ``release()``); cycles/s.
+  nobody else wants, as fast as it can (``acquire(timeout=0)``, ``release()``); cycles/s.
 * **P2** ``processes`` (4) spawned processes contend for one name, each holding it ~``hold``
   (1 ms) per grant: throughput; cross-process hand-off latency, p50 and p99, measured as (the
   time the next holder's acquire returned) - (the time the previous holder's release was called)
@@ -107,7 +107,7 @@ def to_stderr(message: str) -> None:
 
 
 class SyncLockLike(Protocol):
-    def acquire(self, timeout: float | None, /) -> bool:
+    def acquire(self, *, timeout: float | None) -> bool:
         """None waits forever, 0 tries once, > 0 waits that long; whether it was acquired."""
         ...
 
@@ -123,7 +123,7 @@ class SyncLocks(Protocol):
 
 
 class AsyncLockLike(Protocol):
-    async def acquire(self, timeout: float | None, /) -> bool: ...
+    async def acquire(self, *, timeout: float | None) -> bool: ...
 
     async def release(self) -> None: ...
 
@@ -175,7 +175,7 @@ class FencelockLocks:
         self.options = options
 
     def lock(self, name: str) -> Lock:
-        return self.client.lock(name, self.ttl, **self.options)
+        return self.client.lock(name, ttl=self.ttl, **self.options)
 
     def wait_counts(self) -> dict[str, int]:
         """The client's waits so far, by how they ended (P2 workers report them)."""
@@ -201,7 +201,7 @@ class FencelockAsyncLocks:
         self.options = options
 
     def lock(self, name: str) -> fl_asyncio.Lock:
-        return self.client.lock(name, self.ttl, **self.options)
+        return self.client.lock(name, ttl=self.ttl, **self.options)
 
     def wait_counts(self) -> dict[str, int]:
         return _wait_counts(self.client.statistics())
@@ -247,7 +247,7 @@ class _OnLoop:
         self.inner = lock
 
     def acquire(self, timeout: float | None) -> bool:
-        return self.runner.run(self.inner.acquire(timeout))
+        return self.runner.run(self.inner.acquire(timeout=timeout))
 
     def release(self) -> None:
         self.runner.run(self.inner.release())
@@ -473,7 +473,7 @@ def uncontended_variants(
         lock = locks.lock(name)
 
         def cycle() -> None:
-            if not lock.acquire(0):
+            if not lock.acquire(timeout=0):
                 raise BenchError(f"{contender.label} sync: {name!r} was busy")
             lock.release()
 
@@ -489,7 +489,7 @@ def uncontended_variants(
         alock = alocks.lock(name)
 
         async def acycle() -> None:
-            if not await alock.acquire(0):
+            if not await alock.acquire(timeout=0):
                 raise BenchError(f"{contender.label} async: {name!r} was busy")
             await alock.release()
 
@@ -676,7 +676,7 @@ def _handoff_worker(
             lock = locks.lock(name)
             wait_counts: Callable[[], dict[str, int]] | None = getattr(locks, "wait_counts", None)
             plain.ping()
-            if not lock.acquire(READY_TIMEOUT):  # warm-up: connections made, scripts cached
+            if not lock.acquire(timeout=READY_TIMEOUT):  # warm-up: connections made, scripts cached
                 raise BenchError(f"{name!r} not acquired in {READY_TIMEOUT:g} s at warm-up")
             lock.release()
             ready.wait(READY_TIMEOUT)
@@ -685,7 +685,7 @@ def _handoff_worker(
             end = window[1]
             waits0 = wait_counts() if wait_counts is not None else {}
             while (left := end - time.monotonic()) > 0:
-                if not lock.acquire(left):
+                if not lock.acquire(timeout=left):
                     break
                 acquired = time.monotonic()
                 value = int(plain.get(COUNTER_KEY) or 0)
@@ -931,7 +931,7 @@ def threads_run(
             lock = locks.lock(name)
             try:
                 while (left := end - time.monotonic()) > 0:
-                    if not lock.acquire(left):
+                    if not lock.acquire(timeout=left):
                         break
                     value = shared[0]  # read, let the others run, write: a lost update shows
                     time.sleep(0)
@@ -973,7 +973,7 @@ def tasks_run(
             async def work(index: int) -> None:
                 lock = locks.lock(name)
                 while (left := end - time.monotonic()) > 0:
-                    if not await lock.acquire(left):
+                    if not await lock.acquire(timeout=left):
                         break
                     value = shared[0]
                     await asyncio.sleep(0)
@@ -1165,7 +1165,7 @@ def renewal(
             started = time.monotonic()
             for name in names:
                 lock = client.lock(name)
-                if not lock.acquire(0):
+                if not lock.acquire(timeout=0):
                     raise BenchError(f"{name!r} was busy")
                 held.append(lock)
             result.acquired_in = time.monotonic() - started
@@ -1278,7 +1278,7 @@ def memory(
         held: list[SyncLockLike] = []
         try:
             warm = client.lock(f"{PREFIX}-p6-{marker}")  # connections, scripts
-            if not warm.acquire(0):
+            if not warm.acquire(timeout=0):
                 raise BenchError("warm-up lock busy")
             warm.release()
             _delete(plain, keys(f"{PREFIX}-p6-{marker}"))
@@ -1286,7 +1286,7 @@ def memory(
             before = int(server_info(plain)["used_memory"])
             for name in names:
                 lock = client.lock(name)
-                if not lock.acquire(0):
+                if not lock.acquire(timeout=0):
                     raise BenchError(f"{name!r} was busy")
                 held.append(lock)
             after = int(server_info(plain)["used_memory"])
