@@ -72,9 +72,7 @@ from redis.exceptions import RedisError
 
 import fencelock
 import fencelock.asyncio
-from fencelock._async.redlock import AsyncQuorum
 from fencelock._core.quorum import NODE_TIMEOUT_MAX, node_timeout, quorum
-from fencelock._sync.redlock import SyncQuorum
 from fencelock.keys import LockKeys
 from fencelock.scripts import ACQUIRE, RELEASE
 from fencelock_tools.servers.embedded import EmbeddedServer, find_server
@@ -269,6 +267,10 @@ def load_script(nodes: Sequence[redis.Redis]) -> str:
 @contextmanager
 def variants(urls: list[str], runner: asyncio.Runner) -> Iterator[list[Variant]]:
     """The five variants, connected to ``urls``; all clients are closed on exit."""
+    # (imported here: the cycles above also run on other trees' fencelock, in bench.regress)
+    from fencelock._async.redlock import AsyncQuorum
+    from fencelock._sync.redlock import SyncQuorum
+
     with ExitStack() as stack:
         fl_sync = fencelock.LockClient.from_url(urls)
         stack.callback(fl_sync.close)

@@ -36,19 +36,20 @@ just before or after it:
 Every call uses keyword arguments (``acquire(timeout=0)``) or ``with``, so the same code runs on
 both the positional ``acquire(timeout)`` of old refs and the keyword-only one.
 
-**Method.** Both workers connect, warm every variant up, and count their round trips first. Then
-each of ``--rounds`` rounds runs every workload (in an order rotated by the round) on both sides
-one after the other, old first or new first in turn, on the same servers (each side in a database
-of its own, so that key layouts that changed cannot collide): drift of the machine meets both
-alike. Reported per row: the medians over the rounds of cycles/s (P2: grants/s and the rest),
-the ratio new/old as the median of the per-round ratios with their min-max, each side's ratio to
-its floor (the per-round ratio of the adjacent pair), the client's CPU time per cycle
-(``time.process_time`` of the worker; in P2, of its 4 processes per grant), and round trips per
-cycle: the requests redis-py's connections wrote (``send_packed_command``: one per command, one
-per pipeline; the commands a script runs inside the server are not requests), on the busiest
-server, so a Redlock round that writes to all 5 at once counts 1. In P2 the counter's GET and SET
-(2 per grant) are left out. Both workers also measure the same floors: their ratio is an A/A
-comparison, the noise of this run, printed above the table.
+**Method.** Both workers connect, warm every variant up and count their round trips first. Then
+each of ``--rounds`` rounds runs every workload, in an order rotated by the round, on the same
+servers (each side in a database of its own, so that key layouts that changed cannot collide):
+old's and new's fencelock runs back to back, then new's and old's floors (or the floors first);
+which side goes first alternates. Each pair compared is thus measured side by side, and drift of
+the machine meets both alike. Reported per row: the medians over the rounds of cycles/s (P2:
+grants/s and the rest), the ratio new/old as the median of the per-round ratios with their
+min-max, each side's ratio to its floor (the median of the per-round ratios), the client's CPU
+time per cycle (``time.process_time`` of the worker; in P2, of its 4 processes, per grant), and
+round trips per cycle: the requests redis-py's connections wrote (``send_packed_command``: one
+per command, one per pipeline; the commands a script runs inside the server are not requests),
+on the busiest server, so that a Redlock round, written to all 5 at once, counts 1. In P2 the
+counter's GET and SET (2 per grant) are left out. Both workers measure the same floors: their
+ratio is an A/A comparison, the noise of this run, printed above the table.
 
 The output is a Markdown table; ``--json`` writes every figure too. The exit status is 1 when a
 workload failed on a side or P2 lost an update, 2 when the run could not start (a bad ref, no

@@ -42,14 +42,14 @@ STARTUP_TIMEOUT: Final = 300.0
 
 @dataclass(frozen=True)
 class Settings:
-    rounds: int = 5
-    seconds: float = 0.5  # per variant per round
+    rounds: int = 9
+    seconds: float = 0.25  # per variant per round
     p2_seconds: float = 1.0
     warmup: float = 0.3
 
     @classmethod
     def quick(cls) -> Settings:
-        return cls(rounds=3, seconds=0.2, p2_seconds=0.5, warmup=0.1)
+        return cls(rounds=3, seconds=0.1, p2_seconds=0.5, warmup=0.1)
 
     def describe(self, workloads: Sequence[str]) -> str:
         p2 = (
@@ -59,9 +59,10 @@ class Settings:
             else ""
         )
         return (
-            f"{self.rounds} rounds, old and new one after the other in each (which goes first"
-            f" alternates), {self.seconds:g} s per variant{p2}, after {self.warmup:g} s of"
-            " warm-up; medians over the rounds"
+            f"{self.rounds} rounds; in each, per workload, old's and new's fencelock runs back to"
+            f" back, then their floors (which side, and which pair, goes first alternates);"
+            f" {self.seconds:g} s per run{p2}, after {self.warmup:g} s of warm-up; medians over"
+            " the rounds"
         )
 
 
@@ -115,33 +116,58 @@ def start_workers(
     return workers
 
 
+class WorkloadFailed(RuntimeError):
+    """A row failed on one side (the message says which, and why)."""
+
+
+def ask(worker: Worker, request: dict[str, Any], timeout: float) -> Any:
+    reply = worker.request(request, timeout)
+    if "error" in reply:
+        raise WorkloadFailed(f"on the {worker.label} side: {reply['error']}")
+    return reply["result"]
+
+
+def cycles_round(
+    row: Row, sides: list[Worker], floors_first: bool, settings: Settings
+) -> dict[str, Any]:
+    """One round of a row: A's and B's fencelock runs back to back, then B's and A's floors
+    (or the floors first), so that each pair compared is measured side by side."""
+    a, b = sides
+    first, second = ("floor", "lib") if floors_first else ("lib", "floor")
+    found: dict[str, Any] = {a.label: {}, b.label: {}}
+    for worker, which in ((a, first), (b, first), (b, second), (a, second)):
+        request = {"op": "measure", "row": row.key, "which": which, "seconds": settings.seconds}
+        found[worker.label][which] = ask(worker, request, READY_TIMEOUT + 4 * settings.seconds)
+    return found
+
+
+def p2_round(sides: list[Worker], settings: Settings) -> dict[str, Any]:
+    request = {"op": "p2", "seconds": settings.p2_seconds}
+    timeout = 3 * READY_TIMEOUT + settings.p2_seconds  # spawns its processes, which may be slow
+    return {worker.label: ask(worker, request, timeout) for worker in sides}
+
+
 def run_rounds(
-    workers: dict[str, Worker], rows: list[Row], settings: Settings, results: Results
+    workers: dict[str, Worker],
+    rows: list[Row],
+    settings: Settings,
+    results: Results,
+    started: float,
 ) -> None:
-    """Every round runs every row on both sides back to back; a row that fails on a side is
-    not run again."""
-    started = time.monotonic()
-    pair = [workers["old"], workers["new"]]
+    """Every round runs every row (in an order rotated by the round) on both sides, which goes
+    first alternating; a row that fails on a side is not run again."""
     for round_ in range(settings.rounds):
         for i, row in enumerate(order_for(round_, rows)):
             if row.key in results.failed:
                 continue
-            if row.key == "P2":
-                request: dict[str, Any] = {"op": "p2", "seconds": settings.p2_seconds}
-                timeout = 3 * READY_TIMEOUT + settings.p2_seconds
-            else:
-                request = {"op": "measure", "row": row.key, "seconds": settings.seconds}
-                request["floor_first"] = bool(round_ % 2)
-                timeout = READY_TIMEOUT + 4 * settings.seconds
-            found = {}
-            for worker in pair if (round_ + i) % 2 == 0 else pair[::-1]:
-                reply = worker.request(request, timeout)
-                if "error" in reply:
-                    results.failed[row.key] = f"on the {worker.label} side: {reply['error']}"
-                    break
-                found[worker.label] = reply["result"]
-            else:
-                results.add(row.key, found)
+            sides = [workers["old"], workers["new"]][:: 1 if (round_ + i) % 2 == 0 else -1]
+            try:
+                if row.key == "P2":
+                    results.add(row.key, p2_round(sides, settings))
+                else:
+                    results.add(row.key, cycles_round(row, sides, bool(round_ % 2), settings))
+            except WorkloadFailed as exc:
+                results.failed[row.key] = str(exc)
         say(f"  round {round_ + 1}/{settings.rounds} done, {time.monotonic() - started:.0f} s")
 
 
@@ -173,7 +199,7 @@ def run(ref: str, settings: Settings, workloads: Sequence[str], server: str | No
         }
         workers = start_workers(stack, [old, new], roots, config, results)
         say(f"  both sides ready, {time.monotonic() - started:.0f} s")
-        run_rounds(workers, rows, settings, results)
+        run_rounds(workers, rows, settings, results, started)
         servers = server_description(one.url) + (
             f", 1 server for P1, P2 and the primitives, {MASTERS} masters for P4"
             if masters

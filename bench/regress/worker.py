@@ -43,9 +43,7 @@ from fencelock_tools.benchmark import (
     time_sync,
 )
 
-from .. import redlock, semaphore, uncontended
 from .._common import MINIMAL_RELEASE
-from ..compare.run import minimal_fan_out
 from . import ROWS
 
 P2_NAME: Final = f"{PREFIX}-p2-regress"
@@ -126,8 +124,9 @@ def round_trips(variant: Variant) -> float | None:
 
 class CountingLocks(FencelockLocks):
     """P2's client in each spawned process: it checks where that process's fencelock came from,
-    and adds the requests the process wrote and its CPU time (microseconds) to what
-    ``wait_counts`` reports: ``handoff_run`` sums each worker's counts over the window."""
+    and reports the requests the process wrote and its CPU time (microseconds) as its
+    ``wait_counts``, which ``handoff_run`` sums over the window (fencelock's own wait counts are
+    left out: older trees have none)."""
 
     def __init__(self, target: Target, ttl: float, *, root: str, tools: str) -> None:
         check_origin(root, tools)
@@ -136,10 +135,7 @@ class CountingLocks(FencelockLocks):
         super().__init__(target, ttl)
 
     def wait_counts(self) -> dict[str, int]:
-        counts = super().wait_counts()
-        counts["requests"] = self.counter.total
-        counts["cpu_us"] = round(1e6 * time.process_time())
-        return counts
+        return {"requests": self.counter.total, "cpu_us": round(1e6 * time.process_time())}
 
 
 # -- the rows --------------------------------------------------------------------------------
@@ -152,22 +148,26 @@ class Measured:
     lib: Variant
     floor: Variant
 
-    def run(self, seconds: float, floor_first: bool) -> dict[str, list[float]]:
-        found = {}
-        for which in ("floor", "lib") if floor_first else ("lib", "floor"):
-            gc.collect()  # each run from the same heap state
-            sample = getattr(self, which).measure(seconds)
-            found[which] = [sample.rate, sample.cpu_us]
-        return found
+    def run(self, which: str, seconds: float) -> list[float]:
+        """cycles/s and client CPU us per cycle of ``which`` ("lib" or "floor")."""
+        gc.collect()  # each run from the same heap state
+        sample = (self.lib if which == "lib" else self.floor).measure(seconds)
+        return [sample.rate, sample.cpu_us]
 
 
 def on_loop(runner: asyncio.Runner, cycle: Callable[[], Any]) -> Callable[[float], Any]:
     return lambda seconds: runner.run(time_async(cycle, seconds))
 
 
+# The builders import the bench modules they use when called: a module that needs what a side's
+# tree lacks then fails that workload on that side, with its error, rather than the whole worker.
+
+
 def build_p1(url: str, runner: asyncio.Runner, stack: ExitStack) -> dict[str, Measured]:
     """fencelock's and the floor's clients with their defaults (the floor's: ``redis.Redis()``'s,
     no socket timeout)."""
+    from .. import uncontended
+
     client = stack.enter_context(fencelock.LockClient.from_url(url))
     plain = stack.enter_context(redis.Redis.from_url(url))
     sha: str = plain.script_load(MINIMAL_RELEASE)
@@ -191,6 +191,9 @@ def build_p1(url: str, runner: asyncio.Runner, stack: ExitStack) -> dict[str, Me
 
 
 def build_p4(urls: list[str], runner: asyncio.Runner, stack: ExitStack) -> dict[str, Measured]:
+    from .. import redlock
+    from ..compare.run import minimal_fan_out
+
     client = stack.enter_context(fencelock.LockClient.from_url(urls))
 
     async def make() -> fencelock.asyncio.LockClient:
@@ -212,6 +215,8 @@ def build_p4(urls: list[str], runner: asyncio.Runner, stack: ExitStack) -> dict[
 
 
 def build_primitives(url: str, stack: ExitStack) -> dict[str, Measured]:
+    from .. import semaphore
+
     client = stack.enter_context(fencelock.LockClient.from_url(url))
     plain = stack.enter_context(redis.Redis.from_url(url))
     made, floors = semaphore.primitives(client), semaphore.minimal_cycles(plain)
@@ -321,7 +326,7 @@ def serve(config: dict[str, Any], out: TextIO) -> int:
                     reply({"result": p2(config, request["seconds"])})
                 else:
                     measured = built[request["row"]]
-                    reply({"result": measured.run(request["seconds"], request["floor_first"])})
+                    reply({"result": measured.run(request["which"], request["seconds"])})
             except Exception as exc:
                 reply({"error": error_text(exc)})
     return 0
