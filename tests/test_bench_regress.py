@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-TIMEOUT = 90.0  # two workers start, warm up and run 3 short rounds; a loaded box is slow
+TIMEOUT = 90.0  # two workers start, warm up and run 4 short rounds; a loaded box is slow
 
 
 def git(*args: str) -> str:
@@ -57,7 +57,7 @@ def test_a_quick_run_against_head_compares_two_installs_of_the_same_code(tmp_pat
     for row in ("P1 sync", "P1 asyncio"):
         for side in ("old", "new"):
             rounds = found["rounds"][row][side]
-            assert len(rounds) == 3, shown  # --quick
+            assert len(rounds) == 4, shown  # --quick
             for figures in rounds:
                 for rate, cpu in (figures["lib"], figures["floor"]):
                     assert math.isfinite(rate) and rate > 0, shown

@@ -1,7 +1,7 @@
 """The working tree against a git ref, on the hot paths, in one run (issue 23).
 
-    python -m bench.regress REF                  # about 2-3 minutes on 2 CPUs
-    python -m bench.regress HEAD~3 --quick       # under a minute: a smoke run (noisy figures)
+    python -m bench.regress REF                  # about 3 minutes on 2 shared CPUs
+    python -m bench.regress HEAD~3 --quick       # about a minute: a smoke run (noisy figures)
     python -m bench.regress main --only P1,P4 --rounds 7 --json regress.json
 
 Run it before resolving anything that touches a hot path, and paste its table into the note.
@@ -40,12 +40,14 @@ both the positional ``acquire(timeout)`` of old refs and the keyword-only one.
 each of ``--rounds`` rounds runs every workload, in an order rotated by the round, on the same
 servers (each side in a database of its own, so that key layouts that changed cannot collide):
 old's and new's fencelock runs back to back, then new's and old's floors (or the floors first);
-which side goes first alternates. Each pair compared is thus measured side by side, and drift of
-the machine meets both alike. Reported per row: the medians over the rounds of cycles/s (P2:
-grants/s and the rest), the ratio new/old as the median of the per-round ratios with their
-min-max, each side's ratio to its floor (the median of the per-round ratios), the client's CPU
-time per cycle (``time.process_time`` of the worker; in P2, of its 4 processes, per grant), and
-round trips per cycle: the requests redis-py's connections wrote (``send_packed_command``: one
+which side goes first alternates from round to round, which pair every two rounds. Each pair
+compared is thus measured side by side, and drift of the machine meets both alike. Reported per
+row: the medians over the rounds of cycles/s (P2: grants/s and the rest), the ratio new/old as
+the median of the per-round ratios with their min-max, each side's ratio to its floor (the
+median of the per-round ratios), the client's CPU time per cycle (``time.process_time`` of the
+worker; in P2, of its 4 processes, per grant) and its ratio new/old (per round too: on a shared
+machine the steadier figure, as waiting for the CPU does not count in it), and round trips per
+cycle: the requests redis-py's connections wrote (``send_packed_command``: one
 per command, one per pipeline; the commands a script runs inside the server are not requests),
 on the busiest server, so that a Redlock round, written to all 5 at once, counts 1. In P2 the
 counter's GET and SET (2 per grant) are left out. Both workers measure the same floors: their
