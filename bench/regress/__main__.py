@@ -173,9 +173,9 @@ def run_rounds(
         say(f"  round {round_ + 1}/{settings.rounds} done, {time.monotonic() - started:.0f} s")
 
 
-def run(ref: str, settings: Settings, workloads: Sequence[str], server: str | None) -> tuple[
-    Results, dict[str, Any]
-]:  # fmt: skip
+def run(
+    ref: str, settings: Settings, workloads: Sequence[str], server: str | None
+) -> tuple[Results, dict[str, Any]]:
     started, load = time.monotonic(), os.getloadavg()
     old, new = ref_source(ref), working_tree_source()
     rows = [row for row in ROWS if row.workload in workloads]
@@ -208,15 +208,13 @@ def run(ref: str, settings: Settings, workloads: Sequence[str], server: str | No
             else ", 1 server"
         )
     files = {label: hello["fencelock"] for label, hello in results.workers.items()}
+    databases = ", ".join(f"{side}: db {db}" for side, db in DATABASES.items())
     info = {
         "ref": ref,
         "old": old.description,
         "new": new.description,
         "commits": {"old": old.commit, "new": new.commit, "new_dirty": new.dirty},
-        "servers": f"{servers}; each side in a database of its own"
-        + " ("
-        + ", ".join(f"{side}: db {db}" for side, db in DATABASES.items())
-        + ")",
+        "servers": f"{servers}; each side in a database of its own ({databases})",
         "client": client_description(),
         "load": ", ".join(f"{v:.2f}" for v in load),
         "method": settings.describe(workloads),
@@ -239,10 +237,10 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Settings, list[st
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="3 rounds of 0.2 s (P2: 0.5 s): under a minute, noisy figures",
+        help="4 rounds of 0.1 s (P2: 0.5 s): about a minute, noisy figures",
     )
-    parser.add_argument("--rounds", type=int, help="rounds (default 5; --quick 3)")
-    parser.add_argument("--seconds", type=float, help="per variant per round, s (default 0.5)")
+    parser.add_argument("--rounds", type=int, help="rounds (default 8; --quick 4)")
+    parser.add_argument("--seconds", type=float, help="one run of a variant, s (default 0.25)")
     parser.add_argument("--p2-seconds", type=float, help="one P2 run, s (default 1)")
     parser.add_argument("--warmup", type=float, help="per variant before the rounds, s (0.3)")
     parser.add_argument(

@@ -101,7 +101,7 @@ COLUMNS = (
 
 def table_line(cells: Sequence[str]) -> str:
     cells = [*cells, *[""] * (len(COLUMNS) - len(cells))]
-    return "| " + " | ".join(cells) + " |"
+    return "|" + "|".join(f" {cell} " if cell else " " for cell in cells) + "|"
 
 
 def column(rounds: list[Round], which: str, index: int) -> list[float | None]:

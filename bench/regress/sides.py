@@ -57,7 +57,10 @@ class Source:
 
 
 def ref_source(ref: str) -> Source:
-    commit = git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
+    try:
+        commit = git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
+    except RegressError:
+        raise RegressError(f"{ref!r} names no commit in {ROOT}") from None
     return Source("old", commit, git("rev-parse", "--short", commit), False, ref)
 
 
