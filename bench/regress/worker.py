@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Final, TextIO
@@ -34,7 +34,9 @@ from fencelock_tools.benchmark import (
     BATCH,
     COUNTER_COMMANDS,
     PREFIX,
+    AsyncCycle,
     FencelockLocks,
+    Sample,
     Target,
     Variant,
     handoff_run,
@@ -147,6 +149,7 @@ class Measured:
 
     lib: Variant
     floor: Variant
+    trips: list[float | None] = field(default_factory=list)  # round trips of each
 
     def run(self, which: str, seconds: float) -> list[float]:
         """cycles/s and client CPU us per cycle of ``which`` ("lib" or "floor")."""
@@ -155,7 +158,7 @@ class Measured:
         return [sample.rate, sample.cpu_us]
 
 
-def on_loop(runner: asyncio.Runner, cycle: Callable[[], Any]) -> Callable[[float], Any]:
+def on_loop(runner: asyncio.Runner, cycle: AsyncCycle) -> Callable[[float], Sample]:
     return lambda seconds: runner.run(time_async(cycle, seconds))
 
 
@@ -262,8 +265,8 @@ def error_text(exc: BaseException) -> str:
 def build(
     config: dict[str, Any], runner: asyncio.Runner, stack: ExitStack
 ) -> tuple[dict[str, Measured], dict[str, str]]:
-    """The rows asked for, warmed up; and the error of each that could not be built (P2 has
-    nothing to build: each run spawns its processes)."""
+    """The rows asked for, warmed up and their round trips counted; and the error of each that
+    could not be built (P2 has nothing to build: each run spawns its processes)."""
     builders: dict[str, Callable[[], dict[str, Measured]]] = {
         "P1": lambda: build_p1(config["url"], runner, stack),
         "P4": lambda: build_p4(config["redlock"], runner, stack),
@@ -285,6 +288,7 @@ def build(
             try:
                 for variant in (measured.lib, measured.floor):
                     variant.measure(config["warmup"])
+                measured.trips = [round_trips(measured.lib), round_trips(measured.floor)]
             except Exception as exc:
                 failed[row.key] = error_text(exc)
             else:
@@ -305,15 +309,12 @@ def serve(config: dict[str, Any], out: TextIO) -> int:
     with ExitStack() as stack:
         runner = stack.enter_context(asyncio.Runner())
         built, failed = build(config, runner, stack)
-        trips = {}
-        for row, measured in built.items():
-            trips[row] = [round_trips(measured.lib), round_trips(measured.floor)]
         reply(
             {
                 "fencelock": fencelock.__file__,
                 "fencelock_tools": fencelock_tools.__file__,
                 "version": fencelock.__version__,
-                "trips": trips,
+                "trips": {row: measured.trips for row, measured in built.items()},
                 "failed": failed,
             }
         )
