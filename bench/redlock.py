@@ -8,11 +8,11 @@ Five variants, each one client doing acquire+release cycles on a lock nobody els
 same 5 independent masters (started here with ``EmbeddedServer``, or given by ``--url``):
 
 * ``fencelock sync``: ``LockClient.from_url([url1, ..., url5])``, ``lock = client.lock("bench",
-  ttl=10)``; ``lock.acquire(timeout=0)``, ``lock.release()``. The sync client fans out
-  without threads: it writes the request to one connection of every node, then reads the
-  replies. The Redlock fencing write-back (raising a majority's counters to the token) is
-  lazy in the sync API: it happens when ``lock.token`` is first read. So this cycle is 2 round
-  trips, like the minimal one.
+  ttl=10)``; ``lock.acquire(timeout=0)``, ``lock.release()``. The sync client fans out without
+  threads: it writes the request to one connection of every node, then reads the replies. The
+  Redlock fencing write-back (raising a majority's counters to the token) is lazy in the sync
+  API: it happens when ``lock.token`` is first read. So this cycle is 2 round trips, like the
+  minimal one.
 * ``fencelock sync + token``: the same, and the cycle also reads ``lock.token``: 3 round trips,
   the cost of fencing. Each token must be larger than the one before.
 * ``fencelock async``: ``fencelock.asyncio.LockClient``, the same cycle with ``await``. In asyncio
@@ -72,9 +72,7 @@ from redis.exceptions import RedisError
 
 import fencelock
 import fencelock.asyncio
-from fencelock._async.redlock import AsyncQuorum
 from fencelock._core.quorum import NODE_TIMEOUT_MAX, node_timeout, quorum
-from fencelock._sync.redlock import SyncQuorum
 from fencelock.keys import LockKeys
 from fencelock.scripts import ACQUIRE, RELEASE
 from fencelock_tools.servers.embedded import EmbeddedServer, find_server
@@ -269,6 +267,10 @@ def load_script(nodes: Sequence[redis.Redis]) -> str:
 @contextmanager
 def variants(urls: list[str], runner: asyncio.Runner) -> Iterator[list[Variant]]:
     """The five variants, connected to ``urls``; all clients are closed on exit."""
+    # (imported here: the cycles above also run on other trees' fencelock, in bench.regress)
+    from fencelock._async.redlock import AsyncQuorum
+    from fencelock._sync.redlock import SyncQuorum
+
     with ExitStack() as stack:
         fl_sync = fencelock.LockClient.from_url(urls)
         stack.callback(fl_sync.close)

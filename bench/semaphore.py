@@ -3,6 +3,7 @@ hand-written equivalent (issue 15): the semaphore, both sides of the read-write 
 multi-lock.
 
     python -m bench.semaphore [--seconds 1] [--repeat 5] [--warmup 0.3] [--url redis://...]
+                              [--fresh]
 
 * ``fencelock sync`` / ``fencelock async``: ``client.semaphore("bench-sem", 10)``,
   ``acquire()`` then ``release()``.
@@ -19,6 +20,11 @@ multi-lock.
   holding its token. fencelock takes the names one by one in canonical order (docs/multilock.md):
   three round trips to take, three to give back, against two.
 
+Each fencelock row takes and gives back one object, made once (``acquire(timeout=0)``,
+``release()``); with ``--fresh``, a new object per cycle in a ``with`` block, as ``with
+client.semaphore(...):`` code makes them (issue 23's method: what building and validating the
+object costs is then in the figure too).
+
 Method and report as ``bench.uncontended``: rotated order, medians, client CPU per cycle.
 """
 
@@ -28,10 +34,11 @@ import argparse
 import asyncio
 import secrets
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from functools import partial
-from typing import Final
+from types import TracebackType
+from typing import Final, Protocol
 
 import redis
 
@@ -58,6 +65,7 @@ from ._common import (
 
 NAME: Final = "bench-sem"
 LIMIT: Final = 10
+RW_NAME: Final = "bench-rw"
 MINIMAL_KEY: Final = "bench:minimal:semaphore"
 # KEYS[1] the permits (holder -> lease end, ms); ARGV: holder, ttl ms, limit
 MINIMAL_ACQUIRE: Final = """
@@ -123,19 +131,68 @@ return freed
 """
 
 
-def fencelock_sync_cycle(client: fencelock.LockClient) -> SyncCycle:
-    semaphore = client.semaphore(NAME, LIMIT, ttl=TTL_MS / 1000)
+class Primitive(Protocol):
+    """A semaphore, a side of a read-write lock or a multi-lock, as the rows use them."""
+
+    def acquire(self, *, timeout: float | None) -> bool: ...
+
+    def release(self) -> None: ...
+
+    def __enter__(self) -> object: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> object: ...
+
+
+def primitives(client: fencelock.LockClient) -> dict[str, Callable[[], Primitive]]:
+    """fencelock's objects by row; each call makes a new one. ``timeout=0``: a ``with`` block
+    that is refused raises ``LockTimeout`` at once."""
+    ttl = TTL_MS / 1000
+    return {
+        "semaphore": lambda: client.semaphore(NAME, LIMIT, ttl=ttl, timeout=0),
+        "read": lambda: client.rw_lock(RW_NAME, ttl=ttl, timeout=0).read(),
+        "write": lambda: client.rw_lock(RW_NAME, ttl=ttl, timeout=0).write(),
+        "multi (3)": lambda: client.multi_lock(MULTI_NAMES, ttl=ttl, timeout=0),
+    }
+
+
+def fencelock_cycle(make: Callable[[], Primitive], *, fresh: bool) -> SyncCycle:
+    """Take and give back one object made here, or (``fresh``) a new one per cycle."""
+    if fresh:
+
+        def fresh_cycle() -> None:
+            with make():
+                pass
+
+        return fresh_cycle
+    primitive = make()
 
     def cycle() -> None:
-        if not semaphore.acquire(timeout=0):
-            raise BenchError("fencelock sync: no permit")
-        semaphore.release()
+        if not primitive.acquire(timeout=0):
+            raise BenchError(f"fencelock {primitive!r}: refused")
+        primitive.release()
 
     return cycle
 
 
-def fencelock_async_cycle(client: fencelock.asyncio.LockClient) -> AsyncCycle:
-    semaphore = client.semaphore(NAME, LIMIT, ttl=TTL_MS / 1000)
+def fencelock_async_cycle(client: fencelock.asyncio.LockClient, *, fresh: bool) -> AsyncCycle:
+    """The semaphore under asyncio, as ``fencelock_cycle``."""
+
+    def make() -> fencelock.asyncio.Semaphore:
+        return client.semaphore(NAME, LIMIT, ttl=TTL_MS / 1000, timeout=0)
+
+    if fresh:
+
+        async def fresh_cycle() -> None:
+            async with make():
+                pass
+
+        return fresh_cycle
+    semaphore = make()
 
     async def cycle() -> None:
         if not await semaphore.acquire(timeout=0):
@@ -156,18 +213,6 @@ def minimal_sync_cycle(client: redis.Redis, sha: str) -> SyncCycle:
     return cycle
 
 
-def rw_sync_cycle(client: fencelock.LockClient, write: bool) -> SyncCycle:
-    rw = client.rw_lock("bench-rw", ttl=TTL_MS / 1000)
-    side = rw.write() if write else rw.read()
-
-    def cycle() -> None:
-        if not side.acquire(timeout=0):
-            raise BenchError(f"fencelock {side!r}: refused")
-        side.release()
-
-    return cycle
-
-
 def minimal_rw_cycle(client: redis.Redis, shas: tuple[str, str], write: bool) -> SyncCycle:
     mode = "w" if write else "r"
 
@@ -177,17 +222,6 @@ def minimal_rw_cycle(client: redis.Redis, shas: tuple[str, str], write: bool) ->
             raise BenchError(f"minimal {mode}: refused")
         if client.evalsha(shas[1], 2, *RW_KEYS, token, mode) != 1:
             raise BenchError(f"minimal {mode}: gone at release")
-
-    return cycle
-
-
-def multi_sync_cycle(client: fencelock.LockClient) -> SyncCycle:
-    multi = client.multi_lock(MULTI_NAMES, ttl=TTL_MS / 1000)
-
-    def cycle() -> None:
-        if not multi.acquire(timeout=0):
-            raise BenchError("fencelock multi: refused")
-        multi.release()
 
     return cycle
 
@@ -203,8 +237,27 @@ def minimal_multi_cycle(client: redis.Redis, shas: tuple[str, str]) -> SyncCycle
     return cycle
 
 
+def minimal_cycles(plain: redis.Redis) -> dict[str, SyncCycle]:
+    """The hand-written equivalents by row, their scripts loaded."""
+    rw_shas = (plain.script_load(MINIMAL_RW_ACQUIRE), plain.script_load(MINIMAL_RW_RELEASE))
+    multi_shas = (
+        plain.script_load(MINIMAL_MULTI_ACQUIRE),
+        plain.script_load(MINIMAL_MULTI_RELEASE),
+    )
+    return {
+        "semaphore": minimal_sync_cycle(plain, plain.script_load(MINIMAL_ACQUIRE)),
+        "read": minimal_rw_cycle(plain, rw_shas, write=False),
+        "write": minimal_rw_cycle(plain, rw_shas, write=True),
+        "multi (3)": minimal_multi_cycle(plain, multi_shas),
+    }
+
+
+# the suffix of each row's variants ("fencelock sync", "minimal sync"...)
+SUFFIXES: Final = {"semaphore": "sync", "read": "read", "write": "write", "multi (3)": "multi (3)"}
+
+
 @contextmanager
-def variants(url: str, runner: asyncio.Runner) -> Iterator[list[Variant]]:
+def variants(url: str, runner: asyncio.Runner, *, fresh: bool = False) -> Iterator[list[Variant]]:
     with ExitStack() as stack:
         sync_client = fencelock.LockClient.from_url(url, socket_timeout=SOCKET_TIMEOUT)
         stack.callback(sync_client.close)
@@ -218,28 +271,17 @@ def variants(url: str, runner: asyncio.Runner) -> Iterator[list[Variant]]:
 
         async_client = runner.run(make_async())
         stack.callback(lambda: runner.run(async_client.close()))
-        sha: str = plain.script_load(MINIMAL_ACQUIRE)
-        fl_sync, fl_async = fencelock_sync_cycle(sync_client), fencelock_async_cycle(async_client)
-        minimal = minimal_sync_cycle(plain, sha)
-        rw_shas = (plain.script_load(MINIMAL_RW_ACQUIRE), plain.script_load(MINIMAL_RW_RELEASE))
-        multi_shas = (
-            plain.script_load(MINIMAL_MULTI_ACQUIRE),
-            plain.script_load(MINIMAL_MULTI_RELEASE),
-        )
-        cycles = {
-            "fencelock read": rw_sync_cycle(sync_client, write=False),
-            "minimal read": minimal_rw_cycle(plain, rw_shas, write=False),
-            "fencelock write": rw_sync_cycle(sync_client, write=True),
-            "minimal write": minimal_rw_cycle(plain, rw_shas, write=True),
-            "fencelock multi (3)": multi_sync_cycle(sync_client),
-            "minimal multi (3)": minimal_multi_cycle(plain, multi_shas),
-        }
-        yield [
-            Variant("fencelock sync", lambda s: time_sync(fl_sync, s)),
-            Variant("minimal sync", lambda s: time_sync(minimal, s)),
-            Variant("fencelock async", lambda s: runner.run(time_async(fl_async, s))),
-            *(Variant(name, partial(time_sync, cycle)) for name, cycle in cycles.items()),
+        made, minimal = primitives(sync_client), minimal_cycles(plain)
+        fl_async = fencelock_async_cycle(async_client, fresh=fresh)
+        found = [
+            Variant(f"{who} {suffix}", partial(time_sync, cycle))
+            for row, suffix in SUFFIXES.items()
+            for who, cycle in (
+                ("fencelock", fencelock_cycle(made[row], fresh=fresh)),
+                ("minimal", minimal[row]),
+            )
         ]
+        yield [*found, Variant("fencelock async", lambda s: runner.run(time_async(fl_async, s)))]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -252,6 +294,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5, help="runs per variant (default 5)")
     parser.add_argument("--warmup", type=float, default=0.3, help="warm-up per variant, s (0.3)")
     parser.add_argument("--url", help="an existing server (default: start one with EmbeddedServer)")
+    parser.add_argument(
+        "--fresh", action="store_true",
+        help="a new fencelock object per cycle, in a with block (default: one object reused)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.seconds <= 0 or args.repeat < 1 or args.warmup < 0:
         parser.error("--seconds must be > 0, --repeat >= 1, --warmup >= 0")
@@ -260,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"server:  {server_description(url)} at {url}")
         print(f"client:  {client_description()}")
         runner = stack.enter_context(asyncio.Runner())
-        all_variants = stack.enter_context(variants(url, runner))
+        all_variants = stack.enter_context(variants(url, runner, fresh=args.fresh))
         measure(all_variants, args.seconds, args.repeat, args.warmup)
         print_table(all_variants, args.seconds, args.repeat)
         by_name = {v.name: v for v in all_variants}

@@ -48,8 +48,6 @@ import redis.asyncio
 
 import fencelock
 import fencelock.asyncio
-from fencelock._async.topology import AsyncOneServer
-from fencelock._sync.topology import SyncOneServer
 from fencelock_tools.servers.embedded import EmbeddedServer
 
 from ._common import (
@@ -128,6 +126,10 @@ def minimal_async_cycle(client: redis.asyncio.Redis, sha: str) -> AsyncCycle:
 @contextmanager
 def variants(url: str, runner: asyncio.Runner) -> Iterator[list[Variant]]:
     """The four variants, connected to ``url``; all clients are closed on exit."""
+    # (imported here: the cycles above also run on other trees' fencelock, in bench.regress)
+    from fencelock._async.topology import AsyncOneServer
+    from fencelock._sync.topology import SyncOneServer
+
     with ExitStack() as stack:
         fl_sync = fencelock.LockClient.from_url(url, socket_timeout=SOCKET_TIMEOUT)
         stack.callback(fl_sync.close)

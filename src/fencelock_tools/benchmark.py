@@ -8,7 +8,7 @@ the plots live in ``bench/``, so the library depends on neither).
 The workloads:
 
 * **P1** uncontended acquire+release, sync and asyncio: one client takes and gives back a lock
-  nobody else wants, as fast as it can (``acquire(0)``, ``release()``); cycles/s.
+  nobody else wants, as fast as it can (``acquire(timeout=0)``, ``release()``); cycles/s.
 * **P2** ``processes`` (4) spawned processes contend for one name, each holding it ~``hold``
   (1 ms) per grant: throughput; cross-process hand-off latency, p50 and p99, measured as (the
   time the next holder's acquire returned) - (the time the previous holder's release was called)
@@ -175,7 +175,7 @@ class FencelockLocks:
         self.options = options
 
     def lock(self, name: str) -> Lock:
-        return self.client.lock(name, self.ttl, **self.options)
+        return self.client.lock(name, ttl=self.ttl, **self.options)
 
     def wait_counts(self) -> dict[str, int]:
         """The client's waits so far, by how they ended (P2 workers report them)."""
@@ -201,7 +201,7 @@ class FencelockAsyncLocks:
         self.options = options
 
     def lock(self, name: str) -> fl_asyncio.Lock:
-        return self.client.lock(name, self.ttl, **self.options)
+        return self.client.lock(name, ttl=self.ttl, **self.options)
 
     def wait_counts(self) -> dict[str, int]:
         return _wait_counts(self.client.statistics())
