@@ -26,6 +26,7 @@ from ._sync.versioned import Versioned
 from .context import current_token
 from .errors import (
     Conflict,
+    DatabaseRefused,
     LockConnectionError,
     LockError,
     LockLost,
@@ -46,6 +47,7 @@ logging.getLogger("fencelock").addHandler(logging.NullHandler())
 
 __all__ = [
     "Conflict",
+    "DatabaseRefused",
     "Election",
     "ForceOutcome",
     "ForceReleased",

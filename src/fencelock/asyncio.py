@@ -21,6 +21,7 @@ from ._core.stats import Statistics
 from .context import current_token
 from .errors import (
     Conflict,
+    DatabaseRefused,
     LockConnectionError,
     LockError,
     LockLost,
@@ -34,6 +35,7 @@ from .labels import holder_label
 
 __all__ = [
     "Conflict",
+    "DatabaseRefused",
     "Election",
     "ForceOutcome",
     "ForceReleased",
