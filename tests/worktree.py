@@ -69,7 +69,8 @@ class WorkTreeGuard:
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.left:
             terminalreporter.section("files left in the work tree", red=True, bold=True)
-            terminalreporter.line(f"the tests changed these under {self.root} (git status):")
+            terminalreporter.line(f"the tests changed these under {self.root} (git status;")
+            terminalreporter.line("files edited by hand during the run show up here too):")
             for line in self.left:
                 terminalreporter.line(f"  {line}")
 
