@@ -22,6 +22,7 @@ from fencelock._sync.client import LockClient
 from fencelock_tools.servers.embedded import EmbeddedServer, ServerNotFound, find_server
 from fencelock_tools.servers.topology import Cluster, SentinelSetup
 from tests.exported import Exported
+from tests.worktree import install as install_worktree_guard
 
 ALL_KINDS = ("redis", "valkey")
 
@@ -47,6 +48,10 @@ def _kinds() -> tuple[list[str], dict[str, str]]:
 
 
 KINDS, LEFT_OUT = _kinds()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    install_worktree_guard(config)  # a run that leaves files in the work tree fails
 
 
 def pytest_report_header() -> list[str]:

@@ -205,6 +205,49 @@ def test_claim_before_read_refuses_the_stale_read_modify_write(
         b.release()
 
 
+def test_the_lock_comes_before_the_transaction(
+    sync_client: fencelock.LockClient,
+    sync_client_b: fencelock.LockClient,
+    tmp_path: Path,
+) -> None:
+    """The guide's order: take the lock, then open the transaction, read and make the fenced
+    write in it, commit, release. A transaction opened before the lock reads a snapshot that
+    misses the previous holder's commit, and the lock cannot repair that."""
+    # pitfall 8: the lock taken inside a database transaction instead of before it
+    path = _create(tmp_path)
+    with closing(_connect(path)) as db_a, closing(_connect(path)) as db_b:
+        db_a.execute("PRAGMA journal_mode=WAL")  # a reader keeps its snapshot while others commit
+        a, b = sync_client.lock(NAME, ttl=10), sync_client_b.lock(NAME, ttl=10)
+        assert a.acquire(timeout=0)
+        db_a.execute("BEGIN")
+        assert _write(db_a, FENCED_UPDATE, _balance(db_a) + 10, a.token) == 1
+
+        # Wrong: B opens its transaction and reads, then takes the lock once A is done.
+        db_b.execute("BEGIN")
+        stale = _balance(db_b)
+        db_a.execute("COMMIT")
+        a.release()
+        assert b.acquire(timeout=0)
+        assert _balance(db_b) == stale == OPENING_BALANCE  # A's deposit is not in B's snapshot
+        # SQLite refuses a write from a stale snapshot; a database that takes it (MySQL's
+        # REPEATABLE READ: the fenced WHERE sees the newest row, whose token is A's) loses A's 10.
+        with pytest.raises(sqlite3.OperationalError):
+            _write(db_b, FENCED_UPDATE, stale + 50, b.token)
+        db_b.execute("ROLLBACK")
+        b.release()
+
+        # The recipe: the lock first, then the transaction, with the fenced write inside it.
+        with b:
+            db_b.execute("BEGIN")
+            balance = _balance(db_b)
+            assert balance == OPENING_BALANCE + 10  # A's commit is seen
+            assert _write(db_b, FENCED_UPDATE, balance + 50, b.token) == 1
+            b.check()
+            db_b.execute("COMMIT")  # before the release
+            token_b = b.token
+        assert _row(db_a) == (OPENING_BALANCE + 60, token_b)
+
+
 # -- concurrent fenced read-modify-write increments --------------------------------------------
 
 WORKERS = 2

@@ -27,6 +27,7 @@ from .context import current_token
 from .errors import (
     ClientClosed,
     Conflict,
+    DatabaseRefused,
     LockConnectionError,
     LockError,
     LockLost,
@@ -48,6 +49,7 @@ logging.getLogger("fencelock").addHandler(logging.NullHandler())
 __all__ = [
     "ClientClosed",
     "Conflict",
+    "DatabaseRefused",
     "Election",
     "ForceOutcome",
     "ForceReleased",

@@ -8,12 +8,13 @@ Like ``_backend.py``, the ``Async*``/``async_*`` names serve ``_async/`` and the
 from __future__ import annotations
 
 import asyncio
+import inspect
 import math
 import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import redis
 import redis.asyncio
@@ -29,6 +30,7 @@ from redis.exceptions import NoScriptError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ._backend import consume
+from ._core.replies import DatabaseRefusal
 
 T = TypeVar("T")
 
@@ -411,7 +413,45 @@ def sync_no_retry() -> redis.retry.Retry:
     return redis.retry.Retry(NoBackoff(), 0)
 
 
-def _own_kwargs(pool: Any, socket_timeout: float, retry: Any) -> dict[str, Any]:
+def _handshake_failed(conn: Any, exc: redis_exceptions.ResponseError) -> NoReturn:
+    """Raise ``exc``, an error reply during the handshake of ``conn``, or, if it is the server's
+    refusal of its ``SELECT`` ("DB index is out of range": Redis and Valkey alike), a
+    ``DatabaseRefusal`` that names the index."""
+    if conn.db and "DB index" in str(exc):
+        raise DatabaseRefusal(conn.db, str(exc)) from exc
+    raise exc
+
+
+def async_select_checked(
+    then: Callable[[Any], Awaitable[None] | None] | None,
+) -> Callable[[Any], Awaitable[None]]:
+    """A ``redis_connect_func`` running the handshake (``then``, the pool's own, else redis-py's)
+    that reports a refused ``SELECT`` with its index: redis-py reports only the server's words."""
+
+    async def connect(conn: Any) -> None:
+        try:
+            done = conn.on_connect() if then is None else then(conn)
+            if inspect.isawaitable(done):
+                await done
+        except redis_exceptions.ResponseError as exc:
+            _handshake_failed(conn, exc)
+
+    return connect
+
+
+def sync_select_checked(then: Callable[[Any], None] | None) -> Callable[[Any], None]:
+    def connect(conn: Any) -> None:
+        try:
+            conn.on_connect() if then is None else then(conn)
+        except redis_exceptions.ResponseError as exc:
+            _handshake_failed(conn, exc)
+
+    return connect
+
+
+def _own_kwargs(
+    pool: Any, socket_timeout: float, retry: Any, checked: Callable[[Any], Any]
+) -> dict[str, Any]:
     """The connection settings of fencelock's own connections to the server of ``pool``: the
     same address, credentials and TLS, with
 
@@ -420,11 +460,13 @@ def _own_kwargs(pool: Any, socket_timeout: float, retry: Any) -> dict[str, Any]:
     * no retries inside redis-py (``retry``: none), whose default is 10 tries with backoff:
       fencelock re-sends a request itself, within the deadline of the call;
     * replies not decoded, whatever the application chose: redis-py 8.0/8.1 mis-parse the pub/sub
-      reply to ``PING <nonce>`` when decoding, and fencelock reads bytes anyway.
+      reply to ``PING <nonce>`` when decoding, and fencelock reads bytes anyway;
+    * a database index the server refuses named in the error (``checked``, ``*_select_checked``).
     """
     kwargs = dict(pool.connection_kwargs)
     kwargs["socket_timeout"] = kwargs["socket_connect_timeout"] = socket_timeout
     kwargs["retry"] = retry
+    kwargs["redis_connect_func"] = checked(kwargs.get("redis_connect_func"))
     kwargs["decode_responses"] = False
     for option in ("service_name", "sentinel_manager"):  # a Sentinel pool finds its master so
         if hasattr(pool, option):
@@ -438,7 +480,7 @@ def async_own_client(client: redis.asyncio.Redis, socket_timeout: float) -> redi
     free connection rather than failing with "Too many connections": each request bounds the
     wait by its deadline (``AsyncRequester``)."""
     pool = client.connection_pool
-    kwargs = _own_kwargs(pool, socket_timeout, async_no_retry())
+    kwargs = _own_kwargs(pool, socket_timeout, async_no_retry(), async_select_checked)
     size = pool.max_connections
     if type(pool) in (redis.asyncio.ConnectionPool, redis.asyncio.BlockingConnectionPool):
         own: redis.asyncio.ConnectionPool = redis.asyncio.BlockingConnectionPool(
@@ -454,7 +496,7 @@ def sync_own_client(client: redis.Redis, socket_timeout: float) -> redis.Redis:
     # settings and waits for a free one within the deadline; a blocking pool serves the rest
     # (pub/sub, Redlock fan-outs) the same way.
     pool = client.connection_pool
-    kwargs = _own_kwargs(pool, socket_timeout, sync_no_retry())
+    kwargs = _own_kwargs(pool, socket_timeout, sync_no_retry(), sync_select_checked)
     size = pool.max_connections
     if type(pool) in (redis.ConnectionPool, redis.BlockingConnectionPool):
         own: redis.ConnectionPool = redis.BlockingConnectionPool(  # type: ignore[no-untyped-call]
@@ -468,14 +510,14 @@ def sync_own_client(client: redis.Redis, socket_timeout: float) -> redis.Redis:
 def async_node_client(node: Any, socket_timeout: float) -> redis.asyncio.Redis:
     """fencelock's own client (a pool of its own, as ``async_own_client``) to one node of an
     asyncio ``RedisCluster``: a pub/sub connection must stay on the node of its channel."""
-    kwargs = _own_kwargs(node, socket_timeout, async_no_retry())
+    kwargs = _own_kwargs(node, socket_timeout, async_no_retry(), async_select_checked)
     pool = redis.asyncio.ConnectionPool(connection_class=node.connection_class, **kwargs)
     return redis.asyncio.Redis(connection_pool=pool)
 
 
 def sync_node_client(node: Any, socket_timeout: float) -> redis.Redis:
     template = node.redis_connection.connection_pool
-    kwargs = _own_kwargs(template, socket_timeout, sync_no_retry())
+    kwargs = _own_kwargs(template, socket_timeout, sync_no_retry(), sync_select_checked)
     pool = redis.ConnectionPool(connection_class=template.connection_class, **kwargs)
     return redis.Redis(connection_pool=pool)
 

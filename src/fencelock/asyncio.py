@@ -22,6 +22,7 @@ from .context import current_token
 from .errors import (
     ClientClosed,
     Conflict,
+    DatabaseRefused,
     LockConnectionError,
     LockError,
     LockLost,
@@ -36,6 +37,7 @@ from .labels import holder_label
 __all__ = [
     "ClientClosed",
     "Conflict",
+    "DatabaseRefused",
     "Election",
     "ForceOutcome",
     "ForceReleased",

@@ -68,3 +68,16 @@ class ClientClosed(LockError):
 
 class LockConnectionError(LockError):
     """The server could not be reached, or did not answer in time."""
+
+
+class DatabaseRefused(LockError, ValueError):
+    """The server refused the client's database index (``redis://host/16`` on a server with 16
+    databases). Only the server knows how many it has, so this comes with the first request,
+    not when the client is made; a ``ValueError`` too, since the argument was wrong."""
+
+    def __init__(self, db: int, reply: str) -> None:
+        super().__init__(
+            f"the server refused database index {db} ({reply}): it has fewer databases "
+            "(16 unless its 'databases' setting says otherwise)"
+        )
+        self.db = db

@@ -144,7 +144,8 @@ def described(value: object, limit: int = 80) -> str:
 
 def validate_db(db: object) -> int:
     """The database index of a client given to fencelock: checked before any request, since a
-    wrong one would only fail at the first lock call (or, from a URL path, not at all)."""
+    wrong one would only fail at the first lock call (or, from a URL path, not at all). Whether
+    the server has that many databases only the server can say (``DatabaseRefused``)."""
     if isinstance(db, str) and db.isdigit():
         db = int(db)
     if isinstance(db, bool) or not isinstance(db, int):

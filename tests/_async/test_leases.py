@@ -190,6 +190,7 @@ async def test_many_leases_one_watchdog_batched(
 
 
 async def test_reentrant_lock(async_client: AsyncLockClient, raw: redis.Redis) -> None:
+    # pitfall 9: code that re-enters takes the lock again instead of waiting for itself
     lock = async_client.lock("again", ttl=10, reentrant=True)
     assert await lock.acquire(timeout=0)
     token = lock.token

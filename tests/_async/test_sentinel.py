@@ -47,6 +47,7 @@ async def test_a_lock_survives_a_forced_failover(sentinel_setup: SentinelSetup) 
 
 
 async def test_a_lock_lost_in_the_failover_is_signalled(sentinel_setup: SentinelSetup) -> None:
+    # pitfall 10: asynchronous replication loses the lock on failover: the holder is told
     lost: list[AsyncLock] = []
     client = sentinel_client(sentinel_setup)
     # a ttl that outlasts the failover: the loss is found by the renewal on the new master

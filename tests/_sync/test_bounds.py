@@ -263,6 +263,30 @@ def test_a_bad_db_index_fails_at_construction() -> None:
         LockClient.from_url("redis://127.0.0.1:6379/-1")
 
 
+@pytest.mark.parametrize("db", [16, 99999])
+def test_a_db_index_the_server_lacks_fails_at_the_first_request(
+    server: EmbeddedServer, db: int
+) -> None:
+    # Only the server knows how many databases it has (16 unless configured otherwise): its
+    # refusal comes with the first request, typed, naming the index, from a URL or a client.
+    given = SyncRedis(port=server.port, db=db)
+    url = f"redis://127.0.0.1:{server.port}/{db}"
+    for client in (
+        LockClient.from_url(url, socket_timeout=REQUEST),
+        LockClient(given, socket_timeout=REQUEST),
+    ):
+        with pytest.raises(
+            fencelock.DatabaseRefused, match=rf"refused database index {db} "
+        ) as info:
+            client.lock("job", ttl=10).acquire(timeout=0)
+        assert isinstance(info.value, fencelock.LockError) and isinstance(info.value, ValueError)
+        assert info.value.db == db
+        with pytest.raises(fencelock.DatabaseRefused):
+            client.fenced_set("resource", b"v", 1)
+        client.close()
+    given.close()
+
+
 def test_type_errors_do_not_dump_a_pool() -> None:
     # a client of the other API says which LockClient takes it (issue 24)
     wrong = redis.Redis() if SyncRedis is not redis.Redis else redis.asyncio.Redis()

@@ -191,6 +191,7 @@ def test_many_leases_one_watchdog_batched(
 
 
 def test_reentrant_lock(sync_client: LockClient, raw: redis.Redis) -> None:
+    # pitfall 9: code that re-enters takes the lock again instead of waiting for itself
     lock = sync_client.lock("again", ttl=10, reentrant=True)
     assert lock.acquire(timeout=0)
     token = lock.token

@@ -29,6 +29,7 @@ def test_grant_reaches_the_replica(replicated: tuple[EmbeddedServer, EmbeddedSer
 def test_unacknowledged_grant_is_given_back(
     replicated: tuple[EmbeddedServer, EmbeddedServer],
 ) -> None:
+    # pitfall 10: with min_replicas, a grant no replica acknowledged is given back, not held
     master, replica = replicated
     client = LockClient.from_url(master.url, min_replicas=1, replica_timeout=0.2)
     held = client.lock("replicated", ttl=30)

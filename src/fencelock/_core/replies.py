@@ -11,6 +11,7 @@ import redis.exceptions
 
 from ..errors import (
     Conflict,
+    DatabaseRefused,
     LockConnectionError,
     LockError,
     LockLost,
@@ -244,8 +245,21 @@ def versioned_set_reply(reply: object) -> tuple[bool, bytes | None, int]:
     raise LockError(f"unexpected versioned set reply {reply!r}")
 
 
+class DatabaseRefusal(redis.exceptions.ResponseError):
+    """The server's error reply to the ``SELECT`` of a new connection, with the index asked for
+    (raised while connecting, ``_transport.py``: a redis-py error, so that redis-py cleans the
+    connection up and every request path translates it)."""
+
+    def __init__(self, db: int, reply: str) -> None:
+        super().__init__(f"database index {db}: {reply}")
+        self.db = db
+        self.reply = reply
+
+
 def translate_error(exc: redis.exceptions.RedisError, what: str) -> LockError:
     """The typed error for a failure of a request about ``what`` (a key or a server)."""
+    if isinstance(exc, DatabaseRefusal):  # the client's setting, whatever the request was about
+        return DatabaseRefused(exc.db, exc.reply)
     if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
         return LockConnectionError(f"{what}: {type(exc).__name__}: {exc}")
     message = str(exc)
