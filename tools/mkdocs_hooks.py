@@ -62,6 +62,8 @@ def _link_names(text: str, modules: set[str]) -> str:
     def link(match: re.Match[str]) -> str:
         path = match.group(1)
         first = path.split(".")[1]
+        if first.startswith("_"):  # (the reference leaves out private and dunder names)
+            return match.group(0)
         if first in modules or first in fencelock.__all__ or first[0].isupper():
             return f"[{match.group(0)}][{path}]"
         return match.group(0)
