@@ -32,12 +32,9 @@ import redis
 
 from fencelock_tools.servers.embedded import EmbeddedServer, find_server
 
+# (the public names: this module uses fencelock as its users do)
+from . import ForceOutcome, Lock, LockClient, LockNotOwned
 from . import asyncio as aio
-from ._core.inspection import ForceOutcome
-from ._sync.client import LockClient
-from ._sync.lock import Lock
-from .errors import LockNotOwned
-from .keys import validate_name
 
 __all__ = ["FencelockServer"]
 
@@ -118,7 +115,7 @@ class FencelockServer:
         Returns whether a lease was ended (False: nobody held ``name``)."""
         if self._admin is None:
             self._admin = LockClient.from_url(self.url)
-        return self._admin.force_release(validate_name(name)).outcome is ForceOutcome.RELEASED
+        return self._admin.force_release(name).outcome is ForceOutcome.RELEASED
 
     def force_loss(self, lock: Lock) -> None:
         """Make a held lock lose its lease now: the lease ends on the server and the lock
