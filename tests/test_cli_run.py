@@ -16,8 +16,8 @@ import redis
 
 import fencelock
 from fencelock._sync.lock import Lock
+from fencelock.cli._run import Runner
 from fencelock.keys import LockKeys
-from fencelock.run import Runner
 from fencelock_tools.servers.embedded import EmbeddedServer, free_port
 from tests.concurrency import TIMEOUT, sync_until
 
