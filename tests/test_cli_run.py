@@ -3,8 +3,10 @@ server, with real child processes and real signals."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -152,6 +154,47 @@ def test_url_comes_from_the_environment(
     second = run(NAME, "--", "true", cwd=tmp_path, env=_env(REDIS_URL=server.url))
     assert second.returncode == 0, second.stderr
     assert raw.exists(KEYS.fence)  # granted on this server
+
+
+def fencelock_command(*args: str) -> subprocess.CompletedProcess[str]:
+    """Another ``fencelock`` command (``ls``, ``inspect``...), as an operator runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "fencelock", *args],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+
+
+# runs until the test creates the file "stop" in its directory
+STOPPABLE = "touch started; while [ ! -e stop ]; do sleep 0.05; done"
+
+
+@pytest.mark.parametrize("label", ["cron on box-1", None], ids=["given", "default"])
+def test_ls_inspect_and_top_show_the_label_of_a_run(
+    server: EmbeddedServer, tmp_path: Path, spawn: Spawn, label: str | None
+) -> None:
+    given = [] if label is None else ["--label", label]
+    proc = spawn("--url", server.url, *given, NAME, "--", "sh", "-c", STOPPABLE)
+    sync_until(lambda: (tmp_path / "started").exists() or proc.poll() is not None)
+    assert proc.poll() is None, proc.communicate()
+    # the default, as fencelock elect's: host:pid:thread of the runner
+    expected = f"{socket.gethostname()}:{proc.pid}:MainThread" if label is None else label
+
+    listed = fencelock_command("ls", "--json", "--url", server.url)
+    assert listed.returncode == 0, listed.stderr
+    [shown] = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert (shown["name"], shown["label"]) == (NAME, expected)
+    inspected = fencelock_command("inspect", NAME, "--json", "--url", server.url)
+    assert json.loads(inspected.stdout)["label"] == expected, inspected.stderr
+    top = fencelock_command("top", "--once", "--json", "--url", server.url)
+    assert [lock["label"] for lock in json.loads(top.stdout)["locks"]] == [expected], top.stderr
+    text = fencelock_command("ls", "--url", server.url)
+    assert expected in text.stdout.splitlines()[1]
+
+    (tmp_path / "stop").touch()
+    assert proc.wait(TIMEOUT) == 0
 
 
 # -- its own exit statuses -------------------------------------------------------------------
