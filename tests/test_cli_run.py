@@ -309,6 +309,22 @@ def test_once_per_runs_each_period_once_and_a_failed_run_records_nothing(
     assert not raw.exists(KEYS.lock)
 
 
+def test_once_per_busy_exits_75_and_a_run_that_lost_its_lease_records_nothing(
+    server: EmbeddedServer, raw: redis.Redis, tmp_path: Path, spawn: Spawn
+) -> None:
+    tick = ["--once-per", "1d", "--timeout", "0", "--url", server.url, NAME, "--", "sh", "-c"]
+    with fencelock.LockClient.from_url(server.url) as client, client.lock(NAME):
+        busy = run(*tick, "touch ran", cwd=tmp_path)
+    assert (busy.returncode, busy.stderr) == (75, "")  # busy, not done: the next tick tries
+    assert not (tmp_path / "ran").exists()
+
+    proc = spawn("--ttl", "1", *tick, "touch started; sleep 60")
+    sync_until(lambda: (tmp_path / "started").exists())
+    assert raw.delete(KEYS.lock) == 1  # the lease vanishes under the run
+    assert proc.wait(TIMEOUT) == 70
+    assert raw.get(f"fencelock:{{{NAME}}}:once_per") is None  # the period is still to do
+
+
 def test_command_not_found_exits_127(
     server: EmbeddedServer, raw: redis.Redis, tmp_path: Path
 ) -> None:
