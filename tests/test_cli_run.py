@@ -3,8 +3,10 @@ server, with real child processes and real signals."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,8 +18,8 @@ import redis
 
 import fencelock
 from fencelock._sync.lock import Lock
+from fencelock.cli._run import Runner
 from fencelock.keys import LockKeys
-from fencelock.run import Runner
 from fencelock_tools.servers.embedded import EmbeddedServer, free_port
 from tests.concurrency import TIMEOUT, sync_until
 
@@ -154,6 +156,47 @@ def test_url_comes_from_the_environment(
     assert raw.exists(KEYS.fence)  # granted on this server
 
 
+def fencelock_command(*args: str) -> subprocess.CompletedProcess[str]:
+    """Another ``fencelock`` command (``ls``, ``inspect``...), as an operator runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "fencelock", *args],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+
+
+# runs until the test creates the file "stop" in its directory
+STOPPABLE = "touch started; while [ ! -e stop ]; do sleep 0.05; done"
+
+
+@pytest.mark.parametrize("label", ["cron on box-1", None], ids=["given", "default"])
+def test_ls_inspect_and_top_show_the_label_of_a_run(
+    server: EmbeddedServer, tmp_path: Path, spawn: Spawn, label: str | None
+) -> None:
+    given = [] if label is None else ["--label", label]
+    proc = spawn("--url", server.url, *given, NAME, "--", "sh", "-c", STOPPABLE)
+    sync_until(lambda: (tmp_path / "started").exists() or proc.poll() is not None)
+    assert proc.poll() is None, proc.communicate()
+    # the default, as fencelock elect's: host:pid:thread of the runner
+    expected = f"{socket.gethostname()}:{proc.pid}:MainThread" if label is None else label
+
+    listed = fencelock_command("ls", "--json", "--url", server.url)
+    assert listed.returncode == 0, listed.stderr
+    [shown] = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert (shown["name"], shown["label"]) == (NAME, expected)
+    inspected = fencelock_command("inspect", NAME, "--json", "--url", server.url)
+    assert json.loads(inspected.stdout)["label"] == expected, inspected.stderr
+    top = fencelock_command("top", "--once", "--json", "--url", server.url)
+    assert [lock["label"] for lock in json.loads(top.stdout)["locks"]] == [expected], top.stderr
+    text = fencelock_command("ls", "--url", server.url)
+    assert expected in text.stdout.splitlines()[1]
+
+    (tmp_path / "stop").touch()
+    assert proc.wait(TIMEOUT) == 0
+
+
 # -- its own exit statuses -------------------------------------------------------------------
 
 
@@ -264,6 +307,22 @@ def test_once_per_runs_each_period_once_and_a_failed_run_records_nothing(
     assert len((tmp_path / "ran").read_text().split()) == 1  # the second tick skipped
     assert int(raw.get(f"fencelock:{{{NAME}}}:once_per") or -1) >= 0  # the period's number
     assert not raw.exists(KEYS.lock)
+
+
+def test_once_per_busy_exits_75_and_a_run_that_lost_its_lease_records_nothing(
+    server: EmbeddedServer, raw: redis.Redis, tmp_path: Path, spawn: Spawn
+) -> None:
+    tick = ["--once-per", "1d", "--timeout", "0", "--url", server.url, NAME, "--", "sh", "-c"]
+    with fencelock.LockClient.from_url(server.url) as client, client.lock(NAME):
+        busy = run(*tick, "touch ran", cwd=tmp_path)
+    assert (busy.returncode, busy.stderr) == (75, "")  # busy, not done: the next tick tries
+    assert not (tmp_path / "ran").exists()
+
+    proc = spawn("--ttl", "1", *tick, "touch started; sleep 60")
+    sync_until(lambda: (tmp_path / "started").exists())
+    assert raw.delete(KEYS.lock) == 1  # the lease vanishes under the run
+    assert proc.wait(TIMEOUT) == 70
+    assert raw.get(f"fencelock:{{{NAME}}}:once_per") is None  # the period is still to do
 
 
 def test_command_not_found_exits_127(

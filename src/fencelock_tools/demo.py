@@ -35,7 +35,6 @@ from typing import Any, TextIO
 import redis
 
 from fencelock import LockClient, LockLost, StaleToken
-from fencelock.run import EX_UNAVAILABLE
 
 from .servers.embedded import EmbeddedServer, ServerNotFound
 
@@ -741,7 +740,7 @@ def run_demo(
                     server = EmbeddedServer()
                 except ServerNotFound as exc:
                     out.write(f"fencelock demo: {exc}\n")
-                    return EX_UNAVAILABLE
+                    return os.EX_UNAVAILABLE  # 69, as fencelock's other commands
                 out.write(f"starting {server.binary} on port {server.port}\n")
                 try:
                     server.start()

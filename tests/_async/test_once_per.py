@@ -95,6 +95,31 @@ async def test_a_tick_skips_while_another_runner_has_the_lock(
     assert await guard.run(job) == "ran"
 
 
+async def test_run_held_runs_under_the_callers_lock_and_leaves_it_held(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    """``fencelock run --once-per``'s way: its own lock (label, on_lost), kept after the tick."""
+    guard = async_client.once_per("held", PERIOD, offset=_mid())
+    lock = async_client.lock("held", ttl=5, auto_renew=True, label="cron on box-1")
+    tokens: list[int] = []
+
+    async def job() -> str:
+        tokens.append(current_token())
+        return "ran"
+
+    with pytest.raises(fencelock.LockNotOwned):
+        await guard.run_held(lock, job)  # not acquired yet
+    assert await lock.acquire(timeout=0)
+    assert await guard.run_held(lock, job) == "ran"
+    assert await guard.run_held(lock, job) is None  # done already: not run again
+    assert tokens == [lock.token]
+    assert raw.get("fencelock:{held}:once_per") == "0"
+    assert await lock.held()  # still the caller's to release
+    with pytest.raises(ValueError, match="a lock on 'held', not on 'other'"):
+        await guard.run_held(async_client.lock("other"), job)
+    await lock.release()
+
+
 async def test_bad_arguments_are_refused(async_client: AsyncLockClient) -> None:
     with pytest.raises(ValueError, match="period"):
         async_client.once_per("j", 0)

@@ -96,6 +96,31 @@ def test_a_tick_skips_while_another_runner_has_the_lock(
     assert guard.run(job) == "ran"
 
 
+def test_run_held_runs_under_the_callers_lock_and_leaves_it_held(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    """``fencelock run --once-per``'s way: its own lock (label, on_lost), kept after the tick."""
+    guard = sync_client.once_per("held", PERIOD, offset=_mid())
+    lock = sync_client.lock("held", ttl=5, auto_renew=True, label="cron on box-1")
+    tokens: list[int] = []
+
+    def job() -> str:
+        tokens.append(current_token())
+        return "ran"
+
+    with pytest.raises(fencelock.LockNotOwned):
+        guard.run_held(lock, job)  # not acquired yet
+    assert lock.acquire(timeout=0)
+    assert guard.run_held(lock, job) == "ran"
+    assert guard.run_held(lock, job) is None  # done already: not run again
+    assert tokens == [lock.token]
+    assert raw.get("fencelock:{held}:once_per") == "0"
+    assert lock.held()  # still the caller's to release
+    with pytest.raises(ValueError, match="a lock on 'held', not on 'other'"):
+        guard.run_held(sync_client.lock("other"), job)
+    lock.release()
+
+
 def test_bad_arguments_are_refused(sync_client: LockClient) -> None:
     with pytest.raises(ValueError, match="period"):
         sync_client.once_per("j", 0)

@@ -14,6 +14,9 @@ A tick, in order:
 6. releases the lock. A job that raises (or a runner that dies) records nothing: the period is
    not done, and the next tick runs it.
 
+``run_held`` takes steps 3 to 5 under a lock the caller took itself (with its own timeout,
+``on_lost`` or label): ``fencelock run --once-per`` runs a command that way.
+
 So a period is recorded once; a job is run twice in one period only when its runner lost the
 lease mid-job (paused, partitioned), and the late runner's fenced writes are then refused.
 """
@@ -36,6 +39,7 @@ from ..keys import validate_name
 
 if TYPE_CHECKING:
     from .client import AsyncLockClient
+    from .lock import AsyncLock
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -72,8 +76,7 @@ class AsyncOncePer:
     async def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``fn(*args, **kwargs)``'s result if this tick runs the period, else None."""
         index = period_index(time.time(), self.period, self.offset)
-        client = self._client
-        lock = client.lock(self.name, self.ttl, timeout=self.timeout, auto_renew=True)
+        lock = self._client.lock(self.name, self.ttl, timeout=self.timeout, auto_renew=True)
         async with AsyncExitStack() as stack:
             try:
                 await stack.enter_async_context(lock)
@@ -82,15 +85,38 @@ class AsyncOncePer:
                     "fencelock: %r period %d skipped: another runner has it", self.name, index
                 )
                 return None
-            token = lock.token
-            recorded = await client.fenced_get(self.record_key, token, redis=self._redis)
-            if is_done(recorded, index):
-                logger.debug("fencelock: %r period %d skipped: done already", self.name, index)
-                return None
-            with running(token):
-                result = await fn(*args, **kwargs)
-            await client.fenced_set(self.record_key, index, token, redis=self._redis)
-            return result
+            return await self._tick(index, lock.token, fn, args, kwargs)
+
+    async def run_held(
+        self, lock: AsyncLock, fn: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> Any:
+        """As ``run``, under ``lock``: a lock on this name from this client, which the caller
+        took (with its own timeout, ``on_lost`` or label; ``auto_renew=True`` for a long job)
+        and releases afterwards. The period is numbered by the clock now, at the grant.
+        ``LockNotOwned`` if ``lock`` is not held."""
+        if lock.name != self.name:
+            raise ValueError(f"run_held needs a lock on {self.name!r}, not on {lock.name!r}")
+        index = period_index(time.time(), self.period, self.offset)
+        return await self._tick(index, lock.token, fn, args, kwargs)
+
+    async def _tick(
+        self,
+        index: int,
+        token: int,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        """Steps 3 to 5 of a tick of period ``index``, under the grant of ``token``."""
+        client = self._client
+        recorded = await client.fenced_get(self.record_key, token, redis=self._redis)
+        if is_done(recorded, index):
+            logger.debug("fencelock: %r period %d skipped: done already", self.name, index)
+            return None
+        with running(token):
+            result = await fn(*args, **kwargs)
+        await client.fenced_set(self.record_key, index, token, redis=self._redis)
+        return result
 
     def __call__(self, fn: _F) -> _F:
         @wraps(fn)

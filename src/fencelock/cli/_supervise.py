@@ -1,21 +1,21 @@
-"""``fencelock run``: run a command while holding a lock, like ``flock(1)`` across hosts.
+"""A COMMAND run under a lease, for ``fencelock run`` (a lock) and ``fencelock elect`` (an
+election): acquire, start COMMAND, supervise it, release; each command says what its lease is.
 
-The lock is taken with ``auto_renew=True``, so the client's watchdog keeps the lease alive for as
-long as the command runs; the command sees the grant's fencing token as ``FENCELOCK_TOKEN``.
+The lease is renewed automatically, so the client's watchdog keeps it alive for as long as
+COMMAND runs; COMMAND sees the grant's fencing token as ``FENCELOCK_TOKEN``.
 
 Who waits for what: the main thread blocks on one event, set either by a thread that does
 ``proc.wait()`` or by ``on_lost`` (called from the watchdog thread). Signal handlers run in the
-main thread while it waits, and forward SIGINT/SIGTERM/SIGHUP to the command.
+main thread while it waits, and forward SIGINT/SIGTERM/SIGHUP to COMMAND.
 
-The command runs in a process group of its own, so that a signal (forwarded, or SIGTERM/SIGKILL
+COMMAND runs in a process group of its own, so that a signal (forwarded, or SIGTERM/SIGKILL
 after the lease was lost) reaches the whole tree it started, not only its first process. When
-``fencelock run`` is in the foreground of a terminal, that group is made the terminal's
-foreground group while the command runs, so it can read from the terminal and gets Ctrl-C
-directly.
+the command is in the foreground of a terminal, that group is made the terminal's foreground
+group while COMMAND runs, so it can read from the terminal and gets Ctrl-C directly.
 
 Exit statuses (sysexits.h): COMMAND's own status (128 + N for death by signal N, like a shell),
 or 64 bad usage, 69 no server reachable (Redlock: no majority of them), 70 lease lost while
-COMMAND ran, 75 lock busy until ``--timeout``, 126/127 COMMAND could not be executed / was not
+COMMAND ran, 75 lease busy until ``--timeout``, 126/127 COMMAND could not be executed / was not
 found (like a shell).
 """
 
@@ -27,47 +27,34 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from types import FrameType
-from typing import Final
-from urllib.parse import urlsplit
+from typing import ClassVar, Final, Generic, Protocol, TypeVar
 
-from . import LockClient
-from ._core.periods import is_done, period_index, record_key
-from ._sync.election import Election
-from ._sync.lock import Lock
-from .errors import LockConnectionError, LockError, LockNotOwned, StaleToken
+from .. import LockClient, LockConnectionError, LockError, LockNotOwned, holder_label
+from ._common import EX_BUSY, EX_LOST, EX_UNAVAILABLE, EX_USAGE, redact
 
-EX_USAGE: Final = 64
-EX_UNAVAILABLE: Final = 69
-EX_SOFTWARE: Final = 70
-EX_TEMPFAIL: Final = 75
 EX_NOEXEC: Final = 126  # found but could not be executed, as in sh
 EX_NOTFOUND: Final = 127  # not found, as in sh
 
-DEFAULT_URL: Final = "redis://127.0.0.1:6379/0"
 DEFAULT_GRACE: Final = 10.0
 FORWARDED: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def default_url(environ: Mapping[str, str] = os.environ) -> str:
-    """``$FENCELOCK_URL``, then ``$REDIS_URL``, then the local default server."""
-    return environ.get("FENCELOCK_URL") or environ.get("REDIS_URL") or DEFAULT_URL
+class Lease(Protocol):
+    """What a command runs COMMAND under: a lock, or an election."""
+
+    @property
+    def token(self) -> int: ...
+
+    def acquire(self, *, timeout: float | None) -> bool: ...
+
+    def release(self) -> None: ...
 
 
-def redact(url: str) -> str:
-    """``url`` without its password, for messages."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-    except ValueError:
-        return url.rpartition("@")[2]
-    user = parts.username or ""
-    host = parts.netloc.rpartition("@")[2]
-    return parts._replace(netloc=f"{user}:***@{host}").geturl()
+L = TypeVar("L", bound=Lease)
 
 
 def exit_status(returncode: int) -> int:
@@ -204,11 +191,11 @@ class _Terminal:
         os.close(self.fd)
 
 
-class Runner:
-    """One ``fencelock run``: acquire, start COMMAND, supervise it, release. (``fencelock
-    elect`` is one with an election for a lock: elect.py.)"""
+class Supervisor(ABC, Generic[L]):
+    """One run of COMMAND under a lease of type ``L``: ``make_lease`` says which (a command
+    defines it), ``while_held`` what to do once it is held (run COMMAND, by default)."""
 
-    prog = "fencelock run"
+    prog: ClassVar[str]  # for messages: "fencelock run"
 
     def __init__(
         self,
@@ -219,17 +206,17 @@ class Runner:
         timeout: float | None,
         grace: float,
         urls: Sequence[str],
-        once_per: tuple[float, float] | None = None,
+        label: str | None = None,
     ) -> None:
         if not command:
             raise ValueError("command must not be empty")
-        self.once_per = once_per  # (period, offset) in seconds: run once per period
         self.name = name
         self.command = list(command)
         self.ttl = ttl
         self.timeout = timeout
         self.grace = grace
         self.urls = list(urls)
+        self.label = holder_label() if label is None else label  # what ls and leader show
         self._where = ", ".join(redact(url) for url in urls)
         self._wake = threading.Event()  # COMMAND exited or the lease was lost
         self._exited = threading.Event()
@@ -240,20 +227,34 @@ class Runner:
         self._stopping = False  # COMMAND is being stopped because the lease was lost
         self._unforwarded: list[int] = []  # signals that arrived before COMMAND was started
 
-    def _say(self, message: str) -> None:
-        print(f"{self.prog}: {message}", file=sys.stderr, flush=True)
+    # -- what a command defines ---------------------------------------------------------------
 
-    def _make_lock(self, client: LockClient) -> Lock | Election:
-        return client.lock(self.name, self.ttl, auto_renew=True, on_lost=self._on_lost)
+    @abstractmethod
+    def make_lease(self, client: LockClient) -> L:
+        """The lease, auto-renewed, with ``on_lost`` as its loss callback."""
 
-    def _environment(self, token: int) -> dict[str, str]:
+    def environment(self, token: int) -> dict[str, str]:
         """COMMAND's environment: ours, and the grant's."""
         return {**os.environ, "FENCELOCK_TOKEN": str(token), "FENCELOCK_NAME": self.name}
 
+    def while_held(self, client: LockClient, lease: L) -> int:
+        """Once the lease is held: run COMMAND; the exit status (before the release)."""
+        return self.supervise(lease)
+
+    # -- for the commands ---------------------------------------------------------------------
+
+    def say(self, message: str) -> None:
+        print(f"{self.prog}: {message}", file=sys.stderr, flush=True)
+
+    @property
+    def lost(self) -> bool:
+        """Whether the lease was lost (``on_lost`` was called)."""
+        return self._lost.is_set()
+
     # -- called from other threads, or from signal handlers -----------------------------------
 
-    def _on_lost(self, lock: Lock | Election) -> None:
-        """From the watchdog thread, once."""
+    def on_lost(self, lease: object) -> None:
+        """The lease's loss callback: from the watchdog thread, once."""
         self._lost.set()
         self._wake.set()
 
@@ -278,7 +279,7 @@ class Runner:
         try:
             client = LockClient.from_url(self.urls[0] if len(self.urls) == 1 else self.urls)
         except ValueError as exc:
-            self._say(f"bad --url {self._where!r}: {exc}")
+            self.say(f"bad --url {self._where!r}: {exc}")
             return EX_USAGE
         try:
             with _handling(FORWARDED, self._on_signal):
@@ -287,104 +288,71 @@ class Runner:
             client.close()
 
     def _run(self, client: LockClient) -> int:
-        lock = self._make_lock(client)
-        period = None if self.once_per is None else period_index(time.time(), *self.once_per)
+        lease = self.make_lease(client)
         try:
-            acquired = self._acquire(lock)
+            acquired = self._acquire(lease)
         except _Interrupted as exc:
             # acquire() gives up a grant it had in flight; this covers a signal just after it.
             with suppress(LockError):
-                lock.release()
-            self._say(f"{signal_name(exc.signum)} while waiting for {self.name!r}; COMMAND not run")
+                lease.release()
+            self.say(f"{signal_name(exc.signum)} while waiting for {self.name!r}; COMMAND not run")
             return 128 + exc.signum
         except LockConnectionError as exc:
             if len(self.urls) > 1:  # Redlock: fewer than a majority answered
-                self._say(
+                self.say(
                     f"no majority of the {len(self.urls)} servers reachable ({self._where}): {exc}"
                 )
             else:
-                self._say(f"no server reachable at {self._where}: {exc}")
+                self.say(f"no server reachable at {self._where}: {exc}")
             return EX_UNAVAILABLE
         except LockError as exc:  # e.g. the key holds something else, or NOAUTH
-            self._say(f"cannot acquire {self.name!r}: {exc}")
+            self.say(f"cannot acquire {self.name!r}: {exc}")
             return EX_UNAVAILABLE
         if not acquired:
-            return EX_TEMPFAIL  # silent, like flock -n: cron would mail every busy run
+            return EX_BUSY  # silent, like flock -n: cron would mail every busy run
         try:
-            if period is not None:
-                try:
-                    done = self._period_done(client, lock, period)
-                except LockError as exc:
-                    self._say(f"cannot read the period record of {self.name!r}: {exc}")
-                    return self._release(lock, EX_UNAVAILABLE)
-                if done:
-                    return self._release(lock, 0)  # silent too: another host ran this period
-            status = self._supervise(lock)
-            if period is not None and status == 0 and not self._lost.is_set():
-                status = self._record(client, lock, period)
+            status = self.while_held(client, lease)
         except BaseException:
             with suppress(LockError):
-                lock.release()
+                lease.release()
             raise
-        return self._release(lock, status)
+        return self._release(lease, status)
 
-    # -- --once-per (docs/scheduling.md: the steps of once_per, around COMMAND) ---------------
-
-    def _period_done(self, client: LockClient, lock: Lock | Election, period: int) -> bool:
-        """Read the record (fenced: older tokens' writes are refused from now on)."""
-        recorded = client.fenced_get(record_key(client.prefix, self.name), lock.token)
-        return is_done(recorded, period)
-
-    def _record(self, client: LockClient, lock: Lock | Election, period: int) -> int:
-        """COMMAND succeeded: record its period, unless a newer holder has read the record."""
-        try:
-            client.fenced_set(record_key(client.prefix, self.name), period, lock.token)
-        except StaleToken:
-            self._say(
-                f"period {period} of {self.name!r} not recorded: a newer holder of the lock has "
-                "read the record since (this run was overtaken)"
-            )
-            return EX_SOFTWARE
-        except LockError as exc:  # (the next tick runs the period again)
-            self._say(f"period {period} of {self.name!r} not recorded: {exc}")
-            return EX_UNAVAILABLE
-        return 0
-
-    def _acquire(self, lock: Lock | Election) -> bool:
+    def _acquire(self, lease: L) -> bool:
         self._acquiring = True
         try:
-            return lock.acquire(timeout=self.timeout)
+            return lease.acquire(timeout=self.timeout)
         finally:
             self._acquiring = False
 
-    def _supervise(self, lock: Lock | Election) -> int:
-        """Run COMMAND while the lock is held: its exit status, or one of ours if not started."""
+    def supervise(self, lease: L) -> int:
+        """Run COMMAND while the lease is held: its exit status, or one of ours if not started."""
         if self._unforwarded:  # a signal came between the grant and now
             signum = self._unforwarded[0]
-            self._say(f"{signal_name(signum)} before COMMAND started; COMMAND not run")
+            self.say(f"{signal_name(signum)} before COMMAND started; COMMAND not run")
             return 128 + signum
         try:
-            token = lock.token
+            token = lease.token
         except LockNotOwned:  # (Redlock mode: a token first read after the loss)
             self._lost.set()
             token = 0
         except LockConnectionError as exc:  # Redlock: no majority to write the token back to
             where = f"{len(self.urls)} servers reachable ({self._where})"
-            self._say(
+            self.say(
                 f"no majority of the {where} to confirm the fencing token: {exc}; COMMAND not run"
             )
             return EX_UNAVAILABLE
         if self._lost.is_set():
-            self._say(f"lost the lock {self.name!r} before COMMAND started; COMMAND not run")
-            return EX_SOFTWARE
-        env = self._environment(token)
+            self.say(f"lost the lock {self.name!r} before COMMAND started; COMMAND not run")
+            return EX_LOST
+        env = self.environment(token)
         terminal = _Terminal.if_foreground()
         try:
             proc = subprocess.Popen(self.command, env=env, process_group=0)
         except OSError as exc:
             if terminal is not None:
                 terminal.take_back()
-            self._say(f"cannot run {self.command[0]!r}: {exc.strerror or exc}")
+            self.say(f"cannot run {self.command[0]!r}: {exc.strerror or exc}")
             missing = exc.errno in (errno.ENOENT, errno.ENOTDIR)
             return EX_NOTFOUND if missing else EX_NOEXEC
         self._started = True
@@ -412,35 +380,33 @@ class Runner:
     def _stop(self, proc: subprocess.Popen[bytes], token: int) -> None:
         """The lease is lost while COMMAND runs: it may no longer be the only holder."""
         self._stopping = True
-        self._say(
+        self.say(
             f"lost the lock {self.name!r} (token {token}) while COMMAND was running: its lease "
             "expired or was taken over, so COMMAND may no longer be the only holder. "
             f"Stopping it: SIGTERM now, SIGKILL after {self.grace:g} s."
         )
         signal_group(proc.pid, signal.SIGTERM)
         if not self._exited.wait(self.grace):
-            self._say(f"COMMAND still running {self.grace:g} s after SIGTERM: sending SIGKILL")
+            self.say(f"COMMAND still running {self.grace:g} s after SIGTERM: sending SIGKILL")
             signal_group(proc.pid, signal.SIGKILL)
             self._exited.wait()
 
-    def _release(self, lock: Lock | Election, status: int) -> int:
-        """Release the lock; the exit status given COMMAND's ``status``."""
+    def _release(self, lease: L, status: int) -> int:
+        """Release the lease; the exit status given COMMAND's ``status``."""
         lost = self._lost.is_set()
         try:
-            lock.release()
+            lease.release()
         except LockNotOwned:  # found gone: lost before the watchdog noticed, or just after
             lost = True
         except LockError as exc:  # the server went away: the lease runs out by itself
-            self._say(f"could not release {self.name!r} ({exc}); it expires within {self.ttl:g} s")
+            self.say(f"could not release {self.name!r} ({exc}); it expires within {self.ttl:g} s")
         if not lost:
             return status
         if self._started and not self._stopping:
-            self._say(
+            self.say(
                 f"lost the lock {self.name!r} before COMMAND ended: its lease expired or was "
                 "taken over, so COMMAND may have run while another holder had the lock"
             )
         if self._started:
-            self._say(
-                f"COMMAND exited with status {status}; exiting with {EX_SOFTWARE} (lock lost)"
-            )
-        return EX_SOFTWARE
+            self.say(f"COMMAND exited with status {status}; exiting with {EX_LOST} (lock lost)")
+        return EX_LOST
