@@ -1,5 +1,6 @@
-"""Replies as redis-py's parser gives them (``decode_responses=False``, RESP2), and the few ways the
-two servers the suite runs word or decide things differently (``Flavor``)."""
+"""Replies as redis-py's parser gives them (``decode_responses=False``), in RESP2 or RESP3 (what
+redis-py 8 speaks by default), and the few ways the two servers the suite runs word or decide
+things differently (``Flavor``)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,19 @@ from redis._parsers import BaseParser
 from redis.exceptions import ResponseError
 
 # bytes (a bulk string, or a Status), int, None (a nil), a list of replies, or an error reply as
-# the exception redis-py's parser makes of it (NoScriptError for NOSCRIPT, and so on)
-Reply: TypeAlias = "bytes | int | list[Reply] | ResponseError | None"
+# the exception redis-py's parser makes of it (NoScriptError for NOSCRIPT, and so on); in RESP3
+# also a float (a double) and a dict (a map)
+Reply: TypeAlias = "bytes | int | float | list[Reply] | dict[bytes, Reply] | ResponseError | None"
 
 
 class Status(bytes):
     """A status reply (``+OK``): plain bytes to the caller, as redis-py parses it, and
     ``{ok=...}`` to a script."""
+
+
+class Push(list["Reply"]):
+    """What the server sends unasked (pub/sub: a message, a subscription's confirmation): a RESP3
+    push, an array in RESP2."""
 
 
 class CommandError(Exception):
@@ -45,6 +52,7 @@ class Flavor:
     """What differs between the servers the differential test compares with."""
 
     name: str
+    version: str  # what HELLO shows
     noscript: str  # EVALSHA of a script not cached
     script_suffix: str  # added to an error raised in a script: {sha}, {line}
     unknown_in_script: str
@@ -62,6 +70,7 @@ class Flavor:
 
 REDIS_7 = Flavor(
     name="redis",
+    version="7.0.15",
     noscript="NOSCRIPT No matching script. Please use EVAL.",
     script_suffix=" script: {sha}, on @user_script:{line}.",
     unknown_in_script="Unknown Redis command called from script",
@@ -74,6 +83,7 @@ REDIS_7 = Flavor(
 )
 VALKEY_9 = Flavor(
     name="valkey",
+    version="9.1.2",
     noscript="NOSCRIPT No matching script.",
     script_suffix=" script: on @user_script:{line}.",
     unknown_in_script="Unknown command called from script",

@@ -10,10 +10,10 @@ What a test or a scheduler owns:
   afresh at every TIME). A key expires once the clock has passed its expiry: it is gone for every
   command from then on (lazily, as Redis does; ``expire_due`` is the active sweep, and until then
   DBSIZE counts it, as Redis's does);
-- **delivery**: a connection is any hashable id, made on first use. Published messages, and
-  every reply of a subscribed connection (confirmations, pongs, errors), are queued on its
-  ``inbox`` in the order the server sent them, for the caller to deliver, delay, drop or reorder;
-  ``execute`` answers ``Queued`` for those;
+- **delivery**: a connection is any hashable id, made on first use (RESP2 until a ``HELLO 3``).
+  Published messages (``Push``), and every reply of a subscribed connection (confirmations,
+  pongs, errors), are queued on its ``inbox`` in the order the server sent them, for the caller
+  to deliver, delay, drop or reorder; ``execute`` answers ``Queued`` for those;
 - **faults**: ``reset`` (a connection lost: its subscriptions and undelivered messages go),
   ``restart_empty``, ``snapshot``/``failover`` (a replica that missed the writes since),
   ``replicas`` (what WAIT answers).
@@ -37,6 +37,7 @@ from .protocol import (
     REDIS_7,
     CommandError,
     Flavor,
+    Push,
     Reply,
     Status,
     Unsupported,
@@ -83,6 +84,8 @@ class Queued:
 
 @dataclass
 class Connection:
+    id: int = 0  # (what HELLO shows)
+    protocol: int = 2  # RESP2 or RESP3 (HELLO)
     channels: dict[bytes, None] = field(default_factory=dict)  # (ordered sets)
     shard_channels: dict[bytes, None] = field(default_factory=dict)
     inbox: deque[Reply] = field(default_factory=deque)
@@ -182,6 +185,7 @@ class SimServer:
         self.replicas = 0  # replicas that acknowledge every write: what WAIT answers
         self.maxmemory_policy = b"noeviction"  # what INFO memory shows
         self.lua = Lua(flavor)
+        self.clients = 0  # connections made so far
 
     # -- the caller's controls ---------------------------------------------------------------
 
@@ -223,7 +227,10 @@ class SimServer:
         went to the connection's inbox (SUBSCRIBE and the like, anything on a subscribed
         connection)."""
         words = [_encode(arg) for arg in args]
-        conn = self.connections.setdefault(conn_id, Connection())
+        conn = self.connections.get(conn_id)
+        if conn is None:
+            self.clients += 1
+            conn = self.connections[conn_id] = Connection(id=self.clients)
         pushing = conn.subscribed or words[0].upper().decode(errors="replace") in _PUSHING
         try:
             reply: Reply | Queued = self._run(conn, words, in_script=False)
@@ -256,7 +263,7 @@ class SimServer:
             NO_SCRIPT in flags or (name == "WAIT" and not self.flavor.wait_in_scripts)
         ):
             raise CommandError(f"ERR {self.flavor.not_allowed_in_script}")
-        if conn.subscribed and IN_SUBSCRIBED not in flags:
+        if conn.subscribed and conn.protocol == 2 and IN_SUBSCRIBED not in flags:
             raise CommandError(f"ERR Can't execute '{name.lower()}': {SUBSCRIBED_ONLY}")
         return handler(self, conn, words[1:])
 
@@ -295,8 +302,9 @@ class SimServer:
         else:
             self.keys[key].expires_at = when
 
-    def _score(self, x: float) -> bytes:
-        return number_text(x, self.flavor)
+    def _score(self, conn: Connection, x: float) -> Reply:
+        """A score: a double in RESP3, its text in RESP2."""
+        return x if conn.protocol == 3 else number_text(x, self.flavor)
 
     # -- keys and strings --------------------------------------------------------------------
 
@@ -450,6 +458,8 @@ class SimServer:
     @command("HGETALL", 2)
     def _hgetall(self, conn: Connection, args: list[bytes]) -> Reply:
         fields = self._value(args[0], dict) or {}
+        if conn.protocol == 3:
+            return dict(fields)  # type: ignore[arg-type]
         return [word for pair in fields.items() for word in pair]
 
     @command("HLEN", 2)
@@ -498,16 +508,19 @@ class SimServer:
     @command("ZSCORE", 3)
     def _zscore(self, conn: Connection, args: list[bytes]) -> Reply:
         score = (self._value(args[0], ZSet) or ZSet()).get(args[1])
-        return None if score is None else self._score(score)
+        return None if score is None else self._score(conn, score)
 
     @command("ZCARD", 2)
     def _zcard(self, conn: Connection, args: list[bytes]) -> Reply:
         return len(self._value(args[0], ZSet) or ())
 
-    def _listed(self, items: list[tuple[bytes, float]], scores: bool) -> list[Reply]:
-        if scores:
-            return [word for m, s in items for word in (m, self._score(s))]
-        return [m for m, _ in items]
+    def _listed(self, conn: Connection, items: list[tuple[bytes, float]], scores: bool) -> Reply:
+        """Members, or members with their scores: in pairs in RESP3, one flat array in RESP2."""
+        if not scores:
+            return [m for m, _ in items]
+        if conn.protocol == 3:
+            return [[m, self._score(conn, s)] for m, s in items]
+        return [word for m, s in items for word in (m, self._score(conn, s))]
 
     @command("ZRANGE", -4)
     def _zrange(self, conn: Connection, args: list[bytes]) -> Reply:
@@ -520,9 +533,8 @@ class SimServer:
             items.reverse()
         n = len(items)
         start, stop = max(start + n if start < 0 else start, 0), stop + n if stop < 0 else stop
-        return self._listed(
-            items[start : stop + 1] if start <= stop else [], b"WITHSCORES" in options
-        )
+        items = items[start : stop + 1] if start <= stop else []
+        return self._listed(conn, items, b"WITHSCORES" in options)
 
     @command("ZRANGEBYSCORE", -4)
     def _zrangebyscore(self, conn: Connection, args: list[bytes]) -> Reply:
@@ -543,7 +555,7 @@ class SimServer:
         if offset < 0:
             return []
         items = items[offset:] if count < 0 else items[offset : offset + count]
-        return self._listed(items, scores)
+        return self._listed(conn, items, scores)
 
     @command("ZPOPMIN", -2)
     def _zpopmin(self, conn: Connection, args: list[bytes]) -> Reply:
@@ -559,7 +571,9 @@ class SimServer:
         for member, _ in popped:
             del zset[member]
         self._emptied(args[0], zset)
-        return self._listed(popped, True)
+        if conn.protocol == 3 and not args[1:]:  # one member, without a count: not in a pair
+            return [popped[0][0], popped[0][1]]
+        return self._listed(conn, popped, True)
 
     # -- server -------------------------------------------------------------------------------
 
@@ -567,11 +581,33 @@ class SimServer:
     def _time(self, conn: Connection, args: list[bytes]) -> Reply:
         return [b"%d" % (self.now_us // 1_000_000), b"%d" % (self.now_us % 1_000_000)]
 
+    @command("HELLO", -1)
+    def _hello(self, conn: Connection, args: list[bytes]) -> Reply:
+        if len(args) > 1:
+            raise Unsupported("HELLO AUTH, SETNAME")
+        if args:
+            version = integer(args[0], "ERR Protocol version is not an integer or out of range")
+            if version not in (2, 3):
+                raise CommandError("NOPROTO unsupported protocol version")
+            conn.protocol = version
+        server: dict[bytes, Reply] = {
+            b"server": self.flavor.name.encode(),
+            b"version": self.flavor.version.encode(),
+            b"proto": conn.protocol,
+            b"id": conn.id,
+            b"mode": b"standalone",
+            b"role": b"master",
+            b"modules": [],
+        }
+        if conn.protocol == 3:
+            return server
+        return [word for pair in server.items() for word in pair]
+
     @command("PING", -1, IN_SUBSCRIBED)
     def _ping(self, conn: Connection, args: list[bytes]) -> Reply:
         if len(args) > 1:
             raise _arity("PING")
-        if conn.subscribed:
+        if conn.subscribed and conn.protocol == 2:
             return [b"pong", args[0] if args else b""]
         return args[0] if args else Status(b"PONG")
 
@@ -637,7 +673,7 @@ class SimServer:
         listeners = 0
         for conn in self.connections.values():
             if channel in (conn.shard_channels if shard else conn.channels):
-                conn.inbox.append([b"smessage" if shard else b"message", channel, message])
+                conn.inbox.append(Push([b"smessage" if shard else b"message", channel, message]))
                 listeners += 1
         return listeners
 
@@ -653,7 +689,8 @@ class SimServer:
         subscribed = conn.shard_channels if shard else conn.channels
         for channel in channels:
             subscribed[channel] = None
-            conn.inbox.append([b"ssubscribe" if shard else b"subscribe", channel, len(subscribed)])
+            kind = b"ssubscribe" if shard else b"subscribe"
+            conn.inbox.append(Push([kind, channel, len(subscribed)]))
         return Queued(len(channels))
 
     def _unsubscribe_from(self, conn: Connection, channels: list[bytes], shard: bool) -> Queued:
@@ -661,11 +698,11 @@ class SimServer:
         kind = b"sunsubscribe" if shard else b"unsubscribe"
         channels = channels or list(subscribed)
         if not channels:
-            conn.inbox.append([kind, None, 0])
+            conn.inbox.append(Push([kind, None, 0]))
             return Queued(1)
         for channel in channels:
             subscribed.pop(channel, None)
-            conn.inbox.append([kind, channel, len(subscribed)])
+            conn.inbox.append(Push([kind, channel, len(subscribed)]))
         return Queued(len(channels))
 
     @command("SUBSCRIBE", -2, NO_SCRIPT, IN_SUBSCRIBED)
@@ -696,8 +733,9 @@ class SimServer:
 
     def _call(self, conn: Connection, sha: str, args: list[bytes]) -> Reply:
         keys, argv = self._script_args(args)
-        # (no command that queues its replies may run in a script)
-        run = cast(Callable[[list[bytes]], Reply], partial(self._run, conn, in_script=True))
+        # Redis runs a script's commands as a client of its own, in RESP2 (and none of the
+        # commands that queue their replies may run in a script)
+        run = cast(Callable[[list[bytes]], Reply], partial(self._run, Connection(), in_script=True))
         return self.lua.run(sha, keys, argv, run)
 
     @command("EVAL", -3, NO_SCRIPT)
