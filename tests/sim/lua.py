@@ -22,7 +22,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import lupa.lua51 as lua51
+import lupa.lua51 as lua51  # type: ignore[import-untyped]
 
 from .protocol import CommandError, Flavor, Reply, Status, number_text, reply_error
 
@@ -45,13 +45,23 @@ sandbox._G = sandbox
 
 local redis = {}
 sandbox.redis = redis
-function redis.call(...)
-  local ok, reply = dispatch(...)
-  if not ok then
-    error(reply)
-  end
-  return reply
+-- redis.call raises the error reply of a command. It must be called as a C function is: a Lua
+-- function in `return redis.call(...)` would be a tail call, and the script's line, which the
+-- error handler reports, gone from the stack. So it is a table whose __call is a C function
+-- (coroutine.wrap's), a fresh one for each call, as a coroutine runs once.
+local call_meta = {}
+local function arm()
+  call_meta.__call = coroutine.wrap(function(_, ...)
+    arm()
+    local ok, reply = dispatch(...)
+    if not ok then
+      error(reply)
+    end
+    return reply
+  end)
 end
+arm()
+redis.call = setmetatable({}, call_meta)
 function redis.pcall(...)
   local _, reply = dispatch(...)
   return reply
@@ -70,7 +80,7 @@ end
 redis.sha1hex = sha1hex
 
 -- Redis's __redis__err__handler: an error becomes {err=..., source=..., line=...}, the line
--- being the script's own (the first frame of user_script: here redis.call is a Lua function).
+-- being the script's own (the first frame of user_script, below redis.call's coroutine).
 local function handler(err)
   local level = 2
   local info = getinfo(level, 'Sl')

@@ -43,7 +43,8 @@ class Unsupported(Exception):
 
 def reply_error(message: str) -> ResponseError:
     """The error redis-py's parser makes of ``-message`` (the server puts no line break in it)."""
-    error: ResponseError = BaseParser.parse_error(message.replace("\r", " ").replace("\n", " "))
+    line = message.replace("\r", " ").replace("\n", " ")
+    error: ResponseError = BaseParser.parse_error(line)  # type: ignore[no-untyped-call]
     return error
 
 

@@ -281,7 +281,7 @@ class SimServer:
             return None
         if type(entry.value) is not kind:
             raise CommandError(WRONGTYPE)
-        return entry.value  # type: ignore[return-value]
+        return entry.value
 
     def _created(self, key: bytes, kind: type[V]) -> V:
         value = self._value(key, kind)
@@ -459,7 +459,7 @@ class SimServer:
     def _hgetall(self, conn: Connection, args: list[bytes]) -> Reply:
         fields = self._value(args[0], dict) or {}
         if conn.protocol == 3:
-            return dict(fields)  # type: ignore[arg-type]
+            return dict(fields)
         return [word for pair in fields.items() for word in pair]
 
     @command("HLEN", 2)
@@ -657,7 +657,7 @@ class SimServer:
         page = pending[:count]
         while len(page) < len(pending) and pending[len(page)][0] == page[-1][0]:
             page.append(pending[len(page)])  # (keys of one position come together)
-        found = []
+        found: list[Reply] = []
         for _, key in page:
             entry = self._entry(key)
             if entry is None or (kind is not None and TYPE_NAMES[type(entry.value)] != kind):
