@@ -387,6 +387,22 @@ def test_the_boundary_of_an_expiry(pair: Pair) -> None:
         pair.step("EXISTS", "k", "j")
 
 
+def test_a_key_lives_through_the_millisecond_of_its_expiry(pair: Pair) -> None:
+    """Polled until a step falls in that very millisecond (every step compared, whenever it
+    falls: the polling only decides when the boundary has been seen)."""
+    pair.require_still_clock()
+    for _ in range(200):
+        pair.step("SET", "k", "v", "PX", 2)
+        expiry, seen = pair.sim.now_ms + 2, set()
+        while pair.sim.now_ms <= expiry:
+            pair.step("PTTL", "k")
+            seen.add(pair.sim.now_ms)
+        pair.step("GET", "k")
+        if expiry in seen:
+            return
+    pytest.fail("no step ran in the millisecond of the expiry")
+
+
 # -- what does not depend on the clock (every server) --------------------------------------------
 
 
@@ -440,6 +456,7 @@ LUA_CONVERSIONS = [
     "return redis.status_reply('FINE')",
     "return redis.error_reply('fencing counter x: value is not an integer')",
     "return redis.error_reply('nospace')",
+    "return redis.error_reply('nospace').err .. '|' .. redis.error_reply('-A b\\r\\n').err",
     "return redis.error_reply('-MYCODE with code')",
     "error({err='WRONGTYPE lock key x holds a list'})",
     "local x = nil\nreturn x.y",
@@ -527,6 +544,10 @@ PLAIN = [
     ("ZADD", "z", "x", "a"),
     ("ZADD", "nz", "XX", 1, "a"),
     ("ZADD", "z", "0.1", "f", "-inf", "g", "1e3", "h"),
+    ("ZADD", "ties", 1, "b", 1, "a", 1, "c", 0, "z", 2, "A"),
+    ("ZRANGE", "ties", 0, -1, "WITHSCORES"),
+    ("ZRANGEBYSCORE", "ties", 1, 1),
+    ("ZPOPMIN", "ties", 2),
     ("ZSCORE", "z", "a"),
     ("ZSCORE", "z", "f"),
     ("ZSCORE", "z", "none"),
@@ -626,6 +647,7 @@ def scan(run: Callable[..., Any], match: str) -> set[bytes]:
         "fencelock:*:lock",
         "fencelock:{n1?}:*",
         "fencelock:{n[1-2]}*",
+        "fencelock:{n[^1]}:*",
         r"fencelock:{\[x\]\*\?}:lock",
         "*",
     ],
