@@ -188,9 +188,7 @@ class Lua:
         try:
             words = [self._word(arg) for arg in args]
             if not words:
-                raise CommandError(
-                    "ERR Please specify at least one argument for this redis lib call"
-                )
+                raise CommandError(f"ERR {self.flavor.script_no_arguments}")
             return True, self._lua(self._command(words))
         except CommandError as exc:
             return False, self._runtime.table_from({b"err": exc.message.encode()})

@@ -60,6 +60,7 @@ class Flavor:
     arity_in_script: str
     not_allowed_in_script: str
     script_arguments: str  # a script passed a command something else than a string or number
+    script_no_arguments: str  # redis.call()
     wait_in_scripts: bool  # whether a script may call WAIT
     set_deletes_past_expiry: bool  # SET ... PXAT at or before the clock: deleted at once (else
     # stored, and gone once the clock has passed it, as an expiry always is)
@@ -78,6 +79,7 @@ REDIS_7 = Flavor(
     arity_in_script="Wrong number of args calling Redis command from script",
     not_allowed_in_script="This Redis command is not allowed from script",
     script_arguments="Lua redis lib command arguments must be strings or integers",
+    script_no_arguments="Please specify at least one argument for this redis lib call",
     wait_in_scripts=False,
     set_deletes_past_expiry=False,
     double_text=lambda x: f"{x:.17g}",
@@ -91,6 +93,7 @@ VALKEY_9 = Flavor(
     arity_in_script="Wrong number of args calling command from script",
     not_allowed_in_script="This Valkey command is not allowed from script",
     script_arguments="Command arguments must be strings or integers",
+    script_no_arguments="Please specify at least one argument for this call",
     wait_in_scripts=True,
     set_deletes_past_expiry=True,
     double_text=repr,  # the shortest text that reads back the same double

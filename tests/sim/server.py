@@ -462,10 +462,6 @@ class SimServer:
             return dict(fields)
         return [word for pair in fields.items() for word in pair]
 
-    @command("HLEN", 2)
-    def _hlen(self, conn: Connection, args: list[bytes]) -> Reply:
-        return len(self._value(args[0], dict) or {})
-
     # -- sorted sets --------------------------------------------------------------------------
 
     @command("ZADD", -4)
@@ -640,14 +636,14 @@ class SimServer:
         """The cursor is a position in a fixed order of keys (crc32): a key present for the
         whole scan is returned exactly once, whatever changes meanwhile."""
         cursor = integer(args[0], "ERR invalid cursor")
-        pattern, count, kind = None, 10, None
+        pattern, count = None, 10
         for option, value in zip(args[1::2], args[2::2], strict=False):
             if option.upper() == b"MATCH":
                 pattern = glob(value)
             elif option.upper() == b"COUNT":
                 count = integer(value)
             elif option.upper() == b"TYPE":
-                kind = value.lower()
+                raise Unsupported("SCAN TYPE")
             else:
                 raise CommandError(SYNTAX)
         if len(args) % 2 == 0 or count < 1:
@@ -659,10 +655,7 @@ class SimServer:
             page.append(pending[len(page)])  # (keys of one position come together)
         found: list[Reply] = []
         for _, key in page:
-            entry = self._entry(key)
-            if entry is None or (kind is not None and TYPE_NAMES[type(entry.value)] != kind):
-                continue
-            if pattern is None or pattern.fullmatch(key):
+            if self._entry(key) is not None and (pattern is None or pattern.fullmatch(key)):
                 found.append(key)
         following = pending[len(page)][0] if len(page) < len(pending) else 0
         return [b"%d" % following, found]
