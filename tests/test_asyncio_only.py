@@ -373,7 +373,7 @@ async def test_cancel_anywhere_while_queued_for_a_local_hand_off(
     lock, or its turn as head) is passed on, never left held, and the queue is left empty."""
 
     def queued_tickets() -> int:
-        return sum(len(line.tickets) for line in async_client._queues._lines.values())
+        return sum(len(line.tickets) for line in async_client._wiring.queues._lines.values())
 
     steps, finished = 0, False
     while not finished:  # cancel one loop step later each time, until the waiter got through
@@ -405,7 +405,7 @@ async def test_cancel_anywhere_while_queued_for_a_local_hand_off(
         await holding
         await settle()
         assert not raw.exists(KEY), f"lock orphaned after cancel at step {steps}"
-        assert async_client._queues._lines == {}, f"queue left behind at step {steps}"
+        assert async_client._wiring.queues._lines == {}, f"queue left behind at step {steps}"
         steps += 1
     assert steps > 3 and async_client.statistics().handoffs > 0
 

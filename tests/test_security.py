@@ -134,7 +134,7 @@ def test_stored_holder_tokens_have_that_form(sync_client: LockClient, raw: redis
 
 
 def queued(client: LockClient) -> int:
-    return sum(len(line.tickets) for line in client._queues._lines.values())
+    return sum(len(line.tickets) for line in client._wiring.queues._lines.values())
 
 
 # -- scripts: user input only as KEYS and ARGV ---------------------------------------------------

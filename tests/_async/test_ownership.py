@@ -138,12 +138,14 @@ async def test_the_late_release_of_a_lease_that_ran_out_leaves_the_next_holders_
     assert await holder.acquire(timeout=0)
     waiter = async_client.lock("late", ttl=30)
     waiting = AsyncCall(lambda: waiter.acquire(timeout=30))
-    await async_until(lambda: bool(async_client._queues._lines[holder._lease.spec.line].tickets))
+    await async_until(
+        lambda: bool(async_client._wiring.queues._lines[holder._lease.spec.line].tickets)
+    )
     with pytest.raises(fencelock.LockLost):
         await stale.release()
     # the holder still holds, and the waiter still waits for it
     assert await holder.held()
-    assert async_client._queues._lines[holder._lease.spec.line].tickets
+    assert async_client._wiring.queues._lines[holder._lease.spec.line].tickets
     await holder.release()
     assert await waiting.result() is True
     await waiter.release()

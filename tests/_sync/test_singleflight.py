@@ -22,7 +22,7 @@ def calls(raw: redis.Redis, command: str) -> int:
 
 
 def queued(client: LockClient) -> int:
-    return sum(len(line.tickets) for line in client._queues._lines.values())
+    return sum(len(line.tickets) for line in client._wiring.queues._lines.values())
 
 
 def test_waiters_of_one_client_queue_and_are_handed_the_lock(
@@ -61,7 +61,7 @@ def test_waiters_of_one_client_queue_and_are_handed_the_lock(
     assert calls(raw, "evalsha") - before == 2
     assert int(raw.get(KEYS.fence)) == tokens[0] + 9
     assert sync_client.statistics().handoffs == 8
-    assert not raw.exists(KEYS.lock) and sync_client._queues._lines == {}
+    assert not raw.exists(KEYS.lock) and sync_client._wiring.queues._lines == {}
 
 
 def test_a_later_grant_outranks_every_reserved_token(
@@ -228,7 +228,7 @@ def test_without_hand_offs_only_one_waiter_contends(
     for call in calls_:
         call.result()
     assert client.statistics().handoffs == 0
-    assert client._queues._lines == {}
+    assert client._wiring.queues._lines == {}
     client.close()
 
 

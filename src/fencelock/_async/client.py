@@ -8,12 +8,10 @@ hands them, with the wiring, to the object it makes.
 
 from __future__ import annotations
 
-import warnings
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from datetime import timedelta
-from functools import wraps
-from typing import Any, Self, TypeVar, cast
+from typing import Any, Self, TypeVar, Unpack
 
 from .._backend import ASYNC_CAN_CANCEL, AsyncStateLock
 from .._core.inspection import ForceReleased, LockInfo
@@ -22,53 +20,27 @@ from .._core.options import (
     DEFAULT_MAX_HANDOFFS,
     DEFAULT_SOCKET_TIMEOUT,
     ClientOptions,
+    LeaseKeywords,
     LeaseOptions,
 )
 from .._core.stats import LIVE_CLIENTS, Counters, Statistics
-from .._transport import AsyncRedis, AsyncRedisCluster, async_reap
-from ..keys import (
-    DEFAULT_PREFIX,
-    described,
-    encodable,
-    validate_name,
-    validate_ttl,
-    validate_url,
-)
+from .._transport import AsyncRedis, AsyncRedisCluster
+from ..keys import DEFAULT_PREFIX, encodable, validate_flag, validate_name, validate_ttl
 from . import admin
-from .connect import connect
+from .connect import abandoned, close, connect, from_urls
 from .election import DEFAULT_POLICY, AsyncElection
-from .engine import AsyncWiring, ClientState
+from .engine import AsyncWiring
 from .lock import AsyncLock
 from .multilock import AsyncMultiLock, canonical_names
 from .periodic import AsyncOncePer
 from .resources import AsyncResources, fencing_token
 from .rw_lock import AsyncReadWriteLock
-from .semaphore import AsyncSemaphore
-from .singleflight import AsyncLocalQueues
-from .topology import AsyncTopology
+from .semaphore import AsyncSemaphore, at_most
 from .versioned import AsyncVersioned
-from .watchdog import AsyncWatchdog
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 Server = AsyncRedis | AsyncRedisCluster
 Value = str | bytes | int | float
-
-
-async def _close(watchdog: AsyncWatchdog, topology: AsyncTopology) -> None:
-    await watchdog.close()
-    await topology.close()
-
-
-def _abandoned(name: str | None, watchdog: AsyncWatchdog, topology: AsyncTopology) -> None:
-    """A client was collected unclosed. Run by the garbage collector, in whatever thread, maybe
-    while that thread holds a lock of ours: so it takes no lock and waits for nothing. The
-    pub/sub listeners are told to stop (they end within a read and close their connection); the
-    watchdog ends with its last lease; the rest: see async_reap. ``name`` None: a client of
-    fencelock.compat, which the application never saw, so there is nothing to warn it of."""
-    if name is not None:
-        warnings.warn(f"unclosed {name}: call close()", ResourceWarning, stacklevel=2)
-    topology.abandon()
-    async_reap(lambda: _close(watchdog, topology), topology.requester, topology.pools())
 
 
 class AsyncLockClient:
@@ -106,23 +78,10 @@ class AsyncLockClient:
         )
         counters = Counters(AsyncStateLock())
         topology = connect(redis, options, counters)
-        watchdog = AsyncWatchdog(topology, counters)
-        self._queues = AsyncLocalQueues(options.max_handoffs, counters)
-        self._wiring = AsyncWiring(
-            topology,
-            self._queues,
-            watchdog,
-            counters,
-            ClientState(type(self).__name__),
-            AsyncStateLock(),
-            options.prefix,
-            options.wake == "one",
-            options.max_poll,
-            options.label,
-        )
-        self._resources = AsyncResources(topology)
+        self._wiring = wiring = AsyncWiring.made(topology, options, counters, type(self).__name__)
+        self._resources = AsyncResources(topology, wiring.state)
         name = type(self).__name__
-        self._finalizer = weakref.finalize(self, _abandoned, name, watchdog, topology)
+        self._finalizer = weakref.finalize(self, abandoned, name, wiring.watchdog, topology)
         self._finalizer.atexit = False  # at exit the daemon threads just stop
         LIVE_CLIENTS.add(self)
 
@@ -136,128 +95,51 @@ class AsyncLockClient:
     ) -> Self:
         """A client for ``url``; a list of URLs means Redlock over those masters."""
         socket_timeout = validate_ttl(socket_timeout, "socket_timeout")
-        urls = [url] if isinstance(url, str) else list(url) if isinstance(url, list | tuple) else []
-        if not urls or not all(isinstance(u, str) for u in urls):
-            raise TypeError(f"url must be a URL or a non-empty list of URLs, not {described(url)}")
-        clients = []
-        for u in urls:
-            validate_url(u)
-            try:
-                clients.append(
-                    AsyncRedis.from_url(
-                        u, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout
-                    )
-                )
-            except (ValueError, TypeError) as exc:
-                raise ValueError(f"url {u!r}: {exc}") from None
-        # (not connected yet: nothing to close if the constructor refuses the arguments)
-        target: AsyncRedis | list[AsyncRedis] = clients[0] if isinstance(url, str) else clients
-        return cls(target, socket_timeout=socket_timeout, **kwargs)
+        return cls(from_urls(url, socket_timeout), socket_timeout=socket_timeout, **kwargs)
 
-    def _options(self, name: object, ttl: object, **given: Any) -> LeaseOptions:
+    def _options(self, name: object, ttl: object, given: LeaseKeywords) -> LeaseOptions:
         self._wiring.state.check()
-        label = given.pop("label", DEFAULT)
-        return LeaseOptions.checked(
-            name,
-            ttl,
-            label=self._wiring.label if label is DEFAULT else label,
-            threads=not ASYNC_CAN_CANCEL,
-            **given,
-        )
+        options: dict[str, Any] = {"timeout": None, **given}
+        if options.get("label", DEFAULT) is DEFAULT:
+            options["label"] = self._wiring.label
+        return LeaseOptions.checked(name, ttl, threads=not ASYNC_CAN_CANCEL, **options)
 
     def lock(
         self,
         name: str,
         ttl: float = 30.0,
         *,
-        timeout: float | None = None,
-        auto_renew: bool = False,
         reentrant: bool = False,
-        on_lost: Callable[[AsyncLock], object] | None = None,
-        on_lost_policy: str = "raise",
-        label: Any = DEFAULT,
+        **options: Unpack[LeaseKeywords],
     ) -> AsyncLock:
-        """A lock on ``name`` (no request is sent until it is acquired). ``label``: its holder
-        label (default: the client's; None: none)."""
-        if not isinstance(reentrant, bool):
-            raise TypeError(f"reentrant must be a bool, not {type(reentrant).__name__}")
-        options = self._options(
-            name,
-            ttl,
-            timeout=timeout,
-            auto_renew=auto_renew,
-            on_lost=on_lost,
-            on_lost_policy=on_lost_policy,
-            label=label,
-        )
-        return AsyncLock(self._wiring, options, reentrant=reentrant)
+        """A lock on ``name`` (no request is sent until it is acquired); ``reentrant``: the
+        same lock object may acquire it again. ``options``: ``timeout``, ``auto_renew``,
+        ``on_lost``, ``on_lost_policy``, ``label`` (docs/api.md)."""
+        reentrant = validate_flag("reentrant", reentrant)
+        return AsyncLock(self._wiring, self._options(name, ttl, options), reentrant=reentrant)
 
     def multi_lock(
-        self,
-        names: Iterable[str],
-        ttl: float = 30.0,
-        *,
-        timeout: float | None = None,
-        auto_renew: bool = False,
-        label: Any = DEFAULT,
+        self, names: Iterable[str], ttl: float = 30.0, **options: Unpack[LeaseKeywords]
     ) -> AsyncMultiLock:
         """One lock over several ``names``, taken all or none (docs/multilock.md). Whatever the
         order given, the names are taken sorted and deduplicated, so two multi-locks sharing
         names can never deadlock. ``multi.tokens``: the fencing token of each name."""
         canonical = canonical_names(names)
-        options = self._options(
-            canonical[0], ttl, timeout=timeout, auto_renew=auto_renew, label=label
-        )
-        return AsyncMultiLock(self._wiring, canonical, options)
+        return AsyncMultiLock(self._wiring, canonical, self._options(canonical[0], ttl, options))
 
     def semaphore(
-        self,
-        name: str,
-        limit: int,
-        ttl: float = 30.0,
-        *,
-        timeout: float | None = None,
-        auto_renew: bool = False,
-        on_lost: Callable[[AsyncSemaphore], object] | None = None,
-        on_lost_policy: str = "raise",
-        label: Any = DEFAULT,
+        self, name: str, limit: int, ttl: float = 30.0, **options: Unpack[LeaseKeywords]
     ) -> AsyncSemaphore:
         """A semaphore of ``limit`` permits on ``name``: each acquire takes some, each permit a
         lease of ``ttl`` (docs/semaphore.md). One master or a Cluster (not Redlock)."""
-        options = self._options(
-            name,
-            ttl,
-            timeout=timeout,
-            auto_renew=auto_renew,
-            on_lost=on_lost,
-            on_lost_policy=on_lost_policy,
-            label=label,
-        )
-        return AsyncSemaphore(self._wiring, options, limit)
+        return AsyncSemaphore(self._wiring, self._options(name, ttl, options), limit)
 
     def rw_lock(
-        self,
-        name: str,
-        ttl: float = 30.0,
-        *,
-        timeout: float | None = None,
-        auto_renew: bool = False,
-        on_lost: Callable[[Any], object] | None = None,
-        on_lost_policy: str = "raise",
-        label: Any = DEFAULT,
+        self, name: str, ttl: float = 30.0, **options: Unpack[LeaseKeywords]
     ) -> AsyncReadWriteLock:
         """A phase-fair read-write lock on ``name``: ``.read()`` and ``.write()`` make its lock
         objects, each holder with a lease of ``ttl`` (docs/rw_lock.md). One master or a Cluster."""
-        options = self._options(
-            name,
-            ttl,
-            timeout=timeout,
-            auto_renew=auto_renew,
-            on_lost=on_lost,
-            on_lost_policy=on_lost_policy,
-            label=label,
-        )
-        return AsyncReadWriteLock(self._wiring, options)
+        return AsyncReadWriteLock(self._wiring, self._options(name, ttl, options))
 
     def election(
         self,
@@ -274,15 +156,8 @@ class AsyncLockClient:
         ``leader()`` shows of it (default: the client's). ``on_lost_policy``: as a lock's
         (default "cancel" under asyncio, "raise" with threads)."""
         policy = DEFAULT_POLICY if on_lost_policy is None else on_lost_policy
-        options = self._options(
-            name,
-            ttl,
-            timeout=timeout,
-            auto_renew=True,
-            on_lost=on_lost,
-            on_lost_policy=policy,
-            label=label,
-        )
+        given = LeaseKeywords(timeout=timeout, label=label, on_lost=on_lost, on_lost_policy=policy)
+        options = self._options(name, ttl, {**given, "auto_renew": True})
         return AsyncElection(self._wiring, options)
 
     def at_most(
@@ -292,17 +167,7 @@ class AsyncLockClient:
         using this ``name``. Each run holds a permit, renewed while it runs (freed when the
         process dies), and waits up to ``timeout`` for one (``LockTimeout`` after that)."""
         self.semaphore(name, limit, ttl, timeout=timeout)  # checks them now
-
-        def decorate(fn: _F) -> _F:
-            @wraps(fn)
-            async def run(*args: Any, **kwargs: Any) -> Any:
-                permit = self.semaphore(name, limit, ttl, timeout=timeout, auto_renew=True)
-                async with permit:
-                    return await fn(*args, **kwargs)
-
-            return cast(_F, run)
-
-        return decorate
+        return at_most(self.semaphore, limit, name, ttl, timeout)
 
     def once_per(
         self,
@@ -334,7 +199,7 @@ class AsyncLockClient:
 
     def statistics(self) -> Statistics:
         """What this client's locks have done so far, and what they hold and wait for now."""
-        return self._wiring.counters.snapshot(queued=self._queues.queued())
+        return self._wiring.counters.snapshot(queued=self._wiring.queues.queued())
 
     # -- the resource side (resources.py) ------------------------------------------------------
 
@@ -343,7 +208,6 @@ class AsyncLockClient:
     ) -> None:
         """Write ``value`` to ``key`` only if ``token`` is >= every token seen for ``key``;
         otherwise raise ``StaleToken`` and write nothing."""
-        self._wiring.state.check()
         await self._resources.fenced_set(key, value, token, redis)
 
     async def fenced_get(
@@ -353,7 +217,6 @@ class AsyncLockClient:
         same step every older token is refused from then on (``StaleToken`` here if ``token``
         is older itself), so no older holder's write can land between this read and this
         holder's ``fenced_set``."""
-        self._wiring.state.check()
         return await self._resources.fenced_get(key, token, redis)
 
     async def fenced_update(
@@ -368,14 +231,12 @@ class AsyncLockClient:
         still the newest and the value is still the one read (``Conflict`` otherwise: someone
         wrote it without fencing, or with this token). Returns what was written. Two requests,
         each within one request timeout."""
-        self._wiring.state.check()
         return await self._resources.fenced_update(key, token, fn, redis)
 
     def versioned(self, key: str, *, redis: Server | None = None) -> AsyncVersioned:
         """``key`` as a versioned value, written by compare-and-set without any lock (see
         ``AsyncVersioned``). ``redis``: the server of the key (this client's by default;
         required in Redlock mode)."""
-        self._wiring.state.check()
         return self._resources.versioned(key, redis)
 
     # -- operators' view (admin.py) ------------------------------------------------------
@@ -419,7 +280,7 @@ class AsyncLockClient:
         the warning: fencelock.compat's client of an application's redis client just collected."""
         if self._finalizer.detach() is not None:
             self._wiring.state.closed = True
-            _abandoned(None, self._wiring.watchdog, self._wiring.topology)
+            abandoned(None, self._wiring.watchdog, self._wiring.topology)
 
     async def close(self) -> None:
         """Stop the watchdog and the listeners and close fencelock's connections. From then on
@@ -427,7 +288,7 @@ class AsyncLockClient:
         self._finalizer.detach()
         self._wiring.state.closed = True
         LIVE_CLIENTS.discard(self)
-        await _close(self._wiring.watchdog, self._wiring.topology)
+        await close(self._wiring.watchdog, self._wiring.topology)
 
     async def __aenter__(self) -> Self:
         return self

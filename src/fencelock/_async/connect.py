@@ -14,6 +14,7 @@ waiting for (a pool of one would never serve them).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 from .._core.options import ClientOptions
@@ -25,11 +26,13 @@ from .._transport import (
     AsyncRedis,
     AsyncRedisCluster,
     async_own_client,
+    async_reap,
 )
-from ..keys import described, validate_db
+from ..keys import described, validate_db, validate_url
 from .redlock import AsyncQuorum
 from .topology import AsyncCluster, AsyncOneServer, AsyncTopology
 from .waiter import AsyncWaiter
+from .watchdog import AsyncWatchdog
 
 
 def connect(
@@ -81,3 +84,40 @@ def connect(
     return AsyncQuorum(
         nodes, dict(enumerate(waiters)), options.socket_timeout, counters, options.node_timeout
     )
+
+
+def from_urls(url: str | Sequence[str], socket_timeout: float) -> AsyncRedis | list[AsyncRedis]:
+    """Clients for ``url``, not connected yet (nothing to close if the client refuses them); a
+    list of URLs means Redlock over those masters."""
+    urls = [url] if isinstance(url, str) else list(url) if isinstance(url, list | tuple) else []
+    if not urls or not all(isinstance(u, str) for u in urls):
+        raise TypeError(f"url must be a URL or a non-empty list of URLs, not {described(url)}")
+    clients = []
+    for u in urls:
+        validate_url(u)
+        try:
+            clients.append(
+                AsyncRedis.from_url(
+                    u, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout
+                )
+            )
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"url {u!r}: {exc}") from None
+    return clients[0] if isinstance(url, str) else clients
+
+
+async def close(watchdog: AsyncWatchdog, topology: AsyncTopology) -> None:
+    await watchdog.close()
+    await topology.close()
+
+
+def abandoned(name: str | None, watchdog: AsyncWatchdog, topology: AsyncTopology) -> None:
+    """A client was collected unclosed. Run by the garbage collector, in whatever thread, maybe
+    while that thread holds a lock of ours: so it takes no lock and waits for nothing. The
+    pub/sub listeners are told to stop (they end within a read and close their connection); the
+    watchdog ends with its last lease; the rest: see async_reap. ``name`` None: a client of
+    fencelock.compat, which the application never saw, so there is nothing to warn it of."""
+    if name is not None:
+        warnings.warn(f"unclosed {name}: call close()", ResourceWarning, stacklevel=2)
+    topology.abandon()
+    async_reap(lambda: close(watchdog, topology), topology.requester, topology.pools())

@@ -43,20 +43,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._backend import (
+    AsyncStateLock,
     async_blocking,
     async_call_scope,
     async_current_task,
     async_shield,
     async_spawn,
-    async_uncancel,
 )
 from .._core import events
 from .._core.kinds import Kind, LeaseSpec, Released
-from .._core.lease import EXPLAINED, Exit, Grant, exit_action, loss_reason, should_cancel
-from .._core.options import DEFAULT, LeaseOptions
+from .._core.lease import EXPLAINED, Grant, loss_reason, should_cancel
+from .._core.options import DEFAULT, ClientOptions, LeaseOptions
 from .._core.replies import RENEWED, TAKEN
 from .._core.stats import Counters
-from ..errors import ClientClosed, LockError, LockLost, LockNotOwned, LockTimeout
+from ..errors import ClientClosed, LockError, LockLost, LockNotOwned
 from ..keys import MIN_LEASE, ttl_to_ms, validate_ttl
 from . import contention, handoff
 from .singleflight import AsyncLocalQueues
@@ -99,6 +99,24 @@ class AsyncWiring:
     # the specs of the names in use: an object made per call (``with client.lock(name)``)
     # finds its keys and arguments made already
     specs: dict[tuple[Any, ...], LeaseSpec] = field(default_factory=dict)
+
+    @classmethod
+    def made(
+        cls, topology: AsyncTopology, options: ClientOptions, counters: Counters, client: str
+    ) -> AsyncWiring:
+        """The wiring of a new client (``client``: its class's name, for messages)."""
+        return cls(
+            topology,
+            AsyncLocalQueues(options.max_handoffs, counters),
+            AsyncWatchdog(topology, counters),
+            counters,
+            ClientState(client),
+            AsyncStateLock(),
+            options.prefix,
+            options.wake == "one",
+            options.max_poll,
+            options.label,
+        )
 
     def spec(self, kind: Kind, options: LeaseOptions, noun: str, owner: str = "") -> LeaseSpec:
         """The spec of an object of ``kind`` (``owner``: one that queues alone, its id)."""
@@ -369,65 +387,3 @@ class AsyncLease:
         if grant is None or grant.lost:
             return 0.0
         return max(0.0, grant.deadline - time.monotonic())
-
-    # -- by holder token: for the compat layers, whose users name grants by token ------------
-
-    async def held_by(self, holder: str) -> bool:
-        """Whether the server shows ``holder`` (a holder token) holding this name."""
-        self.wiring.state.check()
-        return await self.wiring.topology.held(self.spec, holder)
-
-    async def release_by(self, holder: str) -> bool:
-        """Release the grant of ``holder`` (made by another object); False if it held none."""
-        self.wiring.state.check()
-        return (await self.wiring.topology.release(self.spec, holder)) != Released.NOT_HELD
-
-    async def extend_by(self, holder: str, ttl: float) -> bool:
-        """Reset the lease of ``holder``'s grant to ``ttl``; False if it holds none."""
-        self.wiring.state.check()
-        topology = self.wiring.topology
-        args = (holder, ttl_to_ms(ttl))
-        [held] = await topology.renew(
-            [self.spec.keys.lock], args, [ttl], topology.request_timeout, self.what()
-        )
-        if isinstance(held, LockError):
-            raise held
-        return held == RENEWED
-
-    # -- the with block --------------------------------------------------------------------
-
-    async def enter(self) -> None:
-        """``with``: acquire within the object's timeout, else ``LockTimeout``."""
-        if not await self.acquire():
-            waited = self.options.timeout
-            raise LockTimeout(f"{self.what()} not acquired within {waited} s")
-        grant = self.grant()
-        if grant is not None and grant.depth == 1:
-            grant.entered_block(async_current_task())
-
-    async def exit(self, exc: BaseException | None) -> None:
-        """The block ends: release, and apply the exit policy to a loss."""
-        grant = self.grant()
-        if grant is None:
-            return  # released inside the block
-        by_us = grant.cancelled and grant.depth == 1
-        if by_us:
-            async_uncancel(grant.task)  # our cancellation becomes LockLost below
-        loss: LockNotOwned | None = None
-        try:
-            await self.release()
-        except LockNotOwned as error:
-            loss = error
-        except LockError:
-            if not grant.lost:
-                raise
-            # the server could not be reached to release: the loss is what the block must hear
-        if loss is None and grant.lost:
-            loss = LockLost(f"{self.what()}: the lease was lost while the block ran")
-        action = exit_action(loss is not None, self.options.on_lost_policy, exc is not None, by_us)
-        if action is Exit.RAISE:
-            assert loss is not None
-            raise loss from exc
-        if action is Exit.NOTE:  # the body's own error is the one to see; the loss rides along
-            assert exc is not None
-            exc.add_note(f"fencelock: {loss}")

@@ -19,6 +19,7 @@ from .._transport import AsyncRedis, AsyncRedisCluster
 from ..errors import StaleToken
 from ..keys import described, fence_key_for, validate_resource_key, validate_value
 from ..scripts import FENCED_GET, FENCED_SET, Script
+from .engine import ClientState
 from .topology import AsyncTopology
 from .versioned import AsyncVersioned
 
@@ -81,12 +82,14 @@ async def _run_script(
 class AsyncResources:
     """The resource writes of one lock client (its ``fenced_*`` and ``versioned`` methods)."""
 
-    def __init__(self, topology: AsyncTopology) -> None:
+    def __init__(self, topology: AsyncTopology, state: ClientState) -> None:
         self._topology = topology
+        self._state = state
 
     def server(self, redis: Server | None, what: str) -> Server | None:
         """The client for a resource key's server: ``redis`` if given, else None (the lock
         client's own server, which Redlock mode does not have)."""
+        self._state.check()
         if redis is None and not self._topology.one_counter:
             raise TypeError(f"{what} in Redlock mode needs redis=: the server of the resource")
         if redis is not None and not isinstance(redis, AsyncRedis | AsyncRedisCluster):

@@ -18,7 +18,9 @@ waits, the watchdog, the loss signals and the fencing tokens are the engine's. W
 
 from __future__ import annotations
 
-from typing import Never
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, Never, TypeVar, cast
 
 from .._core.inspection import SemaphoreState, semaphore_state
 from .._core.kinds import Permits
@@ -29,6 +31,8 @@ from ..scripts import SEMAPHORE_LIMIT, SEMAPHORE_STATE
 from .engine import AsyncLease, AsyncWiring
 from .leased import AsyncLeased, keyword_only
 from .topology import AsyncTopology
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def validate_permits(arg: str, value: object) -> int:
@@ -118,3 +122,24 @@ async def state_of(topology: AsyncTopology, keys: SemaphoreKeys, what: str) -> S
     if isinstance(reply, Exception):
         raise reply
     return semaphore_state(reply)
+
+
+def at_most(
+    semaphore: Callable[..., AsyncSemaphore],
+    limit: int,
+    name: str,
+    ttl: float,
+    timeout: float | None,
+) -> Callable[[_F], _F]:
+    """``client.at_most``'s decorator: each run holds a permit of a semaphore made by
+    ``semaphore`` (the client's factory), renewed while it runs."""
+
+    def decorate(fn: _F) -> _F:
+        @wraps(fn)
+        async def run(*args: Any, **kwargs: Any) -> Any:
+            async with semaphore(name, limit, ttl, timeout=timeout, auto_renew=True):
+                return await fn(*args, **kwargs)
+
+        return cast(_F, run)
+
+    return decorate

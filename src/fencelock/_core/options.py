@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 from ..keys import (
     DEFAULT_PREFIX,
@@ -33,6 +33,19 @@ class Default:
 
 
 DEFAULT: Final = Default()
+
+
+class LeaseKeywords(TypedDict, total=False):
+    """The keyword options of every primitive (``client.lock(name, ttl, **options)``,
+    ``client.semaphore(name, limit, ttl, **options)``...); each is documented in docs/api.md.
+    Defaults: ``timeout=None`` (wait as long as it takes), ``auto_renew=False``, ``on_lost=None``,
+    ``on_lost_policy="raise"``, ``label``: the client's."""
+
+    timeout: float | None
+    auto_renew: bool
+    on_lost: Callable[[Any], object] | None
+    on_lost_policy: str
+    label: Any
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,20 +44,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._backend import (
+    SyncStateLock,
     sync_blocking,
     sync_call_scope,
     sync_current_task,
     sync_shield,
     sync_spawn,
-    sync_uncancel,
 )
 from .._core import events
 from .._core.kinds import Kind, LeaseSpec, Released
-from .._core.lease import EXPLAINED, Exit, Grant, exit_action, loss_reason, should_cancel
-from .._core.options import DEFAULT, LeaseOptions
+from .._core.lease import EXPLAINED, Grant, loss_reason, should_cancel
+from .._core.options import DEFAULT, ClientOptions, LeaseOptions
 from .._core.replies import RENEWED, TAKEN
 from .._core.stats import Counters
-from ..errors import ClientClosed, LockError, LockLost, LockNotOwned, LockTimeout
+from ..errors import ClientClosed, LockError, LockLost, LockNotOwned
 from ..keys import MIN_LEASE, ttl_to_ms, validate_ttl
 from . import contention, handoff
 from .singleflight import LocalQueues
@@ -100,6 +100,24 @@ class Wiring:
     # the specs of the names in use: an object made per call (``with client.lock(name)``)
     # finds its keys and arguments made already
     specs: dict[tuple[Any, ...], LeaseSpec] = field(default_factory=dict)
+
+    @classmethod
+    def made(
+        cls, topology: SyncTopology, options: ClientOptions, counters: Counters, client: str
+    ) -> Wiring:
+        """The wiring of a new client (``client``: its class's name, for messages)."""
+        return cls(
+            topology,
+            LocalQueues(options.max_handoffs, counters),
+            Watchdog(topology, counters),
+            counters,
+            ClientState(client),
+            SyncStateLock(),
+            options.prefix,
+            options.wake == "one",
+            options.max_poll,
+            options.label,
+        )
 
     def spec(self, kind: Kind, options: LeaseOptions, noun: str, owner: str = "") -> LeaseSpec:
         """The spec of an object of ``kind`` (``owner``: one that queues alone, its id)."""
@@ -370,65 +388,3 @@ class Lease:
         if grant is None or grant.lost:
             return 0.0
         return max(0.0, grant.deadline - time.monotonic())
-
-    # -- by holder token: for the compat layers, whose users name grants by token ------------
-
-    def held_by(self, holder: str) -> bool:
-        """Whether the server shows ``holder`` (a holder token) holding this name."""
-        self.wiring.state.check()
-        return self.wiring.topology.held(self.spec, holder)
-
-    def release_by(self, holder: str) -> bool:
-        """Release the grant of ``holder`` (made by another object); False if it held none."""
-        self.wiring.state.check()
-        return (self.wiring.topology.release(self.spec, holder)) != Released.NOT_HELD
-
-    def extend_by(self, holder: str, ttl: float) -> bool:
-        """Reset the lease of ``holder``'s grant to ``ttl``; False if it holds none."""
-        self.wiring.state.check()
-        topology = self.wiring.topology
-        args = (holder, ttl_to_ms(ttl))
-        [held] = topology.renew(
-            [self.spec.keys.lock], args, [ttl], topology.request_timeout, self.what()
-        )
-        if isinstance(held, LockError):
-            raise held
-        return held == RENEWED
-
-    # -- the with block --------------------------------------------------------------------
-
-    def enter(self) -> None:
-        """``with``: acquire within the object's timeout, else ``LockTimeout``."""
-        if not self.acquire():
-            waited = self.options.timeout
-            raise LockTimeout(f"{self.what()} not acquired within {waited} s")
-        grant = self.grant()
-        if grant is not None and grant.depth == 1:
-            grant.entered_block(sync_current_task())
-
-    def exit(self, exc: BaseException | None) -> None:
-        """The block ends: release, and apply the exit policy to a loss."""
-        grant = self.grant()
-        if grant is None:
-            return  # released inside the block
-        by_us = grant.cancelled and grant.depth == 1
-        if by_us:
-            sync_uncancel(grant.task)  # our cancellation becomes LockLost below
-        loss: LockNotOwned | None = None
-        try:
-            self.release()
-        except LockNotOwned as error:
-            loss = error
-        except LockError:
-            if not grant.lost:
-                raise
-            # the server could not be reached to release: the loss is what the block must hear
-        if loss is None and grant.lost:
-            loss = LockLost(f"{self.what()}: the lease was lost while the block ran")
-        action = exit_action(loss is not None, self.options.on_lost_policy, exc is not None, by_us)
-        if action is Exit.RAISE:
-            assert loss is not None
-            raise loss from exc
-        if action is Exit.NOTE:  # the body's own error is the one to see; the loss rides along
-            assert exc is not None
-            exc.add_note(f"fencelock: {loss}")

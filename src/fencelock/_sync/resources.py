@@ -20,6 +20,7 @@ from .._transport import SyncRedis, SyncRedisCluster
 from ..errors import StaleToken
 from ..keys import described, fence_key_for, validate_resource_key, validate_value
 from ..scripts import FENCED_GET, FENCED_SET, Script
+from .engine import ClientState
 from .topology import SyncTopology
 from .versioned import Versioned
 
@@ -82,12 +83,14 @@ def _run_script(
 class Resources:
     """The resource writes of one lock client (its ``fenced_*`` and ``versioned`` methods)."""
 
-    def __init__(self, topology: SyncTopology) -> None:
+    def __init__(self, topology: SyncTopology, state: ClientState) -> None:
         self._topology = topology
+        self._state = state
 
     def server(self, redis: Server | None, what: str) -> Server | None:
         """The client for a resource key's server: ``redis`` if given, else None (the lock
         client's own server, which Redlock mode does not have)."""
+        self._state.check()
         if redis is None and not self._topology.one_counter:
             raise TypeError(f"{what} in Redlock mode needs redis=: the server of the resource")
         if redis is not None and not isinstance(redis, SyncRedis | SyncRedisCluster):

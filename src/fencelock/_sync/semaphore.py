@@ -19,7 +19,9 @@ waits, the watchdog, the loss signals and the fencing tokens are the engine's. W
 
 from __future__ import annotations
 
-from typing import Never
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, Never, TypeVar, cast
 
 from .._core.inspection import SemaphoreState, semaphore_state
 from .._core.kinds import Permits
@@ -30,6 +32,8 @@ from ..scripts import SEMAPHORE_LIMIT, SEMAPHORE_STATE
 from .engine import Lease, Wiring
 from .leased import Leased, keyword_only
 from .topology import SyncTopology
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def validate_permits(arg: str, value: object) -> int:
@@ -119,3 +123,24 @@ def state_of(topology: SyncTopology, keys: SemaphoreKeys, what: str) -> Semaphor
     if isinstance(reply, Exception):
         raise reply
     return semaphore_state(reply)
+
+
+def at_most(
+    semaphore: Callable[..., Semaphore],
+    limit: int,
+    name: str,
+    ttl: float,
+    timeout: float | None,
+) -> Callable[[_F], _F]:
+    """``client.at_most``'s decorator: each run holds a permit of a semaphore made by
+    ``semaphore`` (the client's factory), renewed while it runs."""
+
+    def decorate(fn: _F) -> _F:
+        @wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with semaphore(name, limit, ttl, timeout=timeout, auto_renew=True):
+                return fn(*args, **kwargs)
+
+        return cast(_F, run)
+
+    return decorate
