@@ -139,7 +139,9 @@ def test_the_late_release_of_a_lease_that_ran_out_leaves_the_next_holders_alone(
     assert holder.acquire(timeout=0)
     waiter = sync_client.lock("late", ttl=30)
     waiting = SyncCall(lambda: waiter.acquire(timeout=30))
-    sync_until(lambda: bool(sync_client._wiring.queues._lines[holder._lease.spec.line].tickets))
+    sync_until(
+        lambda: bool(sync_client._wiring.queues._lines[holder._lease.spec.line].tickets)
+    )
     with pytest.raises(fencelock.LockLost):
         stale.release()
     # the holder still holds, and the waiter still waits for it
