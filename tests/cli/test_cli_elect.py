@@ -13,8 +13,8 @@ import redis
 import fencelock
 from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer, free_port
+from tests.cli.test_cli_run import _env
 from tests.concurrency import TIMEOUT
-from tests.test_cli_run import _env
 
 NAME = "scheduler"
 KEYS = LockKeys.for_name(NAME)

@@ -15,8 +15,8 @@ import pytest
 import fencelock
 import fencelock.cli
 from fencelock.cli import build_parser, main
+from tests.cli.test_cli_run import _env
 from tests.concurrency import TIMEOUT
-from tests.test_cli_run import _env
 
 PACKAGE = Path(fencelock.cli.__file__).parent
 TREES = {path.stem: ast.parse(path.read_text(), str(path)) for path in PACKAGE.glob("*.py")}

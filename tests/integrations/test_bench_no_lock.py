@@ -12,7 +12,7 @@ import redis
 
 from fencelock_tools.servers.embedded import EmbeddedServer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 90.0  # spawns interpreters; a loaded box is slow
 
 

@@ -27,7 +27,7 @@ celery = pytest.importorskip("celery")
 from fencelock.celery import ExclusiveTask, TaskBusy, current_token, worker_client  # noqa: E402
 from tests.celery_app import TTL  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WAIT = 60  # a generous bound on anything the worker is asked to do
 
 

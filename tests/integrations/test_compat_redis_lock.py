@@ -31,7 +31,7 @@ from tests.concurrency import SyncCall, sync_until
 from tests.conftest import KINDS
 
 BOUND_MARGIN = 5.0 + 2.0  # one request timeout, and room for a loaded machine
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import SyncCall, sync_until
 from tests.conftest import KINDS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from fencelock_tools.servers.embedded import EmbeddedServer
 
 pytest.importorskip("django")
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "django.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "django.md"
 
 URLS = """
 from django.urls import path

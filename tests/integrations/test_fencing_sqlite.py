@@ -21,7 +21,7 @@ from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import SyncCall
 
-GUIDE = Path(__file__).resolve().parents[1] / "docs" / "leases.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "leases.md"
 NAME = "account:1"
 ACCOUNT = 1
 OPENING_BALANCE = 100

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-TOOL = Path(__file__).resolve().parent.parent / "tools" / "gen_sync.py"
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "gen_sync.py"
 _spec = importlib.util.spec_from_file_location("gen_sync", TOOL)
 assert _spec is not None and _spec.loader is not None
 gen_sync = importlib.util.module_from_spec(_spec)

@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from fencelock import metrics
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def exported_names() -> set[str]:

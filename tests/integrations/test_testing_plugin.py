@@ -13,7 +13,7 @@ from fencelock_tools.servers.embedded import EmbeddedServer, find_server
 
 pytest_plugins = ["pytester"]
 
-GUIDE = Path(__file__).resolve().parent.parent / "docs" / "testing.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "testing.md"
 INI = """
 [pytest]
 asyncio_default_fixture_loop_scope = function

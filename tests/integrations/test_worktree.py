@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 120.0  # an interpreter per run, two more under -n 2, on a loaded machine
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git not found")

@@ -44,7 +44,7 @@ from fencelock_tools.servers.embedded import EmbeddedServer, ServerNotFound, fin
 from fencelock_tools.servers.topology import Cluster
 from tests.concurrency import SyncCall, sync_until
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HOLDER = re.compile(r"[A-Za-z0-9_-]{27,}")
 KNOWN_SCRIPTS = [s for s in vars(scripts).values() if isinstance(s, scripts.Script)]
 KNOWN_SHAS = {s.sha for s in KNOWN_SCRIPTS}

@@ -225,11 +225,11 @@ def _without_redis_server(tmp_path: Path) -> dict[str, str]:
 
 
 def test_without_redis_server_everything_runs_on_valkey(tmp_path: Path) -> None:
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     env = _without_redis_server(tmp_path)
     # the chaos suite runs too, on valkey
     probe_kinds = (
-        "from tests.conftest import KINDS; from tests.test_chaos_short import chaos_binary; "
+        "from tests.conftest import KINDS; from tests.chaos.test_chaos_short import chaos_binary; "
         "print(KINDS, chaos_binary())"
     )
     done = subprocess.run(
@@ -238,7 +238,7 @@ def test_without_redis_server_everything_runs_on_valkey(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("['valkey'] ") and "valkey-server" in done.stdout
     # a server test runs on valkey, and is not also reported skipped for want of redis-server
-    test = "tests/_async/test_lock.py::test_acquire_release_roundtrip"
+    test = "tests/engine/_async/test_lock.py::test_acquire_release_roundtrip"
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", test],
         cwd=root, env=env, capture_output=True, text=True, timeout=120,

@@ -1,4 +1,4 @@
-# GENERATED from tests/_async/test_bounds.py by tools/gen_sync.py: edit that file instead.
+# GENERATED from tests/engine/_async/test_bounds.py by tools/gen_sync.py: edit that file instead.
 """Every call is bounded in time, with any client the caller passes (issue 12, items 4, 8, 9).
 Sync twin generated into tests/_sync by tools/gen_sync.py.
 

@@ -1,4 +1,4 @@
-# GENERATED from tests/_async/test_fuzz.py by tools/gen_sync.py: edit that file instead.
+# GENERATED from tests/engine/_async/test_fuzz.py by tools/gen_sync.py: edit that file instead.
 """Fuzzing the inputs against a real server (issue 6, item 4). Sync twin generated into
 tests/_sync by tools/gen_sync.py; the strategies and helpers are in tests/fuzzing.py.
 

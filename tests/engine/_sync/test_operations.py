@@ -1,4 +1,4 @@
-# GENERATED from tests/_async/test_operations.py by tools/gen_sync.py: edit that file instead.
+# GENERATED from tests/engine/_async/test_operations.py by tools/gen_sync.py: edit that file instead.
 """Seeing and steering locks: holder labels, inspect, locks, force_release, the counter kept by
 renewals, the eviction warning (docs/operations.md). Sync twin generated into tests/_sync by
 tools/gen_sync.py."""

@@ -1,4 +1,4 @@
-# GENERATED from tests/_async/test_statistics.py by tools/gen_sync.py: edit that file instead.
+# GENERATED from tests/engine/_async/test_statistics.py by tools/gen_sync.py: edit that file instead.
 """``client.statistics()``: what a client's locks did, read as a user reads it.
 
 Sync twin generated into tests/_sync by tools/gen_sync.py."""

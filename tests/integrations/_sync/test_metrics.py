@@ -1,4 +1,4 @@
-# GENERATED from tests/_async/test_metrics.py by tools/gen_sync.py: edit that file instead.
+# GENERATED from tests/integrations/_async/test_metrics.py by tools/gen_sync.py: edit that file instead.
 """``fencelock.metrics``: what the locks do, read back through each exporter's own API
 (prometheus_client's registry, an OpenTelemetry SDK reader), and the structured log events.
 

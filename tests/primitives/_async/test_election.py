@@ -15,10 +15,10 @@ from fencelock._core.election import Leader
 from fencelock._transport import AsyncRedis
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.topology import Cluster, SentinelSetup
-from tests._async.test_cluster import cluster_client  # noqa: F401  (a fixture)
-from tests._async.test_redlock import make_client
-from tests._async.test_sentinel import sentinel_client
 from tests.concurrency import AsyncCall, async_until
+from tests.topologies._async.test_cluster import cluster_client  # noqa: F401  (a fixture)
+from tests.topologies._async.test_redlock import make_client
+from tests.topologies._async.test_sentinel import sentinel_client
 
 
 async def async_next(it: AsyncIterator[Leader | None]) -> Leader | None:

@@ -1,4 +1,4 @@
-# GENERATED from tests/_async/test_election.py by tools/gen_sync.py: edit that file instead.
+# GENERATED from tests/primitives/_async/test_election.py by tools/gen_sync.py: edit that file instead.
 """Leader election: campaign, resign, leader, observe, loss (docs/election.md).
 Sync twin generated into tests/_sync by tools/gen_sync.py."""
 
@@ -16,10 +16,10 @@ from fencelock._core.election import Leader
 from fencelock._transport import SyncRedis
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.topology import Cluster, SentinelSetup
-from tests._sync.test_cluster import cluster_client  # noqa: F401  (a fixture)
-from tests._sync.test_redlock import make_client
-from tests._sync.test_sentinel import sentinel_client
 from tests.concurrency import SyncCall, sync_until
+from tests.topologies._sync.test_cluster import cluster_client  # noqa: F401  (a fixture)
+from tests.topologies._sync.test_redlock import make_client
+from tests.topologies._sync.test_sentinel import sentinel_client
 
 
 def sync_next(it: Iterator[Leader | None]) -> Leader | None:

@@ -1,4 +1,4 @@
-# GENERATED from tests/_async/test_multilock.py by tools/gen_sync.py: edit that file instead.
+# GENERATED from tests/primitives/_async/test_multilock.py by tools/gen_sync.py: edit that file instead.
 """Multi-locks: several names, all or none, in canonical order (no deadlock).
 
 Sync twin generated into tests/_sync by tools/gen_sync.py; cancellation is in

@@ -1,4 +1,4 @@
-# GENERATED from tests/_async/test_no_lock.py by tools/gen_sync.py: edit that file instead.
+# GENERATED from tests/primitives/_async/test_no_lock.py by tools/gen_sync.py: edit that file instead.
 """Writes that need no lock (issue 15, part 4): versioned values written by compare-and-set,
 and a fenced read-modify-write that closes the gap a fenced write alone leaves open.
 Sync twin generated into tests/_sync by tools/gen_sync.py."""

@@ -1,4 +1,4 @@
-# GENERATED from tests/_async/test_once_per.py by tools/gen_sync.py: edit that file instead.
+# GENERATED from tests/primitives/_async/test_once_per.py by tools/gen_sync.py: edit that file instead.
 """once_per: one run per period across runners, recorded with a fenced write.
 
 Sync twin generated into tests/_sync by tools/gen_sync.py."""

@@ -1,4 +1,4 @@
-# GENERATED from tests/_async/test_rw_lock.py by tools/gen_sync.py: edit that file instead.
+# GENERATED from tests/primitives/_async/test_rw_lock.py by tools/gen_sync.py: edit that file instead.
 """The read-write lock: readers share, writers exclude, arrival order is kept (phase-fair).
 
 Sync twin generated into tests/_sync by tools/gen_sync.py."""

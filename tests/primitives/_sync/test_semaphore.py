@@ -1,4 +1,4 @@
-# GENERATED from tests/_async/test_semaphore.py by tools/gen_sync.py: edit that file instead.
+# GENERATED from tests/primitives/_async/test_semaphore.py by tools/gen_sync.py: edit that file instead.
 """Semaphores: permits as leases, first come first served, a stored limit.
 
 Sync twin generated into tests/_sync by tools/gen_sync.py."""

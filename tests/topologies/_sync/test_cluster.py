@@ -1,4 +1,4 @@
-# GENERATED from tests/_async/test_cluster.py by tools/gen_sync.py: edit that file instead.
+# GENERATED from tests/topologies/_async/test_cluster.py by tools/gen_sync.py: edit that file instead.
 """Redis Cluster: three masters with a replica each, built by the test suite.
 Sync twin generated into tests/_sync by tools/gen_sync.py."""
 

@@ -1,4 +1,4 @@
-# GENERATED from tests/_async/test_sentinel.py by tools/gen_sync.py: edit that file instead.
+# GENERATED from tests/topologies/_async/test_sentinel.py by tools/gen_sync.py: edit that file instead.
 """Sentinel: a master, a replica and a sentinel, failed over for real.
 Sync twin generated into tests/_sync by tools/gen_sync.py."""
 
