@@ -1,5 +1,5 @@
 """Two different lock names never share a key (issue 6, item 4): no server, no API. The fuzz
-tests of both APIs against a real server are tests/_async/test_fuzz.py and its generated sync
+tests of both APIs against a real server are tests/engine/_async/test_fuzz.py and its generated sync
 twin; what they share with this one is in tests/fuzzing.py."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Redlock's tallies (``fencelock._core.quorum``) beyond tests/test_core.py, without a server."""
+"""Redlock's tallies (``fencelock._core.quorum``) beyond tests/core/test_core.py, without a
+server."""
 
 from __future__ import annotations
 

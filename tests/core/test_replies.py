@@ -1,5 +1,5 @@
 """What the servers' replies mean (``fencelock._core.replies``) and the client's counters
-(``fencelock._core.stats``), without a server. See also tests/test_core.py."""
+(``fencelock._core.stats``), without a server. See also tests/core/test_core.py."""
 
 from __future__ import annotations
 

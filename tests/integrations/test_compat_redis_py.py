@@ -1,6 +1,6 @@
 """fencelock.compat.redis_py where sync and asyncio differ (threads; cancellation), and redis-py's
 own lock tests run through it (tools/peer_suite.py). The idioms of both APIs:
-tests/_async/test_compat_redis_py.py."""
+tests/integrations/_async/test_compat_redis_py.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Leader election under asyncio only: the leader's block cancelled on loss, TaskGroup and
-asyncio.wait_for around campaign (the others: tests/_async/test_election.py)."""
+asyncio.wait_for around campaign (the others: tests/primitives/_async/test_election.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Leases that last as long as the work: watchdog, loss signals, reentrancy.
-Sync twin generated into tests/_sync by tools/gen_sync.py."""
+Sync twin generated into tests/engine/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The lock on one real server. Sync twin generated into tests/_sync by tools/gen_sync.py."""
+"""The lock on one real server. Sync twin generated into tests/engine/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 

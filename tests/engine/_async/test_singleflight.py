@@ -1,5 +1,5 @@
 """Singleflight and local hand-off: lock objects of one client queue locally for a name, and the
-holder hands the lock straight to the next in line. Sync twin generated into tests/_sync."""
+holder hands the lock straight to the next in line. Sync twin generated into tests/engine/_sync."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``client.statistics()``: what a client's locks did, read as a user reads it.
 
-Sync twin generated into tests/_sync by tools/gen_sync.py."""
+Sync twin generated into tests/engine/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 

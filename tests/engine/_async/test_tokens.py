@@ -1,5 +1,5 @@
 """Fencing tokens that never go backwards, and no key left behind (scripts/prelude.lua).
-Sync twin generated into tests/_sync by tools/gen_sync.py."""
+Sync twin generated into tests/engine/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Waking waiters one at a time (``wake="one"``): a queue in Redis, a channel per waiter.
-Sync twin generated into tests/_sync by tools/gen_sync.py."""
+Sync twin generated into tests/engine/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 # GENERATED from tests/engine/_async/test_bounds.py by tools/gen_sync.py: edit that file instead.
 """Every call is bounded in time, with any client the caller passes (issue 12, items 4, 8, 9).
-Sync twin generated into tests/_sync by tools/gen_sync.py.
+Sync twin generated into tests/engine/_sync by tools/gen_sync.py.
 
 The bounds asserted are the documented ones (README, docs/leases.md): ``acquire(timeout=t)``
 within t plus one request timeout, every other call within one request timeout; with a generous

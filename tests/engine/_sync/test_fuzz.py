@@ -1,6 +1,6 @@
 # GENERATED from tests/engine/_async/test_fuzz.py by tools/gen_sync.py: edit that file instead.
 """Fuzzing the inputs against a real server (issue 6, item 4). Sync twin generated into
-tests/_sync by tools/gen_sync.py; the strategies and helpers are in tests/fuzzing.py.
+tests/engine/_sync by tools/gen_sync.py; the strategies and helpers are in tests/fuzzing.py.
 
 Names (any ``str``: unicode, empty, very long, braces and percent signs that look like hash tags
 or like escapes), ttls, timeouts, client options, fencing tokens, values, resource keys, and keys
@@ -12,7 +12,7 @@ that hold a value of another Redis type. The properties:
   keys (among them keys that look like another lock's keys), and a snapshot of every key, its
   value (``DUMP``) and whether it has an expiry is compared before and after;
 * a lock leaves nothing behind but its fencing counter;
-* two different names never share a key (tests/test_fuzz.py: no server, no API).
+* two different names never share a key (tests/core/test_fuzz.py: no server, no API).
 
 Both APIs check the same properties; the asyncio pass on fewer examples (``ASYNC_FUZZ``).
 

@@ -1,5 +1,5 @@
 # GENERATED from tests/engine/_async/test_lock.py by tools/gen_sync.py: edit that file instead.
-"""The lock on one real server. Sync twin generated into tests/_sync by tools/gen_sync.py."""
+"""The lock on one real server. Sync twin generated into tests/engine/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 

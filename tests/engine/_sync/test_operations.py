@@ -1,6 +1,6 @@
 # GENERATED from tests/engine/_async/test_operations.py by tools/gen_sync.py: edit that file instead.
 """Seeing and steering locks: holder labels, inspect, locks, force_release, the counter kept by
-renewals, the eviction warning (docs/operations.md). Sync twin generated into tests/_sync by
+renewals, the eviction warning (docs/operations.md). Sync twin generated into tests/engine/_sync by
 tools/gen_sync.py."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 # GENERATED from tests/engine/_async/test_ownership.py by tools/gen_sync.py: edit that file instead.
 """Who holds a grant: the lock object, whatever task or thread calls it; and a lease that ran
 out frees the name for everyone, this client's other lock objects and the lock object itself.
-Sync twin generated into tests/_sync by tools/gen_sync.py."""
+Sync twin generated into tests/engine/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 

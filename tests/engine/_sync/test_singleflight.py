@@ -1,6 +1,6 @@
 # GENERATED from tests/engine/_async/test_singleflight.py by tools/gen_sync.py: edit that file instead.
 """Singleflight and local hand-off: lock objects of one client queue locally for a name, and the
-holder hands the lock straight to the next in line. Sync twin generated into tests/_sync."""
+holder hands the lock straight to the next in line. Sync twin generated into tests/engine/_sync."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 # GENERATED from tests/engine/_async/test_statistics.py by tools/gen_sync.py: edit that file instead.
 """``client.statistics()``: what a client's locks did, read as a user reads it.
 
-Sync twin generated into tests/_sync by tools/gen_sync.py."""
+Sync twin generated into tests/engine/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 # GENERATED from tests/integrations/_async/test_compat_redis_py.py by tools/gen_sync.py: edit that file instead.
 """fencelock.compat.redis_py(_asyncio): redis-py's lock idioms on real servers. Sync twin
-generated into tests/_sync by tools/gen_sync.py (threads, wait_for and redis-py's own suite:
-tests/test_compat_redis_py.py)."""
+generated into tests/integrations/_sync by tools/gen_sync.py (threads, wait_for and redis-py's
+own suite: tests/integrations/test_compat_redis_py.py)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 """``fencelock.metrics``: what the locks do, read back through each exporter's own API
 (prometheus_client's registry, an OpenTelemetry SDK reader), and the structured log events.
 
-Sync twin generated into tests/_sync by tools/gen_sync.py."""
+Sync twin generated into tests/integrations/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Leader election: campaign, resign, leader, observe, loss (docs/election.md).
-Sync twin generated into tests/_sync by tools/gen_sync.py."""
+Sync twin generated into tests/primitives/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Multi-locks: several names, all or none, in canonical order (no deadlock).
 
-Sync twin generated into tests/_sync by tools/gen_sync.py; cancellation is in
-tests/test_asyncio_only.py."""
+Sync twin generated into tests/primitives/_sync by tools/gen_sync.py; cancellation is in
+tests/engine/test_asyncio_only.py."""
 
 from __future__ import annotations
 

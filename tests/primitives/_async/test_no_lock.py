@@ -1,6 +1,6 @@
 """Writes that need no lock (issue 15, part 4): versioned values written by compare-and-set,
 and a fenced read-modify-write that closes the gap a fenced write alone leaves open.
-Sync twin generated into tests/_sync by tools/gen_sync.py."""
+Sync twin generated into tests/primitives/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """once_per: one run per period across runners, recorded with a fenced write.
 
-Sync twin generated into tests/_sync by tools/gen_sync.py."""
+Sync twin generated into tests/primitives/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The read-write lock: readers share, writers exclude, arrival order is kept (phase-fair).
 
-Sync twin generated into tests/_sync by tools/gen_sync.py."""
+Sync twin generated into tests/primitives/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Semaphores: permits as leases, first come first served, a stored limit.
 
-Sync twin generated into tests/_sync by tools/gen_sync.py."""
+Sync twin generated into tests/primitives/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 

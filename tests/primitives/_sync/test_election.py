@@ -1,6 +1,6 @@
 # GENERATED from tests/primitives/_async/test_election.py by tools/gen_sync.py: edit that file instead.
 """Leader election: campaign, resign, leader, observe, loss (docs/election.md).
-Sync twin generated into tests/_sync by tools/gen_sync.py."""
+Sync twin generated into tests/primitives/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 # GENERATED from tests/primitives/_async/test_multilock.py by tools/gen_sync.py: edit that file instead.
 """Multi-locks: several names, all or none, in canonical order (no deadlock).
 
-Sync twin generated into tests/_sync by tools/gen_sync.py; cancellation is in
-tests/test_asyncio_only.py."""
+Sync twin generated into tests/primitives/_sync by tools/gen_sync.py; cancellation is in
+tests/engine/test_asyncio_only.py."""
 
 from __future__ import annotations
 

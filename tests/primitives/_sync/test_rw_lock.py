@@ -1,7 +1,7 @@
 # GENERATED from tests/primitives/_async/test_rw_lock.py by tools/gen_sync.py: edit that file instead.
 """The read-write lock: readers share, writers exclude, arrival order is kept (phase-fair).
 
-Sync twin generated into tests/_sync by tools/gen_sync.py."""
+Sync twin generated into tests/primitives/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 

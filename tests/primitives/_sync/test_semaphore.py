@@ -1,7 +1,7 @@
 # GENERATED from tests/primitives/_async/test_semaphore.py by tools/gen_sync.py: edit that file instead.
 """Semaphores: permits as leases, first come first served, a stored limit.
 
-Sync twin generated into tests/_sync by tools/gen_sync.py."""
+Sync twin generated into tests/primitives/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 

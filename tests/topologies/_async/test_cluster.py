@@ -1,5 +1,5 @@
 """Redis Cluster: three masters with a replica each, built by the test suite.
-Sync twin generated into tests/_sync by tools/gen_sync.py."""
+Sync twin generated into tests/topologies/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Replica acknowledgement (WAIT): a grant a failover could lose is given back.
-Sync twin generated into tests/_sync by tools/gen_sync.py."""
+Sync twin generated into tests/topologies/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Sentinel: a master, a replica and a sentinel, failed over for real.
-Sync twin generated into tests/_sync by tools/gen_sync.py."""
+Sync twin generated into tests/topologies/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 

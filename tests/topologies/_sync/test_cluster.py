@@ -1,6 +1,6 @@
 # GENERATED from tests/topologies/_async/test_cluster.py by tools/gen_sync.py: edit that file instead.
 """Redis Cluster: three masters with a replica each, built by the test suite.
-Sync twin generated into tests/_sync by tools/gen_sync.py."""
+Sync twin generated into tests/topologies/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 # GENERATED from tests/topologies/_async/test_redlock.py by tools/gen_sync.py: edit that file instead.
 """Redlock over five independent masters, real processes killed, paused and restarted empty.
-Sync twin generated into tests/_sync by tools/gen_sync.py."""
+Sync twin generated into tests/topologies/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 

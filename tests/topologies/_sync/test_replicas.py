@@ -1,6 +1,6 @@
 # GENERATED from tests/topologies/_async/test_replicas.py by tools/gen_sync.py: edit that file instead.
 """Replica acknowledgement (WAIT): a grant a failover could lose is given back.
-Sync twin generated into tests/_sync by tools/gen_sync.py."""
+Sync twin generated into tests/topologies/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 # GENERATED from tests/topologies/_async/test_sentinel.py by tools/gen_sync.py: edit that file instead.
 """Sentinel: a master, a replica and a sentinel, failed over for real.
-Sync twin generated into tests/_sync by tools/gen_sync.py."""
+Sync twin generated into tests/topologies/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 
