@@ -1,7 +1,7 @@
 """The checker: pure functions from a history (a list of events, see ``history``) to a report.
 
 No I/O, no clock: every number comes from the events, so hand-made histories test it
-(``tests/test_chaos_checker.py``). What it counts, per lock name:
+(``tests/chaos/test_chaos_checker.py``). What it counts, per lock name:
 
 grant
     One successful acquire, from when it returned (``acquire``) to when its holder stopped

@@ -40,7 +40,7 @@ holders (SIGKILL, SIGSTOP), kills, pauses and restarts Redis nodes (no persisten
 restarted node is empty), slows, drops or black-holes their traffic through a userspace TCP
 proxy, jumps a Redlock node's wall clock (libfaketime), and fails masters over (Sentinel, Redis
 Cluster). A checker (pure code, `bench/chaos/checker.py`, unit-tested with hand-made histories in
-`tests/test_chaos_checker.py`) reads the merged history.
+`tests/chaos/test_chaos_checker.py`) reads the merged history.
 
 Each scenario runs seven lock kinds at once, each on a lock name of its own with workers of its
 own. Three are the lock through the sync API: the default lock (no renewal), `auto_renew=True`,
@@ -205,8 +205,8 @@ def render(
         "",
         "```sh",
         f"{command}                 # this page",
-        "python -m bench.chaos --short --details            # the short run CI makes "
-        "(tests/test_chaos_short.py)",
+        "python -m bench.chaos --short --details   # the short run CI makes "
+        "(tests/chaos/test_chaos_short.py)",
         "python -m bench.chaos --scenario redlock5/clock-jump --keep   # one scenario, "
         "keeping its JSONL histories",
         "```",
@@ -257,7 +257,7 @@ holder's. Redlock needs no agreement between the nodes' clocks: a grant's token 
 among the granting majority) is written back to a majority, each of which keeps it until its
 own clock has passed it, so any later majority shares a node whose counter or clock is past it.
 
-Tests: `tests/_async/test_tokens.py` (FLUSHALL, the counter deleted, a restart without
+Tests: `tests/engine/_async/test_tokens.py` (FLUSHALL, the counter deleted, a restart without
 persistence, a lagging replica promoted: each time the new holder's token is larger and the old
 holder's `fenced_set` after the new holder's write is refused; they fail on the counter kept
 forever), `test_tokens_increase_across_majorities_that_overlap_partly` (Redlock, with counters

@@ -1,5 +1,5 @@
 """The fault matrix: which topology, which lock kinds, which nemesis schedule, and what fencelock
-promises under it (``promises``, which ``tests/test_chaos_short.py`` asserts).
+promises under it (``promises``, which ``tests/chaos/test_chaos_short.py`` asserts).
 
 Every scenario runs the lock kinds at once, each on a lock name of its own with workers of
 its own: with the sync API the default lock (no renewal), ``auto_renew=True``, and

@@ -11,7 +11,7 @@
 The lock is bound to the execution, not to the message: taken in the worker when the task
 starts running, renewed while it runs (so a long task keeps it and a SIGKILLed worker stops
 renewing it: it frees itself one ttl later), and released when the task ends, whatever the end.
-docs/celery.md compares this with locks taken at enqueue time (tests/test_celery.py).
+docs/celery.md compares this with locks taken at enqueue time (tests/integrations/test_celery.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The rules that decide a lease's safety, as plain values and functions (no I/O).
 
-The I/O code (``_async/``) asks these and does what they say; ``tests/test_lease.py`` checks each
-rule without a server. A lease moves through these states::
+The I/O code (``_async/``) asks these and does what they say; ``tests/core/test_lease.py``
+checks each rule without a server. A lease moves through these states::
 
     acquire ──granted──▶ held ──renewed / re-entered──▶ held
                           │  └──handed off (local)──▶ held by the next local lock object
