@@ -144,13 +144,15 @@ def test_force_reply() -> None:
 @pytest.mark.parametrize("name", ["plain", "a{b}c", "100%", "%7B", "}{", "*?[x]", "é"])
 def test_names_round_trip_through_their_keys(name: str) -> None:
     assert unescape(escape(name)) == name
-    assert name_of(LockKeys.for_name(name, "app:").lock, "app:") == (name, "lock")
-    for kind in ("sem", "rw"):
+    families = ("sem", "rw")
+    assert name_of(LockKeys.for_name(name, "app:").lock, "app:", families) == (name, "lock")
+    for kind in families:
         keys = SemaphoreKeys.for_semaphore(name, "app:", kind)
-        assert name_of(keys.lock, "app:") == (name, kind)
-        assert name_of(keys.state, "app:") is None
-    assert name_of(LockKeys.for_name(name).fence, "fencelock:") is None  # not a lock key
-    assert name_of(LockKeys.for_name(name).lock, "app:") is None  # another prefix
+        assert name_of(keys.lock, "app:", families) == (name, kind)
+        assert name_of(keys.state, "app:", families) is None
+        assert name_of(keys.lock, "app:", ()) is None  # a family nobody registered
+    assert name_of(LockKeys.for_name(name).fence, "fencelock:", families) is None  # not a lock
+    assert name_of(LockKeys.for_name(name).lock, "app:", families) is None  # another prefix
 
 
 def test_scan_patterns() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import LockConnectionError, LockError
@@ -262,23 +262,21 @@ def scan_pattern(prefix: str, pattern: str) -> str:
     return f"{literal}{{{escape(pattern)}}}*:lock"
 
 
-# what follows the name's hash tag in the key of each kind of primitive (keys.py)
-_LOCK_SUFFIXES = {"}:lock": "lock", "}:sem:lock": "sem", "}:rw:lock": "rw"}
-
-
-def name_of(key: str | bytes, prefix: str) -> tuple[str, str] | None:
-    """The name of a lock key found by SCAN, and its kind: "lock", "sem" (a semaphore) or "rw"
-    (a read-write lock). None: not a lock key of this prefix."""
+def name_of(key: str | bytes, prefix: str, families: Iterable[str]) -> tuple[str, str] | None:
+    """The name of a key found by SCAN, and its family: "lock", or one of ``families`` (a
+    primitive whose keys are ``{name}:<family>:...``: "sem", "rw", "latch"...). None: not the
+    main key of a name of this prefix."""
     text = _text(key)
     start = prefix + "{"
     if not text.startswith(start):
         return None
-    for suffix, kind in _LOCK_SUFFIXES.items():
+    for family in ("lock", *families):
+        suffix = "}:lock" if family == "lock" else f"}}:{family}:lock"
         if text.endswith(suffix):
             inner = text[len(start) : -len(suffix)]
             if "{" in inner or "}" in inner:
                 return None
-            return unescape(inner), kind
+            return unescape(inner), family
     return None
 
 

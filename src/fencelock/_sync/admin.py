@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
 
 from .._core.inspection import (
     MAX_WAITERS_LISTED,
@@ -19,20 +21,40 @@ from .._core.inspection import (
     LockInfo,
     force_reply,
     name_of,
-    permits_info,
     scan_pattern,
 )
-from .._core.kinds import WRITE_PERMITS, Permits
+from .._core.kinds import Kind
 from .._core.replies import split_holder
 from ..errors import LockError
-from ..keys import LockKeys, SemaphoreKeys
+from ..keys import LockKeys
 from ..scripts import FORCE_RELEASE
-from .semaphore import state_of
 from .topology import SyncTopology
 
 logger = logging.getLogger("fencelock.admin")
 
 SCAN_COUNT = 1000  # keys looked at per SCAN call (each call is bounded by one request timeout)
+
+
+class Reader(Protocol):
+    def __call__(self, topology: SyncTopology, prefix: str, name: str) -> LockInfo | None:
+        """What inspect shows of the primitive of ``name``; None when nothing of it is held."""
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """How the operators' tools show one family of primitives other than the lock (whose keys
+    are ``{name}:<family>:...``): registered by the primitive's own module (``register``)."""
+
+    family: str  # "sem", "rw", "latch"...
+    kind: Kind  # a kind of the family: the topology must support it (Redlock has no semaphore)
+    read: Reader
+
+
+VIEWS: dict[str, View] = {}
+
+
+def register(view: View) -> None:
+    VIEWS[view.family] = view
 
 
 def _inspected(keys: LockKeys) -> tuple[str, str, str]:
@@ -48,16 +70,15 @@ def lock_info(topology: SyncTopology, prefix: str, name: str) -> LockInfo | None
 
 
 def inspect(topology: SyncTopology, prefix: str, name: str) -> LockInfo | None:
-    """The lock of ``name``; when none is held, a semaphore or read-write lock of that name
-    (one more read script each, where the topology has them)."""
+    """The lock of ``name``; when none is held, another primitive of that name (a semaphore,
+    a read-write lock...: one more read script each, where the topology has them)."""
     info = lock_info(topology, prefix, name)
-    if info is not None or not topology.supports(Permits()):
-        return info
-    for family in ("sem", "rw"):
-        info = _permits(topology, prefix, name, family)
+    for view in VIEWS.values():
         if info is not None:
             return info
-    return None
+        if topology.supports(view.kind):
+            info = view.read(topology, prefix, name)
+    return info
 
 
 def locks(topology: SyncTopology, prefix: str, pattern: str) -> Iterator[LockInfo]:
@@ -66,7 +87,7 @@ def locks(topology: SyncTopology, prefix: str, pattern: str) -> Iterator[LockInf
     inspected: a name released between the two is left out."""
     seen: set[tuple[str, str]] = set()
     for key in topology.scan(scan_pattern(prefix, pattern), SCAN_COUNT):
-        named = name_of(key, prefix)
+        named = name_of(key, prefix, VIEWS)
         if named is None or named in seen:  # SCAN may return a key twice; nodes share names
             continue
         seen.add(named)
@@ -74,17 +95,9 @@ def locks(topology: SyncTopology, prefix: str, pattern: str) -> Iterator[LockInf
         if family == "lock":
             info = lock_info(topology, prefix, name)
         else:
-            info = _permits(topology, prefix, name, family)
+            info = VIEWS[family].read(topology, prefix, name)
         if info is not None:
             yield info
-
-
-def _permits(topology: SyncTopology, prefix: str, name: str, family: str) -> LockInfo | None:
-    """A semaphore (``family`` "sem") or read-write lock ("rw") of ``name``: one read script."""
-    keys = SemaphoreKeys.for_semaphore(name, prefix, family)
-    noun = "semaphore" if family == "sem" else "read-write lock"
-    state = state_of(topology, keys, f"{noun} {name!r}")
-    return permits_info(name, family, state, WRITE_PERMITS)
 
 
 def force_release(

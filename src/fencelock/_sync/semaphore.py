@@ -20,15 +20,16 @@ waits, the watchdog, the loss signals and the fencing tokens are the engine's. W
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import wraps
+from functools import partial, wraps
 from typing import Any, Never, TypeVar, cast
 
-from .._core.inspection import SemaphoreState, semaphore_state
-from .._core.kinds import Permits
+from .._core.inspection import LockInfo, SemaphoreState, permits_info, semaphore_state
+from .._core.kinds import WRITE_PERMITS, Permits
 from .._core.options import DEFAULT, LeaseOptions
 from .._core.replies import new_waiter_id
 from ..keys import SemaphoreKeys
 from ..scripts import SEMAPHORE_LIMIT, SEMAPHORE_STATE
+from . import admin
 from .engine import Lease, Wiring
 from .leased import Leased, keyword_only
 from .topology import SyncTopology
@@ -144,3 +145,15 @@ def at_most(
         return cast(_F, run)
 
     return decorate
+
+
+def _listed(topology: SyncTopology, prefix: str, name: str, family: str) -> LockInfo | None:
+    """A semaphore ("sem") or read-write lock ("rw") of ``name`` as the operators see it."""
+    keys = SemaphoreKeys.for_semaphore(name, prefix, family)
+    noun = "semaphore" if family == "sem" else "read-write lock"
+    state = state_of(topology, keys, f"{noun} {name!r}")
+    return permits_info(name, family, state, WRITE_PERMITS)
+
+
+for _family in ("sem", "rw"):
+    admin.register(admin.View(_family, Permits(), partial(_listed, family=_family)))

@@ -34,26 +34,28 @@ def _read(name: str) -> str:
     return resources.files(__name__).joinpath(f"{name}.lua").read_text(encoding="utf-8")
 
 
-def _load(name: str, *preludes: str) -> Script:
+def load(name: str, *preludes: str) -> Script:
+    """The script of ``name``.lua in this package, ``preludes`` (other .lua files of it) in
+    front: a primitive's module loads its own scripts so."""
     source = "".join(_read(part) for part in (*preludes, name))
     return Script(name, source, hashlib.sha1(source.encode()).hexdigest())
 
 
-ACQUIRE = _load("acquire", "prelude")
-RELEASE = _load("release", "prelude", "serve")
-RENEW = _load("renew")
-REENTRANT_ACQUIRE = _load("reentrant_acquire", "prelude")
-REENTRANT_RELEASE = _load("reentrant_release", "prelude", "serve")
-FENCED_SET = _load("fenced_set", "fencing")
-FENCED_GET = _load("fenced_get", "fencing")
-VERSIONED_GET = _load("versioned_get", "versioned")
-VERSIONED_SET = _load("versioned_set", "versioned")
-FENCE_RAISE = _load("fence_raise", "prelude")
-HANDOFF = _load("handoff", "prelude")
-INSPECT = _load("inspect")
-FORCE_RELEASE = _load("force_release", "prelude", "serve")
-SEMAPHORE_ACQUIRE = _load("semaphore_acquire", "prelude", "semaphore")
-SEMAPHORE_RELEASE = _load("semaphore_release", "prelude", "semaphore")
-SEMAPHORE_STATE = _load("semaphore_state")
-SEMAPHORE_LIMIT = _load("semaphore_limit", "prelude", "semaphore")
-RW_DOWNGRADE = _load("rw_downgrade", "prelude", "semaphore")
+ACQUIRE = load("acquire", "prelude")
+RELEASE = load("release", "prelude", "serve")
+RENEW = load("renew")
+REENTRANT_ACQUIRE = load("reentrant_acquire", "prelude")
+REENTRANT_RELEASE = load("reentrant_release", "prelude", "serve")
+FENCED_SET = load("fenced_set", "fencing")
+FENCED_GET = load("fenced_get", "fencing")
+VERSIONED_GET = load("versioned_get", "versioned")
+VERSIONED_SET = load("versioned_set", "versioned")
+FENCE_RAISE = load("fence_raise", "prelude")
+HANDOFF = load("handoff", "prelude")
+INSPECT = load("inspect")
+FORCE_RELEASE = load("force_release", "prelude", "serve")
+SEMAPHORE_ACQUIRE = load("semaphore_acquire", "prelude", "semaphore")
+SEMAPHORE_RELEASE = load("semaphore_release", "prelude", "semaphore")
+SEMAPHORE_STATE = load("semaphore_state")
+SEMAPHORE_LIMIT = load("semaphore_limit", "prelude", "semaphore")
+RW_DOWNGRADE = load("rw_downgrade", "prelude", "semaphore")
