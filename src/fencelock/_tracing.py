@@ -35,7 +35,8 @@ def tracing(
 ) -> tuple[events.Listener, Callable[[], None]]:
     """The listener that makes the spans, and the function that ends the holds' open spans when
     tracing is switched off."""
-    holds: weakref.WeakKeyDictionary[object, Span] = weakref.WeakKeyDictionary()
+    # each open hold's span and its start (ns)
+    holds: weakref.WeakKeyDictionary[object, tuple[Span, int]] = weakref.WeakKeyDictionary()
     guard = threading.Lock()  # (holds end in any thread: the callers' and the watchdog's)
 
     def about(event: events.AcquireEnded | events.HoldEnded | events.LeaseLost) -> dict[str, Any]:
@@ -75,15 +76,16 @@ def tracing(
             start_time=end,
         )
         with guard:
-            holds[event.grant] = hold
+            holds[event.grant] = (hold, end)
 
-    def hold_of(grant: object) -> Span | None:
+    def hold_of(grant: object) -> tuple[Span, int] | None:
         with guard:
             return holds.pop(grant, None)
 
     def lost(event: events.LeaseLost) -> None:
-        hold = hold_of(event.grant)
-        if hold is not None:
+        found = hold_of(event.grant)
+        if found is not None:
+            hold = found[0]
             reason = {"fencelock.loss_reason": event.reason}
             hold.add_event("fencelock.lease_lost", reason)
             hold.set_attributes({"fencelock.hold.end": LOST, **reason})
@@ -94,10 +96,12 @@ def tracing(
         if isinstance(event, events.AcquireEnded):
             acquired(event)
         elif isinstance(event, events.HoldEnded):
-            hold = hold_of(event.grant)  # (None: ended already by its loss)
-            if hold is not None:
+            found = hold_of(event.grant)  # (None: ended already by its loss)
+            if found is not None:
+                # at the release's call, not its reply: the next holder may have it by then
+                hold, start = found
                 hold.set_attribute("fencelock.hold.end", RELEASED)
-                hold.end()
+                hold.end(end_time=start + round(event.seconds * 1e9))
         elif isinstance(event, events.LeaseLost):
             lost(event)
         elif isinstance(event, events.StaleWriteRefused):
@@ -109,7 +113,7 @@ def tracing(
 
     def end_open_holds() -> None:
         with guard:
-            still = list(holds.values())
+            still = [hold for hold, _ in holds.values()]
             holds.clear()
         for hold in still:
             hold.set_attribute("fencelock.hold.end", UNTRACED)

@@ -189,7 +189,7 @@ class AsyncLease:
                     )
                 self.forget(held)  # a lost lease holds nothing: take the name afresh
                 if events.on:
-                    self._hold_ended(held)
+                    self._hold_ended(held, time.monotonic())
             started = time.monotonic()
             deadline = None if wait is None else started + wait
             try:
@@ -236,11 +236,10 @@ class AsyncLease:
         self.wiring.counters.add(held=-1)
         self.wiring.watchdog.untrack(grant)
 
-    def _hold_ended(self, grant: Grant) -> None:
+    def _hold_ended(self, grant: Grant, ended: float) -> None:
         if grant.since:  # (0: taken while nobody listened)
-            seconds = time.monotonic() - grant.since
-            primitive, fence = self.spec.primitive, grant.fence
-            events.emit(events.HoldEnded(primitive, self.name, seconds, fence, grant))
+            primitive, seconds = self.spec.primitive, ended - grant.since
+            events.emit(events.HoldEnded(primitive, self.name, seconds, grant.fence, grant))
 
     # -- release / extend ------------------------------------------------------------------
 
@@ -259,6 +258,7 @@ class AsyncLease:
                 return
             # Forget the grant first: whatever happens below, this object no longer holds it.
             self.forget(grant)
+            given_up = time.monotonic() if events.on else 0.0
             try:
                 if not await handoff.give_up(self, grant):
                     # found gone: a loss like any other (counted, logged and signalled once)
@@ -267,8 +267,8 @@ class AsyncLease:
                         f"{self.what()} was no longer held when released: {EXPLAINED[why]}"
                     )
             finally:
-                if events.on:  # after the loss the release found, if any
-                    self._hold_ended(grant)
+                if given_up:  # after the loss the release found, if any
+                    self._hold_ended(grant, given_up)
 
     async def extend(self, ttl: float | None = None) -> None:
         """Reset the remaining lease to ``ttl`` seconds (default: the object's ttl)."""

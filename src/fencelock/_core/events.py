@@ -44,12 +44,12 @@ class AcquireEnded:
 
 @dataclass(frozen=True, slots=True)
 class HoldEnded:
-    """A grant that was held: released, or taken afresh after it was lost. Emitted after the
-    release's own request, so that a loss the release found comes first (its LeaseLost)."""
+    """A grant that was held: released, or taken afresh after it was lost. Emitted once the
+    release's request is done, so that a loss the release found comes first (its LeaseLost)."""
 
     primitive: str
     name: str
-    seconds: float  # from the grant to its release
+    seconds: float  # from the grant to its release (the call)
     token: int
     grant: object  # the key of AcquireEnded.grant
 

@@ -190,7 +190,7 @@ class Lease:
                     )
                 self.forget(held)  # a lost lease holds nothing: take the name afresh
                 if events.on:
-                    self._hold_ended(held)
+                    self._hold_ended(held, time.monotonic())
             started = time.monotonic()
             deadline = None if wait is None else started + wait
             try:
@@ -237,11 +237,10 @@ class Lease:
         self.wiring.counters.add(held=-1)
         self.wiring.watchdog.untrack(grant)
 
-    def _hold_ended(self, grant: Grant) -> None:
+    def _hold_ended(self, grant: Grant, ended: float) -> None:
         if grant.since:  # (0: taken while nobody listened)
-            seconds = time.monotonic() - grant.since
-            primitive, fence = self.spec.primitive, grant.fence
-            events.emit(events.HoldEnded(primitive, self.name, seconds, fence, grant))
+            primitive, seconds = self.spec.primitive, ended - grant.since
+            events.emit(events.HoldEnded(primitive, self.name, seconds, grant.fence, grant))
 
     # -- release / extend ------------------------------------------------------------------
 
@@ -260,6 +259,7 @@ class Lease:
                 return
             # Forget the grant first: whatever happens below, this object no longer holds it.
             self.forget(grant)
+            given_up = time.monotonic() if events.on else 0.0
             try:
                 if not handoff.give_up(self, grant):
                     # found gone: a loss like any other (counted, logged and signalled once)
@@ -268,8 +268,8 @@ class Lease:
                         f"{self.what()} was no longer held when released: {EXPLAINED[why]}"
                     )
             finally:
-                if events.on:  # after the loss the release found, if any
-                    self._hold_ended(grant)
+                if given_up:  # after the loss the release found, if any
+                    self._hold_ended(grant, given_up)
 
     def extend(self, ttl: float | None = None) -> None:
         """Reset the remaining lease to ``ttl`` seconds (default: the object's ttl)."""
