@@ -75,8 +75,9 @@ def tracing(
             links=[Link(span.get_span_context())],
             start_time=end,
         )
-        with guard:
-            holds[event.grant] = (hold, end)
+        if hold.is_recording():  # (else not sampled: nothing to end)
+            with guard:
+                holds[event.grant] = (hold, end)
 
     def hold_of(grant: object) -> tuple[Span, int] | None:
         with guard:
