@@ -67,10 +67,10 @@ def tracing(
             return
         # The hold is one more child of the caller's span; with no caller's span, the acquire's
         # child, so that an acquire and its hold are always one trace.
-        outside = trace.get_current_span().get_span_context().is_valid
+        in_a_span = trace.get_current_span().get_span_context().is_valid
         hold = tracer.start_span(
             HOLD_SPAN,
-            context=None if outside else trace.set_span_in_context(span),
+            context=None if in_a_span else trace.set_span_in_context(span),
             attributes={**about(event), "fencelock.token": event.token},
             links=[Link(span.get_span_context())],
             start_time=end,
