@@ -1,11 +1,12 @@
-"""Metrics of the locks of this process, for Prometheus and OpenTelemetry, and a log of slow
-acquires.
+"""Metrics of the locks of this process, for Prometheus and OpenTelemetry, OpenTelemetry spans,
+and a log of slow acquires.
 
 Off until switched on, and free while off: the locks report what they do to one internal stream
 of events (``_core/events.py``) only when something listens::
 
     fencelock.metrics.enable_prometheus()        # prometheus_client's default registry
     fencelock.metrics.enable_opentelemetry()     # the global MeterProvider
+    fencelock.metrics.enable_tracing()           # spans, by the global TracerProvider
     fencelock.metrics.log_slow_acquires(1.0)     # a warning for each acquire of 1 s or more
 
 Each returns a ``Subscription``; ``disable()`` stops it. The metrics (Prometheus names; the
@@ -54,6 +55,7 @@ __all__ = [
     "Subscription",
     "enable_opentelemetry",
     "enable_prometheus",
+    "enable_tracing",
     "log_slow_acquires",
 ]
 
@@ -299,6 +301,30 @@ def enable_opentelemetry(
             f"fencelock.{name}", callbacks=[observer(gauge)], description=doc
         )
     return Subscription(_listener(records, name_label), live.clear)
+
+
+def enable_tracing(
+    tracer_provider: Any = None, *, name_label: Callable[[str], str] | None = None
+) -> Subscription:
+    """Make OpenTelemetry spans from now on, with ``tracer_provider``'s tracer (None: the global
+    one, set by the application's OpenTelemetry SDK set-up): one ``fencelock.acquire`` span per
+    acquire, a child of the caller's current span, and one ``fencelock.hold`` span per grant,
+    from the grant to its release or loss, linked to its acquire's span. Apart from the
+    metrics: switch on either or both. ``name_label`` as for the metrics: lock names are no
+    attribute unless mapped. Needs only ``opentelemetry-api``: ``pip install
+    'fencelock[opentelemetry]'``. docs/operations.md ("Tracing") lists the attributes."""
+    try:
+        from opentelemetry import trace
+    except ImportError as exc:
+        raise ImportError(
+            "fencelock.metrics.enable_tracing needs opentelemetry-api: "
+            "pip install 'fencelock[opentelemetry]'"
+        ) from exc
+    from ._tracing import tracing
+
+    name_label = _name_label(name_label)
+    tracer = trace.get_tracer("fencelock", __version__, tracer_provider=tracer_provider)
+    return Subscription(*tracing(tracer, name_label))
 
 
 # -- logs -------------------------------------------------------------------------------------

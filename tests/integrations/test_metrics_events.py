@@ -9,15 +9,16 @@ from fencelock._core import events
 from tests.exported import Exported
 
 NAME = "unit:1"
+GRANT = object()  # what ties a hold's events together (tracing's key, not the metrics')
 
 
 def emit_one_of_each() -> None:
     for event in (
-        events.AcquireEnded("lock", NAME, "granted", 0.002, 7),
+        events.AcquireEnded("lock", NAME, "granted", 0.002, 7, GRANT),
         events.AcquireEnded("lock", NAME, "timeout", 1.5, None),
         events.AcquireEnded("reentrant_lock", NAME, "error", 0.1, None),
-        events.HoldEnded("lock", NAME, 12.0, 7),
-        events.LeaseLost("lock", NAME, 7, "data_loss"),
+        events.HoldEnded("lock", NAME, 12.0, 7, GRANT),
+        events.LeaseLost("lock", NAME, 7, "data_loss", GRANT),
         events.Renewal("lock", NAME, True),
         events.Renewal("lock", NAME, True),
         events.Renewal("lock", NAME, False),

@@ -206,27 +206,38 @@ class AsyncLease:
                         f"{self.spec.noun}; leave the block first"
                     )
                 self.forget(held)  # a lost lease holds nothing: take the name afresh
+                if events.on:
+                    self._hold_ended(held, time.monotonic())
             started = time.monotonic()
             deadline = None if wait is None else started + wait
             try:
                 grant = await contention.take(self, deadline)
-            except BaseException:
+            except BaseException as exc:
                 if events.on:
-                    self._acquire_ended(events.ERROR, started, None)
+                    self._acquire_ended(events.ERROR, started, error=exc)
                 raise
             if grant is None:
                 if events.on:
-                    self._acquire_ended(events.TIMEOUT, started, None)
+                    self._acquire_ended(events.TIMEOUT, started)
                 return False
             self.install(grant)
             if events.on:
-                grant.timed_from(self._acquire_ended(events.GRANTED, started, grant.fence))
+                grant.timed_from(self._acquire_ended(events.GRANTED, started, grant))
             return True
 
-    def _acquire_ended(self, outcome: str, started: float, token: int | None) -> float:
+    def _acquire_ended(
+        self,
+        outcome: str,
+        started: float,
+        grant: Grant | None = None,
+        error: BaseException | None = None,
+    ) -> float:
         now = time.monotonic()
-        primitive = self.spec.primitive
-        events.emit(events.AcquireEnded(primitive, self.name, outcome, now - started, token))
+        token = None if grant is None else grant.fence
+        event = events.AcquireEnded(
+            self.spec.primitive, self.name, outcome, now - started, token, grant, error
+        )
+        events.emit(event)
         return now
 
     def install(self, grant: Grant) -> None:
@@ -237,17 +248,16 @@ class AsyncLease:
             self.wiring.watchdog.track(grant, self.spec, self.declare_lost)
 
     def forget(self, grant: Grant) -> None:
-        """This object no longer holds ``grant`` (given up, or lost and taken afresh)."""
+        """This object no longer holds ``grant`` (given up, or lost and taken afresh); the
+        caller then reports the hold's end (``_hold_ended``)."""
         self._held = None
         self.wiring.counters.add(held=-1)
         self.wiring.watchdog.untrack(grant)
-        if events.on:
-            self._hold_ended(grant)
 
-    def _hold_ended(self, grant: Grant) -> None:
+    def _hold_ended(self, grant: Grant, ended: float) -> None:
         if grant.since:  # (0: taken while nobody listened)
-            seconds = time.monotonic() - grant.since
-            events.emit(events.HoldEnded(self.spec.primitive, self.name, seconds, grant.fence))
+            primitive, seconds = self.spec.primitive, ended - grant.since
+            events.emit(events.HoldEnded(primitive, self.name, seconds, grant.fence, grant))
 
     # -- release / extend ------------------------------------------------------------------
 
@@ -266,10 +276,17 @@ class AsyncLease:
                 return
             # Forget the grant first: whatever happens below, this object no longer holds it.
             self.forget(grant)
-            if not await handoff.give_up(self, grant):
-                # found gone: a loss like any other (counted, logged and signalled once)
-                why = self.declare_lost(grant, "at release")
-                raise LockLost(f"{self.what()} was no longer held when released: {EXPLAINED[why]}")
+            given_up = time.monotonic() if events.on else 0.0
+            try:
+                if not await handoff.give_up(self, grant):
+                    # found gone: a loss like any other (counted, logged and signalled once)
+                    why = self.declare_lost(grant, "at release")
+                    raise LockLost(
+                        f"{self.what()} was no longer held when released: {EXPLAINED[why]}"
+                    )
+            finally:
+                if given_up:  # after the loss the release found, if any
+                    self._hold_ended(grant, given_up)
 
     async def extend(self, ttl: float | None = None) -> None:
         """Reset the remaining lease to ``ttl`` seconds (default: the object's ttl)."""
@@ -301,7 +318,8 @@ class AsyncLease:
         self.wiring.counters.add(losses=1)
         self.wiring.watchdog.untrack(grant)
         if events.on:
-            events.emit(events.LeaseLost(self.spec.primitive, self.name, grant.fence, reason))
+            lost = events.LeaseLost(self.spec.primitive, self.name, grant.fence, reason, grant)
+            events.emit(lost)
         logger.warning(
             "fencelock: %s lost (token %d): %s, found %s",
             self.what(),

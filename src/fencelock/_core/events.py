@@ -1,5 +1,5 @@
-"""What the locks do, as one stream of events: the metrics exporters (``fencelock.metrics``) and
-the slow-acquire log listen to it.
+"""What the locks do, as one stream of events: the metrics exporters (``fencelock.metrics``), the
+tracing (``fencelock._tracing``) and the slow-acquire log listen to it.
 
 Nobody listens by default, and then nothing is measured or built: every place that emits reads
 ``events.on`` first (one attribute read), and only then takes the time and makes the event. The
@@ -36,16 +36,22 @@ class AcquireEnded:
     outcome: str  # GRANTED, TIMEOUT or ERROR
     seconds: float  # from the call to its end, waits included
     token: int | None  # the grant's fencing token (GRANTED only)
+    # The grant taken (GRANTED only), an opaque key: the same object in the HoldEnded and
+    # LeaseLost of this hold, which tracing ties to this acquire.
+    grant: object = None
+    error: BaseException | None = None  # what the acquire raised (ERROR only)
 
 
 @dataclass(frozen=True, slots=True)
 class HoldEnded:
-    """A grant that was held: released, or taken afresh after it was lost."""
+    """A grant that was held: released, or taken afresh after it was lost. Emitted once the
+    release's request is done, so that a loss the release found comes first (its LeaseLost)."""
 
     primitive: str
     name: str
-    seconds: float  # from the grant to its release
+    seconds: float  # from the grant to its release (the call)
     token: int
+    grant: object  # the key of AcquireEnded.grant
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +60,7 @@ class LeaseLost:
     name: str
     token: int
     reason: str  # one of lease.LOSS_REASONS
+    grant: object  # the key of AcquireEnded.grant
 
 
 @dataclass(frozen=True, slots=True)

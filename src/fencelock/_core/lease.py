@@ -21,7 +21,9 @@ from .replies import Granted, release_grant
 from .timing import handoff_needs_refresh, lease_deadline
 
 
-@dataclass(eq=False, slots=True)
+# (weakly referable: tracing keeps a hold's open span by its grant, and forgets the span of a
+# grant dropped without a release)
+@dataclass(eq=False, slots=True, weakref_slot=True)
 class Grant:
     """What this process knows about one grant of the lock."""
 
