@@ -14,9 +14,11 @@ from ._core.inspection import (
     SemaphoreState,
     WaiterInfo,
 )
+from ._core.latch import LatchReset
 from ._core.stats import Statistics
 from ._sync.client import LockClient
 from ._sync.election import Election
+from ._sync.latch import Barrier, Latch
 from ._sync.lock import Lock
 from ._sync.multilock import MultiLock
 from ._sync.periodic import OncePer
@@ -47,6 +49,7 @@ __version__ = "0.1.0"
 logging.getLogger("fencelock").addHandler(logging.NullHandler())
 
 __all__ = [
+    "Barrier",
     "ClientClosed",
     "Conflict",
     "DatabaseRefused",
@@ -54,6 +57,8 @@ __all__ = [
     "ForceOutcome",
     "ForceReleased",
     "HolderInfo",
+    "Latch",
+    "LatchReset",
     "Leader",
     "Lock",
     "LockClient",

@@ -2,6 +2,8 @@
 
 from ._async.client import AsyncLockClient as LockClient
 from ._async.election import AsyncElection as Election
+from ._async.latch import AsyncBarrier as Barrier
+from ._async.latch import AsyncLatch as Latch
 from ._async.lock import AsyncLock as Lock
 from ._async.multilock import AsyncMultiLock as MultiLock
 from ._async.periodic import AsyncOncePer as OncePer
@@ -17,6 +19,7 @@ from ._core.inspection import (
     SemaphoreState,
     WaiterInfo,
 )
+from ._core.latch import LatchReset
 from ._core.stats import Statistics
 from .context import current_token
 from .errors import (
@@ -35,6 +38,7 @@ from .errors import (
 from .labels import holder_label
 
 __all__ = [
+    "Barrier",
     "ClientClosed",
     "Conflict",
     "DatabaseRefused",
@@ -42,6 +46,8 @@ __all__ = [
     "ForceOutcome",
     "ForceReleased",
     "HolderInfo",
+    "Latch",
+    "LatchReset",
     "Leader",
     "Lock",
     "LockClient",

@@ -25,8 +25,10 @@ from .._core.inspection import (
 from .._core.kinds import Kind
 from .._core.replies import split_holder
 from ..errors import LockError
-from ..keys import LockKeys
+from ..keys import LockKeys, encodable, validate_name
 from ..scripts import FORCE_RELEASE
+from .engine import ClientState
+from .resources import fencing_token
 from .topology import AsyncTopology
 
 logger = logging.getLogger("fencelock.admin")
@@ -148,3 +150,30 @@ def _logged(result: ForceReleased, token: int | None) -> ForceReleased:
         },
     )
     return result
+
+
+class AsyncOperators:
+    """The operators' calls of one client (its ``inspect``, ``locks``, ``force_release``): the
+    arguments checked, then the functions above."""
+
+    def __init__(self, topology: AsyncTopology, prefix: str, state: ClientState) -> None:
+        self._topology = topology
+        self._prefix = prefix
+        self._state = state
+
+    async def inspect(self, name: str) -> LockInfo | None:
+        self._state.check()
+        return await inspect(self._topology, self._prefix, validate_name(name))
+
+    async def locks(self, pattern: str) -> AsyncIterator[LockInfo]:
+        if not isinstance(pattern, str):
+            raise TypeError(f"pattern must be a str, not {type(pattern).__name__}")
+        self._state.check()
+        async for info in locks(self._topology, self._prefix, encodable("pattern", pattern)):
+            yield info
+
+    async def force_release(self, name: str, token: int | None) -> ForceReleased:
+        if token is not None:
+            token = fencing_token(token)
+        self._state.check()
+        return await force_release(self._topology, self._prefix, validate_name(name), token)

@@ -23,27 +23,28 @@ from .._core.options import (
     LeaseKeywords,
     LeaseOptions,
 )
+from .._core.replies import new_waiter_id
 from .._core.stats import LIVE_CLIENTS, Counters, Statistics
 from .._transport import AsyncRedis, AsyncRedisCluster
-from ..keys import DEFAULT_PREFIX, encodable, validate_flag, validate_name, validate_ttl
+from ..keys import DEFAULT_PREFIX, ttl_to_ms, validate_flag, validate_ttl
 from . import admin
 from .connect import abandoned, close, connect, from_urls
 from .election import DEFAULT_POLICY, AsyncElection
 from .engine import AsyncWiring
+from .latch import LATCH_KEEP, AsyncBarrier, AsyncLatch
 from .lock import AsyncLock
 from .multilock import AsyncMultiLock, canonical_names
 from .periodic import AsyncOncePer
-from .resources import AsyncResources, fencing_token
+from .resources import AsyncFencedWrites, AsyncResources
 from .rw_lock import AsyncReadWriteLock
 from .semaphore import AsyncSemaphore, at_most
-from .versioned import AsyncVersioned
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 Server = AsyncRedis | AsyncRedisCluster
 Value = str | bytes | int | float
 
 
-class AsyncLockClient:
+class AsyncLockClient(AsyncFencedWrites):
     """Distributed locks on one Redis server, a Redis Cluster, or several masters (Redlock).
 
     ``LockClient(redis.asyncio.Redis(...))``, ``LockClient([r1, r2, r3])`` (Redlock) or
@@ -79,7 +80,8 @@ class AsyncLockClient:
         counters = Counters(AsyncStateLock())
         topology = connect(redis, options, counters)
         self._wiring = wiring = AsyncWiring.made(topology, options, counters, type(self).__name__)
-        self._resources = AsyncResources(topology, wiring.state)
+        AsyncFencedWrites.__init__(self, AsyncResources(topology, wiring.state))
+        self._operators = admin.AsyncOperators(topology, options.prefix, wiring.state)
         name = type(self).__name__
         self._finalizer = weakref.finalize(self, abandoned, name, wiring.watchdog, topology)
         self._finalizer.atexit = False  # at exit the daemon threads just stop
@@ -160,6 +162,44 @@ class AsyncLockClient:
         options = self._options(name, ttl, {**given, "auto_renew": True})
         return AsyncElection(self._wiring, options)
 
+    def latch(
+        self,
+        name: str,
+        count: int,
+        ttl: float = 30.0,
+        *,
+        participant: str | None = None,
+        keep: float = LATCH_KEEP,
+        **options: Unpack[LeaseKeywords],
+    ) -> AsyncLatch:
+        """A countdown latch of ``count`` on ``name``, as one participant (docs/latch.md): it
+        counts down once per generation by its id (``participant``, default a new one), and
+        may join with a lease of ``ttl``. ``keep``: seconds an unused latch stays in Redis."""
+        made = self._participant(name, ttl, participant, options)
+        return AsyncLatch(self._wiring, made, count, ttl_to_ms(max(keep, made.ttl)))
+
+    def barrier(
+        self,
+        name: str,
+        parties: int,
+        ttl: float = 30.0,
+        *,
+        keep: float = LATCH_KEEP,
+        **options: Unpack[LeaseKeywords],
+    ) -> AsyncBarrier:
+        """A double barrier of ``parties`` on ``name``, as one participant (docs/latch.md):
+        ``enter()`` waits for them all, ``leave()`` for all to leave; each holds a lease of
+        ``ttl`` meanwhile. ``keep``: seconds an unused barrier stays in Redis."""
+        made = self._participant(name, ttl, None, options)
+        return AsyncBarrier(self._wiring, made, parties, ttl_to_ms(max(keep, made.ttl)))
+
+    def _participant(
+        self, name: str, ttl: float, participant: str | None, given: LeaseKeywords
+    ) -> LeaseOptions:
+        """A participant's options: renewed, labelled with its id (its holder token's label)."""
+        label = new_waiter_id() if participant is None else participant
+        return self._options(name, ttl, {**given, "auto_renew": True, "label": label})
+
     def at_most(
         self, limit: int, name: str, *, ttl: float = 30.0, timeout: float | None = None
     ) -> Callable[[_F], _F]:
@@ -183,7 +223,7 @@ class AsyncLockClient:
         (seconds or a timedelta, counted from the epoch + ``offset``), the first tick that takes
         the lock ``name`` runs it, and records the period with a fenced write; the other ticks
         return None (docs/scheduling.md). ``redis``: the server of the record (Redlock mode)."""
-        server = self._resources.server(redis, "once_per")
+        server = self._resource_server(redis, "once_per")
         return AsyncOncePer(
             self, name, period, ttl=ttl, offset=offset, timeout=timeout, redis=server
         )
@@ -201,64 +241,21 @@ class AsyncLockClient:
         """What this client's locks have done so far, and what they hold and wait for now."""
         return self._wiring.counters.snapshot(queued=self._wiring.queues.queued())
 
-    # -- the resource side (resources.py) ------------------------------------------------------
-
-    async def fenced_set(
-        self, key: str, value: Value, token: int, *, redis: Server | None = None
-    ) -> None:
-        """Write ``value`` to ``key`` only if ``token`` is >= every token seen for ``key``;
-        otherwise raise ``StaleToken`` and write nothing."""
-        await self._resources.fenced_set(key, value, token, redis)
-
-    async def fenced_get(
-        self, key: str, token: int, *, redis: Server | None = None
-    ) -> bytes | None:
-        """The value of ``key`` (bytes; None: no value), read for the holder of ``token``: in the
-        same step every older token is refused from then on (``StaleToken`` here if ``token``
-        is older itself), so no older holder's write can land between this read and this
-        holder's ``fenced_set``."""
-        return await self._resources.fenced_get(key, token, redis)
-
-    async def fenced_update(
-        self,
-        key: str,
-        token: int,
-        fn: Callable[[bytes | None], Value],
-        *,
-        redis: Server | None = None,
-    ) -> Value:
-        """A fenced read-modify-write: ``fenced_get``, then write ``fn(value)`` if ``token`` is
-        still the newest and the value is still the one read (``Conflict`` otherwise: someone
-        wrote it without fencing, or with this token). Returns what was written. Two requests,
-        each within one request timeout."""
-        return await self._resources.fenced_update(key, token, fn, redis)
-
-    def versioned(self, key: str, *, redis: Server | None = None) -> AsyncVersioned:
-        """``key`` as a versioned value, written by compare-and-set without any lock (see
-        ``AsyncVersioned``). ``redis``: the server of the key (this client's by default;
-        required in Redlock mode)."""
-        return self._resources.versioned(key, redis)
-
     # -- operators' view (admin.py) ------------------------------------------------------
 
     async def inspect(self, name: str) -> LockInfo | None:
         """The lock on ``name`` as the server shows it now (Redlock: as a majority of nodes
         hold it): holder, label, ttl, fencing token, kind, queued waiters; when no lock of that
-        name is held, its semaphore or read-write lock, with every holder. None when nothing
-        is held. One script per kind looked at, each within one request timeout."""
-        self._wiring.state.check()
-        return await admin.inspect(self._wiring.topology, self.prefix, validate_name(name))
+        name is held, its semaphore, read-write lock or latch, with every holder. None when
+        nothing is held. One script per kind looked at, each within one request timeout."""
+        return await self._operators.inspect(name)
 
     async def locks(self, pattern: str = "*") -> AsyncIterator[LockInfo]:
-        """The held locks, semaphores and read-write locks whose names match ``pattern`` (a
-        Redis glob over names), found by SCAN on every server of this client: a name released
-        meanwhile is left out, one taken meanwhile may be. Each SCAN call and each inspection
-        is bounded by one request timeout."""
-        if not isinstance(pattern, str):
-            raise TypeError(f"pattern must be a str, not {type(pattern).__name__}")
-        self._wiring.state.check()
-        topology = self._wiring.topology
-        async for info in admin.locks(topology, self.prefix, encodable("pattern", pattern)):
+        """Whatever is held (locks, semaphores, read-write locks, latches) under names that match
+        ``pattern`` (a Redis glob over names), found by SCAN on every server of this client: a
+        name released meanwhile is left out, one taken meanwhile may be. Each SCAN call and each
+        inspection is bounded by one request timeout."""
+        async for info in self._operators.locks(pattern):
             yield info
 
     async def force_release(self, name: str, *, token: int | None = None) -> ForceReleased:
@@ -267,11 +264,7 @@ class AsyncLockClient:
         as by a release; the next grant gets a larger token, so the forced-out holder's fenced
         writes are refused, and its next renewal, extend, release or held() reports the loss.
         Logged on the "fencelock.admin" logger."""
-        if token is not None:
-            token = fencing_token(token)
-        self._wiring.state.check()
-        topology = self._wiring.topology
-        return await admin.force_release(topology, self.prefix, validate_name(name), token)
+        return await self._operators.force_release(name, token)
 
     # -- closing ---------------------------------------------------------------------------
 

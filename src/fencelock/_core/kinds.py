@@ -14,6 +14,10 @@ kind           keys                  scripts           grant
 ``Permits``    sorted set of leases  semaphore_*       ``take`` of ``limit`` permits per holder
 =============  ====================  ================  ======================================
 
+A primitive that is none of these brings its own kind (a subclass of ``Kind``, or of
+``ScoredLease`` for grants kept as scored entries of a sorted set) in its own module, with its
+scripts (``scripts.load``): the latch does (``_core/latch.py``).
+
 Every grant's reply reads alike (``{1, fence}`` / ``{0, pttl, score}``, ``Released``), and the
 watchdog renews all of them with one script (renew.lua looks at the key's type).
 """
@@ -156,19 +160,32 @@ class Reentrant(Kind):
 
 
 @dataclass(frozen=True, slots=True)
-class Permits(Kind):
+class ScoredLease(Kind):
+    """A kind whose grants are entries of a sorted set (its lock key) scored by the end of their
+    lease on the server's clock: renew.lua lengthens the score, and a holder holds until it.
+    Each object queues alone: such grants are not handed between the objects of a client."""
+
+    local_handoff: bool = False
+    on_quorum: bool = False
+
+    def held_commands(self, key: str, holder: str) -> list[tuple[str, ...]]:
+        return [("ZSCORE", key, holder), ("TIME",)]
+
+    def held_reply(self, replies: Sequence[Any], holder: str) -> bool:
+        return permit_held(replies[0], replies[1])
+
+
+@dataclass(frozen=True, slots=True)
+class Permits(ScoredLease):
     """``take`` of the ``limit`` permits of a name (scripts/semaphore.lua): each holder's a
-    lease in a sorted set, waiters served first come, first served, granted by the release
-    itself. ``family`` keeps apart the keys of a semaphore ("sem") and a read-write lock ("rw",
-    whose writer takes every permit). Each object queues alone: permits are not handed between
-    the objects of a client."""
+    lease, waiters served first come, first served, granted by the release itself. ``family``
+    keeps apart the keys of a semaphore ("sem") and a read-write lock ("rw", whose writer takes
+    every permit)."""
 
     primitive: str = SEMAPHORE
     acquire_script: Script = SEMAPHORE_ACQUIRE
     release_script: Script = SEMAPHORE_RELEASE
-    local_handoff: bool = False
     always_queued: bool = True
-    on_quorum: bool = False
     take: int = 1
     limit: int = 1
     family: str = "sem"
@@ -198,13 +215,6 @@ class Permits(Kind):
     ) -> tuple[str | int, ...]:
         channel = spec.keys.channel
         return (holder, spec.ttl_ms, block, entry, self.take, self.limit, channel, publish)
-
-    def held_commands(self, key: str, holder: str) -> list[tuple[str, ...]]:
-        # a permit is held until its score, on the server's clock
-        return [("ZSCORE", key, holder), ("TIME",)]
-
-    def held_reply(self, replies: Sequence[Any], holder: str) -> bool:
-        return permit_held(replies[0], replies[1])
 
     def line_tag(self) -> str:
         return self.family

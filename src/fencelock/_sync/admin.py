@@ -26,8 +26,10 @@ from .._core.inspection import (
 from .._core.kinds import Kind
 from .._core.replies import split_holder
 from ..errors import LockError
-from ..keys import LockKeys
+from ..keys import LockKeys, encodable, validate_name
 from ..scripts import FORCE_RELEASE
+from .engine import ClientState
+from .resources import fencing_token
 from .topology import SyncTopology
 
 logger = logging.getLogger("fencelock.admin")
@@ -149,3 +151,30 @@ def _logged(result: ForceReleased, token: int | None) -> ForceReleased:
         },
     )
     return result
+
+
+class Operators:
+    """The operators' calls of one client (its ``inspect``, ``locks``, ``force_release``): the
+    arguments checked, then the functions above."""
+
+    def __init__(self, topology: SyncTopology, prefix: str, state: ClientState) -> None:
+        self._topology = topology
+        self._prefix = prefix
+        self._state = state
+
+    def inspect(self, name: str) -> LockInfo | None:
+        self._state.check()
+        return inspect(self._topology, self._prefix, validate_name(name))
+
+    def locks(self, pattern: str) -> Iterator[LockInfo]:
+        if not isinstance(pattern, str):
+            raise TypeError(f"pattern must be a str, not {type(pattern).__name__}")
+        self._state.check()
+        for info in locks(self._topology, self._prefix, encodable("pattern", pattern)):
+            yield info
+
+    def force_release(self, name: str, token: int | None) -> ForceReleased:
+        if token is not None:
+            token = fencing_token(token)
+        self._state.check()
+        return force_release(self._topology, self._prefix, validate_name(name), token)

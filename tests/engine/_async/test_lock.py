@@ -500,3 +500,61 @@ async def test_a_grant_that_comes_back_after_its_lease_is_given_back(
         proxy.normal()
         assert not await lock.held()
         await client.close()
+
+
+async def test_acquire_is_keyword_only(async_client: AsyncLockClient) -> None:
+    """``sem.acquire(5)`` took 5 permits, ``lock.acquire(5)`` waited 5 s: one meaning now, by
+    keyword, and a positional call says which keywords there are."""
+    calls: list[tuple[Any, str]] = [
+        (async_client.lock("kw").acquire, "timeout="),
+        (async_client.semaphore("kw-s", 5).acquire, "permits=, timeout="),
+        (async_client.rw_lock("kw-rw").read().acquire, "timeout="),
+        (async_client.rw_lock("kw-rw").write().acquire, "timeout="),
+        (async_client.multi_lock(["a", "b"]).acquire, "timeout="),
+        (async_client.election("kw-e").acquire, "timeout="),
+        (async_client.election("kw-e").campaign, "timeout="),
+        (async_client.latch("kw-l", 2).wait, "timeout="),
+        (async_client.barrier("kw-b", 2).enter, "timeout="),
+        (async_client.barrier("kw-b", 2).leave, "timeout="),
+    ]
+    for method, keywords in calls:
+        with pytest.raises(TypeError, match=f"keyword arguments only \\({keywords}\\), got 5"):
+            await method(5)
+    assert await async_client.semaphore("kw-s", 5).acquire(permits=5, timeout=0)
+
+
+async def test_a_closed_client_refuses_every_call(server: EmbeddedServer, raw: redis.Redis) -> None:
+    """After close(), the client and every object it made raise ClientClosed, and start
+    nothing: no watchdog, no connection (it used to acquire, write, and renew)."""
+    client = AsyncLockClient.from_url(server.url)
+    held = client.lock("closed-held", ttl=10, auto_renew=True)
+    assert await held.acquire(timeout=0)
+    made = client.lock("closed", ttl=10, auto_renew=True)
+    semaphore, latch = client.semaphore("closed-s", 2), client.latch("closed-l", 2)
+    await client.close()
+    assert client.closed
+    connections = len(raw.client_list())
+    refused: list[Any] = [
+        lambda: made.acquire(timeout=0),
+        lambda: semaphore.acquire(timeout=0),
+        lambda: latch.count_down(),
+        lambda: latch.wait(timeout=0),
+        held.release,
+        held.extend,
+        held.held,
+        lambda: client.fenced_set("resource", "value", 1),
+        lambda: client.inspect("closed"),
+        lambda: client.force_release("closed"),
+    ]
+    for call in refused:
+        with pytest.raises(fencelock.ClientClosed, match="closed"):
+            await call()
+    for make in (lambda: client.lock("x"), lambda: client.versioned("k"), held.check):
+        with pytest.raises(fencelock.ClientClosed):
+            make()
+    with pytest.raises(fencelock.ClientClosed):
+        _ = held.token
+    with pytest.raises(fencelock.ClientClosed):
+        [info async for info in client.locks()]
+    assert len(client._wiring.watchdog) == 0 and not made.lost
+    assert len(raw.client_list()) == connections  # nothing connected meanwhile

@@ -206,6 +206,37 @@ async def test_operators_see_and_free_locks_on_every_master(
     assert [info async for info in cluster_client.locks()] == []
 
 
+async def test_latches_and_barriers_on_a_cluster(
+    cluster_client: AsyncLockClient, cluster: Cluster
+) -> None:
+    """Every key of a latch in one slot; its waiters are woken by sharded pub/sub; a joined
+    participant is renewed on the latch's slot; a barrier's parties meet across clients."""
+    redis = AsyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=5)
+    other = AsyncLockClient(redis)
+    try:
+        for name in NAMES[:3]:
+            waiter = other.latch(name, 2, ttl=3600)  # no timer: only a message wakes it
+            waiting = AsyncCall(lambda: waiter.wait(timeout=None))  # noqa: B023
+            await async_until(lambda: other.statistics().waiting == 1)
+            joined = cluster_client.latch(name, 2, ttl=0.6, participant="joined")
+            await joined.join()
+            renewals = cluster_client.statistics().renewals
+            await async_until(lambda: cluster_client.statistics().renewals > renewals)  # noqa: B023
+            assert await cluster_client.latch(name, 2).count_down() == 1
+            assert await joined.count_down() == 0
+            assert await waiting.result()
+            info = await other.inspect(name)
+            assert info is not None and info.kind == "latch" and info.count == 0
+        assert other.statistics().polls == 0
+        barrier = cluster_client.barrier(NAMES[4], 2, ttl=10)
+        entering = AsyncCall(lambda: barrier.enter(timeout=None))
+        assert await other.barrier(NAMES[4], 2, ttl=10).enter(timeout=10)
+        assert await entering.result()
+    finally:
+        await other.close()
+        await redis.aclose()
+
+
 async def test_semaphores_on_a_cluster(cluster_client: AsyncLockClient, cluster: Cluster) -> None:
     """Every key of a semaphore in one slot; a release wakes the first waiter by sharded
     pub/sub; renewals go to the permits' slot."""

@@ -207,6 +207,37 @@ def test_operators_see_and_free_locks_on_every_master(
     assert [info for info in cluster_client.locks()] == []
 
 
+def test_latches_and_barriers_on_a_cluster(
+    cluster_client: LockClient, cluster: Cluster
+) -> None:
+    """Every key of a latch in one slot; its waiters are woken by sharded pub/sub; a joined
+    participant is renewed on the latch's slot; a barrier's parties meet across clients."""
+    redis = SyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=5)
+    other = LockClient(redis)
+    try:
+        for name in NAMES[:3]:
+            waiter = other.latch(name, 2, ttl=3600)  # no timer: only a message wakes it
+            waiting = SyncCall(lambda: waiter.wait(timeout=None))  # noqa: B023
+            sync_until(lambda: other.statistics().waiting == 1)
+            joined = cluster_client.latch(name, 2, ttl=0.6, participant="joined")
+            joined.join()
+            renewals = cluster_client.statistics().renewals
+            sync_until(lambda: cluster_client.statistics().renewals > renewals)  # noqa: B023
+            assert cluster_client.latch(name, 2).count_down() == 1
+            assert joined.count_down() == 0
+            assert waiting.result()
+            info = other.inspect(name)
+            assert info is not None and info.kind == "latch" and info.count == 0
+        assert other.statistics().polls == 0
+        barrier = cluster_client.barrier(NAMES[4], 2, ttl=10)
+        entering = SyncCall(lambda: barrier.enter(timeout=None))
+        assert other.barrier(NAMES[4], 2, ttl=10).enter(timeout=10)
+        assert entering.result()
+    finally:
+        other.close()
+        redis.close()
+
+
 def test_semaphores_on_a_cluster(cluster_client: LockClient, cluster: Cluster) -> None:
     """Every key of a semaphore in one slot; a release wakes the first waiter by sharded
     pub/sub; renewals go to the permits' slot."""
