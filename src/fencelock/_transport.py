@@ -8,6 +8,7 @@ Like ``_backend.py``, the ``Async*``/``async_*`` names serve ``_async/`` and the
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import math
 import os
@@ -262,8 +263,17 @@ def sync_one(redis: redis.Redis | redis.RedisCluster, command: Sequence[Any]) ->
         return [exc]
 
 
+# A request whose caller was cancelled while it was in flight: it goes on within its bound (it
+# may be granting something), and whoever gives back for the caller goes after it.
+_inflight: contextvars.ContextVar[asyncio.Future[Any] | None] = contextvars.ContextVar(
+    "fencelock_inflight", default=None
+)
+
+
 async def async_bounded(aw: Awaitable[T], timeout: float) -> T:
-    """The result of ``aw``, or ``TimeoutError`` after ``timeout`` seconds (``aw`` cancelled)."""
+    """The result of ``aw``, or ``TimeoutError`` after ``timeout`` seconds (``aw`` cancelled).
+    A caller cancelled meanwhile gets the cancellation at once, while ``aw`` goes on, still
+    within ``timeout`` (``async_inflight`` hands it to the caller's clean-up)."""
     if timeout <= 0:
         if asyncio.iscoroutine(aw):
             aw.close()  # never started: nothing was sent
@@ -272,12 +282,27 @@ async def async_bounded(aw: Awaitable[T], timeout: float) -> T:
     task.add_done_callback(consume)
     try:
         done, _ = await asyncio.wait((task,), timeout=timeout)
-    finally:
+    except asyncio.CancelledError:
         if not task.done():
-            task.cancel()  # redis.asyncio closes a connection whose read was cancelled
+            bound = asyncio.get_running_loop().call_later(timeout, task.cancel)
+            task.add_done_callback(lambda _: bound.cancel())
+            _inflight.set(task)
+        raise
     if not done:
+        task.cancel()  # redis.asyncio closes a connection whose read was cancelled
         raise RedisTimeoutError(f"no reply within {timeout * 1000:.0f} ms")
     return task.result()
+
+
+def async_inflight() -> asyncio.Future[Any] | None:
+    """The request left in flight by this task's cancelled call (and forget it), if any."""
+    task: asyncio.Future[Any] | None = _inflight.get()
+    _inflight.set(None)
+    return task
+
+
+def sync_inflight() -> None:
+    return None  # (a thread's call is never left half-way)
 
 
 class SyncRequester:

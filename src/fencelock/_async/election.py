@@ -27,7 +27,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Final, Never
 
-from .._backend import ASYNC_CAN_CANCEL, async_shield
+from .._backend import ASYNC_CAN_CANCEL, async_cancelled, async_shield
 from .._core.election import Leader, leader_of, next_look, same_term
 from .._core.options import DEFAULT, LeaseOptions
 from .._core.replies import new_waiter_id
@@ -48,6 +48,11 @@ DEFAULT_POLICY: Final = "cancel" if ASYNC_CAN_CANCEL else "raise"
 
 class _Unseen:
     pass
+
+
+async def _resign_quietly(lease: AsyncLease) -> None:
+    with contextlib.suppress(LockError):
+        await lease.release()
 
 
 class AsyncElection(AsyncLeased):
@@ -71,10 +76,13 @@ class AsyncElection(AsyncLeased):
             return False
         try:
             await async_shield(self._announce())
-        except BaseException:
+        except BaseException as error:
             # cancelled or interrupted just as it won: it did not win, as far as the caller knows
-            with contextlib.suppress(LockError):
-                await async_shield(lease.release())
+            resigning = _resign_quietly(lease)
+            if async_cancelled(error):
+                lease.wiring.topology.detached.add(resigning)
+            else:
+                await async_shield(resigning)
             raise
         return True
 

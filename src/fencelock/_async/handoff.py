@@ -14,11 +14,12 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from .._backend import async_checkpoint, async_shield
+from .._backend import async_cancelled, async_checkpoint, async_shield
 from .._core.kinds import Released
 from .._core.lease import Grant, granted, handoff_within_block
 from .._core.replies import Busy, reserved_block
 from .._core.timing import yield_after_release
+from .._transport import async_inflight
 from ..errors import LockError
 from .singleflight import Ticket
 
@@ -57,10 +58,15 @@ async def give_up(lease: AsyncLease, grant: Grant) -> bool:
             await async_checkpoint()  # a cancellation redis.asyncio swallowed
         except LockError:
             raise
-        except BaseException:
+        except BaseException as error:
             # Cancelled or interrupted with the request in flight: make sure it happened
-            # (a compare-and-delete with our own holder token is safe to repeat).
-            await async_shield(topology.give_back(spec, grant.holder))
+            # (a compare-and-delete with our own holder token is safe to repeat), after it; a
+            # cancelled caller gets control back at once, and that goes on in the background.
+            after = async_inflight()
+            if async_cancelled(error):
+                topology.give_back_later(spec, grant.holder, after)
+            else:
+                await async_shield(topology.give_back(spec, grant.holder, None, after))
             raise
         finally:
             queues.pass_turn(line, grant)

@@ -25,7 +25,7 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Never
 
-from .._backend import async_call_scope, async_shield
+from .._backend import async_call_scope, async_cancelled, async_shield
 from .._core.options import DEFAULT, LeaseOptions
 from ..errors import LockError, LockLost, LockNotOwned, LockTimeout
 from ..keys import validate_name
@@ -55,6 +55,7 @@ class AsyncMultiLock:
             AsyncLock(wiring, replace(options, name=name), reentrant=False) for name in names
         )
         self._holding = False
+        self._detached = wiring.topology.detached
 
     @property
     def ttl(self) -> float:
@@ -96,11 +97,15 @@ class AsyncMultiLock:
                     if not await lock.acquire(timeout=left):
                         break
                     taken.append(lock)
-            except BaseException:
+            except BaseException as error:
                 # (a release that fails too leaves a lease that ends by itself: the error to
-                # see, a cancellation above all, is the one that stopped the acquire)
-                with contextlib.suppress(Exception):
-                    await async_shield(_release_all(taken))
+                # see, a cancellation above all, is the one that stopped the acquire; a
+                # cancelled caller gets control back at once, the releases go on meanwhile)
+                releasing = _release_quietly(taken)
+                if async_cancelled(error):
+                    self._detached.add(releasing)
+                else:
+                    await async_shield(releasing)
                 raise
             if len(taken) < len(self._locks):
                 await async_shield(_release_all(taken))
@@ -171,6 +176,11 @@ class AsyncMultiLock:
             if exc is None:
                 raise
             exc.add_note(f"fencelock: {loss}")  # the body's own error is the one to see
+
+
+async def _release_quietly(locks: Iterable[AsyncLock]) -> None:
+    with contextlib.suppress(Exception):
+        await _release_all(locks)
 
 
 async def _release_all(locks: Iterable[AsyncLock]) -> list[str]:

@@ -16,14 +16,21 @@ import abc
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
 from redis.crc import key_slot
 from redis.exceptions import ConnectionError, RedisError, TimeoutError
 
-from .._backend import AsyncLoopGuard, AsyncStateLock, async_checkpoint, async_shield
+from .._backend import (
+    AsyncDetached,
+    AsyncLoopGuard,
+    AsyncStateLock,
+    async_checkpoint,
+    async_shield,
+    async_wait_done,
+)
 from .._core.inspection import NodeView, eviction_risk, inspect_reply
 from .._core.kinds import Kind, LeaseSpec, Released
 from .._core.lease import arrived_late, time_left
@@ -87,6 +94,8 @@ class AsyncTopology(abc.ABC):
         self.request_timeout = request_timeout
         self.counters = counters
         self.owned = list(owned)  # fencelock's own clients: closed with the topology
+        # give-backs left to finish when their caller was cancelled (finished by close())
+        self.detached = AsyncDetached()
         self._loop = AsyncLoopGuard()
 
     def time_left(self, deadline: float | None) -> float:
@@ -127,14 +136,31 @@ class AsyncTopology(abc.ABC):
         """One operator's request's bound (inspect, SCAN, force_release)."""
         return self.request_timeout
 
-    async def give_back(self, spec: LeaseSpec, holder: str, deadline: float | None = None) -> bool:
+    async def give_back(
+        self,
+        spec: LeaseSpec,
+        holder: str,
+        deadline: float | None = None,
+        after: Awaitable[object] | None = None,
+    ) -> bool:
         """Give back what ``holder`` may have been granted, best effort, within what is left of
-        the bound of the call whose ``deadline`` it serves. No time left (the server did not
-        answer for all that): not sent, and the lease expires on its own."""
+        the bound of the call whose ``deadline`` it serves (``after``: a request of that call
+        still in flight, answered or cut off by its own bound first, so that the give-back
+        cannot overtake it). No time left (the server did not answer for all that): not sent,
+        and the lease expires on its own."""
+        if after is not None:
+            await async_wait_done(after)
         try:
             return (await self.release(spec, holder, timeout=self.time_left(deadline))).freed
         except (RedisError, LockError):  # unreachable: the lease expires on its own
             return False
+
+    def give_back_later(
+        self, spec: LeaseSpec, holder: str, after: Awaitable[object] | None
+    ) -> None:
+        """The caller was cancelled with ``holder``'s acquire possibly granted: give it back
+        in the background (after the request in flight, ``after``), within one request timeout."""
+        self.detached.add(self.give_back(spec, holder, None, after))
 
     def abandon(self) -> None:
         """The client was dropped unclosed: the listeners end by themselves (they only set
@@ -147,6 +173,7 @@ class AsyncTopology(abc.ABC):
         return [node.connection_pool for node in self.owned]
 
     async def close(self) -> None:
+        await self.detached.finish(self.request_timeout)  # the give-backs first
         if self.requester is not None:
             await self.requester.close()
         for waiter in list(self.waiters.values()):

@@ -28,7 +28,7 @@ import logging
 from collections.abc import Iterator
 from typing import Final, Never
 
-from .._backend import SYNC_CAN_CANCEL, sync_shield
+from .._backend import SYNC_CAN_CANCEL, sync_cancelled, sync_shield
 from .._core.election import Leader, leader_of, next_look, same_term
 from .._core.options import DEFAULT, LeaseOptions
 from .._core.replies import new_waiter_id
@@ -49,6 +49,11 @@ DEFAULT_POLICY: Final = "cancel" if SYNC_CAN_CANCEL else "raise"
 
 class _Unseen:
     pass
+
+
+def _resign_quietly(lease: Lease) -> None:
+    with contextlib.suppress(LockError):
+        lease.release()
 
 
 class Election(Leased):
@@ -72,10 +77,13 @@ class Election(Leased):
             return False
         try:
             sync_shield(self._announce())
-        except BaseException:
+        except BaseException as error:
             # cancelled or interrupted just as it won: it did not win, as far as the caller knows
-            with contextlib.suppress(LockError):
-                sync_shield(lease.release())
+            resigning = _resign_quietly(lease)
+            if sync_cancelled(error):
+                lease.wiring.topology.detached.add(resigning)
+            else:
+                sync_shield(resigning)
             raise
         return True
 

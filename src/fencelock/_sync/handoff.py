@@ -15,11 +15,12 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from .._backend import sync_checkpoint, sync_shield
+from .._backend import sync_cancelled, sync_checkpoint, sync_shield
 from .._core.kinds import Released
 from .._core.lease import Grant, granted, handoff_within_block
 from .._core.replies import Busy, reserved_block
 from .._core.timing import yield_after_release
+from .._transport import sync_inflight
 from ..errors import LockError
 from .singleflight import Ticket
 
@@ -58,10 +59,15 @@ def give_up(lease: Lease, grant: Grant) -> bool:
             sync_checkpoint()  # a cancellation redis.asyncio swallowed
         except LockError:
             raise
-        except BaseException:
+        except BaseException as error:
             # Cancelled or interrupted with the request in flight: make sure it happened
-            # (a compare-and-delete with our own holder token is safe to repeat).
-            sync_shield(topology.give_back(spec, grant.holder))
+            # (a compare-and-delete with our own holder token is safe to repeat), after it; a
+            # cancelled caller gets control back at once, and that goes on in the background.
+            after = sync_inflight()
+            if sync_cancelled(error):
+                topology.give_back_later(spec, grant.holder, after)
+            else:
+                sync_shield(topology.give_back(spec, grant.holder, None, after))
             raise
         finally:
             queues.pass_turn(line, grant)

@@ -26,7 +26,7 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Never
 
-from .._backend import sync_call_scope, sync_shield
+from .._backend import sync_call_scope, sync_cancelled, sync_shield
 from .._core.options import DEFAULT, LeaseOptions
 from ..errors import LockError, LockLost, LockNotOwned, LockTimeout
 from ..keys import validate_name
@@ -56,6 +56,7 @@ class MultiLock:
             Lock(wiring, replace(options, name=name), reentrant=False) for name in names
         )
         self._holding = False
+        self._detached = wiring.topology.detached
 
     @property
     def ttl(self) -> float:
@@ -97,11 +98,15 @@ class MultiLock:
                     if not lock.acquire(timeout=left):
                         break
                     taken.append(lock)
-            except BaseException:
+            except BaseException as error:
                 # (a release that fails too leaves a lease that ends by itself: the error to
-                # see, a cancellation above all, is the one that stopped the acquire)
-                with contextlib.suppress(Exception):
-                    sync_shield(_release_all(taken))
+                # see, a cancellation above all, is the one that stopped the acquire; a
+                # cancelled caller gets control back at once, the releases go on meanwhile)
+                releasing = _release_quietly(taken)
+                if sync_cancelled(error):
+                    self._detached.add(releasing)
+                else:
+                    sync_shield(releasing)
                 raise
             if len(taken) < len(self._locks):
                 sync_shield(_release_all(taken))
@@ -172,6 +177,11 @@ class MultiLock:
             if exc is None:
                 raise
             exc.add_note(f"fencelock: {loss}")  # the body's own error is the one to see
+
+
+def _release_quietly(locks: Iterable[Lock]) -> None:
+    with contextlib.suppress(Exception):
+        _release_all(locks)
 
 
 def _release_all(locks: Iterable[Lock]) -> list[str]:

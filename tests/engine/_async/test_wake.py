@@ -263,7 +263,7 @@ async def test_a_waiter_that_leaves_gives_back_a_grant_it_did_not_see(
     await async_until(lambda: len(queued(raw)) == 2)
     await holder.release()
     assert raw.get(KEYS.lock) == "its-token"
-    await contention._leave_queue(leaving._lease, "its-token", entry, None)
+    await contention._leave_queue(leaving._lease, "its-token", entry, None, None)
     assert await call.result()  # the next waiter was served by that release
     assert next_client.statistics().polls == 0
     assert queued(raw) == []

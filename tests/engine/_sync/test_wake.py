@@ -264,7 +264,7 @@ def test_a_waiter_that_leaves_gives_back_a_grant_it_did_not_see(
     sync_until(lambda: len(queued(raw)) == 2)
     holder.release()
     assert raw.get(KEYS.lock) == "its-token"
-    contention._leave_queue(leaving._lease, "its-token", entry, None)
+    contention._leave_queue(leaving._lease, "its-token", entry, None, None)
     assert call.result()  # the next waiter was served by that release
     assert next_client.statistics().polls == 0
     assert queued(raw) == []
