@@ -343,3 +343,17 @@ class SyncBackground:
         thread, self._thread = self._thread, None
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
+
+
+def async_watchdog(topology: Any, counters: Any) -> Any:
+    """The asyncio client's watchdog: leases renewed in a thread, off the event loop (a loop
+    blocked by a sync call must not cost them: _offloop.py)."""
+    from ._offloop import OffLoopWatchdog  # (the sync API never imports the asyncio code)
+
+    return OffLoopWatchdog(topology, counters)
+
+
+def sync_watchdog(topology: Any, counters: Any) -> Any:
+    from ._sync.watchdog import Watchdog
+
+    return Watchdog(topology, counters)

@@ -21,11 +21,13 @@ import redis
 import redis.asyncio
 import redis.asyncio.cluster
 import redis.asyncio.cluster as redis_asyncio_cluster
+import redis.asyncio.connection
 import redis.asyncio.retry
 import redis.cluster
 import redis.connection
 import redis.exceptions as redis_exceptions
 import redis.retry
+import redis.sentinel
 from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -545,6 +547,83 @@ def sync_node_client(node: Any, socket_timeout: float) -> redis.Redis:
     kwargs = _own_kwargs(template, socket_timeout, sync_no_retry(), sync_select_checked)
     pool = redis.ConnectionPool(connection_class=template.connection_class, **kwargs)
     return redis.Redis(connection_pool=pool)
+
+
+# What a sync connection needs of an asyncio one's settings: its address, database, credentials
+# and TLS (not its retries, handlers or registries, which are the asyncio client's own objects).
+_SYNC_CONNECTIONS: dict[type[Any], type[Any]] = {
+    redis.asyncio.connection.Connection: redis.connection.Connection,
+    redis.asyncio.connection.SSLConnection: redis.connection.SSLConnection,
+    redis.asyncio.connection.UnixDomainSocketConnection: (
+        redis.connection.UnixDomainSocketConnection
+    ),
+}
+_ADDRESS = ("host", "port", "path", "db", "username", "password", "credential_provider",
+            "client_name", "protocol")  # fmt: skip
+
+
+def _sync_kwargs(kwargs: dict[str, Any], socket_timeout: float) -> dict[str, Any]:
+    picked = {k: v for k, v in kwargs.items() if k in _ADDRESS or k.startswith("ssl_")}
+    picked.update(
+        socket_timeout=socket_timeout,
+        socket_connect_timeout=socket_timeout,
+        retry=sync_no_retry(),
+        decode_responses=False,
+    )
+    return picked
+
+
+def sync_client_like(client: redis.asyncio.Redis, socket_timeout: float) -> redis.Redis:
+    """A sync client, with a pool of its own, to the server of an asyncio client (a Sentinel
+    master's: through sync sentinels at the same addresses): the asyncio client's renewals run
+    in a thread on it (``_offloop.py``)."""
+    pool = client.connection_pool
+    kwargs = _sync_kwargs(pool.connection_kwargs, socket_timeout)
+    own: redis.ConnectionPool
+    manager = getattr(pool, "sentinel_manager", None)
+    if manager is not None:
+        sentinels = [
+            (
+                s.connection_pool.connection_kwargs["host"],
+                s.connection_pool.connection_kwargs["port"],
+            )
+            for s in manager.sentinels
+        ]
+        sync_manager = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call]
+            sentinels,
+            sentinel_kwargs=_sync_kwargs(manager.sentinel_kwargs, socket_timeout),
+            **_sync_kwargs(manager.connection_kwargs, socket_timeout),
+        )
+        service = getattr(pool, "service_name")  # noqa: B009 (a Sentinel pool's)
+        own = redis.sentinel.SentinelConnectionPool(  # type: ignore[no-untyped-call]
+            service, sync_manager, **kwargs
+        )
+    else:
+        connection_class = _SYNC_CONNECTIONS.get(pool.connection_class)
+        if connection_class is None:
+            raise TypeError(
+                f"cannot renew leases off the event loop over a {pool.connection_class.__name__}"
+            )
+        own = redis.ConnectionPool(connection_class=connection_class, **kwargs)
+    return redis.Redis(connection_pool=own)
+
+
+def sync_cluster_like(
+    cluster: redis.asyncio.RedisCluster, socket_timeout: float
+) -> redis.RedisCluster:
+    """A sync ``RedisCluster`` to the nodes of an asyncio one (see ``sync_client_like``)."""
+    kwargs = _sync_kwargs(cluster.get_connection_kwargs(), socket_timeout)
+    if cluster.get_connection_kwargs().get("connection_class") is (
+        redis.asyncio.connection.SSLConnection
+    ):
+        kwargs["ssl"] = True
+    for address in ("host", "port", "db"):  # (the nodes are given; a Cluster has db 0)
+        kwargs.pop(address, None)
+    nodes = [
+        redis.cluster.ClusterNode(n.host, n.port)  # type: ignore[no-untyped-call]
+        for n in cluster.get_nodes()
+    ]
+    return redis.RedisCluster(startup_nodes=nodes, **kwargs)
 
 
 _reaping: set[asyncio.Task[None]] = set()  # a task the loop holds only weakly could vanish

@@ -92,6 +92,14 @@ _METRICS = (
     _Metric("wakeups", COUNTER, ("primitive",), "Waits ended by a release message"),
 )
 _STALE = _Metric("stale_writes_refused", COUNTER, (), "Writes fenced_set refused: a stale token")
+_STALL = _Metric(
+    "event_loop_stall",
+    HISTOGRAM,
+    (),
+    "Times an asyncio event loop was blocked for more than a third of a lease held",
+    HOLD_BUCKETS,
+)
+_UNLABELLED = (_STALE, _STALL)  # about no lock: no primitive, no name
 _GAUGES: dict[str, tuple[str, Callable[[Statistics], int]]] = {
     "held_locks": ("Grants the lock objects of this process hold now", lambda s: s.held),
     "waiting_acquires": (
@@ -133,6 +141,9 @@ def _listener(
     def listen(event: events.Event) -> None:
         if isinstance(event, events.StaleWriteRefused):
             records[_STALE.name](1, {})
+            return
+        if isinstance(event, events.LoopStalled):
+            records[_STALL.name](event.seconds, {})
             return
         labels = {"primitive": event.primitive}
         if name_label is not None:
@@ -184,6 +195,11 @@ def _inc(counter: Any) -> Record:
     return lambda value, labels: child(labels).inc(value)
 
 
+def _record(method: Callable[[float], object]) -> Record:
+    """A metric without labels: ``method`` of the metric itself."""
+    return lambda value, labels: method(value)
+
+
 _prometheus: dict[int, Subscription] = {}  # id(registry) -> its subscription
 _guard = threading.Lock()
 
@@ -211,22 +227,19 @@ def enable_prometheus(
         extra = ("name",) if name_label is not None else ()
         records: dict[str, Record] = {}
         collectors: list[Any] = []
-        for metric in _METRICS:
+        for metric in (*_METRICS, *_UNLABELLED):
             full = f"fencelock_{metric.name}" + ("_seconds" if metric.kind == HISTOGRAM else "")
-            names = (*metric.labels, *extra)
+            names = (*metric.labels, *extra) if metric.labels else ()
             if metric.kind == HISTOGRAM:
                 hist = prometheus_client.Histogram(
                     full, metric.doc, names, registry=registry, buckets=metric.buckets
                 )
-                records[metric.name] = _observe(hist)
+                records[metric.name] = _observe(hist) if names else _record(hist.observe)
                 collectors.append(hist)
             else:
                 count = prometheus_client.Counter(full, metric.doc, names, registry=registry)
-                records[metric.name] = _inc(count)
+                records[metric.name] = _inc(count) if names else _record(count.inc)
                 collectors.append(count)
-        stale = prometheus_client.Counter(f"fencelock_{_STALE.name}", _STALE.doc, registry=registry)
-        records[_STALE.name] = lambda v, lb: stale.inc(v)
-        collectors.append(stale)
 
         class Gauges:
             """The gauges, read from the live clients' statistics when collected."""
@@ -274,7 +287,7 @@ def enable_opentelemetry(
     provider = otel.get_meter_provider() if meter_provider is None else meter_provider
     meter = provider.get_meter("fencelock", __version__)
     records: dict[str, Record] = {}
-    for metric in (*_METRICS, _STALE):
+    for metric in (*_METRICS, *_UNLABELLED):
         full = f"fencelock.{metric.name}"
         if metric.kind == HISTOGRAM:
             hist = meter.create_histogram(

@@ -299,21 +299,24 @@ async def test_cancel_policy_cancels_the_block(
 
 
 async def test_cancel_policy_spares_the_task_that_finds_the_loss(
-    async_client: AsyncLockClient,
+    fresh_server: EmbeddedServer,
 ) -> None:
     # The block's own check() declares the loss: it raises LockLost, and must not also leave a
     # cancellation of its own task pending (before Python 3.13 Task.uncancel() cannot withdraw
     # it), which would land in the next await, here or after the block.
-    lock = async_client.lock("self-found", ttl=0.5, auto_renew=True, on_lost_policy="cancel")
-    reached_end = False
-    with pytest.raises(fencelock.LockLost):
-        async with lock:
-            time.sleep(0.6)  # the holder stalls past its lease: the loop (and watchdog) with it
-            with pytest.raises(fencelock.LockLost):
-                lock.check()
-            await asyncio.sleep(0)
-            reached_end = True
-    assert reached_end
+    async with AsyncLockClient.from_url(fresh_server.url, socket_timeout=0.1) as client:
+        lock = client.lock("self-found", ttl=0.5, auto_renew=True, on_lost_policy="cancel")
+        reached_end = False
+        with pytest.raises(fencelock.LockLost):
+            async with lock:
+                fresh_server.pause()  # renewals get no answer (they run off the loop)...
+                time.sleep(0.6)  # ...and the loop stalls past the lease: nothing runs on it
+                fresh_server.resume()
+                with pytest.raises(fencelock.LockLost):
+                    lock.check()  # (found here first: the renewals' loss waits for the loop)
+                await asyncio.sleep(0)
+                reached_end = True
+        assert reached_end
     task = asyncio.current_task()
     assert task is not None and task.cancelling() == 0
     await asyncio.sleep(0)

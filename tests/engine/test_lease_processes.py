@@ -39,11 +39,39 @@ HOLDER = textwrap.dedent(
 )
 
 
+# The same under asyncio, whose leases are renewed by a thread off the loop: a process paused as
+# a whole pauses that thread too, and must lose its lease all the same (issue 24).
+ASYNC_HOLDER = textwrap.dedent(
+    """
+    import asyncio, sys, fencelock.asyncio
+    async def main():
+        client = fencelock.asyncio.LockClient.from_url(sys.argv[1])
+        lock = client.lock("frozen", ttl=1.0, auto_renew=True)
+        assert await lock.acquire(timeout=0)
+        print(lock.token, flush=True)
+        await asyncio.to_thread(sys.stdin.readline)  # frozen here, past the ttl
+        try:
+            lock.check()
+            print("check passed", flush=True)
+        except fencelock.LockLost:
+            print("check raised LockLost", flush=True)
+        try:
+            await client.fenced_set("account", "written by the frozen holder", lock.token)
+            print("write accepted", flush=True)
+        except fencelock.StaleToken:
+            print("write refused", flush=True)
+        await client.close()
+    asyncio.run(main())
+    """
+)
+
+
+@pytest.mark.parametrize("holder", [HOLDER, ASYNC_HOLDER], ids=["sync", "asyncio"])
 def test_frozen_holder_learns_of_loss_and_is_fenced(
-    server: EmbeddedServer, raw: redis.Redis
+    server: EmbeddedServer, raw: redis.Redis, holder: str
 ) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, server.url],
+        [sys.executable, "-c", holder, server.url],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

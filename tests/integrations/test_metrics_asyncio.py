@@ -10,7 +10,6 @@ import time
 import pytest
 
 from fencelock._async.client import AsyncLockClient
-from tests.concurrency import async_until
 from tests.exported import Exported
 
 
@@ -27,18 +26,17 @@ async def test_an_acquire_cancelled_by_wait_for_is_an_error(
     assert exported.count("acquire_wait", **labels) == 1
 
 
-async def test_a_renewal_held_up_by_a_blocked_loop_is_logged_late(
+async def test_a_blocked_loop_no_longer_holds_a_renewal_up(
     async_client: AsyncLockClient, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Renewals run off the loop (issue 24): a loop blocked past a renewal's due time delays
+    nothing, and it is the stall that is logged, not a late renewal."""
     lock = async_client.lock("m-late", ttl=1.5, auto_renew=True)
     with caplog.at_level(logging.WARNING, "fencelock.watchdog"):
         async with lock:
-            # The renewal is due after 0.5 s; a loop blocked for 1.1 s sends it with about 0.4 s
-            # of the lease left: under a third, but still in time.
+            renewed = async_client.statistics().renewals + 2
             time.sleep(1.1)  # (blocking on purpose: what a CPU-bound task does to the loop)
-            renewed = async_client.statistics().renewals + 1
-            await async_until(lambda: async_client.statistics().renewals >= renewed)
+            assert async_client.statistics().renewals >= renewed  # both, meanwhile, on time
             assert not lock.lost
-    (record,) = [r for r in caplog.records if getattr(r, "event", None) == "renewal_late"]
-    assert record.lock_name == "m-late" and record.reason == "the watchdog ran late"  # type: ignore[attr-defined]
-    assert 0 < record.seconds_left < 0.5  # type: ignore[attr-defined]
+    events = [getattr(r, "event", None) for r in caplog.records]
+    assert "renewal_late" not in events and "loop_stalled" in events

@@ -32,7 +32,7 @@ from ..keys import described, validate_db, validate_url
 from .redlock import AsyncQuorum
 from .topology import AsyncCluster, AsyncOneServer, AsyncTopology
 from .waiter import AsyncWaiter
-from .watchdog import AsyncWatchdog
+from .watchdog import AsyncRenewer
 
 
 def connect(
@@ -106,12 +106,12 @@ def from_urls(url: str | Sequence[str], socket_timeout: float) -> AsyncRedis | l
     return clients[0] if isinstance(url, str) else clients
 
 
-async def close(watchdog: AsyncWatchdog, topology: AsyncTopology) -> None:
+async def close(watchdog: AsyncRenewer, topology: AsyncTopology) -> None:
     await watchdog.close()
     await topology.close()
 
 
-def abandoned(name: str | None, watchdog: AsyncWatchdog, topology: AsyncTopology) -> None:
+def abandoned(name: str | None, watchdog: AsyncRenewer, topology: AsyncTopology) -> None:
     """A client was collected unclosed. Run by the garbage collector, in whatever thread, maybe
     while that thread holds a lock of ours: so it takes no lock and waits for nothing. The
     pub/sub listeners are told to stop (they end within a read and close their connection); the

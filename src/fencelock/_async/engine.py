@@ -49,6 +49,7 @@ from .._backend import (
     async_current_task,
     async_shield,
     async_spawn,
+    async_watchdog,
 )
 from .._core import events
 from .._core.kinds import Kind, LeaseSpec, Released
@@ -61,7 +62,7 @@ from ..keys import MIN_LEASE, ttl_to_ms, validate_ttl
 from . import contention, handoff
 from .singleflight import AsyncLocalQueues
 from .topology import AsyncTopology
-from .watchdog import AsyncWatchdog
+from .watchdog import AsyncRenewer
 
 logger = logging.getLogger("fencelock.lease")
 
@@ -88,7 +89,7 @@ class AsyncWiring:
 
     topology: AsyncTopology
     queues: AsyncLocalQueues
-    watchdog: AsyncWatchdog
+    watchdog: AsyncRenewer
     counters: Counters
     state: ClientState
     guard: Any  # held to mark a grant lost: the watchdog and the caller may race (no I/O)
@@ -108,7 +109,7 @@ class AsyncWiring:
         return cls(
             topology,
             AsyncLocalQueues(options.max_handoffs, counters),
-            AsyncWatchdog(topology, counters),
+            async_watchdog(topology, counters),
             counters,
             ClientState(client),
             AsyncStateLock(),

@@ -96,7 +96,25 @@ class StaleWriteRefused:
     token: int
 
 
-Event = AcquireEnded | HoldEnded | LeaseLost | Renewal | HandedOff | WokenUp | StaleWriteRefused
+@dataclass(frozen=True, slots=True)
+class LoopStalled:
+    """An asyncio client's event loop was blocked for more than a third of the shortest lease
+    held: the leases were renewed off the loop, but every task waited (_offloop.py)."""
+
+    seconds: float
+    ttl: float  # the shortest lease held then
+
+
+Event = (
+    AcquireEnded
+    | HoldEnded
+    | LeaseLost
+    | Renewal
+    | HandedOff
+    | WokenUp
+    | StaleWriteRefused
+    | LoopStalled
+)
 Listener = Callable[[Event], object]
 
 on = False  # whether anybody listens: read before any work is done for an event

@@ -33,7 +33,7 @@ from ..keys import described, validate_db, validate_url
 from .redlock import SyncQuorum
 from .topology import SyncCluster, SyncOneServer, SyncTopology
 from .waiter import Waiter
-from .watchdog import Watchdog
+from .watchdog import SyncRenewer
 
 
 def connect(
@@ -107,12 +107,12 @@ def from_urls(url: str | Sequence[str], socket_timeout: float) -> SyncRedis | li
     return clients[0] if isinstance(url, str) else clients
 
 
-def close(watchdog: Watchdog, topology: SyncTopology) -> None:
+def close(watchdog: SyncRenewer, topology: SyncTopology) -> None:
     watchdog.close()
     topology.close()
 
 
-def abandoned(name: str | None, watchdog: Watchdog, topology: SyncTopology) -> None:
+def abandoned(name: str | None, watchdog: SyncRenewer, topology: SyncTopology) -> None:
     """A client was collected unclosed. Run by the garbage collector, in whatever thread, maybe
     while that thread holds a lock of ours: so it takes no lock and waits for nothing. The
     pub/sub listeners are told to stop (they end within a read and close their connection); the

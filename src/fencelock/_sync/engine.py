@@ -50,6 +50,7 @@ from .._backend import (
     sync_current_task,
     sync_shield,
     sync_spawn,
+    sync_watchdog,
 )
 from .._core import events
 from .._core.kinds import Kind, LeaseSpec, Released
@@ -62,7 +63,7 @@ from ..keys import MIN_LEASE, ttl_to_ms, validate_ttl
 from . import contention, handoff
 from .singleflight import LocalQueues
 from .topology import SyncTopology
-from .watchdog import Watchdog
+from .watchdog import SyncRenewer
 
 logger = logging.getLogger("fencelock.lease")
 
@@ -89,7 +90,7 @@ class Wiring:
 
     topology: SyncTopology
     queues: LocalQueues
-    watchdog: Watchdog
+    watchdog: SyncRenewer
     counters: Counters
     state: ClientState
     guard: Any  # held to mark a grant lost: the watchdog and the caller may race (no I/O)
@@ -109,7 +110,7 @@ class Wiring:
         return cls(
             topology,
             LocalQueues(options.max_handoffs, counters),
-            Watchdog(topology, counters),
+            sync_watchdog(topology, counters),
             counters,
             ClientState(client),
             SyncStateLock(),

@@ -62,11 +62,11 @@ class SyncQuorum(SyncTopology):
         self.nodes = nodes
         self.waiters = waiters
         # None: derived per lock from its ttl (_core/quorum.node_timeout)
-        self._node_timeout = node_timeout
+        self.fixed_node_timeout = node_timeout
 
     def node_timeout(self, ttl: float) -> float:
         """How long one node may take to answer a request about a lock of ``ttl``."""
-        return self._node_timeout or node_timeout(ttl)
+        return self.fixed_node_timeout or node_timeout(ttl)
 
     def fan_out(self, command: Sequence[Any], timeout: float, what: str) -> list[Any]:
         """Send ``command`` to every node at once; per node its reply, or the ``LockError`` it

@@ -287,6 +287,7 @@ class SyncOneServer(SyncTopology):
         self.waiters = waiters
         self.requester: SyncRequester = SyncRequester()
         self.min_replicas = min_replicas
+        self.replica_timeout = replica_timeout
         self._wait: tuple[tuple[Any, ...], ...] = ()
         if min_replicas:
             # no local hand-off, no grant by a release: one script cannot wait for replicas

@@ -28,6 +28,7 @@ import sys
 import time
 import warnings
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
@@ -57,6 +58,24 @@ class Lose(Protocol):
     def __call__(self, grant: Grant, found: str, *, other_holder: bool = False) -> str: ...
 
 
+# How a loss reaches its lock object: called at once (None), or handed to ``deliver(lose, grant,
+# found, other_holder)`` (the asyncio client renews in a thread, and declares losses on its
+# loop: _offloop.py)
+Deliver = Callable[[Lose, Grant, str, bool], object]
+
+
+class SyncRenewer(Protocol):
+    """What a client's lock objects ask of its watchdog (this one, or ``OffLoopWatchdog``)."""
+
+    def __len__(self) -> int: ...
+
+    def track(self, grant: Grant, spec: LeaseSpec, lose: Lose) -> None: ...
+
+    def untrack(self, grant: Grant) -> None: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass(eq=False, slots=True)
 class Lease:
     """A lease to renew: its grant (whose deadline a renewal moves), what the renew script
@@ -67,6 +86,7 @@ class Lease:
     slot: int  # its Cluster slot (0 elsewhere), computed once
     lose: weakref.WeakMethod[Lose]
     renew_at: float  # monotonic
+    deliver: Deliver | None = None
 
     @property
     def ttl(self) -> float:  # (for renewal_batches)
@@ -101,9 +121,11 @@ class Watchdog:
             self._running = False
             self._sleep_until = math.inf
 
-    def track(self, grant: Grant, spec: LeaseSpec, lose: Lose) -> None:
+    def track(
+        self, grant: Grant, spec: LeaseSpec, lose: Lose, deliver: Deliver | None = None
+    ) -> None:
         """Renew ``grant`` every ttl/3 until untracked; ``lose`` (a bound method of the lock
-        object, held weakly) declares it lost."""
+        object, held weakly) declares it lost, through ``deliver`` if given."""
         self._reset_after_fork()
         renew_at = next_renewal(time.monotonic(), spec.ttl)
         dropped = partial(_dropped, self._leases, grant, spec.name)
@@ -113,6 +135,7 @@ class Watchdog:
             self._topology.slot_of(spec.keys.lock),
             weakref.WeakMethod(lose, dropped),
             renew_at,
+            deliver,
         )
         with self._guard:
             self._leases[grant] = lease
@@ -187,8 +210,10 @@ class Watchdog:
             args += (lease.grant.holder, lease.spec.ttl_ms)
         sent_at = time.monotonic()
         # A server that hangs must not hold the worker past a lease's deadline, at which its
-        # loss is to be signalled (and the socket timeout may be longer than the whole ttl).
+        # loss is to be signalled (and the socket timeout may be longer than the whole ttl);
+        # within one request timeout, so that a failure is known (and re-tried) before it.
         left = min(lease.grant.deadline for lease in batch) - sent_at
+        left = min(left, self._topology.request_timeout)
         self._counters.add(renewal_calls=1)
         # (a lease that runs out meanwhile was lost for want of an answer)
         failing = [lease.grant.renewal_sent() for lease in batch]
@@ -221,7 +246,11 @@ class Watchdog:
             if self._leases.pop(lease.grant, None) is None:
                 return  # released meanwhile: a renewal answered after release is no loss
         lose = lease.lose()
-        if lose is not None:  # else dropped: nobody is left to hear of it
+        if lose is None:
+            return  # dropped: nobody is left to hear of it
+        if lease.deliver is not None:
+            lease.deliver(lose, lease.grant, found, other_holder)
+        else:
             lose(lease.grant, found, other_holder=other_holder)
 
     def close(self) -> None:
