@@ -5,6 +5,7 @@ The sync API lives here; ``fencelock.asyncio`` has the same names for asyncio.
 
 import logging
 
+from ._context import current_token
 from ._core.election import Leader
 from ._core.inspection import (
     ForceOutcome,
@@ -16,6 +17,7 @@ from ._core.inspection import (
 )
 from ._core.latch import LatchReset
 from ._core.stats import Statistics
+from ._labels import holder_label
 from ._sync.client import LockClient
 from ._sync.election import Election
 from ._sync.latch import Barrier, Latch
@@ -25,7 +27,6 @@ from ._sync.periodic import OncePer
 from ._sync.rw_lock import ReadWriteLock
 from ._sync.semaphore import Semaphore
 from ._sync.versioned import Versioned
-from .context import current_token
 from .errors import (
     ClientClosed,
     Conflict,
@@ -39,7 +40,6 @@ from .errors import (
     StaleToken,
     TooManyConflicts,
 )
-from .labels import holder_label
 
 __version__ = "0.1.0"
 

@@ -10,6 +10,7 @@ from ._async.periodic import AsyncOncePer as OncePer
 from ._async.rw_lock import AsyncReadWriteLock as ReadWriteLock
 from ._async.semaphore import AsyncSemaphore as Semaphore
 from ._async.versioned import AsyncVersioned as Versioned
+from ._context import current_token
 from ._core.election import Leader
 from ._core.inspection import (
     ForceOutcome,
@@ -21,7 +22,7 @@ from ._core.inspection import (
 )
 from ._core.latch import LatchReset
 from ._core.stats import Statistics
-from .context import current_token
+from ._labels import holder_label
 from .errors import (
     ClientClosed,
     Conflict,
@@ -35,7 +36,6 @@ from .errors import (
     StaleToken,
     TooManyConflicts,
 )
-from .labels import holder_label
 
 __all__ = [
     "Barrier",

@@ -49,7 +49,7 @@ from typing import Any
 from . import __version__
 from ._core import events
 from ._core.stats import LIVE_CLIENTS, Statistics
-from .keys import validate_ttl
+from ._keys import validate_ttl
 
 __all__ = [
     "Subscription",

@@ -29,8 +29,8 @@ from .._core.lease import Grant, granted, reserve, trusted_release_grant
 from .._core.quorum import retry_jitter
 from .._core.replies import Busy, Granted, new_holder_token, new_waiter_id, queue_entry
 from .._core.timing import remaining, retry_delay
+from .._labels import label_now
 from ..errors import LockError, LockLost, NotReplicated
-from ..labels import label_now
 from . import handoff
 from .singleflight import Ticket
 from .topology import GaveBack

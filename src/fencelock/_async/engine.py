@@ -56,8 +56,8 @@ from .._core.lease import EXPLAINED, Grant, loss_reason, should_cancel
 from .._core.options import DEFAULT, ClientOptions, LeaseOptions
 from .._core.replies import RENEWED, TAKEN
 from .._core.stats import Counters
+from .._keys import MIN_LEASE, ttl_to_ms, validate_ttl
 from ..errors import ClientClosed, LockError, LockLost, LockNotOwned
-from ..keys import MIN_LEASE, ttl_to_ms, validate_ttl
 from . import contention, handoff
 from .singleflight import AsyncLocalQueues
 from .topology import AsyncTopology
