@@ -28,6 +28,8 @@ class Default:
     """The type of ``DEFAULT``: "not given" where None means something (a timeout of None waits
     for ever; a label of None is no label)."""
 
+    __slots__ = ()  # one value with no state
+
     def __repr__(self) -> str:
         return "DEFAULT"
 

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 
+from .. import _events as events
 from .._backend import sync_shield, sync_sleep
-from .._core import events
 from .._core.lease import Grant, granted, reserve, trusted_release_grant
 from .._core.quorum import retry_jitter
 from .._core.replies import Busy, Granted, new_holder_token, new_waiter_id, queue_entry

@@ -43,6 +43,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import _events as events
 from .._backend import (
     SyncStateLock,
     sync_blocking,
@@ -51,7 +52,6 @@ from .._backend import (
     sync_shield,
     sync_spawn,
 )
-from .._core import events
 from .._core.kinds import Kind, LeaseSpec, Released
 from .._core.lease import EXPLAINED, Grant, loss_reason, should_cancel
 from .._core.options import DEFAULT, ClientOptions, LeaseOptions
