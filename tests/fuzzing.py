@@ -19,7 +19,7 @@ import redis
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from fencelock.keys import MAX_NAME_LENGTH, MAX_TTL, MIN_TTL
+from fencelock._keys import MAX_NAME_LENGTH, MAX_TTL, MIN_TTL
 
 SYNC_FUZZ = settings(
     max_examples=100,

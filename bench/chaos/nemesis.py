@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from fencelock.keys import LockKeys, escape
+from fencelock._keys import LockKeys, escape
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.proxy import TcpProxy
 from fencelock_tools.servers.topology import REPLICA_ROLES, probe, wait_until

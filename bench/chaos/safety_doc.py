@@ -230,7 +230,7 @@ TOKENS = """\
 ## Fencing tokens
 
 A grant's token is **max(last token + 1, the server's clock in microseconds)** (`TIME`), and a
-block of tokens reserved for local hand-offs follows it: one rule, `scripts/prelude.lua`, for
+block of tokens reserved for local hand-offs follows it: one rule, `_scripts/prelude.lua`, for
 every script that hands out tokens (acquire, reentrant acquire, a release's grant to a queued
 waiter, a local hand-off, Redlock's write-back). The last token of a name (`...:fence`) is kept
 for the lease it was handed out with (renewals and `extend()` keep it as long as the lease,

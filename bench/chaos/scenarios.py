@@ -34,7 +34,7 @@ from typing import Any, Final
 
 from redis.crc import key_slot
 
-from fencelock.keys import LockKeys
+from fencelock._keys import LockKeys
 
 from . import nemesis
 from .runner import Run

@@ -43,8 +43,8 @@ from redis.exceptions import RedisError
 
 import fencelock
 import fencelock.asyncio
+from fencelock._keys import LockKeys, SemaphoreKeys
 from fencelock._sync.rw_lock import RWSide
-from fencelock.keys import LockKeys, SemaphoreKeys
 
 from . import history as h
 from .history import ASYNC_CANCEL as ASYNC_CANCEL

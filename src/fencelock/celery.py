@@ -27,10 +27,10 @@ from typing import Any, ClassVar
 
 from celery import Celery, Task
 
+from ._context import current_token, running
+from ._keys import MIN_LEASE, validate_timeout, validate_ttl
 from ._sync.client import LockClient
-from .context import current_token, running
 from .errors import LockTimeout
-from .keys import MIN_LEASE, validate_timeout, validate_ttl
 
 __all__ = ["BUSY_MODES", "ExclusiveTask", "TaskBusy", "current_token", "worker_client"]
 

@@ -2,7 +2,7 @@
 and a log of slow acquires.
 
 Off until switched on, and free while off: the locks report what they do to one internal stream
-of events (``_core/events.py``) only when something listens::
+of events (``_events.py``) only when something listens::
 
     fencelock.metrics.enable_prometheus()        # prometheus_client's default registry
     fencelock.metrics.enable_opentelemetry()     # the global MeterProvider
@@ -47,9 +47,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import __version__
-from ._core import events
-from ._core.stats import LIVE_CLIENTS, Statistics
-from .keys import validate_ttl
+from . import _events as events
+from ._core.stats import Statistics
+from ._keys import validate_ttl
+from ._live_clients import LIVE_CLIENTS
 
 __all__ = [
     "Subscription",

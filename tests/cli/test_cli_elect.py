@@ -11,7 +11,7 @@ from pathlib import Path
 import redis
 
 import fencelock
-from fencelock.keys import LockKeys
+from fencelock._keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer, free_port
 from tests.cli.test_cli_run import _env
 from tests.concurrency import TIMEOUT

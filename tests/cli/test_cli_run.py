@@ -17,9 +17,9 @@ import pytest
 import redis
 
 import fencelock
+from fencelock._keys import LockKeys
 from fencelock._sync.lock import Lock
 from fencelock.cli._run import Runner
-from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer, free_port
 from tests.concurrency import TIMEOUT, sync_until
 

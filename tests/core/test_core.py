@@ -32,7 +32,7 @@ from fencelock._core.replies import (
     translate_error,
 )
 from fencelock._core.timing import drift, lease_deadline, remaining, retry_delay
-from fencelock.keys import (
+from fencelock._keys import (
     LockKeys,
     escape,
     fence_key_for,

@@ -10,7 +10,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from redis.crc import key_slot
 
-from fencelock.keys import LockKeys, escape
+from fencelock._keys import LockKeys, escape
 from tests.fuzzing import SYNC_FUZZ, names
 
 

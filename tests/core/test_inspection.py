@@ -21,8 +21,8 @@ from fencelock._core.inspection import (
     unescape,
 )
 from fencelock._core.replies import new_holder_token, queue_entry, split_holder, validate_label
+from fencelock._keys import LockKeys, SemaphoreKeys, escape
 from fencelock.errors import LockConnectionError, LockError
-from fencelock.keys import LockKeys, SemaphoreKeys, escape
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ from fencelock._core.lease import (
 )
 from fencelock._core.replies import Granted
 from fencelock._core.timing import lease_deadline
-from fencelock.keys import POLICIES, LockKeys
+from fencelock._keys import POLICIES, LockKeys
 
 TTL = 10.0
 NOW = 1000.0
@@ -47,7 +47,7 @@ def grant(**fields: object) -> Grant:
 
 def _documented(script: str, what: str) -> int:
     """How many KEYS / ARGV the header of ``script`` documents."""
-    header = files("fencelock.scripts").joinpath(f"{script}.lua").read_text()
+    header = files("fencelock._scripts").joinpath(f"{script}.lua").read_text()
     return max(int(n) for n in re.findall(rf"^-- {what}\[(\d+)\]", header, re.MULTILINE))
 
 

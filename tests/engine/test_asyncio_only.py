@@ -15,8 +15,8 @@ import redis
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
-from fencelock.keys import LockKeys
-from fencelock.scripts import ACQUIRE, RELEASE
+from fencelock._keys import LockKeys
+from fencelock._scripts import ACQUIRE, RELEASE
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import async_until, sync_until
 

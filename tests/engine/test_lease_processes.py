@@ -13,7 +13,7 @@ import pytest
 import redis
 
 import fencelock
-from fencelock.keys import LockKeys
+from fencelock._keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import in_forked_child
 

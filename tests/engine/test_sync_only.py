@@ -11,7 +11,7 @@ import pytest
 import redis
 
 import fencelock
-from fencelock.keys import LockKeys
+from fencelock._keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import TIMEOUT, in_forked_child
 

@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from bench import wake_path
-from fencelock.keys import LockKeys
+from fencelock._keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 
 

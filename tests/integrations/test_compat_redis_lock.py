@@ -15,6 +15,7 @@ import pytest
 import redis
 
 import fencelock
+from fencelock._keys import LockKeys
 from fencelock.compat import redis_lock, redis_py
 from fencelock.compat.redis_lock import (
     AlreadyAcquired,
@@ -25,7 +26,6 @@ from fencelock.compat.redis_lock import (
     TimeoutNotUsable,
     TimeoutTooLarge,
 )
-from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import SyncCall, sync_until
 from tests.conftest import KINDS

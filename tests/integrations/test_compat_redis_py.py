@@ -18,9 +18,9 @@ import redis
 import redis.asyncio
 import redis.exceptions
 
+from fencelock._keys import LockKeys
 from fencelock.compat import redis_py, redis_py_asyncio
 from fencelock.compat._sync import redis_py as redis_py_source
-from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import SyncCall, sync_until
 from tests.conftest import KINDS

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fencelock._core import events
+from fencelock import _events as events
 from tests.exported import Exported
 
 NAME = "unit:1"

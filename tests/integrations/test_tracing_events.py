@@ -10,8 +10,8 @@ import sys
 import pytest
 from opentelemetry.trace import StatusCode
 
+from fencelock import _events as events
 from fencelock import metrics
-from fencelock._core import events
 from fencelock._core.lease import Grant
 from fencelock.errors import LockConnectionError
 from tests.traced import Traced

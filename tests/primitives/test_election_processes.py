@@ -17,26 +17,27 @@ import fencelock
 from fencelock_tools.servers.embedded import EmbeddedServer
 
 # argv: url, name, ttl. Prints its term, then after a line on stdin: whether it learnt of the
-# loss (on_lost, check()) and whether its term's fenced write was accepted.
+# loss (on_lost, check()) and whether its term's fenced write was accepted. Each line in one
+# write: on_lost prints from the watchdog's thread meanwhile.
 SYNC_LEADER = textwrap.dedent(
     """
     import sys, fencelock
     client = fencelock.LockClient.from_url(sys.argv[1])
     el = client.election(sys.argv[2], ttl=float(sys.argv[3]), label="proc",
-                         on_lost=lambda e: print("on_lost", flush=True))
+                         on_lost=lambda e: print("on_lost\\n", end="", flush=True))
     term = el.campaign()
-    print(term, flush=True)
+    print(f"{term}\\n", end="", flush=True)
     sys.stdin.readline()
     try:
         el.check()
-        print("check passed", flush=True)
+        print("check passed\\n", end="", flush=True)
     except fencelock.LockLost:
-        print("check raised LockLost", flush=True)
+        print("check raised LockLost\\n", end="", flush=True)
     try:
         client.fenced_set("e-data", "written by the old leader", term)
-        print("write accepted", flush=True)
+        print("write accepted\\n", end="", flush=True)
     except fencelock.StaleToken:
-        print("write refused", flush=True)
+        print("write refused\\n", end="", flush=True)
     """
 )
 ASYNC_LEADER = textwrap.dedent(
@@ -46,20 +47,20 @@ ASYNC_LEADER = textwrap.dedent(
     async def main():
         client = fencelock.asyncio.LockClient.from_url(sys.argv[1])
         el = client.election(sys.argv[2], ttl=float(sys.argv[3]), label="proc",
-                             on_lost=lambda e: print("on_lost", flush=True))
+                             on_lost=lambda e: print("on_lost\\n", end="", flush=True))
         term = await el.campaign()
-        print(term, flush=True)
+        print(f"{term}\\n", end="", flush=True)
         await asyncio.to_thread(sys.stdin.readline)
         try:
             el.check()
-            print("check passed", flush=True)
+            print("check passed\\n", end="", flush=True)
         except fencelock.LockLost:
-            print("check raised LockLost", flush=True)
+            print("check raised LockLost\\n", end="", flush=True)
         try:
             await client.fenced_set("e-data", "written by the old leader", term)
-            print("write accepted", flush=True)
+            print("write accepted\\n", end="", flush=True)
         except fencelock.StaleToken:
-            print("write refused", flush=True)
+            print("write refused\\n", end="", flush=True)
 
     asyncio.run(main())
     """

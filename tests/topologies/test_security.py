@@ -36,10 +36,10 @@ from redis.retry import Retry
 
 import fencelock
 import fencelock.asyncio
-from fencelock import scripts
+from fencelock import _scripts as scripts
 from fencelock._core import replies
+from fencelock._keys import LockKeys, fence_key_for, version_key_for
 from fencelock._sync.client import LockClient
-from fencelock.keys import LockKeys, fence_key_for, version_key_for
 from fencelock_tools.servers.embedded import EmbeddedServer, ServerNotFound, find_server, free_port
 from fencelock_tools.servers.topology import Cluster
 from tests.concurrency import SyncCall, sync_until

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from .._core.options import ClientOptions
 from .._core.quorum import NODE_TIMEOUT_MAX
 from .._core.stats import Counters
+from .._keys import described, validate_db, validate_url
 from .._transport import (
     ASYNC_OTHER_API,
     ASYNC_OTHER_HINT,
@@ -28,7 +29,6 @@ from .._transport import (
     async_own_client,
     async_reap,
 )
-from ..keys import described, validate_db, validate_url
 from .redlock import AsyncQuorum
 from .topology import AsyncCluster, AsyncOneServer, AsyncTopology
 from .waiter import AsyncWaiter

@@ -24,20 +24,20 @@ from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 
+from .. import _events as events
 from .._backend import (
     async_cancelled,
     async_shield,
     async_sleep,
     async_wait_done,
 )
-from .._core import events
 from .._core.lease import Grant, granted, reserve, trusted_release_grant
 from .._core.quorum import retry_jitter
 from .._core.replies import Busy, Granted, new_holder_token, new_waiter_id, queue_entry
 from .._core.timing import remaining, retry_delay
+from .._labels import label_now
 from .._transport import async_inflight
 from ..errors import LockError, LockLost, NotReplicated
-from ..labels import label_now
 from . import handoff
 from .singleflight import Ticket
 from .topology import GaveBack

@@ -42,6 +42,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import _events as events
 from .._backend import (
     AsyncStateLock,
     async_blocking,
@@ -51,14 +52,13 @@ from .._backend import (
     async_spawn,
     async_watchdog,
 )
-from .._core import events
 from .._core.kinds import Kind, LeaseSpec, Released
 from .._core.lease import EXPLAINED, Grant, loss_reason, should_cancel
 from .._core.options import DEFAULT, ClientOptions, LeaseOptions
 from .._core.replies import RENEWED, TAKEN
 from .._core.stats import Counters
+from .._keys import MIN_LEASE, ttl_to_ms, validate_ttl
 from ..errors import ClientClosed, LockError, LockLost, LockNotOwned
-from ..keys import MIN_LEASE, ttl_to_ms, validate_ttl
 from . import contention, handoff
 from .singleflight import AsyncLocalQueues
 from .topology import AsyncTopology

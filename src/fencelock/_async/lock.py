@@ -12,8 +12,8 @@ from typing import Never
 from .._core.kinds import Mutex, Reentrant, Released
 from .._core.options import DEFAULT, LeaseOptions
 from .._core.replies import RENEWED
+from .._keys import MIN_LEASE, ttl_to_ms, validate_ttl
 from ..errors import LockError
-from ..keys import MIN_LEASE, ttl_to_ms, validate_ttl
 from .engine import AsyncLease, AsyncWiring
 from .leased import AsyncLeased, keyword_only
 

@@ -27,8 +27,8 @@ from typing import Never
 
 from .._backend import async_call_scope, async_cancelled, async_shield
 from .._core.options import DEFAULT, LeaseOptions
+from .._keys import validate_name
 from ..errors import LockError, LockLost, LockNotOwned, LockTimeout
-from ..keys import validate_name
 from .engine import AsyncWiring
 from .leased import keyword_only
 from .lock import AsyncLock

@@ -13,12 +13,12 @@ from typing import Any, TypeVar
 
 from redis.exceptions import NoScriptError, RedisError
 
-from .._core import events
+from .. import _events as events
 from .._core.replies import digest, fenced_get_reply, fenced_set_reply, translate_error
+from .._keys import described, fence_key_for, validate_resource_key, validate_value
+from .._scripts import FENCED_GET, FENCED_SET, Script
 from .._transport import AsyncRedis, AsyncRedisCluster
 from ..errors import StaleToken
-from ..keys import described, fence_key_for, validate_resource_key, validate_value
-from ..scripts import FENCED_GET, FENCED_SET, Script
 from .engine import ClientState
 from .topology import AsyncTopology
 from .versioned import AsyncVersioned

@@ -25,8 +25,8 @@ from .._core.kinds import WRITE_PERMITS, Permits
 from .._core.lease import EXPLAINED
 from .._core.options import DEFAULT, LeaseOptions
 from .._core.replies import new_waiter_id
+from .._scripts import RW_DOWNGRADE
 from ..errors import LockLost
-from ..scripts import RW_DOWNGRADE
 from .engine import AsyncLease, AsyncWiring
 from .leased import AsyncLeased, keyword_only
 

@@ -34,8 +34,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .. import _events as events
 from .._backend import AsyncEvent, AsyncStateLock
-from .._core import events
 from .._core.lease import Grant
 from .._core.stats import Counters
 

@@ -44,6 +44,8 @@ from .._core.replies import (
     translate_error,
 )
 from .._core.stats import Counters
+from .._keys import renew_keys, ttl_to_ms
+from .._scripts import HANDOFF, INSPECT, RENEW, Script
 from .._transport import (
     AsyncRedis,
     AsyncRedisCluster,
@@ -52,8 +54,6 @@ from .._transport import (
     async_node_client,
 )
 from ..errors import LockConnectionError, LockError
-from ..keys import renew_keys, ttl_to_ms
-from ..scripts import HANDOFF, INSPECT, RENEW, Script
 from .waiter import AsyncWaiter, Watch
 
 ATTEMPTS: Final = 2

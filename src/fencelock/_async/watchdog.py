@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
+from .. import _events as events
 from .._backend import AsyncBackground, AsyncEvent, AsyncStateLock
-from .._core import events
 from .._core.kinds import LeaseSpec
 from .._core.lease import Grant
 from .._core.replies import RENEWED, TAKEN

@@ -1,20 +1,12 @@
-"""What the locks do, as one stream of events: the metrics exporters (``fencelock.metrics``), the
-tracing (``fencelock._tracing``) and the slow-acquire log listen to it.
-
-Nobody listens by default, and then nothing is measured or built: every place that emits reads
-``events.on`` first (one attribute read), and only then takes the time and makes the event. The
-listeners run in the thread or task that emits, so they must be quick and must not block; one
-that raises is logged and the lock carries on.
+"""What the locks do, as values: the events of one stream that the metrics exporters
+(``fencelock.metrics``), the tracing (``fencelock._tracing``) and the slow-acquire log listen to.
+Who listens, and the emit that sends an event to them, is process state: ``fencelock._events``.
 """
 
 from __future__ import annotations
 
-import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-
-logger = logging.getLogger("fencelock.metrics")
 
 # The kind of lock an event is about (a metric label): one per primitive.
 LOCK = "lock"
@@ -116,31 +108,3 @@ Event = (
     | LoopStalled
 )
 Listener = Callable[[Event], object]
-
-on = False  # whether anybody listens: read before any work is done for an event
-_listeners: tuple[Listener, ...] = ()
-_guard = threading.Lock()
-
-
-def subscribe(listener: Listener) -> Callable[[], None]:
-    """Send every event to ``listener`` from now on; returns the function that stops it."""
-    global on, _listeners
-    with _guard:
-        _listeners = (*_listeners, listener)
-        on = True
-
-    def unsubscribe() -> None:
-        global on, _listeners
-        with _guard:
-            _listeners = tuple(each for each in _listeners if each is not listener)
-            on = bool(_listeners)
-
-    return unsubscribe
-
-
-def emit(event: Event) -> None:
-    for listener in _listeners:  # (a tuple, replaced whole: safe to iterate in any thread)
-        try:
-            listener(event)
-        except Exception:
-            logger.exception("fencelock: a metrics listener failed on %r", event)

@@ -1,5 +1,5 @@
 """What an operator sees of a lock (``client.inspect``, ``client.locks``, the CLI), and what an
-administrator's release did: the replies of scripts/inspect.lua and force_release.lua read as
+administrator's release did: the replies of _scripts/inspect.lua and force_release.lua read as
 plain values, the Redlock majority's view of them, and whether a server may evict lock keys."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from .._keys import escape
 from ..errors import LockConnectionError, LockError
-from ..keys import escape
 from .quorum import quorum
 from .replies import split_holder
 
@@ -245,7 +245,7 @@ def force_reply(name: str, reply: object) -> ForceReleased:
 
 
 def unescape(escaped: str) -> str:
-    """The lock name of an escaped key part: the inverse of ``keys.escape`` (which only ever
+    """The lock name of an escaped key part: the inverse of ``_keys.escape`` (which only ever
     writes these three sequences, and every '%' as %25)."""
     return re.sub("%(25|7B|7D)", lambda m: {"25": "%", "7B": "{", "7D": "}"}[m.group(1)], escaped)
 

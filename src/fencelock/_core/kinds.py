@@ -16,7 +16,7 @@ kind           keys                  scripts           grant
 
 A primitive that is none of these brings its own kind (a subclass of ``Kind``, or of
 ``ScoredLease`` for grants kept as scored entries of a sorted set) in its own module, with its
-scripts (``scripts.load``): the latch does (``_core/latch.py``).
+scripts (``_scripts.load``): the latch does (``_core/latch.py``).
 
 Every grant's reply reads alike (``{1, fence}`` / ``{0, pttl, score}``, ``Released``), and the
 watchdog renews all of them with one script (renew.lua looks at the key's type).
@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ..keys import LockKeys, SemaphoreKeys, ttl_to_ms
-from ..scripts import (
+from .._keys import LockKeys, SemaphoreKeys, ttl_to_ms
+from .._scripts import (
     ACQUIRE,
     REENTRANT_ACQUIRE,
     REENTRANT_RELEASE,
@@ -177,7 +177,7 @@ class ScoredLease(Kind):
 
 @dataclass(frozen=True, slots=True)
 class Permits(ScoredLease):
-    """``take`` of the ``limit`` permits of a name (scripts/semaphore.lua): each holder's a
+    """``take`` of the ``limit`` permits of a name (_scripts/semaphore.lua): each holder's a
     lease, waiters served first come, first served, granted by the release itself. ``family``
     keeps apart the keys of a semaphore ("sem") and a read-write lock ("rw", whose writer takes
     every permit)."""

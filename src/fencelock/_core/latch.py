@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from .._keys import DEFAULT_PREFIX, LockKeys, escape
+from .._scripts import load
 from ..errors import LockError
-from ..keys import DEFAULT_PREFIX, LockKeys, escape
-from ..scripts import load
 from .inspection import HolderInfo, LockInfo
 from .kinds import LeaseSpec, ScoredLease
 from .replies import split_holder
@@ -44,7 +44,7 @@ class LatchReset(LockError):
 
 @dataclass(frozen=True, slots=True)
 class LatchKeys(LockKeys):
-    """The keys of one latch or barrier (scripts/latch.lua): ``lock`` its participants' leases,
+    """The keys of one latch or barrier (_scripts/latch.lua): ``lock`` its participants' leases,
     ``state`` its count and generations, ``counted`` who counted down in this generation."""
 
     state: str

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any
 
 from .replies import Granted, release_grant
@@ -100,12 +101,14 @@ DATA_LOSS = "data_loss"  # the server dropped it before it could expire (FLUSHAL
 # without persistence, a failover to a replica that missed it, eviction, force_release)
 LOSS_REASONS = (EXPIRED, UNREACHABLE, TAKEN_OVER, DATA_LOSS)
 # each reason, for the message of LockLost
-EXPLAINED = {
-    EXPIRED: "its lease had expired",
-    UNREACHABLE: "its lease ran out while renewals got no answer",
-    TAKEN_OVER: "another holder has it",
-    DATA_LOSS: "the server no longer had it before its lease could end",
-}
+EXPLAINED = MappingProxyType(
+    {
+        EXPIRED: "its lease had expired",
+        UNREACHABLE: "its lease ran out while renewals got no answer",
+        TAKEN_OVER: "another holder has it",
+        DATA_LOSS: "the server no longer had it before its lease could end",
+    }
+)
 
 
 def loss_reason(grant: Grant, now: float, *, other_holder: bool = False) -> str:

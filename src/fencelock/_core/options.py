@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, TypedDict
 
-from ..keys import (
+from .._keys import (
     DEFAULT_PREFIX,
     MIN_LEASE,
     validate_flag,
@@ -21,12 +21,14 @@ from ..keys import (
     validate_timeout,
     validate_ttl,
 )
-from ..labels import Label, check_label
+from .._labels import Label, check_label
 
 
 class Default:
     """The type of ``DEFAULT``: "not given" where None means something (a timeout of None waits
     for ever; a label of None is no label)."""
+
+    __slots__ = ()  # one value with no state
 
     def __repr__(self) -> str:
         return "DEFAULT"
@@ -56,7 +58,7 @@ class LeaseOptions:
     auto_renew: bool = False
     on_lost: Callable[[Any], object] | None = None  # called with the primitive object
     on_lost_policy: str = "raise"
-    label: Label = None  # the holder label (labels.py)
+    label: Label = None  # the holder label (_labels.py)
 
     @classmethod
     def checked(

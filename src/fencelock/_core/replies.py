@@ -9,6 +9,7 @@ from urllib.parse import quote, unquote
 
 import redis.exceptions
 
+from .._keys import encodable
 from ..errors import (
     Conflict,
     DatabaseRefused,
@@ -18,7 +19,6 @@ from ..errors import (
     NotReplicated,
     StaleToken,
 )
-from ..keys import encodable
 
 # 20 random bytes = 160 bits from the OS CSPRNG: unguessable, and short in Redis memory.
 HOLDER_TOKEN_BYTES = 20

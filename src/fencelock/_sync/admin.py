@@ -1,7 +1,7 @@
 # GENERATED from src/fencelock/_async/admin.py by tools/gen_sync.py: edit that file instead.
 """What an operator sees and does: inspect a lock, list the held ones, force one free.
 
-Every read of one name is one script (scripts/inspect.lua), so what it shows is one moment of
+Every read of one name is one script (_scripts/inspect.lua), so what it shows is one moment of
 the server. Redlock shows the majority's view (the topology's ``view``). A forced release is one
 script too (force_release.lua): it serves the waiters as a release does, and keeps the fencing
 counter, so the next grant's token is larger than the forced-out holder's.
@@ -25,9 +25,9 @@ from .._core.inspection import (
 )
 from .._core.kinds import Kind
 from .._core.replies import split_holder
+from .._keys import LockKeys, encodable, validate_name
+from .._scripts import FORCE_RELEASE
 from ..errors import LockError
-from ..keys import LockKeys, encodable, validate_name
-from ..scripts import FORCE_RELEASE
 from .engine import ClientState
 from .resources import fencing_token
 from .topology import SyncTopology

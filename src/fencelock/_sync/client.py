@@ -25,9 +25,10 @@ from .._core.options import (
     LeaseOptions,
 )
 from .._core.replies import new_waiter_id
-from .._core.stats import LIVE_CLIENTS, Counters, Statistics
+from .._core.stats import Counters, Statistics
+from .._keys import DEFAULT_PREFIX, ttl_to_ms, validate_flag, validate_ttl
+from .._live_clients import LIVE_CLIENTS
 from .._transport import SyncRedis, SyncRedisCluster
-from ..keys import DEFAULT_PREFIX, ttl_to_ms, validate_flag, validate_ttl
 from . import admin
 from .connect import abandoned, close, connect, from_urls
 from .election import DEFAULT_POLICY, Election

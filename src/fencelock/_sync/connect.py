@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from .._core.options import ClientOptions
 from .._core.quorum import NODE_TIMEOUT_MAX
 from .._core.stats import Counters
+from .._keys import described, validate_db, validate_url
 from .._transport import (
     SYNC_OTHER_API,
     SYNC_OTHER_HINT,
@@ -29,7 +30,6 @@ from .._transport import (
     sync_own_client,
     sync_reap,
 )
-from ..keys import described, validate_db, validate_url
 from .redlock import SyncQuorum
 from .topology import SyncCluster, SyncOneServer, SyncTopology
 from .waiter import Waiter

@@ -35,8 +35,8 @@ from .._core.latch import (
 from .._core.options import DEFAULT, LeaseOptions
 from .._core.replies import new_waiter_id
 from .._core.timing import remaining
+from .._scripts import Script
 from ..errors import LockNotOwned, LockTimeout
-from ..scripts import Script
 from . import admin
 from .engine import Lease, Wiring
 from .leased import keyword_only

@@ -28,8 +28,8 @@ from typing import Never
 
 from .._backend import sync_call_scope, sync_cancelled, sync_shield
 from .._core.options import DEFAULT, LeaseOptions
+from .._keys import validate_name
 from ..errors import LockError, LockLost, LockNotOwned, LockTimeout
-from ..keys import validate_name
 from .engine import Wiring
 from .leased import keyword_only
 from .lock import Lock

@@ -33,10 +33,10 @@ from .._core.quorum import (
 )
 from .._core.replies import GONE, RENEWED, Busy, Granted, translate_error
 from .._core.stats import Counters
+from .._keys import MAX_TTL, renew_keys
+from .._scripts import FENCE_RAISE, INSPECT, RENEW, Script
 from .._transport import SyncRedis, sync_fan_out
 from ..errors import LockConnectionError, LockError
-from ..keys import MAX_TTL, renew_keys
-from ..scripts import FENCE_RAISE, INSPECT, RENEW, Script
 from .topology import ATTEMPTS, SyncTopology, scan_node, server_address
 from .waiter import Waiter, Watch
 

@@ -1,7 +1,7 @@
 # GENERATED from src/fencelock/_async/semaphore.py by tools/gen_sync.py: edit that file instead.
 """A semaphore: at most ``limit`` permits of a name held at once, across processes.
 
-It holds a lease engine over a ``Permits`` kind (scripts/semaphore*.lua): the lifecycle, the
+It holds a lease engine over a ``Permits`` kind (_scripts/semaphore*.lua): the lifecycle, the
 waits, the watchdog, the loss signals and the fencing tokens are the engine's. What differs:
 
 * a permit is a holder entry with its own lease in a sorted set scored by its end on the
@@ -27,8 +27,8 @@ from .._core.inspection import LockInfo, SemaphoreState, permits_info, semaphore
 from .._core.kinds import WRITE_PERMITS, Permits
 from .._core.options import DEFAULT, LeaseOptions
 from .._core.replies import new_waiter_id
-from ..keys import SemaphoreKeys
-from ..scripts import SEMAPHORE_LIMIT, SEMAPHORE_STATE
+from .._keys import SemaphoreKeys
+from .._scripts import SEMAPHORE_LIMIT, SEMAPHORE_STATE
 from . import admin
 from .engine import Lease, Wiring
 from .leased import Leased, keyword_only

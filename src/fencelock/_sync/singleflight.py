@@ -35,8 +35,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .. import _events as events
 from .._backend import SyncEvent, SyncStateLock
-from .._core import events
 from .._core.lease import Grant
 from .._core.stats import Counters
 

@@ -45,6 +45,8 @@ from .._core.replies import (
     translate_error,
 )
 from .._core.stats import Counters
+from .._keys import renew_keys, ttl_to_ms
+from .._scripts import HANDOFF, INSPECT, RENEW, Script
 from .._transport import (
     SyncRedis,
     SyncRedisCluster,
@@ -53,8 +55,6 @@ from .._transport import (
     sync_node_client,
 )
 from ..errors import LockConnectionError, LockError
-from ..keys import renew_keys, ttl_to_ms
-from ..scripts import HANDOFF, INSPECT, RENEW, Script
 from .waiter import Waiter, Watch
 
 ATTEMPTS: Final = 2

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from .. import LockClient, LockConnectionError, LockError
 from .._core.periods import validate_period
 from .._core.replies import validate_label
-from ..keys import (
+from .._keys import (
     DEFAULT_PREFIX,
     MAX_TTL,
     MIN_LEASE,

@@ -36,8 +36,8 @@ from hypothesis import strategies as st
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
+from fencelock._keys import MAX_NAME_LENGTH, MAX_TTL, MIN_TTL, LockKeys, fence_key_for, ttl_to_ms
 from fencelock._transport import AsyncRedis
-from fencelock.keys import MAX_NAME_LENGTH, MAX_TTL, MIN_TTL, LockKeys, fence_key_for, ttl_to_ms
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.fuzzing import (
     ASYNC_FUZZ,

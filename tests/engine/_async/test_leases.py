@@ -14,8 +14,8 @@ import redis.exceptions
 import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock._async.lock import AsyncLock
+from fencelock._keys import LockKeys
 from fencelock._transport import AsyncRedis, AsyncRequester
-from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import AsyncCall, async_until, async_workers
 

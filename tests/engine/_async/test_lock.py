@@ -10,7 +10,7 @@ import redis
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
-from fencelock.keys import LockKeys
+from fencelock._keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.proxy import TcpProxy
 from tests.concurrency import AsyncCall, async_until

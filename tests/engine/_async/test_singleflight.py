@@ -8,7 +8,7 @@ import redis
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
-from fencelock.keys import LockKeys
+from fencelock._keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import AsyncCall, async_until
 

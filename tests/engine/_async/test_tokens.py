@@ -1,4 +1,4 @@
-"""Fencing tokens that never go backwards, and no key left behind (scripts/prelude.lua).
+"""Fencing tokens that never go backwards, and no key left behind (_scripts/prelude.lua).
 Sync twin generated into tests/engine/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import redis
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
+from fencelock._keys import LockKeys
 from fencelock._transport import AsyncRedis
-from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import async_until
 

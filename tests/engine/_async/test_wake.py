@@ -13,9 +13,9 @@ from fencelock._async import contention
 from fencelock._async.client import AsyncLockClient
 from fencelock._async.lock import AsyncLock
 from fencelock._backend import AsyncEvent
+from fencelock._keys import LockKeys
 from fencelock._transport import AsyncPubSub
 from fencelock.errors import LockConnectionError, LockError, LockTimeout
-from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import AsyncCall, async_until, evalsha_calls
 

@@ -37,8 +37,8 @@ from hypothesis import strategies as st
 
 import fencelock
 from fencelock._sync.client import LockClient
+from fencelock._keys import MAX_NAME_LENGTH, MAX_TTL, MIN_TTL, LockKeys, fence_key_for, ttl_to_ms
 from fencelock._transport import SyncRedis
-from fencelock.keys import MAX_NAME_LENGTH, MAX_TTL, MIN_TTL, LockKeys, fence_key_for, ttl_to_ms
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.fuzzing import (
     SYNC_FUZZ,

@@ -15,8 +15,8 @@ import redis.exceptions
 import fencelock
 from fencelock._sync.client import LockClient
 from fencelock._sync.lock import Lock
+from fencelock._keys import LockKeys
 from fencelock._transport import SyncRedis, SyncRequester
-from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import SyncCall, sync_until, sync_workers
 

@@ -16,8 +16,8 @@ import redis
 import fencelock
 from fencelock._sync.client import LockClient
 from fencelock._core.replies import MAX_LABEL_LENGTH
+from fencelock._keys import LockKeys
 from fencelock.errors import LockLost, StaleToken
-from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer, find_server
 from tests.concurrency import SyncCall, sync_until
 

@@ -9,7 +9,7 @@ import redis
 
 import fencelock
 from fencelock._sync.client import LockClient
-from fencelock.keys import LockKeys
+from fencelock._keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import SyncCall, sync_until
 

@@ -1,5 +1,5 @@
 # GENERATED from tests/engine/_async/test_tokens.py by tools/gen_sync.py: edit that file instead.
-"""Fencing tokens that never go backwards, and no key left behind (scripts/prelude.lua).
+"""Fencing tokens that never go backwards, and no key left behind (_scripts/prelude.lua).
 Sync twin generated into tests/engine/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import redis
 
 import fencelock
 from fencelock._sync.client import LockClient
+from fencelock._keys import LockKeys
 from fencelock._transport import SyncRedis
-from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import sync_until
 

@@ -14,9 +14,9 @@ from fencelock._sync import contention
 from fencelock._sync.client import LockClient
 from fencelock._sync.lock import Lock
 from fencelock._backend import SyncEvent
+from fencelock._keys import LockKeys
 from fencelock._transport import SyncPubSub
 from fencelock.errors import LockConnectionError, LockError, LockTimeout
-from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import SyncCall, sync_until, evalsha_calls
 

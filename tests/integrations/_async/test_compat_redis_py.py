@@ -14,10 +14,10 @@ import redis
 import redis.exceptions
 
 import fencelock
+from fencelock._keys import LockKeys
 from fencelock._transport import AsyncRedis, AsyncRedisCluster
 from fencelock.compat import redis_py_asyncio as compat
 from fencelock.compat._async import redis_py as source
-from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer, free_port
 from fencelock_tools.servers.topology import Cluster
 from tests.concurrency import AsyncCall, async_until

@@ -12,12 +12,12 @@ import redis
 from prometheus_client import CollectorRegistry
 
 import fencelock
+from fencelock import _events as events
 from fencelock import metrics
 from fencelock._async.client import AsyncLockClient
 from fencelock._async.lock import AsyncLock
 from fencelock._backend import async_sleep
-from fencelock._core import events
-from fencelock.keys import LockKeys
+from fencelock._keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer, free_port
 from tests.concurrency import AsyncCall, async_until
 from tests.exported import Exported

@@ -15,10 +15,10 @@ import redis
 import redis.exceptions
 
 import fencelock
+from fencelock._keys import LockKeys
 from fencelock._transport import SyncRedis, SyncRedisCluster
 from fencelock.compat import redis_py as compat
 from fencelock.compat._sync import redis_py as source
-from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer, free_port
 from fencelock_tools.servers.topology import Cluster
 from tests.concurrency import SyncCall, sync_until

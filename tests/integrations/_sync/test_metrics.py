@@ -13,12 +13,12 @@ import redis
 from prometheus_client import CollectorRegistry
 
 import fencelock
+from fencelock import _events as events
 from fencelock import metrics
 from fencelock._sync.client import LockClient
 from fencelock._sync.lock import Lock
 from fencelock._backend import sync_sleep
-from fencelock._core import events
-from fencelock.keys import LockKeys
+from fencelock._keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer, free_port
 from tests.concurrency import SyncCall, sync_until
 from tests.exported import Exported

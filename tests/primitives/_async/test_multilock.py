@@ -13,7 +13,7 @@ import redis
 import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock._backend import async_sleep
-from fencelock.keys import LockKeys
+from fencelock._keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import async_together, async_until
 

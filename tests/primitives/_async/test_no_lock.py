@@ -11,9 +11,9 @@ import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock._async.lock import AsyncLock
 from fencelock._async.versioned import AsyncVersioned
+from fencelock._keys import LockKeys, fence_key_for, version_key_for
 from fencelock._sync.client import LockClient
 from fencelock._transport import AsyncRedis
-from fencelock.keys import LockKeys, fence_key_for, version_key_for
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import AsyncCall, async_until
 

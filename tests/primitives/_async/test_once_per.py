@@ -12,8 +12,8 @@ import redis
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
+from fencelock._context import current_token
 from fencelock._transport import AsyncRedis
-from fencelock.context import current_token
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import async_together
 

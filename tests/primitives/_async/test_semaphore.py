@@ -14,7 +14,7 @@ import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock._async.semaphore import AsyncSemaphore
 from fencelock._backend import async_sleep
-from fencelock.keys import SemaphoreKeys
+from fencelock._keys import SemaphoreKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import AsyncCall, async_together, async_until, evalsha_calls
 

@@ -14,7 +14,7 @@ import redis
 import fencelock
 from fencelock._sync.client import LockClient
 from fencelock._backend import sync_sleep
-from fencelock.keys import LockKeys
+from fencelock._keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import sync_together, sync_until
 

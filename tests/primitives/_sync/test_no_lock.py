@@ -12,9 +12,9 @@ import fencelock
 from fencelock._sync.client import LockClient
 from fencelock._sync.lock import Lock
 from fencelock._sync.versioned import Versioned
+from fencelock._keys import LockKeys, fence_key_for, version_key_for
 from fencelock._sync.client import LockClient
 from fencelock._transport import SyncRedis
-from fencelock.keys import LockKeys, fence_key_for, version_key_for
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import SyncCall, sync_until
 

@@ -13,8 +13,8 @@ import redis
 
 import fencelock
 from fencelock._sync.client import LockClient
+from fencelock._context import current_token
 from fencelock._transport import SyncRedis
-from fencelock.context import current_token
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import sync_together
 

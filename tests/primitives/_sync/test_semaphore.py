@@ -15,7 +15,7 @@ import fencelock
 from fencelock._sync.client import LockClient
 from fencelock._sync.semaphore import Semaphore
 from fencelock._backend import sync_sleep
-from fencelock.keys import SemaphoreKeys
+from fencelock._keys import SemaphoreKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import SyncCall, sync_together, sync_until, evalsha_calls
 

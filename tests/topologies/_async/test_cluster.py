@@ -10,8 +10,8 @@ from redis.crc import key_slot
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
+from fencelock._keys import LockKeys, fence_key_for, version_key_for
 from fencelock._transport import AsyncRedisCluster
-from fencelock.keys import LockKeys, fence_key_for, version_key_for
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.topology import Cluster
 from tests.concurrency import AsyncCall, async_together, async_until

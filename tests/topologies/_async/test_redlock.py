@@ -14,8 +14,8 @@ import pytest
 import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock._async.lock import AsyncLock
+from fencelock._keys import LockKeys
 from fencelock._transport import AsyncRedis
-from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.proxy import TcpProxy
 from tests.concurrency import AsyncCall, async_until

@@ -8,7 +8,7 @@ import pytest
 import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock._async.lock import AsyncLock
-from fencelock.keys import LockKeys
+from fencelock._keys import LockKeys
 from fencelock_tools.servers.topology import SentinelSetup
 from tests.concurrency import AsyncSentinel, async_together, async_until
 

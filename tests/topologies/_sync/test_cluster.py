@@ -11,8 +11,8 @@ from redis.crc import key_slot
 
 import fencelock
 from fencelock._sync.client import LockClient
+from fencelock._keys import LockKeys, fence_key_for, version_key_for
 from fencelock._transport import SyncRedisCluster
-from fencelock.keys import LockKeys, fence_key_for, version_key_for
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.topology import Cluster
 from tests.concurrency import SyncCall, sync_together, sync_until

@@ -15,8 +15,8 @@ import pytest
 import fencelock
 from fencelock._sync.client import LockClient
 from fencelock._sync.lock import Lock
+from fencelock._keys import LockKeys
 from fencelock._transport import SyncRedis
-from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.proxy import TcpProxy
 from tests.concurrency import SyncCall, sync_until

@@ -8,7 +8,7 @@ import pytest
 
 import fencelock
 from fencelock._sync.client import LockClient
-from fencelock.keys import LockKeys
+from fencelock._keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 
 KEY = LockKeys.for_name("replicated").lock

@@ -9,7 +9,7 @@ import pytest
 import fencelock
 from fencelock._sync.client import LockClient
 from fencelock._sync.lock import Lock
-from fencelock.keys import LockKeys
+from fencelock._keys import LockKeys
 from fencelock_tools.servers.topology import SentinelSetup
 from tests.concurrency import SyncSentinel, sync_together, sync_until
 

@@ -1,6 +1,6 @@
 -- Semaphores: prepended to semaphore_acquire.lua and semaphore_release.lua (after prelude.lua).
 --
--- The keys of one semaphore share one hash tag (keys.py, LockKeys.for_semaphore):
+-- The keys of one semaphore share one hash tag (_keys.py, LockKeys.for_semaphore):
 --   permits  a sorted set: holder token -> the end of its lease, in ms of this server's clock.
 --            A permit is a lease: a holder that crashed gets its permits back when it ends,
 --            taken back by whichever script of the semaphore runs next (no sweeper).

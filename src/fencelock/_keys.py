@@ -36,7 +36,7 @@ class LockKeys:
 
     lock: str  # the holder token (string) or hold counts (hash, reentrant locks)
     # the last fencing token handed out: kept for the lease and until the server's clock has
-    # passed it (scripts/prelude.lua), so an idle name leaves no key
+    # passed it (_scripts/prelude.lua), so an idle name leaves no key
     fence: str
     channel: str  # pub/sub channel: a message on release wakes waiters
     queue: str  # waiters woken one at a time (wake="one"), each on channel + ":" + its id
@@ -54,7 +54,7 @@ class LockKeys:
 
 @dataclass(frozen=True, slots=True)
 class SemaphoreKeys(LockKeys):
-    """The Redis names of one semaphore (scripts/semaphore.lua): ``lock`` is its permits (a
+    """The Redis names of one semaphore (_scripts/semaphore.lua): ``lock`` is its permits (a
     sorted set holder -> lease end), ``queue`` its waiters in order of arrival."""
 
     state: str  # hash: the limit (kept), permits per holder and per waiter when more than one

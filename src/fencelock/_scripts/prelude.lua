@@ -1,4 +1,4 @@
--- Prepended to every script that grants, releases or hands out tokens (scripts/__init__.py).
+-- Prepended to every script that grants, releases or hands out tokens (_scripts/__init__.py).
 --
 -- Fencing tokens. A grant's token is max(last token + 1, this server's clock in microseconds),
 -- and a block of tokens reserved for local hand-offs follows it. The counter (the last token handed out) is

@@ -1,6 +1,6 @@
 -- Countdown latches: prepended to the latch scripts (after prelude.lua).
 --
--- The keys of one latch share one hash tag (keys.py, LockKeys.for_family(name, prefix, 'latch')):
+-- The keys of one latch share one hash tag (_keys.py, LockKeys.for_family(name, prefix, 'latch')):
 --   lock     a sorted set: participant holder token -> the end of its lease, in ms of this
 --            server's clock. A participant that joined keeps a lease (renewed by the watchdog
 --            through renew.lua) until it leaves; one whose lease ended without counting down
