@@ -30,10 +30,10 @@ import weakref
 from functools import partial
 from typing import Any
 
+from . import _events as events
 from ._async.redlock import AsyncQuorum
 from ._async.topology import AsyncCluster, AsyncOneServer, AsyncTopology
 from ._async.watchdog import Lose
-from ._core import events
 from ._core.kinds import LeaseSpec
 from ._core.lease import Grant
 from ._core.stats import Counters

@@ -26,6 +26,7 @@ fencelock_renewal_failures_total          counter    primitive           renewal
 fencelock_handoffs_total                  counter    primitive           local hand-offs
 fencelock_wakeups_total                   counter    primitive           wake-ups by a release
 fencelock_stale_writes_refused_total      counter                        fenced_set refusals
+fencelock_event_loop_stall_seconds        histogram                      asyncio loops blocked
 fencelock_held_locks                      gauge                          grants held now
 fencelock_waiting_acquires                gauge                          acquires waiting now
 ========================================  =========  ==================  ========================

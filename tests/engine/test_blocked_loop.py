@@ -13,9 +13,9 @@ import time
 import pytest
 
 import fencelock
+from fencelock import _events as events
 from fencelock import metrics
 from fencelock._async.client import AsyncLockClient
-from fencelock._core import events
 from fencelock_tools.servers.embedded import EmbeddedServer
 
 TTL = 1.0
