@@ -128,7 +128,7 @@ class Watchdog:
         object, held weakly) declares it lost, through ``deliver`` if given."""
         self._reset_after_fork()
         renew_at = next_renewal(time.monotonic(), spec.ttl)
-        dropped = partial(_dropped, self._leases, grant, spec.name)
+        dropped = partial(_dropped, self._leases, grant, spec.name, _user_site())
         lease = Lease(
             grant,
             spec,
@@ -282,15 +282,26 @@ def _log_late(lease: Lease, left: float, failed: bool) -> None:
     )
 
 
-def _dropped(leases: dict[Grant, Lease], grant: Grant, name: str, _: object) -> None:
-    """A lock object was collected: warn if it still held a renewed lease. (Called by the garbage
-    collector, in whatever thread, maybe inside a section under the watchdog's guard: so it only
-    reads, and the worker drops the lease at its next round.)"""
+def _user_site() -> tuple[str, int]:
+    """Where the user's code took the lock: the first frame outside fencelock (the warning of a
+    lock dropped while held points there, not at the garbage collector's weakref.py)."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("fencelock."):
+        frame = frame.f_back
+    return frame.f_code.co_filename, frame.f_lineno
+
+
+def _dropped(
+    leases: dict[Grant, Lease], grant: Grant, name: str, site: tuple[str, int], _: object
+) -> None:
+    """A lock object was collected: warn if it still held a renewed lease, at the line that took
+    it (``site``). (Called by the garbage collector, in whatever thread, maybe inside a section
+    under the watchdog's guard: so it only reads, and the worker drops the lease at its next
+    round.)"""
     if sys.is_finalizing():
         return  # the process is ending: so are its leases' renewals, as expected
     if grant in leases and not grant.lost and grant.pid == os.getpid():
-        warnings.warn(
-            f"lock {name!r} was dropped while held; its lease is no longer renewed",
-            ResourceWarning,
-            stacklevel=2,
+        message = (
+            f"lock {name!r}, taken here, was dropped while held: its lease is no longer renewed"
         )
+        warnings.warn_explicit(message, ResourceWarning, *site)

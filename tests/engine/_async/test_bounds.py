@@ -318,3 +318,38 @@ async def test_a_cluster_node_given_as_a_plain_client_says_so(flushed: Cluster) 
         for i in range(12):  # names spread over the three shards
             await client.lock(f"moved-{i}", ttl=5).acquire(timeout=0)
     await client.close()
+
+
+async def test_errors_name_the_primitive_and_the_name_never_a_key(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    """Every error names the kind of primitive and the name given (and the time waited, where
+    there was a wait), never a Redis key (issue 24: they showed 'fencelock:{s}:sem:lock')."""
+    holder = async_client.lock("orders", ttl=10)
+    assert await holder.acquire(timeout=0)
+    raw.zadd("fencelock:{wrong}:lock", {"x": 1})  # a key of another type under a lock's name
+    messages: list[tuple[str, tuple[str, ...]]] = []
+
+    async def caught(call: Callable[[], Awaitable[object]], *expected: str) -> None:
+        with pytest.raises(fencelock.LockError) as error:
+            await call()
+        messages.append((str(error.value), expected))
+
+    async def busy() -> None:
+        async with async_client.lock("orders", ttl=10, timeout=0.1):
+            pass
+
+    async def not_elected() -> None:
+        await async_client.election("orders", ttl=10).campaign(timeout=0.1)
+
+    await caught(busy, "lock 'orders'", "0.1 s")
+    await caught(not_elected, "candidate 'orders'", "0.1 s")
+    await caught(lambda: async_client.semaphore("s", 2).acquire(permits=5), "semaphore 's'")
+    await caught(async_client.lock("free").release, "lock 'free'")
+    await caught(async_client.rw_lock("free").write().extend, "read-write lock 'free'")
+    await caught(lambda: async_client.lock("wrong").acquire(timeout=0), "lock 'wrong'")
+    async with AsyncLockClient.from_url("redis://127.0.0.1:1/0") as down:
+        await caught(lambda: down.lock("orders").acquire(timeout=0), "lock 'orders'")
+    for message, expected in messages:
+        assert all(word in message for word in expected), (expected, message)
+        assert "fencelock:" not in message, message

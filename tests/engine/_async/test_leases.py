@@ -4,6 +4,7 @@ Sync twin generated into tests/engine/_sync by tools/gen_sync.py."""
 from __future__ import annotations
 
 import gc
+import inspect
 import threading
 import warnings
 
@@ -295,11 +296,14 @@ async def test_a_lock_dropped_while_held_is_no_longer_renewed(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
     lock = async_client.lock("dropped", ttl=0.6, auto_renew=True)
+    acquired_at = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
     assert await lock.acquire(timeout=0)
     await async_until(lambda: async_client.statistics().renewals >= 1)
-    with pytest.warns(ResourceWarning, match="'dropped' was dropped while held"):
+    with pytest.warns(ResourceWarning, match="'dropped', taken here, was dropped while held") as w:
         del lock
         gc.collect()
+    # it points at the line that took the lock, not at the garbage collector (issue 24)
+    assert w[0].filename == __file__ and w[0].lineno == acquired_at
     # not renewed any more (not deleted either): the lease runs out by its ttl on the server
     await async_until(lambda: not raw.exists(key("dropped")))
     await async_until(lambda: len(async_client._wiring.watchdog) == 0)

@@ -319,3 +319,38 @@ def test_a_cluster_node_given_as_a_plain_client_says_so(flushed: Cluster) -> Non
         for i in range(12):  # names spread over the three shards
             client.lock(f"moved-{i}", ttl=5).acquire(timeout=0)
     client.close()
+
+
+def test_errors_name_the_primitive_and_the_name_never_a_key(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    """Every error names the kind of primitive and the name given (and the time waited, where
+    there was a wait), never a Redis key (issue 24: they showed 'fencelock:{s}:sem:lock')."""
+    holder = sync_client.lock("orders", ttl=10)
+    assert holder.acquire(timeout=0)
+    raw.zadd("fencelock:{wrong}:lock", {"x": 1})  # a key of another type under a lock's name
+    messages: list[tuple[str, tuple[str, ...]]] = []
+
+    def caught(call: Callable[[], Awaitable[object]], *expected: str) -> None:
+        with pytest.raises(fencelock.LockError) as error:
+            call()
+        messages.append((str(error.value), expected))
+
+    def busy() -> None:
+        with sync_client.lock("orders", ttl=10, timeout=0.1):
+            pass
+
+    def not_elected() -> None:
+        sync_client.election("orders", ttl=10).campaign(timeout=0.1)
+
+    caught(busy, "lock 'orders'", "0.1 s")
+    caught(not_elected, "candidate 'orders'", "0.1 s")
+    caught(lambda: sync_client.semaphore("s", 2).acquire(permits=5), "semaphore 's'")
+    caught(sync_client.lock("free").release, "lock 'free'")
+    caught(sync_client.rw_lock("free").write().extend, "read-write lock 'free'")
+    caught(lambda: sync_client.lock("wrong").acquire(timeout=0), "lock 'wrong'")
+    with LockClient.from_url("redis://127.0.0.1:1/0") as down:
+        caught(lambda: down.lock("orders").acquire(timeout=0), "lock 'orders'")
+    for message, expected in messages:
+        assert all(word in message for word in expected), (expected, message)
+        assert "fencelock:" not in message, message

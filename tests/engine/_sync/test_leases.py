@@ -5,6 +5,7 @@ Sync twin generated into tests/engine/_sync by tools/gen_sync.py."""
 from __future__ import annotations
 
 import gc
+import inspect
 import threading
 import warnings
 
@@ -296,11 +297,14 @@ def test_a_lock_dropped_while_held_is_no_longer_renewed(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
     lock = sync_client.lock("dropped", ttl=0.6, auto_renew=True)
+    acquired_at = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
     assert lock.acquire(timeout=0)
     sync_until(lambda: sync_client.statistics().renewals >= 1)
-    with pytest.warns(ResourceWarning, match="'dropped' was dropped while held"):
+    with pytest.warns(ResourceWarning, match="'dropped', taken here, was dropped while held") as w:
         del lock
         gc.collect()
+    # it points at the line that took the lock, not at the garbage collector (issue 24)
+    assert w[0].filename == __file__ and w[0].lineno == acquired_at
     # not renewed any more (not deleted either): the lease runs out by its ttl on the server
     sync_until(lambda: not raw.exists(key("dropped")))
     sync_until(lambda: len(sync_client._wiring.watchdog) == 0)
