@@ -26,6 +26,7 @@ from redis.exceptions import RedisError
 
 from .. import _events as events
 from .._backend import (
+    AsyncEvent,
     async_cancelled,
     async_shield,
     async_sleep,
@@ -135,7 +136,7 @@ async def _wait_in_line(lease: AsyncLease, ticket: Ticket, deadline: float | Non
             # (a local holder whose lease ran out gives the first in line its turn here)
             left, holder_left = remaining(deadline, now), queues.holder_gone(line, now)
             waits = [t for t in (left, holder_left) if t is not None]
-            if await ticket.event.wait(min(waits) if waits else None):
+            if await _event(ticket).wait(min(waits) if waits else None):
                 return ticket.grant
             if remaining(deadline, time.monotonic()) != 0:
                 continue  # the local holder's lease ran out, or was renewed meanwhile
@@ -150,12 +151,18 @@ async def _wait_in_line(lease: AsyncLease, ticket: Ticket, deadline: float | Non
             else:
                 await async_shield(passing)
         raise
-    await ticket.event.wait(None)  # set by now, or within one request (a hand-off script)
+    await _event(ticket).wait(None)  # set by now, or within one request (a hand-off script)
     return ticket.grant
 
 
+def _event(ticket: Ticket) -> AsyncEvent:
+    """The event of a ticket that waits in line (made when it joined the line)."""
+    assert ticket.event is not None
+    return ticket.event
+
+
 async def _pass_on(lease: AsyncLease, ticket: Ticket) -> None:
-    await ticket.event.wait(None)
+    await _event(ticket).wait(None)
     if ticket.grant is not None:
         with contextlib.suppress(LockError):
             await handoff.give_up(lease, ticket.grant)

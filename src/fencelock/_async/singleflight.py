@@ -49,7 +49,9 @@ class Ticket:
     with either a grant (handed off) or its turn as head."""
 
     lease: AsyncLease
-    event: AsyncEvent = field(default_factory=AsyncEvent)
+    # what a waiter waits on (made only for one that waits: the head of an idle line, the
+    # uncontended case, never does)
+    event: AsyncEvent | None = None
     grant: Grant | None = None
     turn: bool = False
 
@@ -73,7 +75,7 @@ def _gone(owner: Ticket | Grant | None, now: float) -> bool:
 
 def _wake(ticket: Ticket | None) -> None:
     # after the decision, outside the guard: the waiter reads what was decided under it
-    if ticket is not None:
+    if ticket is not None and ticket.event is not None:
         ticket.event.set()
 
 
@@ -139,6 +141,8 @@ class AsyncLocalQueues:
                 line = self._lines[key] = _Line(None)
             line.tickets.append(ticket)
             woken = self._assign(key, line, now)
+            if woken is not ticket:
+                ticket.event = AsyncEvent()  # (before anyone can wake it: under the guard)
         if woken is not ticket:
             _wake(woken)
         return ticket
@@ -224,7 +228,7 @@ class AsyncLocalQueues:
             if line is not None and line.owner is ticket:
                 line.owner = grant
         ticket.grant = grant
-        ticket.event.set()
+        _wake(ticket)
 
     def give_turn(self, ticket: Ticket) -> None:
         """A hand-off that failed (the lease was gone): the ticket goes to Redis as the head."""

@@ -27,6 +27,7 @@ from redis.exceptions import RedisError
 
 from .. import _events as events
 from .._backend import (
+    SyncEvent,
     sync_cancelled,
     sync_shield,
     sync_sleep,
@@ -136,7 +137,7 @@ def _wait_in_line(lease: Lease, ticket: Ticket, deadline: float | None) -> Grant
             # (a local holder whose lease ran out gives the first in line its turn here)
             left, holder_left = remaining(deadline, now), queues.holder_gone(line, now)
             waits = [t for t in (left, holder_left) if t is not None]
-            if ticket.event.wait(min(waits) if waits else None):
+            if _event(ticket).wait(min(waits) if waits else None):
                 return ticket.grant
             if remaining(deadline, time.monotonic()) != 0:
                 continue  # the local holder's lease ran out, or was renewed meanwhile
@@ -151,12 +152,18 @@ def _wait_in_line(lease: Lease, ticket: Ticket, deadline: float | None) -> Grant
             else:
                 sync_shield(passing)
         raise
-    ticket.event.wait(None)  # set by now, or within one request (a hand-off script)
+    _event(ticket).wait(None)  # set by now, or within one request (a hand-off script)
     return ticket.grant
 
 
+def _event(ticket: Ticket) -> SyncEvent:
+    """The event of a ticket that waits in line (made when it joined the line)."""
+    assert ticket.event is not None
+    return ticket.event
+
+
 def _pass_on(lease: Lease, ticket: Ticket) -> None:
-    ticket.event.wait(None)
+    _event(ticket).wait(None)
     if ticket.grant is not None:
         with contextlib.suppress(LockError):
             handoff.give_up(lease, ticket.grant)
