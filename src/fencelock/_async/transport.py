@@ -30,7 +30,7 @@ import os
 import time
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from redis.exceptions import AskError, ConnectionError, NoScriptError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -55,6 +55,9 @@ from .._transport import (
     async_within,
 )
 
+# A pool of this size (redis-py's default) sets no limit: its requests take no slot.
+UNLIMITED: Final = 2**31
+
 
 class _Server:
     """fencelock's own connections to one server."""
@@ -64,8 +67,17 @@ class _Server:
     def __init__(self, template: Template, packer: Packer) -> None:
         self.template = template
         self.packer = packer
-        self.slots = AsyncSlots(template.max_connections)
+        size = template.max_connections
+        self.slots = AsyncSlots(size) if size < UNLIMITED else None
         self.idle: list[AsyncConnection] = []
+
+    async def take(self, deadline: float) -> None:
+        if self.slots is not None:
+            await async_take(self.slots, deadline)
+
+    def free(self) -> None:
+        if self.slots is not None:
+            self.slots.release()
 
 
 class AsyncRequester:
@@ -113,7 +125,9 @@ class AsyncRequester:
             server = self._server(node)
         else:
             server = self._servers.get(redis) or self._server(redis)
-        await async_take(server.slots, deadline)
+        slots = server.slots
+        if slots is not None:
+            await async_take(slots, deadline)
         handed = moved = False
         try:
             conn = await self._connected(server, deadline)
@@ -144,8 +158,8 @@ class AsyncRequester:
                     server.idle.append(conn)
                 moved = cluster is not None and isinstance(replies[0], AskError)  # (MOVED too)
         finally:
-            if not handed:
-                server.slots.release()
+            if not handed and slots is not None:
+                slots.release()
         if moved and cluster is not None:
             return await self._rerouted(cluster, commands, deadline, noscript)
         return replies
@@ -182,7 +196,7 @@ class AsyncRequester:
         else:
             server.idle.append(conn)
         finally:
-            server.slots.release()
+            server.free()
 
     async def _rerouted(
         self,
@@ -263,17 +277,17 @@ class AsyncRequester:
 
     async def _slot_and_connection(self, server: _Server) -> AsyncConnection:
         deadline = time.monotonic() + server.template.connect_timeout
-        await async_take(server.slots, deadline)
+        await server.take(deadline)
         try:
             return await self._connected(server, deadline)
         except BaseException:
-            server.slots.release()
+            server.free()
             raise
 
     async def _end(self, server: _Server, conn: AsyncConnection, ok: bool) -> None:
         """A fan-out's request on ``conn`` ended: its slot is free, and ``conn`` is kept if
         ``ok`` (else closed: broken, or a late reply may come)."""
-        server.slots.release()
+        server.free()
         if ok and not self._closed:
             server.idle.append(conn)
         else:

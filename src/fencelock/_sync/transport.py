@@ -31,7 +31,7 @@ import os
 import time
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from redis.exceptions import AskError, ConnectionError, NoScriptError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -56,6 +56,9 @@ from .._transport import (
     sync_within,
 )
 
+# A pool of this size (redis-py's default) sets no limit: its requests take no slot.
+UNLIMITED: Final = 2**31
+
 
 class _Server:
     """fencelock's own connections to one server."""
@@ -65,8 +68,17 @@ class _Server:
     def __init__(self, template: Template, packer: Packer) -> None:
         self.template = template
         self.packer = packer
-        self.slots = SyncSlots(template.max_connections)
+        size = template.max_connections
+        self.slots = SyncSlots(size) if size < UNLIMITED else None
         self.idle: list[SyncConnection] = []
+
+    def take(self, deadline: float) -> None:
+        if self.slots is not None:
+            sync_take(self.slots, deadline)
+
+    def free(self) -> None:
+        if self.slots is not None:
+            self.slots.release()
 
 
 class SyncRequester:
@@ -114,7 +126,9 @@ class SyncRequester:
             server = self._server(node)
         else:
             server = self._servers.get(redis) or self._server(redis)
-        sync_take(server.slots, deadline)
+        slots = server.slots
+        if slots is not None:
+            sync_take(slots, deadline)
         handed = moved = False
         try:
             conn = self._connected(server, deadline)
@@ -145,8 +159,8 @@ class SyncRequester:
                     server.idle.append(conn)
                 moved = cluster is not None and isinstance(replies[0], AskError)  # (MOVED too)
         finally:
-            if not handed:
-                server.slots.release()
+            if not handed and slots is not None:
+                slots.release()
         if moved and cluster is not None:
             return self._rerouted(cluster, commands, deadline, noscript)
         return replies
@@ -183,7 +197,7 @@ class SyncRequester:
         else:
             server.idle.append(conn)
         finally:
-            server.slots.release()
+            server.free()
 
     def _rerouted(
         self,
@@ -264,17 +278,17 @@ class SyncRequester:
 
     def _slot_and_connection(self, server: _Server) -> SyncConnection:
         deadline = time.monotonic() + server.template.connect_timeout
-        sync_take(server.slots, deadline)
+        server.take(deadline)
         try:
             return self._connected(server, deadline)
         except BaseException:
-            server.slots.release()
+            server.free()
             raise
 
     def _end(self, server: _Server, conn: SyncConnection, ok: bool) -> None:
         """A fan-out's request on ``conn`` ended: its slot is free, and ``conn`` is kept if
         ``ok`` (else closed: broken, or a late reply may come)."""
-        server.slots.release()
+        server.free()
         if ok and not self._closed:
             server.idle.append(conn)
         else:
