@@ -39,7 +39,10 @@ class Packer:
         if name == "EVALSHA" and type(command[2]) is int:
             end = 3 + command[2]
             head = tuple(command[:end])
-            packed = self._heads.get(head)
+            try:
+                packed = self._heads.get(head)
+            except TypeError:  # an unhashable key: refused as redis-py does
+                packed = self._args(head)
             if packed is None:
                 if len(self._heads) >= HEADS:
                     self._heads.clear()
