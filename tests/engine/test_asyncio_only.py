@@ -531,3 +531,35 @@ async def test_multi_lock_wait_for_while_waiting_for_a_busy_name_releases_the_ot
     await busy.release()
     assert await multi.acquire(timeout=0)  # the cancelled acquire left the object usable
     await multi.release()
+
+
+async def test_a_request_past_its_deadline_times_out_whatever_the_task_carries(
+    fresh_server: EmbeddedServer,
+) -> None:
+    # A request's bound is a timer on the caller's task (no task of its own): when it fires, the
+    # request raises a timeout, not a cancellation, even in a task that carries a cancellation
+    # request never withdrawn (as a caught TaskGroup failure leaves on 3.11/3.12); and it
+    # withdraws its own request, leaving the task's count as it was.
+    client = AsyncLockClient.from_url(fresh_server.url, socket_timeout=0.2)
+    lock = client.lock("stale", ttl=30)
+    assert await lock.acquire(timeout=0)  # (connected, script cached)
+    await lock.release()
+    task = asyncio.current_task()
+    assert task is not None
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.sleep(1)
+    fresh_server.pause()
+    try:
+        with pytest.raises(fencelock.LockConnectionError, match="TimeoutError"):
+            await lock.acquire(timeout=0)
+        assert task.cancelling() == 1
+        await asyncio.sleep(0.01)  # no cancellation left pending for the next await
+    finally:
+        fresh_server.resume()
+    task.uncancel()
+    # (the try that timed out may have been granted, after its deadline: it expires by its ttl)
+    other = client.lock("other", ttl=30)
+    assert await other.acquire(timeout=0)  # the connection that timed out was made anew
+    await other.release()
+    await client.close()

@@ -34,7 +34,7 @@ from .._core.replies import GONE, RENEWED, Busy, Granted, translate_error
 from .._core.stats import Counters
 from .._keys import MAX_TTL, renew_keys
 from .._scripts import FENCE_RAISE, INSPECT, RENEW, Script
-from .._transport import AsyncRedis, async_fan_out
+from .._transport import AsyncRedis
 from ..errors import LockConnectionError, LockError
 from .topology import ATTEMPTS, AsyncTopology, scan_node, server_address
 from .waiter import AsyncWaiter, Watch
@@ -71,7 +71,7 @@ class AsyncQuorum(AsyncTopology):
         """Send ``command`` to every node at once; per node its reply, or the ``LockError`` it
         failed with (a node silent for ``timeout`` seconds counts as failed)."""
         self._loop.check()
-        replies = await async_fan_out(self.nodes, command, timeout)
+        replies = await self.requester.fan_out(self.nodes, command, timeout)
         return [translate_error(r, what) if isinstance(r, RedisError) else r for r in replies]
 
     async def fan_out_script(
@@ -85,11 +85,11 @@ class AsyncQuorum(AsyncTopology):
         """``fan_out`` of a script by EVALSHA; nodes that answer NOSCRIPT (restarted, or SCRIPT
         FLUSH) get the source in a second, smaller round."""
         self._loop.check()
-        replies = await async_fan_out(self.nodes, script.evalsha(keys, args), timeout)
+        replies = await self.requester.fan_out(self.nodes, script.evalsha(keys, args), timeout)
         missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
         if missing:
             nodes = [self.nodes[i] for i in missing]
-            again = await async_fan_out(nodes, script.eval(keys, args), timeout)
+            again = await self.requester.fan_out(nodes, script.eval(keys, args), timeout)
             for i, reply in zip(missing, again, strict=True):
                 replies[i] = reply
         what = what or script.name
@@ -258,7 +258,7 @@ class AsyncQuorum(AsyncTopology):
         failure: LockError | None = None
         for node in self.nodes:
             try:
-                async for key in scan_node(node, match, count, self.read_timeout):
+                async for key in scan_node(self.requester, node, match, count, self.read_timeout):
                     yield key
                 answered += 1
             except LockError as exc:

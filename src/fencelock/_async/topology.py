@@ -46,14 +46,9 @@ from .._core.replies import (
 from .._core.stats import Counters
 from .._keys import renew_keys, ttl_to_ms
 from .._scripts import HANDOFF, INSPECT, RENEW, Script
-from .._transport import (
-    AsyncRedis,
-    AsyncRedisCluster,
-    AsyncRequester,
-    async_fan_out,
-    async_node_client,
-)
+from .._transport import AsyncClusterNode, AsyncRedis, AsyncRedisCluster, async_node_client
 from ..errors import LockConnectionError, LockError
+from .transport import AsyncRequester
 from .waiter import AsyncWaiter, Watch
 
 ATTEMPTS: Final = 2
@@ -81,8 +76,6 @@ class AsyncTopology(abc.ABC):
     publish_command = "PUBLISH"
 
     waiters: dict[object, AsyncWaiter]
-    # its own bounded requests (Redlock fans out instead): closed when a dropped client is reaped
-    requester: AsyncRequester | None = None
     # whether the servers' eviction policy was looked at (once per client, at the first acquire)
     server_checked = False
 
@@ -94,6 +87,8 @@ class AsyncTopology(abc.ABC):
         self.request_timeout = request_timeout
         self.counters = counters
         self.owned = list(owned)  # fencelock's own clients: closed with the topology
+        # every request goes through it (closed when a dropped client is reaped, too)
+        self.requester = AsyncRequester(request_timeout)
         # give-backs left to finish when their caller was cancelled (finished by close())
         self.detached = AsyncDetached()
         self._loop = AsyncLoopGuard()
@@ -174,8 +169,7 @@ class AsyncTopology(abc.ABC):
 
     async def close(self) -> None:
         await self.detached.finish(self.request_timeout)  # the give-backs first
-        if self.requester is not None:
-            await self.requester.close()
+        await self.requester.close()
         for waiter in list(self.waiters.values()):
             await waiter.close()
             await waiter.redis.connection_pool.disconnect()  # its own pool
@@ -284,7 +278,6 @@ class AsyncOneServer(AsyncTopology):
         super().__init__(request_timeout, counters, owned)
         self.redis = redis
         self.waiters = waiters
-        self.requester: AsyncRequester = AsyncRequester()
         self.min_replicas = min_replicas
         self.replica_timeout = replica_timeout
         self._wait: tuple[tuple[Any, ...], ...] = ()
@@ -359,20 +352,12 @@ class AsyncOneServer(AsyncTopology):
 
     async def scan(self, match: str, count: int) -> AsyncIterator[bytes]:
         redis = self.redis
-        made: list[AsyncRedis] = []
-        if isinstance(redis, AsyncRedisCluster):
-            made = [async_node_client(n, self.request_timeout) for n in redis.get_primaries()]
-            nodes = made
-        else:
-            nodes = [redis]
-        try:
-            for node in nodes:
-                async for key in scan_node(node, match, count, self.request_timeout):
-                    yield key
-        finally:
-            for node in made:
-                await node.aclose()
-                await node.connection_pool.disconnect()
+        nodes: Sequence[AsyncRedis | AsyncClusterNode] = (
+            redis.get_primaries() if isinstance(redis, AsyncRedisCluster) else [redis]
+        )
+        for node in nodes:
+            async for key in scan_node(self.requester, node, match, count, self.request_timeout):
+                yield key
 
     # -- the lock's questions ---------------------------------------------------------------
 
@@ -556,13 +541,17 @@ class AsyncCluster(AsyncOneServer):
 
 
 async def scan_node(
-    node: AsyncRedis, match: str, count: int, timeout: float
+    requester: AsyncRequester,
+    node: AsyncRedis | AsyncClusterNode,
+    match: str,
+    count: int,
+    timeout: float,
 ) -> AsyncIterator[bytes]:
     """The keys of one server matching ``match`` (SCAN, each call within ``timeout``)."""
     cursor = 0
     while True:
         command = ("SCAN", cursor, "MATCH", match, "COUNT", count)
-        [reply] = await async_fan_out([node], command, timeout)
+        [reply] = await requester.fan_out([node], command, timeout)
         if isinstance(reply, RedisError):
             raise translate_error(reply, f"SCAN {match!r}")
         cursor = int(reply[0])

@@ -35,7 +35,7 @@ from .._core.replies import GONE, RENEWED, Busy, Granted, translate_error
 from .._core.stats import Counters
 from .._keys import MAX_TTL, renew_keys
 from .._scripts import FENCE_RAISE, INSPECT, RENEW, Script
-from .._transport import SyncRedis, sync_fan_out
+from .._transport import SyncRedis
 from ..errors import LockConnectionError, LockError
 from .topology import ATTEMPTS, SyncTopology, scan_node, server_address
 from .waiter import Waiter, Watch
@@ -72,7 +72,7 @@ class SyncQuorum(SyncTopology):
         """Send ``command`` to every node at once; per node its reply, or the ``LockError`` it
         failed with (a node silent for ``timeout`` seconds counts as failed)."""
         self._loop.check()
-        replies = sync_fan_out(self.nodes, command, timeout)
+        replies = self.requester.fan_out(self.nodes, command, timeout)
         return [translate_error(r, what) if isinstance(r, RedisError) else r for r in replies]
 
     def fan_out_script(
@@ -86,11 +86,11 @@ class SyncQuorum(SyncTopology):
         """``fan_out`` of a script by EVALSHA; nodes that answer NOSCRIPT (restarted, or SCRIPT
         FLUSH) get the source in a second, smaller round."""
         self._loop.check()
-        replies = sync_fan_out(self.nodes, script.evalsha(keys, args), timeout)
+        replies = self.requester.fan_out(self.nodes, script.evalsha(keys, args), timeout)
         missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
         if missing:
             nodes = [self.nodes[i] for i in missing]
-            again = sync_fan_out(nodes, script.eval(keys, args), timeout)
+            again = self.requester.fan_out(nodes, script.eval(keys, args), timeout)
             for i, reply in zip(missing, again, strict=True):
                 replies[i] = reply
         what = what or script.name
@@ -259,7 +259,7 @@ class SyncQuorum(SyncTopology):
         failure: LockError | None = None
         for node in self.nodes:
             try:
-                for key in scan_node(node, match, count, self.read_timeout):
+                for key in scan_node(self.requester, node, match, count, self.read_timeout):
                     yield key
                 answered += 1
             except LockError as exc:

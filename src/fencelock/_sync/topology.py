@@ -47,14 +47,9 @@ from .._core.replies import (
 from .._core.stats import Counters
 from .._keys import renew_keys, ttl_to_ms
 from .._scripts import HANDOFF, INSPECT, RENEW, Script
-from .._transport import (
-    SyncRedis,
-    SyncRedisCluster,
-    SyncRequester,
-    sync_fan_out,
-    sync_node_client,
-)
+from .._transport import SyncClusterNode, SyncRedis, SyncRedisCluster, sync_node_client
 from ..errors import LockConnectionError, LockError
+from .transport import SyncRequester
 from .waiter import Waiter, Watch
 
 ATTEMPTS: Final = 2
@@ -82,8 +77,6 @@ class SyncTopology(abc.ABC):
     publish_command = "PUBLISH"
 
     waiters: dict[object, Waiter]
-    # its own bounded requests (Redlock fans out instead): closed when a dropped client is reaped
-    requester: SyncRequester | None = None
     # whether the servers' eviction policy was looked at (once per client, at the first acquire)
     server_checked = False
 
@@ -95,6 +88,8 @@ class SyncTopology(abc.ABC):
         self.request_timeout = request_timeout
         self.counters = counters
         self.owned = list(owned)  # fencelock's own clients: closed with the topology
+        # every request goes through it (closed when a dropped client is reaped, too)
+        self.requester = SyncRequester(request_timeout)
         # give-backs left to finish when their caller was cancelled (finished by close())
         self.detached = SyncDetached()
         self._loop = SyncLoopGuard()
@@ -175,8 +170,7 @@ class SyncTopology(abc.ABC):
 
     def close(self) -> None:
         self.detached.finish(self.request_timeout)  # the give-backs first
-        if self.requester is not None:
-            self.requester.close()
+        self.requester.close()
         for waiter in list(self.waiters.values()):
             waiter.close()
             waiter.redis.connection_pool.disconnect()  # its own pool
@@ -285,7 +279,6 @@ class SyncOneServer(SyncTopology):
         super().__init__(request_timeout, counters, owned)
         self.redis = redis
         self.waiters = waiters
-        self.requester: SyncRequester = SyncRequester()
         self.min_replicas = min_replicas
         self.replica_timeout = replica_timeout
         self._wait: tuple[tuple[Any, ...], ...] = ()
@@ -360,20 +353,12 @@ class SyncOneServer(SyncTopology):
 
     def scan(self, match: str, count: int) -> Iterator[bytes]:
         redis = self.redis
-        made: list[SyncRedis] = []
-        if isinstance(redis, SyncRedisCluster):
-            made = [sync_node_client(n, self.request_timeout) for n in redis.get_primaries()]
-            nodes = made
-        else:
-            nodes = [redis]
-        try:
-            for node in nodes:
-                for key in scan_node(node, match, count, self.request_timeout):
-                    yield key
-        finally:
-            for node in made:
-                node.close()
-                node.connection_pool.disconnect()
+        nodes: Sequence[SyncRedis | SyncClusterNode] = (
+            redis.get_primaries() if isinstance(redis, SyncRedisCluster) else [redis]
+        )
+        for node in nodes:
+            for key in scan_node(self.requester, node, match, count, self.request_timeout):
+                yield key
 
     # -- the lock's questions ---------------------------------------------------------------
 
@@ -557,13 +542,17 @@ class SyncCluster(SyncOneServer):
 
 
 def scan_node(
-    node: SyncRedis, match: str, count: int, timeout: float
+    requester: SyncRequester,
+    node: SyncRedis | SyncClusterNode,
+    match: str,
+    count: int,
+    timeout: float,
 ) -> Iterator[bytes]:
     """The keys of one server matching ``match`` (SCAN, each call within ``timeout``)."""
     cursor = 0
     while True:
         command = ("SCAN", cursor, "MATCH", match, "COUNT", count)
-        [reply] = sync_fan_out([node], command, timeout)
+        [reply] = requester.fan_out([node], command, timeout)
         if isinstance(reply, RedisError):
             raise translate_error(reply, f"SCAN {match!r}")
         cursor = int(reply[0])

@@ -15,8 +15,9 @@ import redis.exceptions
 import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock._async.lock import AsyncLock
+from fencelock._async.transport import AsyncRequester
 from fencelock._keys import LockKeys
-from fencelock._transport import AsyncRedis, AsyncRequester
+from fencelock._transport import AsyncRedis
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import AsyncCall, async_until, async_workers
 
@@ -284,7 +285,7 @@ async def test_a_bounded_request_with_no_time_left_is_not_sent(server: EmbeddedS
     # the request then times out at once (not a ValueError from a negative socket timeout,
     # which would stall the watchdog for a retry interval before it signals the loss).
     redis_client = AsyncRedis.from_url(server.url)
-    requester = AsyncRequester()
+    requester = AsyncRequester(timeout=1.0)
     for timeout in (0.0, -0.001):
         with pytest.raises(redis.exceptions.TimeoutError):
             await requester.request(redis_client, [("PING",)], timeout, "k")

@@ -16,8 +16,9 @@ import redis.exceptions
 import fencelock
 from fencelock._sync.client import LockClient
 from fencelock._sync.lock import Lock
+from fencelock._sync.transport import SyncRequester
 from fencelock._keys import LockKeys
-from fencelock._transport import SyncRedis, SyncRequester
+from fencelock._transport import SyncRedis
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import SyncCall, sync_until, sync_workers
 
@@ -285,7 +286,7 @@ def test_a_bounded_request_with_no_time_left_is_not_sent(server: EmbeddedServer)
     # the request then times out at once (not a ValueError from a negative socket timeout,
     # which would stall the watchdog for a retry interval before it signals the loss).
     redis_client = SyncRedis.from_url(server.url)
-    requester = SyncRequester()
+    requester = SyncRequester(timeout=1.0)
     for timeout in (0.0, -0.001):
         with pytest.raises(redis.exceptions.TimeoutError):
             requester.request(redis_client, [("PING",)], timeout, "k")
