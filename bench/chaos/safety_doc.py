@@ -129,6 +129,7 @@ def _details(results: Sequence[Result]) -> str:
         "check() passed after the loss",
         "losses never signalled",
         "losses masked by a release error",
+        "event loop blocked: lease kept / blocks",
         "library threads died",
         "median recovery",
         "run",
@@ -149,6 +150,9 @@ def _details(results: Sequence[Result]) -> str:
                 str(len(r.late_checks)) if locked else "-",
                 str(len(r.unsignalled)) if locked else "-",
                 str(len(r.masked_losses)) if r.cancelling else "-",
+                f"{r.loop_blocks - len(r.leases_not_kept)} / {r.loop_blocks}"
+                if r.loop_blocks
+                else "-",
                 str(len(r.threads_died)),
                 median if locked else "-",
                 f"{result.seconds:.0f} s",
