@@ -6,7 +6,8 @@ scenario no stale write accepted, no orphaned lock, no unsignalled loss of an ``
 lock (sync or asyncio), a loss of an ``async_cancel`` lock (asyncio, ``on_lost_policy="cancel"``)
 that cancels its block, which ends with ``LockLost``; per scenario no overlap, a failing
 ``check()`` after a pause, a refused write of an overtaken holder, a crashed holder's lock free
-within its ttl. Overlaps that are expected (a paused holder, a server restarted empty, a
+within its ttl, an asyncio holder whose event loop is blocked for 3 ttls that keeps its lease
+(and whose stall is reported). Overlaps that are expected (a paused holder, a server restarted empty, a
 failover, a clock jump) are reported, not asserted: docs/safety.md says which and why.
 
 The chaos suite runs on one server kind (the first of those tested: redis when the system has
