@@ -63,10 +63,11 @@ orphaned lock
     bound (``final_acquire`` = -1). A final acquire that failed with an error (-2) leaves the
     question open: ``unverified``.
 recovery
-    Per fault and lock name. A fault on a holder (killed, paused): from the fault until another
-    worker was granted the lock. A fault on servers or the network: 0 if grants requested after
-    it began were returned before it was healed (the service went on), else from the heal until
-    the first grant requested after the fault began. None: no such grant before the run ended.
+    Per fault and lock name. A fault on a holder (killed, paused, its loop blocked): from the
+    fault until another worker was granted the lock. A fault on servers or the network: 0 if
+    grants requested after it began were returned before it was healed (the service went on),
+    else from the heal until the first grant requested after the fault began. None: no such
+    grant before the run ended.
 """
 
 from __future__ import annotations
