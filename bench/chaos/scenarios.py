@@ -266,8 +266,8 @@ def _holder_scenarios(topology: str, **options: Any) -> list[Scenario]:
         # (the asyncio kinds only: the others have no event loop to block)
         Scenario(topology, "holder-loop-block", holder_loop_block,
                  f"block the event loop of an asyncio holder of each lock for "
-                 f"{LOOP_BLOCK_TTLS:g} ttl (a sync time.sleep on the loop, inside its async "
-                 "with lock: block; while it works, in odd cycles after its check())",
+                 f"{LOOP_BLOCK_TTLS:g} ttl: a sync time.sleep on the loop inside its `async "
+                 "with lock:` block, while it works (in odd cycles: after its check())",
                  LOOP_BLOCK_EXPECT, (NO_OVERLAP, KEPT, STALL_REPORTED),
                  cycle_seconds=5.0, **{**options, "kinds": ASYNC_KINDS}),
     ]  # fmt: skip
