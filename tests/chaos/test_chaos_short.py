@@ -6,12 +6,13 @@ scenario no stale write accepted, no orphaned lock, no unsignalled loss of an ``
 lock (sync or asyncio), a loss of an ``async_cancel`` lock (asyncio, ``on_lost_policy="cancel"``)
 that cancels its block, which ends with ``LockLost``; per scenario no overlap, a failing
 ``check()`` after a pause, a refused write of an overtaken holder, a crashed holder's lock free
-within its ttl. Overlaps that are expected (a paused holder, a server restarted empty, a
-failover, a clock jump) are reported, not asserted: docs/safety.md says which and why.
+within its ttl, an asyncio holder whose event loop is blocked for 3 ttls that keeps its lease
+(and whose stall is reported). Overlaps that are expected (a paused holder, a server restarted
+empty, a failover, a clock jump) are reported, not asserted: docs/safety.md says which and why.
 
 The chaos suite runs on one server kind (the first of those tested: redis when the system has
 redis-server, else valkey; FENCELOCK_TEST_SERVERS=valkey,redis puts valkey first) to keep within
-CI's time: about 2.5 minutes for all scenarios on 2 vCPUs.
+CI's time: about 3 minutes for all scenarios on 2 vCPUs (the three holder-loop-block ones: 16 s).
 """
 
 from __future__ import annotations
@@ -27,10 +28,21 @@ from tests.conftest import KINDS, _binary
 
 # Violations that a known library bug causes: (scenario, or "" for any, text in the violation,
 # the bug). They are shown as xfail, not hidden; any other violation in these scenarios still
-# fails the test. None is known now. Earlier rows found bugs since fixed, and their scenarios
-# guard the fixes: redlock5/*-redis-objects (eaeb97e), single/slow-network's late on_lost
-# (77ce024, 6dcbfdc) and async_cancel's pending self-cancellation (93e699e).
-KNOWN_BUGS: list[tuple[str, str, str]] = []
+# fails the test. Earlier rows found bugs since fixed, and their scenarios guard the fixes:
+# redlock5/*-redis-objects (eaeb97e), single/slow-network's late on_lost (77ce024, 6dcbfdc) and
+# async_cancel's pending self-cancellation (93e699e).
+KNOWN_BUGS: list[tuple[str, str, str]] = [
+    # seen twice on Cluster (holder-pause, and a first grant lost at once), rare: the loss is
+    # declared while the worker's GET of the counter is being sent
+    (
+        "",
+        "read at",
+        'on_lost_policy="cancel" on Python 3.11: a cancellation that lands while the block '
+        "sends a redis.asyncio request is swallowed (redis-py sends through asyncio.wait_for, "
+        "which on 3.11 returns a send completed in the same step instead of raising), so the "
+        "block runs on after its loss until check() or its exit; not on 3.12",
+    ),
+]
 
 
 def chaos_binary() -> str:
