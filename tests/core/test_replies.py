@@ -66,7 +66,12 @@ def test_reentry_with_a_foreign_hold_count_is_a_loss() -> None:
         acquire_reply([-1, 2])
 
 
-@pytest.mark.parametrize("reply", [None, [], [1], [1, 2, 3, 4], b"OK", [1, None]])
+def test_a_multi_lock_grant_has_a_token_per_name() -> None:
+    result = acquire_reply([1, b"5", b"9", 12])
+    assert result == Granted(5, more_fences=(9, 12))
+
+
+@pytest.mark.parametrize("reply", [None, [], [1], [0, 2, 3, 4], b"OK", [1, None], [1, 2, None]])
 def test_acquire_reply_of_another_shape_is_an_error(reply: object) -> None:
     with pytest.raises(LockError):
         acquire_reply(reply)

@@ -27,7 +27,7 @@ from .._backend import async_shield, async_sleep
 from .._core import events
 from .._core.lease import Grant, granted, reserve, trusted_release_grant
 from .._core.quorum import retry_jitter
-from .._core.replies import Busy, Granted, new_holder_token, new_waiter_id, queue_entry
+from .._core.replies import Busy, Granted, new_holder_token, new_waiter_id
 from .._core.timing import remaining, retry_delay
 from ..errors import LockError, LockLost, NotReplicated
 from ..labels import label_now
@@ -44,7 +44,7 @@ logger = logging.getLogger("fencelock.acquire")
 
 async def take(lease: AsyncLease, deadline: float | None) -> Grant | None:
     """A grant of ``lease``'s name by ``deadline`` (None: however long it takes), or None."""
-    queues, line = lease.wiring.queues, lease.spec.line
+    queues, line = lease.wiring.queues, lease.line
     label = label_now(lease.options.label)  # (before joining the line: a label callable may raise)
     ticket = queues.join(line, lease, time.monotonic())
     if not ticket.turn:  # another lock object of this client is ahead: wait locally
@@ -117,7 +117,7 @@ async def reenter(lease: AsyncLease, grant: Grant) -> None:
 async def _wait_in_line(lease: AsyncLease, ticket: Ticket, deadline: float | None) -> Grant | None:
     """Wait in the local queue: a grant handed over, or None (``ticket.turn``: go to Redis
     as the head; else the deadline passed)."""
-    queues, line = lease.wiring.queues, lease.spec.line
+    queues, line = lease.wiring.queues, lease.line
     try:
         while True:
             now = time.monotonic()
@@ -145,7 +145,7 @@ async def _pass_on(lease: AsyncLease, ticket: Ticket) -> None:
         with contextlib.suppress(LockError):
             await handoff.give_up(lease, ticket.grant)
     else:
-        lease.wiring.queues.pass_turn(lease.spec.line, ticket)
+        lease.wiring.queues.pass_turn(lease.line, ticket)
 
 
 async def _wait(
@@ -163,8 +163,9 @@ async def _wait(
     channel = f"{spec.keys.channel}:{waiter}" if waiter else spec.keys.channel
     block = _block(lease)  # fixed: a grant by a release reserves what the entry says
     entry = waiter
-    if wake_one and topology.grants_by_release:  # (a lock's, or a semaphore's permits)
-        entry = queue_entry(waiter, holder, spec.ttl_ms, block)
+    if wake_one:  # (a release may grant a lock's, or a semaphore's permits, by the entry)
+        grants = topology.grants_by_release
+        entry = kind.waiter_entry(waiter, channel, holder, spec.ttl_ms, block, grants)
     result: Granted | Busy = Busy(None)
     # (confirmed within the call's bound: its deadline plus one request timeout)
     async with topology.watch(channel, topology.time_left(deadline)) as watch:
@@ -235,4 +236,4 @@ def _block(lease: AsyncLease) -> int:
     """Fencing tokens to reserve with a grant (see ``reserve``)."""
     parts = lease.wiring
     local = parts.topology.local_handoff
-    return reserve(not local, parts.queues.handoffs_ahead(lease.spec.line) if local else 0)
+    return reserve(not local, parts.queues.handoffs_ahead(lease.line) if local else 0)

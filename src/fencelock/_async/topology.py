@@ -391,7 +391,12 @@ class AsyncOneServer(AsyncTopology):
                 await async_shield(self.give_back(spec, holder, deadline))
                 raise GaveBack
             granted = reserved_block(result.fence, block)
-            return Granted(granted.fence, reserved=granted.reserved, sent_at=sent_at)
+            return Granted(
+                granted.fence,
+                reserved=granted.reserved,
+                sent_at=sent_at,
+                more_fences=result.more_fences,
+            )
         raise AssertionError("unreachable")
 
     async def _check_server(self, key: str) -> None:
@@ -443,7 +448,7 @@ class AsyncOneServer(AsyncTopology):
         """Whether the server shows ``holder`` holding the grant. A read is safe to send again,
         within one request timeout in all."""
         key, kind = spec.keys.lock, spec.kind
-        commands = kind.held_commands(key, holder)
+        commands = kind.held_commands(spec.keys, holder)
         self._loop.check()
         end = time.monotonic() + self.request_timeout
         for attempt in range(1, ATTEMPTS + 1):

@@ -25,7 +25,6 @@ from typing import Never
 from .._core.kinds import WRITE_PERMITS, Permits
 from .._core.lease import EXPLAINED
 from .._core.options import DEFAULT, LeaseOptions
-from .._core.replies import new_waiter_id
 from ..errors import LockLost
 from ..scripts import RW_DOWNGRADE
 from .engine import Lease, Wiring
@@ -65,7 +64,7 @@ class RWSide(Leased):
         # whether this is the write side (even while it holds a downgraded grant)
         self.writer = writer
         noun = "side of the read-write lock"
-        spec = wiring.spec(WRITE if writer else READ, options, noun, owner=new_waiter_id())
+        spec = wiring.spec(WRITE if writer else READ, options, noun)
         self._lease = Lease(self, wiring, options, spec)
 
     def __repr__(self) -> str:

@@ -392,7 +392,12 @@ class SyncOneServer(SyncTopology):
                 sync_shield(self.give_back(spec, holder, deadline))
                 raise GaveBack
             granted = reserved_block(result.fence, block)
-            return Granted(granted.fence, reserved=granted.reserved, sent_at=sent_at)
+            return Granted(
+                granted.fence,
+                reserved=granted.reserved,
+                sent_at=sent_at,
+                more_fences=result.more_fences,
+            )
         raise AssertionError("unreachable")
 
     def _check_server(self, key: str) -> None:
@@ -444,7 +449,7 @@ class SyncOneServer(SyncTopology):
         """Whether the server shows ``holder`` holding the grant. A read is safe to send again,
         within one request timeout in all."""
         key, kind = spec.keys.lock, spec.kind
-        commands = kind.held_commands(key, holder)
+        commands = kind.held_commands(spec.keys, holder)
         self._loop.check()
         end = time.monotonic() + self.request_timeout
         for attempt in range(1, ATTEMPTS + 1):

@@ -45,13 +45,14 @@ local function keep_token(key, top, ttl_ms, t)
 end
 
 -- Hand out `block` tokens for a lease of `ttl_ms`: returns the last of them, or nil and an error
--- reply (a counter of another type, or beyond 64 bits: nothing is written).
-local function mint(key, block, ttl_ms)
+-- reply (a counter of another type, or beyond 64 bits: nothing is written). `t`: the server's
+-- TIME, if the caller has it already.
+local function mint(key, block, ttl_ms, t)
   local last, err = last_token(key)
   if not last then
     return nil, err
   end
-  local t = redis.call('TIME')
+  t = t or redis.call('TIME')
   local now = t[1] .. string.format('%06d', t[2])
   local top
   if below(last, now) then
