@@ -11,7 +11,7 @@
 -- (set by hand) counts on exactly with INCRBY.
 
 local function decimal(n)
-  return string.format('%.0f', n)  -- an integer below 2^53, never in exponent form
+  return string.format('%d', n)  -- an integer below 2^53, never in exponent form
 end
 
 -- a < b, for decimal integers without leading zeros
@@ -56,7 +56,10 @@ local function mint(key, block, ttl_ms, t)
   local now = t[1] .. string.format('%06d', t[2])
   local top
   if below(last, now) then
-    top = decimal(tonumber(now) + tonumber(block) - 1)
+    top = now
+    if block ~= 1 and block ~= '1' then
+      top = decimal(tonumber(now) + tonumber(block) - 1)
+    end
   else
     -- at or past the clock (tokens handed out faster than one per microsecond, or by a server
     -- whose clock was ahead): count on from the counter
