@@ -220,7 +220,7 @@ def validate_on_lost(on_lost: object, policy: object, *, threads: bool) -> None:
     callback cannot be awaited and a thread cannot be cancelled."""
     if on_lost is not None and not callable(on_lost):
         raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
-    if threads and inspect.iscoroutinefunction(on_lost):
+    if threads and on_lost is not None and inspect.iscoroutinefunction(on_lost):
         raise TypeError(
             "on_lost is an async def, which a thread cannot await: pass a plain function "
             "(or use fencelock.asyncio)"

@@ -132,6 +132,17 @@ class AsyncWiring:
         return spec
 
 
+def refuse_unmade(wiring: AsyncWiring, kind: Kind, noun: str) -> None:
+    """Raise if an object of ``kind`` cannot be made now: the client is closed, or its topology
+    cannot grant that kind."""
+    wiring.state.check()
+    if not wiring.topology.supports(kind):
+        raise TypeError(
+            f"a {noun} needs one master or a Cluster: Redlock is for the lock and the election "
+            "only (docs/modes.md says why)"
+        )
+
+
 class AsyncLease:
     """One primitive object's grant and its lifecycle (see the module's docstring). ``owner``,
     the primitive object, is held weakly: it is what ``on_lost`` is called with. ``alone``: the
@@ -149,12 +160,7 @@ class AsyncLease:
         *,
         alone: bool = False,
     ) -> None:
-        wiring.state.check()
-        if not wiring.topology.supports(spec.kind):
-            raise TypeError(
-                f"a {spec.noun} needs one master or a Cluster: Redlock is for the lock and the "
-                "election only (docs/modes.md says why)"
-            )
+        refuse_unmade(wiring, spec.kind, spec.noun)
         self.wiring = wiring
         self.options = options
         self.spec = spec
@@ -176,7 +182,7 @@ class AsyncLease:
 
     def use_kind(self, kind: Kind) -> None:
         """Take other permits (or sides) from now on: only while nothing is held."""
-        if kind != self.spec.kind:
+        if kind is not self.spec.kind and kind != self.spec.kind:
             self.spec = self.spec.with_kind(kind)
 
     def grant(self) -> Grant | None:

@@ -83,7 +83,7 @@ class AsyncMultiLock:
         spec = wiring.spec(kind, options, "multi-lock")
         topology = wiring.topology
         self._way: _OneScript | _Composed
-        if topology.supports(kind) and len({topology.slot_of(k) for k in spec.renewed_keys}) == 1:
+        if topology.supports(kind) and topology.one_call(spec.renewed_keys):
             self._way = _OneScript(AsyncLease(self, wiring, options, spec), names)
         else:
             self._way = _Composed(wiring, names, options, weakref.ref(self))

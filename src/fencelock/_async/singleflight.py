@@ -49,9 +49,16 @@ class Ticket:
     with either a grant (handed off) or its turn as head."""
 
     lease: AsyncLease
-    event: AsyncEvent = field(default_factory=AsyncEvent)
     grant: Grant | None = None
     turn: bool = False
+    # what wakes it, made (under the queues' guard) only when it queues behind another: the
+    # uncontended acquire, at once the head, never waits on one
+    queued: AsyncEvent | None = None
+
+    @property
+    def event(self) -> AsyncEvent:
+        assert self.queued is not None, "only a ticket that queued waits"
+        return self.queued
 
 
 @dataclass(slots=True)
@@ -139,6 +146,8 @@ class AsyncLocalQueues:
                 line = self._lines[key] = _Line(None)
             line.tickets.append(ticket)
             woken = self._assign(key, line, now)
+            if not ticket.turn:
+                ticket.queued = AsyncEvent()
         if woken is not ticket:
             _wake(woken)
         return ticket

@@ -97,6 +97,10 @@ class AsyncTopology(abc.ABC):
         (0 elsewhere: everything can share a call.)"""
         return 0
 
+    def one_call(self, keys: Sequence[str]) -> bool:
+        """Whether one script call can reach every key of ``keys`` (on a Cluster: one slot)."""
+        return True
+
     async def wait(self, watch: Watch, timeout: float) -> bool:
         """Wait for a message on a watched channel, at most ``timeout`` seconds."""
         counters = self.counters
@@ -508,6 +512,9 @@ class AsyncCluster(AsyncOneServer):
 
     def slot_of(self, key: str) -> int:
         return key_slot(key.encode())
+
+    def one_call(self, keys: Sequence[str]) -> bool:
+        return len({self.slot_of(key) for key in keys}) == 1
 
     @asynccontextmanager
     async def watch(self, channel: str, timeout: float | None = None) -> AsyncIterator[Watch]:

@@ -26,6 +26,7 @@ watchdog renews all of them with one script (renew.lua looks at the key's type).
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -209,9 +210,11 @@ class Permits(ScoredLease):
     limit: int = 1
     family: str = "sem"
 
-    @classmethod
-    def semaphore(cls, take: int, limit: int) -> Permits:
-        return cls(take=take, limit=limit)
+    @staticmethod
+    @functools.lru_cache(maxsize=1024)
+    def semaphore(take: int, limit: int) -> Permits:
+        # (one value per (take, limit): a semaphore is made, and asks for its permits, per call)
+        return Permits(take=take, limit=limit)
 
     @classmethod
     def rw_side(cls, take: int) -> Permits:

@@ -84,7 +84,7 @@ class MultiLock:
         spec = wiring.spec(kind, options, "multi-lock")
         topology = wiring.topology
         self._way: _OneScript | _Composed
-        if topology.supports(kind) and len({topology.slot_of(k) for k in spec.renewed_keys}) == 1:
+        if topology.supports(kind) and topology.one_call(spec.renewed_keys):
             self._way = _OneScript(Lease(self, wiring, options, spec), names)
         else:
             self._way = _Composed(wiring, names, options, weakref.ref(self))

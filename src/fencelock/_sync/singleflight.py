@@ -50,9 +50,16 @@ class Ticket:
     with either a grant (handed off) or its turn as head."""
 
     lease: Lease
-    event: SyncEvent = field(default_factory=SyncEvent)
     grant: Grant | None = None
     turn: bool = False
+    # what wakes it, made (under the queues' guard) only when it queues behind another: the
+    # uncontended acquire, at once the head, never waits on one
+    queued: SyncEvent | None = None
+
+    @property
+    def event(self) -> SyncEvent:
+        assert self.queued is not None, "only a ticket that queued waits"
+        return self.queued
 
 
 @dataclass(slots=True)
@@ -140,6 +147,8 @@ class LocalQueues:
                 line = self._lines[key] = _Line(None)
             line.tickets.append(ticket)
             woken = self._assign(key, line, now)
+            if not ticket.turn:
+                ticket.queued = SyncEvent()
         if woken is not ticket:
             _wake(woken)
         return ticket
