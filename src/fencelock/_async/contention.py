@@ -233,7 +233,8 @@ async def _leave_queue(lease: AsyncLease, holder: str, entry: str, deadline: flo
 
 
 def _block(lease: AsyncLease) -> int:
-    """Fencing tokens to reserve with a grant (see ``reserve``)."""
+    """Fencing tokens to reserve with a grant (see ``reserve``): one for a kind whose grants are
+    never handed on (a multi-lock's script takes one token per name whatever it is asked)."""
     parts = lease.wiring
-    local = parts.topology.local_handoff
+    local = parts.topology.local_handoff and lease.spec.kind.local_handoff
     return reserve(not local, parts.queues.handoffs_ahead(lease.line) if local else 0)

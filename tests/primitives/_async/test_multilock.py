@@ -307,3 +307,27 @@ async def test_a_re_sent_acquire_gets_its_own_tokens_again(raw: redis.Redis) -> 
     assert raw.evalsha(MULTI_ACQUIRE.sha, len(keys), *keys, *args)[0] == 0
     assert held_keys(raw, names) == ["m-rs-b"]
     raw.delete(members[1].lock)
+
+
+async def test_one_multi_lock_acquired_by_two_callers_at_once(
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
+) -> None:
+    """The acquire that came second waits behind the first, then takes the names itself, each
+    with its own token from the name's counter (none reserved for a hand-off it cannot have)."""
+    names = ["m-two-a", "m-two-b"]
+    blocker = async_client_b.lock("m-two-b", ttl=10)
+    assert await blocker.acquire()
+    multi = async_client.multi_lock(names, ttl=10)
+    calls = [AsyncCall(lambda: multi.acquire(timeout=10)) for _ in range(2)]
+    # one waits in Redis, the other behind it in this client
+    await async_until(
+        lambda: queued(raw, "m-two-b") == 1 and async_client.statistics().queued == 1
+    )
+    await blocker.release()
+    for _ in calls:
+        await async_until(lambda: async_client.statistics().held == 1)
+        for name, token in multi.tokens.items():
+            info = await async_client.inspect(name)
+            assert info is not None and info.token == token
+        await multi.release()
+    assert [await call.result() for call in calls] == [True, True]

@@ -308,3 +308,27 @@ def test_a_re_sent_acquire_gets_its_own_tokens_again(raw: redis.Redis) -> None:
     assert raw.evalsha(MULTI_ACQUIRE.sha, len(keys), *keys, *args)[0] == 0
     assert held_keys(raw, names) == ["m-rs-b"]
     raw.delete(members[1].lock)
+
+
+def test_one_multi_lock_acquired_by_two_callers_at_once(
+    sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
+) -> None:
+    """The acquire that came second waits behind the first, then takes the names itself, each
+    with its own token from the name's counter (none reserved for a hand-off it cannot have)."""
+    names = ["m-two-a", "m-two-b"]
+    blocker = sync_client_b.lock("m-two-b", ttl=10)
+    assert blocker.acquire()
+    multi = sync_client.multi_lock(names, ttl=10)
+    calls = [SyncCall(lambda: multi.acquire(timeout=10)) for _ in range(2)]
+    # one waits in Redis, the other behind it in this client
+    sync_until(
+        lambda: queued(raw, "m-two-b") == 1 and sync_client.statistics().queued == 1
+    )
+    blocker.release()
+    for _ in calls:
+        sync_until(lambda: sync_client.statistics().held == 1)
+        for name, token in multi.tokens.items():
+            info = sync_client.inspect(name)
+            assert info is not None and info.token == token
+        multi.release()
+    assert [call.result() for call in calls] == [True, True]
