@@ -320,9 +320,7 @@ async def test_one_multi_lock_acquired_by_two_callers_at_once(
     multi = async_client.multi_lock(names, ttl=10)
     calls = [AsyncCall(lambda: multi.acquire(timeout=10)) for _ in range(2)]
     # one waits in Redis, the other behind it in this client
-    await async_until(
-        lambda: queued(raw, "m-two-b") == 1 and async_client.statistics().queued == 1
-    )
+    await async_until(lambda: queued(raw, "m-two-b") == 1 and async_client.statistics().queued == 1)
     await blocker.release()
     for _ in calls:
         await async_until(lambda: async_client.statistics().held == 1)

@@ -321,9 +321,7 @@ def test_one_multi_lock_acquired_by_two_callers_at_once(
     multi = sync_client.multi_lock(names, ttl=10)
     calls = [SyncCall(lambda: multi.acquire(timeout=10)) for _ in range(2)]
     # one waits in Redis, the other behind it in this client
-    sync_until(
-        lambda: queued(raw, "m-two-b") == 1 and sync_client.statistics().queued == 1
-    )
+    sync_until(lambda: queued(raw, "m-two-b") == 1 and sync_client.statistics().queued == 1)
     blocker.release()
     for _ in calls:
         sync_until(lambda: sync_client.statistics().held == 1)
