@@ -31,6 +31,7 @@ from fencelock._core.replies import (
     queue_entry,
     release_grant,
     renew_reply,
+    renewed_all,
     reserved_block,
     translate_error,
 )
@@ -241,3 +242,23 @@ def test_counters_add_up_across_threads() -> None:
     for thread in threads:
         thread.join()
     assert (counters["wakeups"], counters["polls"]) == (16_000, 16_000)
+
+
+@pytest.mark.parametrize(
+    ("answers", "combined"),
+    [
+        ([RENEWED, RENEWED, RENEWED], RENEWED),
+        ([RENEWED, GONE, RENEWED], GONE),
+        ([GONE, TAKEN, RENEWED], TAKEN),  # another holder has one: the reason to give
+        ([RENEWED], RENEWED),
+    ],
+)
+def test_a_grant_over_several_keys_is_renewed_only_when_every_key_is(
+    answers: list[int], combined: int
+) -> None:
+    assert renewed_all(answers) == combined
+
+
+def test_a_key_without_an_answer_leaves_the_renewal_unanswered() -> None:
+    error = LockError("no reply")
+    assert renewed_all([RENEWED, error, GONE]) is error

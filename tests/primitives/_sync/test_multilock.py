@@ -330,3 +330,42 @@ def test_one_multi_lock_acquired_by_two_callers_at_once(
             assert info is not None and info.token == token
         multi.release()
     assert [call.result() for call in calls] == [True, True]
+
+
+def test_the_watchdog_declares_a_multi_lock_lost_when_one_name_is(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    """Renewed key by key with its one holder: the renewal that finds one name gone declares the
+    whole grant lost, once, and calls on_lost with the multi-lock."""
+    told: list[object] = []
+    names = ["m-w-a", "m-w-b", "m-w-c"]
+    multi = sync_client.multi_lock(names, ttl=0.6, auto_renew=True, on_lost=told.append)
+    assert multi.acquire()
+    sync_until(lambda: sync_client.statistics().renewals >= 1)
+    raw.delete(LockKeys.for_name("m-w-b").lock)  # as if an operator had forced it out
+    sync_until(lambda: bool(told))  # (lost is set before on_lost is called)
+    assert told == [multi] and multi.lost and sync_client.statistics().losses == 1
+    with pytest.raises(fencelock.LockLost):
+        multi.release()
+    assert held_keys(raw, names) == []  # the others released all the same
+
+
+def test_a_composed_multi_lock_calls_on_lost_with_itself(
+    redlock: list[EmbeddedServer],
+) -> None:
+    client = LockClient.from_url([s.url for s in redlock])
+    told: list[object] = []
+    multi = client.multi_lock(["m-cl-a", "m-cl-b"], ttl=0.6, auto_renew=True, on_lost=told.append)
+    probes = [srv.client() for srv in redlock]
+    try:
+        assert multi.acquire()
+        for probe in probes:
+            probe.delete(LockKeys.for_name("m-cl-b").lock)
+        sync_until(lambda: bool(told))
+        assert told == [multi] and multi.lost
+        with pytest.raises(fencelock.LockLost):
+            multi.release()
+    finally:
+        for probe in probes:
+            probe.close()
+        client.close()
