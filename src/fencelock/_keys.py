@@ -77,6 +77,31 @@ class SemaphoreKeys(LockKeys):
         )
 
 
+@dataclass(frozen=True, slots=True)
+class MultiKeys(LockKeys):
+    """The keys of several names taken together by a multi-lock: each name's own lock keys
+    (``members``, in canonical order); ``lock``, ``fence``, ``channel`` and ``queue`` are the
+    first name's, where one key stands for them all (a waiter's channel, the watchdog's slot)."""
+
+    members: tuple[LockKeys, ...]
+    locks: tuple[str, ...]  # each member's lock key
+    channels: tuple[str, ...]  # each member's wake-up channel
+
+    @classmethod
+    def for_names(cls, names: Sequence[str], prefix: str = DEFAULT_PREFIX) -> MultiKeys:
+        members = tuple(LockKeys.for_name(name, prefix) for name in names)
+        first = members[0]
+        return cls(
+            first.lock,
+            first.fence,
+            first.channel,
+            first.queue,
+            members,
+            tuple(m.lock for m in members),
+            tuple(m.channel for m in members),
+        )
+
+
 def renew_keys(lock_keys: Sequence[str]) -> list[str]:
     """KEYS of renew.lua for a batch of lock keys: each lock key, then its fencing counter (the
     lease records only the lock key; the counter's name follows from it)."""
@@ -195,7 +220,7 @@ def validate_on_lost(on_lost: object, policy: object, *, threads: bool) -> None:
     callback cannot be awaited and a thread cannot be cancelled."""
     if on_lost is not None and not callable(on_lost):
         raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
-    if threads and inspect.iscoroutinefunction(on_lost):
+    if threads and on_lost is not None and inspect.iscoroutinefunction(on_lost):
         raise TypeError(
             "on_lost is an async def, which a thread cannot await: pass a plain function "
             "(or use fencelock.asyncio)"

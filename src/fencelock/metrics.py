@@ -31,7 +31,8 @@ fencelock_held_locks                      gauge                          grants 
 fencelock_waiting_acquires                gauge                          acquires waiting now
 ========================================  =========  ==================  ========================
 
-``primitive``: ``lock``, ``reentrant_lock``, ``semaphore``, ``read_lock`` or ``write_lock``;
+``primitive``: ``lock``, ``reentrant_lock``, ``semaphore``, ``read_lock``, ``write_lock`` or
+``multi_lock``;
 ``outcome``: ``granted``, ``timeout`` or
 ``error``; ``reason``: ``expired``, ``unreachable``, ``taken_over`` or ``data_loss``
 (docs/operations.md says what each means). Lock names are not labels: their number has no

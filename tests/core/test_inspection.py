@@ -71,6 +71,7 @@ def test_inspect_reply() -> None:
         b"string", token.encode(), 1, 4500, b"1795000000000005", b"1795000000500000", 3,
         b"w1 30000 1 " + new_holder_token("q").encode(), b"1795000000000000",
         b"w2", b"1795000000400000",
+        b">fencelock:{a}:released:w3", b"1795000000450000",  # a multi-lock's waiter
     ]  # fmt: skip
     view = inspect_reply(reply)
     info = view.info("job")
@@ -83,7 +84,11 @@ def test_inspect_reply() -> None:
         1,
         3,
     )
-    assert info.waiters == (WaiterInfo("w1", 0.5, "q"), WaiterInfo("w2", 0.1, None))
+    assert info.waiters == (
+        WaiterInfo("w1", 0.5, "q"),
+        WaiterInfo("w2", 0.1, None),
+        WaiterInfo("w3", 0.05, None),
+    )
     empty = inspect_reply(["none", "", 0, -2, "", "1795000000500000", 0])
     assert empty.info("job") is None
     assert inspect_reply(["hash", token, "2", "-1", "", "1", "0"]).info("j").ttl is None  # type: ignore[union-attr]

@@ -10,7 +10,7 @@ from importlib.resources import files
 
 import pytest
 
-from fencelock._core.kinds import LeaseSpec, Mutex, Permits, Reentrant, Released
+from fencelock._core.kinds import AllOf, LeaseSpec, Mutex, Permits, Reentrant, Released
 from fencelock._core.lease import (
     Exit,
     Grant,
@@ -77,7 +77,7 @@ def test_release_keys_are_lock_queue_fence_for_both_kinds(reentrant: bool) -> No
 
 
 def test_semaphore_scripts_take_what_they_document() -> None:
-    s = LeaseSpec.of(Permits.semaphore(2, 5), "job", "fencelock:", TTL, "semaphore", owner="o")
+    s = LeaseSpec.of(Permits.semaphore(2, 5), "job", "fencelock:", TTL, "semaphore")
     assert len(s.acquire_keys) == _documented("semaphore_acquire", "KEYS")
     assert len(s.acquire_args("tok", 0, 1, "w", "PUBLISH")) == _documented(
         "semaphore_acquire", "ARGV"
@@ -86,18 +86,27 @@ def test_semaphore_scripts_take_what_they_document() -> None:
     assert len(s.release_args("tok", "", "PUBLISH")) == _documented("semaphore_release", "ARGV")
 
 
-def test_each_semaphore_object_queues_alone() -> None:
-    one = LeaseSpec.of(Permits(), "job", "fencelock:", TTL, "semaphore", owner="a")
-    assert (
-        one.line != LeaseSpec.of(Permits(), "job", "fencelock:", TTL, "semaphore", owner="b").line
-    )
-    with pytest.raises(AssertionError, match="owner"):  # a kind that hands nothing on needs one
-        LeaseSpec.of(Permits(), "job", "fencelock:", TTL, "semaphore")
+def test_a_multi_lock_sends_what_its_scripts_document() -> None:
+    """Per name: its lock key, counter and queue (KEYS[3i-2..3i]) and its channel (the last
+    ARGV), in canonical order."""
+    names = ("a", "b", "c")
+    s = LeaseSpec.of(AllOf(names=names), "a", "fencelock:", TTL, "multi-lock")
+    members = [LockKeys.for_name(n) for n in names]
+    assert s.acquire_keys == s.release_keys
+    assert s.acquire_keys == tuple(k for m in members for k in (m.lock, m.fence, m.queue))
+    acquire = s.acquire_args("tok", 0, 1, ">ch", "PUBLISH")
+    release = s.release_args("tok", "", "PUBLISH")
+    assert len(acquire) == _documented("multi_acquire", "ARGV") + len(names)
+    assert len(release) == _documented("multi_release", "ARGV") + len(names)
+    assert acquire[-3:] == release[-3:] == tuple(m.channel for m in members)
+    assert s.renewed_keys == tuple(m.lock for m in members)
+    assert s.what == "multi-lock ['a', 'b', 'c']"
+    assert s.kind.waiter_entry("w1", "chan:w1", "tok", 10, 1, True) == ">chan:w1"
 
 
 def test_messages_name_the_primitive_and_the_name_never_a_key() -> None:
     assert spec().what == "lock 'job'"
-    assert LeaseSpec.of(Permits(), "s", "app:", TTL, "semaphore", owner="o").what == "semaphore 's'"
+    assert LeaseSpec.of(Permits(), "s", "app:", TTL, "semaphore").what == "semaphore 's'"
 
 
 def test_simple_and_reentrant_locks_on_one_name_queue_apart() -> None:

@@ -31,6 +31,7 @@ from fencelock._core.replies import (
     queue_entry,
     release_grant,
     renew_reply,
+    renewed_all,
     reserved_block,
     translate_error,
 )
@@ -66,7 +67,12 @@ def test_reentry_with_a_foreign_hold_count_is_a_loss() -> None:
         acquire_reply([-1, 2])
 
 
-@pytest.mark.parametrize("reply", [None, [], [1], [1, 2, 3, 4], b"OK", [1, None]])
+def test_a_multi_lock_grant_has_a_token_per_name() -> None:
+    result = acquire_reply([1, b"5", b"9", 12])
+    assert result == Granted(5, more_fences=(9, 12))
+
+
+@pytest.mark.parametrize("reply", [None, [], [1], [0, 2, 3, 4], b"OK", [1, None], [1, 2, None]])
 def test_acquire_reply_of_another_shape_is_an_error(reply: object) -> None:
     with pytest.raises(LockError):
         acquire_reply(reply)
@@ -236,3 +242,23 @@ def test_counters_add_up_across_threads() -> None:
     for thread in threads:
         thread.join()
     assert (counters["wakeups"], counters["polls"]) == (16_000, 16_000)
+
+
+@pytest.mark.parametrize(
+    ("answers", "combined"),
+    [
+        ([RENEWED, RENEWED, RENEWED], RENEWED),
+        ([RENEWED, GONE, RENEWED], GONE),
+        ([GONE, TAKEN, RENEWED], TAKEN),  # another holder has one: the reason to give
+        ([RENEWED], RENEWED),
+    ],
+)
+def test_a_grant_over_several_keys_is_renewed_only_when_every_key_is(
+    answers: list[int], combined: int
+) -> None:
+    assert renewed_all(answers) == combined
+
+
+def test_a_key_without_an_answer_leaves_the_renewal_unanswered() -> None:
+    error = LockError("no reply")
+    assert renewed_all([RENEWED, error, GONE]) is error

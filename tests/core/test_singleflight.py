@@ -48,7 +48,7 @@ def test_first_to_join_is_the_head() -> None:
     q, _ = queues()
     head = join(q)
     assert head.turn and head.grant is None
-    assert head.event is None  # the head does not wait: nothing to wake it (none is made)
+    assert head.queued is None  # the head does not wait: nothing to wake it, none made
     assert q.queued() == 0
 
 

@@ -496,8 +496,8 @@ async def test_a_woken_waiter_that_gives_up_passes_the_wake_up_on(
 async def test_multi_lock_cancelled_anywhere_leaves_nothing_held(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
-    """Cancelled at any step of an uncontended acquire of three names: the names already taken
-    (and one whose grant was in flight) are given back."""
+    """Cancelled at any step of an uncontended acquire of three names (one script on one
+    server): a grant in flight is given back."""
     names = ["mc-1", "mc-2", "mc-3"]
     keys = [LockKeys.for_name(n).lock for n in names]
     multi = async_client.multi_lock(names, ttl=30)
@@ -511,8 +511,36 @@ async def test_multi_lock_cancelled_anywhere_leaves_nothing_held(
         await settle()
         assert not raw.exists(*keys), f"left held after cancel at step {steps}"
         steps += 1
-    assert steps > 3  # the cancellations really fell between the names
+    assert steps > 3  # the cancellations really fell around the request
     assert not raw.exists(*keys)
+
+
+async def test_a_composed_multi_lock_cancelled_anywhere_leaves_nothing_held(
+    redlock: list[EmbeddedServer],
+) -> None:
+    """The same for the composed path (Redlock: one lock per name): the names already taken,
+    and one whose grant was in flight, are given back."""
+    names = ["mcr-1", "mcr-2", "mcr-3"]
+    keys = [LockKeys.for_name(n).lock for n in names]
+    client = AsyncLockClient.from_url([s.url for s in redlock])
+    probes = [server.client() for server in redlock]
+    multi = client.multi_lock(names, ttl=30)
+
+    async def cycle() -> None:
+        if await multi.acquire(timeout=5):
+            await multi.release()
+
+    try:
+        steps = 0
+        while not await cancel_after(steps, cycle):
+            await settle()
+            assert not any(p.exists(*keys) for p in probes), f"left held at step {steps}"
+            steps += 1
+        assert steps > 6  # the cancellations really fell between the names
+    finally:
+        for probe in probes:
+            probe.close()
+        await client.close()
 
 
 async def test_multi_lock_wait_for_while_waiting_for_a_busy_name_releases_the_others(
@@ -522,7 +550,7 @@ async def test_multi_lock_wait_for_while_waiting_for_a_busy_name_releases_the_ot
     assert await busy.acquire()
     multi = async_client.multi_lock(["mw-2", "mw-1", "mw-3"], ttl=30)
     with pytest.raises(TimeoutError):
-        await asyncio.wait_for(multi.acquire(timeout=None), 0.2)  # holds mw-1, waits for mw-2
+        await asyncio.wait_for(multi.acquire(timeout=None), 0.2)  # waits for mw-2
     await settle()
     assert not raw.exists(LockKeys.for_name("mw-1").lock, LockKeys.for_name("mw-3").lock)
     free = async_client_b.lock("mw-1")

@@ -30,7 +30,6 @@ from typing import Final, Never
 from .._backend import ASYNC_CAN_CANCEL, async_cancelled, async_shield
 from .._core.election import Leader, leader_of, next_look, same_term
 from .._core.options import DEFAULT, LeaseOptions
-from .._core.replies import new_waiter_id
 from ..errors import LockError, LockTimeout
 from . import admin
 from .engine import AsyncLease, AsyncWiring
@@ -64,8 +63,8 @@ class AsyncElection(AsyncLeased):
     __slots__ = ()
 
     def __init__(self, wiring: AsyncWiring, options: LeaseOptions) -> None:
-        spec = wiring.spec(MUTEX, options, "candidate", owner=new_waiter_id())
-        self._lease = AsyncLease(self, wiring, options, spec)
+        spec = wiring.spec(MUTEX, options, "candidate")
+        self._lease = AsyncLease(self, wiring, options, spec, alone=True)
 
     async def acquire(self, *args: Never, timeout: float | object | None = DEFAULT) -> bool:
         """Campaign: wait to lead up to ``timeout`` (None: as long as it takes, 0: one try;

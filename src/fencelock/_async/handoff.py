@@ -34,9 +34,9 @@ async def give_up(lease: AsyncLease, grant: Grant) -> bool:
     """Release ``grant``: hand it to the next local waiter if there is one, else in Redis.
     False if it was no longer held (nothing was deleted)."""
     parts, spec = lease.wiring, lease.spec
-    queues, line, topology = parts.queues, spec.line, parts.topology
+    queues, line, topology = parts.queues, lease.line, parts.topology
     ticket = None
-    if not grant.lost and topology.local_handoff:
+    if not grant.lost and topology.local_handoff and spec.kind.local_handoff:
         ticket = queues.next_for_handoff(line, grant)
     if ticket is not None:
         handed = handoff_within_block(grant, ticket.lease.spec.ttl, time.monotonic())
@@ -98,6 +98,6 @@ async def _hand_to(lease: AsyncLease, grant: Grant, ticket: Ticket) -> bool:
         return False
     block_grant = reserved_block(result.fence, block)
     handed = granted(block_grant, grant.holder, sent_at, to.spec.ttl, os.getpid())
-    queues.hand(spec.line, ticket, handed)
+    queues.hand(lease.line, ticket, handed)
     handoff_logger.debug("%r handed on, token %d (new block)", spec.name, handed.fence)
     return True

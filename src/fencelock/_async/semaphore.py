@@ -25,7 +25,6 @@ from typing import Any, Never, TypeVar, cast
 from .._core.inspection import LockInfo, SemaphoreState, permits_info, semaphore_state
 from .._core.kinds import WRITE_PERMITS, Permits
 from .._core.options import DEFAULT, LeaseOptions
-from .._core.replies import new_waiter_id
 from .._keys import SemaphoreKeys
 from .._scripts import SEMAPHORE_LIMIT, SEMAPHORE_STATE
 from . import admin
@@ -52,7 +51,7 @@ class AsyncSemaphore(AsyncLeased):
     def __init__(self, wiring: AsyncWiring, options: LeaseOptions, limit: int) -> None:
         self.limit = validate_permits("limit", limit)
         kind = Permits.semaphore(1, self.limit)
-        spec = wiring.spec(kind, options, "semaphore", owner=new_waiter_id())
+        spec = wiring.spec(kind, options, "semaphore")
         self._lease = AsyncLease(self, wiring, options, spec)
 
     def __repr__(self) -> str:

@@ -101,6 +101,10 @@ class AsyncTopology(abc.ABC):
         (0 elsewhere: everything can share a call.)"""
         return 0
 
+    def one_call(self, keys: Sequence[str]) -> bool:
+        """Whether one script call can reach every key of ``keys`` (on a Cluster: one slot)."""
+        return True
+
     async def wait(self, watch: Watch, timeout: float) -> bool:
         """Wait for a message on a watched channel, at most ``timeout`` seconds."""
         counters = self.counters
@@ -404,7 +408,12 @@ class AsyncOneServer(AsyncTopology):
                 await async_shield(self.give_back(spec, holder, deadline))
                 raise GaveBack
             granted = reserved_block(result.fence, block)
-            return Granted(granted.fence, reserved=granted.reserved, sent_at=sent_at)
+            return Granted(
+                granted.fence,
+                reserved=granted.reserved,
+                sent_at=sent_at,
+                more_fences=result.more_fences,
+            )
         raise AssertionError("unreachable")
 
     async def _check_server(self, key: str) -> None:
@@ -456,7 +465,7 @@ class AsyncOneServer(AsyncTopology):
         """Whether the server shows ``holder`` holding the grant. A read is safe to send again,
         within one request timeout in all."""
         key, kind = spec.keys.lock, spec.kind
-        commands = kind.held_commands(key, holder)
+        commands = kind.held_commands(spec.keys, holder)
         self._loop.check()
         end = time.monotonic() + self.request_timeout
         for attempt in range(1, ATTEMPTS + 1):
@@ -516,6 +525,9 @@ class AsyncCluster(AsyncOneServer):
 
     def slot_of(self, key: str) -> int:
         return key_slot(key.encode())
+
+    def one_call(self, keys: Sequence[str]) -> bool:
+        return len({self.slot_of(key) for key in keys}) == 1
 
     @asynccontextmanager
     async def watch(self, channel: str, timeout: float | None = None) -> AsyncIterator[Watch]:

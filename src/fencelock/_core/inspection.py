@@ -104,11 +104,14 @@ def inspect_reply(reply: object) -> NodeView:
     entries = reply[7:]
     waiters = []
     for entry, score in zip(entries[::2], entries[1::2], strict=True):
-        # 'id' or 'id ttl block token' (acquire.lua); ages in the server's microseconds
-        parts = _text(entry).split(" ")
+        # 'id', 'id ttl block token' (acquire.lua) or '>channel:id' (a multi-lock's waiter,
+        # multi_acquire.lua); ages in the server's microseconds
+        text = _text(entry)
+        parts = text.split(" ")
         label = split_holder(parts[3])[1] if len(parts) == 4 else None
+        waiter = text.rpartition(":")[2] if text.startswith(">") else parts[0]
         age = max(0.0, (int(now) - float(_text(score))) / 1e6)
-        waiters.append(WaiterInfo(parts[0], age, label))
+        waiters.append(WaiterInfo(waiter, age, label))
     return NodeView(
         kind,
         holder,

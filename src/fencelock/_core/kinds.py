@@ -12,6 +12,7 @@ kind           keys                  scripts           grant
 ``Mutex``      string holder token   acquire/release   one holder; local hand-off; wake one
 ``Reentrant``  hash holder -> count  reentrant_*       one holder, counted; wakes every waiter
 ``Permits``    sorted set of leases  semaphore_*       ``take`` of ``limit`` permits per holder
+``AllOf``      a Mutex's, per name   multi_*           every name or none; a token per name
 =============  ====================  ================  ======================================
 
 A primitive that is none of these brings its own kind (a subclass of ``Kind``, or of
@@ -25,13 +26,16 @@ watchdog renews all of them with one script (renew.lua looks at the key's type).
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .._keys import LockKeys, SemaphoreKeys, ttl_to_ms
+from .._keys import LockKeys, MultiKeys, SemaphoreKeys, ttl_to_ms
 from .._scripts import (
     ACQUIRE,
+    MULTI_ACQUIRE,
+    MULTI_RELEASE,
     REENTRANT_ACQUIRE,
     REENTRANT_RELEASE,
     RELEASE,
@@ -39,7 +43,7 @@ from .._scripts import (
     SEMAPHORE_RELEASE,
     Script,
 )
-from .replies import holds, permit_held
+from .replies import holds, permit_held, queue_entry
 
 # The metric label of each kind of grant (``primitive`` in fencelock.metrics).
 LOCK: Final = "lock"
@@ -47,6 +51,7 @@ REENTRANT_LOCK: Final = "reentrant_lock"
 SEMAPHORE: Final = "semaphore"
 READ_LOCK: Final = "read_lock"
 WRITE_LOCK: Final = "write_lock"
+MULTI_LOCK: Final = "multi_lock"
 
 WRITE_PERMITS: Final = 2**31  # a read-write lock's writer takes every permit (a reader one)
 
@@ -110,12 +115,27 @@ class Kind:
     ) -> tuple[str | int, ...]:
         return (holder, spec.keys.channel, publish, leaving)
 
-    def held_commands(self, key: str, holder: str) -> list[tuple[str, ...]]:
-        """The reads that tell whether ``holder`` holds the grant at ``key``."""
-        return [("GET", key)]
+    def held_commands(self, keys: LockKeys, holder: str) -> list[tuple[str, ...]]:
+        """The reads that tell whether ``holder`` holds the grant at ``keys``."""
+        return [("GET", keys.lock)]
 
     def held_reply(self, replies: Sequence[Any], holder: str) -> bool:
         return holds(replies[0], holder)
+
+    def renewed_keys(self, keys: LockKeys) -> tuple[str, ...]:
+        """The lock keys renew.lua lengthens for a grant (each with the grant's holder)."""
+        return (keys.lock,)
+
+    def waiter_entry(
+        self, waiter: str, channel: str, holder: str, ttl_ms: int, block: int, grants: bool
+    ) -> str:
+        """A waiter's entry in the queue, woken on ``channel``: one that a release may grant
+        the lock directly when the topology ``grants`` so (serve.lua), else its id."""
+        return queue_entry(waiter, holder, ttl_ms, block) if grants else waiter
+
+    def describe(self, noun: str, name: str) -> str:
+        """The object in messages: its kind and the name the user gave, never a Redis key."""
+        return f"{noun} {name!r}"
 
     def line_tag(self) -> str:
         """Which local queue of a name its grants share (a grant passes only within one)."""
@@ -152,8 +172,8 @@ class Reentrant(Kind):
     ) -> tuple[str | int, ...]:
         return (holder, spec.keys.channel, publish)
 
-    def held_commands(self, key: str, holder: str) -> list[tuple[str, ...]]:
-        return [("HEXISTS", key, holder)]
+    def held_commands(self, keys: LockKeys, holder: str) -> list[tuple[str, ...]]:
+        return [("HEXISTS", keys.lock, holder)]
 
     def line_tag(self) -> str:
         return "reentrant"
@@ -168,8 +188,8 @@ class ScoredLease(Kind):
     local_handoff: bool = False
     on_quorum: bool = False
 
-    def held_commands(self, key: str, holder: str) -> list[tuple[str, ...]]:
-        return [("ZSCORE", key, holder), ("TIME",)]
+    def held_commands(self, keys: LockKeys, holder: str) -> list[tuple[str, ...]]:
+        return [("ZSCORE", keys.lock, holder), ("TIME",)]
 
     def held_reply(self, replies: Sequence[Any], holder: str) -> bool:
         return permit_held(replies[0], replies[1])
@@ -190,9 +210,11 @@ class Permits(ScoredLease):
     limit: int = 1
     family: str = "sem"
 
-    @classmethod
-    def semaphore(cls, take: int, limit: int) -> Permits:
-        return cls(take=take, limit=limit)
+    @staticmethod
+    @functools.lru_cache(maxsize=1024)
+    def semaphore(take: int, limit: int) -> Permits:
+        # (one value per (take, limit): a semaphore is made, and asks for its permits, per call)
+        return Permits(take=take, limit=limit)
 
     @classmethod
     def rw_side(cls, take: int) -> Permits:
@@ -221,6 +243,70 @@ class Permits(ScoredLease):
 
 
 @dataclass(frozen=True, slots=True)
+class AllOf(Kind):
+    """Every one of ``names`` (canonical order) held as a simple lock by one holder token, or
+    none of them, in one script each way (scripts/multi_acquire.lua, multi_release.lua): the
+    multi-lock where its names share a server (one master, or one slot of a Cluster). Each name
+    gets its own fencing token (``Grant.fences``), excludes plain locks and other multi-locks as
+    one lock of its own would, and its release serves its own waiters (serve.lua). A waiter
+    queues on the name it found busy, woken on its own channel, and re-tries the whole set: a
+    release never grants it one name of several."""
+
+    primitive: str = MULTI_LOCK
+    acquire_script: Script = MULTI_ACQUIRE
+    release_script: Script = MULTI_RELEASE
+    local_handoff: bool = False
+    always_queued: bool = True
+    on_quorum: bool = False
+    names: tuple[str, ...] = ()
+
+    def keys(self, name: str, prefix: str) -> MultiKeys:
+        return MultiKeys.for_names(self.names, prefix)
+
+    def acquire_keys(self, keys: LockKeys) -> tuple[str, ...]:
+        assert isinstance(keys, MultiKeys)
+        return tuple(key for m in keys.members for key in (m.lock, m.fence, m.queue))
+
+    def release_keys(self, keys: LockKeys) -> tuple[str, ...]:
+        return self.acquire_keys(keys)
+
+    def acquire_args(
+        self, spec: LeaseSpec, holder: str, depth: int, block: int, entry: str, publish: str
+    ) -> tuple[str | int, ...]:
+        assert isinstance(spec.keys, MultiKeys)
+        return (holder, spec.ttl_ms, entry, publish, *spec.keys.channels)
+
+    def release_args(
+        self, spec: LeaseSpec, holder: str, leaving: str, publish: str
+    ) -> tuple[str | int, ...]:
+        assert isinstance(spec.keys, MultiKeys)
+        return (holder, leaving, publish, *spec.keys.channels)
+
+    def held_commands(self, keys: LockKeys, holder: str) -> list[tuple[str, ...]]:
+        assert isinstance(keys, MultiKeys)
+        return [("MGET", *keys.locks)]
+
+    def held_reply(self, replies: Sequence[Any], holder: str) -> bool:
+        return all(holds(reply, holder) for reply in replies[0])
+
+    def renewed_keys(self, keys: LockKeys) -> tuple[str, ...]:
+        assert isinstance(keys, MultiKeys)
+        return keys.locks
+
+    def waiter_entry(
+        self, waiter: str, channel: str, holder: str, ttl_ms: int, block: int, grants: bool
+    ) -> str:
+        # '>' and the channel to wake it on, whichever name's release serves it (serve.lua)
+        return f">{channel}"
+
+    def describe(self, noun: str, name: str) -> str:
+        return f"{noun} {list(self.names)!r}"
+
+    def line_tag(self) -> str:
+        return "multi"
+
+
+@dataclass(frozen=True, slots=True)
 class LeaseSpec:
     """What every request about one primitive object's grant needs, computed once when the
     object is made (the hot path reads it on every call)."""
@@ -231,39 +317,36 @@ class LeaseSpec:
     ttl: float
     # what messages call the object ("lock", "semaphore", "candidate"...)
     noun: str = "lock"
-    # an object that queues alone (no local hand-off to or from it): its own id, else ''
-    owner: str = ""
     ttl_ms: int = field(init=False)
     # the object in messages: its kind and the name the user gave, never a Redis key
     what: str = field(init=False)
     acquire_keys: tuple[str, ...] = field(init=False)
     release_keys: tuple[str, ...] = field(init=False)
-    line: str = field(init=False)  # its local queue (singleflight.py)
+    renewed_keys: tuple[str, ...] = field(init=False)  # what the watchdog renews (renew.lua)
+    # the local queue of the name's grants of this kind (singleflight.py); an object that
+    # queues alone (``AsyncLease``) has one of its own beside it
+    line: str = field(init=False)
 
     def __post_init__(self) -> None:
         kind, keys = self.kind, self.keys
-        # (a kind that hands nothing on queues per object: its objects must each have an id)
-        assert self.owner or kind.local_handoff, "an owner id is needed"
-        line = f"{keys.lock}:{kind.line_tag()}" + (f":{self.owner}" if self.owner else "")
         for name, value in (
             ("ttl_ms", ttl_to_ms(self.ttl)),
             ("acquire_keys", kind.acquire_keys(keys)),
             ("release_keys", kind.release_keys(keys)),
-            ("line", line),
-            ("what", f"{self.noun} {self.name!r}"),
+            ("renewed_keys", kind.renewed_keys(keys)),
+            ("line", f"{keys.lock}:{kind.line_tag()}"),
+            ("what", kind.describe(self.noun, self.name)),
         ):
             object.__setattr__(self, name, value)  # (a frozen dataclass sets its own fields so)
 
     @classmethod
-    def of(
-        cls, kind: Kind, name: str, prefix: str, ttl: float, noun: str, owner: str = ""
-    ) -> LeaseSpec:
-        return cls(name, kind, kind.keys(name, prefix), ttl, noun, owner)
+    def of(cls, kind: Kind, name: str, prefix: str, ttl: float, noun: str) -> LeaseSpec:
+        return cls(name, kind, kind.keys(name, prefix), ttl, noun)
 
     def with_kind(self, kind: Kind) -> LeaseSpec:
         """The same object's spec for another kind of the same keys (a semaphore asking for
         other permits, a writer downgraded to a reader)."""
-        return LeaseSpec(self.name, kind, self.keys, self.ttl, self.noun, self.owner)
+        return LeaseSpec(self.name, kind, self.keys, self.ttl, self.noun)
 
     @property
     def primitive(self) -> str:

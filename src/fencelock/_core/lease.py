@@ -42,6 +42,8 @@ class Grant:
     # local hand-offs: the highest fencing token reserved for this streak (0: none reserved)
     reserved: int = 0
     since: float = 0.0  # monotonic time it was taken, for the hold-time metric (0: not timed)
+    # a multi-lock's grant: the tokens of its other names, in order (``fence`` is the first's)
+    more_fences: tuple[int, ...] = ()
     unanswered: bool = False  # a renewal was sent and got no answer (yet)
 
     # -- transitions: the grant changes only through these --------------------------------
@@ -128,7 +130,13 @@ def granted(result: Granted, holder: str, sent_at: float, ttl: float, pid: int) 
     the one that was granted, ``result.sent_at``)."""
     deadline = lease_deadline(sent_at if result.sent_at is None else result.sent_at, ttl)
     return Grant(
-        holder, result.fence, pid, deadline, confirmed=result.confirmed, reserved=result.reserved
+        holder,
+        result.fence,
+        pid,
+        deadline,
+        confirmed=result.confirmed,
+        reserved=result.reserved,
+        more_fences=result.more_fences,
     )
 
 

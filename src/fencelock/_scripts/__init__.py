@@ -34,10 +34,18 @@ def _read(name: str) -> str:
     return resources.files(__name__).joinpath(f"{name}.lua").read_text(encoding="utf-8")
 
 
+# A line of a script after which its preludes go, rather than in front: what comes before it
+# runs before any helper is made (each one made costs the server about what a command costs).
+HELPERS = "-- (the preludes' helpers from here on)\n"
+
+
 def load(name: str, *preludes: str) -> Script:
     """The script of ``name``.lua in this package, ``preludes`` (other .lua files of it) in
-    front: a primitive's module loads its own scripts so."""
-    source = "".join(_read(part) for part in (*preludes, name))
+    front, or at its ``HELPERS`` line: a primitive's module loads its own scripts so."""
+    head, marker, body = _read(name).partition(HELPERS)
+    if not marker:
+        head, body = "", head
+    source = head + marker + "".join(_read(part) for part in preludes) + body
     return Script(name, source, hashlib.sha1(source.encode()).hexdigest())
 
 
@@ -59,3 +67,5 @@ SEMAPHORE_RELEASE = load("semaphore_release", "prelude", "semaphore")
 SEMAPHORE_STATE = load("semaphore_state")
 SEMAPHORE_LIMIT = load("semaphore_limit", "prelude", "semaphore")
 RW_DOWNGRADE = load("rw_downgrade", "prelude", "semaphore")
+MULTI_ACQUIRE = load("multi_acquire", "prelude", "serve")
+MULTI_RELEASE = load("multi_release", "prelude", "serve")

@@ -11,7 +11,7 @@
 -- (set by hand) counts on exactly with INCRBY.
 
 local function decimal(n)
-  return string.format('%.0f', n)  -- an integer below 2^53, never in exponent form
+  return string.format('%d', n)  -- an integer below 2^53, never in exponent form
 end
 
 -- a < b, for decimal integers without leading zeros
@@ -45,17 +45,21 @@ local function keep_token(key, top, ttl_ms, t)
 end
 
 -- Hand out `block` tokens for a lease of `ttl_ms`: returns the last of them, or nil and an error
--- reply (a counter of another type, or beyond 64 bits: nothing is written).
-local function mint(key, block, ttl_ms)
+-- reply (a counter of another type, or beyond 64 bits: nothing is written). `t`: the server's
+-- TIME, if the caller has it already.
+local function mint(key, block, ttl_ms, t)
   local last, err = last_token(key)
   if not last then
     return nil, err
   end
-  local t = redis.call('TIME')
+  t = t or redis.call('TIME')
   local now = t[1] .. string.format('%06d', t[2])
   local top
   if below(last, now) then
-    top = decimal(tonumber(now) + tonumber(block) - 1)
+    top = now
+    if block ~= 1 and block ~= '1' then
+      top = decimal(tonumber(now) + tonumber(block) - 1)
+    end
   else
     -- at or past the clock (tokens handed out faster than one per microsecond, or by a server
     -- whose clock was ahead): count on from the counter

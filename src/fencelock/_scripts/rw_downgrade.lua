@@ -15,11 +15,11 @@
 -- Returns 1 when downgraded (3: and a waiting client woken, 4: and a waiter granted), 0 when
 -- ARGV[1] holds no permit (its lease ended: nothing is changed).
 local permits, queue, fence, state, alive = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local now = clock_ms()
+local t, now = clock()
 reclaim(permits, state, queue, alive, now)
 if not redis.call('ZSCORE', permits, ARGV[1]) then
   return 0
 end
 redis.call('HDEL', state, 'n:' .. ARGV[1])  -- (one permit: the default share)
 local limit = tonumber(redis.call('HGET', state, 'limit') or '0')
-return serve_queue(permits, fence, state, queue, alive, limit, ARGV[2], ARGV[3], now)
+return serve_queue(permits, fence, state, queue, alive, limit, ARGV[2], ARGV[3], t, now)

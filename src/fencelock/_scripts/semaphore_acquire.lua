@@ -24,15 +24,58 @@
 -- permits are asked than the limit can ever give.
 local permits, fence, queue, state, alive = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local holder, ttl, n, waiter = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[5]), ARGV[4]
-local now = clock_ms()
-reclaim(permits, state, queue, alive, now)
+local t, now = clock()
 local limit = tonumber(redis.call('HGET', state, 'limit') or '0')
 if limit == 0 then
   limit = tonumber(ARGV[6])
   redis.call('HSET', state, 'limit', ARGV[6])
 end
+local first = nil
+if redis.call('ZCARD', queue) > 0 then
+  first = redis.call('ZRANGE', queue, 0, 0)[1]
+end
+local reclaimed = false
+if first and first ~= waiter then
+  -- a waiter ahead: unless it stopped re-trying (then forgotten now)
+  reclaim(permits, state, queue, alive, now)
+  reclaimed = true
+  first = redis.call('ZRANGE', queue, 0, 0)[1]
+end
+if not first or first == waiter then
+  local total, held = used(permits, state)
+  if total + n > limit and not reclaimed then
+    -- full, unless some leases have ended: their permits come back first
+    reclaim(permits, state, queue, alive, now)
+    total, held = used(permits, state)
+  end
+  if total + n <= limit then
+    local added = redis.call('ZADD', permits, 'NX', ms(now + ttl), holder)
+    if added == 0 and tonumber(redis.call('ZSCORE', permits, holder)) <= now then
+      -- its own permits, whose lease ended before this re-try: taken back, granted afresh
+      redis.call('HDEL', state, 'n:' .. holder, 't:' .. holder)
+      redis.call('ZADD', permits, ms(now + ttl), holder)
+      added = 1
+    end
+    if added == 1 then
+      local token, err = mint(fence, ARGV[3], ARGV[2], t)
+      if not token then
+        redis.call('ZREM', permits, holder)
+        return err
+      end
+      grant(permits, state, holder, n, token, ARGV[2], held == 0)
+      if waiter ~= '' then
+        dequeue(state, queue, alive, waiter)
+        -- the next may fit too
+        serve_queue(permits, fence, state, queue, alive, limit, ARGV[7], ARGV[8], t, now)
+      end
+      return {1, token}
+    end
+  end
+end
+-- (every lease that ended is taken back by now, unless this holder's own is live)
 if redis.call('ZSCORE', permits, holder) then
-  -- its own token (a release may have granted it, and others been granted since)
+  -- already ARGV[1]'s (a re-sent request; a release may have granted it): its own token,
+  -- though others may have been granted since
   local token = redis.call('HGET', state, 't:' .. holder)
   if not token then
     local err
@@ -41,7 +84,7 @@ if redis.call('ZSCORE', permits, holder) then
       return err
     end
   end
-  redis.call('ZADD', permits, 'XX', now + ttl, holder)
+  redis.call('ZADD', permits, 'XX', ms(now + ttl), holder)
   outlive(permits, ttl)
   return {1, token}
 end
@@ -49,36 +92,21 @@ if n > limit then
   return redis.error_reply('cannot take ' .. n .. ' permits at once: the limit stored for this '
     .. 'semaphore is ' .. limit .. ' (set_limit changes it)')
 end
-local first = redis.call('ZRANGE', queue, 0, 0)[1]
-if (not first or first == waiter) and used(permits, state) + n <= limit then
-  local token, err = mint(fence, ARGV[3], ARGV[2])
-  if not token then
-    return err
-  end
-  if waiter ~= '' then
-    dequeue(state, queue, alive, waiter)
-  end
-  grant(permits, state, holder, n, token, now, ttl)
-  -- the next may fit too
-  serve_queue(permits, fence, state, queue, alive, limit, ARGV[7], ARGV[8], now)
-  return {1, token}
-end
 -- Busy: a re-try may succeed when the first permit's lease or the first waiter's turn ends.
 local lease = redis.call('ZRANGE', permits, 0, 0, 'WITHSCORES')[2]
 local turn = redis.call('ZRANGE', alive, 0, 0, 'WITHSCORES')[2]
 local pttl = ttl
-for _, t in ipairs({lease, turn}) do
-  if t then
-    pttl = math.min(pttl, math.max(0, tonumber(t) - now))
+for _, ends in ipairs({lease, turn}) do
+  if ends then
+    pttl = math.min(pttl, math.max(0, tonumber(ends) - now))
   end
 end
 local score = ''
 if waiter ~= '' then
-  local t = redis.call('TIME')
   redis.call('ZADD', queue, 'NX', t[1] .. string.format('%06d', t[2]), waiter)
   score = redis.call('ZSCORE', queue, waiter)
   -- forgotten unless it re-tries by then (it re-tries at the latest when pttl ends)
-  redis.call('ZADD', alive, now + pttl + ttl, waiter)
+  redis.call('ZADD', alive, ms(now + pttl + ttl), waiter)
   outlive(queue, pttl + ttl)
   outlive(alive, pttl + ttl)
   if n > 1 then

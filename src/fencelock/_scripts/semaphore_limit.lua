@@ -12,7 +12,7 @@
 --
 -- Returns what serve_queue returns: 1 nobody served, 3 a waiting client woken, 4 a waiter granted.
 local permits, queue, fence, state, alive = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local now = clock_ms()
+local t, now = clock()
 reclaim(permits, state, queue, alive, now)
 redis.call('HSET', state, 'limit', ARGV[1])
-return serve_queue(permits, fence, state, queue, alive, tonumber(ARGV[1]), ARGV[2], ARGV[3], now)
+return serve_queue(permits, fence, state, queue, alive, tonumber(ARGV[1]), ARGV[2], ARGV[3], t, now)

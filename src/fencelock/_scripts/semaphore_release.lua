@@ -15,17 +15,19 @@
 -- a waiter granted, 0 when ARGV[1] holds no permit (nothing is changed then: no release twice,
 -- none of another holder's).
 local permits, queue, fence, state, alive = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local now = clock_ms()
-reclaim(permits, state, queue, alive, now)
-local limit = tonumber(redis.call('HGET', state, 'limit') or '0')
+local released = redis.call('ZREM', permits, ARGV[1]) == 1
+if released then
+  redis.call('HDEL', state, 'n:' .. ARGV[1], 't:' .. ARGV[1])
+end
+if ARGV[4] == '' and (not released or redis.call('ZCARD', queue) == 0) then
+  return released and 1 or 0  -- nobody to serve (nor a lease to take back for anyone)
+end
+-- (the preludes' helpers from here on)
 if ARGV[4] ~= '' then
   dequeue(state, queue, alive, ARGV[4])
 end
-if redis.call('ZREM', permits, ARGV[1]) == 0 then
-  if ARGV[4] ~= '' then
-    serve_queue(permits, fence, state, queue, alive, limit, ARGV[2], ARGV[3], now)
-  end
-  return 0
-end
-redis.call('HDEL', state, 'n:' .. ARGV[1], 't:' .. ARGV[1])
-return serve_queue(permits, fence, state, queue, alive, limit, ARGV[2], ARGV[3], now)
+local t, now = clock()
+reclaim(permits, state, queue, alive, now)
+local limit = tonumber(redis.call('HGET', state, 'limit') or '0')
+local served = serve_queue(permits, fence, state, queue, alive, limit, ARGV[2], ARGV[3], t, now)
+return released and served or 0

@@ -6,7 +6,9 @@
 -- subscriber: the next is tried). An entry 'id ttl block token' is granted the lock at once: the
 -- lock key is set to its token with its ttl, a block of fencing tokens is handed out at `fence`,
 -- and the message 'g<score> <last token of the block>' tells it so; a waiter that queued by id
--- alone gets '1' and re-tries. When no queued waiter listens, every waiter of `channel` is woken
+-- alone gets '1' on `channel`:id and re-tries, and one queued as '>' and a channel (a multi-lock's
+-- waiter, multi_acquire.lua: whichever of its names is released) gets '1' on that channel and
+-- re-tries. When no queued waiter listens, every waiter of `channel` is woken
 -- (wake="all", and every reentrant waiter). The wake-up is best effort (without the right to
 -- publish, waiters re-try when the holder's lease would have ended): the lock is released
 -- whatever it answers.
@@ -18,9 +20,14 @@ local function serve(lock, queue, fence, channel, publish)
     if #head == 0 then
       break
     end
-    local id, ttl, block, token = string.match(head[1], '^(%S+) (%d+) (%d+) (%S+)$')
+    local entry = head[1]
+    local elsewhere = string.match(entry, '^>(.+)$')
+    local id, ttl, block, token
+    if not elsewhere then
+      id, ttl, block, token = string.match(entry, '^(%S+) (%d+) (%d+) (%S+)$')
+    end
     if id == nil then
-      if heard(publish, channel .. ':' .. head[1], '1') then
+      if heard(publish, elsewhere or (channel .. ':' .. entry), '1') then
         return 3
       end
     else

@@ -27,7 +27,6 @@ from redis.exceptions import RedisError
 
 from .. import _events as events
 from .._backend import (
-    SyncEvent,
     sync_cancelled,
     sync_shield,
     sync_sleep,
@@ -35,7 +34,7 @@ from .._backend import (
 )
 from .._core.lease import Grant, granted, reserve, trusted_release_grant
 from .._core.quorum import retry_jitter
-from .._core.replies import Busy, Granted, new_holder_token, new_waiter_id, queue_entry
+from .._core.replies import Busy, Granted, new_holder_token, new_waiter_id
 from .._core.timing import remaining, retry_delay
 from .._labels import label_now
 from .._transport import sync_inflight
@@ -53,7 +52,7 @@ logger = logging.getLogger("fencelock.acquire")
 
 def take(lease: Lease, deadline: float | None) -> Grant | None:
     """A grant of ``lease``'s name by ``deadline`` (None: however long it takes), or None."""
-    queues, line = lease.wiring.queues, lease.spec.line
+    queues, line = lease.wiring.queues, lease.line
     label = label_now(lease.options.label)  # (before joining the line: a label callable may raise)
     ticket = queues.join(line, lease, time.monotonic())
     if not ticket.turn:  # another lock object of this client is ahead: wait locally
@@ -130,14 +129,14 @@ def reenter(lease: Lease, grant: Grant) -> None:
 def _wait_in_line(lease: Lease, ticket: Ticket, deadline: float | None) -> Grant | None:
     """Wait in the local queue: a grant handed over, or None (``ticket.turn``: go to Redis
     as the head; else the deadline passed)."""
-    queues, line = lease.wiring.queues, lease.spec.line
+    queues, line = lease.wiring.queues, lease.line
     try:
         while True:
             now = time.monotonic()
             # (a local holder whose lease ran out gives the first in line its turn here)
             left, holder_left = remaining(deadline, now), queues.holder_gone(line, now)
             waits = [t for t in (left, holder_left) if t is not None]
-            if _event(ticket).wait(min(waits) if waits else None):
+            if ticket.event.wait(min(waits) if waits else None):
                 return ticket.grant
             if remaining(deadline, time.monotonic()) != 0:
                 continue  # the local holder's lease ran out, or was renewed meanwhile
@@ -152,23 +151,17 @@ def _wait_in_line(lease: Lease, ticket: Ticket, deadline: float | None) -> Grant
             else:
                 sync_shield(passing)
         raise
-    _event(ticket).wait(None)  # set by now, or within one request (a hand-off script)
+    ticket.event.wait(None)  # set by now, or within one request (a hand-off script)
     return ticket.grant
 
 
-def _event(ticket: Ticket) -> SyncEvent:
-    """The event of a ticket that waits in line (made when it joined the line)."""
-    assert ticket.event is not None
-    return ticket.event
-
-
 def _pass_on(lease: Lease, ticket: Ticket) -> None:
-    _event(ticket).wait(None)
+    ticket.event.wait(None)
     if ticket.grant is not None:
         with contextlib.suppress(LockError):
             handoff.give_up(lease, ticket.grant)
     else:
-        lease.wiring.queues.pass_turn(lease.spec.line, ticket)
+        lease.wiring.queues.pass_turn(lease.line, ticket)
 
 
 def _wait(
@@ -186,8 +179,9 @@ def _wait(
     channel = f"{spec.keys.channel}:{waiter}" if waiter else spec.keys.channel
     block = _block(lease)  # fixed: a grant by a release reserves what the entry says
     entry = waiter
-    if wake_one and topology.grants_by_release:  # (a lock's, or a semaphore's permits)
-        entry = queue_entry(waiter, holder, spec.ttl_ms, block)
+    if wake_one:  # (a release may grant a lock's, or a semaphore's permits, by the entry)
+        grants = topology.grants_by_release
+        entry = kind.waiter_entry(waiter, channel, holder, spec.ttl_ms, block, grants)
     result: Granted | Busy = Busy(None)
     # (confirmed within the call's bound: its deadline plus one request timeout)
     with topology.watch(channel, topology.time_left(deadline)) as watch:
@@ -269,7 +263,8 @@ def _leave_queue(
 
 
 def _block(lease: Lease) -> int:
-    """Fencing tokens to reserve with a grant (see ``reserve``)."""
+    """Fencing tokens to reserve with a grant (see ``reserve``): one for a kind whose grants are
+    never handed on (a multi-lock's script takes one token per name whatever it is asked)."""
     parts = lease.wiring
-    local = parts.topology.local_handoff
-    return reserve(not local, parts.queues.handoffs_ahead(lease.spec.line) if local else 0)
+    local = parts.topology.local_handoff and lease.spec.kind.local_handoff
+    return reserve(not local, parts.queues.handoffs_ahead(lease.line) if local else 0)

@@ -31,7 +31,6 @@ from typing import Final, Never
 from .._backend import SYNC_CAN_CANCEL, sync_cancelled, sync_shield
 from .._core.election import Leader, leader_of, next_look, same_term
 from .._core.options import DEFAULT, LeaseOptions
-from .._core.replies import new_waiter_id
 from ..errors import LockError, LockTimeout
 from . import admin
 from .engine import Lease, Wiring
@@ -65,8 +64,8 @@ class Election(Leased):
     __slots__ = ()
 
     def __init__(self, wiring: Wiring, options: LeaseOptions) -> None:
-        spec = wiring.spec(MUTEX, options, "candidate", owner=new_waiter_id())
-        self._lease = Lease(self, wiring, options, spec)
+        spec = wiring.spec(MUTEX, options, "candidate")
+        self._lease = Lease(self, wiring, options, spec, alone=True)
 
     def acquire(self, *args: Never, timeout: float | object | None = DEFAULT) -> bool:
         """Campaign: wait to lead up to ``timeout`` (None: as long as it takes, 0: one try;

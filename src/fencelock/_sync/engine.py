@@ -36,6 +36,7 @@ Failure timeline of a lease, and what each step guards against:
 from __future__ import annotations
 
 import inspect
+import itertools
 import logging
 import os
 import time
@@ -56,7 +57,7 @@ from .._backend import (
 from .._core.kinds import Kind, LeaseSpec, Released
 from .._core.lease import EXPLAINED, Grant, loss_reason, should_cancel
 from .._core.options import DEFAULT, ClientOptions, LeaseOptions
-from .._core.replies import RENEWED, TAKEN
+from .._core.replies import RENEWED, TAKEN, renewed_all
 from .._core.stats import Counters
 from .._keys import MIN_LEASE, ttl_to_ms, validate_ttl
 from ..errors import ClientClosed, LockError, LockLost, LockNotOwned
@@ -68,6 +69,7 @@ from .watchdog import SyncRenewer
 logger = logging.getLogger("fencelock.lease")
 
 MAX_SPECS = 1024  # names whose specs a client keeps made
+_objects = itertools.count()  # the objects that queue alone: each line's own number
 
 
 class ClientState:
@@ -120,10 +122,8 @@ class Wiring:
             options.label,
         )
 
-    def spec(self, kind: Kind, options: LeaseOptions, noun: str, owner: str = "") -> LeaseSpec:
-        """The spec of an object of ``kind`` (``owner``: one that queues alone, its id)."""
-        if owner:
-            return LeaseSpec.of(kind, options.name, self.prefix, options.ttl, noun, owner)
+    def spec(self, kind: Kind, options: LeaseOptions, noun: str) -> LeaseSpec:
+        """The spec of an object of ``kind``."""
         key = (kind, options.name, options.ttl, noun)
         spec = self.specs.get(key)
         if spec is None:
@@ -134,24 +134,41 @@ class Wiring:
         return spec
 
 
+def refuse_unmade(wiring: Wiring, kind: Kind, noun: str) -> None:
+    """Raise if an object of ``kind`` cannot be made now: the client is closed, or its topology
+    cannot grant that kind."""
+    wiring.state.check()
+    if not wiring.topology.supports(kind):
+        raise TypeError(
+            f"a {noun} needs one master or a Cluster: Redlock is for the lock and the election "
+            "only (docs/modes.md says why)"
+        )
+
+
 class Lease:
     """One primitive object's grant and its lifecycle (see the module's docstring). ``owner``,
-    the primitive object, is held weakly: it is what ``on_lost`` is called with."""
+    the primitive object, is held weakly: it is what ``on_lost`` is called with. ``alone``: the
+    object queues alone (a candidate of an election; always, for a kind whose grants are not
+    handed on between objects): its local queue holds only its own acquires."""
 
-    __slots__ = ("__weakref__", "_held", "_owner", "options", "spec", "wiring")
+    __slots__ = ("__weakref__", "_held", "_owner", "line", "options", "spec", "wiring")
 
     def __init__(
-        self, owner: object, wiring: Wiring, options: LeaseOptions, spec: LeaseSpec
+        self,
+        owner: object,
+        wiring: Wiring,
+        options: LeaseOptions,
+        spec: LeaseSpec,
+        *,
+        alone: bool = False,
     ) -> None:
-        wiring.state.check()
-        if not wiring.topology.supports(spec.kind):
-            raise TypeError(
-                f"a {spec.noun} needs one master or a Cluster: Redlock is for the lock and the "
-                "election only (docs/modes.md says why)"
-            )
+        refuse_unmade(wiring, spec.kind, spec.noun)
         self.wiring = wiring
         self.options = options
         self.spec = spec
+        # its local queue (singleflight.py), for as long as it lives, whatever kind it takes
+        alone = alone or not spec.kind.local_handoff
+        self.line = f"{spec.line}:{next(_objects)}" if alone else spec.line
         self._owner = weakref.ref(owner)
         # The object is the holder, in both APIs: whichever task or thread acquired, any may
         # use the grant and release it (asyncio.Lock, threading.Lock and redis-py's Lock agree).
@@ -167,7 +184,7 @@ class Lease:
 
     def use_kind(self, kind: Kind) -> None:
         """Take other permits (or sides) from now on: only while nothing is held."""
-        if kind != self.spec.kind:
+        if kind is not self.spec.kind and kind != self.spec.kind:
             self.spec = self.spec.with_kind(kind)
 
     def grant(self) -> Grant | None:
@@ -295,10 +312,12 @@ class Lease:
         new_ttl = self.options.ttl if ttl is None else validate_ttl(ttl, minimum=MIN_LEASE)
         grant = self.owned_grant("extend")
         sent_at = time.monotonic()
-        topology = self.wiring.topology
-        args = (grant.holder, ttl_to_ms(new_ttl))
-        [held] = topology.renew(
-            [self.spec.keys.lock], args, [new_ttl], topology.request_timeout, self.what()
+        topology, keys = self.wiring.topology, self.spec.renewed_keys
+        args = (grant.holder, ttl_to_ms(new_ttl)) * len(keys)
+        held = renewed_all(
+            topology.renew(
+                keys, args, [new_ttl] * len(keys), topology.request_timeout, self.what()
+            )
         )
         if isinstance(held, LockError):
             raise held

@@ -33,7 +33,6 @@ from .._core.latch import (
     latch_state,
 )
 from .._core.options import DEFAULT, LeaseOptions
-from .._core.replies import new_waiter_id
 from .._core.timing import remaining
 from .._scripts import Script
 from ..errors import LockNotOwned, LockTimeout
@@ -59,9 +58,7 @@ class _Participant:
     def __init__(
         self, wiring: Wiring, options: LeaseOptions, kind: Participant, noun: str
     ) -> None:
-        self._lease = Lease(
-            self, wiring, options, wiring.spec(kind, options, noun, owner=new_waiter_id())
-        )
+        self._lease = Lease(self, wiring, options, wiring.spec(kind, options, noun))
         self._kind = kind
         keys = self._lease.spec.keys
         assert isinstance(keys, LatchKeys)

@@ -192,8 +192,8 @@ class SyncQuorum(SyncTopology):
         return held
 
     def held(self, spec: LeaseSpec, holder: str) -> bool:
-        key, kind = spec.keys.lock, spec.kind
-        [command] = kind.held_commands(key, holder)
+        kind = spec.kind
+        [command] = kind.held_commands(spec.keys, holder)
         replies = self.fan_out(command, self.node_timeout(spec.ttl), spec.what)
         answers: list[bool | BaseException] = []
         for r in replies:

@@ -50,11 +50,16 @@ class Ticket:
     with either a grant (handed off) or its turn as head."""
 
     lease: Lease
-    # what a waiter waits on (made only for one that waits: the head of an idle line, the
-    # uncontended case, never does)
-    event: SyncEvent | None = None
     grant: Grant | None = None
     turn: bool = False
+    # what wakes it, made (under the queues' guard) only when it queues behind another: the
+    # uncontended acquire, at once the head, never waits on one
+    queued: SyncEvent | None = None
+
+    @property
+    def event(self) -> SyncEvent:
+        assert self.queued is not None, "only a ticket that queued waits"
+        return self.queued
 
 
 @dataclass(slots=True)
@@ -142,8 +147,8 @@ class LocalQueues:
                 line = self._lines[key] = _Line(None)
             line.tickets.append(ticket)
             woken = self._assign(key, line, now)
-            if woken is not ticket:
-                ticket.event = SyncEvent()  # (before anyone can wake it: under the guard)
+            if not ticket.turn:
+                ticket.queued = SyncEvent()
         if woken is not ticket:
             _wake(woken)
         return ticket

@@ -214,3 +214,25 @@ async def test_a_raised_limit_lets_queued_waiters_in_at_once(
     assert (await holder.state()).used == 2
     await waiter.release()
     await holder.release()
+
+
+async def test_one_semaphore_object_acquired_by_two_callers_at_once(
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient
+) -> None:
+    """The acquire that came second waits behind the first; when the first grant is released
+    it takes permits of its own from the server: permits are never handed from one acquire to
+    the next."""
+    blocker = async_client_b.semaphore("s-twice", 1, ttl=10)
+    assert await blocker.acquire()
+    sem = async_client.semaphore("s-twice", 1, ttl=10)
+    calls = [AsyncCall(lambda: sem.acquire(timeout=10)) for _ in range(2)]
+    await async_until(lambda: async_client.statistics().queued == 1)  # one behind the other
+    await blocker.release()
+    await async_until(lambda: async_client.statistics().held == 1)
+    first = sem.token
+    await sem.release()
+    await async_until(lambda: async_client.statistics().held == 1)
+    assert sem.token > first
+    await sem.release()
+    assert [await call.result() for call in calls] == [True, True]
+    assert (await sem.state()).used == 0

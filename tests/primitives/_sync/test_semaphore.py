@@ -215,3 +215,25 @@ def test_a_raised_limit_lets_queued_waiters_in_at_once(
     assert (holder.state()).used == 2
     waiter.release()
     holder.release()
+
+
+def test_one_semaphore_object_acquired_by_two_callers_at_once(
+    sync_client: LockClient, sync_client_b: LockClient
+) -> None:
+    """The acquire that came second waits behind the first; when the first grant is released
+    it takes permits of its own from the server: permits are never handed from one acquire to
+    the next."""
+    blocker = sync_client_b.semaphore("s-twice", 1, ttl=10)
+    assert blocker.acquire()
+    sem = sync_client.semaphore("s-twice", 1, ttl=10)
+    calls = [SyncCall(lambda: sem.acquire(timeout=10)) for _ in range(2)]
+    sync_until(lambda: sync_client.statistics().queued == 1)  # one behind the other
+    blocker.release()
+    sync_until(lambda: sync_client.statistics().held == 1)
+    first = sem.token
+    sem.release()
+    sync_until(lambda: sync_client.statistics().held == 1)
+    assert sem.token > first
+    sem.release()
+    assert [call.result() for call in calls] == [True, True]
+    assert (sem.state()).used == 0

@@ -3,6 +3,7 @@ Sync twin generated into tests/topologies/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator
 
 import pytest
@@ -14,7 +15,7 @@ from fencelock._keys import LockKeys, fence_key_for, version_key_for
 from fencelock._transport import AsyncRedisCluster
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.topology import Cluster
-from tests.concurrency import AsyncCall, async_together, async_until
+from tests.concurrency import AsyncCall, async_together, async_until, evalsha_calls
 
 # names whose keys land on different shards (and slots)
 NAMES = [f"job-{i}" for i in range(12)]
@@ -307,5 +308,63 @@ async def test_multi_lock_across_slots(cluster_client: AsyncLockClient, cluster:
         async with multi:
             assert await multi.held()
     finally:
+        await other.close()
+        await redis.aclose()
+
+
+def names_in_one_slot(count: int) -> list[str]:
+    """``count`` names whose keys all land in one slot. (A name's keys are tagged with the whole
+    name, its braces escaped, so a hash tag inside a name does not choose the slot: such names
+    are found, not made.)"""
+    by_slot: dict[int, list[str]] = {}
+    for i in itertools.count():
+        name = f"acct-{i}"
+        found = by_slot.setdefault(key_slot(LockKeys.for_name(name).lock.encode()), [])
+        found.append(name)
+        if len(found) == count:
+            return found
+    raise AssertionError("unreachable")
+
+
+async def test_multi_lock_in_one_slot_is_one_script(
+    cluster_client: AsyncLockClient, cluster: Cluster
+) -> None:
+    """Names in one slot: one script each way on that slot's master, and waits served by its
+    sharded wake-ups, with plain locks and another multi-lock of another client."""
+    names = names_in_one_slot(3)
+    master = cluster.master_for_key(LockKeys.for_name(names[0]).lock)
+    redis = AsyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=5)
+    other = AsyncLockClient(redis, max_poll=3600.0)  # woken by releases only
+    probe = master.client()
+    try:
+        multi = cluster_client.multi_lock(names, ttl=10)
+        async with multi:  # (a client's first acquire also reads the eviction policy)
+            pass
+        before = evalsha_calls(probe)
+        assert await multi.acquire(timeout=0)
+        assert evalsha_calls(probe) == before + 1
+        assert await multi.held()
+        plain = other.lock(names[1], ttl=10)
+        assert not await plain.acquire(timeout=0)
+        waiting = AsyncCall(lambda: plain.acquire(timeout=30))
+        await async_until(lambda: probe.zcard(LockKeys.for_name(names[1]).queue) == 1)
+        tokens = multi.tokens
+        before = evalsha_calls(probe)
+        await multi.release()
+        assert evalsha_calls(probe) == before + 1
+        assert await waiting.result() and plain.token > tokens[names[1]]
+        rival = other.multi_lock(names[::-1], ttl=10)
+        waiting = AsyncCall(lambda: rival.acquire(timeout=30))
+        await async_until(lambda: probe.zcard(LockKeys.for_name(names[1]).queue) == 1)
+        await plain.release()
+        assert await waiting.result()
+        assert not await multi.acquire(timeout=0)
+        await rival.release()
+        renewed = cluster_client.multi_lock(names, ttl=0.5, auto_renew=True)
+        async with renewed:
+            await async_until(lambda: cluster_client.statistics().renewals >= 3)
+            assert await renewed.held() and not renewed.lost
+    finally:
+        probe.close()
         await other.close()
         await redis.aclose()
