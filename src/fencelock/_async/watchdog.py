@@ -203,10 +203,8 @@ class AsyncWatchdog:
             batch = [le for le in batch if le.grant in self._leases and le.lose() is not None]
         if not batch:
             return
-        keys = [lease.spec.keys.lock for lease in batch]
-        args: list[str | int] = []
-        for lease in batch:
-            args += (lease.grant.holder, lease.spec.ttl_ms)
+        specs = [lease.spec for lease in batch]
+        holders = [lease.grant.holder for lease in batch]
         sent_at = time.monotonic()
         # A server that hangs must not hold the worker past a lease's deadline, at which its
         # loss is to be signalled (and the socket timeout may be longer than the whole ttl);
@@ -218,7 +216,7 @@ class AsyncWatchdog:
         failing = [lease.grant.renewal_sent() for lease in batch]
         held: list[Any]
         try:
-            held = list(await self._topology.renew(keys, args, [le.spec.ttl for le in batch], left))
+            held = list(await self._topology.renew(specs, holders, [s.ttl for s in specs], left))
         except LockError as exc:  # unreachable, or not acknowledged by the replicas
             held = [exc] * len(batch)
         now = time.monotonic()

@@ -22,6 +22,7 @@ from .._keys import (
     validate_ttl,
 )
 from .._labels import Label, check_label
+from .natives import SCRIPT_MODES
 
 
 class Default:
@@ -130,6 +131,9 @@ class ClientOptions:
     wake: str = "one"
     # who holds, for inspect() and the CLI: a str, or a callable run at each acquire
     label: Label = None
+    # "auto": Lua scripts, and without them (plain locks only) if the server refuses one;
+    # "never": plain locks only, by native commands (docs/modes.md, "Without scripts")
+    scripts: str = "auto"
 
     @classmethod
     def checked(
@@ -144,9 +148,12 @@ class ClientOptions:
         max_handoffs: object,
         wake: object,
         label: object,
+        scripts: object = "auto",
     ) -> ClientOptions:
         if wake not in WAKE_MODES:
             raise ValueError(f"wake must be one of {WAKE_MODES}, got {wake!r}")
+        if scripts not in SCRIPT_MODES:
+            raise ValueError(f"scripts must be one of {SCRIPT_MODES}, got {scripts!r}")
         timeout = validate_ttl(socket_timeout, "socket_timeout")
         replicas = _count("min_replicas", min_replicas)
         replica_wait = validate_ttl(replica_timeout, "replica_timeout")
@@ -162,4 +169,5 @@ class ClientOptions:
             _count("max_handoffs", max_handoffs),
             str(wake),
             check_label(label),
+            str(scripts),
         )

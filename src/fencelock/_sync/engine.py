@@ -58,7 +58,7 @@ from .._core.lease import EXPLAINED, Grant, loss_reason, should_cancel
 from .._core.options import DEFAULT, ClientOptions, LeaseOptions
 from .._core.replies import RENEWED, TAKEN
 from .._core.stats import Counters
-from .._keys import MIN_LEASE, ttl_to_ms, validate_ttl
+from .._keys import MIN_LEASE, validate_ttl
 from ..errors import ClientClosed, LockError, LockLost, LockNotOwned
 from . import contention, handoff
 from .singleflight import LocalQueues
@@ -144,11 +144,14 @@ class Lease:
         self, owner: object, wiring: Wiring, options: LeaseOptions, spec: LeaseSpec
     ) -> None:
         wiring.state.check()
-        if not wiring.topology.supports(spec.kind):
+        topology = wiring.topology
+        if not topology.supports(spec.kind):
             raise TypeError(
                 f"a {spec.noun} needs one master or a Cluster: Redlock is for the lock and the "
                 "election only (docs/modes.md says why)"
             )
+        if topology.mode.no_scripts and spec.kind.without_scripts() is None:
+            raise topology.scripts_required(spec.what, spec.kind.why_scripts)
         self.wiring = wiring
         self.options = options
         self.spec = spec
@@ -296,9 +299,8 @@ class Lease:
         grant = self.owned_grant("extend")
         sent_at = time.monotonic()
         topology = self.wiring.topology
-        args = (grant.holder, ttl_to_ms(new_ttl))
         [held] = topology.renew(
-            [self.spec.keys.lock], args, [new_ttl], topology.request_timeout, self.what()
+            [self.spec], [grant.holder], [new_ttl], topology.request_timeout, self.what()
         )
         if isinstance(held, LockError):
             raise held
