@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -19,14 +20,28 @@ from fencelock.errors import LockLost, ScriptsRequired
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import AsyncCall, async_until
 
+ROOT = Path(__file__).resolve().parents[3]
 NAME = "plain"
 KEYS = LockKeys.for_name(NAME)
-NO_SCRIPTS = "noscripts"  # an ACL user that may do anything on fencelock's keys but run scripts
-NO_CHANNELS = "nochannels"  # the same, and no channel either
+NO_SCRIPTS = "noscripts"  # docs/modes.md's user: the commands of the mode, and no script
+NO_CHANNELS = "nochannels"  # the same without channels
 
 
 def url_of(server: EmbeddedServer, user: str) -> str:
-    return f"redis://{user}:pw@127.0.0.1:{server.port}/0"
+    return f"redis://{user}:CHANGE-ME@127.0.0.1:{server.port}/0"
+
+
+def documented_rules(commands: ServerCommands) -> list[str]:
+    """The rules of docs/modes.md's ACL line for the server's compare-and-delete; where there
+    is none (the mode refuses there), every command but the scripts."""
+    if not commands.script_free:
+        return ["on", ">CHANGE-ME", "~fencelock:*", "&fencelock:*", "+@all", "-@scripting"]
+    text = (ROOT / "docs" / "modes.md").read_text(encoding="utf-8")
+    [line] = [line for line in text.splitlines() if line.startswith("ACL SETUSER fencelock-")]
+    delete = f"+{commands.compare_delete.lower()}"
+    # (redis-py sends CLIENT SETINFO when it connects: allowed, so that ACL LOG shows only
+    # what fencelock was refused)
+    return [delete if r == "+delifeq" else r for r in line.split()[3:]] + ["+client|setinfo"]
 
 
 def denials(raw: redis.Redis, user: str) -> list[str]:
@@ -36,9 +51,10 @@ def denials(raw: redis.Redis, user: str) -> list[str]:
 
 @pytest.fixture
 def users(server: EmbeddedServer, raw: redis.Redis) -> Iterator[None]:
-    for user, channels in ((NO_SCRIPTS, "&fencelock:*"), (NO_CHANNELS, "resetchannels")):
-        rules = ["reset", "on", ">pw", "~fencelock:*", channels, "+@all", "-@scripting"]
-        raw.execute_command("ACL", "SETUSER", user, *rules)
+    rules = documented_rules(ServerCommands().detected(raw.execute_command("HELLO")))
+    raw.execute_command("ACL", "SETUSER", NO_SCRIPTS, "reset", *rules)
+    no_channels = [rule for rule in rules if not rule.startswith("&")]
+    raw.execute_command("ACL", "SETUSER", NO_CHANNELS, "reset", *no_channels)
     raw.execute_command("ACL", "LOG", "RESET")
     yield
     raw.execute_command("ACL", "DELUSER", NO_SCRIPTS, NO_CHANNELS)
