@@ -1,7 +1,8 @@
 """Plain locks without Lua scripts (``LockClient(r, scripts="never")``, or "auto" on a server that
-refuses them): under an ACL user without ``@scripting``, on a server with native
+refuses them): under docs/modes.md's ACL user, without ``@scripting``, on a server with native
 compare-and-delete and compare-and-set (Valkey >= 9.0, Redis >= 8.4), and the clear refusal on
-one without (docs/modes.md, "Without scripts"). Sync twin generated into tests/engine/_sync by
+one without (docs/modes.md, "Without scripts"); and the native commands a client that runs
+scripts uses where they are faster. Sync twin generated into tests/engine/_sync by
 tools/gen_sync.py."""
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from fencelock._core.natives import ServerCommands
 from fencelock._keys import LockKeys
 from fencelock.errors import LockLost, ScriptsRequired
 from fencelock_tools.servers.embedded import EmbeddedServer
-from tests.concurrency import AsyncCall, async_until
+from tests.concurrency import AsyncCall, async_until, evalsha_calls
 
 ROOT = Path(__file__).resolve().parents[3]
 NAME = "plain"
@@ -190,6 +191,24 @@ async def test_a_release_never_deletes_another_holders_lock(
         assert raw.get(KEYS.lock) == new.holder
         assert await new.held()
         await new.release()
+
+
+async def test_a_scripted_client_extends_one_lock_by_native_commands(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    # where the server has SET IFEQ, one lease's renewal spares the server a script
+    commands = ServerCommands().detected(raw.execute_command("HELLO"))
+    lock = async_client.lock(NAME, ttl=10)
+    assert await lock.acquire(timeout=0)
+    before = evalsha_calls(raw)
+    await lock.extend(30)
+    assert 10_000 < raw.pttl(KEYS.lock) <= 30_000
+    assert raw.pttl(KEYS.fence) > 10_000  # the counter kept as long, as renew.lua keeps it
+    assert evalsha_calls(raw) - before == (0 if commands.compare_set else 1)
+    raw.set(KEYS.lock, "another holder's token")
+    with pytest.raises(LockLost, match="another holder has it"):
+        await lock.extend()
+    assert raw.get(KEYS.lock) == "another holder's token"
 
 
 async def test_what_needs_scripts_is_refused(no_scripts: str, server: EmbeddedServer) -> None:
