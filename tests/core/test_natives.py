@@ -10,6 +10,7 @@ from fencelock._core.kinds import NATIVE_MUTEX, Released
 from fencelock._core.natives import ServerCommands, scripts_refused
 from fencelock._core.options import ClientOptions
 from fencelock._core.replies import GONE, RENEWED, TAKEN, Busy, Granted
+from fencelock.errors import ScriptsRequired
 
 WRONGTYPE = redis.exceptions.ResponseError(
     "WRONGTYPE Operation against a key holding the wrong kind of value"
@@ -70,7 +71,7 @@ def test_a_refusal_of_scripts_is_told_from_other_errors(message: str, refused: b
     assert scripts_refused(redis.exceptions.ResponseError(message)) is refused
 
 
-def test_scripts_option_is_checked() -> None:
+def test_scripts_option_is_checked_with_wake() -> None:
     options = dict(
         prefix="fencelock:",
         socket_timeout=5.0,
@@ -79,13 +80,20 @@ def test_scripts_option_is_checked() -> None:
         replica_timeout=1.0,
         node_timeout=None,
         max_handoffs=10,
-        wake="one",
         label=None,
     )
-    assert ClientOptions.checked(**options, scripts="never").scripts == "never"
-    assert ClientOptions.checked(**options).scripts == "auto"
+    auto = ClientOptions.checked(**options, wake=None)
+    assert (auto.scripts, auto.wake) == ("auto", "one")
+    never = ClientOptions.checked(**options, wake=None, scripts="never")
+    assert (never.scripts, never.wake) == ("never", "all")
+    assert ClientOptions.checked(**options, wake="all", scripts="never").wake == "all"
+    # a queue served by releases cannot be kept without scripts: refused, not ignored
+    with pytest.raises(ScriptsRequired, match='wake="one" needs Lua scripts'):
+        ClientOptions.checked(**options, wake="one", scripts="never")
     with pytest.raises(ValueError, match="scripts must be one of"):
-        ClientOptions.checked(**options, scripts="sometimes")
+        ClientOptions.checked(**options, wake=None, scripts="sometimes")
+    with pytest.raises(ValueError, match="wake must be one of"):
+        ClientOptions.checked(**options, wake="some", scripts="auto")
 
 
 # -- NativeMutex: its replies -------------------------------------------------------------------

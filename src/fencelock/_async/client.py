@@ -64,7 +64,7 @@ class AsyncLockClient(AsyncFencedWrites):
         replica_timeout: float = 1.0,
         node_timeout: float | None = None,
         max_handoffs: int = DEFAULT_MAX_HANDOFFS,
-        wake: str = "one",
+        wake: str | None = None,
         label: Any = None,
         scripts: str = "auto",
     ) -> None:
