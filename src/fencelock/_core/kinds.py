@@ -109,7 +109,8 @@ class Released(enum.IntEnum):
 @dataclass(frozen=True, slots=True)
 class Kind:
     """What one primitive is on the server (see the module's table). Subclasses bring their
-    scripts and arguments; everything here is the same for all."""
+    scripts and arguments, from which the requests here are made (one EVALSHA each); a kind of
+    plain commands overrides the requests and the readings of their replies (``NativeMutex``)."""
 
     primitive: str  # the metric label
     acquire_script: Script
