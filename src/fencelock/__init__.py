@@ -38,6 +38,7 @@ from .errors import (
     LockNotOwned,
     LockTimeout,
     NotReplicated,
+    ScriptsRequired,
     StaleToken,
     TooManyConflicts,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "NotReplicated",
     "OncePer",
     "ReadWriteLock",
+    "ScriptsRequired",
     "Semaphore",
     "SemaphoreState",
     "StaleToken",

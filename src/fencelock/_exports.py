@@ -57,6 +57,7 @@ EXPORTS: Final[Mapping[str, Twin | Shared]] = MappingProxyType(
         "ReadWriteLock": Twin("rw_lock"),
         "Semaphore": Twin("semaphore"),
         "SemaphoreState": Shared("_core.inspection"),
+        "ScriptsRequired": Shared("errors"),
         "StaleToken": Shared("errors"),
         "Statistics": Shared("_core.stats"),
         "TooManyConflicts": Shared("errors"),

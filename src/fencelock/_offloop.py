@@ -62,7 +62,10 @@ def renewal_twin(topology: AsyncTopology, counters: Counters) -> SyncTopology:
     assert isinstance(topology, AsyncOneServer) and isinstance(topology.redis, AsyncRedis)
     redis = sync_client_like(topology.redis, timeout)
     replicas, replica_timeout = topology.min_replicas, topology.replica_timeout
-    return SyncOneServer(redis, {}, timeout, counters, replicas, replica_timeout, owned=[redis])
+    # (the client's own ScriptMode: what the one learns, the other knows)
+    return SyncOneServer(
+        redis, {}, timeout, counters, replicas, replica_timeout, [redis], topology.mode
+    )
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop, lose: Lose, grant: Grant, found: str,

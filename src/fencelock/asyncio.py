@@ -34,6 +34,7 @@ from .errors import (
     LockNotOwned,
     LockTimeout,
     NotReplicated,
+    ScriptsRequired,
     StaleToken,
     TooManyConflicts,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "NotReplicated",
     "OncePer",
     "ReadWriteLock",
+    "ScriptsRequired",
     "Semaphore",
     "SemaphoreState",
     "StaleToken",

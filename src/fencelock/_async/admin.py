@@ -161,19 +161,25 @@ class AsyncOperators:
         self._prefix = prefix
         self._state = state
 
-    async def inspect(self, name: str) -> LockInfo | None:
+    def _check(self, call: str) -> None:
         self._state.check()
+        topology = self._topology
+        if topology.mode.no_scripts:
+            raise topology.scripts_required(call, "the operators' views are read by scripts")
+
+    async def inspect(self, name: str) -> LockInfo | None:
+        self._check("inspect()")
         return await inspect(self._topology, self._prefix, validate_name(name))
 
     async def locks(self, pattern: str) -> AsyncIterator[LockInfo]:
         if not isinstance(pattern, str):
             raise TypeError(f"pattern must be a str, not {type(pattern).__name__}")
-        self._state.check()
+        self._check("locks()")
         async for info in locks(self._topology, self._prefix, encodable("pattern", pattern)):
             yield info
 
     async def force_release(self, name: str, token: int | None) -> ForceReleased:
         if token is not None:
             token = fencing_token(token)
-        self._state.check()
+        self._check("force_release()")
         return await force_release(self._topology, self._prefix, validate_name(name), token)

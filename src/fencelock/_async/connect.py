@@ -17,6 +17,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 
+from .._core.natives import ScriptMode
 from .._core.options import ClientOptions
 from .._core.quorum import NODE_TIMEOUT_MAX
 from .._core.stats import Counters
@@ -29,6 +30,7 @@ from .._transport import (
     async_own_client,
     async_reap,
 )
+from ..errors import ScriptsRequired
 from .redlock import AsyncQuorum
 from .topology import AsyncCluster, AsyncOneServer, AsyncTopology
 from .waiter import AsyncWaiter
@@ -46,6 +48,11 @@ def connect(
         isinstance(redis, list | tuple) and redis and isinstance(redis[0], ASYNC_OTHER_API)
     ):
         raise TypeError("redis is " + ASYNC_OTHER_HINT)
+    if options.scripts == "never" and not isinstance(redis, AsyncRedis):
+        raise ScriptsRequired(
+            'scripts="never" is for one server (a Redis, or a Sentinel master): a Cluster and '
+            "Redlock need Lua scripts (docs/modes.md, 'Without scripts')"
+        )
     if isinstance(redis, AsyncRedisCluster):
         if options.min_replicas:
             raise ValueError("min_replicas is not supported with a RedisCluster")
@@ -64,6 +71,7 @@ def connect(
             options.min_replicas,
             options.replica_timeout,
             owned=[own],
+            mode=ScriptMode(options.scripts, AsyncOneServer.publish_command),
         )
     if not isinstance(redis, list | tuple) or not redis:
         raise TypeError(

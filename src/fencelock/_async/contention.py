@@ -171,9 +171,10 @@ async def _wait(
     parts, spec = lease.wiring, lease.spec
     topology = parts.topology
     # wake="one": queued in Redis by the re-tries below, woken on a channel of its own
-    # (a semaphore's waiters always queue: the queue is its first come, first served order)
-    kind = spec.kind
-    wake_one = kind.always_queued or (parts.wake_one and not kind.reentrant)
+    # (a semaphore's waiters always queue: the queue is its first come, first served order;
+    # without scripts nobody queues: a release wakes every waiter)
+    kind = topology.running(spec.kind)
+    wake_one = kind.always_queued or (parts.wake_one and kind.wakes_one)
     waiter = new_waiter_id() if wake_one else ""
     channel = f"{spec.keys.channel}:{waiter}" if waiter else spec.keys.channel
     block = _block(lease)  # fixed: a grant by a release reserves what the entry says

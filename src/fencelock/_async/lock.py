@@ -12,7 +12,7 @@ from typing import Never
 from .._core.kinds import Mutex, Reentrant, Released
 from .._core.options import DEFAULT, LeaseOptions
 from .._core.replies import RENEWED
-from .._keys import MIN_LEASE, ttl_to_ms, validate_ttl
+from .._keys import MIN_LEASE, validate_ttl
 from ..errors import LockError
 from .engine import AsyncLease, AsyncWiring
 from .leased import AsyncLeased, keyword_only
@@ -75,9 +75,8 @@ class AsyncLock(AsyncLeased):
         lease = self._lease
         lease.wiring.state.check()
         topology, spec = lease.wiring.topology, lease.spec
-        args = (holder, ttl_to_ms(validate_ttl(ttl, minimum=MIN_LEASE)))
-        what = spec.what
-        [held] = await topology.renew([spec.keys.lock], args, [ttl], topology.request_timeout, what)
+        ttl = validate_ttl(ttl, minimum=MIN_LEASE)
+        [held] = await topology.renew([spec], [holder], [ttl], topology.request_timeout, spec.what)
         if isinstance(held, LockError):
             raise held
         return held == RENEWED

@@ -20,6 +20,7 @@ from redis.exceptions import NoScriptError, RedisError
 from .._backend import ASYNC_LAZY_TOKEN, async_checkpoint, async_shield
 from .._core.inspection import NodeView, inspect_reply, majority_view
 from .._core.kinds import Kind, LeaseSpec, Released
+from .._core.natives import scripts_refused
 from .._core.quorum import (
     acquire_outcome,
     first_answers,
@@ -32,7 +33,7 @@ from .._core.quorum import (
 )
 from .._core.replies import GONE, RENEWED, Busy, Granted, translate_error
 from .._core.stats import Counters
-from .._keys import MAX_TTL, renew_keys
+from .._keys import MAX_TTL, renew_keys, ttl_to_ms
 from .._scripts import FENCE_RAISE, INSPECT, RENEW, Script
 from .._transport import AsyncRedis
 from ..errors import LockConnectionError, LockError
@@ -93,6 +94,10 @@ class AsyncQuorum(AsyncTopology):
             for i, reply in zip(missing, again, strict=True):
                 replies[i] = reply
         what = what or script.name
+        refusals = [r for r in replies if isinstance(r, RedisError) and scripts_refused(r)]
+        if refusals:
+            self.mode.no_scripts = f"the Redlock nodes refuse them ({refusals[0]})"
+            raise self.scripts_required(what, "Redlock's tokens are raised on a majority by one")
         return [translate_error(r, what) if isinstance(r, RedisError) else r for r in replies]
 
     async def try_acquire(
@@ -164,8 +169,8 @@ class AsyncQuorum(AsyncTopology):
 
     async def renew(
         self,
-        keys: Sequence[str],
-        args: Sequence[str | int],
+        specs: Sequence[LeaseSpec],
+        holders: Sequence[str],
         ttls: Sequence[float],
         timeout: float,
         what: str = "the renewal",
@@ -174,11 +179,13 @@ class AsyncQuorum(AsyncTopology):
         no majority can hold it (``GONE``: whether another holder has a majority is not told),
         or unknown (the ``LockConnectionError`` saying why)."""
         timeout = min(timeout, *(self.node_timeout(ttl) for ttl in ttls))
+        keys = renew_keys([spec.keys.lock for spec in specs])
+        args = [arg for pair in zip(holders, map(ttl_to_ms, ttls), strict=True) for arg in pair]
         sent_at = time.monotonic()
-        replies = await self.fan_out_script(RENEW, renew_keys(keys), args, timeout, what)
+        replies = await self.fan_out_script(RENEW, keys, args, timeout, what)
         elapsed = time.monotonic() - sent_at
         held: list[int | LockError] = []
-        for ttl, answers in zip(ttls, renew_answers(replies, len(keys)), strict=True):
+        for ttl, answers in zip(ttls, renew_answers(replies, len(specs)), strict=True):
             try:
                 ok = tally(answers).outcome(len(replies), what)
             except LockConnectionError as exc:

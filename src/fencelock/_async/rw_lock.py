@@ -38,7 +38,7 @@ class AsyncReadWriteLock:
     """``LockClient.rw_lock(name)``: ``read()`` and ``write()`` make the lock objects."""
 
     def __init__(self, wiring: AsyncWiring, options: LeaseOptions) -> None:
-        refuse_unmade(wiring, READ, NOUN)
+        refuse_unmade(wiring, READ, NOUN, options.name)
         self._wiring = wiring
         self._options = options
         self.name = options.name

@@ -36,7 +36,7 @@ from .. import _events as events
 from .._backend import AsyncBackground, AsyncEvent, AsyncStateLock
 from .._core.kinds import LeaseSpec
 from .._core.lease import Grant
-from .._core.replies import RENEWED, TAKEN, renewed_all
+from .._core.replies import RENEWED, TAKEN
 from .._core.stats import Counters
 from .._core.timing import (
     RENEW_RETRY,
@@ -203,15 +203,8 @@ class AsyncWatchdog:
             batch = [le for le in batch if le.grant in self._leases and le.lose() is not None]
         if not batch:
             return
-        keys: list[str] = []
-        args: list[str | int] = []
-        ttls: list[float] = []
-        for lease in batch:  # (a multi-lock's grant: every key of it, with its one holder)
-            spec = lease.spec
-            for key in spec.renewed_keys:
-                keys.append(key)
-                args += (lease.grant.holder, spec.ttl_ms)
-                ttls.append(spec.ttl)
+        specs = [lease.spec for lease in batch]
+        holders = [lease.grant.holder for lease in batch]
         sent_at = time.monotonic()
         # A server that hangs must not hold the worker past a lease's deadline, at which its
         # loss is to be signalled (and the socket timeout may be longer than the whole ttl);
@@ -223,8 +216,7 @@ class AsyncWatchdog:
         failing = [lease.grant.renewal_sent() for lease in batch]
         held: list[Any]
         try:
-            answers = iter(await self._topology.renew(keys, args, ttls, left))
-            held = [renewed_all([next(answers) for _ in le.spec.renewed_keys]) for le in batch]
+            held = list(await self._topology.renew(specs, holders, [s.ttl for s in specs], left))
         except LockError as exc:  # unreachable, or not acknowledged by the replicas
             held = [exc] * len(batch)
         now = time.monotonic()

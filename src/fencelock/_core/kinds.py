@@ -6,7 +6,6 @@ run a kind's scripts and never name a primitive; the lease engine (``_async/engi
 lifecycle for any kind. A new primitive is a new kind (and its ``.lua`` files), or a facade over
 an existing one.
 
-=============  ====================  ================  ======================================
 kind           keys                  scripts           grant
 =============  ====================  ================  ======================================
 ``Mutex``      string holder token   acquire/release   one holder; local hand-off; wake one
@@ -14,26 +13,43 @@ kind           keys                  scripts           grant
 ``Permits``    sorted set of leases  semaphore_*       ``take`` of ``limit`` permits per holder
 ``AllOf``      a Mutex's, per name   multi_*           every name or none; a token per name
 =============  ====================  ================  ======================================
+=======
+===============  ====================  ================  ======================================
+kind             keys                  scripts           grant
+===============  ====================  ================  ======================================
+``Mutex``        string holder token   acquire/release   one holder; local hand-off; wake one
+``NativeMutex``  a ``Mutex``'s         none              the same, by plain commands; wakes all
+``Reentrant``    hash holder -> count  reentrant_*       one holder, counted; wakes every waiter
+``Permits``      sorted set of leases  semaphore_*       ``take`` of ``limit`` permits per holder
+``AllOf``        a Mutex's, per name   multi_*           every name or none; a token per name
+===============  ====================  ================  ======================================
 
 A primitive that is none of these brings its own kind (a subclass of ``Kind``, or of
 ``ScoredLease`` for grants kept as scored entries of a sorted set) in its own module, with its
 scripts (``_scripts.load``): the latch does (``_core/latch.py``).
 
-Every grant's reply reads alike (``{1, fence}`` / ``{0, pttl, score}``, ``Released``), and the
-watchdog renews all of them with one script (renew.lua looks at the key's type).
+A kind gives the topology its requests (``acquire_request``, ``release_request``,
+``renew_request``, ``handoff_request``, ``held_commands``: lists of commands, and what replaces
+the first after NOSCRIPT) and reads their replies (``acquire_result``...). A scripted kind's are
+one EVALSHA each, whose replies read alike (``{1, fence}`` / ``{0, pttl, score}``,
+``Released``); the watchdog renews them in batches with one script (renew.lua looks at the key's
+type). A client that runs no scripts runs each kind's ``without_scripts()`` instead: a
+``NativeMutex`` for a ``Mutex``, and none for the others (``ScriptsRequired``).
 """
 
 from __future__ import annotations
 
 import enum
 import functools
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
-from .._keys import LockKeys, MultiKeys, SemaphoreKeys, ttl_to_ms
+from .._keys import LockKeys, MultiKeys, SemaphoreKeys, renew_keys, ttl_to_ms
 from .._scripts import (
     ACQUIRE,
+    HANDOFF,
     MULTI_ACQUIRE,
     MULTI_RELEASE,
     REENTRANT_ACQUIRE,
@@ -43,7 +59,20 @@ from .._scripts import (
     SEMAPHORE_RELEASE,
     Script,
 )
-from .replies import holds, permit_held, queue_entry
+from ..errors import LockError
+from .natives import ServerCommands
+from .replies import (
+    GONE,
+    RENEWED,
+    TAKEN,
+    Busy,
+    Granted,
+    acquire_reply,
+    holds,
+    permit_held,
+    queue_entry,
+    renewed_all,
+)
 
 # The metric label of each kind of grant (``primitive`` in fencelock.metrics).
 LOCK: Final = "lock"
@@ -54,6 +83,28 @@ WRITE_LOCK: Final = "write_lock"
 MULTI_LOCK: Final = "multi_lock"
 
 WRITE_PERMITS: Final = 2**31  # a read-write lock's writer takes every permit (a reader one)
+
+Command: TypeAlias = tuple[Any, ...]
+# a request: its commands (sent on one connection), and the command that replaces the first if
+# the server answers NOSCRIPT (None: no script in it)
+Request: TypeAlias = tuple[list[Command], Command | None]
+
+# How long a fencing counter started without a script is kept (NativeMutex): a counter lost or
+# expired is started again from a client's clock, so the longer it lives, the less tokens rely
+# on clocks (docs/modes.md, "Without scripts").
+COUNTER_KEEP_MS: Final = 24 * 3600 * 1000
+
+
+def raised(reply: Any) -> Any:
+    """``reply``, or the error it is raised (an error reply comes as a value)."""
+    if isinstance(reply, Exception):
+        raise reply
+    return reply
+
+
+def ok(reply: object) -> bool:
+    """Whether a SET was done: ``OK`` as it is, or as redis-py's callback made it (True)."""
+    return reply is True or reply in (b"OK", "OK")
 
 
 class Released(enum.IntEnum):
@@ -83,7 +134,8 @@ class Released(enum.IntEnum):
 @dataclass(frozen=True, slots=True)
 class Kind:
     """What one primitive is on the server (see the module's table). Subclasses bring their
-    scripts and arguments; everything here is the same for all."""
+    scripts and arguments, from which the requests here are made (one EVALSHA each); a kind of
+    plain commands overrides the requests and the readings of their replies (``NativeMutex``)."""
 
     primitive: str  # the metric label
     acquire_script: Script
@@ -95,6 +147,11 @@ class Kind:
     # a Redlock majority can hold it (the scripts' replies can be counted per node)
     on_quorum: bool = True
     reentrant: bool = False
+    # its release can wake (or grant) the first queued waiter alone (wake="one"); else a
+    # release wakes every waiter
+    wakes_one: bool = True
+    # what scripts do for it, for the error where none runs (``without_scripts`` is None)
+    why_scripts: str = "its grants are made by scripts"
 
     def keys(self, name: str, prefix: str) -> LockKeys:
         return LockKeys.for_name(name, prefix)
@@ -141,12 +198,179 @@ class Kind:
         """Which local queue of a name its grants share (a grant passes only within one)."""
         return "simple"
 
+    def without_scripts(self) -> Kind | None:
+        """The kind that stands in for this one where no script runs (None: none can)."""
+        return None
+
+    # -- the requests the topology sends, and what their replies mean ------------------------
+
+    def acquire_request(
+        self,
+        spec: LeaseSpec,
+        holder: str,
+        depth: int,
+        block: int,
+        entry: str,
+        server: ServerCommands,
+    ) -> Request:
+        script, keys = self.acquire_script, spec.acquire_keys
+        args = self.acquire_args(spec, holder, depth, block, entry, server.publish)
+        return [script.evalsha(keys, args)], script.eval(keys, args)
+
+    def acquire_result(self, replies: Sequence[Any]) -> Granted | Busy:
+        """A grant (its fence: the last token of the block reserved) or busy; an error reply
+        is raised."""
+        return acquire_reply(raised(replies[0]))
+
+    def release_request(
+        self, spec: LeaseSpec, holder: str, leaving: str, server: ServerCommands
+    ) -> Request:
+        script, keys = self.release_script, spec.release_keys
+        args = self.release_args(spec, holder, leaving, server.publish)
+        return [script.evalsha(keys, args)], script.eval(keys, args)
+
+    def release_result(self, replies: Sequence[Any]) -> Released:
+        return Released.of(raised(replies[0]))
+
+    def handoff_request(
+        self, spec: LeaseSpec, holder: str, ttl_ms: int, block: int, server: ServerCommands
+    ) -> Request:
+        """The lease of ``holder``'s grant restarts at ``ttl_ms``, and ``block`` fencing tokens
+        are reserved (a local hand-off, handoff.py): read by ``acquire_result``."""
+        keys, args = spec.acquire_keys[:2], (holder, ttl_ms, block)
+        return [HANDOFF.evalsha(keys, args)], HANDOFF.eval(keys, args)
+
+    def handoff_result(self, replies: Sequence[Any]) -> Granted | Busy:
+        return acquire_reply(raised(replies[0]))
+
+    def renew_request(
+        self, spec: LeaseSpec, holder: str, ttl_ms: int, server: ServerCommands
+    ) -> list[Command] | None:
+        """Plain commands that renew one lease (read by ``renew_result``); None: renew.lua
+        renews it, in a batch with others."""
+        return None
+
+    def renew_result(self, replies: Sequence[Any], holder: str) -> int:
+        """``RENEWED``, ``GONE`` or ``TAKEN``, from the replies to ``renew_request``."""
+        raise NotImplementedError(f"{type(self).__name__} is renewed by renew.lua")
+
 
 @dataclass(frozen=True, slots=True)
 class Mutex(Kind):
     primitive: str = LOCK
     acquire_script: Script = ACQUIRE
     release_script: Script = RELEASE
+
+    def without_scripts(self) -> Kind | None:
+        return NATIVE_MUTEX
+
+    def renew_request(
+        self, spec: LeaseSpec, holder: str, ttl_ms: int, server: ServerCommands
+    ) -> list[Command] | None:
+        if not server.compare_set:
+            return None
+        keys = spec.keys
+        return [
+            ("SET", keys.lock, holder, "IFEQ", holder, "PX", ttl_ms),
+            ("GET", keys.lock),  # (not renewed: gone, or another holder's)
+            # the counter kept at least as long as the lease, as renew.lua keeps it
+            ("PEXPIRE", keys.fence, ttl_ms, "GT"),
+        ]
+
+    def renew_result(self, replies: Sequence[Any], holder: str) -> int:
+        renewed, now = replies[0], replies[1]
+        if isinstance(renewed, Exception):
+            if "WRONGTYPE" not in str(renewed):
+                raise renewed
+            return TAKEN  # a reentrant lock's hash holds the name
+        if ok(renewed):
+            return RENEWED
+        return GONE if raised(now) is None else TAKEN
+
+
+@dataclass(frozen=True, slots=True)
+class NativeMutex(Mutex):
+    """A ``Mutex`` held by plain commands, for a client that runs no scripts (docs/modes.md,
+    "Without scripts"): on the same keys, so that it and a scripted ``Mutex`` exclude each
+    other. Taken by ``SET NX PX``, its fencing token the counter's ``INCRBY``, released by a
+    compare-and-delete and a ``PUBLISH`` that wakes every waiter (no queue in Redis: a release
+    cannot serve one), renewed and handed on locally by ``SET ... IFEQ``. Each try is one round
+    trip, so a busy try counts the counter up too (tokens skip values). A counter that is not
+    there is started from this client's clock in microseconds (the scripts start it from the
+    server's), so that tokens go on increasing after it is lost. (Its scripts are the
+    ``Mutex``'s, never run.)"""
+
+    wakes_one: bool = False
+    on_quorum: bool = False
+
+    def without_scripts(self) -> Kind | None:
+        return self
+
+    def acquire_request(
+        self,
+        spec: LeaseSpec,
+        holder: str,
+        depth: int,
+        block: int,
+        entry: str,
+        server: ServerCommands,
+    ) -> Request:
+        keys, ttl = spec.keys, spec.ttl_ms
+        return [
+            ("SET", keys.lock, holder, "NX", "PX", ttl),
+            # ours, just now or by a request sent before (a re-sent one): its lease restarts
+            ("SET", keys.lock, holder, "IFEQ", holder, "PX", ttl),
+            *_minted(keys.fence, block, ttl),
+            ("PTTL", keys.lock),
+        ], None
+
+    def acquire_result(self, replies: Sequence[Any]) -> Granted | Busy:
+        ours, top, pttl = replies[1], replies[3], replies[4]
+        if isinstance(ours, Exception) and "WRONGTYPE" not in str(ours):
+            raise ours  # (WRONGTYPE: a reentrant lock's hash holds the name: busy)
+        if ok(ours):
+            return Granted(int(raised(top)))
+        left = int(raised(pttl))
+        # (-2: gone since the SET: free now; -1: a key without expiry)
+        return Busy(0.0 if left == -2 else left / 1000 if left >= 0 else None)
+
+    def release_request(
+        self, spec: LeaseSpec, holder: str, leaving: str, server: ServerCommands
+    ) -> Request:
+        keys = spec.keys
+        # Two commands, not one script: the wake-up is sent even when nothing was deleted
+        # (a lease lost meanwhile: a waiter re-tries for nothing), and it wakes every waiter.
+        return [server.delete_if(keys.lock, holder), (server.publish, keys.channel, "1")], None
+
+    def release_result(self, replies: Sequence[Any]) -> Released:
+        if int(raised(replies[0])) != 1:
+            return Released.NOT_HELD
+        heard = replies[1]  # (an error: no right to publish; waiters re-try at the lease's end)
+        woke = isinstance(heard, int) and heard > 0
+        return Released.WOKE if woke else Released.RELEASED
+
+    def handoff_request(
+        self, spec: LeaseSpec, holder: str, ttl_ms: int, block: int, server: ServerCommands
+    ) -> Request:
+        keys = spec.keys
+        refreshed = ("SET", keys.lock, holder, "IFEQ", holder, "PX", ttl_ms)
+        return [refreshed, *_minted(keys.fence, block, ttl_ms)], None
+
+    def handoff_result(self, replies: Sequence[Any]) -> Granted | Busy:
+        if ok(raised(replies[0])):
+            return Granted(int(raised(replies[2])))
+        return Busy(None)
+
+
+def _minted(fence: str, block: int, ttl_ms: int) -> list[Command]:
+    """Hand out ``block`` tokens from the counter at ``fence`` (the reply to the second: the
+    last of them), starting a counter that is not there from this client's clock."""
+    started = time.time_ns() // 1000
+    keep = max(COUNTER_KEEP_MS, ttl_ms)
+    return [("SET", fence, started, "NX", "PX", keep), ("INCRBY", fence, block)]
+
+
+NATIVE_MUTEX: Final = NativeMutex()
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +382,8 @@ class Reentrant(Kind):
     acquire_script: Script = REENTRANT_ACQUIRE
     release_script: Script = REENTRANT_RELEASE
     reentrant: bool = True
+    wakes_one: bool = False
+    why_scripts: str = "its hold count is kept by scripts"
 
     def acquire_keys(self, keys: LockKeys) -> tuple[str, ...]:
         return (keys.lock, keys.fence)
@@ -206,6 +432,7 @@ class Permits(ScoredLease):
     acquire_script: Script = SEMAPHORE_ACQUIRE
     release_script: Script = SEMAPHORE_RELEASE
     always_queued: bool = True
+    why_scripts: str = "its permits and their fair queue are kept by scripts"
     take: int = 1
     limit: int = 1
     family: str = "sem"
@@ -258,6 +485,7 @@ class AllOf(Kind):
     local_handoff: bool = False
     always_queued: bool = True
     on_quorum: bool = False
+    why_scripts: str = "every name or none is decided in one script"
     names: tuple[str, ...] = ()
 
     def keys(self, name: str, prefix: str) -> MultiKeys:
@@ -359,3 +587,27 @@ class LeaseSpec:
 
     def release_args(self, holder: str, leaving: str, publish: str) -> tuple[str | int, ...]:
         return self.kind.release_args(self, holder, leaving, publish)
+
+
+def renewal(
+    specs: Sequence[LeaseSpec], holders: Sequence[str], ttls_ms: Sequence[int]
+) -> tuple[list[str], list[str | int]]:
+    """renew.lua's KEYS and ARGV for a batch of grants (``holders[i]``'s of ``specs[i]``, for
+    ``ttls_ms[i]``): every key each grant renews (a multi-lock's: one per name)."""
+    locks: list[str] = []
+    args: list[str | int] = []
+    for spec, holder, ttl_ms in zip(specs, holders, ttls_ms, strict=True):
+        for key in spec.renewed_keys:
+            locks.append(key)
+            args += (holder, ttl_ms)
+    return renew_keys(locks), args
+
+
+def per_grant(
+    specs: Sequence[LeaseSpec], answers: Sequence[int | LockError]
+) -> list[int | LockError]:
+    """renew.lua's answers, one per key (``renewal``), as one per grant."""
+    if len(answers) == len(specs):  # (one key each: the answers are the grants')
+        return list(answers)
+    each = iter(answers)
+    return [renewed_all([next(each) for _ in spec.renewed_keys]) for spec in specs]

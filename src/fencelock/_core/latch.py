@@ -74,6 +74,7 @@ class Participant(ScoredLease):
     primitive: str = LATCH
     acquire_script: Any = LATCH_JOIN
     release_script: Any = LATCH_LEAVE
+    why_scripts: str = "its count and its participants are kept by scripts"
     count: int = 1  # what a new latch counts down from
     parties: int = 0  # a barrier opens once this many participants hold live leases
     keep_ms: int = 86_400_000  # how long the latch's keys outlive their last write

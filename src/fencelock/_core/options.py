@@ -22,6 +22,8 @@ from .._keys import (
     validate_ttl,
 )
 from .._labels import Label, check_label
+from ..errors import ScriptsRequired
+from .natives import SCRIPT_MODES
 
 
 class Default:
@@ -126,10 +128,14 @@ class ClientOptions:
     # the next at most this many times in a row before it goes back through Redis
     max_handoffs: int = DEFAULT_MAX_HANDOFFS
     # "one": waiters queue in Redis and a release wakes the first that still listens; "all": a
-    # release wakes every waiting client, and one wins the re-try (docs/contention.md)
+    # release wakes every waiting client, and one wins the re-try (docs/contention.md). Given
+    # as None: "one" where scripts run, "all" without (a release cannot serve a queue there)
     wake: str = "one"
     # who holds, for inspect() and the CLI: a str, or a callable run at each acquire
     label: Label = None
+    # "auto": Lua scripts, and without them (plain locks only) if the server refuses one;
+    # "never": plain locks only, by native commands (docs/modes.md, "Without scripts")
+    scripts: str = "auto"
 
     @classmethod
     def checked(
@@ -144,9 +150,20 @@ class ClientOptions:
         max_handoffs: object,
         wake: object,
         label: object,
+        scripts: object = "auto",
     ) -> ClientOptions:
+        if scripts not in SCRIPT_MODES:
+            raise ValueError(f"scripts must be one of {SCRIPT_MODES}, got {scripts!r}")
+        if wake is None:
+            wake = "one" if scripts == "auto" else "all"
         if wake not in WAKE_MODES:
-            raise ValueError(f"wake must be one of {WAKE_MODES}, got {wake!r}")
+            raise ValueError(f"wake must be one of {WAKE_MODES} or None, got {wake!r}")
+        if wake == "one" and scripts == "never":
+            raise ScriptsRequired(
+                'wake="one" needs Lua scripts: waiters queue in Redis, and a release serves the '
+                'first in its own step. With scripts="never" every release wakes every waiter '
+                "(wake=\"all\"; docs/modes.md, 'Without scripts')"
+            )
         timeout = validate_ttl(socket_timeout, "socket_timeout")
         replicas = _count("min_replicas", min_replicas)
         replica_wait = validate_ttl(replica_timeout, "replica_timeout")
@@ -162,4 +179,5 @@ class ClientOptions:
             _count("max_handoffs", max_handoffs),
             str(wake),
             check_label(label),
+            str(scripts),
         )

@@ -18,6 +18,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 
+from .._core.natives import ScriptMode
 from .._core.options import ClientOptions
 from .._core.quorum import NODE_TIMEOUT_MAX
 from .._core.stats import Counters
@@ -30,6 +31,7 @@ from .._transport import (
     sync_own_client,
     sync_reap,
 )
+from ..errors import ScriptsRequired
 from .redlock import SyncQuorum
 from .topology import SyncCluster, SyncOneServer, SyncTopology
 from .waiter import Waiter
@@ -47,6 +49,11 @@ def connect(
         isinstance(redis, list | tuple) and redis and isinstance(redis[0], SYNC_OTHER_API)
     ):
         raise TypeError("redis is " + SYNC_OTHER_HINT)
+    if options.scripts == "never" and not isinstance(redis, SyncRedis):
+        raise ScriptsRequired(
+            'scripts="never" is for one server (a Redis, or a Sentinel master): a Cluster and '
+            "Redlock need Lua scripts (docs/modes.md, 'Without scripts')"
+        )
     if isinstance(redis, SyncRedisCluster):
         if options.min_replicas:
             raise ValueError("min_replicas is not supported with a RedisCluster")
@@ -65,6 +72,7 @@ def connect(
             options.min_replicas,
             options.replica_timeout,
             owned=[own],
+            mode=ScriptMode(options.scripts, SyncOneServer.publish_command),
         )
     if not isinstance(redis, list | tuple) or not redis:
         raise TypeError(

@@ -57,9 +57,9 @@ from .._backend import (
 from .._core.kinds import Kind, LeaseSpec, Released
 from .._core.lease import EXPLAINED, Grant, loss_reason, should_cancel
 from .._core.options import DEFAULT, ClientOptions, LeaseOptions
-from .._core.replies import RENEWED, TAKEN, renewed_all
+from .._core.replies import RENEWED, TAKEN
 from .._core.stats import Counters
-from .._keys import MIN_LEASE, ttl_to_ms, validate_ttl
+from .._keys import MIN_LEASE, validate_ttl
 from ..errors import ClientClosed, LockError, LockLost, LockNotOwned
 from . import contention, handoff
 from .singleflight import LocalQueues
@@ -134,15 +134,18 @@ class Wiring:
         return spec
 
 
-def refuse_unmade(wiring: Wiring, kind: Kind, noun: str) -> None:
-    """Raise if an object of ``kind`` cannot be made now: the client is closed, or its topology
-    cannot grant that kind."""
+def refuse_unmade(wiring: Wiring, kind: Kind, noun: str, name: str) -> None:
+    """Raise if an object of ``kind`` cannot be made now: the client is closed, its topology
+    cannot grant that kind, or it needs scripts where none runs."""
     wiring.state.check()
-    if not wiring.topology.supports(kind):
+    topology = wiring.topology
+    if not topology.supports(kind):
         raise TypeError(
             f"a {noun} needs one master or a Cluster: Redlock is for the lock and the election "
             "only (docs/modes.md says why)"
         )
+    if topology.mode.no_scripts and kind.without_scripts() is None:
+        raise topology.scripts_required(kind.describe(noun, name), kind.why_scripts)
 
 
 class Lease:
@@ -162,7 +165,7 @@ class Lease:
         *,
         alone: bool = False,
     ) -> None:
-        refuse_unmade(wiring, spec.kind, spec.noun)
+        refuse_unmade(wiring, spec.kind, spec.noun, spec.name)
         self.wiring = wiring
         self.options = options
         self.spec = spec
@@ -312,12 +315,9 @@ class Lease:
         new_ttl = self.options.ttl if ttl is None else validate_ttl(ttl, minimum=MIN_LEASE)
         grant = self.owned_grant("extend")
         sent_at = time.monotonic()
-        topology, keys = self.wiring.topology, self.spec.renewed_keys
-        args = (grant.holder, ttl_to_ms(new_ttl)) * len(keys)
-        held = renewed_all(
-            topology.renew(
-                keys, args, [new_ttl] * len(keys), topology.request_timeout, self.what()
-            )
+        topology = self.wiring.topology
+        [held] = topology.renew(
+            [self.spec], [grant.holder], [new_ttl], topology.request_timeout, self.what()
         )
         if isinstance(held, LockError):
             raise held

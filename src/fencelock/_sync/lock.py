@@ -13,7 +13,7 @@ from typing import Never
 from .._core.kinds import Mutex, Reentrant, Released
 from .._core.options import DEFAULT, LeaseOptions
 from .._core.replies import RENEWED
-from .._keys import MIN_LEASE, ttl_to_ms, validate_ttl
+from .._keys import MIN_LEASE, validate_ttl
 from ..errors import LockError
 from .engine import Lease, Wiring
 from .leased import Leased, keyword_only
@@ -76,9 +76,8 @@ class Lock(Leased):
         lease = self._lease
         lease.wiring.state.check()
         topology, spec = lease.wiring.topology, lease.spec
-        args = (holder, ttl_to_ms(validate_ttl(ttl, minimum=MIN_LEASE)))
-        what = spec.what
-        [held] = topology.renew([spec.keys.lock], args, [ttl], topology.request_timeout, what)
+        ttl = validate_ttl(ttl, minimum=MIN_LEASE)
+        [held] = topology.renew([spec], [holder], [ttl], topology.request_timeout, spec.what)
         if isinstance(held, LockError):
             raise held
         return held == RENEWED

@@ -21,6 +21,7 @@ from redis.exceptions import NoScriptError, RedisError
 from .._backend import SYNC_LAZY_TOKEN, sync_checkpoint, sync_shield
 from .._core.inspection import NodeView, inspect_reply, majority_view
 from .._core.kinds import Kind, LeaseSpec, Released
+from .._core.natives import scripts_refused
 from .._core.quorum import (
     acquire_outcome,
     first_answers,
@@ -33,7 +34,7 @@ from .._core.quorum import (
 )
 from .._core.replies import GONE, RENEWED, Busy, Granted, translate_error
 from .._core.stats import Counters
-from .._keys import MAX_TTL, renew_keys
+from .._keys import MAX_TTL, renew_keys, ttl_to_ms
 from .._scripts import FENCE_RAISE, INSPECT, RENEW, Script
 from .._transport import SyncRedis
 from ..errors import LockConnectionError, LockError
@@ -94,6 +95,10 @@ class SyncQuorum(SyncTopology):
             for i, reply in zip(missing, again, strict=True):
                 replies[i] = reply
         what = what or script.name
+        refusals = [r for r in replies if isinstance(r, RedisError) and scripts_refused(r)]
+        if refusals:
+            self.mode.no_scripts = f"the Redlock nodes refuse them ({refusals[0]})"
+            raise self.scripts_required(what, "Redlock's tokens are raised on a majority by one")
         return [translate_error(r, what) if isinstance(r, RedisError) else r for r in replies]
 
     def try_acquire(
@@ -165,8 +170,8 @@ class SyncQuorum(SyncTopology):
 
     def renew(
         self,
-        keys: Sequence[str],
-        args: Sequence[str | int],
+        specs: Sequence[LeaseSpec],
+        holders: Sequence[str],
         ttls: Sequence[float],
         timeout: float,
         what: str = "the renewal",
@@ -175,11 +180,13 @@ class SyncQuorum(SyncTopology):
         no majority can hold it (``GONE``: whether another holder has a majority is not told),
         or unknown (the ``LockConnectionError`` saying why)."""
         timeout = min(timeout, *(self.node_timeout(ttl) for ttl in ttls))
+        keys = renew_keys([spec.keys.lock for spec in specs])
+        args = [arg for pair in zip(holders, map(ttl_to_ms, ttls), strict=True) for arg in pair]
         sent_at = time.monotonic()
-        replies = self.fan_out_script(RENEW, renew_keys(keys), args, timeout, what)
+        replies = self.fan_out_script(RENEW, keys, args, timeout, what)
         elapsed = time.monotonic() - sent_at
         held: list[int | LockError] = []
-        for ttl, answers in zip(ttls, renew_answers(replies, len(keys)), strict=True):
+        for ttl, answers in zip(ttls, renew_answers(replies, len(specs)), strict=True):
             try:
                 ok = tally(answers).outcome(len(replies), what)
             except LockConnectionError as exc:

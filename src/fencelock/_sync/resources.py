@@ -92,8 +92,12 @@ class Resources:
         """The client for a resource key's server: ``redis`` if given, else None (the lock
         client's own server, which Redlock mode does not have)."""
         self._state.check()
-        if redis is None and not self._topology.one_counter:
+        topology = self._topology
+        if redis is None and not topology.one_counter:
             raise TypeError(f"{what} in Redlock mode needs redis=: the server of the resource")
+        if redis is None and topology.mode.no_scripts:
+            why = "it compares and writes in one script; redis= may name a server that runs them"
+            raise topology.scripts_required(what, why)
         if redis is not None and not isinstance(redis, SyncRedis | SyncRedisCluster):
             expected = SyncRedis.__module__ + ".Redis"
             raise TypeError(f"redis must be a {expected}, not {described(redis)}")
