@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 import redis
@@ -82,7 +81,7 @@ def start_leader(
 
 
 @pytest.mark.parametrize("flavour", LEADERS)
-def test_a_killed_leaders_successor_leads_after_about_one_ttl(
+def test_a_killed_leaders_successor_leads_once_its_lease_runs_out(
     server: EmbeddedServer, flavour: str
 ) -> None:
     ttl = 1.0
@@ -93,13 +92,11 @@ def test_a_killed_leaders_successor_leads_after_about_one_ttl(
         assert seen is not None and (seen.label, seen.term) == ("proc", old_term)
         successor = client.election(f"e-kill-{flavour}", ttl=5, label="next")
         proc.kill()  # SIGKILL: no release, no goodbye
-        killed = time.monotonic()
         proc.wait()
+        # nothing frees the name but the lease's end (how soon after it the successor leads is
+        # measured in bench/, not asserted here)
         term = successor.campaign(timeout=30)
-        elapsed = time.monotonic() - killed
         assert term > old_term
-        # the dead leader's lease runs out within its ttl; the waiter re-tries at its end
-        assert elapsed < ttl + 2.0  # (a bound, with a generous margin for a loaded machine)
         seen = next(changes)
         assert seen is not None and (seen.label, seen.term) == ("next", term)
         changes.close()
