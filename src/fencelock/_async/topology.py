@@ -25,7 +25,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Final
 
 from redis.crc import key_slot
-from redis.exceptions import ConnectionError, NoPermissionError, RedisError, TimeoutError
+from redis.exceptions import ConnectionError, RedisError, TimeoutError
 
 from .._backend import (
     AsyncDetached,
@@ -52,6 +52,7 @@ from .._keys import ttl_to_ms
 from .._scripts import INSPECT, RENEW, Script
 from .._transport import AsyncClusterNode, AsyncRedis, AsyncRedisCluster, async_node_client
 from ..errors import LockConnectionError, LockError, ScriptsRequired
+from . import natives
 from .transport import AsyncRequester
 from .waiter import AsyncWaiter, Watch
 
@@ -158,6 +159,12 @@ class AsyncTopology(abc.ABC):
             f"{what} needs Lua scripts{because}. This client runs none: "
             f"{self.mode.no_scripts} (docs/modes.md, 'Without scripts')"
         )
+
+    def require_scripts(self, what: str, why: str) -> None:
+        """``ScriptsRequired`` (of ``what``, because ``why``) when this client runs no
+        scripts (docs/modes.md)."""
+        if self.mode.no_scripts:
+            raise self.scripts_required(what, why)
 
     def refused(self, error: BaseException, where: str) -> bool:
         """Whether ``error`` is ``where`` refusing a script (nothing ran). A client made with
@@ -337,7 +344,7 @@ class AsyncOneServer(AsyncTopology):
         self.min_replicas = min_replicas
         self.replica_timeout = replica_timeout
         self._wait: tuple[tuple[Any, ...], ...] = ()
-        self._polls = False  # waiters re-try instead of listening: subscribing was refused
+        self.polls = False  # waiters re-try instead of listening: subscribing was refused
         if min_replicas:
             # no local hand-off, no grant by a release: one script cannot wait for replicas
             self.local_handoff = self.grants_by_release = False
@@ -356,6 +363,15 @@ class AsyncOneServer(AsyncTopology):
             self.redis, [*commands, *wait] if wait else commands, timeout, key, noscript
         )
         return replies, int(raised(replies.pop())) if wait else None
+
+    @property
+    def address(self) -> str:
+        return server_address(self.redis)
+
+    async def ask(self, commands: list[Command], key: str) -> list[Any]:
+        """Send ``commands`` within one request timeout (no WAIT: they write nothing)."""
+        self._loop.check()
+        return await self.requester.request(self.redis, commands, self.request_timeout, key)
 
     async def script(
         self,
@@ -384,7 +400,7 @@ class AsyncOneServer(AsyncTopology):
             replies, acked = await self.request(commands, noscript, timeout, keys[0])
             return raised(replies[0]), acked
         except RedisError as exc:
-            if self.refused(exc, server_address(self.redis)):
+            if self.refused(exc, self.address):
                 raise self.scripts_required(what) from exc
             raise
 
@@ -418,10 +434,8 @@ class AsyncOneServer(AsyncTopology):
         return view if view.holder else None
 
     async def publish(self, channel: str, message: str) -> None:
-        command = (self.publish_command, channel, message)
-        self._loop.check()
         try:
-            await self.requester.request(self.redis, [command], self.request_timeout, channel)
+            await self.ask([(self.publish_command, channel, message)], channel)
         except RedisError as exc:
             raise translate_error(exc, f"publish on {channel!r}") from exc
 
@@ -450,9 +464,9 @@ class AsyncOneServer(AsyncTopology):
         request timeout however often the server fails to answer. ``GaveBack`` when the grant
         came too late to be used."""
         if not self.server_checked:
-            await self._check_server(spec.keys.lock)
+            await natives.check_server(self, spec.keys.lock)
         mode = self.mode
-        kind = spec.kind if not mode.no_scripts else await self._without_scripts(spec)
+        kind = spec.kind if not mode.no_scripts else await natives.stand_in(self, spec)
         self._loop.check()
         key, wait = spec.acquire_keys[0], self._wait
         commands, noscript = kind.acquire_request(spec, holder, depth, block, waiter, mode.commands)
@@ -473,10 +487,10 @@ class AsyncOneServer(AsyncTopology):
                     continue
                 raise translate_error(exc, spec.what) from exc
             except RedisError as exc:
-                if not self.refused(exc, server_address(self.redis)):
+                if not self.refused(exc, self.address):
                     raise translate_error(exc, spec.what) from exc
                 # nothing ran: again, without scripts
-                kind = await self._without_scripts(spec)
+                kind = await natives.stand_in(self, spec)
                 commands, noscript = kind.acquire_request(
                     spec, holder, depth, block, waiter, mode.commands
                 )
@@ -497,64 +511,20 @@ class AsyncOneServer(AsyncTopology):
             )
         raise AssertionError("unreachable")
 
-    async def _check_server(self, key: str) -> None:
-        """Once per client, before its first grant: which native commands has the server
-        (``HELLO``: any user may send it), and can it evict lock keys? (On a Cluster, its
-        default node answers.) A failure here is the acquire's to report."""
-        self.server_checked = True
-        self._loop.check()
-        mode, where = self.mode, server_address(self.redis)
-        try:
-            *hello, info = await self.requester.request(
-                self.redis, list(self.first_requests), self.request_timeout, key
-            )
-        except RedisError as exc:
-            server_logger.debug("fencelock: %s: cannot tell what the server is: %s", where, exc)
-            return
-        if hello:
-            if isinstance(hello[0], Exception):  # (a server, or a proxy, without HELLO)
-                server_logger.debug("fencelock: %s: HELLO refused: %s", where, hello[0])
-            else:
-                mode.commands = mode.commands.detected(hello[0])
-        mode.detected = True
-        self.warn_if_evicting(info, where)
-
-    async def _without_scripts(self, spec: LeaseSpec) -> Kind:
-        """The kind that stands in for ``spec``'s where this client runs no scripts; the
-        ``ScriptsRequired`` of ``spec`` if there is none, or if the server has not the native
-        commands it needs (a release without a compare-and-delete could delete another holder's
-        lock)."""
-        kind = spec.kind.without_scripts()
-        if kind is None:
-            raise self.scripts_required(spec.what, spec.kind.why_scripts)
-        if not self.runs_without_scripts:  # (a Cluster)
-            raise self.scripts_required(f"{spec.what} on a Cluster", "the mode is for one server")
-        if not self.mode.detected:
-            await self._check_server(spec.keys.lock)
-        commands = self.mode.commands
-        if not commands.script_free:
-            raise self.scripts_required(
-                f"{spec.what} on this server",
-                f"{commands.server or 'it'} has no native compare-and-delete and compare-and-set "
-                "(Valkey >= 9.0, Redis >= 8.4), and without them a release could delete another "
-                "holder's lock",
-            )
-        return kind
-
     async def release(
         self, spec: LeaseSpec, holder: str, leaving: str = "", timeout: float | None = None
     ) -> Released:
         """Release ``holder``'s grant (``leaving``: a queue entry removed first, a simple lock's
         waiter giving up), within ``timeout`` seconds (default: one request timeout)."""
         mode = self.mode
-        kind = spec.kind if not mode.no_scripts else await self._without_scripts(spec)
+        kind = spec.kind if not mode.no_scripts else await natives.stand_in(self, spec)
         commands, noscript = kind.release_request(spec, holder, leaving, mode.commands)
         bound = self.request_timeout if timeout is None else timeout
         try:
             replies, _ = await self.request(commands, noscript, bound, spec.release_keys[0])
             return kind.release_result(replies)
         except RedisError as exc:
-            if self.refused(exc, server_address(self.redis)):  # nothing ran: without scripts
+            if self.refused(exc, self.address):  # nothing ran: without scripts
                 return await self.release(spec, holder, leaving, timeout)
             raise translate_error(exc, spec.what) from exc
 
@@ -572,15 +542,9 @@ class AsyncOneServer(AsyncTopology):
         or the replicas did not acknowledge (a failover could undo the renewal)."""
         mode = self.mode
         ttls_ms = [ttl_to_ms(ttl) for ttl in ttls]
-        if mode.no_scripts or len(specs) == 1:
-            # one lease: by its kind's own commands if it has them, which spare the server a
-            # script (several: one script renews them all, in one command)
-            requests = [
-                self.running(spec.kind).renew_request(spec, holder, ttl_ms, mode.commands)
-                for spec, holder, ttl_ms in zip(specs, holders, ttls_ms, strict=True)
-            ]
-            if mode.no_scripts or requests[0] is not None:
-                return await self._renew_natively(specs, holders, requests, timeout, what)
+        renewed = await natives.renew_natively(self, specs, holders, ttls_ms, timeout, what)
+        if renewed is not None:
+            return renewed
         keys, args = renewal(specs, holders, ttls_ms)
         try:
             reply, acked = await self.script(RENEW, keys, args, timeout, what)
@@ -592,34 +556,6 @@ class AsyncOneServer(AsyncTopology):
             raise translate_error(exc, what) from exc
         check_replicated(acked, self.min_replicas, what)
         return per_grant(specs, renew_reply(reply, len(keys) // 2))
-
-    async def _renew_natively(
-        self,
-        specs: Sequence[LeaseSpec],
-        holders: Sequence[str],
-        requests: Sequence[list[Command] | None],
-        timeout: float,
-        what: str,
-    ) -> list[int | LockError]:
-        """The renewal of each lease by its ``requests`` (None: it has none without a script),
-        in one request."""
-        commands = [command for request in requests if request for command in request]
-        try:
-            replies, acked = await self.request(commands, None, timeout, specs[0].keys.lock)
-        except RedisError as exc:
-            raise translate_error(exc, what) from exc
-        check_replicated(acked, self.min_replicas, what)
-        held: list[int | LockError] = []
-        for spec, holder, request in zip(specs, holders, requests, strict=True):
-            if request is None:
-                held.append(self.scripts_required(spec.what, spec.kind.why_scripts))
-                continue
-            own, replies = replies[: len(request)], replies[len(request) :]
-            try:
-                held.append(self.running(spec.kind).renew_result(own, holder))
-            except RedisError as exc:
-                held.append(translate_error(exc, what))
-        return held
 
     async def held(self, spec: LeaseSpec, holder: str) -> bool:
         """Whether the server shows ``holder`` holding the grant. A read is safe to send again,
@@ -652,7 +588,7 @@ class AsyncOneServer(AsyncTopology):
         """One request: the lease of ``holder``'s grant restarts at ``ttl_ms`` and a block of
         fencing tokens is reserved for a streak of local hand-offs."""
         mode = self.mode
-        kind = spec.kind if not mode.no_scripts else await self._without_scripts(spec)
+        kind = spec.kind if not mode.no_scripts else await natives.stand_in(self, spec)
         commands, noscript = kind.handoff_request(spec, holder, ttl_ms, block, mode.commands)
         try:
             replies, _ = await self.request(
@@ -660,41 +596,22 @@ class AsyncOneServer(AsyncTopology):
             )
             return kind.handoff_result(replies)
         except RedisError as exc:
-            if self.refused(exc, server_address(self.redis)):  # nothing ran: without scripts
+            if self.refused(exc, self.address):  # nothing ran: without scripts
                 return await self.hand_off(spec, holder, ttl_ms, block)
             raise translate_error(exc, spec.what) from exc
 
     async def confirm(self, spec: LeaseSpec, holder: str, fence: int) -> bool:
         raise AssertionError("one server's tokens need no confirmation")
 
-    @asynccontextmanager
-    async def watch(self, channel: str, timeout: float | None = None) -> AsyncIterator[Watch]:
+    def watch(
+        self, channel: str, timeout: float | None = None
+    ) -> contextlib.AbstractAsyncContextManager[Watch]:
         """Subscribe to a lock's wake-up channel and yield what a message on it sets. The
         subscription is confirmed within ``timeout`` seconds (None: one request timeout). A
         client that runs no scripts waits by re-trying instead (at the end of the holder's
         lease, or every ``max_poll``) where subscribing is refused: a watch never set."""
         self._loop.check()
-        if self._polls:
-            yield Watch()
-            return
-        async with contextlib.AsyncExitStack() as stack:
-            try:
-                watch = await stack.enter_async_context(
-                    self.waiters[0].watch(channel, timeout=timeout)
-                )
-            except LockError as exc:
-                if not self.mode.no_scripts or not isinstance(exc.__cause__, NoPermissionError):
-                    raise
-                self._polls = True
-                waiter_logger.warning(
-                    "fencelock: %s: subscribing is refused (%s): waiters re-try at the end of "
-                    "the holder's lease, or every max_poll",
-                    server_address(self.redis),
-                    exc,
-                    extra={"event": "subscribe_refused"},
-                )
-                watch = Watch()
-            yield watch
+        return natives.watch(self, channel, timeout)
 
 
 class AsyncCluster(AsyncOneServer):

@@ -103,12 +103,6 @@ class LockClient(FencedWrites):
         socket_timeout = validate_ttl(socket_timeout, "socket_timeout")
         return cls(from_urls(url, socket_timeout), socket_timeout=socket_timeout, **kwargs)
 
-    def _needs_scripts(self, what: str, why: str) -> None:
-        """``ScriptsRequired`` when this client runs no scripts (docs/modes.md)."""
-        topology = self._wiring.topology
-        if topology.mode.no_scripts:
-            raise topology.scripts_required(what, why)
-
     def _options(self, name: object, ttl: object, given: LeaseKeywords) -> LeaseOptions:
         self._wiring.state.check()
         options: dict[str, Any] = {"timeout": None, **given}
@@ -137,7 +131,9 @@ class LockClient(FencedWrites):
         order given, the names are taken sorted and deduplicated, so two multi-locks sharing
         names can never deadlock. ``multi.tokens``: the fencing token of each name."""
         canonical = canonical_names(names)
-        self._needs_scripts("a multi-lock", "its names are taken all or none by scripts")
+        self._wiring.topology.require_scripts(
+            "a multi-lock", "its names are taken all or none by scripts"
+        )
         return MultiLock(self._wiring, canonical, self._options(canonical[0], ttl, options))
 
     def semaphore(
@@ -168,7 +164,9 @@ class LockClient(FencedWrites):
         lead for an auto-renewed lease of ``ttl``, its term a fencing token. ``label``: what
         ``leader()`` shows of it (default: the client's). ``on_lost_policy``: as a lock's
         (default "cancel" under asyncio, "raise" with threads)."""
-        self._needs_scripts("an election", "leader() and observe() read the term by scripts")
+        self._wiring.topology.require_scripts(
+            "an election", "leader() and observe() read the term by scripts"
+        )
         policy = DEFAULT_POLICY if on_lost_policy is None else on_lost_policy
         given = LeaseKeywords(timeout=timeout, label=label, on_lost=on_lost, on_lost_policy=policy)
         options = self._options(name, ttl, {**given, "auto_renew": True})

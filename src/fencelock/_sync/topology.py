@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from typing import Any, Final
 
 from redis.crc import key_slot
-from redis.exceptions import ConnectionError, NoPermissionError, RedisError, TimeoutError
+from redis.exceptions import ConnectionError, RedisError, TimeoutError
 
 from .._backend import (
     SyncDetached,
@@ -53,6 +53,7 @@ from .._keys import ttl_to_ms
 from .._scripts import INSPECT, RENEW, Script
 from .._transport import SyncClusterNode, SyncRedis, SyncRedisCluster, sync_node_client
 from ..errors import LockConnectionError, LockError, ScriptsRequired
+from . import natives
 from .transport import SyncRequester
 from .waiter import Waiter, Watch
 
@@ -159,6 +160,12 @@ class SyncTopology(abc.ABC):
             f"{what} needs Lua scripts{because}. This client runs none: "
             f"{self.mode.no_scripts} (docs/modes.md, 'Without scripts')"
         )
+
+    def require_scripts(self, what: str, why: str) -> None:
+        """``ScriptsRequired`` (of ``what``, because ``why``) when this client runs no
+        scripts (docs/modes.md)."""
+        if self.mode.no_scripts:
+            raise self.scripts_required(what, why)
 
     def refused(self, error: BaseException, where: str) -> bool:
         """Whether ``error`` is ``where`` refusing a script (nothing ran). A client made with
@@ -338,7 +345,7 @@ class SyncOneServer(SyncTopology):
         self.min_replicas = min_replicas
         self.replica_timeout = replica_timeout
         self._wait: tuple[tuple[Any, ...], ...] = ()
-        self._polls = False  # waiters re-try instead of listening: subscribing was refused
+        self.polls = False  # waiters re-try instead of listening: subscribing was refused
         if min_replicas:
             # no local hand-off, no grant by a release: one script cannot wait for replicas
             self.local_handoff = self.grants_by_release = False
@@ -357,6 +364,15 @@ class SyncOneServer(SyncTopology):
             self.redis, [*commands, *wait] if wait else commands, timeout, key, noscript
         )
         return replies, int(raised(replies.pop())) if wait else None
+
+    @property
+    def address(self) -> str:
+        return server_address(self.redis)
+
+    def ask(self, commands: list[Command], key: str) -> list[Any]:
+        """Send ``commands`` within one request timeout (no WAIT: they write nothing)."""
+        self._loop.check()
+        return self.requester.request(self.redis, commands, self.request_timeout, key)
 
     def script(
         self,
@@ -385,7 +401,7 @@ class SyncOneServer(SyncTopology):
             replies, acked = self.request(commands, noscript, timeout, keys[0])
             return raised(replies[0]), acked
         except RedisError as exc:
-            if self.refused(exc, server_address(self.redis)):
+            if self.refused(exc, self.address):
                 raise self.scripts_required(what) from exc
             raise
 
@@ -419,10 +435,8 @@ class SyncOneServer(SyncTopology):
         return view if view.holder else None
 
     def publish(self, channel: str, message: str) -> None:
-        command = (self.publish_command, channel, message)
-        self._loop.check()
         try:
-            self.requester.request(self.redis, [command], self.request_timeout, channel)
+            self.ask([(self.publish_command, channel, message)], channel)
         except RedisError as exc:
             raise translate_error(exc, f"publish on {channel!r}") from exc
 
@@ -451,9 +465,9 @@ class SyncOneServer(SyncTopology):
         request timeout however often the server fails to answer. ``GaveBack`` when the grant
         came too late to be used."""
         if not self.server_checked:
-            self._check_server(spec.keys.lock)
+            natives.check_server(self, spec.keys.lock)
         mode = self.mode
-        kind = spec.kind if not mode.no_scripts else self._without_scripts(spec)
+        kind = spec.kind if not mode.no_scripts else natives.stand_in(self, spec)
         self._loop.check()
         key, wait = spec.acquire_keys[0], self._wait
         commands, noscript = kind.acquire_request(spec, holder, depth, block, waiter, mode.commands)
@@ -474,10 +488,10 @@ class SyncOneServer(SyncTopology):
                     continue
                 raise translate_error(exc, spec.what) from exc
             except RedisError as exc:
-                if not self.refused(exc, server_address(self.redis)):
+                if not self.refused(exc, self.address):
                     raise translate_error(exc, spec.what) from exc
                 # nothing ran: again, without scripts
-                kind = self._without_scripts(spec)
+                kind = natives.stand_in(self, spec)
                 commands, noscript = kind.acquire_request(
                     spec, holder, depth, block, waiter, mode.commands
                 )
@@ -498,64 +512,20 @@ class SyncOneServer(SyncTopology):
             )
         raise AssertionError("unreachable")
 
-    def _check_server(self, key: str) -> None:
-        """Once per client, before its first grant: which native commands has the server
-        (``HELLO``: any user may send it), and can it evict lock keys? (On a Cluster, its
-        default node answers.) A failure here is the acquire's to report."""
-        self.server_checked = True
-        self._loop.check()
-        mode, where = self.mode, server_address(self.redis)
-        try:
-            *hello, info = self.requester.request(
-                self.redis, list(self.first_requests), self.request_timeout, key
-            )
-        except RedisError as exc:
-            server_logger.debug("fencelock: %s: cannot tell what the server is: %s", where, exc)
-            return
-        if hello:
-            if isinstance(hello[0], Exception):  # (a server, or a proxy, without HELLO)
-                server_logger.debug("fencelock: %s: HELLO refused: %s", where, hello[0])
-            else:
-                mode.commands = mode.commands.detected(hello[0])
-        mode.detected = True
-        self.warn_if_evicting(info, where)
-
-    def _without_scripts(self, spec: LeaseSpec) -> Kind:
-        """The kind that stands in for ``spec``'s where this client runs no scripts; the
-        ``ScriptsRequired`` of ``spec`` if there is none, or if the server has not the native
-        commands it needs (a release without a compare-and-delete could delete another holder's
-        lock)."""
-        kind = spec.kind.without_scripts()
-        if kind is None:
-            raise self.scripts_required(spec.what, spec.kind.why_scripts)
-        if not self.runs_without_scripts:  # (a Cluster)
-            raise self.scripts_required(f"{spec.what} on a Cluster", "the mode is for one server")
-        if not self.mode.detected:
-            self._check_server(spec.keys.lock)
-        commands = self.mode.commands
-        if not commands.script_free:
-            raise self.scripts_required(
-                f"{spec.what} on this server",
-                f"{commands.server or 'it'} has no native compare-and-delete and compare-and-set "
-                "(Valkey >= 9.0, Redis >= 8.4), and without them a release could delete another "
-                "holder's lock",
-            )
-        return kind
-
     def release(
         self, spec: LeaseSpec, holder: str, leaving: str = "", timeout: float | None = None
     ) -> Released:
         """Release ``holder``'s grant (``leaving``: a queue entry removed first, a simple lock's
         waiter giving up), within ``timeout`` seconds (default: one request timeout)."""
         mode = self.mode
-        kind = spec.kind if not mode.no_scripts else self._without_scripts(spec)
+        kind = spec.kind if not mode.no_scripts else natives.stand_in(self, spec)
         commands, noscript = kind.release_request(spec, holder, leaving, mode.commands)
         bound = self.request_timeout if timeout is None else timeout
         try:
             replies, _ = self.request(commands, noscript, bound, spec.release_keys[0])
             return kind.release_result(replies)
         except RedisError as exc:
-            if self.refused(exc, server_address(self.redis)):  # nothing ran: without scripts
+            if self.refused(exc, self.address):  # nothing ran: without scripts
                 return self.release(spec, holder, leaving, timeout)
             raise translate_error(exc, spec.what) from exc
 
@@ -573,15 +543,9 @@ class SyncOneServer(SyncTopology):
         or the replicas did not acknowledge (a failover could undo the renewal)."""
         mode = self.mode
         ttls_ms = [ttl_to_ms(ttl) for ttl in ttls]
-        if mode.no_scripts or len(specs) == 1:
-            # one lease: by its kind's own commands if it has them, which spare the server a
-            # script (several: one script renews them all, in one command)
-            requests = [
-                self.running(spec.kind).renew_request(spec, holder, ttl_ms, mode.commands)
-                for spec, holder, ttl_ms in zip(specs, holders, ttls_ms, strict=True)
-            ]
-            if mode.no_scripts or requests[0] is not None:
-                return self._renew_natively(specs, holders, requests, timeout, what)
+        renewed = natives.renew_natively(self, specs, holders, ttls_ms, timeout, what)
+        if renewed is not None:
+            return renewed
         keys, args = renewal(specs, holders, ttls_ms)
         try:
             reply, acked = self.script(RENEW, keys, args, timeout, what)
@@ -593,34 +557,6 @@ class SyncOneServer(SyncTopology):
             raise translate_error(exc, what) from exc
         check_replicated(acked, self.min_replicas, what)
         return per_grant(specs, renew_reply(reply, len(keys) // 2))
-
-    def _renew_natively(
-        self,
-        specs: Sequence[LeaseSpec],
-        holders: Sequence[str],
-        requests: Sequence[list[Command] | None],
-        timeout: float,
-        what: str,
-    ) -> list[int | LockError]:
-        """The renewal of each lease by its ``requests`` (None: it has none without a script),
-        in one request."""
-        commands = [command for request in requests if request for command in request]
-        try:
-            replies, acked = self.request(commands, None, timeout, specs[0].keys.lock)
-        except RedisError as exc:
-            raise translate_error(exc, what) from exc
-        check_replicated(acked, self.min_replicas, what)
-        held: list[int | LockError] = []
-        for spec, holder, request in zip(specs, holders, requests, strict=True):
-            if request is None:
-                held.append(self.scripts_required(spec.what, spec.kind.why_scripts))
-                continue
-            own, replies = replies[: len(request)], replies[len(request) :]
-            try:
-                held.append(self.running(spec.kind).renew_result(own, holder))
-            except RedisError as exc:
-                held.append(translate_error(exc, what))
-        return held
 
     def held(self, spec: LeaseSpec, holder: str) -> bool:
         """Whether the server shows ``holder`` holding the grant. A read is safe to send again,
@@ -653,7 +589,7 @@ class SyncOneServer(SyncTopology):
         """One request: the lease of ``holder``'s grant restarts at ``ttl_ms`` and a block of
         fencing tokens is reserved for a streak of local hand-offs."""
         mode = self.mode
-        kind = spec.kind if not mode.no_scripts else self._without_scripts(spec)
+        kind = spec.kind if not mode.no_scripts else natives.stand_in(self, spec)
         commands, noscript = kind.handoff_request(spec, holder, ttl_ms, block, mode.commands)
         try:
             replies, _ = self.request(
@@ -661,41 +597,22 @@ class SyncOneServer(SyncTopology):
             )
             return kind.handoff_result(replies)
         except RedisError as exc:
-            if self.refused(exc, server_address(self.redis)):  # nothing ran: without scripts
+            if self.refused(exc, self.address):  # nothing ran: without scripts
                 return self.hand_off(spec, holder, ttl_ms, block)
             raise translate_error(exc, spec.what) from exc
 
     def confirm(self, spec: LeaseSpec, holder: str, fence: int) -> bool:
         raise AssertionError("one server's tokens need no confirmation")
 
-    @contextmanager
-    def watch(self, channel: str, timeout: float | None = None) -> Iterator[Watch]:
+    def watch(
+        self, channel: str, timeout: float | None = None
+    ) -> contextlib.AbstractContextManager[Watch]:
         """Subscribe to a lock's wake-up channel and yield what a message on it sets. The
         subscription is confirmed within ``timeout`` seconds (None: one request timeout). A
         client that runs no scripts waits by re-trying instead (at the end of the holder's
         lease, or every ``max_poll``) where subscribing is refused: a watch never set."""
         self._loop.check()
-        if self._polls:
-            yield Watch()
-            return
-        with contextlib.ExitStack() as stack:
-            try:
-                watch = stack.enter_context(
-                    self.waiters[0].watch(channel, timeout=timeout)
-                )
-            except LockError as exc:
-                if not self.mode.no_scripts or not isinstance(exc.__cause__, NoPermissionError):
-                    raise
-                self._polls = True
-                waiter_logger.warning(
-                    "fencelock: %s: subscribing is refused (%s): waiters re-try at the end of "
-                    "the holder's lease, or every max_poll",
-                    server_address(self.redis),
-                    exc,
-                    extra={"event": "subscribe_refused"},
-                )
-                watch = Watch()
-            yield watch
+        return natives.watch(self, channel, timeout)
 
 
 class SyncCluster(SyncOneServer):

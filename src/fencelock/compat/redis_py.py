@@ -36,19 +36,21 @@ __all__ = [
 class Lock(SyncRedisPyLock):
     __doc__ = SyncRedisPyLock.__doc__
 
-    def acquire(  # type: ignore[override]  # redis-py's sync order: sleep first
+    def acquire(
         self,
         sleep: float | None = None,
         blocking: bool | None = None,
         blocking_timeout: float | None = None,
         token: str | bytes | None = None,
     ) -> bool:
-        """redis-py's ``acquire(sleep, blocking, blocking_timeout, token)``: ``sleep`` is
-        accepted and unused (a release wakes the waiters), the rest as
-        ``SyncRedisPyLock.acquire``."""
+        """redis-py's ``acquire(sleep, blocking, blocking_timeout, token)``: take the lock; True
+        once taken. ``sleep`` is accepted and unused (a release wakes the waiters).
+        ``blocking`` False: one try. ``blocking_timeout``: the longest wait in seconds (None:
+        for ever); both default to the lock's own. ``token`` is not supported: fencelock makes
+        each grant's holder token itself (read it from ``local.token``)."""
         if sleep is not None:
             validate_ttl(sleep, "sleep", minimum=0.0)
-        return super().acquire(blocking, blocking_timeout, token)
+        return self._acquire(blocking, blocking_timeout, token)
 
 
 def lock(

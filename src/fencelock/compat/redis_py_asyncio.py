@@ -17,8 +17,6 @@ from ._redis_py_errors import (
     LockTimeoutError,
 )
 
-Lock = AsyncRedisPyLock
-
 __all__ = [
     "RENEWED_LEASE",
     "Lock",
@@ -31,6 +29,22 @@ __all__ = [
     "close_client",
     "lock",
 ]
+
+
+class Lock(AsyncRedisPyLock):
+    __doc__ = AsyncRedisPyLock.__doc__
+
+    async def acquire(
+        self,
+        blocking: bool | None = None,
+        blocking_timeout: float | None = None,
+        token: str | bytes | None = None,
+    ) -> bool:
+        """redis.asyncio's ``acquire(blocking, blocking_timeout, token)``: take the lock; True
+        once taken. ``blocking`` False: one try. ``blocking_timeout``: the longest wait in
+        seconds (None: for ever); both default to the lock's own. ``token`` is not supported:
+        fencelock makes each grant's holder token itself (read it from ``local.token``)."""
+        return await self._acquire(blocking, blocking_timeout, token)
 
 
 def lock(

@@ -16,7 +16,7 @@ import logging
 import threading
 import weakref
 from types import SimpleNamespace, TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from ..._sync.client import LockClient
 from ..._sync.lock import Lock
@@ -136,16 +136,11 @@ class SyncRedisPyLock:
 
     # -- acquire ---------------------------------------------------------------------------
 
-    def acquire(
-        self,
-        blocking: bool | None = None,
-        blocking_timeout: float | None = None,
-        token: str | bytes | None = None,
+    def _acquire(
+        self, blocking: bool | None, blocking_timeout: float | None, token: str | bytes | None
     ) -> bool:
-        """Take the lock; True once taken. ``blocking`` False: one try. ``blocking_timeout``:
-        the longest wait in seconds (None: for ever); both default to the lock's own.
-        ``token`` is not supported: fencelock makes each grant's holder token itself (read it
-        from ``local.token``)."""
+        """redis-py's ``acquire``, which each public ``Lock`` calls with its own parameter
+        order (the sync one puts ``sleep`` first; the docstrings are theirs)."""
         if token is not None:
             raise TypeError(
                 "token= is not supported: fencelock makes each grant's holder token "
@@ -285,8 +280,8 @@ class SyncRedisPyLock:
 
     # -- context manager -------------------------------------------------------------------
 
-    def __enter__(self) -> SyncRedisPyLock:
-        if self.acquire():
+    def __enter__(self) -> Self:
+        if self._acquire(None, None, None):
             return self
         raise LockTimeoutError(
             "Unable to acquire lock within the time specified", lock_name=self.name
