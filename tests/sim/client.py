@@ -121,8 +121,9 @@ class SimConnection:
 
     async def send_command(self, *args: Any, **kwargs: Any) -> None:
         self.future = asyncio.get_running_loop().create_future()
-        self.redis.world.send(self.redis.process, self.redis.node, self.redis.conn, [args],
-                              self.future)
+        self.redis.world.send(
+            self.redis.process, self.redis.node, self.redis.conn, [args], self.future
+        )
 
     async def read_response(self, *args: Any, **kwargs: Any) -> Reply:
         assert self.future is not None

@@ -141,8 +141,14 @@ def quiet() -> Iterator[None]:
         logging.disable(logging.NOTSET)
 
 
-def run(spec: Spec, chooser: object, *, faults: int = 1, seed: int = 0,
-        patches: dict[str, str] | None = None) -> Outcome:
+def run(
+    spec: Spec,
+    chooser: object,
+    *,
+    faults: int = 1,
+    seed: int = 0,
+    patches: dict[str, str] | None = None,
+) -> Outcome:
     """One run of ``spec`` as ``chooser`` decides (at most ``faults`` faults), checked
     throughout (``scenario.Checker``), then the probe for orphans with the faults healed."""
     scenario = Scenario(spec, patches)
@@ -150,6 +156,7 @@ def run(spec: Spec, chooser: object, *, faults: int = 1, seed: int = 0,
     world.on_settled.append(checker.settled)
     world.on_step.append(checker.stepped)
     outcome = Outcome(spec)
+
     def offered() -> list[Option]:
         return scenario.fault_options(spec.faults) if len(world.faults) < faults else []
 
@@ -215,8 +222,9 @@ class Exhaustive:
         return None
 
 
-def random_runs(spec: Spec, seeds: range, *, faults: int = 3,
-                patches: dict[str, str] | None = None) -> tuple[int, Outcome | None]:
+def random_runs(
+    spec: Spec, seeds: range, *, faults: int = 3, patches: dict[str, str] | None = None
+) -> tuple[int, Outcome | None]:
     """Run ``spec`` once per seed: (runs, the first violating run or None)."""
     done = 0
     for seed in seeds:
@@ -255,16 +263,38 @@ SPECS: dict[str, Spec] = {
     for s in (
         _spec("lock", ((LOCK,), (LOCK,)), faults=("pause", "crash", "restart", "reset", "drop")),
         _spec("handoff", ((SHORT, SHORT), (SHORT,)), faults=("pause", "restart", "drop")),
-        _spec("reentrant", ((Plan(kind="reentrant"),), (Plan(kind="reentrant"),)),
-              faults=("pause", "failover", "drop")),
-        _spec("semaphore", ((Plan(kind="semaphore", rounds=1),),) * 3, limit=2,
-              faults=("pause", "crash", "drop")),
-        _spec("rwlock", ((Plan(kind="write", rounds=1),), (Plan(kind="read", rounds=1),),
-                         (Plan(kind="read", rounds=1),)), faults=("pause", "reset", "drop")),
-        _spec("redlock", ((SHORT,), (SHORT,)), nodes=3, redlock=True,
-              faults=("node-lost", "pause", "drop")),
-        _spec("election", ((Plan(kind="election", rounds=1, block=True),),) * 2,
-              faults=("pause", "crash", "clock")),
+        _spec(
+            "reentrant",
+            ((Plan(kind="reentrant"),), (Plan(kind="reentrant"),)),
+            faults=("pause", "failover", "drop"),
+        ),
+        _spec(
+            "semaphore",
+            ((Plan(kind="semaphore", rounds=1),),) * 3,
+            limit=2,
+            faults=("pause", "crash", "drop"),
+        ),
+        _spec(
+            "rwlock",
+            (
+                (Plan(kind="write", rounds=1),),
+                (Plan(kind="read", rounds=1),),
+                (Plan(kind="read", rounds=1),),
+            ),
+            faults=("pause", "reset", "drop"),
+        ),
+        _spec(
+            "redlock",
+            ((SHORT,), (SHORT,)),
+            nodes=3,
+            redlock=True,
+            faults=("node-lost", "pause", "drop"),
+        ),
+        _spec(
+            "election",
+            ((Plan(kind="election", rounds=1, block=True),),) * 2,
+            faults=("pause", "crash", "clock"),
+        ),
     )
 }
 
@@ -293,8 +323,10 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         explorer = Exhaustive(spec, args.k)
         found = explorer.explore(budget=args.runs)
-        print(f"{spec.name}: {explorer.runs} runs, {len(explorer.seen)} states, "
-              f"complete={explorer.complete}, {time.monotonic() - started:.1f} s")
+        print(
+            f"{spec.name}: {explorer.runs} runs, {len(explorer.seen)} states, "
+            f"complete={explorer.complete}, {time.monotonic() - started:.1f} s"
+        )
         if found is not None:
             print(report(found))
             return 1

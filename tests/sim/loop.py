@@ -119,7 +119,7 @@ class SimLoop(asyncio.BaseEventLoop):
 @contextlib.contextmanager
 def virtual_monotonic(clock: Clock) -> Iterator[None]:
     """Every loaded ``fencelock`` module reads ``clock`` as ``time.monotonic()`` meanwhile."""
-    fake = types.SimpleNamespace(**{k: getattr(time, k) for k in dir(time) if not k[:2] == "__"})
+    fake = types.SimpleNamespace(**{k: getattr(time, k) for k in dir(time) if k[:2] != "__"})
     fake.monotonic = clock.monotonic
     patched = []
     for name, module in list(sys.modules.items()):

@@ -128,8 +128,9 @@ class Resource:
             return False
         for token, other in self.accepted:
             if token > hold.token:
-                raise Violation("tokens", f"stale write accepted: {hold} after token {token} "
-                                          f"of {other}")
+                raise Violation(
+                    "tokens", f"stale write accepted: {hold} after token {token} of {other}"
+                )
         self.accepted.append((hold.token, hold))
         return True
 
@@ -175,8 +176,17 @@ class Actor:
     def state(self) -> tuple[Any, ...]:
         grant = self.grant()
         now = self.scenario.world.clock.now
-        held = None if grant is None else (grant.holder, grant.fence, grant.lost,
-                                           round(grant.deadline - now, 6), grant.depth)
+        held = (
+            None
+            if grant is None
+            else (
+                grant.holder,
+                grant.fence,
+                grant.lost,
+                round(grant.deadline - now, 6),
+                grant.depth,
+            )
+        )
         return (self.phase, held)
 
     # -- the plan ------------------------------------------------------------------------------
@@ -191,7 +201,9 @@ class Actor:
             self.scenario.checker.told_holders.add(self.hold.holder)
 
     def note(self, what: str) -> None:
-        self.scenario.world.log.append(f"{self.scenario.world.clock.now:9.4f}  {self.label}: {what}")
+        self.scenario.world.log.append(
+            f"{self.scenario.world.clock.now:9.4f}  {self.label}: {what}"
+        )
 
     async def run(self) -> None:
         try:
@@ -271,7 +283,10 @@ class Actor:
         except LockError as exc:
             outcome = exc
         took = self.scenario.world.clock.now - started - (self.process.paused_total - paused)
-        if took > plan.timeout + plan.works * plan.work + 6 * REQUEST_TIMEOUT + self.scenario.spec.ttl:
+        if (
+            took
+            > plan.timeout + plan.works * plan.work + 6 * REQUEST_TIMEOUT + self.scenario.spec.ttl
+        ):
             self.scenario.checker.fail("bounds", f"{self.label}: a with block took {took:.4f} s")
         if outcome == "timeout":
             self.note("with: not acquired in time")
@@ -355,7 +370,7 @@ class Checker:
             return spec.ttl + 2 * REQUEST_TIMEOUT + 0.6
         return 0.11  # Redlock's re-try jitter and a releaser's polite pause are at most 50 ms
 
-    # -- fed by the actors ------------------------------------------------------------------------
+    # -- fed by the actors -----------------------------------------------------------------------
 
     def granted(self, hold: Hold) -> None:
         for other in self.holds:
@@ -373,16 +388,19 @@ class Checker:
         if not hold.actor.plan.auto_renew or hold.told or hold.gone_at is None:
             return
         end = hold.end if hold.end is not None else float("inf")
-        taken = [h for h in self.holds if h.actor is not hold.actor and hold.gone_at <= h.start < end]
+        taken = [
+            h for h in self.holds if h.actor is not hold.actor and hold.gone_at <= h.start < end
+        ]
         if not taken:
             return
         if hold.released == "LockConnectionError":
             self.masked += 1  # (counted apart, as the chaos checker does)
             return
-        self.fail("signalled", f"{hold}: taken over by {taken[0]}, never told "
-                               f"(release: {hold.released})")
+        self.fail(
+            "signalled", f"{hold}: taken over by {taken[0]}, never told (release: {hold.released})"
+        )
 
-    # -- every step ---------------------------------------------------------------------------------
+    # -- every step ------------------------------------------------------------------------------
 
     def settled(self, world: World) -> None:
         """The invariants, on the state every process has reacted to."""
@@ -393,8 +411,11 @@ class Checker:
         for actor in valid:
             grant = actor.grant()
             if grant.holder in self.told_holders:
-                self.fail("told", f"{actor.label} holds {grant.holder} (token {grant.fence}) as "
-                                  "valid after its loss was told")
+                self.fail(
+                    "told",
+                    f"{actor.label} holds {grant.holder} (token {grant.fence}) as "
+                    "valid after its loss was told",
+                )
         if not self.overlaps_allowed:
             used = sum(a.weight for a in valid)
             if used > scenario.capacity:
@@ -402,9 +423,9 @@ class Checker:
                 self.fail("holders", f"valid at once: {shown}")
         for actor in scenario.actors:
             hold = actor.hold
-            if hold is not None and hold.end is None and hold.gone_at is None:
-                if not scenario.shows(hold.holder, actor):
-                    hold.gone_at = now
+            held = hold is not None and hold.end is None and hold.gone_at is None
+            if held and not scenario.shows(hold.holder, actor):  # type: ignore[union-attr]
+                hold.gone_at = now  # type: ignore[union-attr]
         waiting = [a for a in scenario.actors if a.phase == "acquire" and a.process.running]
         self.free_waiters = [a for a in waiting if scenario.free_for(a)]
         for actor in list(self.idle_free):
@@ -419,8 +440,11 @@ class Checker:
             spent = self.idle_free.get(actor, 0.0) + idle
             self.idle_free[actor] = spent
             if spent > self.patience:
-                self.fail("wake-up", f"{actor.label} waits while {NAME!r} is free and nothing "
-                                     f"is in flight, for {spent:.4f} s")
+                self.fail(
+                    "wake-up",
+                    f"{actor.label} waits while {NAME!r} is free and nothing "
+                    f"is in flight, for {spent:.4f} s",
+                )
 
     def finish(self) -> None:
         for actor in self.scenario.actors:
@@ -451,8 +475,9 @@ class Scenario:
 
     def client(self, process: Process) -> SimClient:
         spec = self.spec
-        client = sim_client(self.world, process, redlock=spec.redlock,
-                            max_handoffs=spec.max_handoffs)
+        client = sim_client(
+            self.world, process, redlock=spec.redlock, max_handoffs=spec.max_handoffs
+        )
         self.clients.append(client)
         return client
 
@@ -467,7 +492,7 @@ class Scenario:
     def done(self) -> bool:
         return all(p.done or p.crashed for p in self.world.processes)
 
-    # -- the servers' view --------------------------------------------------------------------------
+    # -- the servers' view -----------------------------------------------------------------------
 
     def _nodes(self) -> list[Node]:
         return [n for n in self.world.nodes if n.up]
@@ -488,7 +513,7 @@ class Scenario:
         now = self.world.clock.now
         return all(_used(n, key, now) + max(waiting) <= self.capacity for n in self._nodes())
 
-    # -- the end ---------------------------------------------------------------------------------------
+    # -- the end ---------------------------------------------------------------------------------
 
     def fault_options(self, kinds: tuple[str, ...]) -> list[Option]:
         world, ttl = self.world, self.spec.ttl
@@ -496,35 +521,54 @@ class Scenario:
         live = [p for p in world.processes if p.running and not p.done]
         for kind in kinds:
             if kind == "pause":
-                found += [Option(f"pause {p.name}", lambda p=p: world.pause(p, 1.5 * ttl), "fault")
-                          for p in live]
+                found += [
+                    Option(f"pause {p.name}", lambda p=p: world.pause(p, 1.5 * ttl), "fault")
+                    for p in live
+                ]
             elif kind == "crash":
-                found += [Option(f"crash {p.name}", lambda p=p: world.crash(p), "fault")
-                          for p in live]
+                found += [
+                    Option(f"crash {p.name}", lambda p=p: world.crash(p), "fault") for p in live
+                ]
             elif kind == "reset":
-                found += [Option(f"reset {p.name}-{n.name}", lambda p=p, n=n: world.reset(p, n),
-                                 "fault") for p in live for n in self._nodes()]
+                found += [
+                    Option(f"reset {p.name}-{n.name}", lambda p=p, n=n: world.reset(p, n), "fault")
+                    for p in live
+                    for n in self._nodes()
+                ]
             elif kind == "drop":
-                found += [Option(f"drop {m.describe()}", lambda m=m: world.drop(m), "fault")
-                          for m in world.deliverable()]
+                found += [
+                    Option(f"drop {m.describe()}", lambda m=m: world.drop(m), "fault")
+                    for m in world.deliverable()
+                ]
             elif kind == "restart":
-                found += [Option(f"restart {n.name}", lambda n=n: self._restart(n), "fault")
-                          for n in self._nodes()]
+                found += [
+                    Option(f"restart {n.name}", lambda n=n: self._restart(n), "fault")
+                    for n in self._nodes()
+                ]
             elif kind == "failover":
-                found += [Option(f"failover {n.name}", lambda n=n: world.failover(n, 1), "fault")
-                          for n in self._nodes()]
+                found += [
+                    Option(f"failover {n.name}", lambda n=n: world.failover(n, 1), "fault")
+                    for n in self._nodes()
+                ]
             elif kind == "clock":
-                found += [Option(f"clock {n.name} +{2 * ttl:g}s",
-                                 lambda n=n: _jump(n, 2 * ttl), "fault") for n in self._nodes()]
+                found += [
+                    Option(f"clock {n.name} +{2 * ttl:g}s", lambda n=n: _jump(n, 2 * ttl), "fault")
+                    for n in self._nodes()
+                ]
             elif kind == "node-lost":
-                found += [Option(f"node-lost {n.name}", lambda n=n: world.node_down(n), "fault")
-                          for n in self._nodes()]
+                found += [
+                    Option(f"node-lost {n.name}", lambda n=n: world.node_down(n), "fault")
+                    for n in self._nodes()
+                ]
         return found
 
     def _restart(self, node: Node) -> None:
         self.world.node_down(node)
-        self.world.at(self.world.clock.now + 0.05, f"{node.name} back, empty",
-                      lambda: self.world.restart_empty(node))
+        self.world.at(
+            self.world.clock.now + 0.05,
+            f"{node.name} back, empty",
+            lambda: self.world.restart_empty(node),
+        )
 
     def heal(self) -> None:
         """Every fault ends now: what was to end later ends at once, a node lost comes back."""
@@ -571,8 +615,9 @@ class Probe:
 
     def check(self) -> None:
         if self.result is not True:
-            self.scenario.checker.fail("orphans", f"a fresh client could not take {NAME!r}: "
-                                                  f"{self.result!r}")
+            self.scenario.checker.fail(
+                "orphans", f"a fresh client could not take {NAME!r}: {self.result!r}"
+            )
         ttl_ms = self.scenario.spec.ttl * 1000
         world = self.scenario.world
         for node in world.nodes:

@@ -49,23 +49,40 @@ class SimClient:
     def _options(self, name: str, ttl: float, timeout: float | None, **given: Any) -> LeaseOptions:
         return LeaseOptions.checked(name, ttl, timeout=timeout, threads=False, **given)
 
-    def lock(self, name: str, ttl: float, *, timeout: float | None = None,
-             reentrant: bool = False, **given: Any) -> AsyncLock:
-        return AsyncLock(self.wiring, self._options(name, ttl, timeout, **given),
-                         reentrant=reentrant)
+    def lock(
+        self,
+        name: str,
+        ttl: float,
+        *,
+        timeout: float | None = None,
+        reentrant: bool = False,
+        **given: Any,
+    ) -> AsyncLock:
+        return AsyncLock(
+            self.wiring, self._options(name, ttl, timeout, **given), reentrant=reentrant
+        )
 
-    def semaphore(self, name: str, limit: int, ttl: float, *, timeout: float | None = None,
-                  **given: Any) -> AsyncSemaphore:
+    def semaphore(
+        self, name: str, limit: int, ttl: float, *, timeout: float | None = None, **given: Any
+    ) -> AsyncSemaphore:
         return AsyncSemaphore(self.wiring, self._options(name, ttl, timeout, **given), limit)
 
-    def rw_lock(self, name: str, ttl: float, *, timeout: float | None = None,
-                **given: Any) -> AsyncReadWriteLock:
+    def rw_lock(
+        self, name: str, ttl: float, *, timeout: float | None = None, **given: Any
+    ) -> AsyncReadWriteLock:
         return AsyncReadWriteLock(self.wiring, self._options(name, ttl, timeout, **given))
 
-    def election(self, name: str, ttl: float, *, timeout: float | None = None,
-                 on_lost: Callable[[Any], object] | None = None) -> AsyncElection:
-        options = self._options(name, ttl, timeout, auto_renew=True, on_lost=on_lost,
-                                on_lost_policy=DEFAULT_POLICY)
+    def election(
+        self,
+        name: str,
+        ttl: float,
+        *,
+        timeout: float | None = None,
+        on_lost: Callable[[Any], object] | None = None,
+    ) -> AsyncElection:
+        options = self._options(
+            name, ttl, timeout, auto_renew=True, on_lost=on_lost, on_lost_policy=DEFAULT_POLICY
+        )
         return AsyncElection(self.wiring, options)
 
     async def close(self) -> None:
@@ -100,8 +117,12 @@ def sim_client(
     else:
         node = world.nodes[0]
         waiter = AsyncWaiter(SimRedis(world, process, node), confirm_timeout=request_timeout)  # type: ignore[arg-type]
-        topology = AsyncOneServer(SimRedis(world, process, node), {0: waiter}, request_timeout,  # type: ignore[arg-type]
-                                  counters)
+        topology = AsyncOneServer(
+            SimRedis(world, process, node),
+            {0: waiter},
+            request_timeout,  # type: ignore[arg-type]
+            counters,
+        )
     # (the eviction-policy check, one INFO per client, is left out: it only logs)
     topology.server_checked = True
     wiring = AsyncWiring(

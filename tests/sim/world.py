@@ -26,7 +26,7 @@ import copy
 import hashlib
 from collections import deque
 from collections.abc import Callable, Hashable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -212,16 +212,32 @@ class World:
 
     # -- the network ----------------------------------------------------------------------------
 
-    def _message(self, kind: str, process: Process, node: Node, conn: Hashable, payload: Any,
-                 future: asyncio.Future[Any] | None = None, fifo: bool = False) -> Message:
+    def _message(
+        self,
+        kind: str,
+        process: Process,
+        node: Node,
+        conn: Hashable,
+        payload: Any,
+        future: asyncio.Future[Any] | None = None,
+        fifo: bool = False,
+    ) -> Message:
         self._seq += 1
-        message = Message(self._seq, self.clock.now, kind, process, node, conn, payload, future,
-                          fifo)
+        message = Message(
+            self._seq, self.clock.now, kind, process, node, conn, payload, future, fifo
+        )
         self.network.append(message)
         return message
 
-    def send(self, process: Process, node: Node, conn: Hashable, commands: list[tuple[Any, ...]],
-             future: asyncio.Future[Any] | None, fifo: bool = False) -> Message:
+    def send(
+        self,
+        process: Process,
+        node: Node,
+        conn: Hashable,
+        commands: list[tuple[Any, ...]],
+        future: asyncio.Future[Any] | None,
+        fifo: bool = False,
+    ) -> Message:
         """A request leaves ``process`` for ``node`` (refused at once when the node is down)."""
         if not node.up:
             raise RedisConnectionError(f"Error connecting to {node.name}: connection refused")
@@ -250,9 +266,9 @@ class World:
         if message.kind == "request":
             replies = [node.execute(self.clock.now, message.conn, c) for c in message.payload]
             self._collect_pushes(node)
-            if not any(isinstance(r, Queued) for r in replies) and message.future is not None:
-                if not message.future.done():
-                    self._message("reply", process, node, message.conn, replies, message.future)
+            waited = message.future is not None and not message.future.done()
+            if waited and not any(isinstance(r, Queued) for r in replies):
+                self._message("reply", process, node, message.conn, replies, message.future)
         elif message.kind == "reply":
             assert message.future is not None
             if not message.future.done():
@@ -350,7 +366,9 @@ class World:
                 if name == node.name and self._owner(conn) is process:
                     self.listeners.pop((name, conn))
                     node.server.reset(conn)
-        self.network = [m for m in self.network if not (m.process is process and m.kind != "request")]
+        self.network = [
+            m for m in self.network if not (m.process is process and m.kind != "request")
+        ]
 
     def at(self, when: float, label: str, action: Callable[[], None]) -> None:
         self._seq += 1
@@ -432,8 +450,16 @@ class World:
         parts += [(m.kind, m.describe()) for m in self.network]
         parts += [(t[0] - now, t[2]) for t in self.timers]
         for process in self.processes:
-            parts.append((process.name, process.paused_until, process.crashed, process.done,
-                          process.loop.timers(), process.state()))
+            parts.append(
+                (
+                    process.name,
+                    process.paused_until,
+                    process.crashed,
+                    process.done,
+                    process.loop.timers(),
+                    process.state(),
+                )
+            )
         return hashlib.blake2b(repr(parts).encode(), digest_size=16).hexdigest()
 
     def close(self) -> None:
