@@ -34,6 +34,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from fencelock import scripts
 
 from .loop import Clock, SimLoop
+from .lua import Lua
 from .protocol import Push, Reply
 from .server import Entry, Queued, SimServer
 
@@ -44,6 +45,11 @@ LATENCY = 0.0001
 ALL_SCRIPTS = [s for s in vars(scripts).values() if isinstance(s, scripts.Script)]
 
 
+# Lua states with the scripts compiled, kept between runs (per set of mutants): a script is a
+# pure function of its keys and arguments, and Redis keeps its Lua state between calls too.
+_LUA: dict[frozenset[tuple[str, str]], list[Lua]] = {}
+
+
 class Node:
     """One server: up or down, its wall clock (the world's plus ``offset_us``: a clock jump),
     and the copies a lagging replica would have (``failover``)."""
@@ -52,6 +58,9 @@ class Node:
         self.name = name
         self.patches = patches  # original script source -> the source run in its place
         self.server = SimServer()
+        spare = _LUA.get(frozenset(patches.items()))
+        if spare:
+            self.server.lua = spare.pop()
         self.up = True
         self.offset_us = 0
         self.writes: deque[dict[bytes, Entry]] = deque(maxlen=4)  # the keyspace before each
@@ -72,6 +81,10 @@ class Node:
             lua.load(original if patched is None else patched.encode())
             if patched is not None:  # run the mutant under the original's sha
                 lua._scripts[sha] = lua._scripts.pop(hashlib.sha1(patched.encode()).hexdigest())
+
+    def recycle(self) -> None:
+        """The run is over: its Lua state may serve another."""
+        _LUA.setdefault(frozenset(self.patches.items()), []).append(self.server.lua)
 
     def now_us(self, now: float) -> int:
         """This server's wall clock when the world's clock reads ``now``."""
@@ -465,6 +478,8 @@ class World:
     def close(self) -> None:
         for process in self.processes:
             process.loop.discard()
+        for node in self.nodes:
+            node.recycle()
 
     def iter_running(self) -> Iterator[Process]:
         return (p for p in self.processes if p.running)
