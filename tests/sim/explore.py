@@ -33,7 +33,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from .loop import deterministic, virtual_monotonic
+from .loop import Spinning, deterministic, virtual_monotonic
 from .scenario import Plan, Scenario, Spec, Violation
 from .world import Option, World
 
@@ -107,8 +107,9 @@ class Search:
                 raise Pruned
             explorer.seen[state] = self.preemptions
             for alternative, option in enumerate(options[1:], 1):
-                if option.kind == "fault" or self.preemptions < explorer.k:
-                    explorer.frontier.append([*self.taken, alternative])
+                level = self.preemptions + (option.kind != "fault")
+                if level <= explorer.k:
+                    explorer.frontier[level].append([*self.taken, alternative])
         option = options[index]
         if option.kind == "fault":
             self.faults += 1
@@ -182,6 +183,8 @@ def run(
             probe.check()
         except Violation as violation:
             outcome.violation = violation
+        except Spinning as exc:
+            outcome.violation = Violation("bounds", f"a process spins: {exc}")
         except Pruned:
             outcome.pruned = True
         finally:
@@ -200,19 +203,20 @@ class Exhaustive:
     def __init__(self, spec: Spec, k: int, faults: int = 1, patches: dict[str, str] | None = None):
         self.spec, self.k, self.faults, self.patches = spec, k, faults, patches
         self.seen: dict[str, int] = {}
-        self.frontier: list[list[int]] = [[]]
+        # schedules to run, per preemptions spent: the fewest first (iterative deepening)
+        self.frontier: list[list[list[int]]] = [[[]]] + [[] for _ in range(k)]
         self.runs = 0
         self.complete = False
 
     def explore(self, budget: int | None = None, seconds: float | None = None) -> Outcome | None:
         """The first violating run, or None (``complete``: every schedule was explored)."""
         started = time.monotonic()
-        while self.frontier:
+        while any(self.frontier):
             if budget is not None and self.runs >= budget:
                 return None
             if seconds is not None and time.monotonic() - started > seconds:
                 return None
-            prefix = self.frontier.pop()
+            prefix = next(level for level in self.frontier if level).pop()
             search = Search(prefix, self)
             outcome = run(self.spec, search, faults=self.faults, patches=self.patches)
             self.runs += 1
@@ -252,6 +256,14 @@ def report(outcome: Outcome) -> str:
 
 LOCK = Plan(kind="lock")
 SHORT = Plan(kind="lock", rounds=1)
+# a lock without renewal whose holder outlives its lease, and releases late
+LATE = Plan(kind="lock", auto_renew=False, work=1.2)
+# lock objects of one client that hand the grant on, extending it as they work
+LOCAL = Plan(kind="lock", work=0.15, works=2, extend=True, timeout=5)
+# a holder that drops its lock without releasing it, and a lock object queued behind it once
+# it holds
+DROPPED = Plan(kind="lock", auto_renew=False, release=False, rounds=1)
+BEHIND = Plan(kind="lock", rounds=1, follows=True)
 
 
 def _spec(name: str, processes: tuple[tuple[Plan, ...], ...], **kw: object) -> Spec:
@@ -262,7 +274,9 @@ SPECS: dict[str, Spec] = {
     s.name: s
     for s in (
         _spec("lock", ((LOCK,), (LOCK,)), faults=("pause", "crash", "restart", "reset", "drop")),
-        _spec("handoff", ((SHORT, SHORT), (SHORT,)), faults=("pause", "restart", "drop")),
+        _spec("expiry", ((LATE,), (LOCK,)), faults=("pause", "drop", "clock")),
+        _spec("lapse", ((DROPPED, BEHIND), (SHORT,)), faults=("pause", "crash", "reset")),
+        _spec("handoff", ((LOCAL, LOCAL), (LOCAL,)), faults=("restart", "failover", "pause")),
         _spec(
             "reentrant",
             ((Plan(kind="reentrant"),), (Plan(kind="reentrant"),)),
@@ -270,7 +284,7 @@ SPECS: dict[str, Spec] = {
         ),
         _spec(
             "semaphore",
-            ((Plan(kind="semaphore", rounds=1),),) * 3,
+            ((Plan(kind="semaphore"),),) * 3,
             limit=2,
             faults=("pause", "crash", "drop"),
         ),

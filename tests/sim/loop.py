@@ -43,6 +43,10 @@ class _NoIO:
         return None
 
 
+class Spinning(RuntimeError):
+    """A process that never stops running at one instant: a busy loop."""
+
+
 class SimLoop(asyncio.BaseEventLoop):
     """One simulated process's event loop on the world's clock."""
 
@@ -96,7 +100,7 @@ class SimLoop(asyncio.BaseEventLoop):
                 if not self.busy():
                     return
                 self._run_once()  # type: ignore[attr-defined]
-            raise RuntimeError("a simulated process ran without end at one instant")
+            raise Spinning(f"{limit} loop iterations without time passing (a busy loop)")
         finally:
             asyncio.events._set_running_loop(None)
             sys.set_asyncgen_hooks(*old_hooks)

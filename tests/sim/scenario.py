@@ -70,6 +70,8 @@ class Plan:
     take: int = 1  # a semaphore's permits
     block: bool = False  # ``async with`` instead of acquire()/release()
     release: bool = True  # False: never released (the lease must free the name by itself)
+    delay: float = 0.0  # before the first round
+    follows: bool = False  # starts once the process's first actor holds its grant
 
 
 @dataclass(frozen=True)
@@ -207,6 +209,9 @@ class Actor:
 
     async def run(self) -> None:
         try:
+            await asyncio.sleep(self.plan.delay)
+            if self.plan.follows:
+                await self.scenario.first_grant[self.process.name].wait()
             for _ in range(self.plan.rounds):
                 if self.plan.block:
                     await self._block()
@@ -299,6 +304,7 @@ class Actor:
         now = self.scenario.world.clock.now
         hold = Hold(self, grant.holder, self.obj.token, self.asked_at, now)
         self.hold, self.phase = hold, "hold"
+        self.scenario.first_grant[self.process.name].set()
         self.note(f"granted token {hold.token} ({hold.holder})")
         self.scenario.checker.granted(hold)
 
@@ -464,10 +470,12 @@ class Scenario:
         self.checker = Checker(self)
         self.actors: list[Actor] = []
         self.clients: list[SimClient] = []
+        self.first_grant: dict[str, asyncio.Event] = {}
         kinds = {p.kind for plans in spec.processes for p in plans}
         self.capacity = WRITE_PERMITS if kinds & {"read", "write"} else spec.limit
         for i, plans in enumerate(spec.processes):
             process = self.world.process(f"p{i}")
+            self.first_grant[process.name] = asyncio.Event()
             actors = [Actor(self, process, plan, f"p{i}.{j}") for j, plan in enumerate(plans)]
             self.actors += actors
             process.state = lambda actors=actors: tuple(a.state() for a in actors)
