@@ -32,6 +32,8 @@ import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from .loop import Spinning, deterministic, virtual_monotonic
 from .scenario import Plan, Scenario, Spec, Violation
@@ -128,6 +130,8 @@ class Outcome:
     faults: list[str] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
     schedule: str = ""  # the steps that departed from the default: "step.choice,..."
+    budget: int = 1  # the faults it was allowed
+    seed: int | None = None  # a random run's
 
 
 @contextlib.contextmanager
@@ -156,7 +160,7 @@ def run(
     world, checker = scenario.world, scenario.checker
     world.on_settled.append(checker.settled)
     world.on_step.append(checker.stepped)
-    outcome = Outcome(spec)
+    outcome = Outcome(spec, budget=faults)
 
     def offered() -> list[Option]:
         return scenario.fault_options(spec.faults) if len(world.faults) < faults else []
@@ -205,7 +209,7 @@ class Exhaustive:
         self.seen: dict[str, int] = {}
         # schedules to run, per preemptions spent: the fewest first (iterative deepening)
         self.frontier: list[list[list[int]]] = [[[]]] + [[] for _ in range(k)]
-        self.runs = 0
+        self.runs = self.pruned = self.injected = 0
         self.complete = False
 
     def explore(self, budget: int | None = None, seconds: float | None = None) -> Outcome | None:
@@ -217,36 +221,48 @@ class Exhaustive:
             if seconds is not None and time.monotonic() - started > seconds:
                 return None
             prefix = next(level for level in self.frontier if level).pop()
-            search = Search(prefix, self)
-            outcome = run(self.spec, search, faults=self.faults, patches=self.patches)
+            outcome = run(self.spec, Search(prefix, self), faults=self.faults, patches=self.patches)
             self.runs += 1
+            self.pruned += outcome.pruned
+            self.injected += len(outcome.faults)
             if outcome.violation is not None:
                 return outcome
         self.complete = True
         return None
 
 
-def random_runs(
-    spec: Spec, seeds: range, *, faults: int = 3, patches: dict[str, str] | None = None
-) -> tuple[int, Outcome | None]:
-    """Run ``spec`` once per seed: (runs, the first violating run or None)."""
-    done = 0
-    for seed in seeds:
-        outcome = run(spec, Randomly(seed), faults=faults, seed=seed, patches=patches)
-        done += 1
-        if outcome.violation is not None:
-            outcome.schedule = f"--seed {seed}"
-            return done, outcome
-    return done, None
+class Random:
+    """Seeded runs of ``spec``, each with up to ``faults`` faults."""
+
+    def __init__(self, spec: Spec, faults: int = 3, patches: dict[str, str] | None = None):
+        self.spec, self.faults, self.patches = spec, faults, patches
+        self.runs = self.injected = 0
+
+    def explore(self, seeds: range) -> Outcome | None:
+        """The first violating run, or None."""
+        for seed in seeds:
+            outcome = run(
+                self.spec, Randomly(seed), faults=self.faults, seed=seed, patches=self.patches
+            )
+            self.runs += 1
+            self.injected += len(outcome.faults)
+            if outcome.violation is not None:
+                outcome.seed = seed
+                return outcome
+        return None
 
 
 def report(outcome: Outcome) -> str:
     """A violation, its replay command, and the run step by step."""
     spec = outcome.spec
+    command = f"python -m tests.sim.explore --replay {spec.name} {outcome.schedule or '-'}"
+    if outcome.budget != 1:
+        command += f" --faults {outcome.budget}"
     lines = [
         f"VIOLATION in {spec.name}: {outcome.violation}",
-        f"faults: {', '.join(outcome.faults) or 'none'}; {outcome.steps} steps",
-        f"replay: python -m tests.sim.explore --replay {spec.name} {outcome.schedule or '-'}",
+        f"faults: {', '.join(outcome.faults) or 'none'}; {outcome.steps} steps"
+        + ("" if outcome.seed is None else f"; random seed {outcome.seed}"),
+        f"replay: {command}",
         *outcome.log,
     ]
     return "\n".join(lines)
@@ -313,38 +329,146 @@ SPECS: dict[str, Spec] = {
 }
 
 
+# Configurations in which the explorer found a broken promise of today's code: each has a
+# regression test (tests/explore/test_findings.py) and replays like the others.
+FINDINGS: dict[str, Spec] = {
+    s.name: s
+    for s in (
+        # a lock object queued while the head of its client's line was still acquiring is not
+        # told when the head's grant then lapses without a release
+        _spec("lapse-race", ((DROPPED, SHORT),)),
+    )
+}
+
+
+@dataclass
+class Figures:
+    """What one configuration's exploration amounted to (docs/safety.md)."""
+
+    name: str
+    k: int
+    runs: int = 0  # exhaustive schedules run (to their end, or to a state already explored)
+    complete: bool = False
+    states: int = 0
+    seeds: int = 0
+    injected: int = 0  # faults, in both modes
+    violations: int = 0
+    seconds: float = 0.0
+
+    def row(self) -> str:
+        runs = f"{self.runs}" + (" (all)" if self.complete else "")
+        return (
+            f"| `{self.name}` | {self.k} | {runs} | {self.states} | {self.seeds} | "
+            f"{self.injected} | {self.violations} | {self.seconds:.0f} s |"
+        )
+
+
+HEADER = (
+    "| configuration | k | schedules (exhaustive) | distinct states | random seeds | "
+    "faults injected | violations | time |\n|---|---|---|---|---|---|---|---|"
+)
+# The budgets: CI's (the test suite, about a minute in all) and the long run's.
+CI = {"k": 1, "budget": 120, "seconds": None, "seeds": 15}
+LONG = {"k": 1, "budget": None, "seconds": 600.0, "seeds": 500}
+
+
+def measure(
+    spec: Spec, k: int, budget: int | None, seconds: float | None, seeds: int
+) -> tuple[Figures, Outcome | None]:
+    """Explore ``spec`` exhaustively within the budget, then with random seeds: the figures,
+    and the first violation found (None: none)."""
+    started = time.monotonic()
+    exhaustive, randomly = Exhaustive(spec, k), Random(spec)
+    found = exhaustive.explore(budget=budget, seconds=seconds)
+    if found is None:
+        found = randomly.explore(range(seeds))
+    figures = Figures(
+        spec.name,
+        k,
+        exhaustive.runs,
+        exhaustive.complete,
+        len(exhaustive.seen),
+        randomly.runs,
+        exhaustive.injected + randomly.injected,
+        int(found is not None),
+        time.monotonic() - started,
+    )
+    return figures, found
+
+
+def mutant_row(mutant: Any) -> str:
+    """Run the explorer on one mutant within the CI budget: its row of the table."""
+    spec = SPECS[mutant.config]
+    started = time.monotonic()
+    with mutant.functions_patched():
+        exhaustive = Exhaustive(spec, CI["k"], patches=mutant.patches())
+        found = exhaustive.explore(budget=CI["budget"])
+    seconds = time.monotonic() - started
+    if found is None:
+        return f"| {mutant.what} | `{spec.name}` | not found in {exhaustive.runs} schedules |"
+    assert found.violation is not None
+    return (
+        f"| {mutant.what} | `{spec.name}` | {exhaustive.runs} schedules, {seconds:.1f} s: "
+        f"{found.violation.check}, after {found.steps} steps | `{found.schedule or '-'}` |"
+    )
+
+
+def write_docs(table: str) -> None:
+    """Put ``table`` in docs/safety.md, between its markers."""
+    path = Path(__file__).resolve().parents[2] / "docs" / "safety.md"
+    text = path.read_text(encoding="utf-8")
+    begin, end = "<!-- explore:begin -->", "<!-- explore:end -->"
+    before, rest = text.split(begin)
+    _, after = rest.split(end)
+    path.write_text(f"{before}{begin}\n{table}\n{end}{after}", encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.sim.explore")
-    parser.add_argument("--replay", nargs=2, metavar=("CONFIG", "SCHEDULE"))
-    parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("-k", type=int, default=1)
-    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--long", action="store_true", help="the long run (docs/safety.md)")
+    parser.add_argument("--config", action="append", choices=sorted(SPECS))
+    parser.add_argument("--mutants", action="store_true", help="the seeded bugs, each found?")
+    parser.add_argument("--write-docs", action="store_true")
+    parser.add_argument("--replay", nargs="+", metavar="CONFIG [SCHEDULE]")
+    parser.add_argument("--seed", type=int, help="with --replay: a random run's seed")
+    parser.add_argument("--faults", type=int, default=None, help="with --replay")
     args = parser.parse_args(argv)
     if args.replay:
-        name, schedule = args.replay
-        spec = SPECS[name]
+        name, schedule = args.replay[0], (args.replay[1:] or ["-"])[0]
+        spec = {**SPECS, **FINDINGS}[name]
         if args.seed is not None:
-            outcome = run(spec, Randomly(args.seed), faults=3, seed=args.seed)
+            chooser: Any = Randomly(args.seed)
+            faults = 3 if args.faults is None else args.faults
         else:
             forced = {}
-            for part in filter(None, schedule.split(",") if schedule != "-" else []):
+            for part in filter(None, [] if schedule == "-" else schedule.split(",")):
                 step, choice = part.split(".")
                 forced[int(step)] = int(choice)
-            outcome = run(spec, Replay(forced))
+            chooser, faults = Replay(forced), 1 if args.faults is None else args.faults
+        outcome = run(spec, chooser, faults=faults, seed=args.seed or 0)
         print(report(outcome) if outcome.violation else "\n".join(outcome.log))
         return 1 if outcome.violation else 0
-    for spec in SPECS.values():
-        started = time.monotonic()
-        explorer = Exhaustive(spec, args.k)
-        found = explorer.explore(budget=args.runs)
-        print(
-            f"{spec.name}: {explorer.runs} runs, {len(explorer.seen)} states, "
-            f"complete={explorer.complete}, {time.monotonic() - started:.1f} s"
-        )
+    if args.mutants:
+        from .mutants import MUTANTS
+
+        print("| fix undone / script broken | configuration | found | schedule |")
+        print("|---|---|---|---|")
+        for mutant in MUTANTS:
+            print(mutant_row(mutant), flush=True)
+        return 0
+    budget = LONG if args.long else CI
+    rows, failed = [], False
+    print(HEADER)
+    for name in args.config or SPECS:
+        figures, found = measure(SPECS[name], **budget)  # type: ignore[arg-type]
+        rows.append(figures.row())
+        print(rows[-1], flush=True)
         if found is not None:
             print(report(found))
-            return 1
-    return 0
+            failed = True
+    if args.write_docs and not failed:
+        write_docs("\n".join([HEADER, *rows]))
+    return int(failed)
 
 
 if __name__ == "__main__":

@@ -85,7 +85,7 @@ class SimLoop(asyncio.BaseEventLoop):
         when = self.next_timer()
         return when is not None and when <= self._clock.now
 
-    def run_ready(self, limit: int = 100_000) -> None:
+    def run_ready(self, limit: int = 10_000) -> None:
         """Run until nothing is left to run at the current instant (as ``run_forever`` would
         between two polls), with this loop as the running loop."""
         self._thread_id = None  # type: ignore[attr-defined]

@@ -71,7 +71,7 @@ class Plan:
     block: bool = False  # ``async with`` instead of acquire()/release()
     release: bool = True  # False: never released (the lease must free the name by itself)
     delay: float = 0.0  # before the first round
-    follows: bool = False  # starts once the process's first actor holds its grant
+    follows: bool = False  # starts once another actor of its process has acquired (or failed to)
 
 
 @dataclass(frozen=True)
@@ -211,7 +211,7 @@ class Actor:
         try:
             await asyncio.sleep(self.plan.delay)
             if self.plan.follows:
-                await self.scenario.first_grant[self.process.name].wait()
+                await self.scenario.tried[self.process.name].wait()
             for _ in range(self.plan.rounds):
                 if self.plan.block:
                     await self._block()
@@ -250,6 +250,7 @@ class Actor:
         self.phase, self.asked_at = "acquire", self.scenario.world.clock.now
         bound = plan.timeout + 3 * REQUEST_TIMEOUT
         got = await self._call("acquire", self._acquire_call(), bound)
+        self.scenario.tried[self.process.name].set()
         if got is not True:
             self.phase = "start"
             self.note(f"acquire -> {got!r}")
@@ -304,7 +305,6 @@ class Actor:
         now = self.scenario.world.clock.now
         hold = Hold(self, grant.holder, self.obj.token, self.asked_at, now)
         self.hold, self.phase = hold, "hold"
-        self.scenario.first_grant[self.process.name].set()
         self.note(f"granted token {hold.token} ({hold.holder})")
         self.scenario.checker.granted(hold)
 
@@ -357,7 +357,8 @@ class Checker:
         self.holds: list[Hold] = []
         self.told_holders: set[str] = set()
         self.idle_free: dict[Actor, float] = {}  # waiter -> idle time spent with the name free
-        self.free_waiters: list[Actor] = []  # waiting, with the name free for them
+        # waiting actors -> when the name is free for them if nothing else happens
+        self.free_from: dict[Actor, float] = {}
         self.overlaps_allowed = False
         self.violation: Violation | None = None
         self.masked = 0  # losses told only by a release that could not reach the servers
@@ -433,17 +434,26 @@ class Checker:
             if held and not scenario.shows(hold.holder, actor):  # type: ignore[union-attr]
                 hold.gone_at = now  # type: ignore[union-attr]
         waiting = [a for a in scenario.actors if a.phase == "acquire" and a.process.running]
-        self.free_waiters = [a for a in waiting if scenario.free_for(a)]
+        self.free_from = {}
+        for actor in waiting:
+            since = scenario.free_from(actor)
+            if since is not None:
+                self.free_from[actor] = since
+            if since is None or since > now:  # held now: what was wasted before is forgiven
+                self.idle_free.pop(actor, None)
         for actor in list(self.idle_free):
-            if actor not in self.free_waiters:
+            if actor not in waiting:
                 del self.idle_free[actor]
 
     def stepped(self, world: World, option: Option, idle: float) -> None:
-        """Time passed with nothing in flight: the waiters that had a free name wasted it."""
+        """Time passed with nothing in flight: the waiters whose name was free (or freed itself
+        meanwhile, by a lease's end) wasted it."""
         if not idle:
             return
-        for actor in self.free_waiters:
-            spent = self.idle_free.get(actor, 0.0) + idle
+        after = world.clock.now
+        before = after - idle
+        for actor, since in self.free_from.items():
+            spent = self.idle_free.get(actor, 0.0) + max(0.0, after - max(since, before))
             self.idle_free[actor] = spent
             if spent > self.patience:
                 self.fail(
@@ -470,12 +480,12 @@ class Scenario:
         self.checker = Checker(self)
         self.actors: list[Actor] = []
         self.clients: list[SimClient] = []
-        self.first_grant: dict[str, asyncio.Event] = {}
+        self.tried: dict[str, asyncio.Event] = {}  # an acquire of the process has returned
         kinds = {p.kind for plans in spec.processes for p in plans}
         self.capacity = WRITE_PERMITS if kinds & {"read", "write"} else spec.limit
         for i, plans in enumerate(spec.processes):
             process = self.world.process(f"p{i}")
-            self.first_grant[process.name] = asyncio.Event()
+            self.tried[process.name] = asyncio.Event()
             actors = [Actor(self, process, plan, f"p{i}.{j}") for j, plan in enumerate(plans)]
             self.actors += actors
             process.state = lambda actors=actors: tuple(a.state() for a in actors)
@@ -513,13 +523,19 @@ class Scenario:
         needed = len(self.world.nodes) // 2 + 1 if self.spec.redlock else 1
         return count >= needed
 
-    def free_for(self, actor: Actor) -> bool:
-        """Whether every waiting actor's request fits on the servers now (conservative: only
-        then must the first of them be served)."""
+    def free_from(self, actor: Actor) -> float | None:
+        """When every waiting actor's request fits on the servers (conservative: only then
+        must the first of them be served) if nothing else happens: now, or when the leases in
+        the way end (None: never by themselves)."""
         key = actor.obj._lease.spec.keys.lock.encode()
-        waiting = [a.weight for a in self.actors if a.phase == "acquire"]
-        now = self.world.clock.now
-        return all(_used(n, key, now) + max(waiting) <= self.capacity for n in self._nodes())
+        need = max(a.weight for a in self.actors if a.phase == "acquire")
+        now, times = self.world.clock.now, []
+        for node in self._nodes():
+            when = _free_at(node, key, need, self.capacity, now)
+            if when is None:
+                return None
+            times.append(when)
+        return max(times, default=now)
 
     # -- the end ---------------------------------------------------------------------------------
 
@@ -652,18 +668,31 @@ def _holds(node: Node, key: bytes, holder: bytes, now: float) -> bool:
     return score is not None and score > now_ms
 
 
-def _used(node: Node, key: bytes, now: float) -> int:
-    """Permits held at ``key`` (a lock held: all of them)."""
+def _free_at(node: Node, key: bytes, need: int, capacity: int, now: float) -> float | None:
+    """When ``need`` permits fit at ``key`` on ``node`` (a lock: when it is free), as the
+    leases there end: a world time, or None (a key without expiry)."""
     entry = node.server.keys.get(key)
     now_ms = node.now_us(now) // 1000
+
+    def at(ms: int) -> float:  # the world's time when the node's clock reads ``ms``
+        return max(now, (ms * 1000 - T0_US - node.offset_us) / 1_000_000)
+
     if entry is None or (entry.expires_at is not None and entry.expires_at < now_ms):
-        return 0
+        return now
     value = entry.value
-    if hasattr(value, "ordered"):
-        state = node.server.keys.get(key[: -len(b":lock")] + b":state")
-        counts = state.value if state is not None and isinstance(state.value, dict) else {}
-        return sum(int(counts.get(b"n:" + h, b"1")) for h, s in value.items() if s > now_ms)  # type: ignore[union-attr]
-    return WRITE_PERMITS
+    if not hasattr(value, "ordered"):  # a lock: free once its key expires
+        return None if entry.expires_at is None else at(entry.expires_at + 1)
+    state = node.server.keys.get(key[: -len(b":lock")] + b":state")
+    counts = state.value if state is not None and isinstance(state.value, dict) else {}
+    leases = sorted((s, int(counts.get(b"n:" + h, b"1"))) for h, s in value.items() if s > now_ms)  # type: ignore[union-attr]
+    used = sum(n for _, n in leases)
+    if used + need <= capacity:
+        return now
+    for score, n in leases:  # a permit is gone once the clock reaches its score
+        used -= n
+        if used + need <= capacity:
+            return at(int(score))
+    return None
 
 
 def _jump(node: Node, seconds: float) -> None:
