@@ -36,7 +36,6 @@ The checks (``Checker``), each a ``Violation`` with the step it was seen at:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -697,6 +696,3 @@ def _free_at(node: Node, key: bytes, need: int, capacity: int, now: float) -> fl
 
 def _jump(node: Node, seconds: float) -> None:
     node.offset_us += round(seconds * 1_000_000)
-
-
-Runner = Callable[[Scenario], None]

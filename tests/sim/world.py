@@ -25,7 +25,7 @@ import asyncio
 import copy
 import hashlib
 from collections import deque
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -480,9 +480,6 @@ class World:
             process.loop.discard()
         for node in self.nodes:
             node.recycle()
-
-    def iter_running(self) -> Iterator[Process]:
-        return (p for p in self.processes if p.running)
 
 
 def _short(command: tuple[Any, ...]) -> str:
