@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from tests.sim.explore import FINDINGS, Replay, report, run
+from tests.sim.explore import FINDINGS, SPECS, Replay, report, run
 from tests.sim.harness import simulate
 from tests.sim.topology import SimClient
 
@@ -45,3 +45,15 @@ def test_the_second_lock_object_gets_the_name_once_the_dropped_grant_runs_out() 
 
     simulate(main)
     assert granted and granted[0] < 100 + 1.1  # the first lease ended at 101.0
+
+
+@pytest.mark.xfail(strict=True, reason="finding: redlock 0.10,46.2 (replay: redlock 0.10,46.2)")
+def test_a_redlock_waiter_whose_grant_could_not_be_confirmed_tries_again_soon() -> None:
+    """p0 is paused (SIGSTOP) as it acquires; p1, waiting, re-tries when p0's lease ends, and a
+    majority grants it, but two of the three fence_raise replies come later than the node
+    timeout (one step: time moves while they are in flight). p1 gives the grant back, as it
+    must, and then waits a whole ttl while the name is free (p0, resumed, takes it first):
+    ``AsyncQuorum.try_acquire`` answers ``Busy(None)`` for a grant it could not confirm, and
+    ``retry_delay`` falls back on the ttl when the holder's pttl is unknown."""
+    outcome = run(SPECS["redlock"], Replay({0: 10, 46: 2}))
+    assert outcome.violation is None, report(outcome)

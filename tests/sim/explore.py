@@ -490,7 +490,13 @@ FINDINGS_TEXT = """\
   then lapses without a release: it waits for its own timeout (for ever with `timeout=None`)
   while the name is free. `holder_gone` answers None while the line's owner is a ticket, and
   `holding` wakes nobody when the owner becomes a grant (`singleflight.py`,
-  `contention._wait_in_line`)."""
+  `contention._wait_in_line`).
+- `redlock` (replay: `redlock 0.10,46.2`: the holder paused as it acquires, and one step that
+  delays two fence_raise replies past the node timeout): a Redlock waiter that re-tried at the
+  holder's lease end, was granted by a majority but could not have the token confirmed, gives
+  the grant back (as it must) and then waits a whole ttl while the name is free:
+  `AsyncQuorum.try_acquire` answers `Busy(None)` for a grant it could not confirm, and
+  `retry_delay` falls back on the ttl when the holder's remaining lease is unknown."""
 
 
 def budget_text(budget: dict[str, Any]) -> str:
