@@ -54,10 +54,16 @@ class SimLoop(asyncio.BaseEventLoop):
         super().__init__()
         self._clock = clock
         self._selector = _NoIO()  # type: ignore[assignment]
+        self._tasks: list[asyncio.Task[Any]] = []  # (all_tasks() would scan every loop's)
         self.set_exception_handler(lambda _loop, context: on_error(context))
 
     def time(self) -> float:
         return self._clock.now
+
+    def create_task(self, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        task = super().create_task(coro, **kwargs)
+        self._tasks.append(task)
+        return task
 
     def _process_events(self, event_list: list[Any]) -> None:
         return None
@@ -111,13 +117,15 @@ class SimLoop(asyncio.BaseEventLoop):
         clauses schedule; the loop is left open (and dropped): a coroutine that awaits while
         closing is closed again when collected, and must find it so too."""
         self.set_exception_handler(lambda _loop, _context: None)
-        for task in asyncio.all_tasks(self):
+        for task in self._tasks:
+            if task.done():
+                continue
             task._log_destroy_pending = False  # type: ignore[attr-defined]
             with contextlib.suppress(BaseException):
                 task.get_coro().close()  # type: ignore[union-attr]
         self._ready.clear()  # type: ignore[attr-defined]
         self._scheduled.clear()  # type: ignore[attr-defined]
-        self.discarded = True
+        self._tasks.clear()
 
 
 @contextlib.contextmanager

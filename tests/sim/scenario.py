@@ -36,6 +36,7 @@ The checks (``Checker``), each a ``Violation`` with the step it was seen at:
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -475,6 +476,9 @@ class Scenario:
     def __init__(self, spec: Spec, patches: dict[str, str] | None = None) -> None:
         self.spec = spec
         self.world = World(nodes=spec.nodes, patches=patches)
+        if "failover" in spec.faults:
+            for node in self.world.nodes:
+                node.writes = deque(maxlen=2)
         self.resource = Resource()
         self.checker = Checker(self)
         self.actors: list[Actor] = []

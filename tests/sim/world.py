@@ -63,7 +63,8 @@ class Node:
             self.server.lua = spare.pop()
         self.up = True
         self.offset_us = 0
-        self.writes: deque[dict[bytes, Entry]] = deque(maxlen=4)  # the keyspace before each
+        # the keyspace before each of the last script calls, kept where a failover may come
+        self.writes: deque[dict[bytes, Entry]] | None = None
         self.preload()
 
     def preload(self) -> None:
@@ -99,7 +100,7 @@ class Node:
         if name == "EVAL":  # a mutant must run in place of its original, EVAL or EVALSHA
             self.load(command[1])
             command = ("EVALSHA", hashlib.sha1(command[1].encode()).hexdigest(), *command[2:])
-        if name in ("EVAL", "EVALSHA"):
+        if self.writes is not None and name in ("EVAL", "EVALSHA"):
             self.writes.append(copy.deepcopy(server.keys))
         return server.execute(conn, *command)
 
@@ -356,7 +357,7 @@ class World:
 
     def failover(self, node: Node, missed: int) -> None:
         """The node's replica takes over, having missed the last ``missed`` script writes."""
-        history = list(node.writes)
+        history = list(node.writes or ())
         replica = history[-missed] if missed <= len(history) else {}
         self.node_down(node)
         node.server.failover(replica)
