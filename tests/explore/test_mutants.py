@@ -14,7 +14,7 @@ from tests.sim.mutants import MUTANTS, Mutant
 def test_the_explorer_finds_the_mutant(mutant: Mutant) -> None:
     with mutant.functions_patched():
         explorer = Exhaustive(SPECS[mutant.config], CI["k"], patches=mutant.patches())
-        found = explorer.explore(budget=CI["budget"])
+        found = explorer.explore()
     assert found is not None, f"{mutant.name}: not found in {explorer.runs} schedules"
     assert found.violation is not None
 
