@@ -452,7 +452,8 @@ that interleavings are explored on purpose and every run replays exactly, step b
   it is lost; every grant's token larger than those returned before it was asked for, no token
   twice, no stale write accepted by the fenced resource (`fenced_set.lua`); every loss of an
   `auto_renew` grant signalled (a release that could not reach the server is counted apart, as
-  above); no waiter left waiting while the name is free and nothing is in flight (0.11 s, or the
+  above); under `on_lost_policy="cancel"`, nothing of the block begun after `on_lost`, and the
+  block ended with `LockLost`; no waiter left waiting while the name is free and nothing is in flight (0.11 s, or the
   holder's lease end after a fault that loses messages unnoticed); every call within its bound
   and failing only with a `LockError`; after the run, no lock key outliving its ttl and a fresh
   client taking the whole name within 1.5 ttl + 1 s.

@@ -26,6 +26,8 @@ The checks (``Checker``), each a ``Violation`` with the step it was seen at:
   flight: the system idle (no message anywhere) for longer than ``patience`` with a waiting
   acquire and a free name is a lost wake-up; after faults that lose messages without the
   listener noticing, the fallback re-try at the holder's lease end bounds it instead;
+- **cancel**: under ``on_lost_policy="cancel"`` (the election, and ``async with`` actors),
+  nothing of a block begins after ``on_lost``, and the block ends with ``LockLost``;
 - **bounds**: every call returns within its bound (an acquire: its timeout plus three request
   timeouts), and with a typed error if any (``LockError``);
 - **orphans**: once every actor is done and the faults healed, no lock key outlives its ttl and
@@ -117,8 +119,9 @@ class Resource:
 
     KEY = f"res:{NAME}"
 
-    def __init__(self) -> None:
+    def __init__(self, checker: Checker) -> None:
         self.server = SimServer()
+        self.checker = checker
         self.accepted: list[tuple[int, Hold]] = []
 
     def write(self, hold: Hold, now: float) -> bool:
@@ -130,7 +133,7 @@ class Resource:
             return False
         for token, other in self.accepted:
             if token > hold.token:
-                raise Violation(
+                self.checker.fail(
                     "tokens", f"stale write accepted: {hold} after token {token} of {other}"
                 )
         self.accepted.append((hold.token, hold))
@@ -288,6 +291,10 @@ class Actor:
             outcome = "timeout"
         except LockError as exc:
             outcome = exc
+        except asyncio.CancelledError:  # (nobody cancels an actor: the library did)
+            self.scenario.checker.fail(
+                "cancel", f"{self.label}: the block ended with CancelledError, not LockLost"
+            )
         took = self.scenario.world.clock.now - started - (self.process.paused_total - paused)
         if (
             took
@@ -313,6 +320,10 @@ class Actor:
         assert hold is not None
         for _ in range(plan.works):
             await asyncio.sleep(plan.work)
+            if plan.block and "on_lost" in hold.told:  # on_lost_policy="cancel"
+                self.scenario.checker.fail(
+                    "cancel", f"{self.label}: a step of the block began after on_lost"
+                )
             try:
                 self.obj.check()
             except LockLost:
@@ -479,8 +490,8 @@ class Scenario:
         if "failover" in spec.faults:
             for node in self.world.nodes:
                 node.writes = deque(maxlen=2)
-        self.resource = Resource()
         self.checker = Checker(self)
+        self.resource = Resource(self.checker)
         self.actors: list[Actor] = []
         self.clients: list[SimClient] = []
         self.tried: dict[str, asyncio.Event] = {}  # an acquire of the process has returned
