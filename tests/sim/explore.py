@@ -453,10 +453,10 @@ that interleavings are explored on purpose and every run replays exactly, step b
   twice, no stale write accepted by the fenced resource (`fenced_set.lua`); every loss of an
   `auto_renew` grant signalled (a release that could not reach the server is counted apart, as
   above); under `on_lost_policy="cancel"`, nothing of the block begun after `on_lost`, and the
-  block ended with `LockLost`; no waiter left waiting while the name is free and nothing is in flight (0.11 s, or the
-  holder's lease end after a fault that loses messages unnoticed); every call within its bound
-  and failing only with a `LockError`; after the run, no lock key outliving its ttl and a fresh
-  client taking the whole name within 1.5 ttl + 1 s.
+  block ended with `LockLost`; no waiter left waiting while the name is free and nothing is in
+  flight (0.11 s, or the holder's lease end after a fault that loses messages unnoticed); every
+  call within its bound and failing only with a `LockError`; after the run, no lock key
+  outliving its ttl and a fresh client taking the whole name within 1.5 ttl + 1 s.
 
 Any violation prints the run step by step and the command that replays it:
 `python -m tests.sim.explore --replay CONFIG SCHEDULE` (the steps where the run departed from

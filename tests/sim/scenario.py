@@ -585,7 +585,7 @@ class Scenario:
                 ]
             elif kind == "failover":
                 found += [
-                    Option(f"failover {n.name}", lambda n=n: world.failover(n, 1), "fault")
+                    Option(f"failover {n.name}", lambda n=n: world.failover(n, 1, 0.05), "fault")
                     for n in self._nodes()
                 ]
             elif kind == "clock":

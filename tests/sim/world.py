@@ -281,7 +281,7 @@ class World:
             replies = [node.execute(self.clock.now, message.conn, c) for c in message.payload]
             self._collect_pushes(node)
             waited = message.future is not None and not message.future.done()
-            if waited and not any(isinstance(r, Queued) for r in replies):
+            if waited and not process.crashed and not any(isinstance(r, Queued) for r in replies):
                 self._message("reply", process, node, message.conn, replies, message.future)
         elif message.kind == "reply":
             assert message.future is not None
@@ -355,13 +355,19 @@ class World:
         node.server.restart_empty()
         node.up = True
 
-    def failover(self, node: Node, missed: int) -> None:
-        """The node's replica takes over, having missed the last ``missed`` script writes."""
+    def failover(self, node: Node, missed: int, seconds: float) -> None:
+        """The node's master dies and its replica, which missed the last ``missed`` script
+        writes, takes over ``seconds`` later (a failover takes time: the tokens of the
+        writes it missed are behind the replica's clock by then, docs/safety.md)."""
         history = list(node.writes or ())
         replica = history[-missed] if missed <= len(history) else {}
         self.node_down(node)
-        node.server.failover(replica)
-        node.up = True
+
+        def promote() -> None:
+            node.server.failover(replica)
+            node.up = True
+
+        self.at(self.clock.now + seconds, f"{node.name} failed over", promote)
 
     def pause(self, process: Process, seconds: float) -> None:
         process.paused_at, process.paused_until = self.clock.now, self.clock.now + seconds
@@ -445,11 +451,11 @@ class World:
         option = options[index]
         self.steps.append(Step(self.clock.now, index, len(options), option.label))
         self.log.append(f"{self.clock.now:9.4f}  [{index}/{len(options)}] {option.label}")
-        before, quiet = self.clock.now, not self.network
+        before, quiet = self.clock.now, not self.deliverable()
         option.apply()
         if option.kind == "fault":
             self.faults.append(option.label)
-        # time that passed with nothing in flight anywhere
+        # time that passed with nothing that could be delivered
         idle = self.clock.now - before if option.kind == "advance" and quiet else 0.0
         for observe in self.on_step:
             observe(self, option, idle)
