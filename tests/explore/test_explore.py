@@ -13,8 +13,8 @@ from tests.sim.explore import CI, SPECS, Default, Replay, measure, report, run
 
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_no_schedule_within_the_budget_breaks_a_promise(name: str) -> None:
-    figures, found = measure(SPECS[name], **CI)  # type: ignore[arg-type]
-    assert found is None, report(found)
+    figures, found = measure(SPECS[name], **CI)
+    assert not found, report(found[0])
     assert figures.complete
     assert figures.seeds == CI["seeds"]
 

@@ -57,3 +57,28 @@ def test_a_redlock_waiter_whose_grant_could_not_be_confirmed_tries_again_soon() 
     ``retry_delay`` falls back on the ttl when the holder's pttl is unknown."""
     outcome = run(SPECS["redlock"], Replay({0: 10, 46: 2}))
     assert outcome.violation is None, report(outcome)
+
+
+@pytest.mark.xfail(strict=True, reason="finding: rwlock 5.2,17.7 (replay: rwlock 5.2,17.7)")
+def test_a_waiter_whose_connection_broke_before_its_subscription_was_confirmed_waits_on() -> None:
+    """A reader subscribes (SUBSCRIBE, then PING with its nonce) and its pub/sub connection is
+    reset before the PING's reply arrives. The listener makes the connection again at once,
+    subscribes every channel and confirms it with a PING of its own, but the reader's nonce is
+    never answered: it waits out the whole confirmation timeout (one request timeout: 5 s by
+    default) while the writer releases, and its acquire then fails with LockConnectionError
+    ("no confirmation in time") although the server was reachable all along (waiter.py: the
+    re-subscription wakes the watchers, not the watches still waiting for a confirmation)."""
+    outcome = run(SPECS["rwlock"], Replay({5: 2, 17: 7}))
+    assert outcome.violation is None, report(outcome)
+
+
+@pytest.mark.xfail(strict=True, reason="finding: expiry 19.2,50.1 (replay: expiry 19.2,50.1)")
+def test_a_waiters_fallback_retry_is_counted_from_when_its_request_left() -> None:
+    """A waiter's busy reply (pttl 501 ms) arrives 0.19 s late; the holder's lease then ends
+    with no release (nothing is published). The waiter re-tries pttl after the reply *arrived*
+    (``retry_delay(result.pttl, ...)`` from now, contention._wait_for_grant), 0.19 s after the
+    name was free, where counting pttl from the request's send time would re-try at the
+    lease's end: a slow reply delays the fallback re-try by its own lateness (up to a request
+    timeout)."""
+    outcome = run(SPECS["expiry"], Replay({19: 2, 50: 1}))
+    assert outcome.violation is None, report(outcome)
