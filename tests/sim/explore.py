@@ -543,6 +543,12 @@ FINDINGS_TEXT = """\
   `AsyncQuorum.try_acquire` answers `Busy(None)` for a grant it could not confirm, and
   `retry_delay` falls back on the ttl when the holder's remaining lease is unknown.
 
+- `semaphore --seed 61` (three faults: a holder paused, one crashed holding, the first queued
+  waiter crashed): with no permit held and a dead waiter first in line, a live waiter's busy
+  reply carries the whole ttl as its pttl instead of the dead waiter's remaining turn
+  (`semaphore_acquire.lua`: `ipairs({lease, turn})` stops at the nil `lease` in Lua 5.1), so
+  it re-tries up to a ttl late.
+
 None of them breaks safety (one holder, fencing, loss signals): they are waits longer than the
 documented ones, or a call failing that could have succeeded."""
 

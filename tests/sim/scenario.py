@@ -44,7 +44,7 @@ from typing import Any
 
 from fencelock import scripts
 from fencelock.errors import LockError, LockLost, LockNotOwned, LockTimeout
-from fencelock.keys import fence_key_for
+from fencelock.keys import SemaphoreKeys, fence_key_for
 
 from .server import SimServer
 from .topology import REQUEST_TIMEOUT, SimClient, sim_client
@@ -540,8 +540,10 @@ class Scenario:
     def free_from(self, actor: Actor) -> float | None:
         """When every waiting actor's request fits on the servers (conservative: only then
         must the first of them be served) if nothing else happens: now, or when the leases in
-        the way end (None: never by themselves)."""
-        key = actor.obj._lease.spec.keys.lock.encode()
+        the way end, and for a semaphore the turns of the waiters queued ahead that no longer
+        listen (None: never by themselves)."""
+        keys = actor.obj._lease.spec.keys
+        key = keys.lock.encode()
         need = max(a.weight for a in self.actors if a.phase == "acquire")
         now, times = self.world.clock.now, []
         for node in self._nodes():
@@ -549,6 +551,8 @@ class Scenario:
             if when is None:
                 return None
             times.append(when)
+            if isinstance(keys, SemaphoreKeys):
+                times.append(_dead_turns(node, keys, now))
         return max(times, default=now)
 
     # -- the end ---------------------------------------------------------------------------------
@@ -682,14 +686,43 @@ def _holds(node: Node, key: bytes, holder: bytes, now: float) -> bool:
     return score is not None and score > now_ms
 
 
+def _world_time(node: Node, ms: float, now: float) -> float:
+    """The world's time when ``node``'s clock reads ``ms`` (not before ``now``)."""
+    return max(now, (ms * 1000 - T0_US - node.offset_us) / 1_000_000)
+
+
+def _live(node: Node, key: bytes, now: float) -> Any:
+    """The value at ``key`` on ``node`` if it has not expired (read without deleting)."""
+    entry = node.server.keys.get(key)
+    if entry is None or (
+        entry.expires_at is not None and entry.expires_at < node.now_us(now) // 1000
+    ):
+        return None
+    return entry.value
+
+
+def _dead_turns(node: Node, keys: SemaphoreKeys, now: float) -> float:
+    """When the semaphore's queue no longer starts with waiters that stopped listening (a
+    waiter that crashed or gave up keeps its place until its turn ends: semaphore.lua)."""
+    queue = _live(node, keys.queue.encode(), now) or {}
+    alive = _live(node, keys.alive.encode(), now) or {}
+    listened = {c for conn in node.server.connections.values() for c in conn.channels}
+    until = now
+    for entry, _ in sorted(queue.items(), key=lambda item: (item[1], item[0])):
+        if f"{keys.channel}:{entry.split()[0].decode()}".encode() in listened:
+            break
+        until = max(until, _world_time(node, alive.get(entry, 0), now))
+    return until
+
+
 def _free_at(node: Node, key: bytes, need: int, capacity: int, now: float) -> float | None:
     """When ``need`` permits fit at ``key`` on ``node`` (a lock: when it is free), as the
     leases there end: a world time, or None (a key without expiry)."""
     entry = node.server.keys.get(key)
     now_ms = node.now_us(now) // 1000
 
-    def at(ms: int) -> float:  # the world's time when the node's clock reads ``ms``
-        return max(now, (ms * 1000 - T0_US - node.offset_us) / 1_000_000)
+    def at(ms: int) -> float:
+        return _world_time(node, ms, now)
 
     if entry is None or (entry.expires_at is not None and entry.expires_at < now_ms):
         return now
