@@ -24,7 +24,7 @@ import redis
 
 import fencelock
 import fencelock.asyncio
-from fencelock.keys import LockKeys
+from fencelock._keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer, find_server
 
 LABEL = "web-7.eu-west.internal:48213:ThreadPoolExecutor-0_3"  # what holder_label() looks like

@@ -41,8 +41,8 @@ from celery import Celery
 from celery_once import AlreadyQueued, QueueOnce
 from celery_singleton import Singleton
 
+from fencelock._keys import LockKeys
 from fencelock.celery import ExclusiveTask
-from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer, find_server
 
 URL = os.environ.get("FENCELOCK_BENCH_URL", "redis://127.0.0.1:6379/0")

@@ -20,8 +20,8 @@ import time
 import redis
 
 from fencelock._async.client import AsyncLockClient
+from fencelock._keys import LockKeys
 from fencelock.errors import LockNotOwned
-from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer, find_server
 
 

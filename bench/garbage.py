@@ -6,7 +6,7 @@ Starts a server of its own, locks and releases ``--names`` distinct names once e
 names, ``order:<i>``), and reports the keys and ``used_memory`` right after, and again once the
 lease time has passed and the server's active expiry has removed what expired (waiting at most a
 minute for the key count to reach 0). The fencing counter of a name is kept until the server's
-clock has passed its last token and for the lease (scripts/prelude.lua), so the count reaches 0
+clock has passed its last token and for the lease (_scripts/prelude.lua), so the count reaches 0
 about a ttl after the last release.
 """
 

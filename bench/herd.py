@@ -57,7 +57,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
-from fencelock.keys import LockKeys
+from fencelock_tools._lib import LockKeys
 from fencelock_tools.benchmark import (
     PREFIX,
     FencelockLocks,

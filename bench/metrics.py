@@ -1,12 +1,14 @@
 """What the metrics cost: uncontended acquire+release (P1) with metrics off, with the Prometheus
-collector on, and with the OpenTelemetry instruments on (issue 14).
+collector on, with the OpenTelemetry instruments on (issue 14), and with tracing on (issue 26).
 
     python -m bench.metrics [--seconds 1] [--repeat 7] [--warmup 0.5] [--url redis://...]
 
-Six variants, one client each of sync and asyncio, doing the cycles of ``bench.uncontended`` on
+Eight variants, one client each of sync and asyncio, doing the cycles of ``bench.uncontended`` on
 one lock nobody else wants: ``off`` (nobody listens), ``prometheus`` (``enable_prometheus`` on a
-registry of its own) and ``opentelemetry`` (``enable_opentelemetry`` with an SDK
-``MeterProvider`` and an in-memory reader: the recording cost, not an export's). Each variant
+registry of its own), ``opentelemetry`` (``enable_opentelemetry`` with an SDK
+``MeterProvider`` and an in-memory reader: the recording cost, not an export's) and ``tracing``
+(``enable_tracing`` with an SDK ``TracerProvider`` whose ``BatchSpanProcessor`` hands the spans,
+two per cycle, to an exporter that drops them: the making of spans, not their export). Each variant
 switches its exporter on just for its own runs, in the rotated order of ``bench.uncontended``.
 Reported: cycles/s and client CPU per cycle, and each exporter against ``off``.
 
@@ -20,11 +22,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from functools import cache
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from prometheus_client import CollectorRegistry
 
 import fencelock
@@ -46,12 +51,27 @@ from ._common import (
 )
 from .uncontended import fencelock_async_cycle, fencelock_sync_cycle
 
+
+class Dropped(SpanExporter):
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+
+@cache
+def tracer_provider() -> TracerProvider:
+    """One for every run (its batch processor's thread lives as long as the process)."""
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Dropped()))
+    return provider
+
+
 EXPORTERS: dict[str, Callable[[], metrics.Subscription] | None] = {
     "off": None,
     "prometheus": lambda: metrics.enable_prometheus(CollectorRegistry()),
     "opentelemetry": lambda: metrics.enable_opentelemetry(
         MeterProvider(metric_readers=[InMemoryMetricReader()])
     ),
+    "tracing": lambda: metrics.enable_tracing(tracer_provider()),
 }
 
 
@@ -101,7 +121,7 @@ def variants(url: str, runner: asyncio.Runner) -> Iterator[list[Variant]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.metrics",
-        description="Uncontended acquire+release cycles/s with metrics off and on.",
+        description="Uncontended acquire+release cycles/s with metrics and tracing off and on.",
     )
     parser.add_argument("--seconds", type=float, default=1.0, help="one run, s (default 1)")
     parser.add_argument("--repeat", type=int, default=7, help="runs per variant (default 7)")
@@ -126,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             [
                 (by_name[f"{api} {name}"], by_name[f"{api} off"])
                 for api in ("sync", "async")
-                for name in ("prometheus", "opentelemetry")
+                for name in ("prometheus", "opentelemetry", "tracing")
             ]
         )
     return 0

@@ -73,8 +73,7 @@ from redis.exceptions import RedisError
 import fencelock
 import fencelock.asyncio
 from fencelock._core.quorum import NODE_TIMEOUT_MAX, node_timeout, quorum
-from fencelock.keys import LockKeys
-from fencelock.scripts import ACQUIRE, RELEASE
+from fencelock_tools._lib import ACQUIRE, RELEASE, LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer, find_server
 
 from ._common import (

@@ -1,7 +1,7 @@
 """Uncontended acquire+release throughput: fencelock against a minimal hand-written lock (issue 2).
 
     python -m bench.uncontended [--seconds 1] [--repeat 7] [--warmup 0.5] [--url redis://...]
-                                [--pin none|same|split]
+                                [--pin none|same|split] [--scripts auto|never]
 
 Four variants, each one client doing acquire+release cycles on a lock nobody else wants:
 
@@ -25,6 +25,10 @@ client's own CPU time per cycle (``time.process_time``: the library's overhead, 
 sensitive to scheduling than the wall-clock rate), and the fencelock/minimal ratios both as a
 ratio of medians and as the median of the per-repetition ratios.
 
+``--scripts never`` measures the script-free mode (``LockClient(url, scripts="never")``,
+docs/modes.md) against its own minimum: ``SET NX PX`` then the native compare-and-delete
+(``DELIFEQ`` on Valkey >= 9.0, ``DELEX ... IFEQ`` on Redis >= 8.4), on a server that has it.
+
 ``--pin`` fixes where the processes run (Linux): ``same`` puts the client and the embedded server
 on one CPU, ``split`` on two different ones. Unpinned, on a small VM the scheduler moves them
 between sharing a CPU and not, which changes the round trip about 2x and makes the rate bimodal.
@@ -39,7 +43,7 @@ import argparse
 import asyncio
 import secrets
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Final
 
@@ -101,37 +105,59 @@ def fencelock_async_cycle(client: fencelock.asyncio.LockClient) -> AsyncCycle:
     return cycle
 
 
-def minimal_sync_cycle(client: redis.Redis, sha: str) -> SyncCycle:
+def native_release(delete: str) -> Callable[[str], tuple[str, ...]]:
+    """The native compare-and-delete of a token: "DELIFEQ" (Valkey) or "DELEX" (Redis)."""
+    if delete == "DELEX":
+        return lambda token: ("DELEX", MINIMAL_KEY, "IFEQ", token)
+    return lambda token: ("DELIFEQ", MINIMAL_KEY, token)
+
+
+def minimal_sync_cycle(client: redis.Redis, sha: str, delete: str = "") -> SyncCycle:
+    """``SET NX PX``, then the ``EVALSHA`` of ``sha`` (or ``delete``, native: see above)."""
+    native = native_release(delete)
+
     def cycle() -> None:
         token = secrets.token_urlsafe(TOKEN_BYTES)
         if not client.set(MINIMAL_KEY, token, nx=True, px=TTL_MS):
             raise BenchError(f"minimal sync: {MINIMAL_KEY!r} was busy")
-        if client.evalsha(sha, 1, MINIMAL_KEY, token) != 1:
+        if delete:
+            released = client.execute_command(*native(token))  # type: ignore[no-untyped-call]
+        else:
+            released = client.evalsha(sha, 1, MINIMAL_KEY, token)
+        if released != 1:
             raise BenchError(f"minimal sync: {MINIMAL_KEY!r} was not ours at release")
 
     return cycle
 
 
-def minimal_async_cycle(client: redis.asyncio.Redis, sha: str) -> AsyncCycle:
+def minimal_async_cycle(client: redis.asyncio.Redis, sha: str, delete: str = "") -> AsyncCycle:
+    native = native_release(delete)
+
     async def cycle() -> None:
         token = secrets.token_urlsafe(TOKEN_BYTES)
         if not await client.set(MINIMAL_KEY, token, nx=True, px=TTL_MS):
             raise BenchError(f"minimal async: {MINIMAL_KEY!r} was busy")
-        if await client.evalsha(sha, 1, MINIMAL_KEY, token) != 1:
+        if delete:
+            released = await client.execute_command(*native(token))  # type: ignore[no-untyped-call]
+        else:
+            released = await client.evalsha(sha, 1, MINIMAL_KEY, token)
+        if released != 1:
             raise BenchError(f"minimal async: {MINIMAL_KEY!r} was not ours at release")
 
     return cycle
 
 
 @contextmanager
-def variants(url: str, runner: asyncio.Runner) -> Iterator[list[Variant]]:
-    """The four variants, connected to ``url``; all clients are closed on exit."""
+def variants(url: str, runner: asyncio.Runner, scripts: str = "auto") -> Iterator[list[Variant]]:
+    """The four variants, connected to ``url``; all clients are closed on exit. ``scripts``:
+    the clients' mode ("never": the floor's release is the native compare-and-delete)."""
     # (imported here: the cycles above also run on other trees' fencelock, in bench.regress)
     from fencelock._async.topology import AsyncOneServer
+    from fencelock._core.natives import ServerCommands
     from fencelock._sync.topology import SyncOneServer
 
     with ExitStack() as stack:
-        fl_sync = fencelock.LockClient.from_url(url, socket_timeout=SOCKET_TIMEOUT)
+        fl_sync = fencelock.LockClient.from_url(url, socket_timeout=SOCKET_TIMEOUT, scripts=scripts)
         stack.callback(fl_sync.close)
         min_sync = redis.Redis.from_url(
             url, socket_timeout=SOCKET_TIMEOUT, socket_connect_timeout=SOCKET_TIMEOUT
@@ -140,7 +166,8 @@ def variants(url: str, runner: asyncio.Runner) -> Iterator[list[Variant]]:
 
         # redis.asyncio clients belong to the loop they first ran on: make them inside it.
         async def make_async() -> tuple[fencelock.asyncio.LockClient, redis.asyncio.Redis]:
-            return fencelock.asyncio.LockClient.from_url(url, socket_timeout=SOCKET_TIMEOUT), (
+            made = fencelock.asyncio.LockClient.from_url
+            return made(url, socket_timeout=SOCKET_TIMEOUT, scripts=scripts), (
                 redis.asyncio.Redis.from_url(
                     url, socket_timeout=SOCKET_TIMEOUT, socket_connect_timeout=SOCKET_TIMEOUT
                 )
@@ -156,11 +183,17 @@ def variants(url: str, runner: asyncio.Runner) -> Iterator[list[Variant]]:
         assert isinstance(async_server.redis, redis.asyncio.Redis)
         check_same_settings(sync_server.redis, [min_sync, async_server.redis, min_async])
 
-        sha: str = min_sync.script_load(MINIMAL_RELEASE)
+        delete = ""
+        if scripts == "never":
+            hello = min_sync.execute_command("HELLO")  # type: ignore[no-untyped-call]
+            delete = ServerCommands().detected(hello).compare_delete
+            if not delete:
+                raise BenchError(f"{server_description(url)} has no native compare-and-delete")
+        sha: str = "" if delete else min_sync.script_load(MINIMAL_RELEASE)
         fl_sync_cycle = fencelock_sync_cycle(fl_sync)
         fl_async_cycle = fencelock_async_cycle(fl_async)
-        min_sync_cycle = minimal_sync_cycle(min_sync, sha)
-        min_async_cycle = minimal_async_cycle(min_async, sha)
+        min_sync_cycle = minimal_sync_cycle(min_sync, sha, delete)
+        min_async_cycle = minimal_async_cycle(min_async, sha, delete)
         yield [
             Variant("fencelock sync", lambda s: time_sync(fl_sync_cycle, s)),
             Variant("minimal sync", lambda s: time_sync(min_sync_cycle, s)),
@@ -196,6 +229,10 @@ def main(argv: list[str] | None = None) -> int:
         "--pin", choices=("none", "same", "split"), default="none",
         help="CPU affinity: client and server on the same CPU, on two CPUs, or none (default)",
     )  # fmt: skip
+    parser.add_argument(
+        "--scripts", choices=("auto", "never"), default="auto",
+        help='fencelock\'s mode; "never": against SET NX PX + the native compare-and-delete',
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.seconds <= 0 or args.repeat < 1 or args.warmup < 0:
         parser.error("--seconds must be > 0, --repeat >= 1, --warmup >= 0")
@@ -211,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"client:  {client_description()}")
         print(f"pinning: {pin(args.pin, [] if server is None else [server])}")
         runner = stack.enter_context(asyncio.Runner())
-        all_variants = stack.enter_context(variants(url, runner))
+        all_variants = stack.enter_context(variants(url, runner, args.scripts))
         measure(all_variants, args.seconds, args.repeat, args.warmup)
         report(all_variants, args.seconds, args.repeat)
     return 0

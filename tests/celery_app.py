@@ -1,5 +1,5 @@
-"""The Celery app of tests/test_celery.py, run by a real worker: broker, results and locks on the
-test's Redis ($FENCELOCK_TEST_CELERY_URL).
+"""The Celery app of tests/integrations/test_celery.py, run by a real worker: broker, results
+and locks on the test's Redis ($FENCELOCK_TEST_CELERY_URL).
 
 Each task tells the test what it does through the list "events" (JSON: what, tag, pid, token)
 and waits for the test's go-ahead on "go:<tag>", so the test synchronises on events, never on

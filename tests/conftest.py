@@ -22,6 +22,7 @@ from fencelock._sync.client import LockClient
 from fencelock_tools.servers.embedded import EmbeddedServer, ServerNotFound, find_server
 from fencelock_tools.servers.topology import Cluster, SentinelSetup
 from tests.exported import Exported
+from tests.traced import Traced
 from tests.worktree import install as install_worktree_guard
 
 ALL_KINDS = ("redis", "valkey")
@@ -205,3 +206,11 @@ def exported(request: pytest.FixtureRequest) -> Iterator[Exported]:
     exporter = Exported(request.param)
     yield exporter
     exporter.close()
+
+
+@pytest.fixture
+def traced() -> Iterator[Traced]:
+    """fencelock's spans, switched on for one test, into an in-memory exporter."""
+    tracing = Traced()
+    yield tracing
+    tracing.close()

@@ -1,6 +1,6 @@
-"""What the fuzz tests of both APIs share (tests/_async/test_fuzz.py, its generated sync twin,
-and tests/test_fuzz.py): the sentinel keys, the snapshots, the strategies, and what the
-documentation says each input should give.
+"""What the fuzz tests of both APIs share (tests/engine/_async/test_fuzz.py, its generated sync
+twin, and tests/core/test_fuzz.py): the sentinel keys, the snapshots, the strategies, and what
+the documentation says each input should give.
 
 Hypothesis reuses fixtures across the examples of one test, so every example resets the
 database itself (``reset``).
@@ -19,7 +19,7 @@ import redis
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from fencelock.keys import MAX_NAME_LENGTH, MAX_TTL, MIN_TTL
+from fencelock._keys import MAX_NAME_LENGTH, MAX_TTL, MIN_TTL
 
 SYNC_FUZZ = settings(
     max_examples=100,
@@ -27,7 +27,7 @@ SYNC_FUZZ = settings(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 # the asyncio pass: the same properties on fewer examples (the generator turns ASYNC_FUZZ in
-# tests/_async/test_fuzz.py into SYNC_FUZZ)
+# tests/engine/_async/test_fuzz.py into SYNC_FUZZ)
 ASYNC_FUZZ = settings(SYNC_FUZZ, max_examples=40)
 SMALL = settings(SYNC_FUZZ, max_examples=40)  # properties that wait
 

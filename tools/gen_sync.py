@@ -19,14 +19,15 @@ import tokenize_rt
 import unasync
 
 ROOT = Path(__file__).resolve().parent.parent
-# (asyncio source, generated sync twin): the library, and the tests that exercise both
+# (asyncio source, generated sync twin): the library, and each test layer's twin tests
+# (tests/<layer>/_async -> tests/<layer>/_sync, tests/README.md)
 PAIRS = [
     (ROOT / "src" / "fencelock" / "_async", ROOT / "src" / "fencelock" / "_sync"),
     (
         ROOT / "src" / "fencelock" / "compat" / "_async",
         ROOT / "src" / "fencelock" / "compat" / "_sync",
     ),
-    (ROOT / "tests" / "_async", ROOT / "tests" / "_sync"),
+    *((layer, layer.parent / "_sync") for layer in sorted((ROOT / "tests").glob("*/_async"))),
 ]
 
 # Names renamed as a whole (on top of unasync's own: __aenter__, AsyncIterator, Async* -> Sync*...)
@@ -40,6 +41,10 @@ REPLACEMENTS = {
     "AsyncLeased": "Leased",
     "AsyncWiring": "Wiring",
     "AsyncResources": "Resources",
+    "AsyncOperators": "Operators",
+    "AsyncFencedWrites": "FencedWrites",
+    "AsyncLatch": "Latch",
+    "AsyncBarrier": "Barrier",
     "AsyncReadWriteLock": "ReadWriteLock",
     "AsyncRWSide": "RWSide",
     "AsyncWaiter": "Waiter",

@@ -3,7 +3,7 @@
 python tools/peer_suite.py                 # redis-py, both server kinds; exit 1 on a surprise
 python tools/peer_suite.py --peer python-redis-lock
 python tools/peer_suite.py --servers redis --no-differences   # the deliberate failures unmarked
-python tools/peer_suite.py --json          # the counts as JSON (tests/test_compat_*.py)
+python tools/peer_suite.py --json   # the counts as JSON (tests/integrations/test_compat_*.py)
 python tools/peer_suite.py --map-keys      # their commands on a lock's key go to fencelock's
 
 The test files are not kept in this repository: the peer's source distribution (redis-py: of

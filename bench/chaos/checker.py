@@ -1,7 +1,7 @@
 """The checker: pure functions from a history (a list of events, see ``history``) to a report.
 
 No I/O, no clock: every number comes from the events, so hand-made histories test it
-(``tests/test_chaos_checker.py``). What it counts, per lock name:
+(``tests/chaos/test_chaos_checker.py``). What it counts, per lock name:
 
 grant
     One successful acquire, from when it returned (``acquire``) to when its holder stopped
@@ -47,6 +47,14 @@ masked loss
     Such a block that ended instead with the error of a release that could not reach the servers
     (``LockConnectionError``, which the block's exit lets through in place of ``LockLost``). Told
     apart from the uncancelled blocks: the loss was signalled, and the error is a typed one.
+blocked loop
+    An asyncio holder's event loop blocked by a sync call while it held (``loop_blocked`` to
+    ``loop_resumed``, recorded by the worker). The grant must keep its lease through it
+    (``leases_not_kept``): nobody else granted the name during its hold, no loss told (``lost``,
+    ``check_failed``, ``cancelled``, a refused write), a write sent after the block (after a
+    passed ``check()``) and accepted, and a block that ends normally. And the stall must be
+    reported (``unreported_stalls``): a ``fencelock.watchdog`` warning that the loop was blocked
+    (``library_log``), after each block longer than a third of the ttl.
 token regression
     A grant whose token is not larger than that of a grant returned before it was requested.
 orphaned lock
@@ -55,10 +63,11 @@ orphaned lock
     bound (``final_acquire`` = -1). A final acquire that failed with an error (-2) leaves the
     question open: ``unverified``.
 recovery
-    Per fault and lock name. A fault on a holder (killed, paused): from the fault until another
-    worker was granted the lock. A fault on servers or the network: 0 if grants requested after
-    it began were returned before it was healed (the service went on), else from the heal until
-    the first grant requested after the fault began. None: no such grant before the run ended.
+    Per fault and lock name. A fault on a holder (killed, paused, its loop blocked): from the
+    fault until another worker was granted the lock. A fault on servers or the network: 0 if
+    grants requested after it began were returned before it was healed (the service went on),
+    else from the heal until the first grant requested after the fault began. None: no such
+    grant before the run ended.
 """
 
 from __future__ import annotations
@@ -73,6 +82,7 @@ from . import history as h
 from .history import Event
 
 NOT_OWNED = ("LockLost", "LockNotOwned")
+STALL_LOG: Final = "event loop was blocked"  # in fencelock.watchdog's warning of a stall
 IN_TIME = "in time"  # signalled before the release: on_lost, check() or a refused write
 AT_RELEASE = "at release"  # only release() raising told the holder
 NEVER = "never"
@@ -106,6 +116,9 @@ class Grant:
     #   check_passed, write_attempt: what the holder began
     checks_passed: list[float] = field(default_factory=list)
     writes: list[Write] = field(default_factory=list)
+    blocks: list[tuple[float, float]] = field(default_factory=list)  # its event loop blocked:
+    #   (loop_blocked, loop_resumed), inf while not resumed
+    stalls: list[float] = field(default_factory=list)  # the library reported a blocked loop
 
     @property
     def belief_end(self) -> float:
@@ -184,6 +197,9 @@ class NameReport:
     recoveries: list[Recovery] = field(default_factory=list)
     uncancelled: list[tuple[Grant, str]] = field(default_factory=list)  # cancelling kinds only
     masked_losses: list[tuple[Grant, str]] = field(default_factory=list)  # the same
+    loop_blocks: int = 0  # grants whose event loop was blocked (asyncio kinds only)
+    leases_not_kept: list[tuple[Grant, str]] = field(default_factory=list)  # of those grants
+    unreported_stalls: list[tuple[Grant, str]] = field(default_factory=list)  # the same
 
     def count(self, outcome: str) -> int:
         return sum(1 for w in self.writes if w.outcome == outcome)
@@ -282,6 +298,12 @@ def grants(events: Sequence[Event]) -> list[Grant]:
             grant.signals.append((e.t, e.kind))
         elif e.kind in (h.READ, h.REENTER):
             grant.steps.append((e.t, e.kind))
+        elif e.kind == h.LOOP_BLOCKED:
+            grant.blocks.append((e.t, float("inf")))
+        elif e.kind == h.LOOP_RESUMED and grant.blocks:
+            grant.blocks[-1] = (grant.blocks[-1][0], e.t)
+        elif e.kind == h.LIBRARY_LOG and STALL_LOG in e.detail:
+            grant.stalls.append(e.t)
         elif e.kind == h.CHECK_PASSED:
             grant.checks_passed.append(e.t)
             grant.steps.append((e.t, e.kind))
@@ -403,6 +425,48 @@ def late_checks(grant_list: Sequence[Grant]) -> list[tuple[Grant, float]]:
     return found
 
 
+def leases_not_kept(grant_list: Sequence[Grant]) -> list[tuple[Grant, str]]:
+    """Grants whose holder's event loop was blocked and that did not keep their lease through
+    it (see "blocked loop" in the module's docstring), each with everything that went wrong."""
+    found: list[tuple[Grant, str]] = []
+    for group in by_name(grant_list).values():
+        for grant in group:
+            if not grant.blocks:
+                continue
+            wrong = []
+            resumed = max(end for _, end in grant.blocks)
+            if resumed == float("inf"):
+                wrong.append(f"its loop was still blocked when its hold ended ({grant.ended_by})")
+            taken = taken_over_at(grant, group)
+            if taken is not None:
+                wrong.append(f"another worker was granted the lock at {taken:.3f}")
+            told = [(t, kind) for t, kind in grant.signals if kind != h.RELEASE_FAILED]
+            if told:
+                wrong.append("told of a loss: " + ", ".join(f"{k} at {t:.3f}" for t, k in told))
+            after = [w.outcome or "unanswered" for w in grant.writes if w.sent >= resumed]
+            if h.WRITE_ACCEPTED not in after:
+                wrong.append(f"no write accepted after the block ({', '.join(after) or 'none'})")
+            if grant.released is False:
+                wrong.append(f"the block ended with {grant.release_error}")
+            if wrong:
+                found.append((grant, "; ".join(wrong)))
+    return found
+
+
+def unreported_stalls(
+    grant_list: Iterable[Grant], ttl_ms: dict[str, int]
+) -> list[tuple[Grant, str]]:
+    """Blocks of a grant's event loop longer than a third of its ttl that the library did not
+    report (no stall warning from the holder since the block began)."""
+    found: list[tuple[Grant, str]] = []
+    for grant in grant_list:
+        third = ttl_ms.get(grant.name, 0) / 3000
+        for start, end in grant.blocks:
+            if end - start > third and not any(t >= start for t in grant.stalls):
+                found.append((grant, f"the loop blocked {start:.3f}..{end:.3f} was not reported"))
+    return found
+
+
 TOLD: Final = (h.LOST, h.CANCELLED, h.CHECK_FAILED)  # the library declared the lease lost
 DECLARED: Final = (h.LOST, h.CANCELLED)  # ... and (cancel policy) cancelled the block
 # errors of a release that could not reach the servers: the block's exit lets them through in
@@ -495,7 +559,7 @@ def faults(events: Sequence[Event]) -> list[Fault]:
     ends = {e.value: e.t for e in events if e.kind == h.FAULT_END}
     targets: dict[int | None, set[str]] = defaultdict(set)
     for e in events:
-        if e.kind in (h.KILLED, h.PAUSED) and e.value is not None:
+        if e.kind in (h.KILLED, h.PAUSED, h.BLOCKED) and e.value is not None:
             targets[e.value].add(e.worker)
     result = []
     for e in sorted(starts, key=lambda e: e.t):
@@ -609,6 +673,12 @@ def check(events: Sequence[Event]) -> Report:
         report(grant.name).uncancelled.append((grant, why))
     for grant, why in masked_losses(cancelling):
         report(grant.name).masked_losses.append((grant, why))
+    for grant in grant_list:
+        report(grant.name).loop_blocks += bool(grant.blocks)
+    for grant, why in leases_not_kept(grant_list):
+        report(grant.name).leases_not_kept.append((grant, why))
+    for grant, why in unreported_stalls(grant_list, ttl_ms):
+        report(grant.name).unreported_stalls.append((grant, why))
     for grant in token_regressions(grant_list):
         report(grant.name).token_regressions.append(grant)
     for name, found in orphans(events, ttl_ms).items():

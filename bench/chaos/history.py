@@ -33,6 +33,8 @@ VERSIONED: Final = "versioned"
 # auto_renew=True: every loss is signalled
 RENEWED_KINDS: Final = (AUTO_RENEW, ASYNC_CANCEL, SEMAPHORE)
 CANCELLING_KINDS: Final = (ASYNC_CANCEL,)  # a loss cancels the block, which ends with LockLost
+# the asyncio API: an event loop that a sync call can block (holder-loop-block)
+ASYNC_KINDS: Final = (ASYNC_CANCEL,)
 
 # -- event kinds ---------------------------------------------------------------------------------
 # Recorded by the harness before the workers start: one per lock name.
@@ -57,6 +59,10 @@ RELEASED: Final = "released"  # release() returned
 RELEASE_FAILED: Final = "release_failed"  # release() raised; detail = the exception's class
 #   (ASYNC_CANCEL: RELEASE is the end of the block's body, RELEASED/RELEASE_FAILED how the
 #   ``async with`` then ended: normally, or with the exception it raised, LockLost after a loss)
+# The asyncio worker's event loop blocked by a sync call (time.sleep, on the nemesis's signal)
+# while it held its lock, as a sync database call inside ``async with lock:`` would block it.
+LOOP_BLOCKED: Final = "loop_blocked"  # value = ms it blocks for; detail = the step it landed in
+LOOP_RESUMED: Final = "loop_resumed"  # the sync call returned: the loop runs again
 EXIT: Final = "exit"  # the worker left its loop and closed its client
 LIBRARY_LOG: Final = "library_log"  # a line fencelock logged in this worker; detail
 THREAD_DIED: Final = "thread_died"  # a thread (or asyncio task) of the worker ended on an
@@ -67,6 +73,7 @@ FAULT_START: Final = "fault_start"  # value = fault id; name = the lock it aims 
 FAULT_END: Final = "fault_end"  # value = fault id: the fault was healed (may equal its start)
 KILLED: Final = "killed"  # worker = the SIGKILLed worker; detail = why
 PAUSED: Final = "paused"  # worker = the SIGSTOPped worker
+BLOCKED: Final = "blocked"  # worker = the worker whose event loop the fault blocks
 RESUMED: Final = "resumed"  # worker = the SIGCONTed worker
 # The harness, after every worker has stopped and every fault was healed.
 FINAL_VALUE: Final = "final_value"  # name; value = the counter on the resource

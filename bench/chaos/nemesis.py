@@ -4,10 +4,11 @@ SIGKILLed holder), so that the checker can measure the recovery after it. Every 
 and every fault is undone in a ``finally``: a failing run leaves no paused process behind.
 
 Faults on a holder: ``kill_holder`` (SIGKILL), ``pause_holders`` (SIGSTOP past the ttl,
-then SIGCONT). Faults on servers: ``kill_node`` (SIGKILL, restarted empty: no persistence, so its
-locks and fencing counters vanish), ``pause_node`` (SIGSTOP: a hung node). On the network, through
-a userspace TCP proxy: ``slow_network`` (delay), ``drop_network`` (connections reset),
-``blackhole_network`` (data held until healed). ``clock_jump`` moves a node's wall clock forward
+then SIGCONT), ``block_loops`` (an asyncio holder's event loop blocked by a sync call). Faults on
+servers: ``kill_node`` (SIGKILL, restarted empty: no persistence, so its locks and fencing
+counters vanish), ``pause_node`` (SIGSTOP: a hung node). On the network, through a userspace TCP
+proxy: ``slow_network`` (delay), ``drop_network`` (connections reset), ``blackhole_network``
+(data held until healed). ``clock_jump`` moves a node's wall clock forward
 (libfaketime). ``sentinel_failover`` and ``cluster_failover`` kill a master whose replica lags
 (``lag_replicas``: paused, behind a write burst) and wait for the promotion. ``flush_node``
 (FLUSHALL) and ``delete_counters`` (a DEL of the fencing counters by hand) lose data without a
@@ -26,14 +27,14 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from fencelock.keys import LockKeys, escape
+from fencelock._keys import LockKeys, escape
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.proxy import TcpProxy
 from fencelock_tools.servers.topology import REPLICA_ROLES, probe, wait_until
 
 from . import history as h
 from .topologies import ClusterTopology, NodeClock, SentinelTopology
-from .workers import CHECKED, WORKING, WRITTEN, lock_keys
+from .workers import BLOCKED, CHECKED, WORKING, WRITTEN, lock_keys
 
 if TYPE_CHECKING:
     from .runner import FaultMark, Run, WorkerHandle
@@ -116,6 +117,67 @@ def pause_holders(
             os.kill(holder.pid, signal.SIGCONT)
             run.record(h.RESUMED, worker=holder.id, name=holder.name)
             stack.close()
+
+
+def _block_holder(
+    run: Run, name: str, phases: Sequence[int], seconds: float, timeout: float
+) -> WorkerHandle | None:
+    """Block the event loop of a worker of ``name`` that is in one of ``phases`` for
+    ``seconds``; None if none was caught. The worker blocks only if it still holds when its
+    loop runs the signal's callback, and zeroes its slot of ``loop_blocks`` once it decided."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        holder = run.wait_holder(name, phases, deadline - time.monotonic())
+        if holder is None:
+            return None
+        if _blocked(run, holder, seconds):
+            return holder
+        # it had moved on (released) before its loop ran the callback: again
+    return None
+
+
+def _blocked(run: Run, holder: WorkerHandle, seconds: float) -> bool:
+    """Ask ``holder``'s event loop to block for ``seconds`` (SIGUSR1): whether it does."""
+    run.loop_blocks[holder.slot] = seconds
+    os.kill(holder.pid, signal.SIGUSR1)
+    if not run.wait_for(lambda: run.loop_blocks[holder.slot] == 0, STOP_CONFIRM):
+        run.loop_blocks[holder.slot] = 0.0  # (a late callback then does nothing)
+        raise RuntimeError(f"the event loop of {holder.id} ran no callback in {STOP_CONFIRM} s")
+    return run.phase(holder) == BLOCKED
+
+
+def _resumed(run: Run, holder: WorkerHandle, timeout: float) -> bool:
+    return run.wait_for(lambda: run.phase(holder) != BLOCKED, timeout)
+
+
+def block_loops(
+    run: Run, names: Sequence[str], seconds: float, *, after_check: bool, timeout: float = 10.0
+) -> None:
+    """Block the event loop of one holder of each of ``names`` (asyncio workers) for
+    ``seconds`` (together): a sync call (``time.sleep``) on the loop while the lock is held,
+    as a sync database call inside ``async with lock:`` would make, while it works or
+    ``after_check``, between a passed check and the write. The process runs on, and so do its
+    other threads: the lease must hold. The blocks end by themselves; each is healed when its
+    worker's loop runs again."""
+    for name in names:
+        if run.kind_of[name] not in h.ASYNC_KINDS:
+            raise ValueError(f"{name!r} is a {run.kind_of[name]} lock: no event loop to block")
+    phases = (CHECKED,) if after_check else (WORKING,)
+    where = "after its check" if after_check else "while it works"
+    blocked: list[tuple[WorkerHandle, FaultMark]] = []
+    with contextlib.ExitStack() as stack:
+        for name in names:
+            holder = _block_holder(run, name, phases, seconds, timeout)
+            if holder is None:
+                raise NoHolder(f"no holder of {name!r} to block within {timeout} s")
+            detail = f"block the event loop of holder {holder.id} of {name} {where}, {seconds:g} s"
+            fault = stack.enter_context(run.fault(detail, h.HOLDER, name))
+            blocked.append((holder, fault))
+            run.record(h.BLOCKED, worker=holder.id, name=name, value=fault.id)
+        for holder, fault in blocked:
+            if not _resumed(run, holder, seconds + STOP_CONFIRM):
+                raise RuntimeError(f"the event loop of {holder.id} blocked past {seconds:g} s")
+            fault.heal()
 
 
 def wait_new_grants(run: Run, timeout: float) -> bool:

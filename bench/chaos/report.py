@@ -7,7 +7,16 @@ from dataclasses import dataclass
 
 from . import history as h
 from .runner import Result
-from .scenarios import ALWAYS, FAILS_CHECK, FENCED, FREE_IN_TTL, INCREASING, NO_OVERLAP
+from .scenarios import (
+    ALWAYS,
+    FAILS_CHECK,
+    FENCED,
+    FREE_IN_TTL,
+    INCREASING,
+    KEPT,
+    NO_OVERLAP,
+    STALL_REPORTED,
+)
 
 SLACK = 1.0  # seconds allowed above the ttl for "free within its ttl" (a loaded 2-vCPU box)
 
@@ -156,6 +165,12 @@ def violations(result: Result) -> list[str]:
         if INCREASING in scenario.promises:
             for grant in r.token_regressions:
                 found.append(f"{where}: {INCREASING}: {grant}")
+        if KEPT in scenario.promises:
+            for grant, why in r.leases_not_kept:
+                found.append(f"{where}: {KEPT}: {grant}: {why}")
+        if STALL_REPORTED in scenario.promises:
+            for grant, why in r.unreported_stalls:
+                found.append(f"{where}: {STALL_REPORTED}: {grant}: {why}")
         if FREE_IN_TTL in scenario.promises:
             for rec in r.recoveries:
                 late = rec.seconds is None or rec.seconds > scenario.ttl + SLACK
@@ -190,6 +205,7 @@ def details(result: Result) -> str:
             f"{r.count(h.WRITE_REFUSED)} refused ({len(r.refused_not_superseded)} of holders "
             f"nobody overtook), final {r.final_value}, lost updates {r.lost_updates}, "
             f"late checks {len(r.late_checks)}, token regressions {len(r.token_regressions)}"
+            + (f", event loop blocked in {r.loop_blocks} grants" if r.loop_blocks else "")
         )
         for died in r.threads_died:
             out.append(f"    library thread died: {died}")
@@ -203,6 +219,10 @@ def details(result: Result) -> str:
             out.append(f"    block not cancelled by its loss: {grant}: {why}")
         for grant, why in r.masked_losses:
             out.append(f"    loss masked by a release error: {grant}: {why}")
+        for grant, why in r.leases_not_kept:
+            out.append(f"    lease not kept through a blocked loop: {grant}: {why}")
+        for grant, why in r.unreported_stalls:
+            out.append(f"    stall not reported: {grant}: {why}")
     return "\n".join(out)
 
 

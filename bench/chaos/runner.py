@@ -133,6 +133,7 @@ class Run:
         self.phases: Any = self.ctx.RawArray("i", MAX_SLOTS)
         self.grants: Any = self.ctx.RawArray("i", MAX_SLOTS)
         self.stop_flag: Any = self.ctx.RawArray("i", 1)  # see workers.run: no lock to leave
+        self.loop_blocks: Any = self.ctx.RawArray("d", MAX_SLOTS)  # see nemesis.block_loops
         self.handles: list[WorkerHandle] = []
         self.spawned: dict[str, int] = {}
         self.fault_ids = 0
@@ -218,7 +219,7 @@ class Run:
         )
         process = self.ctx.Process(
             target=workers.run,
-            args=(spec, self.phases, self.grants, slot, self.stop_flag),
+            args=(spec, self.phases, self.grants, slot, self.stop_flag, self.loop_blocks),
             name=f"chaos-{worker_id}",
             daemon=True,
         )

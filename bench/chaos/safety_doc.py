@@ -36,11 +36,12 @@ processes take a lock, read a counter from a Redis server of its own (the *resou
 fault touches), work, call `check()`, write the counter + 1 with
 `client.fenced_set(key, value, lock.token, redis=resource)`, and release. Every step is recorded
 with the machine's monotonic clock, one JSONL file per process. A nemesis kills and pauses
-holders (SIGKILL, SIGSTOP), kills, pauses and restarts Redis nodes (no persistence, so a
+holders (SIGKILL, SIGSTOP), blocks the event loop of asyncio holders (a sync call of three ttls
+inside `async with lock:`), kills, pauses and restarts Redis nodes (no persistence, so a
 restarted node is empty), slows, drops or black-holes their traffic through a userspace TCP
 proxy, jumps a Redlock node's wall clock (libfaketime), and fails masters over (Sentinel, Redis
 Cluster). A checker (pure code, `bench/chaos/checker.py`, unit-tested with hand-made histories in
-`tests/test_chaos_checker.py`) reads the merged history.
+`tests/chaos/test_chaos_checker.py`) reads the merged history.
 
 Each scenario runs seven lock kinds at once, each on a lock name of its own with workers of its
 own. Three are the lock through the sync API: the default lock (no renewal), `auto_renew=True`,
@@ -52,7 +53,8 @@ them: `semaphore`, a semaphore of one permit with `auto_renew=True`; `rw_write`,
 of a read-write lock; and `multi_lock`, a multi-lock of the name and a second name (its own
 hash slot). Redlock runs the lock kinds and the multi-lock only: semaphores and read-write
 locks need one master or a Cluster ([semaphore.md](semaphore.md)). A fault on a holder hits one
-holder of each name; a fault on servers or the network hits all of them.
+holder of each name; a fault on servers or the network hits all of them. The blocked event loop
+(`*/holder-loop-block`) runs `async_cancel` only: a sync worker has no event loop to block.
 """
 
 COLUMNS = """\
@@ -87,12 +89,18 @@ COLUMNS = """\
   in the block counts as a signal in time. A block that ends instead with the
   `LockConnectionError` of a release that could not reach the servers is counted apart ("losses
   masked by a release error"), not as a broken promise.
+- **event loop blocked: lease kept / blocks** (under "More numbers"): grants whose event loop
+  was blocked by a sync call (`*/holder-loop-block`), and how many of them kept their lease
+  through it: nobody else was granted the lock during the hold, no loss was told, a write sent
+  after the block was accepted, and the block ended normally. The loop monitor must also have
+  reported each block (the `fencelock.watchdog` warning, [leases.md](leases.md)).
 - **token regressions**: grants whose token is not larger than that of a grant returned before
   they were asked for. Tokens strictly increase only while the servers keep their data.
 - **orphaned**: after the run (workers stopped, faults healed), lock keys without an expiry or
   with more than the ttl left, or a lock a fresh client could not acquire within 1.5 ttl + 1 s.
 - **worst recovery**: per fault and lock, for a fault on a holder the time from the fault until
-  another worker was granted the lock; for a fault on servers or the network 0 when grants
+  another worker was granted the lock (a holder whose event loop was blocked keeps its lease:
+  the rest of its block, then its release); for a fault on servers or the network 0 when grants
   asked for during the fault were returned before it was healed, else the time from the heal
   to the first grant asked for after the fault began (which can include the hold of whoever
   was ahead in line). "never": no such grant before the run ended.
@@ -129,6 +137,7 @@ def _details(results: Sequence[Result]) -> str:
         "check() passed after the loss",
         "losses never signalled",
         "losses masked by a release error",
+        "event loop blocked: lease kept / blocks",
         "library threads died",
         "median recovery",
         "run",
@@ -149,6 +158,9 @@ def _details(results: Sequence[Result]) -> str:
                 str(len(r.late_checks)) if locked else "-",
                 str(len(r.unsignalled)) if locked else "-",
                 str(len(r.masked_losses)) if r.cancelling else "-",
+                f"{r.loop_blocks - len(r.leases_not_kept)} / {r.loop_blocks}"
+                if r.loop_blocks
+                else "-",
                 str(len(r.threads_died)),
                 median if locked else "-",
                 f"{result.seconds:.0f} s",
@@ -205,8 +217,8 @@ def render(
         "",
         "```sh",
         f"{command}                 # this page",
-        "python -m bench.chaos --short --details            # the short run CI makes "
-        "(tests/test_chaos_short.py)",
+        "python -m bench.chaos --short --details   # the short run CI makes "
+        "(tests/chaos/test_chaos_short.py)",
         "python -m bench.chaos --scenario redlock5/clock-jump --keep   # one scenario, "
         "keeping its JSONL histories",
         "```",
@@ -246,7 +258,7 @@ TOKENS = """\
 ## Fencing tokens
 
 A grant's token is **max(last token + 1, the server's clock in microseconds)** (`TIME`), and a
-block of tokens reserved for local hand-offs follows it: one rule, `scripts/prelude.lua`, for
+block of tokens reserved for local hand-offs follows it: one rule, `_scripts/prelude.lua`, for
 every script that hands out tokens (acquire, reentrant acquire, a release's grant to a queued
 waiter, a local hand-off, Redlock's write-back). The last token of a name (`...:fence`) is kept
 for the lease it was handed out with (renewals and `extend()` keep it as long as the lease,
@@ -273,7 +285,7 @@ holder's. Redlock needs no agreement between the nodes' clocks: a grant's token 
 among the granting majority) is written back to a majority, each of which keeps it until its
 own clock has passed it, so any later majority shares a node whose counter or clock is past it.
 
-Tests: `tests/_async/test_tokens.py` (FLUSHALL, the counter deleted, a restart without
+Tests: `tests/engine/_async/test_tokens.py` (FLUSHALL, the counter deleted, a restart without
 persistence, a lagging replica promoted: each time the new holder's token is larger and the old
 holder's `fenced_set` after the new holder's write is refused; they fail on the counter kept
 forever), `test_tokens_increase_across_majorities_that_overlap_partly` (Redlock, with counters
@@ -318,6 +330,10 @@ FINDINGS = """\
 
 - The asyncio client with `reentrant=True`, or without `auto_renew` (its `async_cancel` workers
   cover `auto_renew=True, on_lost_policy="cancel"`).
+- An event loop blocked by code that keeps the GIL: the blocked-loop scenarios block with
+  `time.sleep`, which gives the GIL up, as a database driver waiting on its socket does. The
+  renewal thread needs the GIL to run: CPU-bound Python code gives it up every few
+  milliseconds, a C extension that holds it through a long call does not.
 - Faults on the fenced resource itself, and persistence (`appendfsync always`), which would
   turn the single-server restart's overlaps into none.
 - A server clock stepped back across a restart or failover (the assumption of "Fencing

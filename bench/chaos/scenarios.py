@@ -1,5 +1,5 @@
 """The fault matrix: which topology, which lock kinds, which nemesis schedule, and what fencelock
-promises under it (``promises``, which ``tests/test_chaos_short.py`` asserts).
+promises under it (``promises``, which ``tests/chaos/test_chaos_short.py`` asserts).
 
 Every scenario runs the lock kinds at once, each on a lock name of its own with workers of
 its own: with the sync API the default lock (no renewal), ``auto_renew=True``, and
@@ -13,9 +13,10 @@ update however its writers are killed or paused; the lock's own promises (no ove
 tokens, recovery) do not apply to it. A fault on a holder
 hits one holder of each name; a fault on servers or the network hits all names at once. The
 names all hash to the first shard of the 3-master test cluster, so a failover there hits all of
-them too. Every scenario applies to every kind: each topology has an asyncio client
+them too. Every scenario but one applies to every kind: each topology has an asyncio client
 (``topologies.make_async_client``), and the nemesis acts on processes, servers and the network,
-whichever API a worker uses.
+whichever API a worker uses. The exception, ``holder-loop-block``, blocks an asyncio holder's
+event loop, and runs the asyncio kinds only (``ASYNC_KINDS``): a sync worker has no loop.
 
 Invariants checked in every scenario (``ALWAYS``): no stale write accepted, no orphaned lock, no
 loss of an ``auto_renew`` lock (sync or asyncio) left unsignalled, no counter increment nobody
@@ -34,9 +35,10 @@ from typing import Any, Final
 
 from redis.crc import key_slot
 
-from fencelock.keys import LockKeys
+from fencelock._keys import LockKeys
 
 from . import nemesis
+from .history import ASYNC_KINDS
 from .runner import Run
 from .topologies import CLUSTER, REDLOCK, SENTINEL, SINGLE, find_faketime
 from .topologies import FAKETIME_MISSING as FAKETIME_MISSING
@@ -47,6 +49,8 @@ NO_OVERLAP: Final = "no overlapping holds"
 FAILS_CHECK: Final = "a holder paused past its lease fails check()"
 FENCED: Final = "every write of an overtaken holder is refused"
 FREE_IN_TTL: Final = "a crashed holder's lock is free within its ttl"
+KEPT: Final = "a holder whose event loop is blocked keeps its lease"
+STALL_REPORTED: Final = "a blocked event loop is reported (a fencelock.watchdog warning)"
 INCREASING: Final = "tokens strictly increase"
 ALWAYS: Final = (
     "no stale write accepted",
@@ -157,6 +161,16 @@ def holder_pause(run: Run, cycle: int) -> None:
     nemesis.pause_holders(run, run.names, seconds, after_check=False)
 
 
+LOOP_BLOCK_TTLS: Final = 3.0  # how long a holder's event loop is blocked, in ttls
+
+
+def holder_loop_block(run: Run, cycle: int) -> None:
+    # several leases long: only renewals off the loop keep the lease through it
+    names = [name for name in run.names if run.kind_of[name] in ASYNC_KINDS]
+    after_check = cycle % 2 == 1  # (the short run's one cycle: while it works)
+    nemesis.block_loops(run, names, LOOP_BLOCK_TTLS * run.ttl, after_check=after_check)
+
+
 def node_restart(run: Run, cycle: int) -> None:
     nemesis.kill_node(run, run.topology.servers, down=0.3)
 
@@ -226,6 +240,15 @@ PAUSE_EXPECT = (
     "nothing. Paused between a passed check() and its write, only the fence can stop the "
     "write: it must be refused, since a newer token has written meanwhile."
 )
+LOOP_BLOCK_EXPECT = (
+    "No overlap, and no loss: the blocked holder's lease is renewed off its event loop (a "
+    "thread of its client, docs/leases.md), so nobody else is granted the lock while the loop "
+    "is blocked; when the loop runs again its check() passes, its fenced write is accepted, "
+    "its block ends normally, and the stall is reported. Its waiters are granted the lock only "
+    "after its release: the recovery includes the rest of the block. asyncio holders only: a "
+    "sync holder has no event loop (its renewals run in a thread already; a process stopped as "
+    "a whole is holder-pause)."
+)
 HOLDER_FAULTS = (
     ("holder-crash", holder_crash, "SIGKILL a holder of each lock", CRASH_EXPECT,
      (NO_OVERLAP, FREE_IN_TTL), 3.0),
@@ -237,9 +260,16 @@ HOLDER_FAULTS = (
 
 def _holder_scenarios(topology: str, **options: Any) -> list[Scenario]:
     return [
-        Scenario(topology, fault, schedule, summary, expect, promises,
-                 cycle_seconds=seconds, **options)
-        for fault, schedule, summary, expect, promises, seconds in HOLDER_FAULTS
+        *(Scenario(topology, fault, schedule, summary, expect, promises,
+                   cycle_seconds=seconds, **options)
+          for fault, schedule, summary, expect, promises, seconds in HOLDER_FAULTS),
+        # (the asyncio kinds only: the others have no event loop to block)
+        Scenario(topology, "holder-loop-block", holder_loop_block,
+                 f"block the event loop of an asyncio holder of each lock for "
+                 f"{LOOP_BLOCK_TTLS:g} ttl: a sync time.sleep on the loop inside its `async "
+                 "with lock:` block, while it works (in odd cycles: after its check())",
+                 LOOP_BLOCK_EXPECT, (NO_OVERLAP, KEPT, STALL_REPORTED),
+                 cycle_seconds=5.0, **{**options, "kinds": ASYNC_KINDS}),
     ]  # fmt: skip
 
 

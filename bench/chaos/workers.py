@@ -21,7 +21,9 @@ not: docs/leases.md, "Read-modify-write: fence the read too", and the checker's 
 
 Each worker shows the harness where it is through one slot of a shared array (``PHASES``), so a
 nemesis can hit a holder at a chosen point: while it works (before ``check()``), or between a
-passed ``check()`` and its write. A second array counts its grants.
+passed ``check()`` and its write. A second array counts its grants. A third one tells an
+asyncio worker how long to block its event loop on the nemesis's SIGUSR1
+(``AsyncWorker.block_loop``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import contextlib
 import logging
 import os
 import random
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -43,8 +46,8 @@ from redis.exceptions import RedisError
 
 import fencelock
 import fencelock.asyncio
+from fencelock._keys import LockKeys, SemaphoreKeys
 from fencelock._sync.rw_lock import RWSide
-from fencelock.keys import LockKeys, SemaphoreKeys
 
 from . import history as h
 from .history import ASYNC_CANCEL as ASYNC_CANCEL
@@ -69,6 +72,8 @@ IDLE: Final = 0  # not holding (acquiring, or between rounds)
 WORKING: Final = 1  # holding: read the counter, working, check() not yet called
 CHECKED: Final = 2  # check() passed, the write not yet sent
 WRITTEN: Final = 3  # the write answered, release not yet called
+BLOCKED: Final = 4  # holding, its event loop blocked by a sync call (asyncio workers only)
+HOLDING: Final = (WORKING, CHECKED)  # where a blocked loop is a sync call inside the block
 
 STOP_POLL: Final = 0.02  # seconds between two looks at the stop flag while working
 # the resource server (holding the counter), on this host
@@ -163,9 +168,10 @@ class _LibraryLog(logging.Handler):
             self.recorder.record(h.LIBRARY_LOG, name=self.lock_name, detail=detail)
 
 
-def run(spec: WorkerSpec, phases: Any, grants: Any, slot: int, stop: Any) -> None:
+def run(spec: WorkerSpec, phases: Any, grants: Any, slot: int, stop: Any, blocks: Any) -> None:
     """The worker's main (the target of its process). ``phases``/``grants``: shared int arrays;
-    ``stop``: a shared int array whose first item the harness sets to ask every worker to stop.
+    ``stop``: a shared int array whose first item the harness sets to ask every worker to stop;
+    ``blocks``: a shared float array (seconds to block the event loop, asyncio workers only).
     Shared memory without locks: a multiprocessing Event would not do, since its lock can be
     left taken by a worker SIGKILLed or SIGSTOPped inside ``wait()``, blocking all others."""
     recorder = h.Recorder(spec.history, spec.worker)
@@ -191,10 +197,11 @@ def run(spec: WorkerSpec, phases: Any, grants: Any, slot: int, stop: Any) -> Non
 
     try:
         if spec.kind == ASYNC_CANCEL:
-            asyncio.run(AsyncWorker(spec, recorder, phases, grants, slot, stop).loop(stopping))
+            worker = AsyncWorker(spec, recorder, phases, grants, slot, stop, blocks=blocks)
+            asyncio.run(worker.loop(stopping))
         else:
-            worker = VersionedWorker if spec.kind == VERSIONED else Worker
-            worker(spec, recorder, phases, grants, slot, stop).loop(stopping)
+            sync = VersionedWorker if spec.kind == VERSIONED else Worker
+            sync(spec, recorder, phases, grants, slot, stop).loop(stopping)
     except Exception as exc:  # an error no step expects (the library's promise: typed errors)
         with contextlib.suppress(Exception):
             what = f"worker {spec.worker}: {type(exc).__name__}: {exc}"
@@ -424,12 +431,36 @@ class AsyncWorker(_Worker):
     on_lost_policy="cancel"``: a lost lease cancels the block at its next await, recorded where
     it lands (``cancelled``), and the block then ends with ``LockLost``. ``release`` is recorded
     when the body ends (the block's exit releases next), ``released``/``release_failed`` (with
-    the exception's class) when the ``async with`` has ended."""
+    the exception's class) when the ``async with`` has ended.
+
+    On SIGUSR1 its loop blocks for the seconds the nemesis put in its slot of ``blocks``
+    (``block_loop``), if it holds its lock."""
 
     client: fencelock.asyncio.LockClient
     resource: redis.asyncio.Redis
     step = ""  # where the body is ("" outside a block): where a cancellation lands
     cancel_recorded = False
+
+    def __init__(self, *args: Any, blocks: Any) -> None:
+        super().__init__(*args)
+        self.blocks = blocks
+
+    def block_loop(self) -> None:
+        """SIGUSR1, run by the loop as one of its callbacks: while the worker holds its lock
+        (its task waits at an await inside ``async with lock:``), a sync call blocks the loop
+        for the seconds in the worker's slot of ``blocks``, as a sync database call inside the
+        block would; nothing otherwise. The slot is zeroed once decided (the nemesis's answer:
+        the phase shows ``BLOCKED`` until the call returns, or not)."""
+        seconds, phase = float(self.blocks[self.slot]), self.phases[self.slot]
+        if seconds <= 0 or phase not in HOLDING:
+            self.blocks[self.slot] = 0.0
+            return
+        self.record(h.LOOP_BLOCKED, token=self.token, value=round(seconds * 1000), detail=self.step)
+        self.phases[self.slot] = BLOCKED
+        self.blocks[self.slot] = 0.0
+        time.sleep(seconds)  # the sync call: no task of this loop runs meanwhile
+        self.record(h.LOOP_RESUMED, token=self.token)
+        self.phases[self.slot] = phase
 
     def on_lost(self, lock: fencelock.asyncio.Lock) -> None:
         task = asyncio.current_task()  # the watchdog's, or this worker's own (check())
@@ -449,6 +480,7 @@ class AsyncWorker(_Worker):
 
     async def loop(self, stopping: Callable[[], bool]) -> None:
         asyncio.get_running_loop().set_exception_handler(self.task_failed)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, self.block_loop)
         task = asyncio.current_task()
         if task is not None:
             task.set_name(f"chaos-{self.spec.worker}")

@@ -47,6 +47,56 @@ def sync_shield(value: T) -> T:
     return value  # a sync call cannot be cancelled half-way by anyone but a signal
 
 
+def async_cancelled(error: BaseException) -> bool:
+    """Whether ``error`` is the caller's cancellation: it must get control back at once, and
+    what is left to do (a give-back) is left to ``AsyncDetached``."""
+    return isinstance(error, asyncio.CancelledError)
+
+
+def sync_cancelled(error: BaseException) -> bool:
+    return False
+
+
+async def async_wait_done(aw: Awaitable[object]) -> None:
+    """Wait until ``aw`` (a request left in flight, bounded by its own timer) has ended, however."""
+    await asyncio.wait((asyncio.ensure_future(aw),))
+
+
+def sync_wait_done(aw: object) -> None:
+    return None
+
+
+class AsyncDetached:
+    """Clean-ups left to finish in the background when their caller was cancelled (a give-back
+    after the request in flight), each bounded by its requests; tracked, so that closing the
+    client lets them finish first."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Future[Any]] = set()
+
+    def add(self, aw: Awaitable[object]) -> None:
+        task = asyncio.ensure_future(aw)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(consume)
+
+    async def finish(self, timeout: float) -> None:
+        """Let the clean-ups finish, for at most ``timeout`` seconds; cancel what is left."""
+        if self._tasks:
+            tasks = list(self._tasks)
+            _, left = await asyncio.wait(tasks, timeout=timeout)
+            for task in left:
+                task.cancel()
+
+
+class SyncDetached:
+    def add(self, done: object) -> None:
+        return None  # (in a thread the clean-up has run already, in the caller)
+
+    def finish(self, timeout: float) -> None:
+        return None
+
+
 # How many cancellation requests the current task had when the library call began. A task can
 # carry requests that were never withdrawn: after a TaskGroup failure it caught, Python 3.11 and
 # 3.12 leave ``cancelling()`` at 1. Those are not meant for the lock call.
@@ -293,3 +343,17 @@ class SyncBackground:
         thread, self._thread = self._thread, None
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
+
+
+def async_watchdog(topology: Any, counters: Any) -> Any:
+    """The asyncio client's watchdog: leases renewed in a thread, off the event loop (a loop
+    blocked by a sync call must not cost them: _offloop.py)."""
+    from ._offloop import OffLoopWatchdog  # (the sync API never imports the asyncio code)
+
+    return OffLoopWatchdog(topology, counters)
+
+
+def sync_watchdog(topology: Any, counters: Any) -> Any:
+    from ._sync.watchdog import Watchdog
+
+    return Watchdog(topology, counters)

@@ -1,5 +1,6 @@
-"""Redis transport, asyncio and threads side by side: requests bounded by a deadline, Redlock
-fan-out, fencelock's own clients and pools, and the reaping of a client dropped unclosed.
+"""Redis transport, asyncio and threads side by side: the few primitives of the transport policy
+(``_async/transport.py``) that differ between them, fencelock's own clients and pools, and the
+reaping of a client dropped unclosed.
 
 Like ``_backend.py``, the ``Async*``/``async_*`` names serve ``_async/`` and the ``Sync*``/
 ``sync_*`` names its generated twin.
@@ -8,29 +9,37 @@ Like ``_backend.py``, the ``Async*``/``async_*`` names serve ``_async/`` and the
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
-import math
-import os
+import queue
+import select
+import ssl
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, NoReturn, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import redis
 import redis.asyncio
 import redis.asyncio.cluster
-import redis.asyncio.cluster as redis_asyncio_cluster
+import redis.asyncio.connection
 import redis.asyncio.retry
 import redis.cluster
 import redis.connection
 import redis.exceptions as redis_exceptions
 import redis.retry
+import redis.sentinel
 from redis.backoff import NoBackoff
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ._backend import consume
 from ._core.replies import DatabaseRefusal
+
+if TYPE_CHECKING:
+    from ._async.transport import AsyncRequester
+    from ._sync.transport import SyncRequester
 
 T = TypeVar("T")
 
@@ -47,201 +56,255 @@ SYNC_OTHER_API = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
 SYNC_OTHER_HINT = "a redis.asyncio client: use fencelock.asyncio.LockClient with it"
 
 
-async def async_fan_out(
-    nodes: Sequence[redis.asyncio.Redis], command: Sequence[Any], timeout: float
-) -> list[Any]:
-    """Send ``command`` to every node at once; per node, its reply or the ``RedisError`` it
-    raised (a node silent for ``timeout`` seconds gets a ``TimeoutError``).
+# -- the primitives of the transport policy (``_async/transport.py``) where asyncio and threads
+# differ: a slot of a server's connections, connecting, reading a reply, each by a deadline
 
-    Connecting is not part of ``timeout`` (as in ``sync_fan_out``): a node's connection is made
-    first, bounded by its own socket timeouts, and ``timeout`` counts from the request's send. A
-    fresh client's first handshake must not eat a node timeout of a few milliseconds."""
-    tasks = [asyncio.ensure_future(_node_request(node, command, timeout)) for node in nodes]
+AsyncConnection = redis.asyncio.connection.AbstractConnection
+SyncConnection = redis.connection.AbstractConnection
+AsyncClusterNode = redis.asyncio.cluster.ClusterNode
+SyncClusterNode = redis.cluster.ClusterNode
+AsyncSlots = asyncio.BoundedSemaphore
+
+
+class SyncSlots:
+    """A server's slots for threads: ``size`` at most taken at once. A token queue, taken and
+    given back in C, costs a tenth of a ``threading.BoundedSemaphore`` (a ``Condition``)."""
+
+    def __init__(self, size: int) -> None:
+        self._free: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self._unmade = size  # tokens not made yet: made as first needed
+        self._guard = threading.Lock()
+
+    def acquire(self, timeout: float) -> bool:
+        try:
+            self._free.get_nowait()
+            return True
+        except queue.Empty:
+            pass
+        with self._guard:
+            if self._unmade:
+                self._unmade -= 1
+                return True
+        try:
+            self._free.get(timeout=timeout)
+        except queue.Empty:
+            return False
+        return True
+
+    def release(self) -> None:
+        self._free.put(None)
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    """How fencelock's own connections to one server are made (``async_template``)."""
+
+    connection_class: type[Any]
+    kwargs: dict[str, Any]
+    max_connections: int
+    connect_timeout: float  # a fan-out's bound on connecting, which its node timeout does not count
+
+    def make(self) -> Any:
+        return self.connection_class(**self.kwargs)
+
+    @property
+    def encoding(self) -> tuple[str, str]:
+        return self.kwargs.get("encoding", "utf-8"), self.kwargs.get("encoding_errors", "strict")
+
+
+def async_template(target: redis.asyncio.Redis | AsyncClusterNode, timeout: float) -> Template:
+    """The settings of fencelock's connections to ``target``: the server of one of fencelock's
+    own clients (``async_own_client``), or a Cluster node (its settings made fencelock's, as
+    ``_own_kwargs`` says; ``timeout`` bounds connecting). The asyncio connections have no socket
+    timeout: ``async_read`` and ``async_connect`` bound every await by the request's deadline."""
+    connection_class: type[AsyncConnection]
+    if isinstance(target, AsyncClusterNode):
+        kwargs = _own_kwargs(target, timeout, async_no_retry(), async_select_checked)
+        connection_class, size = target.connection_class, target.max_connections
+    else:
+        pool = target.connection_pool
+        kwargs = dict(pool.connection_kwargs)
+        connection_class, size = pool.connection_class, pool.max_connections
+    connect = kwargs.get("socket_connect_timeout") or timeout
+    kwargs["socket_timeout"] = None
+    return Template(connection_class, kwargs, size, connect)
+
+
+def sync_template(target: redis.Redis | SyncClusterNode, timeout: float) -> Template:
+    # (the socket timeouts are set per request: sync_connect, sync_read)
+    pool: redis.ConnectionPool
+    if isinstance(target, SyncClusterNode):
+        pool = target.redis_connection.connection_pool
+        kwargs = _own_kwargs(pool, timeout, sync_no_retry(), sync_select_checked)
+    else:
+        pool = target.connection_pool
+        kwargs = dict(pool.connection_kwargs)
+    connect = kwargs.get("socket_connect_timeout") or timeout
+    return Template(pool.connection_class, kwargs, pool.max_connections, connect)
+
+
+def async_node_of(cluster: redis.asyncio.RedisCluster, key: str) -> AsyncClusterNode | None:
+    """The node that serves ``key``'s slot as far as ``cluster`` knows (None: it does not know
+    yet: it has not been initialized, or the slot is not covered)."""
     try:
-        await asyncio.wait(tasks)  # each is bounded: connecting, then timeout
-    except asyncio.CancelledError:
-        # Let requests already sent finish first (bounded as above): a release sent right after
-        # on another connection could otherwise overtake them.
-        await asyncio.wait(tasks)
-        raise
-    finally:
-        for task in tasks:
-            task.add_done_callback(consume)
-    return [_outcome(task, timeout) for task in tasks]
-
-
-async def _node_request(node: redis.asyncio.Redis, command: Sequence[Any], timeout: float) -> Any:
-    pool = node.connection_pool
-    conn = await pool.get_connection()  # type: ignore[no-untyped-call]  # connected, bounded
-    try:
-        await conn.send_command(*command)
-        try:
-            # (not read_response(timeout=): that returns None on a timeout, like a nil reply)
-            return await async_bounded(conn.read_response(), timeout)
-        except redis_exceptions.ResponseError as exc:  # an error reply: this node's answer
-            return exc
-    finally:
-        await pool.release(conn)
-
-
-def _outcome(task: asyncio.Future[Any], timeout: float) -> Any:
-    if not task.done() or task.cancelled():
-        return RedisTimeoutError(f"no reply within {timeout * 1000:.0f} ms")
-    error = task.exception()
-    if error is None:
-        return task.result()
-    if isinstance(error, RedisError):
-        return error
-    raise error
-
-
-def sync_fan_out(nodes: Sequence[redis.Redis], command: Sequence[Any], timeout: float) -> list[Any]:
-    """The same without threads: write the request to one connection of every node, then read
-    the replies in turn; the nodes work in parallel meanwhile.
-
-    Each read is bounded by the socket timeout, or by what is left of ``timeout`` when that is
-    shorter (which costs two system calls a read to change the socket's timeout). Once one read
-    has timed out, the others only take what has already arrived: however many nodes hang, the
-    whole costs at most twice the timeout.
-    """
-    replies: list[Any] = [None] * len(nodes)
-    sent: list[tuple[int, Any]] = []
-    for i, node in enumerate(nodes):
-        pool = node.connection_pool
-        try:
-            conn = pool.get_connection()
-        except RedisError as exc:
-            replies[i] = exc
-            continue
-        try:
-            conn.send_command(*command)  # type: ignore[no-untyped-call]
-            sent.append((i, conn))
-        except RedisError as exc:  # send_command has disconnected it
-            pool.release(conn)
-            replies[i] = exc
-    # Counted from after the writes: a node whose connection had to be re-made (and hung in its
-    # handshake, bounded by the socket timeout) does not eat the others' time.
-    deadline = time.monotonic() + timeout
-    expired = False
-    for i, conn in sent:
-        try:
-            left = deadline - time.monotonic()
-            if expired or left <= 0:
-                expired = True
-                if not conn.can_read(timeout=0):  # nothing arrived: give up on this node
-                    conn.disconnect()  # its reply may still come: to nobody
-                    raise RedisTimeoutError(f"no reply within {timeout * 1000:.0f} ms")
-                replies[i] = conn.read_response()
-            elif timeout >= (conn.socket_timeout or math.inf):
-                replies[i] = conn.read_response()
-            else:
-                replies[i] = conn.read_response(timeout=left)
-        except RedisTimeoutError as exc:
-            expired = True
-            replies[i] = exc
-        except RedisError as exc:
-            replies[i] = exc
-        finally:
-            nodes[i].connection_pool.release(conn)
-    return replies
-
-
-class AsyncRequester:
-    """Requests bounded by a deadline of their own, whatever the socket timeout: waiting for a
-    free connection, connecting and the reply all count (a renewal must not outlive the lease it
-    renews; a lock call must meet its documented bound)."""
-
-    def __init__(self) -> None:
-        # Pools that fail with "Too many connections" rather than wait (a Sentinel pool has no
-        # waiting variant): per pool, as many requests in flight as it has connections (the
-        # pub/sub connection has a pool of its own); more wait for a slot, within their deadline.
-        self._slots: dict[int, asyncio.Semaphore] = {}
-
-    def _gate(
-        self, client: redis.asyncio.Redis | redis.asyncio.RedisCluster
-    ) -> asyncio.Semaphore | None:
-        pool = getattr(client, "connection_pool", None)  # (a RedisCluster has one per node)
-        if pool is None or isinstance(pool, redis.asyncio.BlockingConnectionPool):
-            return None
-        slots = self._slots.get(id(pool))
-        if slots is None:
-            slots = self._slots[id(pool)] = asyncio.Semaphore(pool.max_connections)
-        return slots
-
-    async def request(
-        self,
-        redis: redis.asyncio.Redis | redis.asyncio.RedisCluster,
-        commands: Sequence[Sequence[Any]],
-        timeout: float,
-        key: str,
-        noscript: Sequence[Any] | None = None,
-    ) -> list[Any]:
-        """Send ``commands`` on one connection (a pipeline; on a Cluster, to the node of
-        ``key``) and return their replies, error replies included; ``TimeoutError`` after
-        ``timeout`` seconds, connecting included (at once, sending nothing, if none is left).
-        ``noscript``: sent instead of the first command (an EVALSHA) if the server answers
-        NOSCRIPT (SCRIPT FLUSH, a restart: nothing ran, and EVAL caches the script)."""
-        deadline = time.monotonic() + timeout
-        replies = await self._routed(redis, commands, deadline, key)
-        if noscript is not None and isinstance(replies[0], NoScriptError):
-            replies = await self._routed(redis, [noscript, *commands[1:]], deadline, key)
-        return replies
-
-    async def _routed(
-        self,
-        redis: redis.asyncio.Redis | redis.asyncio.RedisCluster,
-        commands: Sequence[Sequence[Any]],
-        deadline: float,
-        key: str,
-    ) -> list[Any]:
-        cluster = isinstance(redis, redis_asyncio_cluster.RedisCluster)
-        try:
-            replies = await self._send(redis, commands, deadline - time.monotonic())
-            moved = cluster and isinstance(replies[0], redis_exceptions.AskError)
-        except redis_exceptions.ConnectionError:
-            if not cluster:
-                raise
-            moved = True  # or failed over
-        if moved:  # the cluster client re-learns which node serves the slot, in the time left
-            assert len(commands) == 1  # (no WAIT on a Cluster)
-            replies = await async_bounded(
-                async_one(redis, commands[0]), deadline - time.monotonic()
-            )
-        return replies
-
-    async def _send(
-        self,
-        redis: redis.asyncio.Redis | redis.asyncio.RedisCluster,
-        commands: Sequence[Sequence[Any]],
-        timeout: float,
-    ) -> list[Any]:
-        if timeout <= 0:  # (before any coroutine is made: none is left unawaited)
-            raise RedisTimeoutError("no time left to send the request")
-        if len(commands) == 1:  # the common case: no pipeline to build
-            send: Awaitable[list[Any]] = async_one(redis, commands[0])
-        else:
-            pipe = redis.pipeline(transaction=False)
-            for command in commands:
-                pipe.execute_command(*command)
-            send = pipe.execute(raise_on_error=False)
-        gate = self._gate(redis)
-        return await async_bounded(send if gate is None else _gated(gate, send), timeout)
-
-    async def close(self) -> None:
+        return cluster.get_node_from_key(key)
+    except (redis_exceptions.RedisClusterException, RedisError):
         return None
 
 
-async def _gated(gate: asyncio.Semaphore, send: Awaitable[T]) -> T:
+def sync_node_of(cluster: redis.RedisCluster, key: str) -> SyncClusterNode | None:
     try:
-        await gate.acquire()
-    except BaseException:
-        if asyncio.iscoroutine(send):
-            send.close()  # never started: nothing was sent
-        raise
+        node = cluster.get_node_from_key(key)  # type: ignore[no-untyped-call]
+    except (redis_exceptions.RedisClusterException, RedisError):
+        return None
+    return node if node is not None and node.redis_connection is not None else None
+
+
+async def async_take(slots: asyncio.BoundedSemaphore, deadline: float) -> None:
+    """One of a server's slots (a connection's worth of requests in flight) by ``deadline``."""
+    if slots.locked():
+        with _Expiry(deadline, "no connection free in time"):
+            await slots.acquire()
+    else:
+        await slots.acquire()  # (at once)
+
+
+def sync_take(slots: SyncSlots, deadline: float) -> None:
+    if not slots.acquire(timeout=max(deadline - time.monotonic(), 0)):
+        raise RedisTimeoutError("no connection free in time")
+
+
+# (redis-py 8 renamed the check; older versions have only the first name)
+_dirty = (
+    getattr(redis.asyncio.connection.Connection, "can_read", None)
+    or redis.asyncio.connection.Connection.can_read_destructive
+)
+
+
+async def async_connect(conn: AsyncConnection, deadline: float) -> None:
+    """``conn`` ready to send by ``deadline``: (re)connected if need be, with one attempt. An
+    idle connection with something to read is broken (the server closed it: a restart, a
+    failover) and is made anew."""
+    if conn.is_connected:
+        try:
+            if not await _dirty(conn):
+                return
+        except redis_exceptions.ConnectionError:
+            pass
+        await conn.disconnect(nowait=True)
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise RedisTimeoutError("no time left to send the request")
+    conn.socket_connect_timeout = left
+    with _Expiry(deadline, "no time left to connect"):
+        await conn.connect()  # type: ignore[no-untyped-call]
+
+
+def sync_connect(conn: SyncConnection, deadline: float) -> None:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise RedisTimeoutError("no time left to send the request")
+    sock = getattr(conn, "_sock", None)
+    if sock is not None:
+        if not _readable(conn, sock):
+            sock.settimeout(left)  # the send's bound (the reads pass their own)
+            return
+        conn.disconnect()  # type: ignore[no-untyped-call]
+    conn.socket_timeout = conn.socket_connect_timeout = left
+    conn.connect()  # type: ignore[no-untyped-call]
+
+
+def _readable(conn: SyncConnection, sock: Any) -> bool:
+    """Whether an idle connection has something to read (or its end): a poll of its socket, as
+    redis-py's ``can_read`` in a fourth of its time (a read attempt that fails, two timeout
+    changes). TLS: a record that is no data makes the socket readable: it reads to tell."""
+    if isinstance(sock, ssl.SSLSocket):
+        try:
+            return conn.can_read(timeout=0)
+        except redis_exceptions.ConnectionError:
+            return True
+    poll = select.poll()
+    poll.register(sock, select.POLLIN)
+    return bool(poll.poll(0))
+
+
+async def async_read(conn: AsyncConnection, deadline: float) -> Any:
+    """The next reply on ``conn`` by ``deadline`` (past it, only one that has arrived already);
+    an error reply returned, not raised: the next reply follows it. Its caller's cancellation
+    leaves ``conn`` as it was: the reply can still be read (the parser keeps what it read)."""
     try:
-        return await send
-    finally:
-        gate.release()
+        with _Expiry(deadline, "no reply in time"):
+            return await conn.read_response(disconnect_on_error=False)
+    except redis_exceptions.ResponseError as exc:
+        return exc
+
+
+def sync_read(conn: SyncConnection, deadline: float) -> Any:
+    left = deadline - time.monotonic()
+    try:
+        if left > 0:
+            return conn.read_response(timeout=left)
+        if conn.can_read(timeout=0):
+            return conn.read_response()
+    except redis_exceptions.ResponseError as exc:
+        return exc
+    raise RedisTimeoutError("no reply in time")
+
+
+async def async_drop(conn: AsyncConnection) -> None:
+    """Close ``conn``: it may have a late reply pending, or be broken."""
+    await conn.disconnect(nowait=True)
+
+
+def sync_drop(conn: SyncConnection) -> None:
+    conn.disconnect()  # type: ignore[no-untyped-call]
+
+
+class _Expiry:
+    """Bounds the awaits of the current task inside it by ``deadline``: then they are
+    cancelled and ``TimeoutError(what)`` raised, unless the task was cancelled by someone else
+    too (that cancellation goes on). No task, no future: one timer.
+
+    Not ``asyncio.timeout()``: on Python 3.11 it compares the task's cancellation requests with
+    0, not with their count on entry, so a task that carries stale ones (after a TaskGroup
+    failure it caught) gets a cancellation for a timeout."""
+
+    __slots__ = ("_baseline", "_deadline", "_expired", "_task", "_timer", "_what")
+
+    def __init__(self, deadline: float, what: str) -> None:
+        self._deadline = deadline
+        self._what = what
+        self._expired = False
+
+    def __enter__(self) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._task, self._baseline = task, task.cancelling()
+        left = self._deadline - time.monotonic()
+        self._timer = asyncio.get_running_loop().call_later(left, self._expire)
+
+    def _expire(self) -> None:
+        self._expired = True
+        self._task.cancel()
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        self._timer.cancel()
+        # Its cancellation withdrawn, however the block ended (redis-py may have swallowed it).
+        mine = self._expired and self._task.uncancel() <= self._baseline
+        if mine and kind is not None and issubclass(kind, asyncio.CancelledError):
+            raise RedisTimeoutError(self._what) from None
+
+
+async def async_within(timeout: float, call: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """``await call(*args)`` within ``timeout`` seconds (in a task: see ``_bounded``)."""
+    return await _bounded(call(*args), timeout)
+
+
+def sync_within(timeout: float, call: Callable[..., T], *args: Any) -> T:
+    # (a blocking call cannot be cut off: it is bounded by its client's own socket timeouts)
+    if timeout <= 0:
+        raise RedisTimeoutError("no time left to send the request")
+    return call(*args)
 
 
 async def async_one(
@@ -262,8 +325,29 @@ def sync_one(redis: redis.Redis | redis.RedisCluster, command: Sequence[Any]) ->
         return [exc]
 
 
-async def async_bounded(aw: Awaitable[T], timeout: float) -> T:
-    """The result of ``aw``, or ``TimeoutError`` after ``timeout`` seconds (``aw`` cancelled)."""
+# A request whose caller was cancelled while it was in flight: it goes on within its bound (it
+# may be granting something), and whoever gives back for the caller goes after it.
+_inflight: contextvars.ContextVar[asyncio.Future[Any] | None] = contextvars.ContextVar(
+    "fencelock_inflight", default=None
+)
+
+
+def async_carry_on(rest: Awaitable[None]) -> None:
+    """Finish the request in flight of a cancelled caller (``rest``, bounded by the request's
+    deadline) in a task, which ``async_inflight`` hands to the caller's clean-up."""
+    task = asyncio.ensure_future(rest)
+    task.add_done_callback(consume)
+    _inflight.set(task)
+
+
+def sync_carry_on(rest: None) -> None:
+    return None  # (a thread's call is never left half-way: sync_cancelled)
+
+
+async def _bounded(aw: Awaitable[T], timeout: float) -> T:
+    """The result of ``aw``, or ``TimeoutError`` after ``timeout`` seconds (``aw`` cancelled).
+    A caller cancelled meanwhile gets the cancellation at once, while ``aw`` goes on, still
+    within ``timeout`` (``async_inflight`` hands it to the caller's clean-up)."""
     if timeout <= 0:
         if asyncio.iscoroutine(aw):
             aw.close()  # never started: nothing was sent
@@ -272,135 +356,27 @@ async def async_bounded(aw: Awaitable[T], timeout: float) -> T:
     task.add_done_callback(consume)
     try:
         done, _ = await asyncio.wait((task,), timeout=timeout)
-    finally:
+    except asyncio.CancelledError:
         if not task.done():
-            task.cancel()  # redis.asyncio closes a connection whose read was cancelled
+            bound = asyncio.get_running_loop().call_later(timeout, task.cancel)
+            task.add_done_callback(lambda _: bound.cancel())
+            _inflight.set(task)
+        raise
     if not done:
+        task.cancel()  # redis.asyncio closes a connection whose read was cancelled
         raise RedisTimeoutError(f"no reply within {timeout * 1000:.0f} ms")
     return task.result()
 
 
-class SyncRequester:
-    """The same with threads, on connections of its own (per server, kept between requests):
-    a pooled connection would be (re)connected by the pool with the full socket timeout and
-    redis-py's retries, and a server that hangs in the handshake would hold the request. At most
-    the pool's ``max_connections`` requests per server are in flight; more wait for one to end,
-    within their deadline."""
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._idle: dict[int, list[redis.connection.AbstractConnection]] = {}
-        self._slots: dict[int, threading.BoundedSemaphore] = {}
-        self._pid = os.getpid()
-
-    def _slot(self, pool: redis.ConnectionPool) -> threading.BoundedSemaphore:
-        with self._guard:
-            if self._pid != os.getpid():  # forked: the sockets are the parent's
-                self._pid, self._idle, self._slots = os.getpid(), {}, {}
-            slots = self._slots.get(id(pool))
-            if slots is None:
-                slots = self._slots[id(pool)] = threading.BoundedSemaphore(pool.max_connections)
-            return slots
-
-    def _connected(
-        self, pool: redis.ConnectionPool, deadline: float
-    ) -> redis.connection.AbstractConnection:
-        """An idle connection of ours to the server of ``pool``, (re)connected if need be within
-        ``deadline``, with one connect attempt."""
-        with self._guard:
-            idle = self._idle.get(id(pool))
-            conn: redis.connection.AbstractConnection | None = idle.pop() if idle else None
-        if conn is None:
-            conn = pool.connection_class(**pool.connection_kwargs)
-            conn.retry = sync_no_retry()
-        try:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise RedisTimeoutError("no time left to send the request")
-            # used when connecting only: the reads pass their own timeouts
-            conn.socket_timeout = conn.socket_connect_timeout = left
-            try:
-                # (connects if need be) an idle connection with something to read is broken:
-                # the server closed it (a restart, a failover) or a late reply is pending
-                if conn.can_read(timeout=0):
-                    conn.disconnect()
-            except redis_exceptions.ConnectionError:
-                conn.disconnect()
-            conn.connect()
-        except BaseException:
-            conn.disconnect()
-            raise
-        return conn
-
-    def request(
-        self,
-        redis: redis.Redis | redis.RedisCluster,
-        commands: Sequence[Sequence[Any]],
-        timeout: float,
-        key: str,
-        noscript: Sequence[Any] | None = None,
-    ) -> list[Any]:
-        if timeout <= 0:  # a socket timeout of 0 or less would not bound anything
-            raise RedisTimeoutError("no time left to send the request")
-        deadline = time.monotonic() + timeout
-        client = redis
-        if isinstance(redis, SyncRedisCluster):
-            node = redis.get_node_from_key(key)  # type: ignore[no-untyped-call]
-            if node is None or node.redis_connection is None:
-                raise redis_exceptions.ConnectionError(f"no Cluster node serves {key!r}")
-            client = node.redis_connection
-        assert isinstance(client, SyncRedis)
-        pool = client.connection_pool
-        slots = self._slot(pool)
-        if not slots.acquire(timeout=timeout):  # every connection is busy, for all that time
-            raise RedisTimeoutError(f"no connection free within {timeout * 1000:.0f} ms")
-        moved = False
-        try:
-            conn = self._connected(pool, deadline)
-            try:
-                # Sent here, not in a helper: the hot path of every lock call stays short.
-                conn.send_packed_command(conn.pack_commands(commands))  # type: ignore[no-untyped-call]
-                replies = [_read(conn, deadline) for _ in commands]
-                if noscript is not None and isinstance(replies[0], NoScriptError):
-                    commands = [noscript, *commands[1:]]
-                    conn.send_packed_command(conn.pack_commands(commands))  # type: ignore[no-untyped-call]
-                    replies = [_read(conn, deadline) for _ in commands]
-            except BaseException as exc:
-                conn.disconnect()  # type: ignore[no-untyped-call]  # else late replies come next
-                if client is redis or not isinstance(exc, redis_exceptions.ConnectionError):
-                    raise
-                moved = True  # the node failed over
-            else:
-                with self._guard:
-                    self._idle.setdefault(id(pool), []).append(conn)
-                moved = client is not redis and isinstance(replies[0], redis_exceptions.AskError)
-        finally:
-            slots.release()
-        if moved:  # the cluster client re-learns which node serves the slot, in its own time
-            assert len(commands) == 1  # (no WAIT on a Cluster)
-            replies = sync_one(redis, commands[0])
-            if noscript is not None and isinstance(replies[0], NoScriptError):
-                replies = sync_one(redis, noscript)
-        return replies
-
-    def close(self) -> None:
-        with self._guard:
-            idle, self._idle = self._idle, {}
-        for conns in idle.values():
-            for conn in conns:
-                conn.disconnect()  # type: ignore[no-untyped-call]
+def async_inflight() -> asyncio.Future[Any] | None:
+    """The request left in flight by this task's cancelled call (and forget it), if any."""
+    task: asyncio.Future[Any] | None = _inflight.get()
+    _inflight.set(None)
+    return task
 
 
-def _read(conn: redis.connection.AbstractConnection, deadline: float) -> Any:
-    """The next reply on ``conn`` by ``deadline`` (an error reply returned, not raised: the next
-    reply follows it)."""
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise RedisTimeoutError("no reply in time")
-    try:
-        return conn.read_response(timeout=left)
-    except redis_exceptions.ResponseError as exc:
-        return exc
+def sync_inflight() -> None:
+    return None  # (a thread's call is never left half-way)
 
 
 def async_no_retry() -> redis.asyncio.retry.Retry:
@@ -520,6 +496,83 @@ def sync_node_client(node: Any, socket_timeout: float) -> redis.Redis:
     kwargs = _own_kwargs(template, socket_timeout, sync_no_retry(), sync_select_checked)
     pool = redis.ConnectionPool(connection_class=template.connection_class, **kwargs)
     return redis.Redis(connection_pool=pool)
+
+
+# What a sync connection needs of an asyncio one's settings: its address, database, credentials
+# and TLS (not its retries, handlers or registries, which are the asyncio client's own objects).
+_SYNC_CONNECTIONS: dict[type[Any], type[Any]] = {
+    redis.asyncio.connection.Connection: redis.connection.Connection,
+    redis.asyncio.connection.SSLConnection: redis.connection.SSLConnection,
+    redis.asyncio.connection.UnixDomainSocketConnection: (
+        redis.connection.UnixDomainSocketConnection
+    ),
+}
+_ADDRESS = ("host", "port", "path", "db", "username", "password", "credential_provider",
+            "client_name", "protocol")  # fmt: skip
+
+
+def _sync_kwargs(kwargs: dict[str, Any], socket_timeout: float) -> dict[str, Any]:
+    picked = {k: v for k, v in kwargs.items() if k in _ADDRESS or k.startswith("ssl_")}
+    picked.update(
+        socket_timeout=socket_timeout,
+        socket_connect_timeout=socket_timeout,
+        retry=sync_no_retry(),
+        decode_responses=False,
+    )
+    return picked
+
+
+def sync_client_like(client: redis.asyncio.Redis, socket_timeout: float) -> redis.Redis:
+    """A sync client, with a pool of its own, to the server of an asyncio client (a Sentinel
+    master's: through sync sentinels at the same addresses): the asyncio client's renewals run
+    in a thread on it (``_offloop.py``)."""
+    pool = client.connection_pool
+    kwargs = _sync_kwargs(pool.connection_kwargs, socket_timeout)
+    own: redis.ConnectionPool
+    manager = getattr(pool, "sentinel_manager", None)
+    if manager is not None:
+        sentinels = [
+            (
+                s.connection_pool.connection_kwargs["host"],
+                s.connection_pool.connection_kwargs["port"],
+            )
+            for s in manager.sentinels
+        ]
+        sync_manager = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call]
+            sentinels,
+            sentinel_kwargs=_sync_kwargs(manager.sentinel_kwargs, socket_timeout),
+            **_sync_kwargs(manager.connection_kwargs, socket_timeout),
+        )
+        service = getattr(pool, "service_name")  # noqa: B009 (a Sentinel pool's)
+        own = redis.sentinel.SentinelConnectionPool(  # type: ignore[no-untyped-call]
+            service, sync_manager, **kwargs
+        )
+    else:
+        connection_class = _SYNC_CONNECTIONS.get(pool.connection_class)
+        if connection_class is None:
+            raise TypeError(
+                f"cannot renew leases off the event loop over a {pool.connection_class.__name__}"
+            )
+        own = redis.ConnectionPool(connection_class=connection_class, **kwargs)
+    return redis.Redis(connection_pool=own)
+
+
+def sync_cluster_like(
+    cluster: redis.asyncio.RedisCluster, socket_timeout: float
+) -> redis.RedisCluster:
+    """A sync ``RedisCluster`` to the nodes of an asyncio one (see ``sync_client_like``)."""
+    kwargs = _sync_kwargs(cluster.get_connection_kwargs(), socket_timeout)
+    if cluster.get_connection_kwargs().get("connection_class") is (
+        redis.asyncio.connection.SSLConnection
+    ):
+        kwargs["ssl"] = True
+    for address in ("host", "port", "db"):  # (the nodes are given; a Cluster has db 0)
+        kwargs.pop(address, None)
+    nodes = [
+        redis.cluster.ClusterNode(n.host, n.port)  # type: ignore[no-untyped-call]
+        for n in cluster.get_nodes()
+    ]
+    return redis.RedisCluster(startup_nodes=nodes, **kwargs)
 
 
 _reaping: set[asyncio.Task[None]] = set()  # a task the loop holds only weakly could vanish

@@ -11,7 +11,7 @@
 The lock is bound to the execution, not to the message: taken in the worker when the task
 starts running, renewed while it runs (so a long task keeps it and a SIGKILLed worker stops
 renewing it: it frees itself one ttl later), and released when the task ends, whatever the end.
-docs/celery.md compares this with locks taken at enqueue time (tests/test_celery.py).
+docs/celery.md compares this with locks taken at enqueue time (tests/integrations/test_celery.py).
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from typing import Any, ClassVar
 
 from celery import Celery, Task
 
+from ._context import current_token, running
+from ._keys import MIN_LEASE, validate_timeout, validate_ttl
 from ._sync.client import LockClient
-from .context import current_token, running
 from .errors import LockTimeout
-from .keys import MIN_LEASE, validate_timeout, validate_ttl
 
 __all__ = ["BUSY_MODES", "ExclusiveTask", "TaskBusy", "current_token", "worker_client"]
 

@@ -81,3 +81,10 @@ class DatabaseRefused(LockError, ValueError):
             "(16 unless its 'databases' setting says otherwise)"
         )
         self.db = db
+
+
+class ScriptsRequired(LockError):
+    """What was asked for needs Lua scripts, and this client runs none: it was made with
+    ``scripts="never"``, or its server refused a script (docs/modes.md, "Without scripts"). Only
+    plain locks are kept without scripts, and only on a server with a native compare-and-delete
+    (Valkey >= 9.0, Redis >= 8.4)."""

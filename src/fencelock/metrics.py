@@ -1,11 +1,12 @@
-"""Metrics of the locks of this process, for Prometheus and OpenTelemetry, and a log of slow
-acquires.
+"""Metrics of the locks of this process, for Prometheus and OpenTelemetry, OpenTelemetry spans,
+and a log of slow acquires.
 
 Off until switched on, and free while off: the locks report what they do to one internal stream
-of events (``_core/events.py``) only when something listens::
+of events (``_events.py``) only when something listens::
 
     fencelock.metrics.enable_prometheus()        # prometheus_client's default registry
     fencelock.metrics.enable_opentelemetry()     # the global MeterProvider
+    fencelock.metrics.enable_tracing()           # spans, by the global TracerProvider
     fencelock.metrics.log_slow_acquires(1.0)     # a warning for each acquire of 1 s or more
 
 Each returns a ``Subscription``; ``disable()`` stops it. The metrics (Prometheus names; the
@@ -25,11 +26,13 @@ fencelock_renewal_failures_total          counter    primitive           renewal
 fencelock_handoffs_total                  counter    primitive           local hand-offs
 fencelock_wakeups_total                   counter    primitive           wake-ups by a release
 fencelock_stale_writes_refused_total      counter                        fenced_set refusals
+fencelock_event_loop_stall_seconds        histogram                      asyncio loops blocked
 fencelock_held_locks                      gauge                          grants held now
 fencelock_waiting_acquires                gauge                          acquires waiting now
 ========================================  =========  ==================  ========================
 
-``primitive``: ``lock``, ``reentrant_lock``, ``semaphore``, ``read_lock`` or ``write_lock``;
+``primitive``: ``lock``, ``reentrant_lock``, ``semaphore``, ``read_lock``, ``write_lock`` or
+``multi_lock``;
 ``outcome``: ``granted``, ``timeout`` or
 ``error``; ``reason``: ``expired``, ``unreachable``, ``taken_over`` or ``data_loss``
 (docs/operations.md says what each means). Lock names are not labels: their number has no
@@ -46,14 +49,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import __version__
-from ._core import events
-from ._core.stats import LIVE_CLIENTS, Statistics
-from .keys import validate_ttl
+from . import _events as events
+from ._core.stats import Statistics
+from ._keys import validate_ttl
+from ._live_clients import LIVE_CLIENTS
 
 __all__ = [
     "Subscription",
     "enable_opentelemetry",
     "enable_prometheus",
+    "enable_tracing",
     "log_slow_acquires",
 ]
 
@@ -90,6 +95,14 @@ _METRICS = (
     _Metric("wakeups", COUNTER, ("primitive",), "Waits ended by a release message"),
 )
 _STALE = _Metric("stale_writes_refused", COUNTER, (), "Writes fenced_set refused: a stale token")
+_STALL = _Metric(
+    "event_loop_stall",
+    HISTOGRAM,
+    (),
+    "Times an asyncio event loop was blocked for more than a third of a lease held",
+    HOLD_BUCKETS,
+)
+_UNLABELLED = (_STALE, _STALL)  # about no lock: no primitive, no name
 _GAUGES: dict[str, tuple[str, Callable[[Statistics], int]]] = {
     "held_locks": ("Grants the lock objects of this process hold now", lambda s: s.held),
     "waiting_acquires": (
@@ -131,6 +144,9 @@ def _listener(
     def listen(event: events.Event) -> None:
         if isinstance(event, events.StaleWriteRefused):
             records[_STALE.name](1, {})
+            return
+        if isinstance(event, events.LoopStalled):
+            records[_STALL.name](event.seconds, {})
             return
         labels = {"primitive": event.primitive}
         if name_label is not None:
@@ -182,6 +198,11 @@ def _inc(counter: Any) -> Record:
     return lambda value, labels: child(labels).inc(value)
 
 
+def _record(method: Callable[[float], object]) -> Record:
+    """A metric without labels: ``method`` of the metric itself."""
+    return lambda value, labels: method(value)
+
+
 _prometheus: dict[int, Subscription] = {}  # id(registry) -> its subscription
 _guard = threading.Lock()
 
@@ -209,22 +230,19 @@ def enable_prometheus(
         extra = ("name",) if name_label is not None else ()
         records: dict[str, Record] = {}
         collectors: list[Any] = []
-        for metric in _METRICS:
+        for metric in (*_METRICS, *_UNLABELLED):
             full = f"fencelock_{metric.name}" + ("_seconds" if metric.kind == HISTOGRAM else "")
-            names = (*metric.labels, *extra)
+            names = (*metric.labels, *extra) if metric.labels else ()
             if metric.kind == HISTOGRAM:
                 hist = prometheus_client.Histogram(
                     full, metric.doc, names, registry=registry, buckets=metric.buckets
                 )
-                records[metric.name] = _observe(hist)
+                records[metric.name] = _observe(hist) if names else _record(hist.observe)
                 collectors.append(hist)
             else:
                 count = prometheus_client.Counter(full, metric.doc, names, registry=registry)
-                records[metric.name] = _inc(count)
+                records[metric.name] = _inc(count) if names else _record(count.inc)
                 collectors.append(count)
-        stale = prometheus_client.Counter(f"fencelock_{_STALE.name}", _STALE.doc, registry=registry)
-        records[_STALE.name] = lambda v, lb: stale.inc(v)
-        collectors.append(stale)
 
         class Gauges:
             """The gauges, read from the live clients' statistics when collected."""
@@ -272,7 +290,7 @@ def enable_opentelemetry(
     provider = otel.get_meter_provider() if meter_provider is None else meter_provider
     meter = provider.get_meter("fencelock", __version__)
     records: dict[str, Record] = {}
-    for metric in (*_METRICS, _STALE):
+    for metric in (*_METRICS, *_UNLABELLED):
         full = f"fencelock.{metric.name}"
         if metric.kind == HISTOGRAM:
             hist = meter.create_histogram(
@@ -299,6 +317,30 @@ def enable_opentelemetry(
             f"fencelock.{name}", callbacks=[observer(gauge)], description=doc
         )
     return Subscription(_listener(records, name_label), live.clear)
+
+
+def enable_tracing(
+    tracer_provider: Any = None, *, name_label: Callable[[str], str] | None = None
+) -> Subscription:
+    """Make OpenTelemetry spans from now on, with ``tracer_provider``'s tracer (None: the global
+    one, set by the application's OpenTelemetry SDK set-up): one ``fencelock.acquire`` span per
+    acquire, a child of the caller's current span, and one ``fencelock.hold`` span per grant,
+    from the grant to its release or loss, linked to its acquire's span. Apart from the
+    metrics: switch on either or both. ``name_label`` as for the metrics: lock names are no
+    attribute unless mapped. Needs only ``opentelemetry-api``: ``pip install
+    'fencelock[opentelemetry]'``. docs/operations.md ("Tracing") lists the attributes."""
+    try:
+        from opentelemetry import trace
+    except ImportError as exc:
+        raise ImportError(
+            "fencelock.metrics.enable_tracing needs opentelemetry-api: "
+            "pip install 'fencelock[opentelemetry]'"
+        ) from exc
+    from ._tracing import tracing
+
+    name_label = _name_label(name_label)
+    tracer = trace.get_tracer("fencelock", __version__, tracer_provider=tracer_provider)
+    return Subscription(*tracing(tracer, name_label))
 
 
 # -- logs -------------------------------------------------------------------------------------

@@ -71,7 +71,7 @@ import redis.asyncio
 
 from fencelock import Lock, LockClient
 from fencelock import asyncio as fl_asyncio
-from fencelock.keys import LockKeys
+from fencelock_tools._lib import LockKeys
 
 TTL: Final = 10.0  # lease of every benchmark lock (P5: RENEW_TTL)
 SOCKET_TIMEOUT: Final = 5.0  # what LockClient.from_url uses for one server

@@ -422,6 +422,11 @@ class SimServer:
     def _hget(self, conn: Connection, args: list[bytes]) -> Reply:
         return (self._value(args[0], dict) or {}).get(args[1])
 
+    @command("HMGET", -3)
+    def _hmget(self, conn: Connection, args: list[bytes]) -> Reply:
+        fields = self._value(args[0], dict) or {}
+        return [fields.get(name) for name in args[1:]]
+
     @command("HSET", -4)
     def _hset(self, conn: Connection, args: list[bytes]) -> Reply:
         if len(args) % 2 == 0:

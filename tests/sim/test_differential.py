@@ -30,9 +30,9 @@ from hypothesis import strategies as st
 from redis.connection import Connection
 from redis.exceptions import NoScriptError, ResponseError
 
-from fencelock import scripts
-from fencelock.keys import LockKeys, SemaphoreKeys, fence_key_for, version_key_for
-from fencelock.scripts import Script
+from fencelock import _scripts as scripts
+from fencelock._keys import LockKeys, SemaphoreKeys, fence_key_for, version_key_for
+from fencelock._scripts import Script
 from fencelock_tools.servers.embedded import EmbeddedServer
 
 from .protocol import FLAVORS

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from fencelock import scripts
-from fencelock.keys import LockKeys
+from fencelock import _scripts as scripts
+from fencelock._keys import LockKeys
 
 from .protocol import Push, Unsupported
 from .server import Queued, SimServer

@@ -1,6 +1,6 @@
 """What an operator sees and does: inspect a lock, list the held ones, force one free.
 
-Every read of one name is one script (scripts/inspect.lua), so what it shows is one moment of
+Every read of one name is one script (_scripts/inspect.lua), so what it shows is one moment of
 the server. Redlock shows the majority's view (the topology's ``view``). A forced release is one
 script too (force_release.lua): it serves the waiters as a release does, and keeps the fencing
 counter, so the next grant's token is larger than the forced-out holder's.
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Protocol
 
 from .._core.inspection import (
     MAX_WAITERS_LISTED,
@@ -18,20 +20,42 @@ from .._core.inspection import (
     LockInfo,
     force_reply,
     name_of,
-    permits_info,
     scan_pattern,
 )
-from .._core.kinds import WRITE_PERMITS, Permits
+from .._core.kinds import Kind
 from .._core.replies import split_holder
+from .._keys import LockKeys, encodable, validate_name
+from .._scripts import FORCE_RELEASE
 from ..errors import LockError
-from ..keys import LockKeys, SemaphoreKeys
-from ..scripts import FORCE_RELEASE
-from .semaphore import state_of
+from .engine import ClientState
+from .resources import fencing_token
 from .topology import AsyncTopology
 
 logger = logging.getLogger("fencelock.admin")
 
 SCAN_COUNT = 1000  # keys looked at per SCAN call (each call is bounded by one request timeout)
+
+
+class Reader(Protocol):
+    async def __call__(self, topology: AsyncTopology, prefix: str, name: str) -> LockInfo | None:
+        """What inspect shows of the primitive of ``name``; None when nothing of it is held."""
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """How the operators' tools show one family of primitives other than the lock (whose keys
+    are ``{name}:<family>:...``): registered by the primitive's own module (``register``)."""
+
+    family: str  # "sem", "rw", "latch"...
+    kind: Kind  # a kind of the family: the topology must support it (Redlock has no semaphore)
+    read: Reader
+
+
+VIEWS: dict[str, View] = {}
+
+
+def register(view: View) -> None:
+    VIEWS[view.family] = view
 
 
 def _inspected(keys: LockKeys) -> tuple[str, str, str]:
@@ -47,16 +71,15 @@ async def lock_info(topology: AsyncTopology, prefix: str, name: str) -> LockInfo
 
 
 async def inspect(topology: AsyncTopology, prefix: str, name: str) -> LockInfo | None:
-    """The lock of ``name``; when none is held, a semaphore or read-write lock of that name
-    (one more read script each, where the topology has them)."""
+    """The lock of ``name``; when none is held, another primitive of that name (a semaphore,
+    a read-write lock...: one more read script each, where the topology has them)."""
     info = await lock_info(topology, prefix, name)
-    if info is not None or not topology.supports(Permits()):
-        return info
-    for family in ("sem", "rw"):
-        info = await _permits(topology, prefix, name, family)
+    for view in VIEWS.values():
         if info is not None:
             return info
-    return None
+        if topology.supports(view.kind):
+            info = await view.read(topology, prefix, name)
+    return info
 
 
 async def locks(topology: AsyncTopology, prefix: str, pattern: str) -> AsyncIterator[LockInfo]:
@@ -65,7 +88,7 @@ async def locks(topology: AsyncTopology, prefix: str, pattern: str) -> AsyncIter
     inspected: a name released between the two is left out."""
     seen: set[tuple[str, str]] = set()
     async for key in topology.scan(scan_pattern(prefix, pattern), SCAN_COUNT):
-        named = name_of(key, prefix)
+        named = name_of(key, prefix, VIEWS)
         if named is None or named in seen:  # SCAN may return a key twice; nodes share names
             continue
         seen.add(named)
@@ -73,17 +96,9 @@ async def locks(topology: AsyncTopology, prefix: str, pattern: str) -> AsyncIter
         if family == "lock":
             info = await lock_info(topology, prefix, name)
         else:
-            info = await _permits(topology, prefix, name, family)
+            info = await VIEWS[family].read(topology, prefix, name)
         if info is not None:
             yield info
-
-
-async def _permits(topology: AsyncTopology, prefix: str, name: str, family: str) -> LockInfo | None:
-    """A semaphore (``family`` "sem") or read-write lock ("rw") of ``name``: one read script."""
-    keys = SemaphoreKeys.for_semaphore(name, prefix, family)
-    noun = "semaphore" if family == "sem" else "read-write lock"
-    state = await state_of(topology, keys, f"{noun} {name!r}")
-    return permits_info(name, family, state, WRITE_PERMITS)
 
 
 async def force_release(
@@ -135,3 +150,36 @@ def _logged(result: ForceReleased, token: int | None) -> ForceReleased:
         },
     )
     return result
+
+
+class AsyncOperators:
+    """The operators' calls of one client (its ``inspect``, ``locks``, ``force_release``): the
+    arguments checked, then the functions above."""
+
+    def __init__(self, topology: AsyncTopology, prefix: str, state: ClientState) -> None:
+        self._topology = topology
+        self._prefix = prefix
+        self._state = state
+
+    def _check(self, call: str) -> None:
+        self._state.check()
+        topology = self._topology
+        if topology.mode.no_scripts:
+            raise topology.scripts_required(call, "the operators' views are read by scripts")
+
+    async def inspect(self, name: str) -> LockInfo | None:
+        self._check("inspect()")
+        return await inspect(self._topology, self._prefix, validate_name(name))
+
+    async def locks(self, pattern: str) -> AsyncIterator[LockInfo]:
+        if not isinstance(pattern, str):
+            raise TypeError(f"pattern must be a str, not {type(pattern).__name__}")
+        self._check("locks()")
+        async for info in locks(self._topology, self._prefix, encodable("pattern", pattern)):
+            yield info
+
+    async def force_release(self, name: str, token: int | None) -> ForceReleased:
+        if token is not None:
+            token = fencing_token(token)
+        self._check("force_release()")
+        return await force_release(self._topology, self._prefix, validate_name(name), token)

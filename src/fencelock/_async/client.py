@@ -8,12 +8,10 @@ hands them, with the wiring, to the object it makes.
 
 from __future__ import annotations
 
-import warnings
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from datetime import timedelta
-from functools import wraps
-from typing import Any, Self, TypeVar, cast
+from typing import Any, Self, TypeVar, Unpack
 
 from .._backend import ASYNC_CAN_CANCEL, AsyncStateLock
 from .._core.inspection import ForceReleased, LockInfo
@@ -22,56 +20,32 @@ from .._core.options import (
     DEFAULT_MAX_HANDOFFS,
     DEFAULT_SOCKET_TIMEOUT,
     ClientOptions,
+    LeaseKeywords,
     LeaseOptions,
 )
-from .._core.stats import LIVE_CLIENTS, Counters, Statistics
-from .._transport import AsyncRedis, AsyncRedisCluster, async_reap
-from ..keys import (
-    DEFAULT_PREFIX,
-    described,
-    encodable,
-    validate_name,
-    validate_ttl,
-    validate_url,
-)
+from .._core.replies import new_waiter_id
+from .._core.stats import Counters, Statistics
+from .._keys import DEFAULT_PREFIX, ttl_to_ms, validate_flag, validate_ttl
+from .._live_clients import LIVE_CLIENTS
+from .._transport import AsyncRedis, AsyncRedisCluster
 from . import admin
-from .connect import connect
+from .connect import abandoned, close, connect, from_urls
 from .election import DEFAULT_POLICY, AsyncElection
-from .engine import AsyncWiring, ClientState
+from .engine import AsyncWiring
+from .latch import LATCH_KEEP, AsyncBarrier, AsyncLatch
 from .lock import AsyncLock
 from .multilock import AsyncMultiLock, canonical_names
 from .periodic import AsyncOncePer
-from .resources import AsyncResources, fencing_token
+from .resources import AsyncFencedWrites, AsyncResources
 from .rw_lock import AsyncReadWriteLock
-from .semaphore import AsyncSemaphore
-from .singleflight import AsyncLocalQueues
-from .topology import AsyncTopology
-from .versioned import AsyncVersioned
-from .watchdog import AsyncWatchdog
+from .semaphore import AsyncSemaphore, at_most
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 Server = AsyncRedis | AsyncRedisCluster
 Value = str | bytes | int | float
 
 
-async def _close(watchdog: AsyncWatchdog, topology: AsyncTopology) -> None:
-    await watchdog.close()
-    await topology.close()
-
-
-def _abandoned(name: str | None, watchdog: AsyncWatchdog, topology: AsyncTopology) -> None:
-    """A client was collected unclosed. Run by the garbage collector, in whatever thread, maybe
-    while that thread holds a lock of ours: so it takes no lock and waits for nothing. The
-    pub/sub listeners are told to stop (they end within a read and close their connection); the
-    watchdog ends with its last lease; the rest: see async_reap. ``name`` None: a client of
-    fencelock.compat, which the application never saw, so there is nothing to warn it of."""
-    if name is not None:
-        warnings.warn(f"unclosed {name}: call close()", ResourceWarning, stacklevel=2)
-    topology.abandon()
-    async_reap(lambda: _close(watchdog, topology), topology.requester, topology.pools())
-
-
-class AsyncLockClient:
+class AsyncLockClient(AsyncFencedWrites):
     """Distributed locks on one Redis server, a Redis Cluster, or several masters (Redlock).
 
     ``LockClient(redis.asyncio.Redis(...))``, ``LockClient([r1, r2, r3])`` (Redlock) or
@@ -90,8 +64,9 @@ class AsyncLockClient:
         replica_timeout: float = 1.0,
         node_timeout: float | None = None,
         max_handoffs: int = DEFAULT_MAX_HANDOFFS,
-        wake: str = "one",
+        wake: str | None = None,
         label: Any = None,
+        scripts: str = "auto",
     ) -> None:
         options = ClientOptions.checked(
             prefix=prefix,
@@ -103,26 +78,15 @@ class AsyncLockClient:
             max_handoffs=max_handoffs,
             wake=wake,
             label=label,
+            scripts=scripts,
         )
         counters = Counters(AsyncStateLock())
         topology = connect(redis, options, counters)
-        watchdog = AsyncWatchdog(topology, counters)
-        self._queues = AsyncLocalQueues(options.max_handoffs, counters)
-        self._wiring = AsyncWiring(
-            topology,
-            self._queues,
-            watchdog,
-            counters,
-            ClientState(type(self).__name__),
-            AsyncStateLock(),
-            options.prefix,
-            options.wake == "one",
-            options.max_poll,
-            options.label,
-        )
-        self._resources = AsyncResources(topology)
+        self._wiring = wiring = AsyncWiring.made(topology, options, counters, type(self).__name__)
+        AsyncFencedWrites.__init__(self, AsyncResources(topology, wiring.state))
+        self._operators = admin.AsyncOperators(topology, options.prefix, wiring.state)
         name = type(self).__name__
-        self._finalizer = weakref.finalize(self, _abandoned, name, watchdog, topology)
+        self._finalizer = weakref.finalize(self, abandoned, name, wiring.watchdog, topology)
         self._finalizer.atexit = False  # at exit the daemon threads just stop
         LIVE_CLIENTS.add(self)
 
@@ -136,128 +100,58 @@ class AsyncLockClient:
     ) -> Self:
         """A client for ``url``; a list of URLs means Redlock over those masters."""
         socket_timeout = validate_ttl(socket_timeout, "socket_timeout")
-        urls = [url] if isinstance(url, str) else list(url) if isinstance(url, list | tuple) else []
-        if not urls or not all(isinstance(u, str) for u in urls):
-            raise TypeError(f"url must be a URL or a non-empty list of URLs, not {described(url)}")
-        clients = []
-        for u in urls:
-            validate_url(u)
-            try:
-                clients.append(
-                    AsyncRedis.from_url(
-                        u, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout
-                    )
-                )
-            except (ValueError, TypeError) as exc:
-                raise ValueError(f"url {u!r}: {exc}") from None
-        # (not connected yet: nothing to close if the constructor refuses the arguments)
-        target: AsyncRedis | list[AsyncRedis] = clients[0] if isinstance(url, str) else clients
-        return cls(target, socket_timeout=socket_timeout, **kwargs)
+        return cls(from_urls(url, socket_timeout), socket_timeout=socket_timeout, **kwargs)
 
-    def _options(self, name: object, ttl: object, **given: Any) -> LeaseOptions:
+    def _needs_scripts(self, what: str, why: str) -> None:
+        """``ScriptsRequired`` when this client runs no scripts (docs/modes.md)."""
+        topology = self._wiring.topology
+        if topology.mode.no_scripts:
+            raise topology.scripts_required(what, why)
+
+    def _options(self, name: object, ttl: object, given: LeaseKeywords) -> LeaseOptions:
         self._wiring.state.check()
-        label = given.pop("label", DEFAULT)
-        return LeaseOptions.checked(
-            name,
-            ttl,
-            label=self._wiring.label if label is DEFAULT else label,
-            threads=not ASYNC_CAN_CANCEL,
-            **given,
-        )
+        options: dict[str, Any] = {"timeout": None, **given}
+        if options.get("label", DEFAULT) is DEFAULT:
+            options["label"] = self._wiring.label
+        return LeaseOptions.checked(name, ttl, threads=not ASYNC_CAN_CANCEL, **options)
 
     def lock(
         self,
         name: str,
         ttl: float = 30.0,
         *,
-        timeout: float | None = None,
-        auto_renew: bool = False,
         reentrant: bool = False,
-        on_lost: Callable[[AsyncLock], object] | None = None,
-        on_lost_policy: str = "raise",
-        label: Any = DEFAULT,
+        **options: Unpack[LeaseKeywords],
     ) -> AsyncLock:
-        """A lock on ``name`` (no request is sent until it is acquired). ``label``: its holder
-        label (default: the client's; None: none)."""
-        if not isinstance(reentrant, bool):
-            raise TypeError(f"reentrant must be a bool, not {type(reentrant).__name__}")
-        options = self._options(
-            name,
-            ttl,
-            timeout=timeout,
-            auto_renew=auto_renew,
-            on_lost=on_lost,
-            on_lost_policy=on_lost_policy,
-            label=label,
-        )
-        return AsyncLock(self._wiring, options, reentrant=reentrant)
+        """A lock on ``name`` (no request is sent until it is acquired); ``reentrant``: the
+        same lock object may acquire it again. ``options``: ``timeout``, ``auto_renew``,
+        ``on_lost``, ``on_lost_policy``, ``label`` (docs/api.md)."""
+        reentrant = validate_flag("reentrant", reentrant)
+        return AsyncLock(self._wiring, self._options(name, ttl, options), reentrant=reentrant)
 
     def multi_lock(
-        self,
-        names: Iterable[str],
-        ttl: float = 30.0,
-        *,
-        timeout: float | None = None,
-        auto_renew: bool = False,
-        label: Any = DEFAULT,
+        self, names: Iterable[str], ttl: float = 30.0, **options: Unpack[LeaseKeywords]
     ) -> AsyncMultiLock:
         """One lock over several ``names``, taken all or none (docs/multilock.md). Whatever the
         order given, the names are taken sorted and deduplicated, so two multi-locks sharing
         names can never deadlock. ``multi.tokens``: the fencing token of each name."""
         canonical = canonical_names(names)
-        options = self._options(
-            canonical[0], ttl, timeout=timeout, auto_renew=auto_renew, label=label
-        )
-        return AsyncMultiLock(self._wiring, canonical, options)
+        self._needs_scripts("a multi-lock", "its names are taken all or none by scripts")
+        return AsyncMultiLock(self._wiring, canonical, self._options(canonical[0], ttl, options))
 
     def semaphore(
-        self,
-        name: str,
-        limit: int,
-        ttl: float = 30.0,
-        *,
-        timeout: float | None = None,
-        auto_renew: bool = False,
-        on_lost: Callable[[AsyncSemaphore], object] | None = None,
-        on_lost_policy: str = "raise",
-        label: Any = DEFAULT,
+        self, name: str, limit: int, ttl: float = 30.0, **options: Unpack[LeaseKeywords]
     ) -> AsyncSemaphore:
         """A semaphore of ``limit`` permits on ``name``: each acquire takes some, each permit a
         lease of ``ttl`` (docs/semaphore.md). One master or a Cluster (not Redlock)."""
-        options = self._options(
-            name,
-            ttl,
-            timeout=timeout,
-            auto_renew=auto_renew,
-            on_lost=on_lost,
-            on_lost_policy=on_lost_policy,
-            label=label,
-        )
-        return AsyncSemaphore(self._wiring, options, limit)
+        return AsyncSemaphore(self._wiring, self._options(name, ttl, options), limit)
 
     def rw_lock(
-        self,
-        name: str,
-        ttl: float = 30.0,
-        *,
-        timeout: float | None = None,
-        auto_renew: bool = False,
-        on_lost: Callable[[Any], object] | None = None,
-        on_lost_policy: str = "raise",
-        label: Any = DEFAULT,
+        self, name: str, ttl: float = 30.0, **options: Unpack[LeaseKeywords]
     ) -> AsyncReadWriteLock:
         """A phase-fair read-write lock on ``name``: ``.read()`` and ``.write()`` make its lock
         objects, each holder with a lease of ``ttl`` (docs/rw_lock.md). One master or a Cluster."""
-        options = self._options(
-            name,
-            ttl,
-            timeout=timeout,
-            auto_renew=auto_renew,
-            on_lost=on_lost,
-            on_lost_policy=on_lost_policy,
-            label=label,
-        )
-        return AsyncReadWriteLock(self._wiring, options)
+        return AsyncReadWriteLock(self._wiring, self._options(name, ttl, options))
 
     def election(
         self,
@@ -273,17 +167,49 @@ class AsyncLockClient:
         lead for an auto-renewed lease of ``ttl``, its term a fencing token. ``label``: what
         ``leader()`` shows of it (default: the client's). ``on_lost_policy``: as a lock's
         (default "cancel" under asyncio, "raise" with threads)."""
+        self._needs_scripts("an election", "leader() and observe() read the term by scripts")
         policy = DEFAULT_POLICY if on_lost_policy is None else on_lost_policy
-        options = self._options(
-            name,
-            ttl,
-            timeout=timeout,
-            auto_renew=True,
-            on_lost=on_lost,
-            on_lost_policy=policy,
-            label=label,
-        )
+        given = LeaseKeywords(timeout=timeout, label=label, on_lost=on_lost, on_lost_policy=policy)
+        options = self._options(name, ttl, {**given, "auto_renew": True})
         return AsyncElection(self._wiring, options)
+
+    def latch(
+        self,
+        name: str,
+        count: int,
+        ttl: float = 30.0,
+        *,
+        participant: str | None = None,
+        keep: float = LATCH_KEEP,
+        **options: Unpack[LeaseKeywords],
+    ) -> AsyncLatch:
+        """A countdown latch of ``count`` on ``name``, as one participant (docs/latch.md): it
+        counts down once per generation by its id (``participant``, default a new one), and
+        may join with a lease of ``ttl``. ``keep``: seconds an unused latch stays in Redis."""
+        made = self._participant(name, ttl, participant, options)
+        return AsyncLatch(self._wiring, made, count, ttl_to_ms(max(keep, made.ttl)))
+
+    def barrier(
+        self,
+        name: str,
+        parties: int,
+        ttl: float = 30.0,
+        *,
+        keep: float = LATCH_KEEP,
+        **options: Unpack[LeaseKeywords],
+    ) -> AsyncBarrier:
+        """A double barrier of ``parties`` on ``name``, as one participant (docs/latch.md):
+        ``enter()`` waits for them all, ``leave()`` for all to leave; each holds a lease of
+        ``ttl`` meanwhile. ``keep``: seconds an unused barrier stays in Redis."""
+        made = self._participant(name, ttl, None, options)
+        return AsyncBarrier(self._wiring, made, parties, ttl_to_ms(max(keep, made.ttl)))
+
+    def _participant(
+        self, name: str, ttl: float, participant: str | None, given: LeaseKeywords
+    ) -> LeaseOptions:
+        """A participant's options: renewed, labelled with its id (its holder token's label)."""
+        label = new_waiter_id() if participant is None else participant
+        return self._options(name, ttl, {**given, "auto_renew": True, "label": label})
 
     def at_most(
         self, limit: int, name: str, *, ttl: float = 30.0, timeout: float | None = None
@@ -292,17 +218,7 @@ class AsyncLockClient:
         using this ``name``. Each run holds a permit, renewed while it runs (freed when the
         process dies), and waits up to ``timeout`` for one (``LockTimeout`` after that)."""
         self.semaphore(name, limit, ttl, timeout=timeout)  # checks them now
-
-        def decorate(fn: _F) -> _F:
-            @wraps(fn)
-            async def run(*args: Any, **kwargs: Any) -> Any:
-                permit = self.semaphore(name, limit, ttl, timeout=timeout, auto_renew=True)
-                async with permit:
-                    return await fn(*args, **kwargs)
-
-            return cast(_F, run)
-
-        return decorate
+        return at_most(self.semaphore, limit, name, ttl, timeout)
 
     def once_per(
         self,
@@ -318,7 +234,7 @@ class AsyncLockClient:
         (seconds or a timedelta, counted from the epoch + ``offset``), the first tick that takes
         the lock ``name`` runs it, and records the period with a fenced write; the other ticks
         return None (docs/scheduling.md). ``redis``: the server of the record (Redlock mode)."""
-        server = self._resources.server(redis, "once_per")
+        server = self._resource_server(redis, "once_per")
         return AsyncOncePer(
             self, name, period, ttl=ttl, offset=offset, timeout=timeout, redis=server
         )
@@ -334,70 +250,23 @@ class AsyncLockClient:
 
     def statistics(self) -> Statistics:
         """What this client's locks have done so far, and what they hold and wait for now."""
-        return self._wiring.counters.snapshot(queued=self._queues.queued())
-
-    # -- the resource side (resources.py) ------------------------------------------------------
-
-    async def fenced_set(
-        self, key: str, value: Value, token: int, *, redis: Server | None = None
-    ) -> None:
-        """Write ``value`` to ``key`` only if ``token`` is >= every token seen for ``key``;
-        otherwise raise ``StaleToken`` and write nothing."""
-        self._wiring.state.check()
-        await self._resources.fenced_set(key, value, token, redis)
-
-    async def fenced_get(
-        self, key: str, token: int, *, redis: Server | None = None
-    ) -> bytes | None:
-        """The value of ``key`` (bytes; None: no value), read for the holder of ``token``: in the
-        same step every older token is refused from then on (``StaleToken`` here if ``token``
-        is older itself), so no older holder's write can land between this read and this
-        holder's ``fenced_set``."""
-        self._wiring.state.check()
-        return await self._resources.fenced_get(key, token, redis)
-
-    async def fenced_update(
-        self,
-        key: str,
-        token: int,
-        fn: Callable[[bytes | None], Value],
-        *,
-        redis: Server | None = None,
-    ) -> Value:
-        """A fenced read-modify-write: ``fenced_get``, then write ``fn(value)`` if ``token`` is
-        still the newest and the value is still the one read (``Conflict`` otherwise: someone
-        wrote it without fencing, or with this token). Returns what was written. Two requests,
-        each within one request timeout."""
-        self._wiring.state.check()
-        return await self._resources.fenced_update(key, token, fn, redis)
-
-    def versioned(self, key: str, *, redis: Server | None = None) -> AsyncVersioned:
-        """``key`` as a versioned value, written by compare-and-set without any lock (see
-        ``AsyncVersioned``). ``redis``: the server of the key (this client's by default;
-        required in Redlock mode)."""
-        self._wiring.state.check()
-        return self._resources.versioned(key, redis)
+        return self._wiring.counters.snapshot(queued=self._wiring.queues.queued())
 
     # -- operators' view (admin.py) ------------------------------------------------------
 
     async def inspect(self, name: str) -> LockInfo | None:
         """The lock on ``name`` as the server shows it now (Redlock: as a majority of nodes
         hold it): holder, label, ttl, fencing token, kind, queued waiters; when no lock of that
-        name is held, its semaphore or read-write lock, with every holder. None when nothing
-        is held. One script per kind looked at, each within one request timeout."""
-        self._wiring.state.check()
-        return await admin.inspect(self._wiring.topology, self.prefix, validate_name(name))
+        name is held, its semaphore, read-write lock or latch, with every holder. None when
+        nothing is held. One script per kind looked at, each within one request timeout."""
+        return await self._operators.inspect(name)
 
     async def locks(self, pattern: str = "*") -> AsyncIterator[LockInfo]:
-        """The held locks, semaphores and read-write locks whose names match ``pattern`` (a
-        Redis glob over names), found by SCAN on every server of this client: a name released
-        meanwhile is left out, one taken meanwhile may be. Each SCAN call and each inspection
-        is bounded by one request timeout."""
-        if not isinstance(pattern, str):
-            raise TypeError(f"pattern must be a str, not {type(pattern).__name__}")
-        self._wiring.state.check()
-        topology = self._wiring.topology
-        async for info in admin.locks(topology, self.prefix, encodable("pattern", pattern)):
+        """Whatever is held (locks, semaphores, read-write locks, latches) under names that match
+        ``pattern`` (a Redis glob over names), found by SCAN on every server of this client: a
+        name released meanwhile is left out, one taken meanwhile may be. Each SCAN call and each
+        inspection is bounded by one request timeout."""
+        async for info in self._operators.locks(pattern):
             yield info
 
     async def force_release(self, name: str, *, token: int | None = None) -> ForceReleased:
@@ -406,11 +275,7 @@ class AsyncLockClient:
         as by a release; the next grant gets a larger token, so the forced-out holder's fenced
         writes are refused, and its next renewal, extend, release or held() reports the loss.
         Logged on the "fencelock.admin" logger."""
-        if token is not None:
-            token = fencing_token(token)
-        self._wiring.state.check()
-        topology = self._wiring.topology
-        return await admin.force_release(topology, self.prefix, validate_name(name), token)
+        return await self._operators.force_release(name, token)
 
     # -- closing ---------------------------------------------------------------------------
 
@@ -419,7 +284,7 @@ class AsyncLockClient:
         the warning: fencelock.compat's client of an application's redis client just collected."""
         if self._finalizer.detach() is not None:
             self._wiring.state.closed = True
-            _abandoned(None, self._wiring.watchdog, self._wiring.topology)
+            abandoned(None, self._wiring.watchdog, self._wiring.topology)
 
     async def close(self) -> None:
         """Stop the watchdog and the listeners and close fencelock's connections. From then on
@@ -427,7 +292,7 @@ class AsyncLockClient:
         self._finalizer.detach()
         self._wiring.state.closed = True
         LIVE_CLIENTS.discard(self)
-        await _close(self._wiring.watchdog, self._wiring.topology)
+        await close(self._wiring.watchdog, self._wiring.topology)
 
     async def __aenter__(self) -> Self:
         return self

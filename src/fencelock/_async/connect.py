@@ -14,22 +14,27 @@ waiting for (a pool of one would never serve them).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
+from .._core.natives import ScriptMode
 from .._core.options import ClientOptions
 from .._core.quorum import NODE_TIMEOUT_MAX
 from .._core.stats import Counters
+from .._keys import described, validate_db, validate_url
 from .._transport import (
     ASYNC_OTHER_API,
     ASYNC_OTHER_HINT,
     AsyncRedis,
     AsyncRedisCluster,
     async_own_client,
+    async_reap,
 )
-from ..keys import described, validate_db
+from ..errors import ScriptsRequired
 from .redlock import AsyncQuorum
 from .topology import AsyncCluster, AsyncOneServer, AsyncTopology
 from .waiter import AsyncWaiter
+from .watchdog import AsyncRenewer
 
 
 def connect(
@@ -43,6 +48,11 @@ def connect(
         isinstance(redis, list | tuple) and redis and isinstance(redis[0], ASYNC_OTHER_API)
     ):
         raise TypeError("redis is " + ASYNC_OTHER_HINT)
+    if options.scripts == "never" and not isinstance(redis, AsyncRedis):
+        raise ScriptsRequired(
+            'scripts="never" is for one server (a Redis, or a Sentinel master): a Cluster and '
+            "Redlock need Lua scripts (docs/modes.md, 'Without scripts')"
+        )
     if isinstance(redis, AsyncRedisCluster):
         if options.min_replicas:
             raise ValueError("min_replicas is not supported with a RedisCluster")
@@ -61,6 +71,7 @@ def connect(
             options.min_replicas,
             options.replica_timeout,
             owned=[own],
+            mode=ScriptMode(options.scripts, AsyncOneServer.publish_command),
         )
     if not isinstance(redis, list | tuple) or not redis:
         raise TypeError(
@@ -81,3 +92,40 @@ def connect(
     return AsyncQuorum(
         nodes, dict(enumerate(waiters)), options.socket_timeout, counters, options.node_timeout
     )
+
+
+def from_urls(url: str | Sequence[str], socket_timeout: float) -> AsyncRedis | list[AsyncRedis]:
+    """Clients for ``url``, not connected yet (nothing to close if the client refuses them); a
+    list of URLs means Redlock over those masters."""
+    urls = [url] if isinstance(url, str) else list(url) if isinstance(url, list | tuple) else []
+    if not urls or not all(isinstance(u, str) for u in urls):
+        raise TypeError(f"url must be a URL or a non-empty list of URLs, not {described(url)}")
+    clients = []
+    for u in urls:
+        validate_url(u)
+        try:
+            clients.append(
+                AsyncRedis.from_url(
+                    u, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout
+                )
+            )
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"url {u!r}: {exc}") from None
+    return clients[0] if isinstance(url, str) else clients
+
+
+async def close(watchdog: AsyncRenewer, topology: AsyncTopology) -> None:
+    await watchdog.close()
+    await topology.close()
+
+
+def abandoned(name: str | None, watchdog: AsyncRenewer, topology: AsyncTopology) -> None:
+    """A client was collected unclosed. Run by the garbage collector, in whatever thread, maybe
+    while that thread holds a lock of ours: so it takes no lock and waits for nothing. The
+    pub/sub listeners are told to stop (they end within a read and close their connection); the
+    watchdog ends with its last lease; the rest: see async_reap. ``name`` None: a client of
+    fencelock.compat, which the application never saw, so there is nothing to warn it of."""
+    if name is not None:
+        warnings.warn(f"unclosed {name}: call close()", ResourceWarning, stacklevel=2)
+    topology.abandon()
+    async_reap(lambda: close(watchdog, topology), topology.requester, topology.pools())

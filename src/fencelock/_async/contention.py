@@ -19,18 +19,25 @@ import contextlib
 import logging
 import os
 import time
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 
-from .._backend import async_shield, async_sleep
-from .._core import events
+from .. import _events as events
+from .._backend import (
+    async_cancelled,
+    async_shield,
+    async_sleep,
+    async_wait_done,
+)
 from .._core.lease import Grant, granted, reserve, trusted_release_grant
 from .._core.quorum import retry_jitter
-from .._core.replies import Busy, Granted, new_holder_token, new_waiter_id, queue_entry
+from .._core.replies import Busy, Granted, new_holder_token, new_waiter_id
 from .._core.timing import remaining, retry_delay
+from .._labels import label_now
+from .._transport import async_inflight
 from ..errors import LockError, LockLost, NotReplicated
-from ..labels import label_now
 from . import handoff
 from .singleflight import Ticket
 from .topology import GaveBack
@@ -44,7 +51,7 @@ logger = logging.getLogger("fencelock.acquire")
 
 async def take(lease: AsyncLease, deadline: float | None) -> Grant | None:
     """A grant of ``lease``'s name by ``deadline`` (None: however long it takes), or None."""
-    queues, line = lease.wiring.queues, lease.spec.line
+    queues, line = lease.wiring.queues, lease.line
     label = label_now(lease.options.label)  # (before joining the line: a label callable may raise)
     ticket = queues.join(line, lease, time.monotonic())
     if not ticket.turn:  # another lock object of this client is ahead: wait locally
@@ -76,12 +83,16 @@ async def take(lease: AsyncLease, deadline: float | None) -> Grant | None:
                 grant = None
                 break
             # again, with a new holder token
-        except BaseException:
+        except BaseException as error:
             # Cancelled, interrupted or failed with a request in flight: it may have been
-            # granted.
+            # granted. A cancelled caller gets control back at once: the give-back goes on in
+            # the background, after the request in flight (async_inflight).
             try:
-                topology = lease.wiring.topology
-                await async_shield(topology.give_back(lease.spec, holder, deadline))
+                after = async_inflight()
+                if async_cancelled(error):
+                    topology.give_back_later(spec, holder, after)
+                else:
+                    await async_shield(topology.give_back(spec, holder, deadline, after))
             finally:
                 queues.pass_turn(line, ticket)
             raise
@@ -117,7 +128,7 @@ async def reenter(lease: AsyncLease, grant: Grant) -> None:
 async def _wait_in_line(lease: AsyncLease, ticket: Ticket, deadline: float | None) -> Grant | None:
     """Wait in the local queue: a grant handed over, or None (``ticket.turn``: go to Redis
     as the head; else the deadline passed)."""
-    queues, line = lease.wiring.queues, lease.spec.line
+    queues, line = lease.wiring.queues, lease.line
     try:
         while True:
             now = time.monotonic()
@@ -131,9 +142,13 @@ async def _wait_in_line(lease: AsyncLease, ticket: Ticket, deadline: float | Non
             if queues.leave(line, ticket):
                 break  # the lock or the turn reached us just now: take it
             return None  # timed out
-    except BaseException:
+    except BaseException as error:
         if queues.leave(line, ticket):  # it reached us as we were leaving: pass it on
-            await async_shield(_pass_on(lease, ticket))
+            passing = _pass_on(lease, ticket)
+            if async_cancelled(error):
+                lease.wiring.topology.detached.add(passing)
+            else:
+                await async_shield(passing)
         raise
     await ticket.event.wait(None)  # set by now, or within one request (a hand-off script)
     return ticket.grant
@@ -145,7 +160,7 @@ async def _pass_on(lease: AsyncLease, ticket: Ticket) -> None:
         with contextlib.suppress(LockError):
             await handoff.give_up(lease, ticket.grant)
     else:
-        lease.wiring.queues.pass_turn(lease.spec.line, ticket)
+        lease.wiring.queues.pass_turn(lease.line, ticket)
 
 
 async def _wait(
@@ -156,15 +171,17 @@ async def _wait(
     parts, spec = lease.wiring, lease.spec
     topology = parts.topology
     # wake="one": queued in Redis by the re-tries below, woken on a channel of its own
-    # (a semaphore's waiters always queue: the queue is its first come, first served order)
-    kind = spec.kind
-    wake_one = kind.always_queued or (parts.wake_one and not kind.reentrant)
+    # (a semaphore's waiters always queue: the queue is its first come, first served order;
+    # without scripts nobody queues: a release wakes every waiter)
+    kind = topology.running(spec.kind)
+    wake_one = kind.always_queued or (parts.wake_one and kind.wakes_one)
     waiter = new_waiter_id() if wake_one else ""
     channel = f"{spec.keys.channel}:{waiter}" if waiter else spec.keys.channel
     block = _block(lease)  # fixed: a grant by a release reserves what the entry says
     entry = waiter
-    if wake_one and topology.grants_by_release:  # (a lock's, or a semaphore's permits)
-        entry = queue_entry(waiter, holder, spec.ttl_ms, block)
+    if wake_one:  # (a release may grant a lock's, or a semaphore's permits, by the entry)
+        grants = topology.grants_by_release
+        entry = kind.waiter_entry(waiter, channel, holder, spec.ttl_ms, block, grants)
     result: Granted | Busy = Busy(None)
     # (confirmed within the call's bound: its deadline plus one request timeout)
     async with topology.watch(channel, topology.time_left(deadline)) as watch:
@@ -173,11 +190,16 @@ async def _wait(
                 left = remaining(deadline, time.monotonic())
                 await _wait_for_wakeup(lease, watch, polite if left is None else min(polite, left))
             result = await _wait_for_grant(lease, holder, block, entry, watch, deadline)
-        finally:
-            if isinstance(result, Busy) and entry:
-                # timed out, cancelled or failed: leave the queue, and give back what a
-                # release may have granted meanwhile
-                await async_shield(_leave_queue(lease, holder, entry, deadline))
+        except BaseException as error:
+            if entry:  # cancelled or failed: leave the queue, giving back what it was granted
+                leave = _leave_queue(lease, holder, entry, deadline, async_inflight())
+                if async_cancelled(error):
+                    topology.detached.add(leave)  # (after the try in flight, if any)
+                else:
+                    await async_shield(leave)
+            raise
+    if isinstance(result, Busy) and entry:  # timed out
+        await async_shield(_leave_queue(lease, holder, entry, deadline, None))
     return result
 
 
@@ -221,18 +243,28 @@ async def _wait_for_wakeup(lease: AsyncLease, watch: Watch, timeout: float) -> N
         events.emit(events.WokenUp(lease.spec.primitive, lease.name))
 
 
-async def _leave_queue(lease: AsyncLease, holder: str, entry: str, deadline: float | None) -> None:
+async def _leave_queue(
+    lease: AsyncLease,
+    holder: str,
+    entry: str,
+    deadline: float | None,
+    after: Awaitable[object] | None,
+) -> None:
     """A waiter that gives up leaves the queue of wake="one" (best effort: a release skips an
     entry nobody listens for, and the queue expires): a release with the waiter's token, which
     gives back what a release may have granted it meanwhile, and passes on a wake-up it got but
-    will not use (release.lua). Within what is left of the acquire's bound."""
+    will not use (release.lua). Within what is left of the acquire's bound, after ``after`` (a
+    re-try of the waiter still in flight: its grant must not come after this)."""
     topology = lease.wiring.topology
+    if after is not None:
+        await async_wait_done(after)
     with contextlib.suppress(RedisError, LockError):
         await topology.release(lease.spec, holder, entry, topology.time_left(deadline))
 
 
 def _block(lease: AsyncLease) -> int:
-    """Fencing tokens to reserve with a grant (see ``reserve``)."""
+    """Fencing tokens to reserve with a grant (see ``reserve``): one for a kind whose grants are
+    never handed on (a multi-lock's script takes one token per name whatever it is asked)."""
     parts = lease.wiring
-    local = parts.topology.local_handoff
-    return reserve(not local, parts.queues.handoffs_ahead(lease.spec.line) if local else 0)
+    local = parts.topology.local_handoff and lease.spec.kind.local_handoff
+    return reserve(not local, parts.queues.handoffs_ahead(lease.line) if local else 0)

@@ -27,10 +27,9 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Final, Never
 
-from .._backend import ASYNC_CAN_CANCEL, async_shield
+from .._backend import ASYNC_CAN_CANCEL, async_cancelled, async_shield
 from .._core.election import Leader, leader_of, next_look, same_term
 from .._core.options import DEFAULT, LeaseOptions
-from .._core.replies import new_waiter_id
 from ..errors import LockError, LockTimeout
 from . import admin
 from .engine import AsyncLease, AsyncWiring
@@ -50,6 +49,11 @@ class _Unseen:
     pass
 
 
+async def _resign_quietly(lease: AsyncLease) -> None:
+    with contextlib.suppress(LockError):
+        await lease.release()
+
+
 class AsyncElection(AsyncLeased):
     """``LockClient.election(name)``: ``campaign()`` to lead, ``resign()``, ``leader()``,
     ``observe()``; ``async with`` campaigns on entry and resigns on exit. It also has
@@ -59,8 +63,8 @@ class AsyncElection(AsyncLeased):
     __slots__ = ()
 
     def __init__(self, wiring: AsyncWiring, options: LeaseOptions) -> None:
-        spec = wiring.spec(MUTEX, options, "candidate", owner=new_waiter_id())
-        self._lease = AsyncLease(self, wiring, options, spec)
+        spec = wiring.spec(MUTEX, options, "candidate")
+        self._lease = AsyncLease(self, wiring, options, spec, alone=True)
 
     async def acquire(self, *args: Never, timeout: float | object | None = DEFAULT) -> bool:
         """Campaign: wait to lead up to ``timeout`` (None: as long as it takes, 0: one try;
@@ -71,10 +75,13 @@ class AsyncElection(AsyncLeased):
             return False
         try:
             await async_shield(self._announce())
-        except BaseException:
+        except BaseException as error:
             # cancelled or interrupted just as it won: it did not win, as far as the caller knows
-            with contextlib.suppress(LockError):
-                await async_shield(lease.release())
+            resigning = _resign_quietly(lease)
+            if async_cancelled(error):
+                lease.wiring.topology.detached.add(resigning)
+            else:
+                await async_shield(resigning)
             raise
         return True
 

@@ -9,6 +9,9 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Self
 
+from .._backend import async_current_task, async_uncancel
+from .._core.lease import Exit, exit_action
+from ..errors import LockError, LockLost, LockNotOwned, LockTimeout
 from .engine import AsyncLease
 
 
@@ -82,7 +85,13 @@ class AsyncLeased:
         self._lease.check()
 
     async def __aenter__(self) -> Self:
-        await self._lease.enter()
+        """Acquire within the object's timeout, else ``LockTimeout``."""
+        lease = self._lease
+        if not await lease.acquire():
+            raise LockTimeout(f"{lease.what()} not acquired within {lease.options.timeout} s")
+        grant = lease.grant()
+        if grant is not None and grant.depth == 1:
+            grant.entered_block(async_current_task())
         return self
 
     async def __aexit__(
@@ -91,4 +100,30 @@ class AsyncLeased:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self._lease.exit(exc)
+        """Release, and apply the exit policy to a loss (``_core/lease.exit_action``)."""
+        lease = self._lease
+        grant = lease.grant()
+        if grant is None:
+            return  # released inside the block
+        by_us = grant.cancelled and grant.depth == 1
+        if by_us:
+            async_uncancel(grant.task)  # our cancellation becomes LockLost below
+        loss: LockNotOwned | None = None
+        try:
+            await lease.release()
+        except LockNotOwned as error:
+            loss = error
+        except LockError:
+            if not grant.lost:
+                raise
+            # the server could not be reached to release: the loss is what the block must hear
+        if loss is None and grant.lost:
+            loss = LockLost(f"{lease.what()}: the lease was lost while the block ran")
+        policy = lease.options.on_lost_policy
+        action = exit_action(loss is not None, policy, exc is not None, by_us)
+        if action is Exit.RAISE:
+            assert loss is not None
+            raise loss from exc
+        if action is Exit.NOTE:  # the body's own error is the one to see; the loss rides along
+            assert exc is not None
+            exc.add_note(f"fencelock: {loss}")

@@ -20,6 +20,7 @@ from redis.exceptions import NoScriptError, RedisError
 from .._backend import ASYNC_LAZY_TOKEN, async_checkpoint, async_shield
 from .._core.inspection import NodeView, inspect_reply, majority_view
 from .._core.kinds import Kind, LeaseSpec, Released
+from .._core.natives import scripts_refused
 from .._core.quorum import (
     acquire_outcome,
     first_answers,
@@ -32,10 +33,10 @@ from .._core.quorum import (
 )
 from .._core.replies import GONE, RENEWED, Busy, Granted, translate_error
 from .._core.stats import Counters
-from .._transport import AsyncRedis, async_fan_out
+from .._keys import MAX_TTL, renew_keys, ttl_to_ms
+from .._scripts import FENCE_RAISE, INSPECT, RENEW, Script
+from .._transport import AsyncRedis
 from ..errors import LockConnectionError, LockError
-from ..keys import MAX_TTL, renew_keys
-from ..scripts import FENCE_RAISE, INSPECT, RENEW, Script
 from .topology import ATTEMPTS, AsyncTopology, scan_node, server_address
 from .waiter import AsyncWaiter, Watch
 
@@ -61,17 +62,17 @@ class AsyncQuorum(AsyncTopology):
         self.nodes = nodes
         self.waiters = waiters
         # None: derived per lock from its ttl (_core/quorum.node_timeout)
-        self._node_timeout = node_timeout
+        self.fixed_node_timeout = node_timeout
 
     def node_timeout(self, ttl: float) -> float:
         """How long one node may take to answer a request about a lock of ``ttl``."""
-        return self._node_timeout or node_timeout(ttl)
+        return self.fixed_node_timeout or node_timeout(ttl)
 
     async def fan_out(self, command: Sequence[Any], timeout: float, what: str) -> list[Any]:
         """Send ``command`` to every node at once; per node its reply, or the ``LockError`` it
         failed with (a node silent for ``timeout`` seconds counts as failed)."""
         self._loop.check()
-        replies = await async_fan_out(self.nodes, command, timeout)
+        replies = await self.requester.fan_out(self.nodes, command, timeout)
         return [translate_error(r, what) if isinstance(r, RedisError) else r for r in replies]
 
     async def fan_out_script(
@@ -85,14 +86,18 @@ class AsyncQuorum(AsyncTopology):
         """``fan_out`` of a script by EVALSHA; nodes that answer NOSCRIPT (restarted, or SCRIPT
         FLUSH) get the source in a second, smaller round."""
         self._loop.check()
-        replies = await async_fan_out(self.nodes, script.evalsha(keys, args), timeout)
+        replies = await self.requester.fan_out(self.nodes, script.evalsha(keys, args), timeout)
         missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
         if missing:
             nodes = [self.nodes[i] for i in missing]
-            again = await async_fan_out(nodes, script.eval(keys, args), timeout)
+            again = await self.requester.fan_out(nodes, script.eval(keys, args), timeout)
             for i, reply in zip(missing, again, strict=True):
                 replies[i] = reply
         what = what or script.name
+        refusals = [r for r in replies if isinstance(r, RedisError) and scripts_refused(r)]
+        if refusals:
+            self.mode.no_scripts = f"the Redlock nodes refuse them ({refusals[0]})"
+            raise self.scripts_required(what, "Redlock's tokens are raised on a majority by one")
         return [translate_error(r, what) if isinstance(r, RedisError) else r for r in replies]
 
     async def try_acquire(
@@ -164,8 +169,8 @@ class AsyncQuorum(AsyncTopology):
 
     async def renew(
         self,
-        keys: Sequence[str],
-        args: Sequence[str | int],
+        specs: Sequence[LeaseSpec],
+        holders: Sequence[str],
         ttls: Sequence[float],
         timeout: float,
         what: str = "the renewal",
@@ -174,11 +179,13 @@ class AsyncQuorum(AsyncTopology):
         no majority can hold it (``GONE``: whether another holder has a majority is not told),
         or unknown (the ``LockConnectionError`` saying why)."""
         timeout = min(timeout, *(self.node_timeout(ttl) for ttl in ttls))
+        keys = renew_keys([spec.keys.lock for spec in specs])
+        args = [arg for pair in zip(holders, map(ttl_to_ms, ttls), strict=True) for arg in pair]
         sent_at = time.monotonic()
-        replies = await self.fan_out_script(RENEW, renew_keys(keys), args, timeout, what)
+        replies = await self.fan_out_script(RENEW, keys, args, timeout, what)
         elapsed = time.monotonic() - sent_at
         held: list[int | LockError] = []
-        for ttl, answers in zip(ttls, renew_answers(replies, len(keys)), strict=True):
+        for ttl, answers in zip(ttls, renew_answers(replies, len(specs)), strict=True):
             try:
                 ok = tally(answers).outcome(len(replies), what)
             except LockConnectionError as exc:
@@ -191,8 +198,8 @@ class AsyncQuorum(AsyncTopology):
         return held
 
     async def held(self, spec: LeaseSpec, holder: str) -> bool:
-        key, kind = spec.keys.lock, spec.kind
-        [command] = kind.held_commands(key, holder)
+        kind = spec.kind
+        [command] = kind.held_commands(spec.keys, holder)
         replies = await self.fan_out(command, self.node_timeout(spec.ttl), spec.what)
         answers: list[bool | BaseException] = []
         for r in replies:
@@ -258,7 +265,7 @@ class AsyncQuorum(AsyncTopology):
         failure: LockError | None = None
         for node in self.nodes:
             try:
-                async for key in scan_node(node, match, count, self.read_timeout):
+                async for key in scan_node(self.requester, node, match, count, self.read_timeout):
                     yield key
                 answered += 1
             except LockError as exc:

@@ -24,24 +24,24 @@ from typing import Never
 from .._core.kinds import WRITE_PERMITS, Permits
 from .._core.lease import EXPLAINED
 from .._core.options import DEFAULT, LeaseOptions
-from .._core.replies import new_waiter_id
+from .._scripts import RW_DOWNGRADE
 from ..errors import LockLost
-from ..scripts import RW_DOWNGRADE
-from .engine import AsyncLease, AsyncWiring
+from .engine import AsyncLease, AsyncWiring, refuse_unmade
 from .leased import AsyncLeased, keyword_only
 
 READ = Permits.rw_side(1)
 WRITE = Permits.rw_side(WRITE_PERMITS)
+NOUN = "side of the read-write lock"
 
 
 class AsyncReadWriteLock:
     """``LockClient.rw_lock(name)``: ``read()`` and ``write()`` make the lock objects."""
 
     def __init__(self, wiring: AsyncWiring, options: LeaseOptions) -> None:
+        refuse_unmade(wiring, READ, NOUN, options.name)
         self._wiring = wiring
         self._options = options
         self.name = options.name
-        AsyncRWSide(wiring, options, writer=False)  # (checks it can be made here, now)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
@@ -63,8 +63,7 @@ class AsyncRWSide(AsyncLeased):
     def __init__(self, wiring: AsyncWiring, options: LeaseOptions, *, writer: bool) -> None:
         # whether this is the write side (even while it holds a downgraded grant)
         self.writer = writer
-        noun = "side of the read-write lock"
-        spec = wiring.spec(WRITE if writer else READ, options, noun, owner=new_waiter_id())
+        spec = wiring.spec(WRITE if writer else READ, options, NOUN)
         self._lease = AsyncLease(self, wiring, options, spec)
 
     def __repr__(self) -> str:

@@ -34,8 +34,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .. import _events as events
 from .._backend import AsyncEvent, AsyncStateLock
-from .._core import events
 from .._core.lease import Grant
 from .._core.stats import Counters
 
@@ -49,9 +49,16 @@ class Ticket:
     with either a grant (handed off) or its turn as head."""
 
     lease: AsyncLease
-    event: AsyncEvent = field(default_factory=AsyncEvent)
     grant: Grant | None = None
     turn: bool = False
+    # what wakes it, made (under the queues' guard) only when it queues behind another: the
+    # uncontended acquire, at once the head, never waits on one
+    queued: AsyncEvent | None = None
+
+    @property
+    def event(self) -> AsyncEvent:
+        assert self.queued is not None, "only a ticket that queued waits"
+        return self.queued
 
 
 @dataclass(slots=True)
@@ -73,7 +80,7 @@ def _gone(owner: Ticket | Grant | None, now: float) -> bool:
 
 def _wake(ticket: Ticket | None) -> None:
     # after the decision, outside the guard: the waiter reads what was decided under it
-    if ticket is not None:
+    if ticket is not None and ticket.event is not None:
         ticket.event.set()
 
 
@@ -139,6 +146,8 @@ class AsyncLocalQueues:
                 line = self._lines[key] = _Line(None)
             line.tickets.append(ticket)
             woken = self._assign(key, line, now)
+            if not ticket.turn:
+                ticket.queued = AsyncEvent()
         if woken is not ticket:
             _wake(woken)
         return ticket
@@ -224,7 +233,7 @@ class AsyncLocalQueues:
             if line is not None and line.owner is ticket:
                 line.owner = grant
         ticket.grant = grant
-        ticket.event.set()
+        _wake(ticket)
 
     def give_turn(self, ticket: Ticket) -> None:
         """A hand-off that failed (the lease was gone): the ticket goes to Redis as the head."""

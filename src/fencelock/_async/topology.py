@@ -8,6 +8,10 @@ lock (``lock.py``, ``contention.py``, ``handoff.py``) runs the lifecycle once fo
 Every request is bounded by the deadline of the call it serves: a request that timed out, or
 whose connection broke (a Sentinel failover closes every client connection), is sent once more,
 in the time left. With the same holder token it cannot count twice (acquire.lua).
+
+A topology runs the requests a grant's kind gives it (``_core/kinds.py``): scripts, or, in a
+client that runs none (``ScriptMode``: made so, or refused by the server), the plain commands of
+the kind that stands in (``Kind.without_scripts``); one server only (``runs_without_scripts``).
 """
 
 from __future__ import annotations
@@ -16,42 +20,45 @@ import abc
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
 from redis.crc import key_slot
-from redis.exceptions import ConnectionError, RedisError, TimeoutError
+from redis.exceptions import ConnectionError, NoPermissionError, RedisError, TimeoutError
 
-from .._backend import AsyncLoopGuard, AsyncStateLock, async_checkpoint, async_shield
+from .._backend import (
+    AsyncDetached,
+    AsyncLoopGuard,
+    AsyncStateLock,
+    async_checkpoint,
+    async_shield,
+    async_wait_done,
+)
 from .._core.inspection import NodeView, eviction_risk, inspect_reply
-from .._core.kinds import Kind, LeaseSpec, Released
+from .._core.kinds import Command, Kind, LeaseSpec, Released, per_grant, raised, renewal
 from .._core.lease import arrived_late, time_left
+from .._core.natives import ScriptMode, scripts_refused
 from .._core.replies import (
     Busy,
     Granted,
-    acquire_reply,
     check_replicated,
     renew_reply,
     reserved_block,
     translate_error,
 )
 from .._core.stats import Counters
-from .._transport import (
-    AsyncRedis,
-    AsyncRedisCluster,
-    AsyncRequester,
-    async_fan_out,
-    async_node_client,
-)
-from ..errors import LockConnectionError, LockError
-from ..keys import renew_keys, ttl_to_ms
-from ..scripts import HANDOFF, INSPECT, RENEW, Script
+from .._keys import ttl_to_ms
+from .._scripts import INSPECT, RENEW, Script
+from .._transport import AsyncClusterNode, AsyncRedis, AsyncRedisCluster, async_node_client
+from ..errors import LockConnectionError, LockError, ScriptsRequired
+from .transport import AsyncRequester
 from .waiter import AsyncWaiter, Watch
 
 ATTEMPTS: Final = 2
 
 server_logger = logging.getLogger("fencelock.server")
+waiter_logger = logging.getLogger("fencelock.waiter")
 
 
 class GaveBack(Exception):
@@ -71,22 +78,32 @@ class AsyncTopology(abc.ABC):
     jitters = False
     # every server that holds a name holds its one fencing counter (not so for Redlock's nodes)
     one_counter = True
+    # a plain lock can be held here without scripts, where the server has the native commands
+    runs_without_scripts = False
     publish_command = "PUBLISH"
 
     waiters: dict[object, AsyncWaiter]
-    # its own bounded requests (Redlock fans out instead): closed when a dropped client is reaped
-    requester: AsyncRequester | None = None
     # whether the servers' eviction policy was looked at (once per client, at the first acquire)
     server_checked = False
 
     def __init__(
-        self, request_timeout: float, counters: Counters, owned: Sequence[AsyncRedis] = ()
+        self,
+        request_timeout: float,
+        counters: Counters,
+        owned: Sequence[AsyncRedis] = (),
+        mode: ScriptMode | None = None,
     ) -> None:
         # one request's bound ("one request timeout" in the README): waiting for a connection,
         # connecting and the reply included
         self.request_timeout = request_timeout
         self.counters = counters
         self.owned = list(owned)  # fencelock's own clients: closed with the topology
+        # every request goes through it (closed when a dropped client is reaped, too)
+        self.requester = AsyncRequester(request_timeout)
+        # whether the client runs scripts, and what its server has natively (the client's own)
+        self.mode = ScriptMode("auto", self.publish_command) if mode is None else mode
+        # give-backs left to finish when their caller was cancelled (finished by close())
+        self.detached = AsyncDetached()
         self._loop = AsyncLoopGuard()
 
     def time_left(self, deadline: float | None) -> float:
@@ -96,6 +113,10 @@ class AsyncTopology(abc.ABC):
         """The Cluster slot of ``key``: one multi-key script call must stay within one slot.
         (0 elsewhere: everything can share a call.)"""
         return 0
+
+    def one_call(self, keys: Sequence[str]) -> bool:
+        """Whether one script call can reach every key of ``keys`` (on a Cluster: one slot)."""
+        return True
 
     async def wait(self, watch: Watch, timeout: float) -> bool:
         """Wait for a message on a watched channel, at most ``timeout`` seconds."""
@@ -122,19 +143,69 @@ class AsyncTopology(abc.ABC):
         """Whether grants of ``kind`` can be made here."""
         return True
 
+    def running(self, kind: Kind) -> Kind:
+        """The kind whose requests this client sends for grants of ``kind``: ``kind``, or, in a
+        client that runs no scripts, the kind that stands in for it (if none can, ``kind``,
+        whose requests are then refused)."""
+        if not self.mode.no_scripts:
+            return kind
+        return kind.without_scripts() or kind
+
+    def scripts_required(self, what: str, why: str = "") -> ScriptsRequired:
+        """The error of ``what``, which needs scripts (``why``: what they do for it)."""
+        because = f": {why}" if why else ""
+        return ScriptsRequired(
+            f"{what} needs Lua scripts{because}. This client runs none: "
+            f"{self.mode.no_scripts} (docs/modes.md, 'Without scripts')"
+        )
+
+    def refused(self, error: BaseException, where: str) -> bool:
+        """Whether ``error`` is ``where`` refusing a script (nothing ran). A client made with
+        scripts="auto" runs none from then on, and says so once."""
+        if not scripts_refused(error):
+            return False
+        mode = self.mode
+        if mode.auto and not mode.no_scripts:
+            mode.no_scripts = f"{where} refuses them ({error})"
+            server_logger.warning(
+                "fencelock: %s refuses Lua scripts (%s): this client runs without them from "
+                "now on, plain locks only (docs/modes.md, 'Without scripts')",
+                where,
+                error,
+                extra={"event": "scripts_refused", "server": where},
+            )
+        return True
+
     @property
     def read_timeout(self) -> float:
         """One operator's request's bound (inspect, SCAN, force_release)."""
         return self.request_timeout
 
-    async def give_back(self, spec: LeaseSpec, holder: str, deadline: float | None = None) -> bool:
+    async def give_back(
+        self,
+        spec: LeaseSpec,
+        holder: str,
+        deadline: float | None = None,
+        after: Awaitable[object] | None = None,
+    ) -> bool:
         """Give back what ``holder`` may have been granted, best effort, within what is left of
-        the bound of the call whose ``deadline`` it serves. No time left (the server did not
-        answer for all that): not sent, and the lease expires on its own."""
+        the bound of the call whose ``deadline`` it serves (``after``: a request of that call
+        still in flight, answered or cut off by its own bound first, so that the give-back
+        cannot overtake it). No time left (the server did not answer for all that): not sent,
+        and the lease expires on its own."""
+        if after is not None:
+            await async_wait_done(after)
         try:
             return (await self.release(spec, holder, timeout=self.time_left(deadline))).freed
         except (RedisError, LockError):  # unreachable: the lease expires on its own
             return False
+
+    def give_back_later(
+        self, spec: LeaseSpec, holder: str, after: Awaitable[object] | None
+    ) -> None:
+        """The caller was cancelled with ``holder``'s acquire possibly granted: give it back
+        in the background (after the request in flight, ``after``), within one request timeout."""
+        self.detached.add(self.give_back(spec, holder, None, after))
 
     def abandon(self) -> None:
         """The client was dropped unclosed: the listeners end by themselves (they only set
@@ -147,8 +218,8 @@ class AsyncTopology(abc.ABC):
         return [node.connection_pool for node in self.owned]
 
     async def close(self) -> None:
-        if self.requester is not None:
-            await self.requester.close()
+        await self.detached.finish(self.request_timeout)  # the give-backs first
+        await self.requester.close()
         for waiter in list(self.waiters.values()):
             await waiter.close()
             await waiter.redis.connection_pool.disconnect()  # its own pool
@@ -179,8 +250,8 @@ class AsyncTopology(abc.ABC):
     @abc.abstractmethod
     async def renew(
         self,
-        keys: Sequence[str],
-        args: Sequence[str | int],
+        specs: Sequence[LeaseSpec],
+        holders: Sequence[str],
         ttls: Sequence[float],
         timeout: float,
         what: str = "the renewal",
@@ -244,6 +315,11 @@ class AsyncOneServer(AsyncTopology):
     """One server's word is final: a plain Redis, or a Sentinel master (``min_replicas``: every
     grant and extension waits for that many replicas to acknowledge it)."""
 
+    runs_without_scripts = True
+    # sent once per client, before its first grant: what the server is (its native commands)
+    # and whether it may evict lock keys
+    first_requests: tuple[Command, ...] = (("HELLO",), ("INFO", "memory"))
+
     def __init__(
         self,
         redis: AsyncRedis | AsyncRedisCluster,
@@ -253,47 +329,68 @@ class AsyncOneServer(AsyncTopology):
         min_replicas: int = 0,
         replica_timeout: float = 1.0,
         owned: Sequence[AsyncRedis] = (),
+        mode: ScriptMode | None = None,
     ) -> None:
-        super().__init__(request_timeout, counters, owned)
+        super().__init__(request_timeout, counters, owned, mode)
         self.redis = redis
         self.waiters = waiters
-        self.requester: AsyncRequester = AsyncRequester()
         self.min_replicas = min_replicas
+        self.replica_timeout = replica_timeout
         self._wait: tuple[tuple[Any, ...], ...] = ()
+        self._polls = False  # waiters re-try instead of listening: subscribing was refused
         if min_replicas:
             # no local hand-off, no grant by a release: one script cannot wait for replicas
             self.local_handoff = self.grants_by_release = False
             self._wait = (("WAIT", min_replicas, ttl_to_ms(replica_timeout)),)
 
-    async def script(
-        self, script: Script, keys: Sequence[str], args: Sequence[Any], timeout: float
-    ) -> tuple[Any, int | None]:
-        """Run ``script`` (then WAIT for the replicas, on the same connection: WAIT counts the
-        writes of its own connection) within ``timeout`` seconds: its reply, and how many
-        replicas acknowledged it (None without ``min_replicas``)."""
+    async def request(
+        self, commands: list[Command], noscript: Command | None, timeout: float, key: str
+    ) -> tuple[list[Any], int | None]:
+        """Send ``commands`` (then WAIT for the replicas, on the same connection: WAIT counts
+        the writes of its own connection) within ``timeout`` seconds: their replies (error
+        replies as values), and how many replicas acknowledged them (None without
+        ``min_replicas``; an error reply to WAIT is raised)."""
         self._loop.check()
-        commands = [script.evalsha(keys, args), *self._wait]
+        wait = self._wait
         replies = await self.requester.request(
-            self.redis, commands, timeout, keys[0], script.eval(keys, args)
+            self.redis, [*commands, *wait] if wait else commands, timeout, key, noscript
         )
-        return _script_replies(replies)
+        return replies, int(raised(replies.pop())) if wait else None
 
-    async def read(
-        self, script: Script, keys: Sequence[str], args: Sequence[Any], timeout: float
-    ) -> Any:
-        """Run a read-only ``script`` within ``timeout`` seconds: its reply. No WAIT: a read has
-        nothing for replicas to acknowledge (and with none attached a WAIT would hold it for
-        the whole replica timeout)."""
+    async def script(
+        self,
+        script: Script,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        timeout: float,
+        what: str,
+        *,
+        read: bool = False,
+    ) -> tuple[Any, int | None]:
+        """Run ``script`` within ``timeout`` seconds: its reply (an error reply raised), and how
+        many replicas acknowledged it (None without ``min_replicas``, and for a ``read``: a
+        read has nothing for replicas to acknowledge, and with none attached a WAIT would hold
+        it for the whole replica timeout). ``ScriptsRequired`` where no script runs."""
+        if self.mode.no_scripts:
+            raise self.scripts_required(what)
         self._loop.check()
-        commands = [script.evalsha(keys, args)]
-        replies = await self.requester.request(
-            self.redis, commands, timeout, keys[0], script.eval(keys, args)
-        )
-        return _script_replies(replies)[0]
+        commands, noscript = [script.evalsha(keys, args)], script.eval(keys, args)
+        try:
+            if read:
+                [reply] = await self.requester.request(
+                    self.redis, commands, timeout, keys[0], noscript
+                )
+                return raised(reply), None
+            replies, acked = await self.request(commands, noscript, timeout, keys[0])
+            return raised(replies[0]), acked
+        except RedisError as exc:
+            if self.refused(exc, server_address(self.redis)):
+                raise self.scripts_required(what) from exc
+            raise
 
     async def run(self, script: Script, keys: Sequence[str], args: Sequence[Any], what: str) -> Any:
         try:
-            reply, _ = await self.script(script, keys, args, self.request_timeout)
+            reply, _ = await self.script(script, keys, args, self.request_timeout, what)
         except RedisError as exc:
             raise translate_error(exc, what) from exc
         return reply
@@ -308,11 +405,10 @@ class AsyncOneServer(AsyncTopology):
         read: bool = False,
     ) -> list[Any]:
         try:
-            if read:
-                return [await self.read(script, keys, args, self.request_timeout)]
-            return [(await self.script(script, keys, args, self.request_timeout))[0]]
+            reply, _ = await self.script(script, keys, args, self.request_timeout, what, read=read)
         except RedisError as exc:
             return [translate_error(exc, what)]
+        return [reply]
 
     async def view(self, keys: Sequence[str], listed: int, what: str) -> NodeView | None:
         [reply] = await self.run_all(INSPECT, keys, (listed,), what, read=True)
@@ -331,20 +427,12 @@ class AsyncOneServer(AsyncTopology):
 
     async def scan(self, match: str, count: int) -> AsyncIterator[bytes]:
         redis = self.redis
-        made: list[AsyncRedis] = []
-        if isinstance(redis, AsyncRedisCluster):
-            made = [async_node_client(n, self.request_timeout) for n in redis.get_primaries()]
-            nodes = made
-        else:
-            nodes = [redis]
-        try:
-            for node in nodes:
-                async for key in scan_node(node, match, count, self.request_timeout):
-                    yield key
-        finally:
-            for node in made:
-                await node.aclose()
-                await node.connection_pool.disconnect()
+        nodes: Sequence[AsyncRedis | AsyncClusterNode] = (
+            redis.get_primaries() if isinstance(redis, AsyncRedisCluster) else [redis]
+        )
+        for node in nodes:
+            async for key in scan_node(self.requester, node, match, count, self.request_timeout):
+                yield key
 
     # -- the lock's questions ---------------------------------------------------------------
 
@@ -363,27 +451,37 @@ class AsyncOneServer(AsyncTopology):
         came too late to be used."""
         if not self.server_checked:
             await self._check_server(spec.keys.lock)
-        script = spec.kind.acquire_script
-        args = spec.acquire_args(holder, depth, block, waiter, self.publish_command)
+        mode = self.mode
+        kind = spec.kind if not mode.no_scripts else await self._without_scripts(spec)
         self._loop.check()
-        keys = spec.acquire_keys
-        commands, noscript = [script.evalsha(keys, args), *self._wait], script.eval(keys, args)
-        for attempt in range(1, ATTEMPTS + 1):
+        key, wait = spec.acquire_keys[0], self._wait
+        commands, noscript = kind.acquire_request(spec, holder, depth, block, waiter, mode.commands)
+        attempt = 1
+        while True:
             sent_at = time.monotonic()
             try:
-                # (not through self.script: the hot path of every acquire stays short)
+                # (not through self.request: the hot path of every acquire stays short)
+                sent = [*commands, *wait] if wait else commands
                 replies = await self.requester.request(
-                    self.redis, commands, self.time_left(deadline), keys[0], noscript
+                    self.redis, sent, self.time_left(deadline), key, noscript
                 )
-                reply, acked = _script_replies(replies)
+                acked = int(raised(replies.pop())) if wait else None
+                result = kind.acquire_result(replies)
             except (TimeoutError, ConnectionError) as exc:
                 if attempt < ATTEMPTS and self.time_left(deadline) > 0:
+                    attempt += 1
                     continue
                 raise translate_error(exc, spec.what) from exc
             except RedisError as exc:
-                raise translate_error(exc, spec.what) from exc
+                if not self.refused(exc, server_address(self.redis)):
+                    raise translate_error(exc, spec.what) from exc
+                # nothing ran: again, without scripts
+                kind = await self._without_scripts(spec)
+                commands, noscript = kind.acquire_request(
+                    spec, holder, depth, block, waiter, mode.commands
+                )
+                continue
             await async_checkpoint()
-            result = acquire_reply(reply)
             if isinstance(result, Busy):
                 return result
             check_replicated(acked, self.min_replicas, f"grant of {spec.what}")
@@ -391,59 +489,143 @@ class AsyncOneServer(AsyncTopology):
                 await async_shield(self.give_back(spec, holder, deadline))
                 raise GaveBack
             granted = reserved_block(result.fence, block)
-            return Granted(granted.fence, reserved=granted.reserved, sent_at=sent_at)
+            return Granted(
+                granted.fence,
+                reserved=granted.reserved,
+                sent_at=sent_at,
+                more_fences=result.more_fences,
+            )
         raise AssertionError("unreachable")
 
     async def _check_server(self, key: str) -> None:
-        """Once per client, before its first grant: can the server evict lock keys? (On a
-        Cluster, its default node answers.) A failure here is the acquire's to report."""
+        """Once per client, before its first grant: which native commands has the server
+        (``HELLO``: any user may send it), and can it evict lock keys? (On a Cluster, its
+        default node answers.) A failure here is the acquire's to report."""
         self.server_checked = True
         self._loop.check()
-        command = ("INFO", "memory")
+        mode, where = self.mode, server_address(self.redis)
         try:
-            [reply] = await self.requester.request(self.redis, [command], self.request_timeout, key)
+            *hello, info = await self.requester.request(
+                self.redis, list(self.first_requests), self.request_timeout, key
+            )
         except RedisError as exc:
-            server_logger.debug("fencelock: cannot read the eviction policy: %s", exc)
+            server_logger.debug("fencelock: %s: cannot tell what the server is: %s", where, exc)
             return
-        self.warn_if_evicting(reply, server_address(self.redis))
+        if hello:
+            if isinstance(hello[0], Exception):  # (a server, or a proxy, without HELLO)
+                server_logger.debug("fencelock: %s: HELLO refused: %s", where, hello[0])
+            else:
+                mode.commands = mode.commands.detected(hello[0])
+        mode.detected = True
+        self.warn_if_evicting(info, where)
+
+    async def _without_scripts(self, spec: LeaseSpec) -> Kind:
+        """The kind that stands in for ``spec``'s where this client runs no scripts; the
+        ``ScriptsRequired`` of ``spec`` if there is none, or if the server has not the native
+        commands it needs (a release without a compare-and-delete could delete another holder's
+        lock)."""
+        kind = spec.kind.without_scripts()
+        if kind is None:
+            raise self.scripts_required(spec.what, spec.kind.why_scripts)
+        if not self.runs_without_scripts:  # (a Cluster)
+            raise self.scripts_required(f"{spec.what} on a Cluster", "the mode is for one server")
+        if not self.mode.detected:
+            await self._check_server(spec.keys.lock)
+        commands = self.mode.commands
+        if not commands.script_free:
+            raise self.scripts_required(
+                f"{spec.what} on this server",
+                f"{commands.server or 'it'} has no native compare-and-delete and compare-and-set "
+                "(Valkey >= 9.0, Redis >= 8.4), and without them a release could delete another "
+                "holder's lock",
+            )
+        return kind
 
     async def release(
         self, spec: LeaseSpec, holder: str, leaving: str = "", timeout: float | None = None
     ) -> Released:
         """Release ``holder``'s grant (``leaving``: a queue entry removed first, a simple lock's
         waiter giving up), within ``timeout`` seconds (default: one request timeout)."""
-        script = spec.kind.release_script
-        args = spec.release_args(holder, leaving, self.publish_command)
+        mode = self.mode
+        kind = spec.kind if not mode.no_scripts else await self._without_scripts(spec)
+        commands, noscript = kind.release_request(spec, holder, leaving, mode.commands)
         bound = self.request_timeout if timeout is None else timeout
         try:
-            reply, _ = await self.script(script, spec.release_keys, args, bound)
+            replies, _ = await self.request(commands, noscript, bound, spec.release_keys[0])
+            return kind.release_result(replies)
         except RedisError as exc:
+            if self.refused(exc, server_address(self.redis)):  # nothing ran: without scripts
+                return await self.release(spec, holder, leaving, timeout)
             raise translate_error(exc, spec.what) from exc
-        return Released.of(reply)
 
     async def renew(
         self,
-        keys: Sequence[str],
-        args: Sequence[str | int],
+        specs: Sequence[LeaseSpec],
+        holders: Sequence[str],
         ttls: Sequence[float],
         timeout: float,
         what: str = "the renewal",
     ) -> list[int | LockError]:
-        """Renew a batch of leases (``args``: holder and ttl in ms per key): per lease,
-        ``RENEWED``, ``GONE`` or ``TAKEN`` (replies.py). Raises when the server cannot be
-        reached, or the replicas did not acknowledge (a failover could undo the renewal)."""
+        """Renew a batch of leases (each ``specs[i]``'s grant of ``holders[i]``, for
+        ``ttls[i]`` seconds): per lease, ``RENEWED``, ``GONE`` or ``TAKEN`` (replies.py), or
+        the error that kept it from being renewed. Raises when the server cannot be reached,
+        or the replicas did not acknowledge (a failover could undo the renewal)."""
+        mode = self.mode
+        ttls_ms = [ttl_to_ms(ttl) for ttl in ttls]
+        if mode.no_scripts or len(specs) == 1:
+            # one lease: by its kind's own commands if it has them, which spare the server a
+            # script (several: one script renews them all, in one command)
+            requests = [
+                self.running(spec.kind).renew_request(spec, holder, ttl_ms, mode.commands)
+                for spec, holder, ttl_ms in zip(specs, holders, ttls_ms, strict=True)
+            ]
+            if mode.no_scripts or requests[0] is not None:
+                return await self._renew_natively(specs, holders, requests, timeout, what)
+        keys, args = renewal(specs, holders, ttls_ms)
         try:
-            reply, acked = await self.script(RENEW, renew_keys(keys), args, timeout)
+            reply, acked = await self.script(RENEW, keys, args, timeout, what)
+        except ScriptsRequired:
+            if not mode.auto:
+                raise
+            return await self.renew(specs, holders, ttls, timeout, what)  # (refused just now)
         except RedisError as exc:
             raise translate_error(exc, what) from exc
         check_replicated(acked, self.min_replicas, what)
-        return list(renew_reply(reply, len(keys)))
+        return per_grant(specs, renew_reply(reply, len(keys) // 2))
+
+    async def _renew_natively(
+        self,
+        specs: Sequence[LeaseSpec],
+        holders: Sequence[str],
+        requests: Sequence[list[Command] | None],
+        timeout: float,
+        what: str,
+    ) -> list[int | LockError]:
+        """The renewal of each lease by its ``requests`` (None: it has none without a script),
+        in one request."""
+        commands = [command for request in requests if request for command in request]
+        try:
+            replies, acked = await self.request(commands, None, timeout, specs[0].keys.lock)
+        except RedisError as exc:
+            raise translate_error(exc, what) from exc
+        check_replicated(acked, self.min_replicas, what)
+        held: list[int | LockError] = []
+        for spec, holder, request in zip(specs, holders, requests, strict=True):
+            if request is None:
+                held.append(self.scripts_required(spec.what, spec.kind.why_scripts))
+                continue
+            own, replies = replies[: len(request)], replies[len(request) :]
+            try:
+                held.append(self.running(spec.kind).renew_result(own, holder))
+            except RedisError as exc:
+                held.append(translate_error(exc, what))
+        return held
 
     async def held(self, spec: LeaseSpec, holder: str) -> bool:
         """Whether the server shows ``holder`` holding the grant. A read is safe to send again,
         within one request timeout in all."""
         key, kind = spec.keys.lock, spec.kind
-        commands = kind.held_commands(key, holder)
+        commands = kind.held_commands(spec.keys, holder)
         self._loop.check()
         end = time.monotonic() + self.request_timeout
         for attempt in range(1, ATTEMPTS + 1):
@@ -467,15 +649,20 @@ class AsyncOneServer(AsyncTopology):
     async def hand_off(
         self, spec: LeaseSpec, holder: str, ttl_ms: int, block: int
     ) -> Granted | Busy:
-        """One script: the lease of ``holder``'s grant restarts at ``ttl_ms`` and a block of
+        """One request: the lease of ``holder``'s grant restarts at ``ttl_ms`` and a block of
         fencing tokens is reserved for a streak of local hand-offs."""
+        mode = self.mode
+        kind = spec.kind if not mode.no_scripts else await self._without_scripts(spec)
+        commands, noscript = kind.handoff_request(spec, holder, ttl_ms, block, mode.commands)
         try:
-            reply, _ = await self.script(
-                HANDOFF, spec.acquire_keys[:2], (holder, ttl_ms, block), self.request_timeout
+            replies, _ = await self.request(
+                commands, noscript, self.request_timeout, spec.acquire_keys[0]
             )
+            return kind.handoff_result(replies)
         except RedisError as exc:
+            if self.refused(exc, server_address(self.redis)):  # nothing ran: without scripts
+                return await self.hand_off(spec, holder, ttl_ms, block)
             raise translate_error(exc, spec.what) from exc
-        return acquire_reply(reply)
 
     async def confirm(self, spec: LeaseSpec, holder: str, fence: int) -> bool:
         raise AssertionError("one server's tokens need no confirmation")
@@ -483,9 +670,30 @@ class AsyncOneServer(AsyncTopology):
     @asynccontextmanager
     async def watch(self, channel: str, timeout: float | None = None) -> AsyncIterator[Watch]:
         """Subscribe to a lock's wake-up channel and yield what a message on it sets. The
-        subscription is confirmed within ``timeout`` seconds (None: one request timeout)."""
+        subscription is confirmed within ``timeout`` seconds (None: one request timeout). A
+        client that runs no scripts waits by re-trying instead (at the end of the holder's
+        lease, or every ``max_poll``) where subscribing is refused: a watch never set."""
         self._loop.check()
-        async with self.waiters[0].watch(channel, timeout=timeout) as watch:
+        if self._polls:
+            yield Watch()
+            return
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                watch = await stack.enter_async_context(
+                    self.waiters[0].watch(channel, timeout=timeout)
+                )
+            except LockError as exc:
+                if not self.mode.no_scripts or not isinstance(exc.__cause__, NoPermissionError):
+                    raise
+                self._polls = True
+                waiter_logger.warning(
+                    "fencelock: %s: subscribing is refused (%s): waiters re-try at the end of "
+                    "the holder's lease, or every max_poll",
+                    server_address(self.redis),
+                    exc,
+                    extra={"event": "subscribe_refused"},
+                )
+                watch = Watch()
             yield watch
 
 
@@ -495,6 +703,9 @@ class AsyncCluster(AsyncOneServer):
 
     # a plain PUBLISH on a Cluster is broadcast to every node
     publish_command = "SPUBLISH"
+    runs_without_scripts = False
+    # (no HELLO: its nodes may run different versions, so no native command is relied on)
+    first_requests = (("INFO", "memory"),)
 
     def __init__(self, redis: AsyncRedisCluster, request_timeout: float, counters: Counters):
         # one waiter per node, made as channels on it are first watched
@@ -503,6 +714,9 @@ class AsyncCluster(AsyncOneServer):
 
     def slot_of(self, key: str) -> int:
         return key_slot(key.encode())
+
+    def one_call(self, keys: Sequence[str]) -> bool:
+        return len({self.slot_of(key) for key in keys}) == 1
 
     @asynccontextmanager
     async def watch(self, channel: str, timeout: float | None = None) -> AsyncIterator[Watch]:
@@ -528,13 +742,17 @@ class AsyncCluster(AsyncOneServer):
 
 
 async def scan_node(
-    node: AsyncRedis, match: str, count: int, timeout: float
+    requester: AsyncRequester,
+    node: AsyncRedis | AsyncClusterNode,
+    match: str,
+    count: int,
+    timeout: float,
 ) -> AsyncIterator[bytes]:
     """The keys of one server matching ``match`` (SCAN, each call within ``timeout``)."""
     cursor = 0
     while True:
         command = ("SCAN", cursor, "MATCH", match, "COUNT", count)
-        [reply] = await async_fan_out([node], command, timeout)
+        [reply] = await requester.fan_out([node], command, timeout)
         if isinstance(reply, RedisError):
             raise translate_error(reply, f"SCAN {match!r}")
         cursor = int(reply[0])
@@ -553,13 +771,3 @@ def server_address(redis: AsyncRedis | AsyncRedisCluster) -> str:
     if "path" in options:
         return str(options["path"])
     return f"{options.get('host', 'localhost')}:{options.get('port', 6379)}"
-
-
-def _script_replies(replies: list[Any]) -> tuple[Any, int | None]:
-    """The script's reply and the replicas' acknowledgement count (None: no WAIT was sent);
-    an error reply to either is raised."""
-    reply, *acked = replies
-    for result in replies:
-        if isinstance(result, Exception):
-            raise result
-    return reply, int(acked[0]) if acked else None

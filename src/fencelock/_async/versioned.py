@@ -1,7 +1,7 @@
 """A value written by compare-and-set, without a lock: ``client.versioned(key)``.
 
 The value is a plain string key; a companion key in its slot counts the writes
-(scripts/versioned.lua). A write names the version it read and is refused if another write came
+(_scripts/versioned.lua). A write names the version it read and is refused if another write came
 first, so concurrent read-modify-writes never lose an update: the loser reads again and retries.
 """
 
@@ -21,9 +21,9 @@ from .._core.backoff import (
     validate_retries,
 )
 from .._core.replies import versioned_reply, versioned_set_reply
+from .._keys import Value, validate_value, version_key_for
+from .._scripts import VERSIONED_GET, VERSIONED_SET, Script
 from ..errors import TooManyConflicts
-from ..keys import Value, validate_value, version_key_for
-from ..scripts import VERSIONED_GET, VERSIONED_SET, Script
 
 MAX_VERSION = 2**63 - 1  # INCR counts in signed 64 bits
 

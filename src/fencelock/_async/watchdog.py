@@ -27,12 +27,13 @@ import sys
 import time
 import warnings
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
+from .. import _events as events
 from .._backend import AsyncBackground, AsyncEvent, AsyncStateLock
-from .._core import events
 from .._core.kinds import LeaseSpec
 from .._core.lease import Grant
 from .._core.replies import RENEWED, TAKEN
@@ -56,6 +57,24 @@ class Lose(Protocol):
     def __call__(self, grant: Grant, found: str, *, other_holder: bool = False) -> str: ...
 
 
+# How a loss reaches its lock object: called at once (None), or handed to ``deliver(lose, grant,
+# found, other_holder)`` (the asyncio client renews in a thread, and declares losses on its
+# loop: _offloop.py)
+Deliver = Callable[[Lose, Grant, str, bool], object]
+
+
+class AsyncRenewer(Protocol):
+    """What a client's lock objects ask of its watchdog (this one, or ``OffLoopWatchdog``)."""
+
+    def __len__(self) -> int: ...
+
+    def track(self, grant: Grant, spec: LeaseSpec, lose: Lose) -> None: ...
+
+    def untrack(self, grant: Grant) -> None: ...
+
+    async def close(self) -> None: ...
+
+
 @dataclass(eq=False, slots=True)
 class Lease:
     """A lease to renew: its grant (whose deadline a renewal moves), what the renew script
@@ -66,6 +85,7 @@ class Lease:
     slot: int  # its Cluster slot (0 elsewhere), computed once
     lose: weakref.WeakMethod[Lose]
     renew_at: float  # monotonic
+    deliver: Deliver | None = None
 
     @property
     def ttl(self) -> float:  # (for renewal_batches)
@@ -100,18 +120,21 @@ class AsyncWatchdog:
             self._running = False
             self._sleep_until = math.inf
 
-    def track(self, grant: Grant, spec: LeaseSpec, lose: Lose) -> None:
+    def track(
+        self, grant: Grant, spec: LeaseSpec, lose: Lose, deliver: Deliver | None = None
+    ) -> None:
         """Renew ``grant`` every ttl/3 until untracked; ``lose`` (a bound method of the lock
-        object, held weakly) declares it lost."""
+        object, held weakly) declares it lost, through ``deliver`` if given."""
         self._reset_after_fork()
         renew_at = next_renewal(time.monotonic(), spec.ttl)
-        dropped = partial(_dropped, self._leases, grant, spec.name)
+        dropped = partial(_dropped, self._leases, grant, spec.name, _user_site())
         lease = Lease(
             grant,
             spec,
             self._topology.slot_of(spec.keys.lock),
             weakref.WeakMethod(lose, dropped),
             renew_at,
+            deliver,
         )
         with self._guard:
             self._leases[grant] = lease
@@ -180,20 +203,20 @@ class AsyncWatchdog:
             batch = [le for le in batch if le.grant in self._leases and le.lose() is not None]
         if not batch:
             return
-        keys = [lease.spec.keys.lock for lease in batch]
-        args: list[str | int] = []
-        for lease in batch:
-            args += (lease.grant.holder, lease.spec.ttl_ms)
+        specs = [lease.spec for lease in batch]
+        holders = [lease.grant.holder for lease in batch]
         sent_at = time.monotonic()
         # A server that hangs must not hold the worker past a lease's deadline, at which its
-        # loss is to be signalled (and the socket timeout may be longer than the whole ttl).
+        # loss is to be signalled (and the socket timeout may be longer than the whole ttl);
+        # within one request timeout, so that a failure is known (and re-tried) before it.
         left = min(lease.grant.deadline for lease in batch) - sent_at
+        left = min(left, self._topology.request_timeout)
         self._counters.add(renewal_calls=1)
         # (a lease that runs out meanwhile was lost for want of an answer)
         failing = [lease.grant.renewal_sent() for lease in batch]
         held: list[Any]
         try:
-            held = list(await self._topology.renew(keys, args, [le.spec.ttl for le in batch], left))
+            held = list(await self._topology.renew(specs, holders, [s.ttl for s in specs], left))
         except LockError as exc:  # unreachable, or not acknowledged by the replicas
             held = [exc] * len(batch)
         now = time.monotonic()
@@ -220,7 +243,11 @@ class AsyncWatchdog:
             if self._leases.pop(lease.grant, None) is None:
                 return  # released meanwhile: a renewal answered after release is no loss
         lose = lease.lose()
-        if lose is not None:  # else dropped: nobody is left to hear of it
+        if lose is None:
+            return  # dropped: nobody is left to hear of it
+        if lease.deliver is not None:
+            lease.deliver(lose, lease.grant, found, other_holder)
+        else:
             lose(lease.grant, found, other_holder=other_holder)
 
     async def close(self) -> None:
@@ -252,15 +279,26 @@ def _log_late(lease: Lease, left: float, failed: bool) -> None:
     )
 
 
-def _dropped(leases: dict[Grant, Lease], grant: Grant, name: str, _: object) -> None:
-    """A lock object was collected: warn if it still held a renewed lease. (Called by the garbage
-    collector, in whatever thread, maybe inside a section under the watchdog's guard: so it only
-    reads, and the worker drops the lease at its next round.)"""
+def _user_site() -> tuple[str, int]:
+    """Where the user's code took the lock: the first frame outside fencelock (the warning of a
+    lock dropped while held points there, not at the garbage collector's weakref.py)."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("fencelock."):
+        frame = frame.f_back
+    return frame.f_code.co_filename, frame.f_lineno
+
+
+def _dropped(
+    leases: dict[Grant, Lease], grant: Grant, name: str, site: tuple[str, int], _: object
+) -> None:
+    """A lock object was collected: warn if it still held a renewed lease, at the line that took
+    it (``site``). (Called by the garbage collector, in whatever thread, maybe inside a section
+    under the watchdog's guard: so it only reads, and the worker drops the lease at its next
+    round.)"""
     if sys.is_finalizing():
         return  # the process is ending: so are its leases' renewals, as expected
     if grant in leases and not grant.lost and grant.pid == os.getpid():
-        warnings.warn(
-            f"lock {name!r} was dropped while held; its lease is no longer renewed",
-            ResourceWarning,
-            stacklevel=2,
+        message = (
+            f"lock {name!r}, taken here, was dropped while held: its lease is no longer renewed"
         )
+        warnings.warn_explicit(message, ResourceWarning, *site)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from ..keys import validate_ttl
+from .._keys import validate_ttl
 
 DEFAULT_RETRIES = 10
 DEFAULT_BACKOFF = 0.001  # the first cap: about a round trip on a LAN

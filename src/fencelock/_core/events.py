@@ -1,20 +1,12 @@
-"""What the locks do, as one stream of events: the metrics exporters (``fencelock.metrics``) and
-the slow-acquire log listen to it.
-
-Nobody listens by default, and then nothing is measured or built: every place that emits reads
-``events.on`` first (one attribute read), and only then takes the time and makes the event. The
-listeners run in the thread or task that emits, so they must be quick and must not block; one
-that raises is logged and the lock carries on.
+"""What the locks do, as values: the events of one stream that the metrics exporters
+(``fencelock.metrics``), the tracing (``fencelock._tracing``) and the slow-acquire log listen to.
+Who listens, and the emit that sends an event to them, is process state: ``fencelock._events``.
 """
 
 from __future__ import annotations
 
-import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-
-logger = logging.getLogger("fencelock.metrics")
 
 # The kind of lock an event is about (a metric label): one per primitive.
 LOCK = "lock"
@@ -36,16 +28,22 @@ class AcquireEnded:
     outcome: str  # GRANTED, TIMEOUT or ERROR
     seconds: float  # from the call to its end, waits included
     token: int | None  # the grant's fencing token (GRANTED only)
+    # The grant taken (GRANTED only), an opaque key: the same object in the HoldEnded and
+    # LeaseLost of this hold, which tracing ties to this acquire.
+    grant: object = None
+    error: BaseException | None = None  # what the acquire raised (ERROR only)
 
 
 @dataclass(frozen=True, slots=True)
 class HoldEnded:
-    """A grant that was held: released, or taken afresh after it was lost."""
+    """A grant that was held: released, or taken afresh after it was lost. Emitted once the
+    release's request is done, so that a loss the release found comes first (its LeaseLost)."""
 
     primitive: str
     name: str
-    seconds: float  # from the grant to its release
+    seconds: float  # from the grant to its release (the call)
     token: int
+    grant: object  # the key of AcquireEnded.grant
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +52,7 @@ class LeaseLost:
     name: str
     token: int
     reason: str  # one of lease.LOSS_REASONS
+    grant: object  # the key of AcquireEnded.grant
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,33 +88,23 @@ class StaleWriteRefused:
     token: int
 
 
-Event = AcquireEnded | HoldEnded | LeaseLost | Renewal | HandedOff | WokenUp | StaleWriteRefused
+@dataclass(frozen=True, slots=True)
+class LoopStalled:
+    """An asyncio client's event loop was blocked for more than a third of the shortest lease
+    held: the leases were renewed off the loop, but every task waited (_offloop.py)."""
+
+    seconds: float
+    ttl: float  # the shortest lease held then
+
+
+Event = (
+    AcquireEnded
+    | HoldEnded
+    | LeaseLost
+    | Renewal
+    | HandedOff
+    | WokenUp
+    | StaleWriteRefused
+    | LoopStalled
+)
 Listener = Callable[[Event], object]
-
-on = False  # whether anybody listens: read before any work is done for an event
-_listeners: tuple[Listener, ...] = ()
-_guard = threading.Lock()
-
-
-def subscribe(listener: Listener) -> Callable[[], None]:
-    """Send every event to ``listener`` from now on; returns the function that stops it."""
-    global on, _listeners
-    with _guard:
-        _listeners = (*_listeners, listener)
-        on = True
-
-    def unsubscribe() -> None:
-        global on, _listeners
-        with _guard:
-            _listeners = tuple(each for each in _listeners if each is not listener)
-            on = bool(_listeners)
-
-    return unsubscribe
-
-
-def emit(event: Event) -> None:
-    for listener in _listeners:  # (a tuple, replaced whole: safe to iterate in any thread)
-        try:
-            listener(event)
-        except Exception:
-            logger.exception("fencelock: a metrics listener failed on %r", event)

@@ -1,16 +1,16 @@
 """What an operator sees of a lock (``client.inspect``, ``client.locks``, the CLI), and what an
-administrator's release did: the replies of scripts/inspect.lua and force_release.lua read as
+administrator's release did: the replies of _scripts/inspect.lua and force_release.lua read as
 plain values, the Redlock majority's view of them, and whether a server may evict lock keys."""
 
 from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from .._keys import escape
 from ..errors import LockConnectionError, LockError
-from ..keys import escape
 from .quorum import quorum
 from .replies import split_holder
 
@@ -104,11 +104,14 @@ def inspect_reply(reply: object) -> NodeView:
     entries = reply[7:]
     waiters = []
     for entry, score in zip(entries[::2], entries[1::2], strict=True):
-        # 'id' or 'id ttl block token' (acquire.lua); ages in the server's microseconds
-        parts = _text(entry).split(" ")
+        # 'id', 'id ttl block token' (acquire.lua) or '>channel:id' (a multi-lock's waiter,
+        # multi_acquire.lua); ages in the server's microseconds
+        text = _text(entry)
+        parts = text.split(" ")
         label = split_holder(parts[3])[1] if len(parts) == 4 else None
+        waiter = text.rpartition(":")[2] if text.startswith(">") else parts[0]
         age = max(0.0, (int(now) - float(_text(score))) / 1e6)
-        waiters.append(WaiterInfo(parts[0], age, label))
+        waiters.append(WaiterInfo(waiter, age, label))
     return NodeView(
         kind,
         holder,
@@ -245,7 +248,7 @@ def force_reply(name: str, reply: object) -> ForceReleased:
 
 
 def unescape(escaped: str) -> str:
-    """The lock name of an escaped key part: the inverse of ``keys.escape`` (which only ever
+    """The lock name of an escaped key part: the inverse of ``_keys.escape`` (which only ever
     writes these three sequences, and every '%' as %25)."""
     return re.sub("%(25|7B|7D)", lambda m: {"25": "%", "7B": "{", "7D": "}"}[m.group(1)], escaped)
 
@@ -262,23 +265,21 @@ def scan_pattern(prefix: str, pattern: str) -> str:
     return f"{literal}{{{escape(pattern)}}}*:lock"
 
 
-# what follows the name's hash tag in the key of each kind of primitive (keys.py)
-_LOCK_SUFFIXES = {"}:lock": "lock", "}:sem:lock": "sem", "}:rw:lock": "rw"}
-
-
-def name_of(key: str | bytes, prefix: str) -> tuple[str, str] | None:
-    """The name of a lock key found by SCAN, and its kind: "lock", "sem" (a semaphore) or "rw"
-    (a read-write lock). None: not a lock key of this prefix."""
+def name_of(key: str | bytes, prefix: str, families: Iterable[str]) -> tuple[str, str] | None:
+    """The name of a key found by SCAN, and its family: "lock", or one of ``families`` (a
+    primitive whose keys are ``{name}:<family>:...``: "sem", "rw", "latch"...). None: not the
+    main key of a name of this prefix."""
     text = _text(key)
     start = prefix + "{"
     if not text.startswith(start):
         return None
-    for suffix, kind in _LOCK_SUFFIXES.items():
+    for family in ("lock", *families):
+        suffix = "}:lock" if family == "lock" else f"}}:{family}:lock"
         if text.endswith(suffix):
             inner = text[len(start) : -len(suffix)]
             if "{" in inner or "}" in inner:
                 return None
-            return unescape(inner), kind
+            return unescape(inner), family
     return None
 
 

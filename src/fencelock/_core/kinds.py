@@ -6,28 +6,52 @@ run a kind's scripts and never name a primitive; the lease engine (``_async/engi
 lifecycle for any kind. A new primitive is a new kind (and its ``.lua`` files), or a facade over
 an existing one.
 
-=============  ====================  ================  ======================================
 kind           keys                  scripts           grant
 =============  ====================  ================  ======================================
 ``Mutex``      string holder token   acquire/release   one holder; local hand-off; wake one
 ``Reentrant``  hash holder -> count  reentrant_*       one holder, counted; wakes every waiter
 ``Permits``    sorted set of leases  semaphore_*       ``take`` of ``limit`` permits per holder
+``AllOf``      a Mutex's, per name   multi_*           every name or none; a token per name
 =============  ====================  ================  ======================================
+=======
+===============  ====================  ================  ======================================
+kind             keys                  scripts           grant
+===============  ====================  ================  ======================================
+``Mutex``        string holder token   acquire/release   one holder; local hand-off; wake one
+``NativeMutex``  a ``Mutex``'s         none              the same, by plain commands; wakes all
+``Reentrant``    hash holder -> count  reentrant_*       one holder, counted; wakes every waiter
+``Permits``      sorted set of leases  semaphore_*       ``take`` of ``limit`` permits per holder
+``AllOf``        a Mutex's, per name   multi_*           every name or none; a token per name
+===============  ====================  ================  ======================================
 
-Every grant's reply reads alike (``{1, fence}`` / ``{0, pttl, score}``, ``Released``), and the
-watchdog renews all of them with one script (renew.lua looks at the key's type).
+A primitive that is none of these brings its own kind (a subclass of ``Kind``, or of
+``ScoredLease`` for grants kept as scored entries of a sorted set) in its own module, with its
+scripts (``_scripts.load``): the latch does (``_core/latch.py``).
+
+A kind gives the topology its requests (``acquire_request``, ``release_request``,
+``renew_request``, ``handoff_request``, ``held_commands``: lists of commands, and what replaces
+the first after NOSCRIPT) and reads their replies (``acquire_result``...). A scripted kind's are
+one EVALSHA each, whose replies read alike (``{1, fence}`` / ``{0, pttl, score}``,
+``Released``); the watchdog renews them in batches with one script (renew.lua looks at the key's
+type). A client that runs no scripts runs each kind's ``without_scripts()`` instead: a
+``NativeMutex`` for a ``Mutex``, and none for the others (``ScriptsRequired``).
 """
 
 from __future__ import annotations
 
 import enum
+import functools
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
-from ..keys import LockKeys, SemaphoreKeys, ttl_to_ms
-from ..scripts import (
+from .._keys import LockKeys, MultiKeys, SemaphoreKeys, renew_keys, ttl_to_ms
+from .._scripts import (
     ACQUIRE,
+    HANDOFF,
+    MULTI_ACQUIRE,
+    MULTI_RELEASE,
     REENTRANT_ACQUIRE,
     REENTRANT_RELEASE,
     RELEASE,
@@ -35,7 +59,20 @@ from ..scripts import (
     SEMAPHORE_RELEASE,
     Script,
 )
-from .replies import holds, permit_held
+from ..errors import LockError
+from .natives import ServerCommands
+from .replies import (
+    GONE,
+    RENEWED,
+    TAKEN,
+    Busy,
+    Granted,
+    acquire_reply,
+    holds,
+    permit_held,
+    queue_entry,
+    renewed_all,
+)
 
 # The metric label of each kind of grant (``primitive`` in fencelock.metrics).
 LOCK: Final = "lock"
@@ -43,8 +80,31 @@ REENTRANT_LOCK: Final = "reentrant_lock"
 SEMAPHORE: Final = "semaphore"
 READ_LOCK: Final = "read_lock"
 WRITE_LOCK: Final = "write_lock"
+MULTI_LOCK: Final = "multi_lock"
 
 WRITE_PERMITS: Final = 2**31  # a read-write lock's writer takes every permit (a reader one)
+
+Command: TypeAlias = tuple[Any, ...]
+# a request: its commands (sent on one connection), and the command that replaces the first if
+# the server answers NOSCRIPT (None: no script in it)
+Request: TypeAlias = tuple[list[Command], Command | None]
+
+# How long a fencing counter started without a script is kept (NativeMutex): a counter lost or
+# expired is started again from a client's clock, so the longer it lives, the less tokens rely
+# on clocks (docs/modes.md, "Without scripts").
+COUNTER_KEEP_MS: Final = 24 * 3600 * 1000
+
+
+def raised(reply: Any) -> Any:
+    """``reply``, or the error it is raised (an error reply comes as a value)."""
+    if isinstance(reply, Exception):
+        raise reply
+    return reply
+
+
+def ok(reply: object) -> bool:
+    """Whether a SET was done: ``OK`` as it is, or as redis-py's callback made it (True)."""
+    return reply is True or reply in (b"OK", "OK")
 
 
 class Released(enum.IntEnum):
@@ -74,7 +134,8 @@ class Released(enum.IntEnum):
 @dataclass(frozen=True, slots=True)
 class Kind:
     """What one primitive is on the server (see the module's table). Subclasses bring their
-    scripts and arguments; everything here is the same for all."""
+    scripts and arguments, from which the requests here are made (one EVALSHA each); a kind of
+    plain commands overrides the requests and the readings of their replies (``NativeMutex``)."""
 
     primitive: str  # the metric label
     acquire_script: Script
@@ -86,6 +147,11 @@ class Kind:
     # a Redlock majority can hold it (the scripts' replies can be counted per node)
     on_quorum: bool = True
     reentrant: bool = False
+    # its release can wake (or grant) the first queued waiter alone (wake="one"); else a
+    # release wakes every waiter
+    wakes_one: bool = True
+    # what scripts do for it, for the error where none runs (``without_scripts`` is None)
+    why_scripts: str = "its grants are made by scripts"
 
     def keys(self, name: str, prefix: str) -> LockKeys:
         return LockKeys.for_name(name, prefix)
@@ -106,16 +172,87 @@ class Kind:
     ) -> tuple[str | int, ...]:
         return (holder, spec.keys.channel, publish, leaving)
 
-    def held_commands(self, key: str, holder: str) -> list[tuple[str, ...]]:
-        """The reads that tell whether ``holder`` holds the grant at ``key``."""
-        return [("GET", key)]
+    def held_commands(self, keys: LockKeys, holder: str) -> list[tuple[str, ...]]:
+        """The reads that tell whether ``holder`` holds the grant at ``keys``."""
+        return [("GET", keys.lock)]
 
     def held_reply(self, replies: Sequence[Any], holder: str) -> bool:
         return holds(replies[0], holder)
 
+    def renewed_keys(self, keys: LockKeys) -> tuple[str, ...]:
+        """The lock keys renew.lua lengthens for a grant (each with the grant's holder)."""
+        return (keys.lock,)
+
+    def waiter_entry(
+        self, waiter: str, channel: str, holder: str, ttl_ms: int, block: int, grants: bool
+    ) -> str:
+        """A waiter's entry in the queue, woken on ``channel``: one that a release may grant
+        the lock directly when the topology ``grants`` so (serve.lua), else its id."""
+        return queue_entry(waiter, holder, ttl_ms, block) if grants else waiter
+
+    def describe(self, noun: str, name: str) -> str:
+        """The object in messages: its kind and the name the user gave, never a Redis key."""
+        return f"{noun} {name!r}"
+
     def line_tag(self) -> str:
         """Which local queue of a name its grants share (a grant passes only within one)."""
         return "simple"
+
+    def without_scripts(self) -> Kind | None:
+        """The kind that stands in for this one where no script runs (None: none can)."""
+        return None
+
+    # -- the requests the topology sends, and what their replies mean ------------------------
+
+    def acquire_request(
+        self,
+        spec: LeaseSpec,
+        holder: str,
+        depth: int,
+        block: int,
+        entry: str,
+        server: ServerCommands,
+    ) -> Request:
+        script, keys = self.acquire_script, spec.acquire_keys
+        args = self.acquire_args(spec, holder, depth, block, entry, server.publish)
+        return [script.evalsha(keys, args)], script.eval(keys, args)
+
+    def acquire_result(self, replies: Sequence[Any]) -> Granted | Busy:
+        """A grant (its fence: the last token of the block reserved) or busy; an error reply
+        is raised."""
+        return acquire_reply(raised(replies[0]))
+
+    def release_request(
+        self, spec: LeaseSpec, holder: str, leaving: str, server: ServerCommands
+    ) -> Request:
+        script, keys = self.release_script, spec.release_keys
+        args = self.release_args(spec, holder, leaving, server.publish)
+        return [script.evalsha(keys, args)], script.eval(keys, args)
+
+    def release_result(self, replies: Sequence[Any]) -> Released:
+        return Released.of(raised(replies[0]))
+
+    def handoff_request(
+        self, spec: LeaseSpec, holder: str, ttl_ms: int, block: int, server: ServerCommands
+    ) -> Request:
+        """The lease of ``holder``'s grant restarts at ``ttl_ms``, and ``block`` fencing tokens
+        are reserved (a local hand-off, handoff.py): read by ``acquire_result``."""
+        keys, args = spec.acquire_keys[:2], (holder, ttl_ms, block)
+        return [HANDOFF.evalsha(keys, args)], HANDOFF.eval(keys, args)
+
+    def handoff_result(self, replies: Sequence[Any]) -> Granted | Busy:
+        return acquire_reply(raised(replies[0]))
+
+    def renew_request(
+        self, spec: LeaseSpec, holder: str, ttl_ms: int, server: ServerCommands
+    ) -> list[Command] | None:
+        """Plain commands that renew one lease (read by ``renew_result``); None: renew.lua
+        renews it, in a batch with others."""
+        return None
+
+    def renew_result(self, replies: Sequence[Any], holder: str) -> int:
+        """``RENEWED``, ``GONE`` or ``TAKEN``, from the replies to ``renew_request``."""
+        raise NotImplementedError(f"{type(self).__name__} is renewed by renew.lua")
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +260,117 @@ class Mutex(Kind):
     primitive: str = LOCK
     acquire_script: Script = ACQUIRE
     release_script: Script = RELEASE
+
+    def without_scripts(self) -> Kind | None:
+        return NATIVE_MUTEX
+
+    def renew_request(
+        self, spec: LeaseSpec, holder: str, ttl_ms: int, server: ServerCommands
+    ) -> list[Command] | None:
+        if not server.compare_set:
+            return None
+        keys = spec.keys
+        return [
+            ("SET", keys.lock, holder, "IFEQ", holder, "PX", ttl_ms),
+            ("GET", keys.lock),  # (not renewed: gone, or another holder's)
+            # the counter kept at least as long as the lease, as renew.lua keeps it
+            ("PEXPIRE", keys.fence, ttl_ms, "GT"),
+        ]
+
+    def renew_result(self, replies: Sequence[Any], holder: str) -> int:
+        renewed, now = replies[0], replies[1]
+        if isinstance(renewed, Exception):
+            if "WRONGTYPE" not in str(renewed):
+                raise renewed
+            return TAKEN  # a reentrant lock's hash holds the name
+        if ok(renewed):
+            return RENEWED
+        return GONE if raised(now) is None else TAKEN
+
+
+@dataclass(frozen=True, slots=True)
+class NativeMutex(Mutex):
+    """A ``Mutex`` held by plain commands, for a client that runs no scripts (docs/modes.md,
+    "Without scripts"): on the same keys, so that it and a scripted ``Mutex`` exclude each
+    other. Taken by ``SET NX PX``, its fencing token the counter's ``INCRBY``, released by a
+    compare-and-delete and a ``PUBLISH`` that wakes every waiter (no queue in Redis: a release
+    cannot serve one), renewed and handed on locally by ``SET ... IFEQ``. Each try is one round
+    trip, so a busy try counts the counter up too (tokens skip values). A counter that is not
+    there is started from this client's clock in microseconds (the scripts start it from the
+    server's), so that tokens go on increasing after it is lost. (Its scripts are the
+    ``Mutex``'s, never run.)"""
+
+    wakes_one: bool = False
+    on_quorum: bool = False
+
+    def without_scripts(self) -> Kind | None:
+        return self
+
+    def acquire_request(
+        self,
+        spec: LeaseSpec,
+        holder: str,
+        depth: int,
+        block: int,
+        entry: str,
+        server: ServerCommands,
+    ) -> Request:
+        keys, ttl = spec.keys, spec.ttl_ms
+        return [
+            ("SET", keys.lock, holder, "NX", "PX", ttl),
+            # ours, just now or by a request sent before (a re-sent one): its lease restarts
+            ("SET", keys.lock, holder, "IFEQ", holder, "PX", ttl),
+            *_minted(keys.fence, block, ttl),
+            ("PTTL", keys.lock),
+        ], None
+
+    def acquire_result(self, replies: Sequence[Any]) -> Granted | Busy:
+        ours, top, pttl = replies[1], replies[3], replies[4]
+        if isinstance(ours, Exception) and "WRONGTYPE" not in str(ours):
+            raise ours  # (WRONGTYPE: a reentrant lock's hash holds the name: busy)
+        if ok(ours):
+            return Granted(int(raised(top)))
+        left = int(raised(pttl))
+        # (-2: gone since the SET: free now; -1: a key without expiry)
+        return Busy(0.0 if left == -2 else left / 1000 if left >= 0 else None)
+
+    def release_request(
+        self, spec: LeaseSpec, holder: str, leaving: str, server: ServerCommands
+    ) -> Request:
+        keys = spec.keys
+        # Two commands, not one script: the wake-up is sent even when nothing was deleted
+        # (a lease lost meanwhile: a waiter re-tries for nothing), and it wakes every waiter.
+        return [server.delete_if(keys.lock, holder), (server.publish, keys.channel, "1")], None
+
+    def release_result(self, replies: Sequence[Any]) -> Released:
+        if int(raised(replies[0])) != 1:
+            return Released.NOT_HELD
+        heard = replies[1]  # (an error: no right to publish; waiters re-try at the lease's end)
+        woke = isinstance(heard, int) and heard > 0
+        return Released.WOKE if woke else Released.RELEASED
+
+    def handoff_request(
+        self, spec: LeaseSpec, holder: str, ttl_ms: int, block: int, server: ServerCommands
+    ) -> Request:
+        keys = spec.keys
+        refreshed = ("SET", keys.lock, holder, "IFEQ", holder, "PX", ttl_ms)
+        return [refreshed, *_minted(keys.fence, block, ttl_ms)], None
+
+    def handoff_result(self, replies: Sequence[Any]) -> Granted | Busy:
+        if ok(raised(replies[0])):
+            return Granted(int(raised(replies[2])))
+        return Busy(None)
+
+
+def _minted(fence: str, block: int, ttl_ms: int) -> list[Command]:
+    """Hand out ``block`` tokens from the counter at ``fence`` (the reply to the second: the
+    last of them), starting a counter that is not there from this client's clock."""
+    started = time.time_ns() // 1000
+    keep = max(COUNTER_KEEP_MS, ttl_ms)
+    return [("SET", fence, started, "NX", "PX", keep), ("INCRBY", fence, block)]
+
+
+NATIVE_MUTEX: Final = NativeMutex()
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +382,8 @@ class Reentrant(Kind):
     acquire_script: Script = REENTRANT_ACQUIRE
     release_script: Script = REENTRANT_RELEASE
     reentrant: bool = True
+    wakes_one: bool = False
+    why_scripts: str = "its hold count is kept by scripts"
 
     def acquire_keys(self, keys: LockKeys) -> tuple[str, ...]:
         return (keys.lock, keys.fence)
@@ -148,34 +398,50 @@ class Reentrant(Kind):
     ) -> tuple[str | int, ...]:
         return (holder, spec.keys.channel, publish)
 
-    def held_commands(self, key: str, holder: str) -> list[tuple[str, ...]]:
-        return [("HEXISTS", key, holder)]
+    def held_commands(self, keys: LockKeys, holder: str) -> list[tuple[str, ...]]:
+        return [("HEXISTS", keys.lock, holder)]
 
     def line_tag(self) -> str:
         return "reentrant"
 
 
 @dataclass(frozen=True, slots=True)
-class Permits(Kind):
-    """``take`` of the ``limit`` permits of a name (scripts/semaphore.lua): each holder's a
-    lease in a sorted set, waiters served first come, first served, granted by the release
-    itself. ``family`` keeps apart the keys of a semaphore ("sem") and a read-write lock ("rw",
-    whose writer takes every permit). Each object queues alone: permits are not handed between
-    the objects of a client."""
+class ScoredLease(Kind):
+    """A kind whose grants are entries of a sorted set (its lock key) scored by the end of their
+    lease on the server's clock: renew.lua lengthens the score, and a holder holds until it.
+    Each object queues alone: such grants are not handed between the objects of a client."""
+
+    local_handoff: bool = False
+    on_quorum: bool = False
+
+    def held_commands(self, keys: LockKeys, holder: str) -> list[tuple[str, ...]]:
+        return [("ZSCORE", keys.lock, holder), ("TIME",)]
+
+    def held_reply(self, replies: Sequence[Any], holder: str) -> bool:
+        return permit_held(replies[0], replies[1])
+
+
+@dataclass(frozen=True, slots=True)
+class Permits(ScoredLease):
+    """``take`` of the ``limit`` permits of a name (_scripts/semaphore.lua): each holder's a
+    lease, waiters served first come, first served, granted by the release itself. ``family``
+    keeps apart the keys of a semaphore ("sem") and a read-write lock ("rw", whose writer takes
+    every permit)."""
 
     primitive: str = SEMAPHORE
     acquire_script: Script = SEMAPHORE_ACQUIRE
     release_script: Script = SEMAPHORE_RELEASE
-    local_handoff: bool = False
     always_queued: bool = True
-    on_quorum: bool = False
+    why_scripts: str = "its permits and their fair queue are kept by scripts"
     take: int = 1
     limit: int = 1
     family: str = "sem"
 
-    @classmethod
-    def semaphore(cls, take: int, limit: int) -> Permits:
-        return cls(take=take, limit=limit)
+    @staticmethod
+    @functools.lru_cache(maxsize=1024)
+    def semaphore(take: int, limit: int) -> Permits:
+        # (one value per (take, limit): a semaphore is made, and asks for its permits, per call)
+        return Permits(take=take, limit=limit)
 
     @classmethod
     def rw_side(cls, take: int) -> Permits:
@@ -199,15 +465,73 @@ class Permits(Kind):
         channel = spec.keys.channel
         return (holder, spec.ttl_ms, block, entry, self.take, self.limit, channel, publish)
 
-    def held_commands(self, key: str, holder: str) -> list[tuple[str, ...]]:
-        # a permit is held until its score, on the server's clock
-        return [("ZSCORE", key, holder), ("TIME",)]
-
-    def held_reply(self, replies: Sequence[Any], holder: str) -> bool:
-        return permit_held(replies[0], replies[1])
-
     def line_tag(self) -> str:
         return self.family
+
+
+@dataclass(frozen=True, slots=True)
+class AllOf(Kind):
+    """Every one of ``names`` (canonical order) held as a simple lock by one holder token, or
+    none of them, in one script each way (scripts/multi_acquire.lua, multi_release.lua): the
+    multi-lock where its names share a server (one master, or one slot of a Cluster). Each name
+    gets its own fencing token (``Grant.fences``), excludes plain locks and other multi-locks as
+    one lock of its own would, and its release serves its own waiters (serve.lua). A waiter
+    queues on the name it found busy, woken on its own channel, and re-tries the whole set: a
+    release never grants it one name of several."""
+
+    primitive: str = MULTI_LOCK
+    acquire_script: Script = MULTI_ACQUIRE
+    release_script: Script = MULTI_RELEASE
+    local_handoff: bool = False
+    always_queued: bool = True
+    on_quorum: bool = False
+    why_scripts: str = "every name or none is decided in one script"
+    names: tuple[str, ...] = ()
+
+    def keys(self, name: str, prefix: str) -> MultiKeys:
+        return MultiKeys.for_names(self.names, prefix)
+
+    def acquire_keys(self, keys: LockKeys) -> tuple[str, ...]:
+        assert isinstance(keys, MultiKeys)
+        return tuple(key for m in keys.members for key in (m.lock, m.fence, m.queue))
+
+    def release_keys(self, keys: LockKeys) -> tuple[str, ...]:
+        return self.acquire_keys(keys)
+
+    def acquire_args(
+        self, spec: LeaseSpec, holder: str, depth: int, block: int, entry: str, publish: str
+    ) -> tuple[str | int, ...]:
+        assert isinstance(spec.keys, MultiKeys)
+        return (holder, spec.ttl_ms, entry, publish, *spec.keys.channels)
+
+    def release_args(
+        self, spec: LeaseSpec, holder: str, leaving: str, publish: str
+    ) -> tuple[str | int, ...]:
+        assert isinstance(spec.keys, MultiKeys)
+        return (holder, leaving, publish, *spec.keys.channels)
+
+    def held_commands(self, keys: LockKeys, holder: str) -> list[tuple[str, ...]]:
+        assert isinstance(keys, MultiKeys)
+        return [("MGET", *keys.locks)]
+
+    def held_reply(self, replies: Sequence[Any], holder: str) -> bool:
+        return all(holds(reply, holder) for reply in replies[0])
+
+    def renewed_keys(self, keys: LockKeys) -> tuple[str, ...]:
+        assert isinstance(keys, MultiKeys)
+        return keys.locks
+
+    def waiter_entry(
+        self, waiter: str, channel: str, holder: str, ttl_ms: int, block: int, grants: bool
+    ) -> str:
+        # '>' and the channel to wake it on, whichever name's release serves it (serve.lua)
+        return f">{channel}"
+
+    def describe(self, noun: str, name: str) -> str:
+        return f"{noun} {list(self.names)!r}"
+
+    def line_tag(self) -> str:
+        return "multi"
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,39 +545,36 @@ class LeaseSpec:
     ttl: float
     # what messages call the object ("lock", "semaphore", "candidate"...)
     noun: str = "lock"
-    # an object that queues alone (no local hand-off to or from it): its own id, else ''
-    owner: str = ""
     ttl_ms: int = field(init=False)
     # the object in messages: its kind and the name the user gave, never a Redis key
     what: str = field(init=False)
     acquire_keys: tuple[str, ...] = field(init=False)
     release_keys: tuple[str, ...] = field(init=False)
-    line: str = field(init=False)  # its local queue (singleflight.py)
+    renewed_keys: tuple[str, ...] = field(init=False)  # what the watchdog renews (renew.lua)
+    # the local queue of the name's grants of this kind (singleflight.py); an object that
+    # queues alone (``AsyncLease``) has one of its own beside it
+    line: str = field(init=False)
 
     def __post_init__(self) -> None:
         kind, keys = self.kind, self.keys
-        # (a kind that hands nothing on queues per object: its objects must each have an id)
-        assert self.owner or kind.local_handoff, "an owner id is needed"
-        line = f"{keys.lock}:{kind.line_tag()}" + (f":{self.owner}" if self.owner else "")
         for name, value in (
             ("ttl_ms", ttl_to_ms(self.ttl)),
             ("acquire_keys", kind.acquire_keys(keys)),
             ("release_keys", kind.release_keys(keys)),
-            ("line", line),
-            ("what", f"{self.noun} {self.name!r}"),
+            ("renewed_keys", kind.renewed_keys(keys)),
+            ("line", f"{keys.lock}:{kind.line_tag()}"),
+            ("what", kind.describe(self.noun, self.name)),
         ):
             object.__setattr__(self, name, value)  # (a frozen dataclass sets its own fields so)
 
     @classmethod
-    def of(
-        cls, kind: Kind, name: str, prefix: str, ttl: float, noun: str, owner: str = ""
-    ) -> LeaseSpec:
-        return cls(name, kind, kind.keys(name, prefix), ttl, noun, owner)
+    def of(cls, kind: Kind, name: str, prefix: str, ttl: float, noun: str) -> LeaseSpec:
+        return cls(name, kind, kind.keys(name, prefix), ttl, noun)
 
     def with_kind(self, kind: Kind) -> LeaseSpec:
         """The same object's spec for another kind of the same keys (a semaphore asking for
         other permits, a writer downgraded to a reader)."""
-        return LeaseSpec(self.name, kind, self.keys, self.ttl, self.noun, self.owner)
+        return LeaseSpec(self.name, kind, self.keys, self.ttl, self.noun)
 
     @property
     def primitive(self) -> str:
@@ -266,3 +587,27 @@ class LeaseSpec:
 
     def release_args(self, holder: str, leaving: str, publish: str) -> tuple[str | int, ...]:
         return self.kind.release_args(self, holder, leaving, publish)
+
+
+def renewal(
+    specs: Sequence[LeaseSpec], holders: Sequence[str], ttls_ms: Sequence[int]
+) -> tuple[list[str], list[str | int]]:
+    """renew.lua's KEYS and ARGV for a batch of grants (``holders[i]``'s of ``specs[i]``, for
+    ``ttls_ms[i]``): every key each grant renews (a multi-lock's: one per name)."""
+    locks: list[str] = []
+    args: list[str | int] = []
+    for spec, holder, ttl_ms in zip(specs, holders, ttls_ms, strict=True):
+        for key in spec.renewed_keys:
+            locks.append(key)
+            args += (holder, ttl_ms)
+    return renew_keys(locks), args
+
+
+def per_grant(
+    specs: Sequence[LeaseSpec], answers: Sequence[int | LockError]
+) -> list[int | LockError]:
+    """renew.lua's answers, one per key (``renewal``), as one per grant."""
+    if len(answers) == len(specs):  # (one key each: the answers are the grants')
+        return list(answers)
+    each = iter(answers)
+    return [renewed_all([next(each) for _ in spec.renewed_keys]) for spec in specs]

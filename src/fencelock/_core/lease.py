@@ -1,7 +1,7 @@
 """The rules that decide a lease's safety, as plain values and functions (no I/O).
 
-The I/O code (``_async/``) asks these and does what they say; ``tests/test_lease.py`` checks each
-rule without a server. A lease moves through these states::
+The I/O code (``_async/``) asks these and does what they say; ``tests/core/test_lease.py``
+checks each rule without a server. A lease moves through these states::
 
     acquire ──granted──▶ held ──renewed / re-entered──▶ held
                           │  └──handed off (local)──▶ held by the next local lock object
@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any
 
 from .replies import Granted, release_grant
 from .timing import handoff_needs_refresh, lease_deadline
 
 
-@dataclass(eq=False, slots=True)
+# (weakly referable: tracing keeps a hold's open span by its grant, and forgets the span of a
+# grant dropped without a release)
+@dataclass(eq=False, slots=True, weakref_slot=True)
 class Grant:
     """What this process knows about one grant of the lock."""
 
@@ -39,6 +42,8 @@ class Grant:
     # local hand-offs: the highest fencing token reserved for this streak (0: none reserved)
     reserved: int = 0
     since: float = 0.0  # monotonic time it was taken, for the hold-time metric (0: not timed)
+    # a multi-lock's grant: the tokens of its other names, in order (``fence`` is the first's)
+    more_fences: tuple[int, ...] = ()
     unanswered: bool = False  # a renewal was sent and got no answer (yet)
 
     # -- transitions: the grant changes only through these --------------------------------
@@ -98,12 +103,14 @@ DATA_LOSS = "data_loss"  # the server dropped it before it could expire (FLUSHAL
 # without persistence, a failover to a replica that missed it, eviction, force_release)
 LOSS_REASONS = (EXPIRED, UNREACHABLE, TAKEN_OVER, DATA_LOSS)
 # each reason, for the message of LockLost
-EXPLAINED = {
-    EXPIRED: "its lease had expired",
-    UNREACHABLE: "its lease ran out while renewals got no answer",
-    TAKEN_OVER: "another holder has it",
-    DATA_LOSS: "the server no longer had it before its lease could end",
-}
+EXPLAINED = MappingProxyType(
+    {
+        EXPIRED: "its lease had expired",
+        UNREACHABLE: "its lease ran out while renewals got no answer",
+        TAKEN_OVER: "another holder has it",
+        DATA_LOSS: "the server no longer had it before its lease could end",
+    }
+)
 
 
 def loss_reason(grant: Grant, now: float, *, other_holder: bool = False) -> str:
@@ -123,7 +130,13 @@ def granted(result: Granted, holder: str, sent_at: float, ttl: float, pid: int) 
     the one that was granted, ``result.sent_at``)."""
     deadline = lease_deadline(sent_at if result.sent_at is None else result.sent_at, ttl)
     return Grant(
-        holder, result.fence, pid, deadline, confirmed=result.confirmed, reserved=result.reserved
+        holder,
+        result.fence,
+        pid,
+        deadline,
+        confirmed=result.confirmed,
+        reserved=result.reserved,
+        more_fences=result.more_fences,
     )
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
-from ..keys import (
+from .._keys import (
     DEFAULT_PREFIX,
     MIN_LEASE,
     validate_flag,
@@ -21,18 +21,35 @@ from ..keys import (
     validate_timeout,
     validate_ttl,
 )
-from ..labels import Label, check_label
+from .._labels import Label, check_label
+from ..errors import ScriptsRequired
+from .natives import SCRIPT_MODES
 
 
 class Default:
     """The type of ``DEFAULT``: "not given" where None means something (a timeout of None waits
     for ever; a label of None is no label)."""
 
+    __slots__ = ()  # one value with no state
+
     def __repr__(self) -> str:
         return "DEFAULT"
 
 
 DEFAULT: Final = Default()
+
+
+class LeaseKeywords(TypedDict, total=False):
+    """The keyword options of every primitive (``client.lock(name, ttl, **options)``,
+    ``client.semaphore(name, limit, ttl, **options)``...); each is documented in docs/api.md.
+    Defaults: ``timeout=None`` (wait as long as it takes), ``auto_renew=False``, ``on_lost=None``,
+    ``on_lost_policy="raise"``, ``label``: the client's."""
+
+    timeout: float | None
+    auto_renew: bool
+    on_lost: Callable[[Any], object] | None
+    on_lost_policy: str
+    label: Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +60,7 @@ class LeaseOptions:
     auto_renew: bool = False
     on_lost: Callable[[Any], object] | None = None  # called with the primitive object
     on_lost_policy: str = "raise"
-    label: Label = None  # the holder label (labels.py)
+    label: Label = None  # the holder label (_labels.py)
 
     @classmethod
     def checked(
@@ -111,10 +128,14 @@ class ClientOptions:
     # the next at most this many times in a row before it goes back through Redis
     max_handoffs: int = DEFAULT_MAX_HANDOFFS
     # "one": waiters queue in Redis and a release wakes the first that still listens; "all": a
-    # release wakes every waiting client, and one wins the re-try (docs/contention.md)
+    # release wakes every waiting client, and one wins the re-try (docs/contention.md). Given
+    # as None: "one" where scripts run, "all" without (a release cannot serve a queue there)
     wake: str = "one"
     # who holds, for inspect() and the CLI: a str, or a callable run at each acquire
     label: Label = None
+    # "auto": Lua scripts, and without them (plain locks only) if the server refuses one;
+    # "never": plain locks only, by native commands (docs/modes.md, "Without scripts")
+    scripts: str = "auto"
 
     @classmethod
     def checked(
@@ -129,9 +150,20 @@ class ClientOptions:
         max_handoffs: object,
         wake: object,
         label: object,
+        scripts: object = "auto",
     ) -> ClientOptions:
+        if scripts not in SCRIPT_MODES:
+            raise ValueError(f"scripts must be one of {SCRIPT_MODES}, got {scripts!r}")
+        if wake is None:
+            wake = "one" if scripts == "auto" else "all"
         if wake not in WAKE_MODES:
-            raise ValueError(f"wake must be one of {WAKE_MODES}, got {wake!r}")
+            raise ValueError(f"wake must be one of {WAKE_MODES} or None, got {wake!r}")
+        if wake == "one" and scripts == "never":
+            raise ScriptsRequired(
+                'wake="one" needs Lua scripts: waiters queue in Redis, and a release serves the '
+                'first in its own step. With scripts="never" every release wakes every waiter '
+                "(wake=\"all\"; docs/modes.md, 'Without scripts')"
+            )
         timeout = validate_ttl(socket_timeout, "socket_timeout")
         replicas = _count("min_replicas", min_replicas)
         replica_wait = validate_ttl(replica_timeout, "replica_timeout")
@@ -147,4 +179,5 @@ class ClientOptions:
             _count("max_handoffs", max_handoffs),
             str(wake),
             check_label(label),
+            str(scripts),
         )

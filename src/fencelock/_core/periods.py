@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from datetime import timedelta
 
-from ..keys import MAX_TTL, _number, escape
+from .._keys import MAX_TTL, _number, escape
 
 
 def record_key(prefix: str, name: str) -> str:

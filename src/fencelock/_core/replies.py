@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
 import redis.exceptions
 
+from .._keys import encodable
 from ..errors import (
     Conflict,
     DatabaseRefused,
@@ -18,7 +20,6 @@ from ..errors import (
     NotReplicated,
     StaleToken,
 )
-from ..keys import encodable
 
 # 20 random bytes = 160 bits from the OS CSPRNG: unguessable, and short in Redis memory.
 HOLDER_TOKEN_BYTES = 20
@@ -82,6 +83,8 @@ class Granted:
     fence: int
     confirmed: bool = True  # Redlock: False until a majority's counters were raised to it
     reserved: int = 0  # the last fencing token reserved for local hand-offs (0: none)
+    # a multi-lock's grant: the tokens of its other names, in order (``fence`` is the first's)
+    more_fences: tuple[int, ...] = ()
     # when the request that was granted left (a re-sent one: the lease runs from it); None: the
     # caller's own send time
     sent_at: float | None = field(default=None, compare=False)
@@ -106,11 +109,15 @@ def _int(value: object) -> int:
 
 
 def acquire_reply(reply: object) -> Granted | Busy:
-    if not isinstance(reply, list) or len(reply) not in (2, 3):
+    if not isinstance(reply, list) or len(reply) < 2:
         raise LockError(f"unexpected acquire reply {reply!r}")
     status, value = _int(reply[0]), _int(reply[1])
-    if status == 1:
-        return Granted(value)
+    if status == 1:  # {1, fence} ({1, fence, fence...}: a multi-lock's, one per name)
+        if len(reply) == 2:
+            return Granted(value)
+        return Granted(value, more_fences=tuple(_int(r) for r in reply[2:]))
+    if len(reply) > 3:
+        raise LockError(f"unexpected acquire reply {reply!r}")
     if status == -1:
         # reentrant: the server's hold count is not ours, so our lease expired and was retaken
         raise LockLost(f"cannot re-enter: the lease had expired (server hold count {value})")
@@ -163,6 +170,18 @@ def renew_reply(reply: object, count: int) -> list[int]:
     if not set(answers) <= {RENEWED, GONE, TAKEN}:
         raise LockError(f"unexpected renew reply {reply!r}")
     return answers
+
+
+def renewed_all(answers: Sequence[int | LockError]) -> int | LockError:
+    """One answer for a grant over several keys (a multi-lock's), from each key's: ``RENEWED``
+    when all were; else ``TAKEN`` if another holder has one, ``GONE`` if one is gone; a key's
+    ``LockError`` (no answer) first, as nothing is known then."""
+    for answer in answers:
+        if isinstance(answer, LockError):
+            return answer
+    if all(answer == RENEWED for answer in answers):
+        return RENEWED
+    return TAKEN if TAKEN in answers else GONE
 
 
 def holds(reply: object, holder: str) -> bool:

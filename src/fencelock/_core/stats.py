@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import threading
-import weakref
-from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, fields
-from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,28 +51,3 @@ class Counters:
             values = dict(self._values)
         values.update(now)
         return Statistics(**values)
-
-
-class _LiveClients:
-    """Every client not closed yet (held weakly: a dropped one leaves by itself), for the
-    metrics' gauges of what is held and waited for now, read when they are collected."""
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()  # (a WeakSet may not change while it is iterated)
-        self._clients: weakref.WeakSet[Any] = weakref.WeakSet()
-
-    def add(self, client: object) -> None:
-        with self._guard:
-            self._clients.add(client)
-
-    def discard(self, client: object) -> None:
-        with self._guard:
-            self._clients.discard(client)
-
-    def total(self, gauge: Callable[[Statistics], int]) -> int:
-        with self._guard:
-            clients = list(self._clients)
-        return sum(gauge(client.statistics()) for client in clients)
-
-
-LIVE_CLIENTS = _LiveClients()

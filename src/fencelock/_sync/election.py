@@ -28,10 +28,9 @@ import logging
 from collections.abc import Iterator
 from typing import Final, Never
 
-from .._backend import SYNC_CAN_CANCEL, sync_shield
+from .._backend import SYNC_CAN_CANCEL, sync_cancelled, sync_shield
 from .._core.election import Leader, leader_of, next_look, same_term
 from .._core.options import DEFAULT, LeaseOptions
-from .._core.replies import new_waiter_id
 from ..errors import LockError, LockTimeout
 from . import admin
 from .engine import Lease, Wiring
@@ -51,6 +50,11 @@ class _Unseen:
     pass
 
 
+def _resign_quietly(lease: Lease) -> None:
+    with contextlib.suppress(LockError):
+        lease.release()
+
+
 class Election(Leased):
     """``LockClient.election(name)``: ``campaign()`` to lead, ``resign()``, ``leader()``,
     ``observe()``; ``async with`` campaigns on entry and resigns on exit. It also has
@@ -60,8 +64,8 @@ class Election(Leased):
     __slots__ = ()
 
     def __init__(self, wiring: Wiring, options: LeaseOptions) -> None:
-        spec = wiring.spec(MUTEX, options, "candidate", owner=new_waiter_id())
-        self._lease = Lease(self, wiring, options, spec)
+        spec = wiring.spec(MUTEX, options, "candidate")
+        self._lease = Lease(self, wiring, options, spec, alone=True)
 
     def acquire(self, *args: Never, timeout: float | object | None = DEFAULT) -> bool:
         """Campaign: wait to lead up to ``timeout`` (None: as long as it takes, 0: one try;
@@ -72,10 +76,13 @@ class Election(Leased):
             return False
         try:
             sync_shield(self._announce())
-        except BaseException:
+        except BaseException as error:
             # cancelled or interrupted just as it won: it did not win, as far as the caller knows
-            with contextlib.suppress(LockError):
-                sync_shield(lease.release())
+            resigning = _resign_quietly(lease)
+            if sync_cancelled(error):
+                lease.wiring.topology.detached.add(resigning)
+            else:
+                sync_shield(resigning)
             raise
         return True
 

@@ -36,6 +36,7 @@ Failure timeline of a lease, and what each step guards against:
 from __future__ import annotations
 
 import inspect
+import itertools
 import logging
 import os
 import time
@@ -43,30 +44,32 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import _events as events
 from .._backend import (
+    SyncStateLock,
     sync_blocking,
     sync_call_scope,
     sync_current_task,
     sync_shield,
     sync_spawn,
-    sync_uncancel,
+    sync_watchdog,
 )
-from .._core import events
 from .._core.kinds import Kind, LeaseSpec, Released
-from .._core.lease import EXPLAINED, Exit, Grant, exit_action, loss_reason, should_cancel
-from .._core.options import DEFAULT, LeaseOptions
+from .._core.lease import EXPLAINED, Grant, loss_reason, should_cancel
+from .._core.options import DEFAULT, ClientOptions, LeaseOptions
 from .._core.replies import RENEWED, TAKEN
 from .._core.stats import Counters
-from ..errors import ClientClosed, LockError, LockLost, LockNotOwned, LockTimeout
-from ..keys import MIN_LEASE, ttl_to_ms, validate_ttl
+from .._keys import MIN_LEASE, validate_ttl
+from ..errors import ClientClosed, LockError, LockLost, LockNotOwned
 from . import contention, handoff
 from .singleflight import LocalQueues
 from .topology import SyncTopology
-from .watchdog import Watchdog
+from .watchdog import SyncRenewer
 
 logger = logging.getLogger("fencelock.lease")
 
 MAX_SPECS = 1024  # names whose specs a client keeps made
+_objects = itertools.count()  # the objects that queue alone: each line's own number
 
 
 class ClientState:
@@ -89,7 +92,7 @@ class Wiring:
 
     topology: SyncTopology
     queues: LocalQueues
-    watchdog: Watchdog
+    watchdog: SyncRenewer
     counters: Counters
     state: ClientState
     guard: Any  # held to mark a grant lost: the watchdog and the caller may race (no I/O)
@@ -101,10 +104,26 @@ class Wiring:
     # finds its keys and arguments made already
     specs: dict[tuple[Any, ...], LeaseSpec] = field(default_factory=dict)
 
-    def spec(self, kind: Kind, options: LeaseOptions, noun: str, owner: str = "") -> LeaseSpec:
-        """The spec of an object of ``kind`` (``owner``: one that queues alone, its id)."""
-        if owner:
-            return LeaseSpec.of(kind, options.name, self.prefix, options.ttl, noun, owner)
+    @classmethod
+    def made(
+        cls, topology: SyncTopology, options: ClientOptions, counters: Counters, client: str
+    ) -> Wiring:
+        """The wiring of a new client (``client``: its class's name, for messages)."""
+        return cls(
+            topology,
+            LocalQueues(options.max_handoffs, counters),
+            sync_watchdog(topology, counters),
+            counters,
+            ClientState(client),
+            SyncStateLock(),
+            options.prefix,
+            options.wake == "one",
+            options.max_poll,
+            options.label,
+        )
+
+    def spec(self, kind: Kind, options: LeaseOptions, noun: str) -> LeaseSpec:
+        """The spec of an object of ``kind``."""
         key = (kind, options.name, options.ttl, noun)
         spec = self.specs.get(key)
         if spec is None:
@@ -115,24 +134,44 @@ class Wiring:
         return spec
 
 
+def refuse_unmade(wiring: Wiring, kind: Kind, noun: str, name: str) -> None:
+    """Raise if an object of ``kind`` cannot be made now: the client is closed, its topology
+    cannot grant that kind, or it needs scripts where none runs."""
+    wiring.state.check()
+    topology = wiring.topology
+    if not topology.supports(kind):
+        raise TypeError(
+            f"a {noun} needs one master or a Cluster: Redlock is for the lock and the election "
+            "only (docs/modes.md says why)"
+        )
+    if topology.mode.no_scripts and kind.without_scripts() is None:
+        raise topology.scripts_required(kind.describe(noun, name), kind.why_scripts)
+
+
 class Lease:
     """One primitive object's grant and its lifecycle (see the module's docstring). ``owner``,
-    the primitive object, is held weakly: it is what ``on_lost`` is called with."""
+    the primitive object, is held weakly: it is what ``on_lost`` is called with. ``alone``: the
+    object queues alone (a candidate of an election; always, for a kind whose grants are not
+    handed on between objects): its local queue holds only its own acquires."""
 
-    __slots__ = ("__weakref__", "_held", "_owner", "options", "spec", "wiring")
+    __slots__ = ("__weakref__", "_held", "_owner", "line", "options", "spec", "wiring")
 
     def __init__(
-        self, owner: object, wiring: Wiring, options: LeaseOptions, spec: LeaseSpec
+        self,
+        owner: object,
+        wiring: Wiring,
+        options: LeaseOptions,
+        spec: LeaseSpec,
+        *,
+        alone: bool = False,
     ) -> None:
-        wiring.state.check()
-        if not wiring.topology.supports(spec.kind):
-            raise TypeError(
-                f"a {spec.noun} needs one master or a Cluster: Redlock is for the lock and the "
-                "election only (docs/modes.md says why)"
-            )
+        refuse_unmade(wiring, spec.kind, spec.noun, spec.name)
         self.wiring = wiring
         self.options = options
         self.spec = spec
+        # its local queue (singleflight.py), for as long as it lives, whatever kind it takes
+        alone = alone or not spec.kind.local_handoff
+        self.line = f"{spec.line}:{next(_objects)}" if alone else spec.line
         self._owner = weakref.ref(owner)
         # The object is the holder, in both APIs: whichever task or thread acquired, any may
         # use the grant and release it (asyncio.Lock, threading.Lock and redis-py's Lock agree).
@@ -148,7 +187,7 @@ class Lease:
 
     def use_kind(self, kind: Kind) -> None:
         """Take other permits (or sides) from now on: only while nothing is held."""
-        if kind != self.spec.kind:
+        if kind is not self.spec.kind and kind != self.spec.kind:
             self.spec = self.spec.with_kind(kind)
 
     def grant(self) -> Grant | None:
@@ -189,27 +228,38 @@ class Lease:
                         f"{self.spec.noun}; leave the block first"
                     )
                 self.forget(held)  # a lost lease holds nothing: take the name afresh
+                if events.on:
+                    self._hold_ended(held, time.monotonic())
             started = time.monotonic()
             deadline = None if wait is None else started + wait
             try:
                 grant = contention.take(self, deadline)
-            except BaseException:
+            except BaseException as exc:
                 if events.on:
-                    self._acquire_ended(events.ERROR, started, None)
+                    self._acquire_ended(events.ERROR, started, error=exc)
                 raise
             if grant is None:
                 if events.on:
-                    self._acquire_ended(events.TIMEOUT, started, None)
+                    self._acquire_ended(events.TIMEOUT, started)
                 return False
             self.install(grant)
             if events.on:
-                grant.timed_from(self._acquire_ended(events.GRANTED, started, grant.fence))
+                grant.timed_from(self._acquire_ended(events.GRANTED, started, grant))
             return True
 
-    def _acquire_ended(self, outcome: str, started: float, token: int | None) -> float:
+    def _acquire_ended(
+        self,
+        outcome: str,
+        started: float,
+        grant: Grant | None = None,
+        error: BaseException | None = None,
+    ) -> float:
         now = time.monotonic()
-        primitive = self.spec.primitive
-        events.emit(events.AcquireEnded(primitive, self.name, outcome, now - started, token))
+        token = None if grant is None else grant.fence
+        event = events.AcquireEnded(
+            self.spec.primitive, self.name, outcome, now - started, token, grant, error
+        )
+        events.emit(event)
         return now
 
     def install(self, grant: Grant) -> None:
@@ -220,17 +270,16 @@ class Lease:
             self.wiring.watchdog.track(grant, self.spec, self.declare_lost)
 
     def forget(self, grant: Grant) -> None:
-        """This object no longer holds ``grant`` (given up, or lost and taken afresh)."""
+        """This object no longer holds ``grant`` (given up, or lost and taken afresh); the
+        caller then reports the hold's end (``_hold_ended``)."""
         self._held = None
         self.wiring.counters.add(held=-1)
         self.wiring.watchdog.untrack(grant)
-        if events.on:
-            self._hold_ended(grant)
 
-    def _hold_ended(self, grant: Grant) -> None:
+    def _hold_ended(self, grant: Grant, ended: float) -> None:
         if grant.since:  # (0: taken while nobody listened)
-            seconds = time.monotonic() - grant.since
-            events.emit(events.HoldEnded(self.spec.primitive, self.name, seconds, grant.fence))
+            primitive, seconds = self.spec.primitive, ended - grant.since
+            events.emit(events.HoldEnded(primitive, self.name, seconds, grant.fence, grant))
 
     # -- release / extend ------------------------------------------------------------------
 
@@ -249,10 +298,17 @@ class Lease:
                 return
             # Forget the grant first: whatever happens below, this object no longer holds it.
             self.forget(grant)
-            if not handoff.give_up(self, grant):
-                # found gone: a loss like any other (counted, logged and signalled once)
-                why = self.declare_lost(grant, "at release")
-                raise LockLost(f"{self.what()} was no longer held when released: {EXPLAINED[why]}")
+            given_up = time.monotonic() if events.on else 0.0
+            try:
+                if not handoff.give_up(self, grant):
+                    # found gone: a loss like any other (counted, logged and signalled once)
+                    why = self.declare_lost(grant, "at release")
+                    raise LockLost(
+                        f"{self.what()} was no longer held when released: {EXPLAINED[why]}"
+                    )
+            finally:
+                if given_up:  # after the loss the release found, if any
+                    self._hold_ended(grant, given_up)
 
     def extend(self, ttl: float | None = None) -> None:
         """Reset the remaining lease to ``ttl`` seconds (default: the object's ttl)."""
@@ -260,9 +316,8 @@ class Lease:
         grant = self.owned_grant("extend")
         sent_at = time.monotonic()
         topology = self.wiring.topology
-        args = (grant.holder, ttl_to_ms(new_ttl))
         [held] = topology.renew(
-            [self.spec.keys.lock], args, [new_ttl], topology.request_timeout, self.what()
+            [self.spec], [grant.holder], [new_ttl], topology.request_timeout, self.what()
         )
         if isinstance(held, LockError):
             raise held
@@ -284,7 +339,8 @@ class Lease:
         self.wiring.counters.add(losses=1)
         self.wiring.watchdog.untrack(grant)
         if events.on:
-            events.emit(events.LeaseLost(self.spec.primitive, self.name, grant.fence, reason))
+            lost = events.LeaseLost(self.spec.primitive, self.name, grant.fence, reason, grant)
+            events.emit(lost)
         logger.warning(
             "fencelock: %s lost (token %d): %s, found %s",
             self.what(),
@@ -370,65 +426,3 @@ class Lease:
         if grant is None or grant.lost:
             return 0.0
         return max(0.0, grant.deadline - time.monotonic())
-
-    # -- by holder token: for the compat layers, whose users name grants by token ------------
-
-    def held_by(self, holder: str) -> bool:
-        """Whether the server shows ``holder`` (a holder token) holding this name."""
-        self.wiring.state.check()
-        return self.wiring.topology.held(self.spec, holder)
-
-    def release_by(self, holder: str) -> bool:
-        """Release the grant of ``holder`` (made by another object); False if it held none."""
-        self.wiring.state.check()
-        return (self.wiring.topology.release(self.spec, holder)) != Released.NOT_HELD
-
-    def extend_by(self, holder: str, ttl: float) -> bool:
-        """Reset the lease of ``holder``'s grant to ``ttl``; False if it holds none."""
-        self.wiring.state.check()
-        topology = self.wiring.topology
-        args = (holder, ttl_to_ms(ttl))
-        [held] = topology.renew(
-            [self.spec.keys.lock], args, [ttl], topology.request_timeout, self.what()
-        )
-        if isinstance(held, LockError):
-            raise held
-        return held == RENEWED
-
-    # -- the with block --------------------------------------------------------------------
-
-    def enter(self) -> None:
-        """``with``: acquire within the object's timeout, else ``LockTimeout``."""
-        if not self.acquire():
-            waited = self.options.timeout
-            raise LockTimeout(f"{self.what()} not acquired within {waited} s")
-        grant = self.grant()
-        if grant is not None and grant.depth == 1:
-            grant.entered_block(sync_current_task())
-
-    def exit(self, exc: BaseException | None) -> None:
-        """The block ends: release, and apply the exit policy to a loss."""
-        grant = self.grant()
-        if grant is None:
-            return  # released inside the block
-        by_us = grant.cancelled and grant.depth == 1
-        if by_us:
-            sync_uncancel(grant.task)  # our cancellation becomes LockLost below
-        loss: LockNotOwned | None = None
-        try:
-            self.release()
-        except LockNotOwned as error:
-            loss = error
-        except LockError:
-            if not grant.lost:
-                raise
-            # the server could not be reached to release: the loss is what the block must hear
-        if loss is None and grant.lost:
-            loss = LockLost(f"{self.what()}: the lease was lost while the block ran")
-        action = exit_action(loss is not None, self.options.on_lost_policy, exc is not None, by_us)
-        if action is Exit.RAISE:
-            assert loss is not None
-            raise loss from exc
-        if action is Exit.NOTE:  # the body's own error is the one to see; the loss rides along
-            assert exc is not None
-            exc.add_note(f"fencelock: {loss}")

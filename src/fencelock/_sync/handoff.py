@@ -15,11 +15,12 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from .._backend import sync_checkpoint, sync_shield
+from .._backend import sync_cancelled, sync_checkpoint, sync_shield
 from .._core.kinds import Released
 from .._core.lease import Grant, granted, handoff_within_block
 from .._core.replies import Busy, reserved_block
 from .._core.timing import yield_after_release
+from .._transport import sync_inflight
 from ..errors import LockError
 from .singleflight import Ticket
 
@@ -34,9 +35,9 @@ def give_up(lease: Lease, grant: Grant) -> bool:
     """Release ``grant``: hand it to the next local waiter if there is one, else in Redis.
     False if it was no longer held (nothing was deleted)."""
     parts, spec = lease.wiring, lease.spec
-    queues, line, topology = parts.queues, spec.line, parts.topology
+    queues, line, topology = parts.queues, lease.line, parts.topology
     ticket = None
-    if not grant.lost and topology.local_handoff:
+    if not grant.lost and topology.local_handoff and spec.kind.local_handoff:
         ticket = queues.next_for_handoff(line, grant)
     if ticket is not None:
         handed = handoff_within_block(grant, ticket.lease.spec.ttl, time.monotonic())
@@ -58,10 +59,15 @@ def give_up(lease: Lease, grant: Grant) -> bool:
             sync_checkpoint()  # a cancellation redis.asyncio swallowed
         except LockError:
             raise
-        except BaseException:
+        except BaseException as error:
             # Cancelled or interrupted with the request in flight: make sure it happened
-            # (a compare-and-delete with our own holder token is safe to repeat).
-            sync_shield(topology.give_back(spec, grant.holder))
+            # (a compare-and-delete with our own holder token is safe to repeat), after it; a
+            # cancelled caller gets control back at once, and that goes on in the background.
+            after = sync_inflight()
+            if sync_cancelled(error):
+                topology.give_back_later(spec, grant.holder, after)
+            else:
+                sync_shield(topology.give_back(spec, grant.holder, None, after))
             raise
         finally:
             queues.pass_turn(line, grant)
@@ -93,6 +99,6 @@ def _hand_to(lease: Lease, grant: Grant, ticket: Ticket) -> bool:
         return False
     block_grant = reserved_block(result.fence, block)
     handed = granted(block_grant, grant.holder, sent_at, to.spec.ttl, os.getpid())
-    queues.hand(spec.line, ticket, handed)
+    queues.hand(lease.line, ticket, handed)
     handoff_logger.debug("%r handed on, token %d (new block)", spec.name, handed.fence)
     return True

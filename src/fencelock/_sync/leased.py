@@ -10,6 +10,9 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Self
 
+from .._backend import sync_current_task, sync_uncancel
+from .._core.lease import Exit, exit_action
+from ..errors import LockError, LockLost, LockNotOwned, LockTimeout
 from .engine import Lease
 
 
@@ -83,7 +86,13 @@ class Leased:
         self._lease.check()
 
     def __enter__(self) -> Self:
-        self._lease.enter()
+        """Acquire within the object's timeout, else ``LockTimeout``."""
+        lease = self._lease
+        if not lease.acquire():
+            raise LockTimeout(f"{lease.what()} not acquired within {lease.options.timeout} s")
+        grant = lease.grant()
+        if grant is not None and grant.depth == 1:
+            grant.entered_block(sync_current_task())
         return self
 
     def __exit__(
@@ -92,4 +101,30 @@ class Leased:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._lease.exit(exc)
+        """Release, and apply the exit policy to a loss (``_core/lease.exit_action``)."""
+        lease = self._lease
+        grant = lease.grant()
+        if grant is None:
+            return  # released inside the block
+        by_us = grant.cancelled and grant.depth == 1
+        if by_us:
+            sync_uncancel(grant.task)  # our cancellation becomes LockLost below
+        loss: LockNotOwned | None = None
+        try:
+            lease.release()
+        except LockNotOwned as error:
+            loss = error
+        except LockError:
+            if not grant.lost:
+                raise
+            # the server could not be reached to release: the loss is what the block must hear
+        if loss is None and grant.lost:
+            loss = LockLost(f"{lease.what()}: the lease was lost while the block ran")
+        policy = lease.options.on_lost_policy
+        action = exit_action(loss is not None, policy, exc is not None, by_us)
+        if action is Exit.RAISE:
+            assert loss is not None
+            raise loss from exc
+        if action is Exit.NOTE:  # the body's own error is the one to see; the loss rides along
+            assert exc is not None
+            exc.add_note(f"fencelock: {loss}")

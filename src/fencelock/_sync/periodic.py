@@ -32,11 +32,11 @@ from datetime import timedelta
 from functools import wraps
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from .._context import running
 from .._core.periods import is_done, period_index, record_key, validate_period
+from .._keys import validate_name
 from .._transport import SyncRedis, SyncRedisCluster
-from ..context import running
 from ..errors import LockTimeout
-from ..keys import validate_name
 
 if TYPE_CHECKING:
     from .client import LockClient

@@ -21,6 +21,7 @@ from redis.exceptions import NoScriptError, RedisError
 from .._backend import SYNC_LAZY_TOKEN, sync_checkpoint, sync_shield
 from .._core.inspection import NodeView, inspect_reply, majority_view
 from .._core.kinds import Kind, LeaseSpec, Released
+from .._core.natives import scripts_refused
 from .._core.quorum import (
     acquire_outcome,
     first_answers,
@@ -33,10 +34,10 @@ from .._core.quorum import (
 )
 from .._core.replies import GONE, RENEWED, Busy, Granted, translate_error
 from .._core.stats import Counters
-from .._transport import SyncRedis, sync_fan_out
+from .._keys import MAX_TTL, renew_keys, ttl_to_ms
+from .._scripts import FENCE_RAISE, INSPECT, RENEW, Script
+from .._transport import SyncRedis
 from ..errors import LockConnectionError, LockError
-from ..keys import MAX_TTL, renew_keys
-from ..scripts import FENCE_RAISE, INSPECT, RENEW, Script
 from .topology import ATTEMPTS, SyncTopology, scan_node, server_address
 from .waiter import Waiter, Watch
 
@@ -62,17 +63,17 @@ class SyncQuorum(SyncTopology):
         self.nodes = nodes
         self.waiters = waiters
         # None: derived per lock from its ttl (_core/quorum.node_timeout)
-        self._node_timeout = node_timeout
+        self.fixed_node_timeout = node_timeout
 
     def node_timeout(self, ttl: float) -> float:
         """How long one node may take to answer a request about a lock of ``ttl``."""
-        return self._node_timeout or node_timeout(ttl)
+        return self.fixed_node_timeout or node_timeout(ttl)
 
     def fan_out(self, command: Sequence[Any], timeout: float, what: str) -> list[Any]:
         """Send ``command`` to every node at once; per node its reply, or the ``LockError`` it
         failed with (a node silent for ``timeout`` seconds counts as failed)."""
         self._loop.check()
-        replies = sync_fan_out(self.nodes, command, timeout)
+        replies = self.requester.fan_out(self.nodes, command, timeout)
         return [translate_error(r, what) if isinstance(r, RedisError) else r for r in replies]
 
     def fan_out_script(
@@ -86,14 +87,18 @@ class SyncQuorum(SyncTopology):
         """``fan_out`` of a script by EVALSHA; nodes that answer NOSCRIPT (restarted, or SCRIPT
         FLUSH) get the source in a second, smaller round."""
         self._loop.check()
-        replies = sync_fan_out(self.nodes, script.evalsha(keys, args), timeout)
+        replies = self.requester.fan_out(self.nodes, script.evalsha(keys, args), timeout)
         missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
         if missing:
             nodes = [self.nodes[i] for i in missing]
-            again = sync_fan_out(nodes, script.eval(keys, args), timeout)
+            again = self.requester.fan_out(nodes, script.eval(keys, args), timeout)
             for i, reply in zip(missing, again, strict=True):
                 replies[i] = reply
         what = what or script.name
+        refusals = [r for r in replies if isinstance(r, RedisError) and scripts_refused(r)]
+        if refusals:
+            self.mode.no_scripts = f"the Redlock nodes refuse them ({refusals[0]})"
+            raise self.scripts_required(what, "Redlock's tokens are raised on a majority by one")
         return [translate_error(r, what) if isinstance(r, RedisError) else r for r in replies]
 
     def try_acquire(
@@ -165,8 +170,8 @@ class SyncQuorum(SyncTopology):
 
     def renew(
         self,
-        keys: Sequence[str],
-        args: Sequence[str | int],
+        specs: Sequence[LeaseSpec],
+        holders: Sequence[str],
         ttls: Sequence[float],
         timeout: float,
         what: str = "the renewal",
@@ -175,11 +180,13 @@ class SyncQuorum(SyncTopology):
         no majority can hold it (``GONE``: whether another holder has a majority is not told),
         or unknown (the ``LockConnectionError`` saying why)."""
         timeout = min(timeout, *(self.node_timeout(ttl) for ttl in ttls))
+        keys = renew_keys([spec.keys.lock for spec in specs])
+        args = [arg for pair in zip(holders, map(ttl_to_ms, ttls), strict=True) for arg in pair]
         sent_at = time.monotonic()
-        replies = self.fan_out_script(RENEW, renew_keys(keys), args, timeout, what)
+        replies = self.fan_out_script(RENEW, keys, args, timeout, what)
         elapsed = time.monotonic() - sent_at
         held: list[int | LockError] = []
-        for ttl, answers in zip(ttls, renew_answers(replies, len(keys)), strict=True):
+        for ttl, answers in zip(ttls, renew_answers(replies, len(specs)), strict=True):
             try:
                 ok = tally(answers).outcome(len(replies), what)
             except LockConnectionError as exc:
@@ -192,8 +199,8 @@ class SyncQuorum(SyncTopology):
         return held
 
     def held(self, spec: LeaseSpec, holder: str) -> bool:
-        key, kind = spec.keys.lock, spec.kind
-        [command] = kind.held_commands(key, holder)
+        kind = spec.kind
+        [command] = kind.held_commands(spec.keys, holder)
         replies = self.fan_out(command, self.node_timeout(spec.ttl), spec.what)
         answers: list[bool | BaseException] = []
         for r in replies:
@@ -259,7 +266,7 @@ class SyncQuorum(SyncTopology):
         failure: LockError | None = None
         for node in self.nodes:
             try:
-                for key in scan_node(node, match, count, self.read_timeout):
+                for key in scan_node(self.requester, node, match, count, self.read_timeout):
                     yield key
                 answered += 1
             except LockError as exc:

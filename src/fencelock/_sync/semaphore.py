@@ -1,7 +1,7 @@
 # GENERATED from src/fencelock/_async/semaphore.py by tools/gen_sync.py: edit that file instead.
 """A semaphore: at most ``limit`` permits of a name held at once, across processes.
 
-It holds a lease engine over a ``Permits`` kind (scripts/semaphore*.lua): the lifecycle, the
+It holds a lease engine over a ``Permits`` kind (_scripts/semaphore*.lua): the lifecycle, the
 waits, the watchdog, the loss signals and the fencing tokens are the engine's. What differs:
 
 * a permit is a holder entry with its own lease in a sorted set scored by its end on the
@@ -19,17 +19,21 @@ waits, the watchdog, the loss signals and the fencing tokens are the engine's. W
 
 from __future__ import annotations
 
-from typing import Never
+from collections.abc import Callable
+from functools import partial, wraps
+from typing import Any, Never, TypeVar, cast
 
-from .._core.inspection import SemaphoreState, semaphore_state
-from .._core.kinds import Permits
+from .._core.inspection import LockInfo, SemaphoreState, permits_info, semaphore_state
+from .._core.kinds import WRITE_PERMITS, Permits
 from .._core.options import DEFAULT, LeaseOptions
-from .._core.replies import new_waiter_id
-from ..keys import SemaphoreKeys
-from ..scripts import SEMAPHORE_LIMIT, SEMAPHORE_STATE
+from .._keys import SemaphoreKeys
+from .._scripts import SEMAPHORE_LIMIT, SEMAPHORE_STATE
+from . import admin
 from .engine import Lease, Wiring
 from .leased import Leased, keyword_only
 from .topology import SyncTopology
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def validate_permits(arg: str, value: object) -> int:
@@ -48,7 +52,7 @@ class Semaphore(Leased):
     def __init__(self, wiring: Wiring, options: LeaseOptions, limit: int) -> None:
         self.limit = validate_permits("limit", limit)
         kind = Permits.semaphore(1, self.limit)
-        spec = wiring.spec(kind, options, "semaphore", owner=new_waiter_id())
+        spec = wiring.spec(kind, options, "semaphore")
         self._lease = Lease(self, wiring, options, spec)
 
     def __repr__(self) -> str:
@@ -119,3 +123,36 @@ def state_of(topology: SyncTopology, keys: SemaphoreKeys, what: str) -> Semaphor
     if isinstance(reply, Exception):
         raise reply
     return semaphore_state(reply)
+
+
+def at_most(
+    semaphore: Callable[..., Semaphore],
+    limit: int,
+    name: str,
+    ttl: float,
+    timeout: float | None,
+) -> Callable[[_F], _F]:
+    """``client.at_most``'s decorator: each run holds a permit of a semaphore made by
+    ``semaphore`` (the client's factory), renewed while it runs."""
+
+    def decorate(fn: _F) -> _F:
+        @wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with semaphore(name, limit, ttl, timeout=timeout, auto_renew=True):
+                return fn(*args, **kwargs)
+
+        return cast(_F, run)
+
+    return decorate
+
+
+def _listed(topology: SyncTopology, prefix: str, name: str, family: str) -> LockInfo | None:
+    """A semaphore ("sem") or read-write lock ("rw") of ``name`` as the operators see it."""
+    keys = SemaphoreKeys.for_semaphore(name, prefix, family)
+    noun = "semaphore" if family == "sem" else "read-write lock"
+    state = state_of(topology, keys, f"{noun} {name!r}")
+    return permits_info(name, family, state, WRITE_PERMITS)
+
+
+for _family in ("sem", "rw"):
+    admin.register(admin.View(_family, Permits(), partial(_listed, family=_family)))

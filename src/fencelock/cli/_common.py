@@ -1,5 +1,5 @@
 """What the commands share: exit statuses, the server URL, argument types, and the operator
-commands' client and output. It imports no command module (tests/test_cli_package.py).
+commands' client and output. It imports no command module (tests/cli/test_cli_package.py).
 
 The argument types check values with the library's own validators, so a bad value is a usage
 error (64) before anything connects; this is the one module of the command line that imports
@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from .. import LockClient, LockConnectionError, LockError
 from .._core.periods import validate_period
 from .._core.replies import validate_label
-from ..keys import (
+from .._keys import (
     DEFAULT_PREFIX,
     MAX_TTL,
     MIN_LEASE,

@@ -16,8 +16,8 @@ from types import TracebackType
 import redis
 
 from .. import errors
+from .._keys import LockKeys, validate_name
 from .._sync.lock import Lock as _FencelockLock
-from ..keys import LockKeys, validate_name
 from ._redis_py_errors import LockConnectionError
 from ._sync.redis_py import RENEWED_LEASE, client_for
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import redis
 
-from ..keys import validate_ttl
+from .._keys import validate_ttl
 from ._redis_py_errors import (
     LockConnectionError,
     LockError,

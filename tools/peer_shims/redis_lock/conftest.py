@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import redis
 
+from fencelock._keys import LockKeys
 from fencelock.compat import redis_lock
-from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer, find_server
 
 sys.modules["redis_lock"] = redis_lock  # their ``from redis_lock import Lock``

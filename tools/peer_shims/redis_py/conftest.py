@@ -18,8 +18,8 @@ import redis
 import redis.asyncio.lock
 import redis.lock
 
+from fencelock._keys import LockKeys
 from fencelock.compat import redis_py, redis_py_asyncio
-from fencelock.keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer, find_server
 
 # before the test modules import it: ``from redis.lock import Lock`` gets ours

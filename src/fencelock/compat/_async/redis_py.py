@@ -20,8 +20,8 @@ from typing import Any, Literal
 from ..._async.client import AsyncLockClient
 from ..._async.lock import AsyncLock
 from ..._backend import async_running_loop
+from ..._keys import MIN_LEASE, described, validate_name, validate_timeout, validate_ttl
 from ..._transport import AsyncRedis, AsyncRedisCluster
-from ...keys import MIN_LEASE, described, validate_name, validate_timeout, validate_ttl
 from .._redis_py_errors import LockError, LockNotOwnedError, LockTimeoutError, translated
 
 # The lease of a lock made without ``timeout`` (redis-py: no expiry), renewed while it is held:

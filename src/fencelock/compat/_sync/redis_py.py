@@ -21,8 +21,8 @@ from typing import Any, Literal
 from ..._sync.client import LockClient
 from ..._sync.lock import Lock
 from ..._backend import sync_running_loop
+from ..._keys import MIN_LEASE, described, validate_name, validate_timeout, validate_ttl
 from ..._transport import SyncRedis, SyncRedisCluster
-from ...keys import MIN_LEASE, described, validate_name, validate_timeout, validate_ttl
 from .._redis_py_errors import LockError, LockNotOwnedError, LockTimeoutError, translated
 
 # The lease of a lock made without ``timeout`` (redis-py: no expiry), renewed while it is held:

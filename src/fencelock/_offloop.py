@@ -1,0 +1,168 @@
+"""asyncio leases renewed off the event loop.
+
+An asyncio lease renewed by a task of the loop dies with the loop's responsiveness: one blocking
+call inside the block (a sync database driver, CPU work, a slow logging handler) longer than
+the lease, and another client takes the lock although the process lived and worked the whole
+time. So the asyncio client renews as the sync one does: the sync watchdog, in a thread of its
+own, over a twin of the client's topology with connections of its own to the same servers
+(``renewal_twin``). What it finds is delivered back onto the loop: a loss is declared there
+(``on_lost``, a cancelled block, the metrics), as it always was.
+
+A process paused as a whole (SIGSTOP, a long garbage collection) pauses this thread too: its
+leases run out, and when it runs again the renewal finds them gone and declares them lost;
+``check()`` and the local deadline say so even before, and fencing refuses the paused holder's
+writes.
+
+The loop's stalls are reported (``LoopMonitor``): a task of the loop wakes at short intervals
+while leases are held; when it wakes late by more than a third of the shortest lease held, the
+loop was blocked that long, which the renewals survived but the rest of the application may
+not have: a warning on the ``fencelock.watchdog`` logger and a ``LoopStalled`` event (the
+``fencelock_event_loop_stall_seconds`` metric).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import weakref
+from functools import partial
+from typing import Any
+
+from . import _events as events
+from ._async.redlock import AsyncQuorum
+from ._async.topology import AsyncCluster, AsyncOneServer, AsyncTopology
+from ._async.watchdog import Lose
+from ._core.kinds import LeaseSpec
+from ._core.lease import Grant
+from ._core.stats import Counters
+from ._sync.redlock import SyncQuorum
+from ._sync.topology import SyncCluster, SyncOneServer, SyncTopology
+from ._sync.watchdog import Watchdog as SyncWatchdog
+from ._transport import AsyncRedis, AsyncRedisCluster, sync_client_like, sync_cluster_like
+
+logger = logging.getLogger("fencelock.watchdog")
+
+# How often the loop monitor wakes, as a part of the shortest lease held (and at most this).
+MONITOR_FRACTION = 10
+MONITOR_PERIOD_MAX = 0.1
+
+
+def renewal_twin(topology: AsyncTopology, counters: Counters) -> SyncTopology:
+    """A sync topology over the same servers as ``topology``, on connections of its own: what
+    the renewal thread renews with (one request at a time, batched: a few connections)."""
+    timeout = topology.request_timeout
+    if isinstance(topology, AsyncQuorum):
+        nodes = [sync_client_like(node, timeout) for node in topology.nodes]
+        return SyncQuorum(nodes, {}, timeout, counters, topology.fixed_node_timeout)
+    if isinstance(topology, AsyncCluster):
+        assert isinstance(topology.redis, AsyncRedisCluster)
+        return SyncCluster(sync_cluster_like(topology.redis, timeout), timeout, counters)
+    assert isinstance(topology, AsyncOneServer) and isinstance(topology.redis, AsyncRedis)
+    redis = sync_client_like(topology.redis, timeout)
+    replicas, replica_timeout = topology.min_replicas, topology.replica_timeout
+    # (the client's own ScriptMode: what the one learns, the other knows)
+    return SyncOneServer(
+        redis, {}, timeout, counters, replicas, replica_timeout, [redis], topology.mode
+    )
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, lose: Lose, grant: Grant, found: str,
+             other_holder: bool) -> None:  # fmt: skip
+    """Declare a loss found by the renewal thread on the loop of its lock object."""
+    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is left to hear
+        loop.call_soon_threadsafe(partial(lose, grant, found, other_holder=other_holder))
+
+
+class OffLoopWatchdog:
+    """The asyncio client's watchdog: the sync watchdog's thread over ``renewal_twin`` (made at
+    the first lease), and ``LoopMonitor``. The same calls as the watchdog of the loop."""
+
+    def __init__(self, topology: AsyncTopology, counters: Counters) -> None:
+        self._topology = topology
+        self._counters = counters
+        self._guard = threading.Lock()
+        self._twin: SyncTopology | None = None
+        self._watchdog: SyncWatchdog | None = None
+        self._ttls: weakref.WeakKeyDictionary[Grant, float] = weakref.WeakKeyDictionary()
+        self._monitor = LoopMonitor(self._shortest)
+
+    def __len__(self) -> int:
+        return 0 if self._watchdog is None else len(self._watchdog)
+
+    def _shortest(self) -> float | None:
+        return min(self._ttls.values(), default=None)
+
+    def track(self, grant: Grant, spec: LeaseSpec, lose: Lose) -> None:
+        loop = asyncio.get_running_loop()
+        with self._guard:
+            if self._watchdog is None:
+                self._twin = renewal_twin(self._topology, self._counters)
+                self._watchdog = SyncWatchdog(self._twin, self._counters)
+            watchdog = self._watchdog
+        self._ttls[grant] = spec.ttl
+        watchdog.track(grant, spec, lose, deliver=partial(_on_loop, loop))
+        self._monitor.watch(loop, spec.ttl)
+
+    def untrack(self, grant: Grant) -> None:
+        self._ttls.pop(grant, None)
+        if self._watchdog is not None:
+            self._watchdog.untrack(grant)
+
+    async def close(self) -> None:
+        self._monitor.stop()
+        self._ttls.clear()
+        watchdog, twin = self._watchdog, self._twin
+        if watchdog is not None:
+            await asyncio.to_thread(watchdog.close)  # (joins its thread, bounded)
+        if twin is not None:
+            await asyncio.to_thread(twin.close)
+
+
+class LoopMonitor:
+    """A task of the loop that wakes at short intervals while leases are held (``shortest``:
+    the shortest ttl held, None when none), and reports a wake-up late by more than a third of
+    it: the loop was blocked that long."""
+
+    def __init__(self, shortest: Any) -> None:
+        self._shortest = shortest
+        self._task: asyncio.Task[None] | None = None
+
+    def watch(self, loop: asyncio.AbstractEventLoop, ttl: float) -> None:
+        if self._task is None or self._task.done():
+            # (counted from now: the loop may be blocked before the task first runs)
+            watching = self._run(loop, loop.time(), ttl)
+            self._task = loop.create_task(watching, name="fencelock-loop-monitor")
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _run(self, loop: asyncio.AbstractEventLoop, due: float, ttl: float) -> None:
+        while True:
+            # how late this step ran: the loop was blocked that long (with leases of ``ttl``
+            # held then, whether or not they are still held now)
+            blocked = loop.time() - due
+            if blocked > ttl / 3:
+                _stalled(blocked, ttl)
+            shortest = self._shortest()
+            if shortest is None:
+                return
+            ttl = shortest
+            period = min(ttl / MONITOR_FRACTION, MONITOR_PERIOD_MAX)
+            due = loop.time() + period
+            await asyncio.sleep(period)
+
+
+def _stalled(seconds: float, ttl: float) -> None:
+    if events.on:
+        events.emit(events.LoopStalled(seconds, ttl))
+    logger.warning(
+        "fencelock: the event loop was blocked for about %.3f s, more than a third of the "
+        "shortest lease held (%g s): the leases were renewed off the loop, but a blocking call "
+        "in async code holds up every other task",
+        seconds,
+        ttl,
+        extra={"event": "loop_stalled", "seconds": seconds, "ttl": ttl},
+    )

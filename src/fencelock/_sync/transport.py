@@ -1,0 +1,317 @@
+# GENERATED from src/fencelock/_async/transport.py by tools/gen_sync.py: edit that file instead.
+"""How fencelock's requests reach the servers: the transport policy, written once.
+
+* Every request is bounded by the deadline of the call it serves: waiting for a free connection,
+  connecting and the reply all count (a renewal must not outlive the lease it renews; a lock
+  call must meet its documented bound).
+* On connections of fencelock's own per server, kept idle between requests, made from the
+  settings of fencelock's own client (or of a Cluster node), with one connect attempt: never
+  redis-py's retries, nor a pool's connect with the full socket timeout.
+* At most the pool's ``max_connections`` requests in flight per server; more wait for one to
+  end, within their deadline.
+* NOSCRIPT (SCRIPT FLUSH, a restart: nothing ran) is answered by sending the script's EVAL once.
+* A connection that failed, or timed out with a reply maybe still to come, is closed: never
+  reused with a late reply pending.
+* On a Cluster, a request goes to the node of its key's slot; MOVED, ASK or a node that failed
+  over send it through the cluster client, which re-learns the slots, in the time left.
+* Redlock's fan-out writes to every node at once, then reads the replies, all bounded by one
+  node timeout counted from the writes.
+* asyncio: a caller cancelled with its request in flight gets the cancellation at once, while
+  the request goes on within its bound (it may be granting something): whoever gives back for
+  the caller goes after it (``async_inflight``).
+
+The few primitives that differ between asyncio and threads (a slot with a deadline, connecting,
+reading a reply, a Cluster node's settings) are the ``async_*``/``sync_*`` pairs of
+``_transport.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import weakref
+from collections.abc import Sequence
+from typing import Any, Final
+
+from redis.exceptions import AskError, ConnectionError, NoScriptError, RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from .._backend import sync_cancelled
+from .._core.resp import Packer
+from .._transport import (
+    SyncClusterNode,
+    SyncConnection,
+    SyncRedis,
+    SyncRedisCluster,
+    SyncSlots,
+    Template,
+    sync_carry_on,
+    sync_connect,
+    sync_drop,
+    sync_node_of,
+    sync_one,
+    sync_read,
+    sync_take,
+    sync_template,
+    sync_within,
+)
+
+# A pool of this size (redis-py's default) sets no limit: its requests take no slot.
+UNLIMITED: Final = 2**31
+
+
+class _Server:
+    """fencelock's own connections to one server."""
+
+    __slots__ = ("idle", "packer", "slots", "template")
+
+    def __init__(self, template: Template, packer: Packer) -> None:
+        self.template = template
+        self.packer = packer
+        size = template.max_connections
+        self.slots = SyncSlots(size) if size < UNLIMITED else None
+        self.idle: list[SyncConnection] = []
+
+    def take(self, deadline: float) -> None:
+        if self.slots is not None:
+            sync_take(self.slots, deadline)
+
+    def free(self) -> None:
+        if self.slots is not None:
+            self.slots.release()
+
+
+class SyncRequester:
+    """Requests bounded by a deadline of their own, on connections of their own (see above).
+    ``timeout``: how long connecting may take where a Cluster node's settings do not say."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        # per server: fencelock's client of it, or a Cluster node's name
+        self._servers: dict[object, _Server] = {}
+        self._packers: dict[tuple[str, str], Packer] = {}  # one per encoding in use
+        self._closed = False
+        _requesters.add(self)
+
+    def _server(self, target: SyncRedis | SyncClusterNode) -> _Server:
+        key = target.name if isinstance(target, SyncClusterNode) else target
+        server = self._servers.get(key)
+        if server is None:
+            template = sync_template(target, self.timeout)
+            packer = self._packers.setdefault(template.encoding, Packer(*template.encoding))
+            server = self._servers.setdefault(key, _Server(template, packer))
+        return server
+
+    def request(
+        self,
+        redis: SyncRedis | SyncRedisCluster,
+        commands: Sequence[Sequence[Any]],
+        timeout: float,
+        key: str,
+        noscript: Sequence[Any] | None = None,
+    ) -> list[Any]:
+        """Send ``commands`` on one connection (a pipeline; on a Cluster, to the node of
+        ``key``) and return their replies, error replies included; ``TimeoutError`` after
+        ``timeout`` seconds, connecting included (at once, sending nothing, if none is left).
+        ``noscript``: sent instead of the first command (an EVALSHA) if the server answers
+        NOSCRIPT."""
+        if timeout <= 0:
+            raise RedisTimeoutError("no time left to send the request")
+        deadline = time.monotonic() + timeout
+        cluster: SyncRedisCluster | None = None
+        if isinstance(redis, SyncRedisCluster):
+            cluster, node = redis, sync_node_of(redis, key)
+            if node is None:  # the cluster client does not know yet: it finds out
+                return self._rerouted(redis, commands, deadline, noscript)
+            server = self._server(node)
+        else:
+            server = self._servers.get(redis) or self._server(redis)
+        slots = server.slots
+        if slots is not None:
+            sync_take(slots, deadline)
+        handed = moved = False
+        try:
+            conn = self._connected(server, deadline)
+            replies: list[Any] = []
+            try:
+                # Sent here, not in a helper: the hot path of every lock call stays short.
+                conn.send_packed_command([server.packer.pack(commands)], False)
+                while len(replies) < len(commands):
+                    replies.append(sync_read(conn, deadline))
+                if noscript is not None and isinstance(replies[0], NoScriptError):
+                    commands, replies = [noscript, *commands[1:]], []
+                    conn.send_packed_command([server.packer.pack(commands)], False)
+                    while len(replies) < len(commands):
+                        replies.append(sync_read(conn, deadline))
+            except BaseException as exc:
+                if sync_cancelled(exc):  # the caller's cancellation, with the request sent
+                    sync_carry_on(self._rest(server, conn, replies, len(commands), deadline))
+                    handed = True
+                    raise
+                sync_drop(conn)  # else late replies come next
+                if cluster is None or not isinstance(exc, ConnectionError):
+                    raise
+                moved = True  # the node failed over
+            else:
+                if self._closed:
+                    sync_drop(conn)
+                else:
+                    server.idle.append(conn)
+                moved = cluster is not None and isinstance(replies[0], AskError)  # (MOVED too)
+        finally:
+            if not handed and slots is not None:
+                slots.release()
+        if moved and cluster is not None:
+            return self._rerouted(cluster, commands, deadline, noscript)
+        return replies
+
+    def _connected(self, server: _Server, deadline: float) -> SyncConnection:
+        """An idle connection of ours to ``server``, else a new one, ready by ``deadline``."""
+        try:
+            conn = server.idle.pop()
+        except IndexError:
+            conn = server.template.make()
+        try:
+            sync_connect(conn, deadline)
+        except BaseException:
+            sync_drop(conn)
+            raise
+        return conn
+
+    def _rest(
+        self,
+        server: _Server,
+        conn: SyncConnection,
+        replies: list[Any],
+        count: int,
+        deadline: float,
+    ) -> None:
+        """The replies still to come of a request whose caller was cancelled (bounded by the
+        request's deadline); then its connection is free again."""
+        try:
+            while len(replies) < count:
+                replies.append(sync_read(conn, deadline))
+        except BaseException:
+            sync_drop(conn)
+            raise
+        else:
+            server.idle.append(conn)
+        finally:
+            server.free()
+
+    def _rerouted(
+        self,
+        cluster: SyncRedisCluster,
+        commands: Sequence[Sequence[Any]],
+        deadline: float,
+        noscript: Sequence[Any] | None,
+    ) -> list[Any]:
+        """Through the cluster client, which re-learns which node serves the slot, in the time
+        left."""
+        assert len(commands) == 1  # (no WAIT on a Cluster)
+        replies = sync_within(deadline - time.monotonic(), sync_one, cluster, commands[0])
+        if noscript is not None and isinstance(replies[0], NoScriptError):
+            replies = sync_within(deadline - time.monotonic(), sync_one, cluster, noscript)
+        return replies
+
+    def fan_out(
+        self,
+        nodes: Sequence[SyncRedis | SyncClusterNode],
+        command: Sequence[Any],
+        timeout: float,
+    ) -> list[Any]:
+        """Send ``command`` to every node at once; per node, its reply or the ``RedisError`` it
+        raised (a node silent for ``timeout`` seconds gets a ``TimeoutError``).
+
+        Connecting is not part of ``timeout``: a node's connection is made first, bounded by its
+        own connect timeout, and ``timeout`` counts from the writes (a fresh client's first
+        handshake must not eat a node timeout of a few milliseconds). Past it, a reply already
+        arrived is still taken."""
+        replies: list[Any] = [None] * len(nodes)
+        sent: list[tuple[int, _Server, SyncConnection]] = []
+        packer, data = None, b""
+        try:
+            for i, node in enumerate(nodes):
+                server = self._server(node)
+                try:
+                    conn = self._slot_and_connection(server)
+                except RedisError as exc:
+                    replies[i] = exc
+                    continue
+                if server.packer is not packer:
+                    packer, data = server.packer, server.packer.pack((command,))
+                try:
+                    conn.send_packed_command([data], False)
+                except RedisError as exc:
+                    self._end(server, conn, ok=False)
+                    replies[i] = exc
+                    continue
+                sent.append((i, server, conn))
+        except BaseException:
+            for _, server, conn in sent:
+                self._end(server, conn, ok=False)
+            raise
+        deadline = time.monotonic() + timeout
+        cancelled: BaseException | None = None
+        for n, (i, server, conn) in enumerate(sent):
+            while True:
+                try:
+                    replies[i] = sync_read(conn, deadline)
+                except RedisError as exc:  # timed out (a reply may come late), or broken
+                    replies[i] = exc
+                    self._end(server, conn, ok=False)
+                except BaseException as exc:
+                    if sync_cancelled(exc):
+                        # The requests sent finish first (bounded as above): a release sent
+                        # right after on another connection could otherwise overtake them.
+                        cancelled = exc
+                        continue
+                    for _, other, left in sent[n:]:
+                        self._end(other, left, ok=False)
+                    raise
+                else:
+                    self._end(server, conn, ok=True)
+                break
+        if cancelled is not None:
+            raise cancelled
+        return replies
+
+    def _slot_and_connection(self, server: _Server) -> SyncConnection:
+        deadline = time.monotonic() + server.template.connect_timeout
+        server.take(deadline)
+        try:
+            return self._connected(server, deadline)
+        except BaseException:
+            server.free()
+            raise
+
+    def _end(self, server: _Server, conn: SyncConnection, ok: bool) -> None:
+        """A fan-out's request on ``conn`` ended: its slot is free, and ``conn`` is kept if
+        ``ok`` (else closed: broken, or a late reply may come)."""
+        server.free()
+        if ok and not self._closed:
+            server.idle.append(conn)
+        else:
+            sync_drop(conn)
+
+    def close(self) -> None:
+        """Close the idle connections; those in use are closed as their requests end."""
+        self._closed = True
+        for server in list(self._servers.values()):
+            while server.idle:
+                sync_drop(server.idle.pop())
+
+    def _forget(self) -> None:
+        """In a child process: the connections are the parent's."""
+        self._servers = {}
+
+
+_requesters: weakref.WeakSet[SyncRequester] = weakref.WeakSet()
+
+
+def _forked() -> None:
+    for requester in list(_requesters):
+        requester._forget()
+
+
+os.register_at_fork(after_in_child=_forked)

@@ -1,1 +1,0 @@
-# GENERATED from tests/_async/__init__.py by tools/gen_sync.py: edit that file instead.

@@ -1,0 +1,356 @@
+"""Leases that last as long as the work: watchdog, loss signals, reentrancy.
+Sync twin generated into tests/engine/_sync by tools/gen_sync.py."""
+
+from __future__ import annotations
+
+import gc
+import inspect
+import threading
+import warnings
+
+import pytest
+import redis
+import redis.exceptions
+
+import fencelock
+from fencelock._async.client import AsyncLockClient
+from fencelock._async.lock import AsyncLock
+from fencelock._async.transport import AsyncRequester
+from fencelock._keys import LockKeys
+from fencelock._transport import AsyncRedis
+from fencelock_tools.servers.embedded import EmbeddedServer
+from tests.concurrency import AsyncCall, async_until, async_workers
+
+
+def key(name: str) -> str:
+    return LockKeys.for_name(name).lock
+
+
+async def test_watchdog_keeps_lease_alive_past_ttl(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    lock = async_client.lock("renewed", ttl=0.6, auto_renew=True)
+    async with lock:
+        # three renewals at ttl/3 each: the lease has outlived its original ttl
+        await async_until(lambda: async_client.statistics().renewals >= 4)
+        assert await lock.held() and not lock.lost
+        lock.check()
+        assert 0 < raw.pttl(key("renewed")) <= 600
+    assert not raw.exists(key("renewed"))
+    assert len(async_client._wiring.watchdog) == 0  # released: no longer renewed
+
+
+async def test_deleted_key_is_signalled(async_client: AsyncLockClient, raw: redis.Redis) -> None:
+    seen: list[AsyncLock] = []
+    lock = async_client.lock("flushed", ttl=0.6, auto_renew=True, on_lost=seen.append)
+    with pytest.raises(fencelock.LockLost):
+        async with lock:
+            token = lock.token
+            raw.flushall()
+            await async_until(lambda: bool(seen))
+            assert seen == [lock] and lock.lost
+            with pytest.raises(fencelock.LockLost):
+                lock.check()
+            assert lock.token == token  # still readable, for a fenced write to be refused
+    assert seen == [lock]  # once
+    assert async_client.statistics().losses == 1
+
+
+async def test_ignore_policy_carries_on(async_client: AsyncLockClient, raw: redis.Redis) -> None:
+    seen: list[AsyncLock] = []
+    lock = async_client.lock(
+        "carry", ttl=0.6, auto_renew=True, on_lost=seen.append, on_lost_policy="ignore"
+    )
+    async with lock:
+        raw.delete(key("carry"))
+        await async_until(lambda: bool(seen))
+        assert lock.lost
+    # leaving the block raised nothing, and nothing of anyone else was deleted
+
+
+async def test_taken_over_lock_is_signalled_and_not_touched(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    seen: list[AsyncLock] = []
+    lock = async_client.lock("stolen", ttl=0.6, auto_renew=True, on_lost=seen.append)
+    await lock.acquire(timeout=0)
+    raw.set(key("stolen"), "another-holder", px=60000)
+    await async_until(lambda: bool(seen))
+    assert raw.get(key("stolen")) == "another-holder" and raw.pttl(key("stolen")) > 600
+    with pytest.raises(fencelock.LockLost):
+        await lock.release()
+    assert raw.get(key("stolen")) == "another-holder"
+
+
+async def test_failing_callback_does_not_stop_the_watchdog(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    def explode(lock: AsyncLock) -> None:
+        raise RuntimeError("callback bug")
+
+    seen: list[AsyncLock] = []
+    first = async_client.lock("first", ttl=0.6, auto_renew=True, on_lost=explode)
+    second = async_client.lock("second", ttl=0.6, auto_renew=True, on_lost=seen.append)
+    await first.acquire(timeout=0)
+    await second.acquire(timeout=0)
+    raw.delete(key("first"))
+    await async_until(lambda: first.lost)
+    raw.delete(key("second"))
+    await async_until(lambda: bool(seen))
+    assert second.lost
+
+
+async def test_unreachable_server_lost_by_local_deadline(fresh_server: EmbeddedServer) -> None:
+    client = AsyncLockClient.from_url(fresh_server.url, socket_timeout=0.2)
+    seen: list[float] = []
+    lock = client.lock("hung", ttl=1.0, auto_renew=True, on_lost=lambda lk: seen.append(1.0))
+    await lock.acquire(timeout=0)
+    fresh_server.pause()
+    try:
+        await async_until(lambda: bool(seen))
+        # signalled while the server was still unreachable: the local deadline, not Redis, told
+        assert lock.lost
+        with pytest.raises(fencelock.LockLost):
+            lock.check()
+    finally:
+        fresh_server.resume()
+    await client.close()
+
+
+async def test_hung_renewal_is_signalled_at_the_deadline(fresh_server: EmbeddedServer) -> None:
+    # The socket timeout (60 s) is far longer than the ttl: a renewal hanging on a server that
+    # no longer answers (paused: the connection stays open) must not delay on_lost until the
+    # request times out, by which time another client could have held the lock for a minute.
+    client = AsyncLockClient.from_url(fresh_server.url, socket_timeout=60.0)
+    seen: list[bool] = []
+    lock = client.lock(
+        "hung-renewal", ttl=1.0, auto_renew=True, on_lost=lambda lk: seen.append(True)
+    )
+    await lock.acquire(timeout=0)
+    fresh_server.pause()
+    try:
+        await async_until(lambda: bool(seen), timeout=30.0)
+        assert lock.lost
+        assert client.statistics().renewal_calls >= 1  # a renewal was sent, and did hang
+    finally:
+        fresh_server.resume()
+    await client.close()
+
+
+async def test_renewal_reconnecting_to_a_hung_server_is_bounded(
+    fresh_server: EmbeddedServer,
+) -> None:
+    # Two leases renewed in one batch; the server hangs. The batch gives up at the shorter
+    # lease's deadline (that lease is lost) and closes its connection; the longer lease's
+    # re-try must connect again, and the handshake with a hung server must not hold the
+    # watchdog for the 60 s socket timeout either.
+    client = AsyncLockClient.from_url(fresh_server.url, socket_timeout=60.0)
+    lost: list[str] = []
+    short = client.lock("short", ttl=1.0, auto_renew=True, on_lost=lambda lk: lost.append("s"))
+    long = client.lock("long", ttl=2.0, auto_renew=True, on_lost=lambda lk: lost.append("l"))
+    await short.acquire(timeout=0)
+    await long.acquire(timeout=0)
+    fresh_server.pause()
+    try:
+        await async_until(lambda: len(lost) == 2, timeout=30.0)
+        assert lost == ["s", "l"]
+    finally:
+        fresh_server.resume()
+    await client.close()
+
+
+async def test_a_known_loss_is_not_masked_by_a_failed_release(
+    fresh_server: EmbeddedServer,
+) -> None:
+    # The loss was signalled, then the release at the block's end cannot reach the server:
+    # the block ends with LockLost, not with the release's connection error.
+    client = AsyncLockClient.from_url(fresh_server.url, socket_timeout=0.2)
+    lock = client.lock("masked", ttl=1.0, auto_renew=True)
+    try:
+        with pytest.raises(fencelock.LockLost):
+            async with lock:
+                fresh_server.pause()
+                await async_until(lambda: lock.lost)
+    finally:
+        fresh_server.resume()
+    await client.close()
+
+
+async def test_many_leases_one_watchdog_batched(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    locks = [async_client.lock(f"many-{i}", ttl=1.5, auto_renew=True) for i in range(250)]
+    for lock in locks:
+        assert await lock.acquire(timeout=0)
+    await async_until(lambda: async_client.statistics().renewals >= 3 * 250)
+    stats = async_client.statistics()
+    # batches of at most 100 locks: 250 due together take 3 calls, not 250
+    assert stats.renewal_calls <= stats.renewals / 50
+    assert stats.losses == 0
+    for lock in locks:
+        await lock.release()
+    assert raw.keys("fencelock:*:lock") == []  # only fencing counters, until they expire
+
+
+async def test_reentrant_lock(async_client: AsyncLockClient, raw: redis.Redis) -> None:
+    # pitfall 9: code that re-enters takes the lock again instead of waiting for itself
+    lock = async_client.lock("again", ttl=10, reentrant=True)
+    assert await lock.acquire(timeout=0)
+    token = lock.token
+    assert await lock.acquire(timeout=0)
+    assert lock.token == token  # a re-entry keeps the outer grant's token
+    async with lock:
+        assert lock.token == token
+        assert int(raw.hvals(key("again"))[0]) == 3
+    other = async_client.lock("again", ttl=10, reentrant=True)
+    assert not await other.acquire(timeout=0)  # another owner is refused
+    await lock.release()
+    assert await lock.held()
+    await lock.release()
+    assert not raw.exists(key("again"))
+    with pytest.raises(fencelock.LockNotOwned):
+        await lock.release()
+    assert await other.acquire(timeout=0) and other.token > token
+    await other.release()
+
+
+async def test_reentrant_retry_does_not_count_twice(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    lock = async_client.lock("retry", ttl=10, reentrant=True)
+    first = await lock._lease.wiring.topology.try_acquire(lock._lease.spec, "holder", 0)
+    assert (
+        await lock._lease.wiring.topology.try_acquire(lock._lease.spec, "holder", 0) == first
+    )  # the same request again: no second hold
+    assert raw.hget(key("retry"), "holder") == "1"
+    assert (
+        await lock._lease.wiring.topology.try_acquire(lock._lease.spec, "holder", 1) == first
+    )  # a real re-entry
+    assert raw.hget(key("retry"), "holder") == "2"
+    with pytest.raises(fencelock.LockLost):
+        await lock._lease.wiring.topology.try_acquire(
+            lock._lease.spec, "holder", 5
+        )  # a holder whose count is not the server's has lost it
+
+
+async def test_reentrant_lock_is_renewed_and_loss_seen(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    seen: list[AsyncLock] = []
+    lock = async_client.lock("rr", ttl=0.6, reentrant=True, auto_renew=True, on_lost=seen.append)
+    await lock.acquire(timeout=0)
+    await lock.acquire(timeout=0)
+    await async_until(lambda: async_client.statistics().renewals >= 3)
+    assert await lock.held()
+    raw.delete(key("rr"))
+    await async_until(lambda: bool(seen))
+    with pytest.raises(fencelock.LockLost):
+        await lock.acquire(timeout=0)
+
+
+async def test_reentry_after_takeover_is_signalled(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    seen: list[AsyncLock] = []
+    lock = async_client.lock("taken", ttl=30, reentrant=True, on_lost=seen.append)
+    await lock.acquire(timeout=0)
+    raw.delete(key("taken"))
+    raw.hset(key("taken"), "another-holder", 1)
+    with pytest.raises(fencelock.LockLost):
+        await lock.acquire(timeout=0)
+    assert seen == [lock] and lock.lost
+    assert raw.hgetall(key("taken")) == {"another-holder": "1"}
+
+
+async def test_simple_and_reentrant_do_not_mix(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    simple = async_client.lock("mixed", ttl=10)
+    await simple.acquire(timeout=0)
+    # one name, one lock: busy for the other kind (test_wake.py: woken by its release)
+    assert not await async_client.lock("mixed", ttl=10, reentrant=True).acquire(timeout=0)
+    assert await simple.held()
+    await simple.release()
+
+
+async def test_bad_policy(async_client: AsyncLockClient) -> None:
+    with pytest.raises(ValueError, match="on_lost_policy"):
+        async_client.lock("p", on_lost_policy="explode")
+    with pytest.raises(TypeError, match="on_lost"):
+        async_client.lock("p", on_lost=42)  # type: ignore[arg-type]
+
+
+async def test_a_bounded_request_with_no_time_left_is_not_sent(server: EmbeddedServer) -> None:
+    # The watchdog's last lease can reach its deadline between the round's look and the send:
+    # the request then times out at once (not a ValueError from a negative socket timeout,
+    # which would stall the watchdog for a retry interval before it signals the loss).
+    redis_client = AsyncRedis.from_url(server.url)
+    requester = AsyncRequester(timeout=1.0)
+    for timeout in (0.0, -0.001):
+        with pytest.raises(redis.exceptions.TimeoutError):
+            await requester.request(redis_client, [("PING",)], timeout, "k")
+    await requester.close()
+    await redis_client.aclose()
+
+
+async def test_a_lock_dropped_while_held_is_no_longer_renewed(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    lock = async_client.lock("dropped", ttl=0.6, auto_renew=True)
+    acquired_at = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
+    assert await lock.acquire(timeout=0)
+    await async_until(lambda: async_client.statistics().renewals >= 1)
+    with pytest.warns(ResourceWarning, match="'dropped', taken here, was dropped while held") as w:
+        del lock
+        gc.collect()
+    # it points at the line that took the lock, not at the garbage collector (issue 24)
+    assert w[0].filename == __file__ and w[0].lineno == acquired_at
+    # not renewed any more (not deleted either): the lease runs out by its ttl on the server
+    await async_until(lambda: not raw.exists(key("dropped")))
+    await async_until(lambda: len(async_client._wiring.watchdog) == 0)
+    await async_until(lambda: "fencelock-watchdog" not in [t.name for t in threading.enumerate()])
+    assert async_client.statistics().losses == 0
+
+
+async def wait_renew_and_drop(server: EmbeddedServer, other: AsyncLock) -> None:
+    """A client that waits for ``other``'s lock (on pub/sub) and holds it, renewed: dropped,
+    with its lock, unclosed, when this returns."""
+    client = AsyncLockClient.from_url(server.url)
+    lock = client.lock(other.name, ttl=0.6, auto_renew=True)
+    call = AsyncCall(lambda: lock.acquire(timeout=30))
+    await async_until(lambda: client.statistics().waiting == 1)
+    await other.release()
+    assert await call.result()
+    await async_until(lambda: client.statistics().renewals >= 1)
+
+
+async def test_dropped_clients_leave_nothing_behind(
+    server: EmbeddedServer,
+    async_client_b: AsyncLockClient,
+    raw: redis.Redis,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Clients dropped unclosed while holding a renewed lease, after waiting on pub/sub: their
+    threads (tasks) end, their connections close, and the lease runs out."""
+    other = async_client_b.lock("abandoned", ttl=30)
+    assert await other.acquire(timeout=0)
+    await other.release()  # its connection is part of the baseline
+    workers, connections = async_workers(), len(raw.client_list())
+    gc.disable()  # one collection, below: nothing may wait for a later one
+    try:
+        for _ in range(3):
+            assert await other.acquire(timeout=0)
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                await wait_renew_and_drop(server, other)
+                gc.collect()
+            messages = [str(w.message) for w in seen if w.category is ResourceWarning]
+            assert any("was dropped while held" in m for m in messages), messages
+            assert any("LockClient: call close()" in m for m in messages), messages
+            await async_until(lambda: not raw.exists(key("abandoned")))
+        await async_until(lambda: async_workers() <= workers)
+        await async_until(lambda: len(raw.client_list()) <= connections)
+    finally:
+        gc.enable()
+    gc.collect()
+    assert "Task was destroyed" not in caplog.text

@@ -1,0 +1,248 @@
+"""Seeing and steering locks: holder labels, inspect, locks, force_release, the counter kept by
+renewals, the eviction warning (docs/operations.md). Sync twin generated into tests/engine/_sync by
+tools/gen_sync.py."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+
+import pytest
+import redis
+
+import fencelock
+from fencelock._async.client import AsyncLockClient
+from fencelock._core.replies import MAX_LABEL_LENGTH
+from fencelock._keys import LockKeys
+from fencelock.errors import LockLost, StaleToken
+from fencelock_tools.servers.embedded import EmbeddedServer, find_server
+from tests.concurrency import AsyncCall, async_until
+
+NAME = "report"
+KEYS = LockKeys.for_name(NAME)
+
+
+async def test_the_label_rides_with_the_grant(
+    server: EmbeddedServer, raw: redis.Redis, async_client: AsyncLockClient
+) -> None:
+    labelled = AsyncLockClient.from_url(server.url, label="host-a:42:worker 1")
+    try:
+        lock = labelled.lock(NAME, 10)
+        assert await lock.acquire(timeout=0)
+        info = await async_client.inspect(NAME)
+        assert info is not None
+        assert info.label == "host-a:42:worker 1"  # escaped in Redis, readable here
+        assert info.holder and info.holder not in str(raw.get(KEYS.lock))  # a digest, opaque
+        assert " " not in str(raw.get(KEYS.lock))  # one word: queue entries split on spaces
+        await lock.release()
+        # the lock's label overrides the client's; None: no label at all
+        for label, shown in [("nightly", "nightly"), (None, None)]:
+            lock = labelled.lock(NAME, 10, label=label)
+            assert await lock.acquire(timeout=0)
+            info = await async_client.inspect(NAME)
+            assert info is not None and info.label == shown
+            await lock.release()
+    finally:
+        await labelled.close()
+
+
+async def test_a_label_callable_names_whoever_acquires(
+    async_client: AsyncLockClient,
+) -> None:
+    lock = async_client.lock(NAME, 10, label=fencelock.holder_label)
+    assert await lock.acquire(timeout=0)
+    info = await async_client.inspect(NAME)
+    assert info is not None and info.label is not None
+    here = f"{socket.gethostname()}:{os.getpid()}:{threading.current_thread().name}"
+    assert info.label.startswith(here)  # (and ":" + the task's name in asyncio)
+    await lock.release()
+
+
+async def test_bad_labels_are_refused(async_client: AsyncLockClient) -> None:
+    with pytest.raises(TypeError, match="label"):
+        async_client.lock(NAME, label=42)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="label"):
+        async_client.lock(NAME, label="")
+    with pytest.raises(ValueError, match=f"at most {MAX_LABEL_LENGTH}"):
+        async_client.lock(NAME, label="x" * (MAX_LABEL_LENGTH + 1))
+    lock = async_client.lock(NAME, label=lambda: "")
+    with pytest.raises(ValueError, match="label callable"):
+        await lock.acquire(timeout=0)
+    assert await async_client.inspect(NAME) is None  # nothing was requested
+    assert await async_client.lock(NAME).acquire(
+        timeout=0
+    )  # and nothing was left in the local line
+
+
+async def test_inspect_shows_holder_token_kind_and_waiters_in_order(
+    server: EmbeddedServer, async_client: AsyncLockClient, async_client_b: AsyncLockClient
+) -> None:
+    assert await async_client.inspect(NAME) is None
+    lock = async_client.lock(NAME, 10, label="holder")
+    assert await lock.acquire(timeout=0)
+    third = AsyncLockClient.from_url(server.url)
+    try:
+        first = AsyncCall(lambda: async_client_b.lock(NAME, 10, label="first").acquire(timeout=10))
+        await async_until(lambda: async_client_b.statistics().waiting == 1)
+        second = AsyncCall(lambda: third.lock(NAME, 10, label="second").acquire(timeout=10))
+        await async_until(lambda: third.statistics().waiting == 1)
+        info = await async_client.inspect(NAME)
+        assert info is not None
+        assert (info.name, info.label, info.kind, info.count) == (NAME, "holder", "simple", 1)
+        assert info.token == lock.token
+        assert info.ttl is not None and 0 < info.ttl <= 10
+        assert info.queued == 2
+        assert [w.label for w in info.waiters] == ["first", "second"]
+        assert info.waiters[0].age >= info.waiters[1].age >= 0
+        await lock.release()
+        assert await first.result()
+        # the first waiter was granted the lock by the release: it holds, the second waits
+        info = await async_client.inspect(NAME)
+        assert info is not None and info.label == "first"
+        assert [w.label for w in info.waiters] == ["second"]
+        await async_client.force_release(NAME)
+        assert await second.result()
+    finally:
+        await third.close()
+
+
+async def test_inspect_a_reentrant_lock(async_client: AsyncLockClient) -> None:
+    lock = async_client.lock(NAME, 10, reentrant=True, label="re")
+    assert await lock.acquire(timeout=0) and await lock.acquire(timeout=0)
+    info = await async_client.inspect(NAME)
+    assert info is not None
+    assert (info.kind, info.count, info.label, info.token) == ("reentrant", 2, "re", lock.token)
+
+
+async def test_renewals_keep_the_fencing_counter(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    """The counter was kept only for the first lease: a lock renewed past it showed no token."""
+    lock = async_client.lock(NAME, 0.3, auto_renew=True)
+    assert await lock.acquire(timeout=0)
+    # renewed every 0.1 s: past its first lease, and the counter's first expiry (about 0.3 s)
+    await async_until(lambda: async_client.statistics().renewals >= 5)
+    info = await async_client.inspect(NAME)
+    assert info is not None and info.token == lock.token
+    assert raw.pttl(KEYS.fence) > 0
+    # extend() keeps it as long as the longer lease
+    await lock.extend(60)
+    assert raw.pttl(KEYS.fence) > 50_000
+    await lock.release()
+
+
+async def test_locks_lists_held_names_matching_a_pattern(async_client: AsyncLockClient) -> None:
+    names = ["job:{1}", "job:100%", "job:*", "other"]
+    held = [async_client.lock(name, 10) for name in names]
+    for lock in held:
+        assert await lock.acquire(timeout=0)
+    await held[-1].release()  # released: not listed
+    listed = {info.name: info for info in [i async for i in async_client.locks()]}
+    assert set(listed) == set(names[:3])
+    assert listed["job:{1}"].token == held[0].token
+    assert {i.name async for i in async_client.locks("job:1*")} == {"job:100%"}
+    assert {i.name async for i in async_client.locks("job:{*")} == {"job:{1}"}
+    with pytest.raises(TypeError, match="pattern"):
+        [i async for i in async_client.locks(3)]  # type: ignore[arg-type]
+
+
+async def test_force_release_while_the_holder_writes_through_fenced_set(
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
+) -> None:
+    """The forced-out holder's next fenced write is refused once the next holder wrote; it
+    hears of the loss at its next release, extend or held(); the waiter is woken."""
+    lock = async_client.lock(NAME, 60)
+    assert await lock.acquire(timeout=0)
+    old = lock.token
+    await async_client.fenced_set("stock", "1", old)
+    waiting = async_client_b.lock(NAME, 60)
+    taken = AsyncCall(lambda: waiting.acquire(timeout=10))
+    await async_until(lambda: async_client_b.statistics().waiting == 1)
+    info = await async_client_b.inspect(NAME)
+    assert info is not None
+    result = await async_client_b.force_release(NAME, token=info.token)
+    assert result.outcome is fencelock.ForceOutcome.RELEASED
+    assert (result.token, result.holder) == (old, info.holder)
+    assert await taken.result()  # woken (granted) by the forced release
+    assert waiting.token > old
+    await async_client_b.fenced_set("stock", "2", waiting.token)
+    with pytest.raises(StaleToken):
+        await async_client.fenced_set("stock", "stale", old)
+    assert raw.get("stock") == "2"
+    assert not await lock.held()
+    with pytest.raises(LockLost):
+        await lock.extend()
+    with pytest.raises(LockLost):
+        await lock.release()
+    assert (await async_client_b.inspect(NAME)).token == waiting.token  # type: ignore[union-attr]
+
+
+async def test_force_release_of_another_grant_touches_nothing(
+    async_client: AsyncLockClient, raw: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "fencelock.admin")
+    result = await async_client.force_release(NAME)
+    assert result.outcome is fencelock.ForceOutcome.NOT_HELD
+    lock = async_client.lock(NAME, 60, label="busy")
+    assert await lock.acquire(timeout=0)
+    result = await async_client.force_release(NAME, token=lock.token - 1)
+    assert result.outcome is fencelock.ForceOutcome.TOKEN_MISMATCH
+    assert (result.token, result.label) == (lock.token, "busy")
+    assert await lock.held()
+    result = await async_client.force_release(NAME, token=lock.token)
+    assert result.outcome is fencelock.ForceOutcome.RELEASED
+    logged = [r for r in caplog.records if r.name == "fencelock.admin"]
+    assert [r.outcome for r in logged] == ["not_held", "token_mismatch", "released"]  # type: ignore[attr-defined]
+    assert logged[-1].levelno == logging.WARNING
+    assert (logged[-1].lock_name, logged[-1].token, logged[-1].label) == (NAME, lock.token, "busy")  # type: ignore[attr-defined]
+    with pytest.raises(TypeError, match="token"):
+        await async_client.force_release(NAME, token="1")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="token"):
+        await async_client.force_release(NAME, token=0)
+
+
+async def test_a_forced_out_renewed_holder_is_told_by_its_watchdog(
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient
+) -> None:
+    lost: list[object] = []
+    lock = async_client.lock(NAME, 0.3, auto_renew=True, on_lost=lost.append)
+    assert await lock.acquire(timeout=0)
+    await async_client_b.force_release(NAME)
+    await async_until(lambda: lost == [lock])
+    assert lock.lost
+
+
+@pytest.mark.parametrize("policy", ["allkeys-lru", "volatile-ttl"])
+async def test_a_server_that_may_evict_lock_keys_is_warned_of_once(
+    server_kind: str, policy: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    args = ["--maxmemory", "100mb", "--maxmemory-policy", policy]
+    with EmbeddedServer(find_server(server_kind), args=args) as evicting:
+        async with AsyncLockClient.from_url(evicting.url) as client:
+            for name in ("a", "b"):
+                lock = client.lock(name, 10)
+                assert await lock.acquire(timeout=0)
+                await lock.release()
+    warned = [r for r in caplog.records if r.name == "fencelock.server"]
+    assert len(warned) == 1 and warned[0].levelno == logging.WARNING
+    assert policy in warned[0].getMessage() and "noeviction" in warned[0].getMessage()
+
+
+async def test_no_warning_without_eviction(
+    async_client: AsyncLockClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert await async_client.lock(NAME, 10).acquire(timeout=0)
+    assert [r for r in caplog.records if r.name == "fencelock.server"] == []
+
+
+async def test_inspect_sends_no_wait_with_min_replicas(
+    server: EmbeddedServer, raw: redis.Redis
+) -> None:
+    """A read has nothing for replicas to acknowledge: with none attached, a WAIT would hold
+    every inspect for the whole replica timeout."""
+    async with AsyncLockClient.from_url(server.url, min_replicas=1, replica_timeout=2) as client:
+        assert await client.inspect(NAME) is None
+        assert [i async for i in client.locks()] == []
+    assert "cmdstat_wait" not in raw.info("commandstats")

@@ -1,0 +1,216 @@
+"""Who holds a grant: the lock object, whatever task or thread calls it; and a lease that ran
+out frees the name for everyone, this client's other lock objects and the lock object itself.
+Sync twin generated into tests/engine/_sync by tools/gen_sync.py."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+import redis
+
+import fencelock
+from fencelock._async.client import AsyncLockClient
+from fencelock._keys import LockKeys
+from fencelock_tools.servers.embedded import EmbeddedServer
+from tests.concurrency import AsyncCall, async_until
+
+
+def key(name: str) -> str:
+    return LockKeys.for_name(name).lock
+
+
+async def test_a_shared_lock_object_is_one_holder(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    """The rule, the same in both APIs: the lock object is the holder. Another task or thread
+    using it sees its grant and may release it; acquiring it again while it holds is an error
+    (a reentrant lock object counts a re-entry instead)."""
+    lock = async_client.lock("shared", ttl=30)
+    assert await lock.acquire(timeout=0)
+    token = lock.token
+
+    async def elsewhere() -> int:
+        with pytest.raises(fencelock.LockError, match="already held by this lock"):
+            await lock.acquire(timeout=0)
+        seen = lock.token
+        await lock.release()
+        return seen
+
+    assert await AsyncCall(elsewhere).result() == token
+    assert not raw.exists(key("shared"))
+    with pytest.raises(fencelock.LockNotOwned):
+        lock.check()  # released by the other caller: nobody holds through this object now
+
+
+async def test_a_shared_reentrant_lock_object_counts_re_entries_of_the_object(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    lock = async_client.lock("shared-re", ttl=30, reentrant=True)
+    assert await lock.acquire(timeout=0)
+
+    async def elsewhere() -> int:
+        assert await lock.acquire(
+            timeout=0
+        )  # a re-entry of the object, from another task or thread
+        return lock.token
+
+    assert await AsyncCall(elsewhere).result() == lock.token
+    await lock.release()
+    assert raw.exists(key("shared-re"))  # one hold left
+    await lock.release()
+    assert not raw.exists(key("shared-re"))
+
+
+async def test_concurrent_acquires_of_one_object_take_turns(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    """Two callers acquiring one lock object that does not hold yet queue like two lock objects:
+    the second gets the lock once the first released it."""
+    blocker = async_client.lock("turns", ttl=30)
+    assert await blocker.acquire(timeout=0)
+    lock = async_client.lock("turns", ttl=30)
+    tokens: list[int] = []
+
+    async def take() -> None:
+        assert await lock.acquire(timeout=30)
+        tokens.append(lock.token)
+        await lock.release()
+
+    first, second = AsyncCall(take), AsyncCall(take)
+    await blocker.release()
+    await first.result()
+    await second.result()
+    assert len(tokens) == 2 and tokens[0] < tokens[1]
+    assert not raw.exists(key("turns"))
+
+
+async def test_a_lease_that_ran_out_frees_the_name_for_the_same_client(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    """A lock object whose lease ran out without release() (dropped here) does not keep the
+    client's other lock objects out: they get the name as soon as the server lets it go."""
+    dropped = async_client.lock("expired", ttl=0.2)
+    assert await dropped.acquire(timeout=0)
+    del dropped
+    gc.collect()
+    await async_until(lambda: not raw.exists(key("expired")))
+    fresh = async_client.lock("expired", ttl=30)
+    assert await fresh.acquire(timeout=0)
+    await fresh.release()
+
+
+async def test_a_lock_whose_lease_ran_out_can_acquire_again(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    lock = async_client.lock("again", ttl=0.2)
+    assert await lock.acquire(timeout=0)
+    first = lock.token
+    await async_until(lambda: not raw.exists(key("again")))
+    assert lock.lost
+    assert await lock.acquire(timeout=0)  # a lost lease holds nothing: this is a new grant
+    assert not lock.lost and lock.token > first
+    await lock.release()
+    assert not raw.exists(key("again"))
+
+
+async def test_a_lost_lock_can_acquire_again(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    seen: list[object] = []
+    lock = async_client.lock("lost-again", ttl=0.6, auto_renew=True, on_lost=seen.append)
+    assert await lock.acquire(timeout=0)
+    raw.delete(key("lost-again"))
+    await async_until(lambda: bool(seen))
+    assert await lock.acquire(timeout=0)
+    assert not lock.lost and await lock.held()
+    await lock.release()
+    assert len(async_client._wiring.watchdog) == 0
+
+
+async def test_the_late_release_of_a_lease_that_ran_out_leaves_the_next_holders_alone(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    stale = async_client.lock("late", ttl=0.2)
+    assert await stale.acquire(timeout=0)
+    await async_until(lambda: not raw.exists(key("late")))
+    holder = async_client.lock("late", ttl=30)
+    assert await holder.acquire(timeout=0)
+    waiter = async_client.lock("late", ttl=30)
+    waiting = AsyncCall(lambda: waiter.acquire(timeout=30))
+    await async_until(
+        lambda: bool(async_client._wiring.queues._lines[holder._lease.spec.line].tickets)
+    )
+    with pytest.raises(fencelock.LockLost):
+        await stale.release()
+    # the holder still holds, and the waiter still waits for it
+    assert await holder.held()
+    assert async_client._wiring.queues._lines[holder._lease.spec.line].tickets
+    await holder.release()
+    assert await waiting.result() is True
+    await waiter.release()
+    assert not raw.exists(key("late"))
+
+
+async def test_held_is_false_once_the_lease_is_lost(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    seen: list[object] = []
+    lock = async_client.lock("held-lost", ttl=0.6, auto_renew=True, on_lost=seen.append)
+    assert await lock.acquire(timeout=0)
+    holder = raw.get(key("held-lost"))
+    raw.delete(key("held-lost"))
+    await async_until(lambda: bool(seen))
+    raw.set(key("held-lost"), holder, px=60_000)  # the server shows the old grant again
+    assert lock.lost
+    assert await lock.held() is False
+    raw.delete(key("held-lost"))
+
+
+async def test_a_lease_lost_inside_a_block_is_the_blocks_until_it_ends(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    """Taking the name afresh from inside the block (or another task or thread sharing the
+    object) would let the block's end release the newer grant and hide its own loss."""
+    lock = async_client.lock("block", ttl=0.2)
+    with pytest.raises(fencelock.LockLost):
+        async with lock:
+            await async_until(lambda: not raw.exists(key("block")))
+            assert lock.lost
+            with pytest.raises(fencelock.LockError, match="leave the block first"):
+                await AsyncCall(lambda: lock.acquire(timeout=0)).result()
+    assert await lock.acquire(timeout=0)  # once the block has ended
+    await lock.release()
+
+
+async def test_holds_a_lost_re_entry_added_are_left_at_the_last_release(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    """A re-entry the server applied but whose reply was lost (the call raised
+    LockConnectionError) leaves the server counting one hold more than the lock: the last
+    release leaves them all, instead of keeping the name held until the ttl ran out."""
+    lock = async_client.lock("count", ttl=30, reentrant=True)
+    assert await lock.acquire(timeout=0)
+    holder = next(iter(raw.hkeys(key("count"))))
+    raw.hincrby(key("count"), holder, 1)  # the applied re-entry
+    await lock.release()
+    assert not raw.exists(key("count"))
+
+
+async def test_redlock_held_is_false_when_the_other_kind_has_the_name(
+    redlock: list[EmbeddedServer],
+) -> None:
+    urls = [s.url for s in redlock]
+    client = AsyncLockClient.from_url(urls)
+    simple = client.lock("kinds", ttl=30)
+    assert await simple.acquire(timeout=0)
+    for srv in redlock:
+        with srv.client() as probe:
+            probe.delete(key("kinds"))  # gone behind its back (a flush, say)
+    other = AsyncLockClient.from_url(urls)
+    reentrant = other.lock("kinds", ttl=30, reentrant=True)
+    assert await reentrant.acquire(timeout=0)
+    assert await simple.held() is False  # not an outage: every node answered "not yours"
+    await reentrant.release()
+    await client.close()
+    await other.close()

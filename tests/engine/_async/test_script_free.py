@@ -1,0 +1,298 @@
+"""Plain locks without Lua scripts (``LockClient(r, scripts="never")``, or "auto" on a server that
+refuses them): under docs/modes.md's ACL user, without ``@scripting``, on a server with native
+compare-and-delete and compare-and-set (Valkey >= 9.0, Redis >= 8.4), and the clear refusal on
+one without (docs/modes.md, "Without scripts"); and the native commands a client that runs
+scripts uses where they are faster. Sync twin generated into tests/engine/_sync by
+tools/gen_sync.py."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from fencelock._async.client import AsyncLockClient
+from fencelock._core.natives import ServerCommands
+from fencelock._keys import LockKeys
+from fencelock.errors import LockLost, ScriptsRequired
+from fencelock_tools.servers.embedded import EmbeddedServer
+from tests.concurrency import AsyncCall, async_until, evalsha_calls
+
+ROOT = Path(__file__).resolve().parents[3]
+NAME = "plain"
+KEYS = LockKeys.for_name(NAME)
+NO_SCRIPTS = "noscripts"  # docs/modes.md's user: the commands of the mode, and no script
+NO_CHANNELS = "nochannels"  # the same without channels
+
+
+def url_of(server: EmbeddedServer, user: str) -> str:
+    return f"redis://{user}:CHANGE-ME@127.0.0.1:{server.port}/0"
+
+
+def documented_rules(commands: ServerCommands) -> list[str]:
+    """The rules of docs/modes.md's ACL line for the server's compare-and-delete; where there
+    is none (the mode refuses there), every command but the scripts."""
+    if not commands.script_free:
+        return ["on", ">CHANGE-ME", "~fencelock:*", "&fencelock:*", "+@all", "-@scripting"]
+    text = (ROOT / "docs" / "modes.md").read_text(encoding="utf-8")
+    [line] = [line for line in text.splitlines() if line.startswith("ACL SETUSER fencelock-")]
+    delete = f"+{commands.compare_delete.lower()}"
+    # (redis-py sends CLIENT SETINFO when it connects: allowed, so that ACL LOG shows only
+    # what fencelock was refused)
+    return [delete if r == "+delifeq" else r for r in line.split()[3:]] + ["+client|setinfo"]
+
+
+def denials(raw: redis.Redis, user: str) -> list[str]:
+    """What the server refused ``user`` (ACL LOG: one entry per command or key, counted)."""
+    return [entry["object"] for entry in raw.acl_log() if entry["username"] == user]
+
+
+@pytest.fixture
+def users(server: EmbeddedServer, raw: redis.Redis) -> Iterator[None]:
+    rules = documented_rules(ServerCommands().detected(raw.execute_command("HELLO")))
+    raw.execute_command("ACL", "SETUSER", NO_SCRIPTS, "reset", *rules)
+    no_channels = [rule for rule in rules if not rule.startswith("&")]
+    raw.execute_command("ACL", "SETUSER", NO_CHANNELS, "reset", *no_channels)
+    raw.execute_command("ACL", "LOG", "RESET")
+    yield
+    raw.execute_command("ACL", "DELUSER", NO_SCRIPTS, NO_CHANNELS)
+
+
+@pytest.fixture
+def no_scripts(server: EmbeddedServer, raw: redis.Redis, users: None) -> str:
+    """The URL of the user without scripts, on a server that has the native commands."""
+    commands = ServerCommands().detected(raw.execute_command("HELLO"))
+    if not commands.script_free:
+        pytest.skip(
+            f"{commands.server} has no native compare-and-delete and compare-and-set: "
+            "test_the_mode_refuses_where_the_server_has_no_native_commands runs here instead"
+        )
+    return url_of(server, NO_SCRIPTS)
+
+
+async def test_a_plain_lock_without_scripts(no_scripts: str, raw: redis.Redis) -> None:
+    async with AsyncLockClient.from_url(no_scripts, scripts="never") as client:
+        lock = client.lock(NAME, ttl=10)
+        assert await lock.acquire(timeout=0)
+        first = lock.token
+        assert raw.get(KEYS.lock) == lock.holder
+        assert await lock.held()
+        await lock.extend(30)
+        assert 10_000 < raw.pttl(KEYS.lock) <= 30_000
+        await lock.release()
+        assert not raw.exists(KEYS.lock)
+        assert await lock.acquire(timeout=0)
+        assert lock.token > first
+        await lock.release()
+    assert denials(raw, NO_SCRIPTS) == []  # no script was even tried
+
+
+async def test_tokens_go_on_increasing_after_the_counter_is_lost(
+    no_scripts: str, raw: redis.Redis
+) -> None:
+    async with AsyncLockClient.from_url(no_scripts, scripts="never") as client:
+        lock = client.lock(NAME, ttl=10)
+        tokens = []
+        for _ in range(3):
+            assert await lock.acquire(timeout=0)
+            tokens.append(lock.token)
+            await lock.release()
+        assert tokens == sorted(set(tokens))
+        # the counter is kept a day after it was started, not for ever
+        assert 0 < raw.pttl(KEYS.fence) <= 24 * 3600 * 1000
+        raw.flushall()  # the counter is lost: it starts again from the client's clock
+        assert await lock.acquire(timeout=0)
+        assert lock.token > tokens[-1]
+        await lock.release()
+
+
+async def test_scripted_and_script_free_clients_exclude_each_other(
+    no_scripts: str, raw: redis.Redis, async_client: AsyncLockClient
+) -> None:
+    async with AsyncLockClient.from_url(no_scripts, scripts="never") as plain:
+        native, scripted = plain.lock(NAME, ttl=10), async_client.lock(NAME, ttl=10)
+        assert await scripted.acquire(timeout=0)
+        tokens = [scripted.token]
+        assert not await native.acquire(timeout=0)
+        await scripted.release()
+        assert await native.acquire(timeout=0)
+        tokens.append(native.token)
+        assert not await scripted.acquire(timeout=0)
+        await native.release()
+        assert await scripted.acquire(timeout=0)
+        tokens.append(scripted.token)
+        await scripted.release()
+        assert tokens == sorted(set(tokens))  # one counter, whoever counts
+
+
+async def test_auto_renew_without_scripts(no_scripts: str) -> None:
+    async with AsyncLockClient.from_url(no_scripts, scripts="never") as client:
+        lock = client.lock(NAME, ttl=0.3, auto_renew=True)
+        assert await lock.acquire(timeout=0)
+        await async_until(lambda: client.statistics().renewals >= 4)  # past the first lease
+        assert await lock.held() and not lock.lost
+        await lock.release()
+        assert client.statistics().losses == 0
+
+
+async def test_a_waiter_is_woken_by_the_release(no_scripts: str) -> None:
+    # the fallback re-try is an hour away: only the release's message can wake the waiter
+    async with (
+        AsyncLockClient.from_url(no_scripts, scripts="never", max_poll=3600.0) as a,
+        AsyncLockClient.from_url(no_scripts, scripts="never", max_poll=3600.0) as b,
+    ):
+        holder, waiter = a.lock(NAME, ttl=3600), b.lock(NAME, ttl=3600)
+        assert await holder.acquire(timeout=0)
+        first = holder.token
+        call = AsyncCall(lambda: waiter.acquire(timeout=None))
+        await async_until(lambda: b.statistics().waiting == 1)
+        await holder.release()
+        assert await call.result()
+        assert (b.statistics().wakeups, b.statistics().polls) == (1, 0)
+        assert waiter.token > first
+        await waiter.release()
+
+
+async def test_a_local_handoff_without_scripts(no_scripts: str, raw: redis.Redis) -> None:
+    async with AsyncLockClient.from_url(no_scripts, scripts="never", max_poll=3600.0) as client:
+        first, second = client.lock(NAME, ttl=10), client.lock(NAME, ttl=10)
+        assert await first.acquire(timeout=0)
+        token = first.token
+        call = AsyncCall(lambda: second.acquire(timeout=None))
+        await async_until(lambda: client.statistics().queued == 1)  # waits in line, here
+        await first.release()
+        assert await call.result()
+        assert client.statistics().handoffs == 1
+        assert second.token > token
+        assert raw.get(KEYS.lock) == second.holder  # the same holder token in Redis, renewed
+        await second.release()
+        assert not raw.exists(KEYS.lock)
+
+
+async def test_a_release_never_deletes_another_holders_lock(
+    no_scripts: str, raw: redis.Redis
+) -> None:
+    async with (
+        AsyncLockClient.from_url(no_scripts, scripts="never") as a,
+        AsyncLockClient.from_url(no_scripts, scripts="never") as b,
+    ):
+        old = a.lock(NAME, ttl=10)
+        assert await old.acquire(timeout=0)
+        raw.delete(KEYS.lock)  # its lease is gone, as if it expired
+        new = b.lock(NAME, ttl=10)
+        assert await new.acquire(timeout=0)
+        with pytest.raises(LockLost):
+            await old.extend()
+        with pytest.raises(LockLost):
+            await old.release()
+        assert raw.get(KEYS.lock) == new.holder
+        assert await new.held()
+        await new.release()
+
+
+async def test_a_scripted_client_extends_one_lock_by_native_commands(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    # where the server has SET IFEQ, one lease's renewal spares the server a script
+    commands = ServerCommands().detected(raw.execute_command("HELLO"))
+    lock = async_client.lock(NAME, ttl=10)
+    assert await lock.acquire(timeout=0)
+    before = evalsha_calls(raw)
+    await lock.extend(30)
+    assert 10_000 < raw.pttl(KEYS.lock) <= 30_000
+    assert raw.pttl(KEYS.fence) > 10_000  # the counter kept as long, as renew.lua keeps it
+    assert evalsha_calls(raw) - before == (0 if commands.compare_set else 1)
+    raw.set(KEYS.lock, "another holder's token")
+    with pytest.raises(LockLost, match="another holder has it"):
+        await lock.extend()
+    assert raw.get(KEYS.lock) == "another holder's token"
+
+
+async def test_what_needs_scripts_is_refused(no_scripts: str, server: EmbeddedServer) -> None:
+    async with AsyncLockClient.from_url(no_scripts, scripts="never") as client:
+        for make in (
+            lambda: client.lock(NAME, reentrant=True),
+            lambda: client.semaphore(NAME, 2),
+            lambda: client.at_most(2, NAME),
+            lambda: client.rw_lock(NAME),
+            lambda: client.multi_lock([NAME, "other"]),
+            lambda: client.election(NAME),
+            lambda: client.latch(NAME, 2),
+            lambda: client.barrier(NAME, 2),
+            lambda: client.versioned("fencelock:stock"),
+            lambda: client.once_per(NAME, 60),
+        ):
+            with pytest.raises(ScriptsRequired, match=r'needs Lua scripts: .*scripts="never"'):
+                make()
+        with pytest.raises(ScriptsRequired, match="needs Lua scripts: it compares and writes"):
+            await client.fenced_set("fencelock:stock", "1", 1)
+        with pytest.raises(ScriptsRequired, match="operators' views"):
+            await client.inspect(NAME)
+        with pytest.raises(ScriptsRequired, match="operators' views"):
+            await client.force_release(NAME)
+        with pytest.raises(ScriptsRequired, match="operators' views"):
+            async for _ in client.locks():
+                pass
+        lock = client.lock(NAME, ttl=10)  # a plain lock still is fine
+        assert await lock.acquire(timeout=0)
+        await lock.release()
+    with pytest.raises(ScriptsRequired, match="for one server"):  # Redlock: made, not sent
+        AsyncLockClient.from_url([server.url, server.url, server.url], scripts="never")
+
+
+async def test_auto_turns_script_free_when_the_server_refuses_scripts(
+    no_scripts: str, raw: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="fencelock")
+    async with AsyncLockClient.from_url(no_scripts) as client:  # scripts="auto"
+        lock = client.lock(NAME, ttl=10)
+        assert await lock.acquire(timeout=0)  # refused as a script, taken without
+        assert raw.get(KEYS.lock) == lock.holder
+        await lock.release()
+        [record] = [r for r in caplog.records if getattr(r, "event", "") == "scripts_refused"]
+        assert record.name == "fencelock.server" and record.levelno == logging.WARNING
+        assert "refuses Lua scripts" in record.getMessage()
+        assert "'evalsha'" in record.getMessage()
+        with pytest.raises(ScriptsRequired, match=r"refuses them \(.*'evalsha'"):
+            client.semaphore("sem", 2)
+        assert await lock.acquire(timeout=0)  # from now on without trying a script
+        await lock.release()
+    assert denials(raw, NO_SCRIPTS) == ["evalsha"]  # one script, tried once
+
+
+async def test_waiters_poll_where_subscribing_is_refused(
+    no_scripts: str, server: EmbeddedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="fencelock")
+    url = url_of(server, NO_CHANNELS)
+    async with (
+        AsyncLockClient.from_url(url, scripts="never", max_poll=0.05) as a,
+        AsyncLockClient.from_url(url, scripts="never", max_poll=0.05) as b,
+    ):
+        holder, waiter = a.lock(NAME, ttl=3600), b.lock(NAME, ttl=3600)
+        assert await holder.acquire(timeout=0)
+        call = AsyncCall(lambda: waiter.acquire(timeout=None))
+        await async_until(lambda: b.statistics().polls >= 2)  # it re-tries, it cannot listen
+        await holder.release()  # (its PUBLISH is refused too: released all the same)
+        assert await call.result()
+        assert b.statistics().wakeups == 0
+        await waiter.release()
+    refused = [r for r in caplog.records if getattr(r, "event", "") == "subscribe_refused"]
+    assert len(refused) == 1 and refused[0].name == "fencelock.waiter"
+
+
+async def test_the_mode_refuses_where_the_server_has_no_native_commands(
+    server: EmbeddedServer, raw: redis.Redis, users: None
+) -> None:
+    commands = ServerCommands().detected(raw.execute_command("HELLO"))
+    if commands.script_free:
+        pytest.skip(f"{commands.server} has the native commands: the tests above run there")
+    for url, scripts in ((server.url, "never"), (url_of(server, NO_SCRIPTS), "auto")):
+        async with AsyncLockClient.from_url(url, scripts=scripts) as client:
+            lock = client.lock(NAME, ttl=10)
+            with pytest.raises(ScriptsRequired, match="no native compare-and-delete"):
+                await lock.acquire(timeout=0)
+    assert raw.keys("*") == []  # nothing was taken

@@ -1,0 +1,74 @@
+"""An asyncio lease holds while the process lives, even when its event loop is blocked (issue
+24): the leases are renewed by a thread off the loop, and the stall is reported.
+
+The blocking call is the scenario (a sync database driver, CPU work inside an async critical
+section), several ttls long; another client tries to take the lock meanwhile from a thread."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+
+import fencelock
+from fencelock import _events as events
+from fencelock import metrics
+from fencelock._async.client import AsyncLockClient
+from fencelock_tools.servers.embedded import EmbeddedServer
+
+TTL = 1.0
+BLOCKED = 3.0  # three ttls
+
+
+async def test_a_blocked_loop_keeps_its_lease_and_nobody_else_gets_in(
+    server: EmbeddedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    stalls: list[events.Event] = []
+    stop = events.subscribe(
+        lambda e: stalls.append(e) if isinstance(e, events.LoopStalled) else None
+    )
+    blocking = threading.Event()
+    tried: list[bool] = []
+
+    def other_client() -> None:
+        with fencelock.LockClient.from_url(server.url) as other:
+            blocking.wait()
+            time.sleep(2 * TTL)  # two ttls into the block: the lease would have run out
+            tried.append(other.lock("blocked", ttl=10).acquire(timeout=0))
+
+    thread = threading.Thread(target=other_client)
+    thread.start()
+    try:
+        async with AsyncLockClient.from_url(server.url) as client:
+            caplog.set_level(logging.WARNING, "fencelock.watchdog")
+            async with client.lock("blocked", ttl=TTL, auto_renew=True) as lock:
+                blocking.set()
+                time.sleep(BLOCKED)  # the event loop is blocked: no task runs
+                thread.join()
+                lock.check()  # still held: renewed meanwhile, off the loop
+            assert not lock.lost and client.statistics().losses == 0
+    finally:
+        stop()
+        thread.join()
+    assert tried == [False]  # nobody else got in
+    # the stall was reported: a warning and an event (the metric's source)
+    assert any("event loop was blocked" in r.getMessage() for r in caplog.records)
+    assert stalls and stalls[0].seconds >= TTL / 3  # type: ignore[union-attr]
+
+
+async def test_the_stall_reaches_the_metrics(server: EmbeddedServer) -> None:
+    prometheus_client = pytest.importorskip("prometheus_client")
+    registry = prometheus_client.CollectorRegistry()
+    subscription = metrics.enable_prometheus(registry)
+    try:
+        async with AsyncLockClient.from_url(server.url) as client:
+            async with client.lock("stalled", ttl=0.3, auto_renew=True):
+                time.sleep(0.6)  # blocked for two ttls
+                # (the loop monitor reports once the loop runs again)
+                await client.lock("other", ttl=1).acquire(timeout=0)
+            count = registry.get_sample_value("fencelock_event_loop_stall_seconds_count")
+            assert count is not None and count >= 1
+    finally:
+        subscription.disable()

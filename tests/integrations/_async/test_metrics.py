@@ -1,0 +1,290 @@
+"""``fencelock.metrics``: what the locks do, read back through each exporter's own API
+(prometheus_client's registry, an OpenTelemetry SDK reader), and the structured log events.
+
+Sync twin generated into tests/integrations/_sync by tools/gen_sync.py."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import redis
+from prometheus_client import CollectorRegistry
+
+import fencelock
+from fencelock import _events as events
+from fencelock import metrics
+from fencelock._async.client import AsyncLockClient
+from fencelock._async.lock import AsyncLock
+from fencelock._backend import async_sleep
+from fencelock._keys import LockKeys
+from fencelock_tools.servers.embedded import EmbeddedServer, free_port
+from tests.concurrency import AsyncCall, async_until
+from tests.exported import Exported
+
+
+def lock_labels(name: str, **more: str) -> dict[str, str]:
+    return {"primitive": "lock", "name": name, **more}
+
+
+async def test_grants_waits_and_holds(exported: Exported, async_client: AsyncLockClient) -> None:
+    lock, other = async_client.lock("m-grants", ttl=10), async_client.lock("m-grants", ttl=10)
+    for _ in range(2):
+        async with lock:
+            assert not await other.acquire(timeout=0)  # busy: an acquire that timed out
+    labels = lock_labels("m-grants")
+    assert exported.count("grants", **labels) == 2
+    assert exported.count("acquire_wait", **labels, outcome="granted") == 2
+    assert exported.count("acquire_wait", **labels, outcome="timeout") == 2
+    assert exported.count("hold", **labels) == 2
+    assert exported.total("hold", **labels) > 0
+
+
+async def test_an_acquire_that_fails_is_an_error(exported: Exported) -> None:
+    client = AsyncLockClient.from_url(f"redis://127.0.0.1:{free_port()}", socket_timeout=1)
+    try:
+        with pytest.raises(fencelock.LockConnectionError):
+            await client.lock("m-error").acquire(timeout=0)
+    finally:
+        await client.close()
+    assert exported.count("acquire_wait", **lock_labels("m-error", outcome="error")) == 1
+    assert exported.count("grants", **lock_labels("m-error")) == 0
+
+
+async def test_reentrant_locks_are_their_own_primitive(
+    exported: Exported, async_client: AsyncLockClient
+) -> None:
+    lock = async_client.lock("m-reentrant", ttl=10, reentrant=True)
+    async with lock, lock:  # the second hold is no new grant
+        pass
+    labels = {"primitive": "reentrant_lock", "name": "m-reentrant"}
+    assert exported.count("grants", **labels) == 1
+    assert exported.count("hold", **labels) == 1
+
+
+async def test_gauges_show_what_is_held_and_waited_for_now(
+    exported: Exported, async_client: AsyncLockClient, async_client_b: AsyncLockClient
+) -> None:
+    # (other tests' clients may still be alive in this process: compare with before)
+    held, waiting = exported.gauge("held_locks"), exported.gauge("waiting_acquires")
+    holder = async_client_b.lock("m-gauges", ttl=10)
+    assert await holder.acquire(timeout=0)
+    assert exported.gauge("held_locks") == held + 1
+    lock = async_client.lock("m-gauges", ttl=10)
+    waiter = AsyncCall(lambda: lock.acquire(timeout=None))
+    await async_until(lambda: exported.gauge("waiting_acquires") == waiting + 1)
+    await holder.release()
+    assert await waiter.result()
+    assert exported.gauge("waiting_acquires") == waiting
+    assert exported.gauge("held_locks") == held + 1  # the waiter's grant now
+    await lock.release()
+    assert exported.gauge("held_locks") == held
+
+
+async def test_wakeups_and_handoffs(
+    exported: Exported, async_client: AsyncLockClient, async_client_b: AsyncLockClient
+) -> None:
+    holder = async_client_b.lock("m-wake", ttl=10)
+    assert await holder.acquire(timeout=0)
+    head, behind = async_client.lock("m-wake", ttl=10), async_client.lock("m-wake", ttl=10)
+
+    async def take_and_release(lock: AsyncLock) -> None:
+        assert await lock.acquire(timeout=None)
+        await lock.release()
+
+    first = AsyncCall(lambda: take_and_release(head))
+    await async_until(lambda: async_client.statistics().waiting == 1)
+    second = AsyncCall(lambda: take_and_release(behind))
+    await async_until(lambda: async_client.statistics().queued == 1)
+    await holder.release()
+    await first.result()
+    await second.result()
+    assert exported.count("wakeups", **lock_labels("m-wake")) == 1
+    assert exported.count("handoffs", **lock_labels("m-wake")) == 1
+
+
+async def test_renewals_are_counted(exported: Exported, async_client: AsyncLockClient) -> None:
+    async with async_client.lock("m-renew", ttl=0.3, auto_renew=True):
+        await async_until(lambda: exported.count("renewals", **lock_labels("m-renew")) >= 2)
+    assert exported.count("renewal_failures", **lock_labels("m-renew")) == 0
+    assert exported.count("lost_leases", **lock_labels("m-renew", reason="data_loss")) == 0
+
+
+async def test_a_lock_dropped_by_the_server_is_data_loss(
+    exported: Exported, async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    lock = async_client.lock("m-flushed", ttl=0.6, auto_renew=True, on_lost_policy="ignore")
+    async with lock:
+        # as FLUSHALL, a restart without persistence or a failover would
+        raw.delete(LockKeys.for_name("m-flushed", async_client.prefix).lock)
+        await async_until(lambda: lock.lost)  # found gone by the next renewal
+    assert exported.count("lost_leases", **lock_labels("m-flushed", reason="data_loss")) == 1
+    assert exported.count("renewal_failures", **lock_labels("m-flushed")) == 0  # it answered
+
+
+async def test_a_lock_another_holder_has_is_taken_over(
+    exported: Exported, async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    lock = async_client.lock("m-taken", ttl=0.6, auto_renew=True, on_lost_policy="ignore")
+    async with lock:
+        # as a force_release followed by another client's grant would leave it
+        raw.set(LockKeys.for_name("m-taken", async_client.prefix).lock, "another-holder", px=5000)
+        await async_until(lambda: lock.lost)
+    assert exported.count("lost_leases", **lock_labels("m-taken", reason="taken_over")) == 1
+    extended = async_client.lock("m-taken-extend", ttl=10)
+    assert await extended.acquire(timeout=0)
+    raw.set(LockKeys.for_name("m-taken-extend", async_client.prefix).lock, "another", px=5000)
+    with pytest.raises(fencelock.LockLost):
+        await extended.extend()
+    labels = lock_labels("m-taken-extend", reason="taken_over")
+    assert exported.count("lost_leases", **labels) == 1
+
+
+async def test_a_lease_that_ran_out_is_expired(
+    exported: Exported, async_client: AsyncLockClient
+) -> None:
+    lock = async_client.lock("m-expired", ttl=0.1)
+    assert await lock.acquire(timeout=0)
+    await async_sleep(0.15)  # the work outlives the lease (time itself is what is tested)
+    assert lock.lost
+    with pytest.raises(fencelock.LockLost):
+        await lock.release()
+    assert exported.count("lost_leases", **lock_labels("m-expired", reason="expired")) == 1
+    assert exported.count("hold", **lock_labels("m-expired")) == 1
+
+
+async def test_a_lease_found_gone_at_release_is_lost_too(
+    exported: Exported, async_client: AsyncLockClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    lock = async_client.lock("m-at-release", ttl=0.1)
+    assert await lock.acquire(timeout=0)
+    await async_sleep(0.15)  # the work outlives the lease; nobody asks lock.lost
+    expired = pytest.raises(fencelock.LockLost, match="its lease had expired")
+    with caplog.at_level(logging.WARNING, "fencelock.lease"), expired:
+        await lock.release()
+    assert exported.count("lost_leases", **lock_labels("m-at-release", reason="expired")) == 1
+    assert async_client.statistics().losses == 1
+    assert [getattr(r, "reason", None) for r in caplog.records] == ["expired"]
+
+
+async def test_renewals_a_hung_server_leaves_unanswered_are_unreachable(
+    exported: Exported, fresh_server: EmbeddedServer
+) -> None:
+    client = AsyncLockClient.from_url(fresh_server.url, socket_timeout=0.2)
+    lock = client.lock("m-hung", ttl=0.6, auto_renew=True, on_lost_policy="ignore")
+    try:
+        async with lock:
+            fresh_server.pause()
+            try:
+                await async_until(lambda: lock.lost)
+            finally:
+                fresh_server.resume()
+        labels = lock_labels("m-hung")
+        assert exported.count("lost_leases", **labels, reason="unreachable") == 1
+        assert exported.count("renewal_failures", **labels) >= 1
+    finally:
+        await client.close()
+
+
+async def test_stale_writes_refused_are_counted_and_logged(
+    exported: Exported, async_client: AsyncLockClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    await async_client.fenced_set("m-resource", "new", 20)
+    with caplog.at_level(logging.WARNING, "fencelock.fence"), pytest.raises(fencelock.StaleToken):
+        await async_client.fenced_set("m-resource", "old", 10)
+    assert exported.count("stale_writes_refused") == 1
+    (record,) = [r for r in caplog.records if getattr(r, "event", None) == "stale_write_refused"]
+    assert (record.key, record.token) == ("m-resource", 10)  # type: ignore[attr-defined]
+
+
+async def test_lock_names_are_no_label_unless_mapped(async_client: AsyncLockClient) -> None:
+    registry = CollectorRegistry()
+    subscription = metrics.enable_prometheus(registry)
+    try:
+        async with async_client.lock("m-unlabelled", ttl=10):
+            pass
+        assert registry.get_sample_value("fencelock_grants_total", {"primitive": "lock"}) >= 1
+        samples = [s for m in registry.collect() for s in m.samples]
+        assert all("name" not in s.labels for s in samples)
+    finally:
+        subscription.disable()
+
+    registry = CollectorRegistry()
+    subscription = metrics.enable_prometheus(registry, name_label=lambda n: n.split(":")[0] + ":*")
+    try:
+        for order in ("order:1", "order:2"):
+            async with async_client.lock(order, ttl=10):
+                pass
+        labels = {"primitive": "lock", "name": "order:*"}
+        assert registry.get_sample_value("fencelock_grants_total", labels) == 2
+    finally:
+        subscription.disable()
+
+
+async def test_lost_leases_are_logged_with_fields(
+    async_client: AsyncLockClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    lock = async_client.lock("m-lost-log", ttl=0.1)
+    assert await lock.acquire(timeout=0)
+    await async_sleep(0.15)
+    with caplog.at_level(logging.WARNING, "fencelock.lease"):
+        assert lock.lost
+    (record,) = [r for r in caplog.records if getattr(r, "event", None) == "lease_lost"]
+    assert record.lock_name == "m-lost-log"  # type: ignore[attr-defined]
+    assert record.token == lock.token and record.reason == "expired"  # type: ignore[attr-defined]
+    with pytest.raises(fencelock.LockLost):
+        await lock.release()
+
+
+async def test_slow_acquires_are_logged(
+    async_client: AsyncLockClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    holder = async_client.lock("m-slow", ttl=10)
+    assert await holder.acquire(timeout=0)
+    quick, slow = metrics.log_slow_acquires(60), metrics.log_slow_acquires(0.01)
+    try:
+        with caplog.at_level(logging.WARNING, "fencelock.acquire"):
+            # 0.05 s at least, by its timeout: over one threshold, far under the other
+            assert not await async_client.lock("m-slow", ttl=10).acquire(timeout=0.05)
+    finally:
+        quick.disable()
+        slow.disable()
+        await holder.release()
+    records = [r for r in caplog.records if getattr(r, "event", None) == "slow_acquire"]
+    assert len(records) == 1
+    assert records[0].lock_name == "m-slow" and records[0].reason == "timeout"  # type: ignore[attr-defined]
+    assert records[0].seconds >= 0.05  # type: ignore[attr-defined]
+
+
+async def test_a_failing_listener_is_logged_and_the_lock_carries_on(
+    async_client: AsyncLockClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(event: object) -> None:
+        raise RuntimeError("a bug in a listener")
+
+    stop = events.subscribe(broken)
+    try:
+        with caplog.at_level(logging.ERROR, "fencelock.metrics"):
+            async with async_client.lock("m-broken", ttl=10) as lock:
+                assert await lock.held()
+    finally:
+        stop()
+    assert any("listener failed" in r.getMessage() for r in caplog.records)
+
+
+def test_switched_off_when_nobody_listens() -> None:
+    assert not events.on  # (every test's subscription ended)
+    registry = CollectorRegistry()
+    first = metrics.enable_prometheus(registry)
+    assert metrics.enable_prometheus(registry) is first  # once per registry
+    assert events.on
+    first.disable()
+    first.disable()  # idempotent
+    assert not events.on
+    assert registry.get_sample_value("fencelock_held_locks") is None  # unregistered
+    again = metrics.enable_prometheus(registry)  # and registered again
+    again.disable()
+    with pytest.raises(TypeError, match="name_label"):
+        metrics.enable_prometheus(registry, name_label="order:*")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="threshold"):
+        metrics.log_slow_acquires(-1)

@@ -1,0 +1,1 @@
+# GENERATED from tests/integrations/_async/__init__.py by tools/gen_sync.py: edit that file instead.

@@ -1,0 +1,70 @@
+"""``python -m bench.wake_path``: the pairing of releases and acquires, and short real runs."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import redis
+
+from bench import wake_path
+from fencelock._keys import LockKeys
+from fencelock_tools.servers.embedded import EmbeddedServer
+
+
+def test_merge_pairs_each_acquire_with_the_release_just_before_it() -> None:
+    # worker 0 holds first; 1 takes it, 0 takes it back, 0 re-takes its own release, 1 takes it
+    releases = [[(1.0, 1.1), (3.0, 3.1), (4.0, 4.1)], [(2.0, 2.1)]]
+    acquires = [[{"t3": 2.5}, {"t3": 3.5}], [{"t3": 1.5}, {"t3": 4.5}]]
+    handoffs, retakes = wake_path.merge(releases, acquires)
+    assert retakes == 1
+    assert [(h["t0"], h["t1"], h["t3"]) for h in handoffs] == [
+        (1.0, 1.1, 1.5),
+        (2.0, 2.1, 2.5),
+        (4.0, 4.1, 4.5),
+    ]
+
+
+def test_steps_between_neighbouring_stamps_add_up_to_the_hand_off() -> None:
+    handoff = {"t0": 0.0, "tcr": 1.0, "t2": 1.5, "t2x": 1.6, "tw": 2.0, "ts": 2.1, "tr": 3.0,
+               "t3": 3.5, "tu0": 3.1, "tu1": 3.4, "woken": 1.0}  # fmt: skip
+    run = wake_path.figures("fencelock", [handoff], retakes=0)
+    shares = [share for *_, share in run.steps.values() if share == share]  # not NaN
+    assert sum(shares) == pytest.approx(1.0)
+    assert run.steps["hand-off (t3-t0)"][0] == pytest.approx(3.5)
+    late = {**handoff, "tcr": -1.0}  # the listener had the message before the release: dropped
+    assert not wake_path.kept("fencelock", late)
+    assert not wake_path.kept("fencelock", {**handoff, "woken": 0.0})  # woken by the poll
+
+
+def test_order_is_rotated_and_reversed() -> None:
+    items = ["a", "b", "c"]
+    assert wake_path.order_for(0, items) == ["a", "b", "c"]
+    assert wake_path.order_for(1, items) == ["a", "c", "b"]
+    assert wake_path.percentile([3.0, 1.0, 2.0], 50) == 2.0
+
+
+@pytest.mark.parametrize("scenario", ["fencelock", "pubsub + thread hop", "LPUSH -> BLPOP"])
+def test_a_short_run_hands_over_every_time(
+    server: EmbeddedServer, raw: redis.Redis, scenario: str
+) -> None:
+    settings = wake_path.Settings(rounds=29, gap=0.0005, reacquire=False)
+    handoffs, retakes = wake_path.pair_run(scenario, server.url, 0, settings)
+    assert len(handoffs) == 30 and retakes == 0
+    # the processes alternate; every hand-off is fully stamped but (fencelock) each process's
+    # first, before its listener's connection existed to be stamped
+    assert sum(wake_path.kept(scenario, h) for h in handoffs) >= 28
+    for a, b in itertools.pairwise(sorted(handoffs, key=lambda h: h["t0"])):
+        assert a["t3"] <= b["t0"]
+    if scenario == "fencelock":
+        assert not raw.exists(LockKeys.for_name(f"{wake_path.PREFIX}:fencelock:0").lock)
+
+
+def test_main_prints_the_tables(server: EmbeddedServer, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--handoffs", "20", "--warmup", "5", "--repeat", "1", "--gap", "0.2",
+            "--only", "fencelock", "round trips", "--url", server.url]  # fmt: skip
+    assert wake_path.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "### fencelock" in out and "### round trips" in out
+    assert "| **hand-off (t3-t0)** |" in out
+    assert "re-taken by the releaser [0]" in out

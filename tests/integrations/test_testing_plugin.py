@@ -1,0 +1,209 @@
+"""fencelock.testing, the pytest plugin for users' suites, run by pytester on small sample
+projects: the worked example of docs/testing.md, every fixture and fault helper, and a suite that
+uses none of them (which must start no server)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from fencelock_tools.servers.embedded import EmbeddedServer, find_server
+
+pytest_plugins = ["pytester"]
+
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "testing.md"
+INI = """
+[pytest]
+asyncio_default_fixture_loop_scope = function
+{extra}
+"""
+
+
+@pytest.fixture
+def starts(monkeypatch: pytest.MonkeyPatch) -> list[EmbeddedServer]:
+    """The servers started (in this process: the samples run in-process)."""
+    started: list[EmbeddedServer] = []
+    start = EmbeddedServer.start
+
+    def recorded(self: EmbeddedServer, timeout: float = 15.0) -> EmbeddedServer:
+        started.append(self)
+        return start(self, timeout)
+
+    monkeypatch.setattr(EmbeddedServer, "start", recorded)
+    return started
+
+
+def sample(pytester: pytest.Pytester, files: dict[str, str], ini: str = "") -> None:
+    pytester.makeini(INI.format(extra=ini))
+    for path, text in files.items():
+        (pytester.path / path).parent.mkdir(parents=True, exist_ok=True)
+        (pytester.path / path).write_text(text)
+    pytester.syspathinsert()
+
+
+def guide_files() -> dict[str, str]:
+    """The guide's code blocks that name their file on their first line."""
+    blocks = re.findall(r"```python\n# (\S+\.py)\n(.*?)```", GUIDE.read_text(), re.DOTALL)
+    return dict(blocks)
+
+
+def test_the_guides_worked_example_passes(
+    pytester: pytest.Pytester, starts: list[EmbeddedServer]
+) -> None:
+    files = guide_files()
+    assert set(files) == {"myapp/report.py", "tests/test_report.py", "tests/test_report_async.py"}
+    sample(pytester, files)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=6)
+    assert len(starts) == 1  # one server for the session, started when first asked for
+
+
+def test_a_suite_without_the_fixtures_starts_no_server(
+    pytester: pytest.Pytester, starts: list[EmbeddedServer]
+) -> None:
+    sample(
+        pytester,
+        {"test_plain.py": "def test_one():\n    assert 1 + 1 == 2\n", "conftest.py": ""},
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert starts == []
+
+
+HELPERS = """
+import pytest
+import redis
+
+import fencelock
+
+
+def raw(server, **kwargs):
+    return redis.Redis.from_url(server.url, **kwargs)
+
+
+def test_a_paused_server_answers_nothing_until_resumed(fencelock_server):
+    with raw(fencelock_server, socket_timeout=0.2) as r:
+        fencelock_server.pause()
+        try:
+            with pytest.raises(redis.TimeoutError):
+                r.ping()
+        finally:
+            fencelock_server.resume()
+        assert r.ping()
+
+
+def test_paused_resumes_when_its_block_raises(fencelock_server):
+    with pytest.raises(KeyError):
+        with fencelock_server.paused():
+            raise KeyError("in the block")
+    with raw(fencelock_server, socket_timeout=1) as r:
+        assert r.ping()
+
+
+def test_1_leaves_the_server_paused_and_a_key_behind(fencelock_server, fencelock_client):
+    with fencelock_client.lock("left", ttl=30, timeout=1):
+        pass
+    with raw(fencelock_server) as r:
+        r.set("left-behind", 1)
+    fencelock_server.pause()
+
+
+def test_2_the_next_test_finds_it_running_and_empty(fencelock_server):
+    with raw(fencelock_server, socket_timeout=1) as r:
+        assert r.dbsize() == 0
+
+
+def test_end_lease_frees_the_name_and_the_holder_learns_at_its_next_call(
+    fencelock_client, fencelock_server
+):
+    lost = []
+    lock = fencelock_client.lock("job", ttl=30, on_lost=lost.append)
+    assert lock.acquire(timeout=1)
+    token = lock.token
+    assert fencelock_server.end_lease("job")
+    assert not fencelock_server.end_lease("job")  # nobody holds it now
+    lock.check()  # local: it cannot know yet
+    with fencelock.LockClient.from_url(fencelock_server.url) as other:
+        with other.lock("job", ttl=30, timeout=0) as newer:
+            assert newer.token > token
+    with pytest.raises(fencelock.LockLost):
+        lock.extend()
+    assert lost == [lock] and lock.lost
+
+
+def test_force_loss_signals_the_loss_at_once(fencelock_client, fencelock_server):
+    lost = []
+    lock = fencelock_client.lock("job", ttl=30, auto_renew=True, on_lost=lost.append)
+    with pytest.raises(fencelock.LockLost):
+        with lock:
+            fencelock_server.force_loss(lock)
+            assert lost == [lock] and lock.lost
+            with pytest.raises(fencelock.LockLost):
+                lock.check()
+    assert fencelock_client.inspect("job") is None
+
+
+def test_force_loss_of_a_lock_not_held_is_refused(fencelock_client, fencelock_server):
+    with pytest.raises(fencelock.LockNotOwned):
+        fencelock_server.force_loss(fencelock_client.lock("job", ttl=30))
+    with pytest.raises(TypeError, match="not a Semaphore"):
+        fencelock_server.force_loss(fencelock_client.semaphore("job", 2))
+
+
+async def test_force_loss_async(fencelock_async_client, fencelock_server):
+    lost = []
+    lock = fencelock_async_client.lock("job", ttl=30, on_lost=lost.append)
+    assert await lock.acquire(timeout=1)
+    with pytest.raises(TypeError, match="force_loss_async"):
+        fencelock_server.force_loss(lock)
+    await fencelock_server.force_loss_async(lock)
+    assert lost == [lock] and lock.lost
+    with pytest.raises(fencelock.LockLost):
+        await lock.release()
+
+
+def test_restart_comes_back_empty_on_the_same_url(fencelock_client, fencelock_server):
+    url = fencelock_server.url
+    lock = fencelock_client.lock("job", ttl=30)
+    assert lock.acquire(timeout=1)
+    fencelock_server.restart()
+    assert fencelock_server.url == url
+    with fencelock.LockClient.from_url(url) as other:
+        assert other.inspect("job") is None
+        with other.lock("job", ttl=30, timeout=0):
+            pass
+    assert not lock.held()
+    assert lock.lost
+
+
+def test_the_clients_use_the_options_fixture(fencelock_client_options):
+    assert fencelock_client_options == {"socket_timeout": 1.0}
+"""
+
+
+def test_the_fixtures_and_fault_helpers(
+    pytester: pytest.Pytester, starts: list[EmbeddedServer]
+) -> None:
+    sample(pytester, {"test_helpers.py": HELPERS}, ini="asyncio_mode = auto")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=HELPERS.count("\ndef test_") + HELPERS.count("async def test_"))
+    # one server for the session, started again by restart()
+    assert len(starts) == 2 and starts[0] is starts[1]
+
+
+def test_the_ini_option_chooses_the_server(pytester: pytest.Pytester) -> None:
+    valkey = find_server("valkey")
+    check = f"def test_it(fencelock_server):\n    assert fencelock_server.binary == {valkey!r}\n"
+    sample(pytester, {"test_choice.py": check}, ini="fencelock_server = valkey")
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_a_server_that_is_not_an_executable_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    missing = pytester.path / "no-such-server"
+    check = "def test_it(fencelock_server):\n    pass\n"
+    sample(pytester, {"test_choice.py": check}, ini=f"fencelock_server = {missing}")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*fencelock_server = {missing}: not an executable file*"])

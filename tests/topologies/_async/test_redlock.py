@@ -1,0 +1,505 @@
+"""Redlock over five independent masters, real processes killed, paused and restarted empty.
+Sync twin generated into tests/topologies/_sync by tools/gen_sync.py."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+
+import pytest
+
+import fencelock
+from fencelock._async.client import AsyncLockClient
+from fencelock._async.lock import AsyncLock
+from fencelock._keys import LockKeys
+from fencelock._transport import AsyncRedis
+from fencelock_tools.servers.embedded import EmbeddedServer
+from fencelock_tools.servers.proxy import TcpProxy
+from tests.concurrency import AsyncCall, async_until
+
+KEYS = LockKeys.for_name("job")
+# generous per-node timeout: these tests are about quorum logic, not about a loaded CI machine
+NODE_TIMEOUT = 0.5
+
+
+def make_client(servers: Sequence[EmbeddedServer], **kwargs: object) -> AsyncLockClient:
+    options: dict[str, object] = {"node_timeout": NODE_TIMEOUT, **kwargs}
+    return AsyncLockClient.from_url([s.url for s in servers], **options)  # type: ignore[arg-type]
+
+
+def holders(servers: Sequence[EmbeddedServer], key: str = KEYS.lock) -> list[bytes | None]:
+    """The holder token each live node has for ``key`` (None: not held there)."""
+    found = []
+    for srv in servers:
+        with srv.client() as probe:
+            found.append(probe.get(key))
+    return found
+
+
+def counters(servers: Sequence[EmbeddedServer]) -> list[int]:
+    found = []
+    for srv in servers:
+        with srv.client() as probe:
+            found.append(int(probe.get(KEYS.fence) or 0))
+    return found
+
+
+async def test_acquire_and_release_on_every_node(redlock: list[EmbeddedServer]) -> None:
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=10)
+    assert await lock.acquire(timeout=0)
+    tokens = holders(redlock)
+    assert tokens[0] is not None and tokens == [tokens[0]] * 5
+    assert lock.token == max(counters(redlock))  # the largest node's, written back
+    assert await lock.held()
+    await lock.release()
+    assert holders(redlock) == [None] * 5
+    await client.close()
+
+
+async def test_a_second_client_is_refused(redlock: list[EmbeddedServer]) -> None:
+    first, second = make_client(redlock), make_client(redlock)
+    lock = first.lock("job", ttl=10)
+    assert await lock.acquire(timeout=0)
+    other = second.lock("job", ttl=10)
+    assert not await other.acquire(timeout=0)
+    assert not await other.acquire(timeout=0.2)  # waits, retries, and gives up: nothing taken
+    assert holders(redlock) == [holders(redlock)[0]] * 5  # still only the first holder
+    token = lock.token
+    await lock.release()
+    assert await other.acquire(timeout=0)
+    assert other.token > token
+    await other.release()
+    await first.close()
+    await second.close()
+
+
+async def test_a_split_vote_is_given_back_everywhere(redlock: list[EmbeddedServer]) -> None:
+    # Another holder owns 3 of the 5 nodes: no majority for us, and the 2 nodes we did get
+    # must be released at once, not left to expire.
+    for srv in redlock[:3]:
+        with srv.client() as probe:
+            probe.set(KEYS.lock, "someone-else", px=60_000)
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=10)
+    assert not await lock.acquire(timeout=0)
+    assert holders(redlock) == [b"someone-else"] * 3 + [None, None]
+    await client.close()
+
+
+async def test_two_of_five_killed_acquisitions_continue(redlock: list[EmbeddedServer]) -> None:
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=10)
+    seen = []
+    for round_ in range(6):
+        if round_ == 2:
+            redlock[0].kill()
+            redlock[3].kill()
+        assert await lock.acquire(timeout=0)
+        seen.append(lock.token)
+        await lock.release()
+    assert seen == sorted(set(seen)), f"tokens must strictly increase: {seen}"
+    await client.close()
+
+
+async def test_three_of_five_killed_is_an_outage(redlock: list[EmbeddedServer]) -> None:
+    for srv in redlock[:3]:
+        srv.kill()
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=10)
+    with pytest.raises(fencelock.LockConnectionError, match="3 of 5 nodes unreachable"):
+        await lock.acquire(timeout=0)
+    with pytest.raises(fencelock.LockConnectionError):
+        await lock.acquire(timeout=0.3)
+    with pytest.raises(fencelock.LockConnectionError):  # not LockTimeout: nobody holds it
+        async with client.lock("job", ttl=10, timeout=0.1):
+            pass
+    assert holders(redlock[3:]) == [None, None]  # nothing left held on the survivors
+    await client.close()
+
+
+@pytest.mark.parametrize("fault", ["kill", "pause"])
+async def test_a_majority_down_is_an_outage_a_majority_busy_is_not(
+    redlock: list[EmbeddedServer], fault: str
+) -> None:
+    nodes = redlock[:3]  # Redlock over 3 masters
+    client = make_client(nodes)
+    holder = client.lock("held", ttl=10)
+    assert await holder.acquire(timeout=0)
+    # 2 of 3 hold the name for another client: a majority answered no
+    for srv in nodes[:2]:
+        with srv.client() as probe:
+            probe.set(KEYS.lock, "someone-else", px=60_000)
+    assert not await client.lock("job", ttl=10).acquire(timeout=0)
+    assert not await client.lock("job", ttl=10).acquire(timeout=0.3)
+    with pytest.raises(fencelock.LockTimeout):
+        async with client.lock("job", ttl=10, timeout=0.1):
+            pass
+    for srv in nodes[:2]:
+        srv.kill() if fault == "kill" else srv.pause()
+    # 2 of 3 down (refused) or hung (silent past the node timeout): an outage, whatever the
+    # one node left says, for acquire as for held, extend and release
+    lock = client.lock("job", ttl=10)
+    with pytest.raises(fencelock.LockConnectionError, match="2 of 3 nodes unreachable"):
+        await lock.acquire(timeout=0)
+    with pytest.raises(fencelock.LockConnectionError, match="2 of 3 nodes unreachable"):
+        await lock.acquire(timeout=1)
+    for call in (holder.held, holder.extend, holder.release):
+        with pytest.raises(fencelock.LockConnectionError, match="1 of 3 nodes confirmed"):
+            await call()
+    assert holders(nodes[2:], KEYS.lock) == [None]  # the failed acquires left nothing held
+    await client.close()
+
+
+async def test_no_node_reachable_is_a_connection_error(redlock: list[EmbeddedServer]) -> None:
+    for srv in redlock:
+        srv.kill()
+    client = make_client(redlock)
+    with pytest.raises(fencelock.LockConnectionError):
+        await client.lock("job", ttl=10).acquire(timeout=0)
+    await client.close()
+
+
+async def test_tokens_increase_across_majorities_that_overlap_partly(
+    redlock: list[EmbeddedServer],
+) -> None:
+    # The counter-example of the design notes. Nodes a..e; each phase a new client (a new
+    # process, say) takes the lock on whichever majority is up, and reads its token. The
+    # counters of a, d and e start far ahead of the clocks (as after grants faster than one per
+    # microsecond, or from a node whose clock ran ahead): a node restarted empty then hands
+    # out its clock, less than they had.
+    a, b, c, d, e = redlock
+    tokens = []
+    big = 10**16  # beyond 2^53 too: still exact
+    for srv in (a, d, e):
+        with srv.client() as probe:
+            probe.set(KEYS.fence, big)
+
+    async def grant() -> None:
+        client = make_client(redlock)
+        lock = client.lock("job", ttl=10)
+        assert await lock.acquire(timeout=0)
+        tokens.append(lock.token)
+        await lock.release()
+        await client.close()
+
+    b.kill()
+    c.kill()
+    for _ in range(5):
+        await grant()  # on {a, d, e}: their counters reach big + 5
+    b.start()  # back, empty
+    c.start()
+    d.kill()
+    e.kill()
+    await grant()  # on {a, b, c}: max(big + 6, clock, clock), written back to b and c
+    assert counters([a, b, c]) == [big + 6] * 3
+    a.kill()
+    d.start()  # back, empty
+    e.start()
+    await grant()  # on {b, c, d, e}: without the write-back, clocks only: less than big + 6
+    assert tokens == sorted(set(tokens)), f"tokens must strictly increase: {tokens}"
+    assert tokens[-1] == big + 7
+
+
+async def test_a_hung_node_costs_a_node_timeout_not_its_hang(
+    redlock: list[EmbeddedServer],
+) -> None:
+    # ttl 1 s: a grant has positive validity, so it proves the acquire took well under 1 s
+    # while the paused node never answers at all.
+    client = make_client(redlock, node_timeout=0.05)
+    lock = client.lock("job", ttl=1.0)
+    redlock[2].pause()
+    for _ in range(3):
+        assert await lock.acquire(timeout=5)
+        await lock.release()
+    redlock[2].resume()
+    await client.close()
+
+
+@pytest.mark.parametrize("wake", ["all", "one"])
+async def test_release_wakes_a_waiter_through_any_node(
+    redlock: list[EmbeddedServer], wake: str
+) -> None:
+    holder_client = make_client(redlock, wake=wake)
+    waiter_client = make_client(redlock, max_poll=3600, wake=wake)
+    held = holder_client.lock("job", ttl=3600)
+    assert await held.acquire(timeout=0)
+    redlock[0].kill()  # one node's pub/sub is gone: the others still deliver
+    waiting = waiter_client.lock("job", ttl=10)
+
+    async def acquire_and_release() -> bool:
+        granted = await waiting.acquire(timeout=None)
+        await waiting.release()
+        return granted
+
+    call = AsyncCall(acquire_and_release)
+    await async_until(lambda: waiter_client.statistics().waiting == 1)
+    if wake == "one":
+        with redlock[1].client(decode_responses=True) as probe:
+            # queued to be woken, never to be granted by a release: one node's release
+            # script cannot give a majority
+            assert [len(entry.split()) for entry in probe.zrange(KEYS.queue, 0, -1)] == [1]
+    await held.release()
+    assert await call.result()
+    # woken by a message: the only timer (an hour) cannot have fired
+    assert waiter_client.statistics().wakeups >= 1 and waiter_client.statistics().polls == 0
+    await holder_client.close()
+    await waiter_client.close()
+
+
+async def test_a_waiters_lease_runs_from_the_re_try_that_won(redlock: list[EmbeddedServer]) -> None:
+    holder_client = make_client(redlock)
+    waiter_client = make_client(redlock, max_poll=3600)
+    held = holder_client.lock("job", ttl=3600)
+    assert await held.acquire(timeout=0)
+    waiting = waiter_client.lock("job", ttl=0.5)
+
+    async def take() -> None:
+        assert await waiting.acquire(timeout=None)
+        waiting.check()  # LockLost if the lease were counted from the first, refused, try
+        await waiting.release()
+
+    call = AsyncCall(take)
+    await async_until(lambda: waiter_client.statistics().waiting == 1)
+    queued_by = time.monotonic()
+    await async_until(lambda: time.monotonic() > queued_by + 0.6)  # past the waiter's ttl
+    await held.release()
+    await call.result()
+    await holder_client.close()
+    await waiter_client.close()
+
+
+async def test_extend_and_held_go_by_majority(redlock: list[EmbeddedServer]) -> None:
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=5)
+    assert await lock.acquire(timeout=0)
+    await lock.extend(60)
+    with redlock[0].client() as probe:
+        assert probe.pttl(KEYS.lock) > 10_000
+    for srv in redlock[:2]:  # a minority loses it: still held
+        with srv.client() as probe:
+            probe.delete(KEYS.lock)
+    assert await lock.held()
+    await lock.extend()
+    with redlock[2].client() as probe:  # now a majority has lost it
+        probe.delete(KEYS.lock)
+    assert not await lock.held()
+    assert lock.lost
+    with pytest.raises(fencelock.LockLost):
+        await lock.extend()
+    with pytest.raises(fencelock.LockLost):
+        await lock.release()
+    # the holder's keys on the other nodes are not someone else's: they were left alone
+    await client.close()
+
+
+async def test_release_never_deletes_another_holders_lock(redlock: list[EmbeddedServer]) -> None:
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=10)
+    assert await lock.acquire(timeout=0)
+    for srv in redlock[:3]:
+        with srv.client() as probe:
+            probe.set(KEYS.lock, "successor", px=60_000)
+    with pytest.raises(fencelock.LockLost):
+        await lock.release()
+    assert holders(redlock)[:3] == [b"successor"] * 3
+    await client.close()
+
+
+async def test_watchdog_renews_by_majority_and_signals_loss(
+    redlock: list[EmbeddedServer],
+) -> None:
+    lost: list[AsyncLock] = []
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=0.6, auto_renew=True, on_lost=lost.append)
+    assert await lock.acquire(timeout=0)
+    renewals = client.statistics().renewals
+    await async_until(lambda: client.statistics().renewals >= renewals + 3)
+    assert not lock.lost and await lock.held()  # outlived its ttl several times
+    for srv in redlock[:3]:
+        with srv.client() as probe:
+            probe.delete(KEYS.lock)
+    # the flag is set before on_lost is called (from the watchdog): wait for the callback
+    await async_until(lambda: lost == [lock])
+    assert lock.lost
+    with pytest.raises(fencelock.LockLost):
+        lock.check()
+    await client.close()
+
+
+async def test_reentrant_lock_over_redlock(redlock: list[EmbeddedServer]) -> None:
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=10, reentrant=True)
+    assert await lock.acquire(timeout=0)
+    token = lock.token
+    assert await lock.acquire(timeout=0)
+    assert lock.token == token  # a re-entry keeps the outer grant's token
+    await lock.release()
+    assert await lock.held()
+    await lock.release()
+    assert holders(redlock) == [None] * 5
+    await client.close()
+
+
+async def test_script_flush_on_some_nodes_is_survived(redlock: list[EmbeddedServer]) -> None:
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=10)
+    assert await lock.acquire(timeout=0)
+    await lock.release()
+    for srv in redlock[:2]:
+        with srv.client() as probe:
+            probe.script_flush()
+    assert await lock.acquire(timeout=0)
+    await lock.release()
+    assert holders(redlock) == [None] * 5
+    await client.close()
+
+
+async def test_fenced_set_needs_the_resource_server(redlock: list[EmbeddedServer]) -> None:
+    client = make_client(redlock)
+    lock = client.lock("job", ttl=10)
+    assert await lock.acquire(timeout=0)
+    with pytest.raises(TypeError, match="redis="):
+        await client.fenced_set("stock", "1", lock.token)
+    with pytest.raises(TypeError, match="fenced_get in Redlock mode needs redis="):
+        await client.fenced_get("stock", lock.token)
+    with pytest.raises(TypeError, match="versioned in Redlock mode needs redis="):
+        client.versioned("stock")
+    with pytest.raises(TypeError, match="redis must be"):
+        await client.fenced_set("stock", "1", lock.token, redis=redlock[0].url)  # type: ignore[arg-type]
+    resource = AsyncRedis(port=redlock[0].port, socket_timeout=5)
+    await client.fenced_set("stock", "1", lock.token, redis=resource)
+    assert await resource.get("stock") == b"1"
+    appended = await client.fenced_update("stock", lock.token, lambda v: v + b"2", redis=resource)
+    assert appended == b"12"
+    assert await client.versioned("hits", redis=resource).update(lambda v: 1) == (1, 1)
+    await resource.aclose()
+    await lock.release()
+    await client.close()
+
+
+async def test_redlock_arguments_are_checked(redlock: list[EmbeddedServer]) -> None:
+    with pytest.raises(TypeError, match="non-empty list"):
+        AsyncLockClient([])
+    with pytest.raises(TypeError, match="Redlock nodes"):
+        AsyncLockClient([redlock[0].url])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="min_replicas"):
+        make_client(redlock, min_replicas=1)
+    with pytest.raises(ValueError, match="node_timeout"):
+        make_client(redlock, node_timeout=0)
+    with pytest.raises(TypeError, match="url"):
+        AsyncLockClient.from_url([])
+
+
+@pytest.fixture
+def proxies(redlock: list[EmbeddedServer]) -> Iterator[list[TcpProxy]]:
+    """One userspace TCP proxy in front of each node, to slow its traffic down."""
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(TcpProxy(srv.port)) for srv in redlock]
+
+
+async def test_slow_nodes_behind_a_proxy(
+    redlock: list[EmbeddedServer], proxies: list[TcpProxy]
+) -> None:
+    client = AsyncLockClient.from_url([p.url for p in proxies], node_timeout=0.2)
+    lock = client.lock("job", ttl=10)
+    assert await lock.acquire(timeout=0)  # connections made and scripts cached beforehand
+    await lock.release()
+    for proxy in proxies[:2]:
+        proxy.delay(0.5)  # a round trip of 1 s, far past the node timeout
+    assert await lock.acquire(timeout=5)  # the three fast nodes are a majority
+    await lock.release()
+    proxies[2].delay(0.5)  # now a majority is slow: as good as down
+    with pytest.raises(fencelock.LockConnectionError, match="3 of 5 nodes unreachable"):
+        await lock.acquire(timeout=0)
+    with pytest.raises(fencelock.LockConnectionError):
+        await lock.acquire(timeout=0.5)
+    await client.close()
+
+
+async def test_no_grant_with_a_non_positive_validity(
+    redlock: list[EmbeddedServer], proxies: list[TcpProxy]
+) -> None:
+    # Every node answers (the node timeout is long) and grants, but the round trip (>= 0.4 s)
+    # uses up the whole 0.3 s lease: by the time the replies arrive the lease may be gone.
+    client = AsyncLockClient.from_url([p.url for p in proxies], node_timeout=3.0)
+    warm_up = client.lock("job", ttl=30)  # connections made and scripts cached beforehand
+    assert await warm_up.acquire(timeout=0)
+    await warm_up.release()
+    for proxy in proxies:
+        proxy.delay(0.2)
+    assert not await client.lock("job", ttl=0.3).acquire(timeout=0)
+    assert await client.lock("job", ttl=30).acquire(
+        timeout=0
+    )  # the same network: only the ttl differs
+    await client.close()
+
+
+async def renew_and_drop(servers: Sequence[EmbeddedServer]) -> None:
+    """A client that subscribed on every node and renewed a lease: dropped, holding it, unclosed,
+    when this returns."""
+    client = make_client(servers)
+    async with client._wiring.topology.watch("dropped"):
+        pass
+    lock = client.lock("dropped", ttl=1.0, auto_renew=True)
+    assert await lock.acquire(timeout=0)
+    await async_until(lambda: client.statistics().renewals >= 1)
+
+
+async def test_a_dropped_client_closes_its_connections(redlock: list[EmbeddedServer]) -> None:
+    probes = [srv.client() for srv in redlock]
+
+    def connections() -> int:
+        return sum(len(probe.client_list()) for probe in probes)
+
+    before = connections()
+    gc.disable()  # one collection, below: the connections must not wait for a later one
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            await renew_and_drop(redlock)
+            gc.collect()
+        await async_until(lambda: connections() <= before)
+    finally:
+        gc.enable()
+        for probe in probes:
+            probe.close()
+
+
+async def test_operators_see_the_majority_and_free_its_grant(
+    redlock: list[EmbeddedServer],
+) -> None:
+    client = make_client(redlock, label="redlock-holder")
+    admin = make_client(redlock, node_timeout=0.1)  # each call waits that long for the paused node
+    try:
+        lock = client.lock("job", 10)
+        assert await lock.acquire(timeout=0)
+        token = lock.token
+        redlock[0].pause()  # a node down: a majority still shows and frees the lock
+        info = await admin.inspect("job")
+        assert info is not None
+        assert (info.label, info.token) == ("redlock-holder", token)
+        assert [i.name async for i in admin.locks()] == ["job"]
+        mismatch = await admin.force_release("job", token=token + 1)
+        assert mismatch.outcome is fencelock.ForceOutcome.TOKEN_MISMATCH
+        forced = await admin.force_release("job", token=token)
+        assert forced.outcome is fencelock.ForceOutcome.RELEASED
+        redlock[0].resume()
+        assert await admin.inspect("job") is None
+        assert not await lock.held()
+        again = admin.lock("job", 10)
+        assert await again.acquire(timeout=0)
+        assert again.token > token
+    finally:
+        await client.close()
+        await admin.close()
+
+
+async def test_semaphores_are_refused_in_redlock_mode(redlock: list[EmbeddedServer]) -> None:
+    client = make_client(redlock)
+    with pytest.raises(TypeError, match="Redlock"):
+        client.semaphore("jobs", 3)
+    await client.close()

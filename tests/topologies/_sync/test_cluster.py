@@ -1,0 +1,371 @@
+# GENERATED from tests/topologies/_async/test_cluster.py by tools/gen_sync.py: edit that file instead.
+"""Redis Cluster: three masters with a replica each, built by the test suite.
+Sync twin generated into tests/topologies/_sync by tools/gen_sync.py."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pytest
+from redis.crc import key_slot
+
+import fencelock
+from fencelock._sync.client import LockClient
+from fencelock._keys import LockKeys, fence_key_for, version_key_for
+from fencelock._transport import SyncRedisCluster
+from fencelock_tools.servers.embedded import EmbeddedServer
+from fencelock_tools.servers.topology import Cluster
+from tests.concurrency import SyncCall, sync_together, sync_until, evalsha_calls
+
+# names whose keys land on different shards (and slots)
+NAMES = [f"job-{i}" for i in range(12)]
+
+
+@pytest.fixture
+def cluster_client(cluster: Cluster) -> Iterator[LockClient]:
+    for master in cluster.masters:
+        with master.client() as probe:
+            probe.flushall()
+    redis = SyncRedisCluster(
+        host="127.0.0.1", port=cluster.port, socket_timeout=5, socket_connect_timeout=5
+    )
+    client = LockClient(redis)
+    yield client
+    client.close()
+    redis.close()
+
+
+def test_every_key_of_a_lock_is_in_one_slot() -> None:
+    for name in NAMES:
+        keys = LockKeys.for_name(name)
+        slots = {key_slot(k.encode()) for k in (keys.lock, keys.fence, keys.channel)}
+        assert len(slots) == 1, name
+    assert len({key_slot(LockKeys.for_name(n).lock.encode()) for n in NAMES}) > 3
+
+
+def test_locks_across_shards(cluster_client: LockClient, cluster: Cluster) -> None:
+    locks = [cluster_client.lock(name, ttl=10) for name in NAMES]
+    for lock in locks:
+        assert lock.acquire(timeout=0)
+    first = locks[0].token
+    shards = {cluster.master_for_key(LockKeys.for_name(n).lock).port for n in NAMES}
+    assert len(shards) == 3  # the test really spans the cluster
+    other = cluster_client.lock(NAMES[0], ttl=10)
+    assert not other.acquire(timeout=0)
+    for lock in locks:
+        assert lock.held()
+        lock.extend()
+        lock.release()
+    assert other.acquire(timeout=0)
+    assert other.token > first
+    other.release()
+
+
+@pytest.mark.parametrize("wake", ["all", "one"])
+def test_release_wakes_a_waiter_by_sharded_pubsub(
+    cluster_client: LockClient, cluster: Cluster, wake: str
+) -> None:
+    redis = SyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=5)
+    waiter_client = LockClient(redis, max_poll=3600, wake=wake)
+    for name in NAMES[:3]:
+        held = cluster_client.lock(name, ttl=3600)
+        assert held.acquire(timeout=0)
+        waiting = waiter_client.lock(name, ttl=10)
+
+        def acquire_and_release() -> bool:
+            granted = waiting.acquire(timeout=None)  # noqa: B023 (awaited within the iteration)
+            waiting.release()  # noqa: B023
+            return granted
+
+        wakeups = waiter_client.statistics().wakeups
+        call = SyncCall(acquire_and_release)
+        sync_until(lambda: waiter_client.statistics().waiting == 1)
+        held.release()
+        assert call.result()
+        # a message woke it: the only timer is an hour long
+        assert waiter_client.statistics().wakeups == wakeups + 1
+    assert waiter_client.statistics().polls == 0
+    waiter_client.close()
+    redis.close()
+
+
+def test_watchdog_renews_locks_of_every_slot(cluster_client: LockClient) -> None:
+    locks = [cluster_client.lock(name, ttl=0.6, auto_renew=True) for name in NAMES]
+    for lock in locks:
+        assert lock.acquire(timeout=0)
+    # one multi-key script per slot and round: a CROSSSLOT error would lose every lock
+    sync_until(lambda: cluster_client.statistics().renewals >= 3 * len(NAMES))
+    assert cluster_client.statistics().losses == 0
+    for lock in locks:
+        assert not lock.lost and lock.held()
+        lock.release()
+
+
+def test_renewals_follow_a_failover(
+    cluster_client: LockClient, cluster: Cluster
+) -> None:
+    # The watchdog sends each renewal straight to the node of its slot, bounded by the lease's
+    # deadline; after a failover that node answers MOVED, and the cluster client must take over.
+    lock = cluster_client.lock("failover-job", ttl=3, auto_renew=True)
+    assert lock.acquire(timeout=0)
+    old = cluster.master_for_key(lock._lease.spec.keys.lock)
+    (replica,) = cluster.replicas_of(old)
+    try:
+        _fail_over_to(replica, cluster, lock._lease.spec.keys.lock)
+        renewed = cluster_client.statistics().renewals
+        sync_until(lambda: cluster_client.statistics().renewals >= renewed + 2)
+        assert not lock.lost and lock.held()
+        lock.release()
+        with replica.client() as new_master:
+            assert new_master.exists(lock._lease.spec.keys.lock) == 0
+    finally:  # the session's cluster goes back to its first layout for the other tests
+        _fail_over_to(old, cluster, lock._lease.spec.keys.lock)
+
+
+def _fail_over_to(replica: EmbeddedServer, cluster: Cluster, key: str) -> None:
+    """Promote ``replica`` once it has every write of its master. TAKEOVER needs no votes: a
+    plain manual failover is refused when the masters voted for a replica of that shard in the
+    last two node timeouts, and pauses the master's clients for seconds meanwhile."""
+    master = cluster.master_for_key(key)
+
+    def in_sync() -> bool:
+        with master.client() as m, replica.client() as r:
+            offset = m.info("replication")["master_repl_offset"]
+            return bool(r.info("replication").get("slave_repl_offset") == offset)
+
+    sync_until(in_sync)
+    with replica.client() as promote:
+        promote.execute_command("CLUSTER", "FAILOVER", "TAKEOVER")
+    sync_until(lambda: cluster.master_for_key(key) is replica)
+
+
+def test_reentrant_and_fenced_write_on_a_cluster(
+    cluster_client: LockClient, cluster: Cluster
+) -> None:
+    lock = cluster_client.lock("stock", ttl=10, reentrant=True)
+    assert lock.acquire(timeout=0)
+    assert lock.acquire(timeout=0)
+    cluster_client.fenced_set("stock-level", "41", lock.token)
+    cluster_client.fenced_set("stock-level", "42", lock.token + 1)  # a newer holder's
+    with pytest.raises(fencelock.StaleToken):
+        cluster_client.fenced_set("stock-level", "40", lock.token)
+    node = cluster.master_for_key("stock-level")
+    assert node is cluster.master_for_key(fence_key_for("stock-level"))
+    with node.client() as probe:
+        assert probe.get("stock-level") == b"42"
+    lock.release()
+    lock.release()
+    assert not lock.held()
+
+
+def test_writes_without_a_lock_on_a_cluster(cluster: Cluster) -> None:
+    # A decoding client of the application's: each value and its companion keys share a slot.
+    for master in cluster.masters:
+        with master.client() as probe:
+            probe.flushall()
+    redis = SyncRedisCluster(
+        host="127.0.0.1", port=cluster.port, socket_timeout=5, decode_responses=True
+    )
+    client = LockClient(redis)
+    keys = ["hits-a", "hits-b", "{user:7}:hits"]
+    assert len({cluster.master_for_key(k).port for k in keys}) > 1
+
+    def work(key: str) -> None:
+        for _ in range(10):
+            client.versioned(key).update(lambda v: int(v or 0) + 1, retries=1000)
+
+    calls = [SyncCall(lambda k=k: work(k)) for k in keys * 2]  # type: ignore[misc]
+    for call in calls:
+        call.result()
+    for key in keys:
+        assert client.versioned(key).get() == (b"20", 20)
+        assert cluster.master_for_key(key) is cluster.master_for_key(version_key_for(key))
+    lock = client.lock("stock", ttl=10)
+    assert lock.acquire(timeout=0)
+    assert client.fenced_update("hits-a", lock.token, lambda v: int(v or 0) - 1) == 19
+    with pytest.raises(fencelock.StaleToken):
+        client.fenced_get("hits-a", lock.token - 1)
+    lock.release()
+    client.close()
+    redis.close()
+
+
+def test_operators_see_and_free_locks_on_every_master(
+    cluster_client: LockClient, cluster: Cluster
+) -> None:
+    locks = [cluster_client.lock(name, ttl=10, label=name) for name in NAMES]
+    for lock in locks:
+        assert lock.acquire(timeout=0)
+    listed = {info.name: info for info in cluster_client.locks("job-*")}
+    assert set(listed) == set(NAMES)  # SCAN on all three masters
+    assert all(listed[lock.name].token == lock.token for lock in locks)
+    assert all(info.label == name for name, info in listed.items())
+    for lock in locks:
+        forced = cluster_client.force_release(lock.name, token=lock.token)
+        assert forced.outcome is fencelock.ForceOutcome.RELEASED
+        assert not lock.held()
+    assert [info for info in cluster_client.locks()] == []
+
+
+def test_latches_and_barriers_on_a_cluster(
+    cluster_client: LockClient, cluster: Cluster
+) -> None:
+    """Every key of a latch in one slot; its waiters are woken by sharded pub/sub; a joined
+    participant is renewed on the latch's slot; a barrier's parties meet across clients."""
+    redis = SyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=5)
+    other = LockClient(redis)
+    try:
+        for name in NAMES[:3]:
+            waiter = other.latch(name, 2, ttl=3600)  # no timer: only a message wakes it
+            waiting = SyncCall(lambda: waiter.wait(timeout=None))  # noqa: B023
+            sync_until(lambda: other.statistics().waiting == 1)
+            joined = cluster_client.latch(name, 2, ttl=0.6, participant="joined")
+            joined.join()
+            renewals = cluster_client.statistics().renewals
+            sync_until(lambda: cluster_client.statistics().renewals > renewals)  # noqa: B023
+            assert cluster_client.latch(name, 2).count_down() == 1
+            assert joined.count_down() == 0
+            assert waiting.result()
+            info = other.inspect(name)
+            assert info is not None and info.kind == "latch" and info.count == 0
+        assert other.statistics().polls == 0
+        barrier = cluster_client.barrier(NAMES[4], 2, ttl=10)
+        entering = SyncCall(lambda: barrier.enter(timeout=None))
+        assert other.barrier(NAMES[4], 2, ttl=10).enter(timeout=10)
+        assert entering.result()
+    finally:
+        other.close()
+        redis.close()
+
+
+def test_semaphores_on_a_cluster(cluster_client: LockClient, cluster: Cluster) -> None:
+    """Every key of a semaphore in one slot; a release wakes the first waiter by sharded
+    pub/sub; renewals go to the permits' slot."""
+    redis = SyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=5)
+    other = LockClient(redis, max_poll=3600)
+    try:
+        for name in NAMES[:3]:
+            held = cluster_client.semaphore(name, 1, ttl=3600)
+            assert held.acquire(timeout=0)
+            waiting = other.semaphore(name, 1, ttl=10)
+            call = SyncCall(lambda: waiting.acquire(timeout=None))  # noqa: B023
+            sync_until(lambda: other.statistics().waiting == 1)
+            held.release()
+            assert call.result()
+            assert waiting.token > 0
+            waiting.release()
+        # a read-write lock's downgrade serves its queue by sharded pub/sub too
+        writer = cluster_client.rw_lock(NAMES[0], ttl=3600).write()
+        assert writer.acquire(timeout=0)
+        reader = other.rw_lock(NAMES[0], ttl=10).read()
+        reading = SyncCall(lambda: reader.acquire(timeout=None))
+        sync_until(lambda: other.statistics().waiting == 1)
+        writer.downgrade()
+        assert reading.result()
+        reader.release()
+        writer.release()
+        assert other.statistics().polls == 0  # woken by messages (the only timer: an hour)
+        renewed = [cluster_client.semaphore(name, 1, ttl=0.6, auto_renew=True) for name in NAMES]
+        for permit in renewed:
+            assert permit.acquire(timeout=0)
+        renewals = cluster_client.statistics().renewals
+        sync_until(lambda: cluster_client.statistics().renewals >= renewals + 2 * len(NAMES))
+        for permit in renewed:
+            assert permit.held()
+            permit.release()
+    finally:
+        other.close()
+        redis.close()
+
+
+def test_multi_lock_across_slots(cluster_client: LockClient, cluster: Cluster) -> None:
+    """Names on three shards: taken in canonical order, given back when one is busy, and two
+    callers in opposite orders never deadlock."""
+    names = NAMES[:6]
+    assert len({cluster.master_for_key(LockKeys.for_name(n).lock).port for n in names}) == 3
+    redis = SyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=5)
+    other = LockClient(redis)
+    try:
+        busy = other.lock(names[-1], ttl=10)
+        assert busy.acquire(timeout=0)
+        multi = cluster_client.multi_lock(reversed(names), ttl=10, auto_renew=True)
+        assert not multi.acquire(timeout=0)
+        for name in names[:-1]:  # all or none: the others were given back
+            free = other.lock(name, ttl=10)
+            assert free.acquire(timeout=0)
+            free.release()
+        busy.release()
+
+        def cycles(client: LockClient, order: list[str]) -> None:
+            mine = client.multi_lock(order, ttl=10, timeout=10)
+            for _ in range(5):
+                with mine:
+                    assert set(mine.tokens) == set(names)
+
+        sync_together(
+            [lambda: cycles(cluster_client, names), lambda: cycles(other, names[::-1])]
+        )
+        with multi:
+            assert multi.held()
+    finally:
+        other.close()
+        redis.close()
+
+
+def names_in_one_slot(count: int) -> list[str]:
+    """``count`` names whose keys all land in one slot. (A name's keys are tagged with the whole
+    name, its braces escaped, so a hash tag inside a name does not choose the slot: such names
+    are found, not made.)"""
+    by_slot: dict[int, list[str]] = {}
+    for i in itertools.count():
+        name = f"acct-{i}"
+        found = by_slot.setdefault(key_slot(LockKeys.for_name(name).lock.encode()), [])
+        found.append(name)
+        if len(found) == count:
+            return found
+    raise AssertionError("unreachable")
+
+
+def test_multi_lock_in_one_slot_is_one_script(
+    cluster_client: LockClient, cluster: Cluster
+) -> None:
+    """Names in one slot: one script each way on that slot's master, and waits served by its
+    sharded wake-ups, with plain locks and another multi-lock of another client."""
+    names = names_in_one_slot(3)
+    master = cluster.master_for_key(LockKeys.for_name(names[0]).lock)
+    redis = SyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=5)
+    other = LockClient(redis, max_poll=3600.0)  # woken by releases only
+    probe = master.client()
+    try:
+        multi = cluster_client.multi_lock(names, ttl=10)
+        with multi:  # (a client's first acquire also reads the eviction policy)
+            pass
+        before = evalsha_calls(probe)
+        assert multi.acquire(timeout=0)
+        assert evalsha_calls(probe) == before + 1
+        assert multi.held()
+        plain = other.lock(names[1], ttl=10)
+        assert not plain.acquire(timeout=0)
+        waiting = SyncCall(lambda: plain.acquire(timeout=30))
+        sync_until(lambda: probe.zcard(LockKeys.for_name(names[1]).queue) == 1)
+        tokens = multi.tokens
+        before = evalsha_calls(probe)
+        multi.release()
+        assert evalsha_calls(probe) == before + 1
+        assert waiting.result() and plain.token > tokens[names[1]]
+        rival = other.multi_lock(names[::-1], ttl=10)
+        waiting = SyncCall(lambda: rival.acquire(timeout=30))
+        sync_until(lambda: probe.zcard(LockKeys.for_name(names[1]).queue) == 1)
+        plain.release()
+        assert waiting.result()
+        assert not multi.acquire(timeout=0)
+        rival.release()
+        renewed = cluster_client.multi_lock(names, ttl=0.5, auto_renew=True)
+        with renewed:
+            sync_until(lambda: cluster_client.statistics().renewals >= 3)
+            assert renewed.held() and not renewed.lost
+    finally:
+        probe.close()
+        other.close()
+        redis.close()
