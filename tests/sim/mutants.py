@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from fencelock import scripts
+from fencelock import _scripts as scripts
 from fencelock._async import handoff, singleflight
 from fencelock._core import lease
 

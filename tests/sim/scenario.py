@@ -42,9 +42,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from fencelock import scripts
+from fencelock import _scripts as scripts
 from fencelock.errors import LockError, LockLost, LockNotOwned, LockTimeout
-from fencelock.keys import SemaphoreKeys, fence_key_for
+from fencelock._keys import SemaphoreKeys, fence_key_for
 
 from .server import SimServer
 from .topology import REQUEST_TIMEOUT, SimClient, sim_client

@@ -26,7 +26,7 @@ from fencelock._async.watchdog import AsyncWatchdog
 from fencelock._backend import AsyncStateLock
 from fencelock._core.options import DEFAULT_MAX_HANDOFFS, LeaseOptions
 from fencelock._core.stats import Counters
-from fencelock.keys import DEFAULT_PREFIX
+from fencelock._keys import DEFAULT_PREFIX
 
 from .client import SimRedis
 from .world import Process, World

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from fencelock import scripts
+from fencelock import _scripts as scripts
 
 from .loop import Clock, SimLoop
 from .lua import Lua
