@@ -2,11 +2,9 @@
 (``world.py``): what the real topologies (``AsyncOneServer``, ``AsyncQuorum``), the real
 ``AsyncRequester`` and the real ``AsyncWaiter`` call, answering as redis-py answers.
 
-- ``SimRedis.execute_command`` and ``pipeline().execute(raise_on_error=False)``: replies through
-  redis-py's own response callbacks (RESP3, as redis-py 8 speaks by default), an error reply
-  raised (or, in a pipeline, in its place), a lost connection a ``ConnectionError``;
-- ``connection_pool.get_connection()`` and its connection's ``send_command`` /
-  ``read_response``: the raw replies Redlock's fan-out reads;
+- ``connection_pool``: what fencelock's requester reads to make connections of its own, and
+  those connections (``SimConnection``): one write of RESP commands, the raw replies read one at
+  a time, a lost connection a ``ConnectionError``;
 - ``pubsub()``: ``subscribe``/``ssubscribe``, ``ping``, ``unsubscribe``, ``get_message`` and
   ``aclose`` as redis-py's ``PubSub`` behaves: commands are written and not waited for, every
   reply and message comes through ``get_message`` in order, a reset is a ``ConnectionError`` on
@@ -23,7 +21,6 @@ from collections import deque
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
-import redis.asyncio
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
@@ -32,18 +29,8 @@ from .protocol import Push, Reply
 if TYPE_CHECKING:
     from .world import Node, Process, World
 
-CALLBACKS = redis.asyncio.Redis().response_callbacks  # redis-py's, as a default client has them
-
-
-def _parsed(command: tuple[Any, ...], reply: Reply) -> Any:
-    if isinstance(reply, ResponseError):
-        return reply
-    callback = CALLBACKS.get(str(command[0]))
-    return reply if callback is None else callback(reply)
-
-
 class SimRedis:
-    """One process's client of one node (its pooled connections share one connection id at the
+    """One process's client of one node (its connections share one connection id at the
     server: nothing there depends on which one a request took)."""
 
     def __init__(self, world: World, process: Process, node: Node) -> None:
@@ -51,26 +38,6 @@ class SimRedis:
         self.conn: Hashable = (process.name, "req")
         self.connection_pool = SimPool(self)
         self._pubsubs = 0
-
-    async def request(self, commands: list[tuple[Any, ...]]) -> list[Reply]:
-        """Send ``commands`` (one write) and wait for their replies."""
-        future = asyncio.get_running_loop().create_future()
-        self.world.send(self.process, self.node, self.conn, commands, future)
-        try:
-            return await future  # type: ignore[no-any-return]
-        except asyncio.CancelledError:
-            self.world.orphan(future)
-            raise
-
-    async def execute_command(self, *args: Any, **options: Any) -> Any:
-        [reply] = await self.request([args])
-        if isinstance(reply, ResponseError):
-            raise reply
-        return _parsed(args, reply)
-
-    def pipeline(self, transaction: bool = False) -> SimPipeline:
-        assert not transaction
-        return SimPipeline(self)
 
     def pubsub(self) -> SimPubSub:
         self._pubsubs += 1
@@ -80,61 +47,111 @@ class SimRedis:
         return None
 
 
-class SimPipeline:
-    def __init__(self, redis: SimRedis) -> None:
-        self.redis = redis
-        self.commands: list[tuple[Any, ...]] = []
-
-    def execute_command(self, *args: Any, **options: Any) -> SimPipeline:
-        self.commands.append(args)
-        return self
-
-    async def execute(self, raise_on_error: bool = True) -> list[Any]:
-        assert not raise_on_error
-        replies = await self.redis.request(self.commands)
-        return [_parsed(c, r) for c, r in zip(self.commands, replies, strict=True)]
-
-
 class SimPool:
-    """What Redlock's fan-out and the topologies' bookkeeping ask of a connection pool."""
+    """What fencelock's requester reads of a pool to make connections of its own (redis-py's
+    ``connection_class``, ``connection_kwargs``, ``max_connections``), and what a topology's
+    close calls."""
 
     max_connections = 2**31
+    connection_class: type[SimConnection]
 
     def __init__(self, redis: SimRedis) -> None:
-        self.redis = redis
-        self.connection_kwargs = {"host": redis.node.name, "port": 0}
-
-    async def get_connection(self, *args: Any, **kwargs: Any) -> SimConnection:
-        return SimConnection(self.redis)
-
-    async def release(self, connection: SimConnection) -> None:
-        return None
+        self.connection_class = SimConnection
+        self.connection_kwargs: dict[str, Any] = {"sim": redis}
 
     async def disconnect(self, *args: Any, **kwargs: Any) -> None:
         return None
 
 
+class _Parser:
+    """What redis-py's ``Connection.can_read`` asks of its parser: whether an idle connection
+    has something to read (a simulated connection never has: a reply not read is dropped with
+    its connection)."""
+
+    async def can_read(self) -> bool:
+        return False
+
+
 class SimConnection:
-    def __init__(self, redis: SimRedis) -> None:
-        self.redis = redis
-        self.future: asyncio.Future[list[Reply]] | None = None
+    """One of fencelock's own connections to a simulated node, as redis-py's asyncio
+    ``Connection`` behaves for the requester: ``connect`` (refused when the node is down),
+    ``send_packed_command`` (one write of RESP commands), ``read_response`` (the replies in
+    order, raw as its parser gives them; an error reply raised), ``disconnect`` (a reply still
+    to come goes nowhere). A cancelled read leaves the reply to be read later, as redis-py's
+    parser keeps what it read."""
 
-    async def send_command(self, *args: Any, **kwargs: Any) -> None:
-        self.future = asyncio.get_running_loop().create_future()
-        self.redis.world.send(
-            self.redis.process, self.redis.node, self.redis.conn, [args], self.future
-        )
+    def __init__(self, sim: SimRedis, **settings: Any) -> None:
+        self.redis = sim
+        self.socket_connect_timeout = settings.get("socket_connect_timeout")
+        self.is_connected = False
+        self._parser = _Parser()
+        self._pending: asyncio.Future[list[Reply]] | None = None
+        self._replies: deque[Reply] = deque()
 
-    async def read_response(self, *args: Any, **kwargs: Any) -> Reply:
-        assert self.future is not None
+    async def connect(self) -> None:
+        node = self.redis.node
+        if not node.up:
+            raise RedisConnectionError(f"Error connecting to {node.name}: connection refused")
+        self.is_connected = True
+
+    async def disconnect(self, nowait: bool = False) -> None:
+        self.is_connected = False
+        self._replies.clear()
+        if self._pending is not None:
+            self.redis.world.orphan(self._pending)
+            self._pending.cancel()
+            self._pending = None
+
+    async def send_packed_command(self, command: list[bytes], check_health: bool = True) -> None:
+        assert self.is_connected and self._pending is None and not self._replies
+        self._pending = asyncio.get_running_loop().create_future()
+        redis = self.redis
+        commands = _unpacked(b"".join(command))
         try:
-            [reply] = await self.future
-        except asyncio.CancelledError:
-            self.redis.world.orphan(self.future)
+            redis.world.send(redis.process, redis.node, redis.conn, commands, self._pending)
+        except RedisConnectionError:
+            self._pending = None
+            self.is_connected = False
             raise
+
+    async def read_response(self, disconnect_on_error: bool = True, **kwargs: Any) -> Reply:
+        if not self._replies:
+            assert self._pending is not None
+            # (shielded: a cancelled read leaves the reply to a later one)
+            replies = await asyncio.shield(self._pending)
+            self._pending = None
+            self._replies.extend(replies)
+        reply = self._replies.popleft()
         if isinstance(reply, ResponseError):
             raise reply
         return reply
+
+    def _host_error(self) -> str:
+        return self.redis.node.name
+
+
+def _unpacked(data: bytes) -> list[tuple[Any, ...]]:
+    """The commands of one RESP write (arrays of bulk strings, as the requester packs them),
+    each word a ``str`` where it is text (as the library passed it), else ``bytes``."""
+    commands: list[tuple[Any, ...]] = []
+    at = 0
+    while at < len(data):
+        assert data[at : at + 1] == b"*"
+        end = data.index(b"\r\n", at)
+        count, at = int(data[at + 1 : end]), end + 2
+        words: list[Any] = []
+        for _ in range(count):
+            assert data[at : at + 1] == b"$"
+            end = data.index(b"\r\n", at)
+            size, at = int(data[at + 1 : end]), end + 2
+            word = data[at : at + size]
+            at += size + 2
+            try:
+                words.append(word.decode())
+            except UnicodeDecodeError:
+                words.append(word)
+        commands.append(tuple(words))
+    return commands
 
 
 class SimPubSub:
