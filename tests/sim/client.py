@@ -29,6 +29,7 @@ from .protocol import Push, Reply
 if TYPE_CHECKING:
     from .world import Node, Process, World
 
+
 class SimRedis:
     """One process's client of one node (its connections share one connection id at the
     server: nothing there depends on which one a request took)."""

@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fencelock import _scripts as scripts
-from fencelock.errors import LockError, LockLost, LockNotOwned, LockTimeout
 from fencelock._keys import SemaphoreKeys, fence_key_for
+from fencelock.errors import LockError, LockLost, LockNotOwned, LockTimeout
 
 from .server import SimServer
 from .topology import REQUEST_TIMEOUT, SimClient, sim_client
