@@ -89,9 +89,6 @@ def test_a_waiter_whose_connection_broke_before_its_subscription_was_confirmed_w
     no_finding(run(SPECS["rwlock"], Replay({5: 2, 17: 7})), "wake-up", "p2.0")
 
 
-@pytest.mark.xfail(
-    strict=True, raises=Finding, reason="finding: expiry 19.2,50.1 (replay: expiry 19.2,50.1)"
-)
 def test_a_waiters_fallback_retry_is_counted_from_when_its_request_left() -> None:
     """A waiter's busy reply (pttl 501 ms) arrives 0.19 s late; the holder's lease then ends
     with no release (nothing is published). The waiter re-tries pttl after the reply *arrived*
@@ -102,14 +99,11 @@ def test_a_waiters_fallback_retry_is_counted_from_when_its_request_left() -> Non
     no_finding(run(SPECS["expiry"], Replay({19: 2, 50: 1})), "wake-up", "p1.0")
 
 
-@pytest.mark.xfail(
-    strict=True, raises=Finding, reason="finding: semaphore --seed 61 (three faults)"
-)
 def test_a_semaphore_waiter_behind_a_dead_waiter_retries_when_its_turn_ends() -> None:
     """Limit 2: one holder paused, one crashed holding, and the first queued waiter crashed.
     With no permit held and the dead waiter first in line, the live waiter's busy reply
     carries the whole ttl as its pttl instead of the dead waiter's remaining turn:
-    semaphore_acquire.lua computes it with ``ipairs({lease, turn})``, which in Lua 5.1 stops at
+    semaphore_acquire.lua computed it with ``ipairs({lease, turn})``, which in Lua 5.1 stops at
     the nil ``lease`` (no permit held) and never looks at ``turn``. The waiter re-tries a ttl
     later, not when the turn ends (0.75 s here, while the name is free)."""
     forced = {10: 1, 18: 5, 22: 7, 23: 1, 27: 1, 29: 1, 33: 2, 36: 2}
