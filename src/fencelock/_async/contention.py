@@ -226,10 +226,11 @@ async def _wait_for_grant(
         queued = result.queued
         if topology.jitters:  # Redlock: contenders that split the nodes must not collide again
             await async_sleep(retry_jitter(parts.max_poll))
-        left = remaining(deadline, time.monotonic())
-        await _wait_for_wakeup(
-            lease, watch, retry_delay(result.pttl, left, parts.max_poll, spec.ttl)
+        now = time.monotonic()
+        delay = retry_delay(
+            result.pttl, remaining(deadline, now), parts.max_poll, spec.ttl, now - sent_at
         )
+        await _wait_for_wakeup(lease, watch, delay)
         message, watch.grant = watch.grant, None
         by_release = trusted_release_grant(
             message, queued, block, sent_at, spec.ttl, time.monotonic()

@@ -227,10 +227,11 @@ def _wait_for_grant(
         queued = result.queued
         if topology.jitters:  # Redlock: contenders that split the nodes must not collide again
             sync_sleep(retry_jitter(parts.max_poll))
-        left = remaining(deadline, time.monotonic())
-        _wait_for_wakeup(
-            lease, watch, retry_delay(result.pttl, left, parts.max_poll, spec.ttl)
+        now = time.monotonic()
+        delay = retry_delay(
+            result.pttl, remaining(deadline, now), parts.max_poll, spec.ttl, now - sent_at
         )
+        _wait_for_wakeup(lease, watch, delay)
         message, watch.grant = watch.grant, None
         by_release = trusted_release_grant(
             message, queued, block, sent_at, spec.ttl, time.monotonic()
