@@ -198,6 +198,7 @@ def test_acquire_outcome_refuses_a_grant_without_validity() -> None:
     replies = [[1, 1]] * 5
     outcome = acquire_outcome(replies, ttl=1.0, elapsed=1.0)
     assert isinstance(outcome.result, Busy) and outcome.touched
+    assert outcome.result.pttl == 0.0  # given back, nobody else holds it: re-try at once
 
 
 def test_acquire_outcome_of_a_busy_lock_touches_nothing() -> None:
