@@ -1,7 +1,9 @@
 """What the explorer found on the code it was built against: each a regression test that
 replays the finding's schedule (``python -m tests.sim.explore --replay CONFIG SCHEDULE`` shows
-it step by step), marked xfail until the library is fixed. The first ones need no exploration
-at all once seen: the default schedule shows them.
+it step by step), now fixed. A finding comes back as ``Finding`` (its own violation, by its
+own actor): while one is open, its test is marked ``xfail(strict=True, raises=Finding)``, which
+nothing else can pass for. The first ones need no exploration at all once seen: the default
+schedule shows them.
 """
 
 from __future__ import annotations
@@ -71,9 +73,6 @@ def test_a_redlock_waiter_whose_grant_could_not_be_confirmed_tries_again_soon() 
     no_finding(run(SPECS["redlock"], Randomly(124), faults=3, seed=124), "wake-up", "p1.0")
 
 
-@pytest.mark.xfail(
-    strict=True, raises=Finding, reason="finding: rwlock 5.2,17.7 (replay: rwlock 5.2,17.7)"
-)
 def test_a_waiter_whose_connection_broke_before_its_subscription_was_confirmed_waits_on() -> None:
     """A reader subscribes (SUBSCRIBE, then PING with its nonce) and its pub/sub connection is
     reset before the PING's reply arrives. The listener makes the connection again at once,
