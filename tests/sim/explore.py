@@ -21,7 +21,7 @@ where the run departed from the default (``step.choice,...``), or a random run's
     python -m tests.sim.explore                    # the CI budget, with figures
     python -m tests.sim.explore --long --write-docs   # the long run: docs/safety.md
     python -m tests.sim.explore --mutants          # the seeded bugs: each must be found
-    python -m tests.sim.explore --replay redlock 0.10,46.2   # one run, step by step
+    python -m tests.sim.explore --replay rwlock 5.2,17.7   # one run, step by step
     python -m tests.sim.explore --replay lock --seed 17      # a random run
 """
 
@@ -460,8 +460,9 @@ that interleavings are explored on purpose and every run replays exactly, step b
   `valkey-server` and to the simulation, and compares every reply.
 - **The processes**: each simulated client process runs on an asyncio event loop of its own
   (asyncio's loop with no I/O and a virtual clock, which `time.monotonic()` reads too), with the
-  library's own topologies (`AsyncOneServer`, `AsyncQuorum`), request bounds and pub/sub waiter
-  over a simulated redis-py client (RESP3 replies through redis-py's own response callbacks).
+  library's own topologies (`AsyncOneServer`, `AsyncQuorum`), requester (its own connections,
+  RESP written once per request, raw RESP3 replies) and pub/sub waiter over simulated redis-py
+  connections and pub/sub.
   Holder tokens, waiter ids and Redlock's re-try jitter come from a seed.
 - **The scheduler** decides what happens whenever every process waits: which message in flight
   is delivered next (a request to a server, its reply, a pub/sub message; each connection keeps
@@ -513,43 +514,32 @@ find each within the CI budget, in a configuration today's code passes
 """
 
 FINDINGS_TEXT = """\
-**What it found on today's code** (each a regression test, xfail until fixed:
-`tests/explore/test_findings.py`; the violations in the table above are these):
+**What it found**, each fixed, with a regression test that replays it
+(`tests/explore/test_findings.py`):
 
-- `lapse-race` (replay: `lapse-race -`, the default schedule; also `handoff 0.1,28.4`): a lock
-  object queued in its client's local line while the head was still acquiring is never told
-  when the head's grant then lapses without a release (its lease runs out, or the watchdog
-  declares it lost): it waits for the release, or its own timeout (for ever with
-  `timeout=None`), while the name is free. `holder_gone` answers None while the line's owner
-  is a ticket, and `holding` wakes nobody when the owner becomes a grant (`singleflight.py`,
-  `contention._wait_in_line`).
+- `lapse-race` (the default schedule): a lock object queued in its client's local line while
+  the head was still acquiring was never told when the head's grant then lapsed without a
+  release: it waited for a release, or its own timeout, while the name was free. The queued
+  waiters are now woken when the line's owner becomes a grant, to learn its deadline
+  (`singleflight.py`, `contention._wait_in_line`).
 - `rwlock 5.2,17.7` (a reset between a waiter's SUBSCRIBE and the reply to its PING): the
-  listener makes the connection again at once and confirms the re-subscription with a PING of
-  its own, but the waiter's own nonce is never answered, so it waits out the whole confirmation
-  timeout (one request timeout, 5 s by default) while the name is free, and its acquire then
-  fails with `LockConnectionError` ("no confirmation in time") although the server was
-  reachable (`waiter.py`: the re-subscription wakes the watchers, not the watches still waiting
-  for their confirmation).
+  listener re-subscribed and confirmed that with a PING of its own, but the waiter's nonce,
+  lost with the old connection, was never answered: it waited out the confirmation timeout,
+  then failed with `LockConnectionError`. The re-subscription's reply now confirms the
+  watchers whose PING went before it (`waiter.py`).
 - `expiry 19.2,50.1` (a busy reply 0.19 s late, then a lease that ends without a release): the
-  waiter's fallback re-try comes the holder's remaining lease after the reply *arrived*
-  (`retry_delay(result.pttl, ...)` from now, `contention._wait_for_grant`), late by the reply's
-  own lateness (up to a request timeout); counted from the request's send time it would come at
-  the lease's end.
-- `redlock 0.10,46.2` (the holder paused as it acquires, and one step that delays two
-  fence_raise replies past the node timeout; also `redlock --seed 89`, with delays only): a
-  Redlock waiter that re-tried at the holder's
-  lease end, was granted by a majority but could not have the token confirmed, gives the grant
-  back (as it must) and then waits a whole ttl while the name is free:
-  `AsyncQuorum.try_acquire` answers `Busy(None)` for a grant it could not confirm, and
-  `retry_delay` falls back on the ttl when the holder's remaining lease is unknown.
+  fallback re-try came the holder's remaining lease after the reply *arrived*, late by the
+  reply's own lateness; it now counts from when the request left (`retry_delay`'s `elapsed`).
+- `redlock --seed 124` (first seen as `redlock 0.10,46.2`): a Redlock waiter granted by a
+  majority whose token could not be confirmed in time gave the grant back (as it must) and
+  then waited a whole ttl while the name was free: such a grant, or one that came too late,
+  now answers busy with a pttl of 0 (`redlock.py`, `_core/quorum.py`).
+- `semaphore --seed 61` (a holder paused, one crashed holding, the first queued waiter
+  crashed): with no permit held, a busy reply carried the whole ttl as its pttl instead of the
+  dead waiter's remaining turn (`semaphore_acquire.lua`: `ipairs({lease, turn})` stopped at
+  the nil `lease` in Lua 5.1).
 
-- `semaphore --seed 61` (three faults: a holder paused, one crashed holding, the first queued
-  waiter crashed): with no permit held and a dead waiter first in line, a live waiter's busy
-  reply carries the whole ttl as its pttl instead of the dead waiter's remaining turn
-  (`semaphore_acquire.lua`: `ipairs({lease, turn})` stops at the nil `lease` in Lua 5.1), so
-  it re-tries up to a ttl late.
-
-None of them breaks safety (one holder, fencing, loss signals): they are waits longer than the
+None of them broke safety (one holder, fencing, loss signals): they were waits longer than the
 documented ones, or a call failing that could have succeeded."""
 
 
