@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
-
 from tests.sim.explore import FINDINGS, SPECS, Outcome, Randomly, Replay, report, run
 from tests.sim.harness import simulate
 from tests.sim.topology import SimClient
