@@ -552,7 +552,8 @@ class Scenario:
                 return None
             times.append(when)
             if isinstance(keys, SemaphoreKeys):
-                times.append(_dead_turns(node, keys, now))
+                running = {p.name for p in self.world.processes if p.running}
+                times.append(_dead_turns(node, keys, now, running))
         return max(times, default=now)
 
     # -- the end ---------------------------------------------------------------------------------
@@ -701,12 +702,19 @@ def _live(node: Node, key: bytes, now: float) -> Any:
     return entry.value
 
 
-def _dead_turns(node: Node, keys: SemaphoreKeys, now: float) -> float:
+def _dead_turns(node: Node, keys: SemaphoreKeys, now: float, running: set[str]) -> float:
     """When the semaphore's queue no longer starts with waiters that stopped listening (a
-    waiter that crashed or gave up keeps its place until its turn ends: semaphore.lua)."""
+    waiter that crashed or gave up keeps its place until its turn ends: semaphore.lua), or
+    that cannot act: a paused process's (``running``: the processes that run), whose turn
+    the others wait out as they would a slow one's."""
     queue = _live(node, keys.queue.encode(), now) or {}
     alive = _live(node, keys.alive.encode(), now) or {}
-    listened = {c for conn in node.server.connections.values() for c in conn.channels}
+    listened = {
+        c
+        for conn_id, conn in node.server.connections.items()
+        if isinstance(conn_id, tuple) and conn_id[0] in running
+        for c in conn.channels
+    }
     until = now
     for entry, _ in sorted(queue.items(), key=lambda item: (item[1], item[0])):
         if f"{keys.channel}:{entry.split()[0].decode()}".encode() in listened:
