@@ -484,7 +484,9 @@ that interleavings are explored on purpose and every run replays exactly, step b
   `auto_renew` grant signalled (a release that could not reach the server is counted apart, as
   above); under `on_lost_policy="cancel"`, nothing of the block begun after `on_lost`, and the
   block ended with `LockLost`; no waiter left waiting while the name is free and nothing is in
-  flight (0.11 s, or the holder's lease end after a fault that loses messages unnoticed); every
+  flight (0.11 s, or the holder's lease end after a fault that loses messages unnoticed; a
+  semaphore's or read-write lock's waiter queued behind one that crashed, gave up or is paused
+  waits out that one's turn first, as the scripts' first come, first served order says); every
   call within its bound and failing only with a `LockError`; after the run, no lock key
   outliving its ttl and a fresh client taking the whole name within 1.5 ttl + 1 s.
 
