@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.sim.explore import CI, SPECS, Default, Replay, measure, report, run
+from tests.sim.explore import CI, SPECS, Default, Randomly, Replay, measure, report, run
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))
@@ -25,3 +25,13 @@ def test_a_schedule_replays_exactly() -> None:
     again = run(spec, Replay({5: 1, 9: 2}))
     assert first.log == again.log
     assert first.log != run(spec, Default()).log  # (the schedule made a difference)
+
+
+@pytest.mark.parametrize(("name", "seed"), [("semaphore", 1480), ("rwlock", 659)])
+def test_a_waiter_queued_behind_a_paused_one_waits_out_its_turn(name: str, seed: int) -> None:
+    """The queued waiter ahead is paused: first come, first served, the next one waits until
+    the paused one's turn ends, as behind a slow one. The checker once counted that as a
+    waiter left waiting while the name was free."""
+    outcome = run(SPECS[name], Randomly(seed), faults=3, seed=seed)
+    assert outcome.violation is None, report(outcome)
+    assert any(fault.startswith("pause") for fault in outcome.faults)
