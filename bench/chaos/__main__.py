@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  BROKEN {line}")
     if args.write_docs:
         argv_text = " ".join(["python -m bench.chaos", *(argv or sys.argv[1:])])
-        DOCS.write_text(safety_doc.render(results, mode, version, elapsed, argv_text))
+        page = safety_doc.render(results, mode, version, elapsed, argv_text)
+        DOCS.write_text(safety_doc.with_simulation(page, DOCS.read_text()))
         print(f"wrote {DOCS}")
     return 1 if broken else 0
 

@@ -238,6 +238,22 @@ def render(
     return "\n".join(parts).rstrip() + "\n"
 
 
+# The section of the deterministic simulation (``python -m tests.sim.explore --write-docs``
+# writes it): kept as it is when the chaos run rewrites the page.
+SIMULATION = ("<!-- explore:begin -->", "<!-- explore:end -->")
+
+
+def with_simulation(rendered: str, current: str) -> str:
+    """``rendered`` with the simulation's section of ``current`` (the page as it is) put back
+    before "Scenarios"."""
+    begin, end = SIMULATION
+    if begin not in current:
+        return rendered
+    block = begin + current.split(begin, 1)[1].split(end, 1)[0] + end + "\n\n"
+    head, tail = rendered.split("## Scenarios\n", 1)
+    return f"{head}{block}## Scenarios\n{tail}"
+
+
 TOKENS = """\
 ## Fencing tokens
 

@@ -139,6 +139,9 @@ def test_retry_delay_never_past_deadline() -> None:
     assert retry_delay(30.0, None, None, 5.0) == 30.0  # no polling: the lease's end
     assert retry_delay(30.0, 10.0, 1.0, 5.0) == 1.0  # a poll the user asked for
     assert retry_delay(30.0, 0.05, None, 5.0) == 0.05  # never past the caller's deadline
+    # the holder's lease counted from when the re-try left, not from its reply's arrival
+    assert retry_delay(0.5, None, None, 5.0, 0.2) == pytest.approx(0.3)
+    assert retry_delay(0.1, None, None, 5.0, 0.2) == 0.0  # it ended while the reply came
     assert retry_delay(None, None, None, 5.0) == 5.0  # a key without expiry: the fallback
     assert retry_delay(0.3, 0.0, None, 5.0) == 0.0
     assert (
@@ -195,6 +198,7 @@ def test_acquire_outcome_refuses_a_grant_without_validity() -> None:
     replies = [[1, 1]] * 5
     outcome = acquire_outcome(replies, ttl=1.0, elapsed=1.0)
     assert isinstance(outcome.result, Busy) and outcome.touched
+    assert outcome.result.pttl == 0.0  # given back, nobody else holds it: re-try at once
 
 
 def test_acquire_outcome_of_a_busy_lock_touches_nothing() -> None:

@@ -125,6 +125,17 @@ def test_nobody_queued_no_handoff() -> None:
     assert q.next_for_handoff(KEY, g) is None
 
 
+def test_a_waiter_queued_while_the_head_acquires_learns_the_grants_deadline() -> None:
+    q, _ = queues()
+    head, waiter = join(q), join(q)
+    assert q.holder_gone(KEY, NOW) is None  # the head has no deadline yet
+    q.holding(KEY, head, grant(deadline=NOW + 10))
+    assert waiter.event.is_set() and q.still_queued(KEY, waiter)  # woken to look again
+    assert not waiter.event.is_set() and not waiter.turn
+    assert q.holder_gone(KEY, NOW) == 10.0
+    assert q.holder_gone(KEY, NOW + 10) is None and waiter.turn  # the lease ran out
+
+
 def test_handoff_goes_to_the_first_in_line() -> None:
     q, counters = queues()
     _, g = holding(q)
@@ -136,7 +147,10 @@ def test_handoff_goes_to_the_first_in_line() -> None:
     q.hand(KEY, first, handed)
     assert first.grant is handed and first.event.is_set() and not first.turn
     assert counters["handoffs"] == 1
-    assert not second.event.is_set()
+    # the second is woken only to learn the new holder's deadline: it is still queued
+    assert second.event.is_set() and q.still_queued(KEY, second)
+    assert not second.event.is_set() and not second.turn and second.grant is None
+    assert not q.still_queued(KEY, first)
 
 
 def test_the_handed_grant_has_the_turn() -> None:

@@ -89,6 +89,7 @@ class AsyncWaiter:
         self._broken = False
         self._resubscribed = AsyncEvent()
         self._resync_nonce = ""  # the PING of the last re-subscription (see _resubscribe)
+        self._resync_covers: list[str] = []  # the watchers' PINGs it answers for
         self.resyncs = 0  # breaks made up for (for the tests)
 
     def _reset_after_fork(self) -> None:
@@ -252,7 +253,9 @@ class AsyncWaiter:
         read (``_dispatch``) every subscription is active again, and then every waiter re-tries
         once: a release whose message was lost is found. Waiters are not woken earlier, when a
         release could still slip between their re-try and the re-subscription; while the server
-        cannot be reached they wait on (until their holder's lease ends, or their deadline)."""
+        cannot be reached they wait on (until their holder's lease ends, or their deadline).
+        The reply also confirms the subscriptions of the watchers whose own PING was sent
+        before it and is not answered yet: lost with the old connection, it never will be."""
         nonce = f"fencelock-{os.getpid()}-{next(self._nonces)}"
         with self._guard:
             # a PING of an earlier attempt whose reply was lost with its connection
@@ -261,6 +264,8 @@ class AsyncWaiter:
             self._pings[nonce] = self._resubscribed
         try:
             async with self._mutex:  # not amid a watcher's SUBSCRIBE and its PING
+                with self._guard:
+                    self._resync_covers = [n for n in self._pings if n != nonce]
                 await pubsub.ping(nonce)
             self._broken = False
         except (redis.exceptions.RedisError, *_REMADE):
@@ -269,13 +274,19 @@ class AsyncWaiter:
             await async_sleep(_READ_TIMEOUT)  # still unreachable: again after a pause
 
     def _wake_all(self) -> None:
-        """Wake every waiter to re-try at once (the subscriptions are active again)."""
+        """Wake every waiter to re-try at once, and confirm the subscriptions the
+        re-subscription answers for (they are active again)."""
         self._resubscribed.clear()
         with self._guard:
             self.resyncs += 1
+            confirmed = [self._pings.pop(nonce, None) for nonce in self._resync_covers]
+            self._resync_covers = []
             for watches in self._watchers.values():
                 for watch in watches:
                     watch.event.set()
+        for ready in confirmed:
+            if ready is not None:
+                ready.set()
 
     def abandon(self) -> None:
         """The client was dropped without close(): the listener ends after its current read

@@ -150,7 +150,8 @@ def acquire_outcome(replies: Sequence[object], ttl: float, elapsed: float) -> Qu
         )
     known = [p for p in pttls if p is not None]
     # the lock frees itself on a majority no later than the busy nodes' longest remaining lease
-    pttl = max(known) if known and len(known) == len(pttls) else None
+    # (none busy: the nodes that answered granted it, too late; given back, it is free at once)
+    pttl = max(known, default=0.0) if len(known) == len(pttls) else None
     return QuorumAcquire(Busy(pttl), touched=bool(fences) or failed > 0)
 
 

@@ -14,7 +14,11 @@ def remaining(deadline: float | None, now: float) -> float | None:
 
 
 def retry_delay(
-    pttl: float | None, left: float | None, max_poll: float | None, fallback: float
+    pttl: float | None,
+    left: float | None,
+    max_poll: float | None,
+    fallback: float,
+    elapsed: float = 0.0,
 ) -> float:
     """How long to wait for a wake-up before re-trying an acquire that found the lock busy.
 
@@ -23,9 +27,11 @@ def retry_delay(
     The holder's remaining lease ``pttl`` is when the lock frees itself at the latest, so the
     one fallback re-try fires then (a key without expiry, not fencelock's: after ``fallback``);
     never later than ``max_poll`` if the user set one, nor past the caller's deadline (``left``
-    seconds away; None waits forever).
+    seconds away; None waits forever). ``pttl`` counts from the moment the request left,
+    ``elapsed`` seconds ago: the server read it somewhere between then and the reply's arrival,
+    and a slow reply must not delay the re-try by its own lateness.
     """
-    delay = fallback if pttl is None else pttl
+    delay = fallback if pttl is None else pttl - elapsed
     if max_poll is not None:
         delay = min(delay, max_poll)
     if left is not None:

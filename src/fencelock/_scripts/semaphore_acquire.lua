@@ -93,10 +93,10 @@ if n > limit then
     .. 'semaphore is ' .. limit .. ' (set_limit changes it)')
 end
 -- Busy: a re-try may succeed when the first permit's lease or the first waiter's turn ends.
-local lease = redis.call('ZRANGE', permits, 0, 0, 'WITHSCORES')[2]
-local turn = redis.call('ZRANGE', alive, 0, 0, 'WITHSCORES')[2]
+-- (a loop over the two sets, not over their first scores: {nil, turn} would stop at the nil)
 local pttl = ttl
-for _, ends in ipairs({lease, turn}) do
+for _, ending in ipairs({permits, alive}) do
+  local ends = redis.call('ZRANGE', ending, 0, 0, 'WITHSCORES')[2]
   if ends then
     pttl = math.min(pttl, math.max(0, tonumber(ends) - now))
   end

@@ -137,12 +137,15 @@ def _wait_in_line(lease: Lease, ticket: Ticket, deadline: float | None) -> Grant
             left, holder_left = remaining(deadline, now), queues.holder_gone(line, now)
             waits = [t for t in (left, holder_left) if t is not None]
             if ticket.event.wait(min(waits) if waits else None):
-                return ticket.grant
+                if queues.still_queued(line, ticket):
+                    continue  # a new local holder: wait for its deadline
+                break  # the lock or the turn reached us (a hand-off may be under way)
             if remaining(deadline, time.monotonic()) != 0:
                 continue  # the local holder's lease ran out, or was renewed meanwhile
             if queues.leave(line, ticket):
                 break  # the lock or the turn reached us just now: take it
             return None  # timed out
+        ticket.event.wait(None)  # set by now, or within one request (a hand-off script)
     except BaseException as error:
         if queues.leave(line, ticket):  # it reached us as we were leaving: pass it on
             passing = _pass_on(lease, ticket)
@@ -151,7 +154,6 @@ def _wait_in_line(lease: Lease, ticket: Ticket, deadline: float | None) -> Grant
             else:
                 sync_shield(passing)
         raise
-    ticket.event.wait(None)  # set by now, or within one request (a hand-off script)
     return ticket.grant
 
 
@@ -227,10 +229,11 @@ def _wait_for_grant(
         queued = result.queued
         if topology.jitters:  # Redlock: contenders that split the nodes must not collide again
             sync_sleep(retry_jitter(parts.max_poll))
-        left = remaining(deadline, time.monotonic())
-        _wait_for_wakeup(
-            lease, watch, retry_delay(result.pttl, left, parts.max_poll, spec.ttl)
+        now = time.monotonic()
+        delay = retry_delay(
+            result.pttl, remaining(deadline, now), parts.max_poll, spec.ttl, now - sent_at
         )
+        _wait_for_wakeup(lease, watch, delay)
         message, watch.grant = watch.grant, None
         by_release = trusted_release_grant(
             message, queued, block, sent_at, spec.ttl, time.monotonic()

@@ -136,7 +136,9 @@ class SyncQuorum(SyncTopology):
                 confirmed = self.confirm(spec, holder, result.fence)
             except LockConnectionError:
                 confirmed = False
-            result = Granted(result.fence) if confirmed else Busy(None)
+            # not confirmed: given back below, so a re-try may well succeed at once (a pttl
+            # unknown would make a waiter wait a whole ttl for its fallback re-try)
+            result = Granted(result.fence) if confirmed else Busy(0.0)
         if isinstance(result, Busy):
             if depth == 0 and outcome.touched:
                 # some nodes may have granted (or still will): give it back on all of them

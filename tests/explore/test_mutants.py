@@ -1,0 +1,29 @@
+"""Proof that the explorer bites (issue 25, part 5): three past fixes undone and one script
+broken (``tests/sim/mutants.py``), each found by the exhaustive search within the CI budget,
+in a configuration in which today's code passes the same budget (test_explore.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.sim.explore import CI, SPECS, Exhaustive
+from tests.sim.mutants import MUTANTS, Mutant
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
+def test_the_explorer_finds_the_mutant(mutant: Mutant) -> None:
+    with mutant.functions_patched():
+        explorer = Exhaustive(SPECS[mutant.config], CI["k"], patches=mutant.patches())
+        found = explorer.explore()
+    assert found is not None, f"{mutant.name}: not found in {explorer.runs} schedules"
+    assert found.violation is not None
+
+
+def test_a_mutant_is_patched_in_for_its_run_only() -> None:
+    from fencelock._async import handoff, singleflight
+
+    before = handoff.give_up, handoff.handoff_within_block, singleflight._gone
+    for mutant in MUTANTS:
+        with mutant.functions_patched():
+            mutant.patches()
+    assert (handoff.give_up, handoff.handoff_within_block, singleflight._gone) == before

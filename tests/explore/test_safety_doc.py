@@ -1,0 +1,31 @@
+"""docs/safety.md has two writers: the chaos run rewrites the page, the explorer its own section
+(``python -m tests.sim.explore --write-docs``). Neither may drop the other's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.chaos.safety_doc import SIMULATION, with_simulation
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "safety.md"
+
+
+def test_the_chaos_page_keeps_the_simulations_section_before_the_scenarios() -> None:
+    begin, end = SIMULATION
+    current = f"# old\n\n{begin}\n## Every schedule\n\nfigures\n{end}\n\n## Scenarios\nold\n"
+    rendered = "# new\n\n## More numbers\n\n## Scenarios\nnew\n"
+    page = with_simulation(rendered, current)
+    assert page == (
+        f"# new\n\n## More numbers\n\n{begin}\n## Every schedule\n\nfigures\n{end}\n\n"
+        "## Scenarios\nnew\n"
+    )
+    assert with_simulation(rendered, "# a page without it\n") == rendered
+
+
+def test_the_page_has_the_simulations_section() -> None:
+    text = DOCS.read_text(encoding="utf-8")
+    begin, end = SIMULATION
+    section = text.split(begin)[1].split(end)[0]
+    assert "## Every schedule explored" in section
+    assert "| configuration |" in section and "| fix undone" in section
+    assert text.index(end) < text.index("## Scenarios")
