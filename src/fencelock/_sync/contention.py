@@ -137,11 +137,9 @@ def _wait_in_line(lease: Lease, ticket: Ticket, deadline: float | None) -> Grant
             left, holder_left = remaining(deadline, now), queues.holder_gone(line, now)
             waits = [t for t in (left, holder_left) if t is not None]
             if ticket.event.wait(min(waits) if waits else None):
-                if queues.still_queued(line, ticket):
-                    continue  # a new local holder: wait for its deadline
                 break  # the lock or the turn reached us (a hand-off may be under way)
             if remaining(deadline, time.monotonic()) != 0:
-                continue  # the local holder's lease ran out, or was renewed meanwhile
+                continue  # the local holder's lease ran out, was renewed, or became known
             if queues.leave(line, ticket):
                 break  # the lock or the turn reached us just now: take it
             return None  # timed out

@@ -47,8 +47,7 @@ if TYPE_CHECKING:
 @dataclass(eq=False, slots=True)
 class Ticket:
     """An acquire in the local queue: the head (``turn``: it goes to Redis), or a waiter woken
-    with either a grant (handed off) or its turn as head, or, still queued, to learn the
-    deadline of a new local holder (``still_queued``)."""
+    with either a grant (handed off) or its turn as head."""
 
     lease: Lease
     grant: Grant | None = None
@@ -157,38 +156,23 @@ class LocalQueues:
     def holding(self, key: str, ticket: Ticket, grant: Grant) -> None:
         """The head ``ticket`` got ``grant`` in Redis."""
         with self._guard:
-            self._held(key, ticket, grant)
-
-    def _held(self, key: str, ticket: Ticket, grant: Grant) -> None:
-        """``grant`` now has the turn ``ticket`` had. The waiters queued behind it are woken
-        (under the guard: a decision must not come between): they waited without a holder's
-        deadline (a head acquiring has none) and must learn this one's, or never notice its
-        lease running out (``still_queued``)."""
-        line = self._lines.get(key)
-        if line is None or line.owner is not ticket:
-            return
-        line.owner = grant
-        for queued in line.tickets:
-            _wake(queued)
-
-    def still_queued(self, key: str, ticket: Ticket) -> bool:
-        """For a queued waiter just woken: True if it was only to learn a new local holder's
-        deadline (its event cleared: it waits on); False if a grant or its turn reached it."""
-        with self._guard:
             line = self._lines.get(key)
-            if line is None or ticket not in line.tickets:
-                return False
-            ticket.event.clear()  # (a decision takes it out of the queue first)
-            return True
+            if line is not None and line.owner is ticket:
+                line.owner = grant
 
     def holder_gone(self, key: str, now: float) -> float | None:
-        """For a queued waiter: the seconds until the local holder's deadline (None while the
-        head is still acquiring). A holder whose lease has run out (a lock object never
-        released must not hold its queue up forever) gives its turn to the first in line."""
+        """For a queued waiter: the seconds until it should look again, the local holder's
+        deadline (None: the queue is gone). A holder whose lease has run out (a lock object
+        never released must not hold its queue up forever) gives its turn to the first in line.
+        While the head is still acquiring there is no deadline yet, but whatever it is granted
+        ends within its ttl from now: looking again then, a waiter learns the grant's deadline
+        (or finds it run out) without a wake-up on every grant."""
         with self._guard:
             line = self._lines.get(key)
-            if line is None or isinstance(line.owner, Ticket):
+            if line is None:
                 return None
+            if isinstance(line.owner, Ticket):
+                return line.owner.lease.spec.ttl
             woken = self._assign(key, line, now)
             left = None if line.owner is None or woken else max(0.0, line.owner.deadline - now)
         _wake(woken)
@@ -243,16 +227,17 @@ class LocalQueues:
             ):
                 return None
             line.streak += 1
-            ticket = line.owner = line.tickets.popleft()
-            ticket.event.clear()  # (a wake-up to look at the holder's deadline): ``hand`` wakes it
-            return ticket
+            line.owner = line.tickets.popleft()
+            return line.owner
 
     def hand(self, key: str, ticket: Ticket, grant: Grant) -> None:
         self._counters.add(handoffs=1)
         if events.on:
             events.emit(events.HandedOff(ticket.lease.spec.primitive, ticket.lease.name))
         with self._guard:
-            self._held(key, ticket, grant)
+            line = self._lines.get(key)
+            if line is not None and line.owner is ticket:
+                line.owner = grant
         ticket.grant = grant
         _wake(ticket)
 
