@@ -27,6 +27,10 @@ just before or after it:
 * P2: 4 spawned processes contend for one name, holding it 1 ms per grant
   (``fencelock_tools.benchmark.handoff_run``): throughput, the lowest worker's share of a fair
   share, lost updates and overlaps (both must be 0), the hand-off latency p50 and p99. No floor.
+* P3: 8 threads (and 8 asyncio tasks) of one client take turns on one name
+  (``fencelock_tools.benchmark.threads_run``/``tasks_run``): acquisitions/s, the local queue's
+  hand-ons; its "floor" is redis-py's ``Lock`` with its defaults, which has no local queue (a
+  reference: fencelock is expected above it). No round trips are counted.
 * P4: Redlock over 5 masters, sync and asyncio, against ``bench.redlock``'s plain fan-out (the
   same ``SET NX PX`` / compare-and-delete sent to the 5 at once, 3 needed).
 * Primitives: a new object per cycle in a ``with`` block (``bench.semaphore --fresh``): a
@@ -63,7 +67,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-WORKLOADS: Final = ("P1", "P2", "P4", "primitives")
+WORKLOADS: Final = ("P1", "P2", "P3", "P4", "primitives")
 SIDES: Final = ("old", "new")
 # each side's database on the shared servers
 DATABASES: Final = {"old": 1, "new": 2}
@@ -80,6 +84,8 @@ ROWS: Final = (
     Row("P1 sync", "P1", "P1 uncontended, sync"),
     Row("P1 asyncio", "P1", "P1 uncontended, asyncio"),
     Row("P2", "P2", "P2 4 processes, 1 name, 1 ms hold"),
+    Row("P3 threads", "P3", "P3 8 threads, 1 name (floor: redis-py's Lock)"),
+    Row("P3 tasks", "P3", "P3 8 asyncio tasks, 1 name (floor: redis-py's Lock)"),
     Row("P4 sync", "P4", "P4 Redlock, 5 masters, sync"),
     Row("P4 asyncio", "P4", "P4 Redlock, 5 masters, asyncio"),
     Row("multi (3)", "primitives", "multi-lock of 3 names"),

@@ -203,7 +203,7 @@ def run(
         say(f"  both sides ready, {time.monotonic() - started:.0f} s")
         run_rounds(workers, rows, settings, results, started)
         servers = server_description(one.url) + (
-            f", 1 server for P1, P2 and the primitives, {MASTERS} masters for P4"
+            f", 1 server for P1, P2, P3 and the primitives, {MASTERS} masters for P4"
             if masters
             else ", 1 server"
         )

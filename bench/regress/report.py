@@ -116,6 +116,13 @@ def cycles_line(results: Results, row: Row) -> str:
         return number(ratios(column(rounds, "lib", 0), column(rounds, "floor", 0)).median, 2)
 
     trips = [results.trips.get(side, {}).get(row.key, [None, None]) for side in SIDES]
+    # (P3's runs are not cycles: no round trips per cycle to count)
+    counted = trips != [[None, None], [None, None]]
+    old_trips, new_trips, floor_trips = (
+        trips_text(trips[0][0]),
+        trips_text(trips[1][0]),
+        trips_text(trips[0][1]),
+    )
     return table_line(
         [
             f"{row.title} (cycles/s)",
@@ -126,7 +133,7 @@ def cycles_line(results: Results, row: Row) -> str:
             to_floor(new),
             " → ".join(number(median(column(rounds, "lib", 1))) for rounds in (old, new)),
             spread_text(ratios(column(new, "lib", 1), column(old, "lib", 1))),
-            f"{trips_text(trips[0][0])} → {trips_text(trips[1][0])} ({trips_text(trips[0][1])})",
+            f"{old_trips} → {new_trips} ({floor_trips})" if counted else "",
         ]
     )
 
@@ -196,8 +203,9 @@ def markdown(results: Results, info: dict[str, Any]) -> str:
         "",
         "new/old: the median of the per-round ratios (min-max); for rates above 1 is faster,"
         " for hand-off latencies and CPU below 1 is better. x/floor: each side against the"
-        " hand-written floor its worker measured next to it. Client CPU: the worker's process"
-        " time per cycle (P2: its 4 processes' per grant), less disturbed by the machine's other"
+        " hand-written floor its worker measured next to it (P3: redis-py's Lock). Client CPU:"
+        " the worker's process time per cycle (P2: its 4 processes' per grant; P3: per"
+        " acquisition), less disturbed by the machine's other"
         " load than the rates. Round trips: requests written per cycle (P2: per grant, the"
         " counter's GET and SET left out) on the busiest server.",
     ]

@@ -35,12 +35,15 @@ from fencelock_tools.benchmark import (
     COUNTER_COMMANDS,
     PREFIX,
     AsyncCycle,
+    FencelockAsyncLocks,
     FencelockLocks,
     Sample,
     Target,
     Variant,
     handoff_run,
     percentile,
+    tasks_run,
+    threads_run,
     time_async,
     time_sync,
 )
@@ -49,6 +52,9 @@ from .._common import MINIMAL_RELEASE
 from . import ROWS
 
 P2_NAME: Final = f"{PREFIX}-p2-regress"
+P3_NAME: Final = f"{PREFIX}-p3-regress"
+P3_WORKERS: Final = 8
+P3_WARMUP: Final = 0.05  # s: each run starts its threads (tasks) this long before counting
 
 
 class WrongTree(RuntimeError):
@@ -150,6 +156,7 @@ class Measured:
     lib: Variant
     floor: Variant
     trips: list[float | None] = field(default_factory=list)  # round trips of each
+    cycles: bool = True  # each variant runs cycles, whose round trips can be counted (not P3)
 
     def run(self, which: str, seconds: float) -> list[float]:
         """cycles/s and client CPU us per cycle of ``which`` ("lib" or "floor")."""
@@ -217,6 +224,40 @@ def build_p4(urls: list[str], runner: asyncio.Runner, stack: ExitStack) -> dict[
     }
 
 
+def p3_variant(
+    name: str, run: Callable[..., Any], factory: Callable[..., Any], url: str
+) -> Variant:
+    """A P3 contender as a variant: acquisitions/s of ``P3_WORKERS`` threads (or tasks) of one
+    client on one name, and this process's CPU per acquisition."""
+
+    def measure(seconds: float) -> Sample:
+        cpu = time.process_time()
+        done = run(factory, url, P3_NAME, P3_WORKERS, max(seconds, 0.05), P3_WARMUP)
+        cpu_us = 1e6 * (time.process_time() - cpu) / max(done.acquisitions, 1)
+        return Sample(done.acquisitions / done.seconds, cpu_us)
+
+    return Variant(name, measure)
+
+
+def build_p3(url: str) -> dict[str, Measured]:
+    """fencelock's local queue (one request per hand-on streak) against redis-py's ``Lock``,
+    whose every thread polls the server (it has no local queue: a reference, not a floor)."""
+    from ..peers import RedisPyAsyncLocks, RedisPyLocks
+
+    return {
+        "P3 threads": Measured(
+            p3_variant("fencelock", threads_run, FencelockLocks, url),
+            p3_variant("redis-py", threads_run, RedisPyLocks, url),
+            cycles=False,
+        ),
+        "P3 tasks": Measured(
+            p3_variant("fencelock", tasks_run, FencelockAsyncLocks, url),
+            p3_variant("redis-py", tasks_run, RedisPyAsyncLocks, url),
+            cycles=False,
+        ),
+    }
+
+
 def build_primitives(url: str, stack: ExitStack) -> dict[str, Measured]:
     from .. import semaphore
 
@@ -271,6 +312,7 @@ def build(
         "P1": lambda: build_p1(config["url"], runner, stack),
         "P4": lambda: build_p4(config["redlock"], runner, stack),
         "primitives": lambda: build_primitives(config["url"], stack),
+        "P3": lambda: build_p3(config["url"]),
     }
     asked = [row for row in ROWS if row.key in config["rows"] and row.workload in builders]
     built: dict[str, Measured] = {}
@@ -288,7 +330,8 @@ def build(
             try:
                 for variant in (measured.lib, measured.floor):
                     variant.measure(config["warmup"])
-                measured.trips = [round_trips(measured.lib), round_trips(measured.floor)]
+                variants = (measured.lib, measured.floor)
+                measured.trips = [round_trips(v) if measured.cycles else None for v in variants]
             except Exception as exc:
                 failed[row.key] = error_text(exc)
             else:

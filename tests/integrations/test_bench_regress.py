@@ -76,3 +76,26 @@ def test_a_quick_run_against_head_compares_two_installs_of_the_same_code(tmp_pat
         assert all(math.isfinite(float(v)) and float(v) > 0 for v in ratio.groups()), line
         assert all(math.isfinite(float(cells[i])) for i in (4, 5)), line  # old/floor, new/floor
     assert math.isfinite(found["floor_noise"][0]), shown
+
+
+@pytest.mark.timeout(TIMEOUT + 30)
+def test_p3_runs_the_local_queue_against_redis_pys_lock(tmp_path: Path) -> None:
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    out = tmp_path / "regress.json"
+    command = ["bench.regress", "HEAD", "--quick", "--only", "P3", "--json", str(out)]
+    done = subprocess.run(
+        [sys.executable, "-m", *command], cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT
+    )
+    shown = f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    assert done.returncode == 0, shown
+    found = json.loads(out.read_text())
+    assert found["failed"] == {}, shown
+    for row in ("P3 threads", "P3 tasks"):
+        assert found["trips"]["new"][row] == [None, None], shown  # not cycles: none counted
+        for side in ("old", "new"):
+            for figures in found["rounds"][row][side]:
+                for rate, cpu in (figures["lib"], figures["floor"]):
+                    assert math.isfinite(rate) and rate > 0, shown
+                    assert math.isfinite(cpu) and cpu > 0, shown
+    assert len([line for line in done.stdout.splitlines() if line.startswith("| P3 ")]) == 2
