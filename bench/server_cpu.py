@@ -4,19 +4,18 @@
     python -m bench.server_cpu --cycles 5000 --repeat 3 --server /usr/bin/valkey-server
 
 Throughput on a small machine is the client's CPU plus the server's per request-reply cycle;
-``bench.regress`` measures the first, this the second: the ``utime + stime`` of the server
-process (``/proc/PID/stat``) over the cycles, and the commands it ran per cycle (``INFO
-commandstats``: each script and every command inside it), the median of ``--repeat`` runs
+``bench.regress`` measures the first, this the second: the server's ``used_cpu_sys +
+used_cpu_user`` over the cycles, and the commands it ran per cycle (``commandstats``: each
+script and every command inside it), both from ``INFO`` snapshots
+(``fencelock_tools.benchmark.server_delta``), the median of ``--repeat`` runs
 that alternate fencelock and the floor (min-max beside it). The rows are those of
 ``bench.regress``: P1's lock (``bench.uncontended``) and the primitives, a new object per cycle
-(``bench.semaphore --fresh``), each against its floor, on a server started for the run. Linux
-only (``/proc``).
+(``bench.semaphore --fresh``), each against its floor, on a server started for the run.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Callable
 from statistics import median
 
@@ -25,31 +24,21 @@ import redis
 import fencelock
 from bench import semaphore, uncontended
 from bench._common import MINIMAL_RELEASE
+from fencelock_tools.benchmark import server_delta, server_info
 from fencelock_tools.servers.embedded import EmbeddedServer
 
 WARM_UP = 300
 
 
-def server_usage(server: EmbeddedServer, probe: redis.Redis) -> tuple[float, int]:
-    """The server's CPU time so far (us) and the commands it has run."""
-    assert server.process is not None
-    with open(f"/proc/{server.process.pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12])  # utime, stime
-    commands = sum(int(row["calls"]) for row in probe.info("commandstats").values())
-    return ticks * 1e6 / os.sysconf("SC_CLK_TCK"), commands
-
-
-def per_cycle(
-    server: EmbeddedServer, probe: redis.Redis, cycle: Callable[[], None], cycles: int
-) -> tuple[float, float]:
+def per_cycle(probe: redis.Redis, cycle: Callable[[], None], cycles: int) -> tuple[float, float]:
+    """The server's CPU (us) and the commands it ran, per cycle of ``cycle``."""
     for _ in range(WARM_UP):
         cycle()
-    cpu0, commands0 = server_usage(server, probe)
+    before = server_info(probe)
     for _ in range(cycles):
         cycle()
-    cpu1, commands1 = server_usage(server, probe)
-    return (cpu1 - cpu0) / cycles, (commands1 - commands0 - 1) / cycles  # -1: the INFO
+    ran = server_delta(before, server_info(probe))
+    return 1e6 * ran.cpu / cycles, ran.total / cycles
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,16 +67,15 @@ def main(argv: list[str] | None = None) -> int:
         for row, (lib, floor) in rows.items():
             runs = [
                 (
-                    per_cycle(server, plain, lib, args.cycles),
-                    per_cycle(server, plain, floor, args.cycles),
+                    per_cycle(plain, lib, args.cycles),
+                    per_cycle(plain, floor, args.cycles),
                 )
                 for _ in range(args.repeat)
             ]
             lib_us = [lib_run[0] for lib_run, _ in runs]
             floor_us = [floor_run[0] for _, floor_run in runs]
-            # (a CPU clock tick is 10 ms: too few cycles may read 0)
-            ratios = sorted(a / b for a, b in zip(lib_us, floor_us, strict=True) if b > 0)
-            spread = f"{median(ratios):.1f}x, {ratios[0]:.1f}-{ratios[-1]:.1f}" if ratios else "-"
+            ratios = sorted(a / b for a, b in zip(lib_us, floor_us, strict=True))
+            spread = f"{median(ratios):.1f}x, {ratios[0]:.1f}-{ratios[-1]:.1f}"
             (_, lib_commands), (_, floor_commands) = runs[0]
             print(
                 f"| {row} | {median(lib_us):.0f} / {median(floor_us):.0f} "
