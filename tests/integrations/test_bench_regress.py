@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,13 +26,15 @@ def git(*args: str) -> str:
     return done.stdout.strip()
 
 
-@pytest.mark.timeout(TIMEOUT + 30)
-def test_a_quick_run_against_head_compares_two_installs_of_the_same_code(tmp_path: Path) -> None:
+def quick_run(tmp_path: Path, workload: str) -> tuple[str, dict[str, Any], str]:
+    """``python -m bench.regress HEAD --quick --only WORKLOAD``, which must succeed on both
+    sides and leave the working tree as it was: its table, its ``--json`` figures, and its
+    output to show on a failure."""
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
     status = git("status", "--porcelain")
     out = tmp_path / "regress.json"
-    command = ["bench.regress", "HEAD", "--quick", "--only", "P1", "--json", str(out)]
+    command = ["bench.regress", "HEAD", "--quick", "--only", workload, "--json", str(out)]
     done = subprocess.run(
         [sys.executable, "-m", *command],
         cwd=ROOT,
@@ -43,16 +46,22 @@ def test_a_quick_run_against_head_compares_two_installs_of_the_same_code(tmp_pat
     assert done.returncode == 0, shown
     found = json.loads(out.read_text())
     assert found["failed"] == {}, shown
+    assert git("status", "--porcelain") == status, "the run changed the working tree"
+    return done.stdout, found, shown
+
+
+@pytest.mark.timeout(TIMEOUT + 30)
+def test_a_quick_run_against_head_compares_two_installs_of_the_same_code(tmp_path: Path) -> None:
+    stdout, found, shown = quick_run(tmp_path, "P1")
     assert found["info"]["commits"]["old"] == git("rev-parse", "HEAD")
 
     # each side imported fencelock from its own directory of one temporary install, since removed
     files = {side: Path(found["info"]["files"][side]) for side in ("old", "new")}
     for side, path in files.items():
         assert path.parts[-4:] == (side, "src", "fencelock", "__init__.py"), shown
-        assert str(path) in done.stdout, shown
+        assert str(path) in stdout, shown
         assert not path.parents[3].exists(), f"{path.parents[3]} left behind"
     assert files["old"].parents[3] == files["new"].parents[3]
-    assert git("status", "--porcelain") == status, "the run changed the working tree"
 
     for row in ("P1 sync", "P1 asyncio"):
         for side in ("old", "new"):
@@ -67,7 +76,7 @@ def test_a_quick_run_against_head_compares_two_installs_of_the_same_code(tmp_pat
         assert floor_old == floor_new == 2, shown  # SET NX PX, EVALSHA
         assert lib_old == lib_new and lib_old >= 1, shown  # the same code
 
-    lines = [line for line in done.stdout.splitlines() if line.startswith("| P1 uncontended")]
+    lines = [line for line in stdout.splitlines() if line.startswith("| P1 uncontended")]
     assert len(lines) == 2, shown
     for line in lines:
         cells = [cell.strip() for cell in line.strip("|").split("|")]
@@ -80,17 +89,7 @@ def test_a_quick_run_against_head_compares_two_installs_of_the_same_code(tmp_pat
 
 @pytest.mark.timeout(TIMEOUT + 30)
 def test_p3_runs_the_local_queue_against_redis_pys_lock(tmp_path: Path) -> None:
-    if shutil.which("git") is None or not (ROOT / ".git").exists():
-        pytest.skip("not a git checkout")
-    out = tmp_path / "regress.json"
-    command = ["bench.regress", "HEAD", "--quick", "--only", "P3", "--json", str(out)]
-    done = subprocess.run(
-        [sys.executable, "-m", *command], cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT
-    )
-    shown = f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
-    assert done.returncode == 0, shown
-    found = json.loads(out.read_text())
-    assert found["failed"] == {}, shown
+    stdout, found, shown = quick_run(tmp_path, "P3")
     for row in ("P3 threads", "P3 tasks"):
         assert found["trips"]["new"][row] == [None, None], shown  # not cycles: none counted
         for side in ("old", "new"):
@@ -98,4 +97,4 @@ def test_p3_runs_the_local_queue_against_redis_pys_lock(tmp_path: Path) -> None:
                 for rate, cpu in (figures["lib"], figures["floor"]):
                     assert math.isfinite(rate) and rate > 0, shown
                     assert math.isfinite(cpu) and cpu > 0, shown
-    assert len([line for line in done.stdout.splitlines() if line.startswith("| P3 ")]) == 2
+    assert len([line for line in stdout.splitlines() if line.startswith("| P3 ")]) == 2
