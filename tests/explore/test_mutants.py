@@ -7,15 +7,10 @@ from __future__ import annotations
 import pytest
 
 from tests.sim.explore import CI, SPECS, Exhaustive
+from tests.sim.loop import DROPPED_AT_HORIZON
 from tests.sim.mutants import MUTANTS, Mutant
 
-# A run ends at its horizon with processes mid-call: loop.py drops their coroutines unfinished,
-# which Python reports when they are collected (a give-back never started, a wait whose loop
-# is gone). Nothing of the library is left running: each run's loops are its own.
-pytestmark = [
-    pytest.mark.filterwarnings("ignore:coroutine .* was never awaited:RuntimeWarning"),
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
-]
+pytestmark = [pytest.mark.filterwarnings(f) for f in DROPPED_AT_HORIZON]
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
