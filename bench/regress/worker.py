@@ -232,6 +232,7 @@ def p3_variant(
 
     def measure(seconds: float) -> Sample:
         cpu = time.process_time()
+        # (at least a short run: --warmup 0 asks for none, and a rate needs one)
         done = run(factory, url, P3_NAME, P3_WORKERS, max(seconds, 0.05), P3_WARMUP)
         cpu_us = 1e6 * (time.process_time() - cpu) / max(done.acquisitions, 1)
         return Sample(done.acquisitions / done.seconds, cpu_us)
