@@ -14,7 +14,7 @@ import contextvars
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from .errors import LockError
@@ -57,6 +57,17 @@ def sync_cancelled(error: BaseException) -> bool:
     return False
 
 
+def async_closed(error: BaseException) -> bool:
+    """Whether ``error`` closes the call for good: ``GeneratorExit``, thrown in by the garbage
+    collector into a call left suspended when its event loop was closed. Nothing can run any
+    more: no clean-up may be started or awaited (the leases end by themselves)."""
+    return isinstance(error, GeneratorExit)
+
+
+def sync_closed(error: BaseException) -> bool:
+    return False  # (only a coroutine or a generator is closed from outside)
+
+
 async def async_wait_done(aw: Awaitable[object]) -> None:
     """Wait until ``aw`` (a request left in flight, bounded by its own timer) has ended, however."""
     await asyncio.wait((asyncio.ensure_future(aw),))
@@ -69,31 +80,67 @@ def sync_wait_done(aw: object) -> None:
 class AsyncDetached:
     """Clean-ups left to finish in the background when their caller was cancelled (a give-back
     after the request in flight), each bounded by its requests; tracked, so that closing the
-    client lets them finish first."""
+    client lets them finish first, for at most ``timeout`` seconds.
 
-    def __init__(self) -> None:
+    So does the end of ``asyncio.run`` (or an ``asyncio.Runner``): it cancels the tasks still
+    running, which starts their clean-ups, then closes the loop's async generators before the
+    loop itself. One of those, ``_guard``, waits for the clean-ups: else they were destroyed
+    pending, a waiter's place in a queue or a give-back left undone."""
+
+    def __init__(self, timeout: float) -> None:
         self._tasks: set[asyncio.Future[Any]] = set()
+        self._timeout = timeout
+        self._guard: AsyncGenerator[None] | None = None
 
-    def add(self, aw: Awaitable[object]) -> None:
+    async def clean_up(self, aw: Coroutine[Any, Any, object], error: BaseException) -> None:
+        """Run ``aw``, the clean-up of a call that failed with ``error``: to its end; in the
+        background when the caller was cancelled (it gets control back at once); not at all
+        when the call is being closed for good (``async_closed``)."""
+        if async_closed(error):
+            aw.close()
+        elif isinstance(error, asyncio.CancelledError):
+            self._add(aw)
+        else:
+            await async_shield(aw)
+
+    def _add(self, aw: Awaitable[object]) -> None:
         task = asyncio.ensure_future(aw)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         task.add_done_callback(consume)
+        if self._guard is None:
+            self._guard = self._until_the_loop_ends()
+            # Its first step, now: the running loop learns of it (the first-iteration hook).
+            with contextlib.suppress(StopIteration):
+                self._guard.asend(None).send(None)
 
-    async def finish(self, timeout: float) -> None:
-        """Let the clean-ups finish, for at most ``timeout`` seconds; cancel what is left."""
+    async def _until_the_loop_ends(self) -> AsyncGenerator[None]:
+        try:
+            yield
+        finally:  # the loop shuts down, or the client closes
+            await self.finish()
+
+    async def finish(self) -> None:
+        """Let the clean-ups finish, for at most the timeout; cancel what is left."""
         if self._tasks:
             tasks = list(self._tasks)
-            _, left = await asyncio.wait(tasks, timeout=timeout)
+            _, left = await asyncio.wait(tasks, timeout=self._timeout)
             for task in left:
                 task.cancel()
 
+    async def close(self) -> None:
+        guard, self._guard = self._guard, None
+        await (self.finish() if guard is None else guard.aclose())
+
 
 class SyncDetached:
-    def add(self, done: object) -> None:
+    def __init__(self, timeout: float) -> None:
+        return None
+
+    def clean_up(self, done: object, error: BaseException) -> None:
         return None  # (in a thread the clean-up has run already, in the caller)
 
-    def finish(self, timeout: float) -> None:
+    def close(self) -> None:
         return None
 
 
@@ -113,7 +160,10 @@ def async_call_scope() -> Iterator[None]:
     try:
         yield
     finally:
-        _cancelling_at_start.reset(token)
+        try:  # (not contextlib.suppress: every public call passes here)  # noqa: SIM105
+            _cancelling_at_start.reset(token)
+        except ValueError:  # closed by the garbage collector, in another context: none to restore
+            pass
 
 
 sync_call_scope = contextlib.nullcontext
@@ -260,7 +310,8 @@ class AsyncEvent:
         try:
             await asyncio.wait((waiter,), timeout=timeout)
         finally:
-            waiter.cancel()
+            if not waiter.get_loop().is_closed():  # (else closed by the garbage collector)
+                waiter.cancel()
         return self._event.is_set()
 
 

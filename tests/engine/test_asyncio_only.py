@@ -7,6 +7,7 @@ import contextlib
 import contextvars
 import gc
 import time
+import traceback
 import warnings
 from typing import Any
 
@@ -591,3 +592,92 @@ async def test_a_request_past_its_deadline_times_out_whatever_the_task_carries(
     assert await other.acquire(timeout=0)  # the connection that timed out was made anew
     await other.release()
     await client.close()
+
+
+def test_asyncio_run_lets_the_clean_ups_of_the_tasks_it_cancels_finish(
+    server: EmbeddedServer,
+    raw: redis.Redis,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``asyncio.run`` cancels the tasks still running when its coroutine returns, then closes
+    the loop: a waiter it cancels leaves the queue in Redis (a clean-up in the background, since
+    a cancelled caller gets control back at once) before the loop closes. They were destroyed
+    pending: the queue entry stayed, and their coroutines raised 'no running event loop' in the
+    garbage collector ('never awaited' when they had not started)."""
+    keys = LockKeys.for_name("run-ends")
+    unraisable: list[str] = []
+    monkeypatch.setattr("sys.unraisablehook", lambda u: unraisable.append(repr(u.object)))
+
+    async def main() -> None:
+        holding = AsyncLockClient.from_url(server.url)
+        assert await holding.lock("run-ends", ttl=30).acquire(timeout=0)
+        queued = AsyncLockClient.from_url(server.url, wake="one")
+        waiting = asyncio.create_task(queued.lock("run-ends", ttl=30).acquire(timeout=30))
+        await async_until(lambda: raw.exists(keys.queue) == 1)
+        assert not waiting.done()
+        # returns with the waiter still waiting, its client and the holder's unclosed
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        asyncio.run(main())
+        gc.collect()
+    assert not raw.exists(keys.queue)  # the waiter left the queue
+    assert 0 < raw.pttl(keys.lock) <= 30_000  # the holder's, left to expire
+    assert unraisable == []
+    assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
+    assert "Task was destroyed" not in caplog.text
+
+
+@pytest.mark.parametrize("steps", [1, 2, 3, 5, 8, 13, 21, 34])
+def test_a_loop_closed_with_calls_pending_leaves_nothing_raising_in_the_garbage_collector(
+    server: EmbeddedServer, monkeypatch: pytest.MonkeyPatch, steps: int
+) -> None:
+    """A loop closed without cancelling its tasks (``loop.close()``, unlike ``asyncio.run``):
+    the garbage collector closes the calls left suspended inside fencelock (each gets
+    ``GeneratorExit``). Nothing can run any more: no clean-up may start, and none may raise
+    ('no running event loop', 'Event loop is closed', a context variable reset in another
+    context). The leases end by themselves."""
+    unraisable: list[str] = []
+    monkeypatch.setattr(
+        "sys.unraisablehook",
+        lambda u: unraisable.append(
+            f"{u.exc_value!r} in {u.object!r}\n{''.join(traceback.format_tb(u.exc_traceback))}"
+        ),
+    )
+    name = f"closed-loop-{steps}"
+
+    tasks: list[asyncio.Future[bool]] = []
+    clients: list[AsyncLockClient] = []  # (not collected meanwhile: that closes them)
+
+    async def main() -> None:
+        holding, one, other = clients[:] = [
+            AsyncLockClient.from_url(server.url),
+            AsyncLockClient.from_url(server.url, wake="one"),
+            AsyncLockClient.from_url(server.url),
+        ]
+        assert await holding.lock(name, ttl=30).acquire(timeout=0)
+        assert await holding.semaphore(f"{name}-sem", 1, ttl=30).acquire(timeout=0)
+        calls = [
+            holding.lock(name, ttl=30).acquire(timeout=30),  # in the local queue
+            one.lock(name, ttl=30).acquire(timeout=30),  # in the queue in Redis
+            other.lock(name, ttl=30).acquire(timeout=30),
+            one.semaphore(f"{name}-sem", 1, ttl=30).acquire(timeout=30),
+            one.multi_lock([f"{name}-a", name], ttl=30).acquire(timeout=30),
+        ]
+        tasks.extend(asyncio.ensure_future(call) for call in calls)
+        for _ in range(steps):
+            await asyncio.sleep(0)
+
+    loop = asyncio.new_event_loop()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)  # (unclosed clients, on purpose)
+        try:
+            loop.run_until_complete(main())
+            loop.run_until_complete(asyncio.sleep(0.05))  # (some are waiting by now)
+        finally:
+            loop.close()
+        assert [task for task in tasks if task.done()] == []
+        del tasks[:], clients[:], loop  # (the closed loop holds the tasks' last callbacks)
+        gc.collect()
+    assert unraisable == []

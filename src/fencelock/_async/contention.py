@@ -89,10 +89,10 @@ async def take(lease: AsyncLease, deadline: float | None) -> Grant | None:
             # the background, after the request in flight (async_inflight).
             try:
                 after = async_inflight()
-                if async_cancelled(error):
-                    topology.give_back_later(spec, holder, after)
-                else:
-                    await async_shield(topology.give_back(spec, holder, deadline, after))
+                # (in the background: within one request timeout, the call's may have passed)
+                within = None if async_cancelled(error) else deadline
+                giving = topology.give_back(spec, holder, within, after)
+                await topology.detached.clean_up(giving, error)
             finally:
                 queues.pass_turn(line, ticket)
             raise
@@ -145,11 +145,7 @@ async def _wait_in_line(lease: AsyncLease, ticket: Ticket, deadline: float | Non
         await ticket.event.wait(None)  # set by now, or within one request (a hand-off script)
     except BaseException as error:
         if queues.leave(line, ticket):  # it reached us as we were leaving: pass it on
-            passing = _pass_on(lease, ticket)
-            if async_cancelled(error):
-                lease.wiring.topology.detached.add(passing)
-            else:
-                await async_shield(passing)
+            await lease.wiring.topology.detached.clean_up(_pass_on(lease, ticket), error)
         raise
     return ticket.grant
 
@@ -192,11 +188,9 @@ async def _wait(
             result = await _wait_for_grant(lease, holder, block, entry, watch, deadline)
         except BaseException as error:
             if entry:  # cancelled or failed: leave the queue, giving back what it was granted
+                # (after the try in flight, if any)
                 leave = _leave_queue(lease, holder, entry, deadline, async_inflight())
-                if async_cancelled(error):
-                    topology.detached.add(leave)  # (after the try in flight, if any)
-                else:
-                    await async_shield(leave)
+                await topology.detached.clean_up(leave, error)
             raise
     if isinstance(result, Busy) and entry:  # timed out
         await async_shield(_leave_queue(lease, holder, entry, deadline, None))

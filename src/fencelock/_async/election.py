@@ -27,7 +27,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Final, Never
 
-from .._backend import ASYNC_CAN_CANCEL, async_cancelled, async_shield
+from .._backend import ASYNC_CAN_CANCEL, async_shield
 from .._core.election import Leader, leader_of, next_look, same_term
 from .._core.options import DEFAULT, LeaseOptions
 from ..errors import LockError, LockTimeout
@@ -77,11 +77,7 @@ class AsyncElection(AsyncLeased):
             await async_shield(self._announce())
         except BaseException as error:
             # cancelled or interrupted just as it won: it did not win, as far as the caller knows
-            resigning = _resign_quietly(lease)
-            if async_cancelled(error):
-                lease.wiring.topology.detached.add(resigning)
-            else:
-                await async_shield(resigning)
+            await lease.wiring.topology.detached.clean_up(_resign_quietly(lease), error)
             raise
         return True
 

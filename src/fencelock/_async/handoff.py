@@ -14,7 +14,7 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from .._backend import async_cancelled, async_checkpoint, async_shield
+from .._backend import async_checkpoint, async_shield
 from .._core.kinds import Released
 from .._core.lease import Grant, granted, handoff_within_block
 from .._core.replies import Busy, reserved_block
@@ -63,10 +63,9 @@ async def give_up(lease: AsyncLease, grant: Grant) -> bool:
             # (a compare-and-delete with our own holder token is safe to repeat), after it; a
             # cancelled caller gets control back at once, and that goes on in the background.
             after = async_inflight()
-            if async_cancelled(error):
-                topology.give_back_later(spec, grant.holder, after)
-            else:
-                await async_shield(topology.give_back(spec, grant.holder, None, after))
+            await topology.detached.clean_up(
+                topology.give_back(spec, grant.holder, None, after), error
+            )
             raise
         finally:
             queues.pass_turn(line, grant)

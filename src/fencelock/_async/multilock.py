@@ -47,7 +47,7 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Any, Never
 
-from .._backend import async_call_scope, async_cancelled, async_shield
+from .._backend import async_call_scope, async_shield
 from .._core.kinds import AllOf
 from .._core.options import DEFAULT, LeaseOptions
 from .._keys import validate_name
@@ -234,11 +234,7 @@ class _Composed:
                 # (a release that fails too leaves a lease that ends by itself: the error to
                 # see, a cancellation above all, is the one that stopped the acquire; a
                 # cancelled caller gets control back at once, the releases go on meanwhile)
-                releasing = _release_quietly(taken)
-                if async_cancelled(error):
-                    self.detached.add(releasing)
-                else:
-                    await async_shield(releasing)
+                await self.detached.clean_up(_release_quietly(taken), error)
                 raise
             if len(taken) < len(self.locks):
                 await async_shield(_release_all(taken))

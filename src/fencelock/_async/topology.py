@@ -104,7 +104,7 @@ class AsyncTopology(abc.ABC):
         # whether the client runs scripts, and what its server has natively (the client's own)
         self.mode = ScriptMode("auto", self.publish_command) if mode is None else mode
         # give-backs left to finish when their caller was cancelled (finished by close())
-        self.detached = AsyncDetached()
+        self.detached = AsyncDetached(request_timeout)
         self._loop = AsyncLoopGuard()
 
     def time_left(self, deadline: float | None) -> float:
@@ -207,13 +207,6 @@ class AsyncTopology(abc.ABC):
         except (RedisError, LockError):  # unreachable: the lease expires on its own
             return False
 
-    def give_back_later(
-        self, spec: LeaseSpec, holder: str, after: Awaitable[object] | None
-    ) -> None:
-        """The caller was cancelled with ``holder``'s acquire possibly granted: give it back
-        in the background (after the request in flight, ``after``), within one request timeout."""
-        self.detached.add(self.give_back(spec, holder, None, after))
-
     def abandon(self) -> None:
         """The client was dropped unclosed: the listeners end by themselves (they only set
         flags here: this runs in the garbage collector)."""
@@ -225,7 +218,7 @@ class AsyncTopology(abc.ABC):
         return [node.connection_pool for node in self.owned]
 
     async def close(self) -> None:
-        await self.detached.finish(self.request_timeout)  # the give-backs first
+        await self.detached.close()  # the give-backs first
         await self.requester.close()
         for waiter in list(self.waiters.values()):
             await waiter.close()

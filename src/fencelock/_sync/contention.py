@@ -90,10 +90,10 @@ def take(lease: Lease, deadline: float | None) -> Grant | None:
             # the background, after the request in flight (async_inflight).
             try:
                 after = sync_inflight()
-                if sync_cancelled(error):
-                    topology.give_back_later(spec, holder, after)
-                else:
-                    sync_shield(topology.give_back(spec, holder, deadline, after))
+                # (in the background: within one request timeout, the call's may have passed)
+                within = None if sync_cancelled(error) else deadline
+                giving = topology.give_back(spec, holder, within, after)
+                topology.detached.clean_up(giving, error)
             finally:
                 queues.pass_turn(line, ticket)
             raise
@@ -146,11 +146,7 @@ def _wait_in_line(lease: Lease, ticket: Ticket, deadline: float | None) -> Grant
         ticket.event.wait(None)  # set by now, or within one request (a hand-off script)
     except BaseException as error:
         if queues.leave(line, ticket):  # it reached us as we were leaving: pass it on
-            passing = _pass_on(lease, ticket)
-            if sync_cancelled(error):
-                lease.wiring.topology.detached.add(passing)
-            else:
-                sync_shield(passing)
+            lease.wiring.topology.detached.clean_up(_pass_on(lease, ticket), error)
         raise
     return ticket.grant
 
@@ -193,11 +189,9 @@ def _wait(
             result = _wait_for_grant(lease, holder, block, entry, watch, deadline)
         except BaseException as error:
             if entry:  # cancelled or failed: leave the queue, giving back what it was granted
+                # (after the try in flight, if any)
                 leave = _leave_queue(lease, holder, entry, deadline, sync_inflight())
-                if sync_cancelled(error):
-                    topology.detached.add(leave)  # (after the try in flight, if any)
-                else:
-                    sync_shield(leave)
+                topology.detached.clean_up(leave, error)
             raise
     if isinstance(result, Busy) and entry:  # timed out
         sync_shield(_leave_queue(lease, holder, entry, deadline, None))

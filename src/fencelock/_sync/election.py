@@ -28,7 +28,7 @@ import logging
 from collections.abc import Iterator
 from typing import Final, Never
 
-from .._backend import SYNC_CAN_CANCEL, sync_cancelled, sync_shield
+from .._backend import SYNC_CAN_CANCEL, sync_shield
 from .._core.election import Leader, leader_of, next_look, same_term
 from .._core.options import DEFAULT, LeaseOptions
 from ..errors import LockError, LockTimeout
@@ -78,11 +78,7 @@ class Election(Leased):
             sync_shield(self._announce())
         except BaseException as error:
             # cancelled or interrupted just as it won: it did not win, as far as the caller knows
-            resigning = _resign_quietly(lease)
-            if sync_cancelled(error):
-                lease.wiring.topology.detached.add(resigning)
-            else:
-                sync_shield(resigning)
+            lease.wiring.topology.detached.clean_up(_resign_quietly(lease), error)
             raise
         return True
 

@@ -15,7 +15,7 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from .._backend import sync_cancelled, sync_checkpoint, sync_shield
+from .._backend import sync_checkpoint, sync_shield
 from .._core.kinds import Released
 from .._core.lease import Grant, granted, handoff_within_block
 from .._core.replies import Busy, reserved_block
@@ -64,10 +64,9 @@ def give_up(lease: Lease, grant: Grant) -> bool:
             # (a compare-and-delete with our own holder token is safe to repeat), after it; a
             # cancelled caller gets control back at once, and that goes on in the background.
             after = sync_inflight()
-            if sync_cancelled(error):
-                topology.give_back_later(spec, grant.holder, after)
-            else:
-                sync_shield(topology.give_back(spec, grant.holder, None, after))
+            topology.detached.clean_up(
+                topology.give_back(spec, grant.holder, None, after), error
+            )
             raise
         finally:
             queues.pass_turn(line, grant)
