@@ -146,3 +146,30 @@ async def test_close_lets_the_give_backs_finish(fresh_server: EmbeddedServer) ->
     assert held_keys(fresh_server) == [b"fencelock:{warm}:lock"]
     me = asyncio.current_task()
     assert [t for t in asyncio.all_tasks() if t is not me] == []
+
+
+def test_asyncio_run_ends_within_one_request_timeout_with_the_server_stopped(
+    fresh_server: EmbeddedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``asyncio.run`` cancels the waiter left running and waits for its clean-up (leaving the
+    queue in Redis) before closing the loop; with the server stopped that wait ends at one
+    request timeout (0.5 s here; an unbounded one would hang the test), the clean-up cancelled,
+    not destroyed pending. (The entry left in the queue is skipped by a release, and expires.)"""
+    clients: list[AsyncLockClient] = []
+
+    async def main() -> None:
+        holder = AsyncLockClient.from_url(fresh_server.url, socket_timeout=0.5)
+        waiter = AsyncLockClient.from_url(fresh_server.url, socket_timeout=0.5, wake="one")
+        clients[:] = [holder, waiter]
+        assert await holder.lock("busy", ttl=30).acquire(timeout=0)
+        task = asyncio.create_task(waiter.lock("busy", ttl=30).acquire(timeout=None))
+        await async_until(lambda: waiter.statistics().waiting == 1)
+        assert not task.done()
+        fresh_server.pause()
+
+    try:
+        asyncio.run(main())  # returns, the server still stopped
+    finally:
+        fresh_server.resume()
+    del clients[:]
+    assert "Task was destroyed" not in caplog.text
