@@ -658,12 +658,17 @@ def test_a_loop_closed_with_calls_pending_leaves_nothing_raising_in_the_garbage_
         ]
         assert await holding.lock(name, ttl=30).acquire(timeout=0)
         assert await holding.semaphore(f"{name}-sem", 1, ttl=30).acquire(timeout=0)
+        assert await holding.rw_lock(f"{name}-rw").read().acquire(timeout=0)
+        assert await holding.election(f"{name}-e").campaign(timeout=0)
         calls = [
             holding.lock(name, ttl=30).acquire(timeout=30),  # in the local queue
             one.lock(name, ttl=30).acquire(timeout=30),  # in the queue in Redis
             other.lock(name, ttl=30).acquire(timeout=30),
             one.semaphore(f"{name}-sem", 1, ttl=30).acquire(timeout=30),
             one.multi_lock([f"{name}-a", name], ttl=30).acquire(timeout=30),
+            other.rw_lock(f"{name}-rw").write().acquire(timeout=30),
+            other.election(f"{name}-e").campaign(timeout=30),
+            other.latch(f"{name}-l", 1).wait(timeout=30),
         ]
         tasks.extend(asyncio.ensure_future(call) for call in calls)
         for _ in range(steps):
