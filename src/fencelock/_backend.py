@@ -57,17 +57,6 @@ def sync_cancelled(error: BaseException) -> bool:
     return False
 
 
-def async_closed(error: BaseException) -> bool:
-    """Whether ``error`` closes the call for good: ``GeneratorExit``, thrown in by the garbage
-    collector into a call left suspended when its event loop was closed. Nothing can run any
-    more: no clean-up may be started or awaited (the leases end by themselves)."""
-    return isinstance(error, GeneratorExit)
-
-
-def sync_closed(error: BaseException) -> bool:
-    return False  # (only a coroutine or a generator is closed from outside)
-
-
 async def async_wait_done(aw: Awaitable[object]) -> None:
     """Wait until ``aw`` (a request left in flight, bounded by its own timer) has ended, however."""
     await asyncio.wait((asyncio.ensure_future(aw),))
@@ -95,8 +84,10 @@ class AsyncDetached:
     async def clean_up(self, aw: Coroutine[Any, Any, object], error: BaseException) -> None:
         """Run ``aw``, the clean-up of a call that failed with ``error``: to its end; in the
         background when the caller was cancelled (it gets control back at once); not at all
-        when the call is being closed for good (``async_closed``)."""
-        if async_closed(error):
+        when the call is closed for good (``GeneratorExit``: the garbage collector closes a call
+        left suspended when its loop was closed; nothing can run any more, and the leases end
+        by themselves)."""
+        if isinstance(error, GeneratorExit):
             aw.close()
         elif isinstance(error, asyncio.CancelledError):
             self._add(aw)
@@ -118,9 +109,9 @@ class AsyncDetached:
         try:
             yield
         finally:  # the loop shuts down, or the client closes
-            await self.finish()
+            await self._finish()
 
-    async def finish(self) -> None:
+    async def _finish(self) -> None:
         """Let the clean-ups finish, for at most the timeout; cancel what is left."""
         if self._tasks:
             tasks = list(self._tasks)
@@ -130,7 +121,7 @@ class AsyncDetached:
 
     async def close(self) -> None:
         guard, self._guard = self._guard, None
-        await (self.finish() if guard is None else guard.aclose())
+        await (self._finish() if guard is None else guard.aclose())
 
 
 class SyncDetached:

@@ -103,7 +103,8 @@ class AsyncTopology(abc.ABC):
         self.requester = AsyncRequester(request_timeout)
         # whether the client runs scripts, and what its server has natively (the client's own)
         self.mode = ScriptMode("auto", self.publish_command) if mode is None else mode
-        # give-backs left to finish when their caller was cancelled (finished by close())
+        # give-backs left to finish when their caller was cancelled (finished by close(), or
+        # as the loop shuts down)
         self.detached = AsyncDetached(request_timeout)
         self._loop = AsyncLoopGuard()
 

@@ -104,7 +104,8 @@ class SyncTopology(abc.ABC):
         self.requester = SyncRequester(request_timeout)
         # whether the client runs scripts, and what its server has natively (the client's own)
         self.mode = ScriptMode("auto", self.publish_command) if mode is None else mode
-        # give-backs left to finish when their caller was cancelled (finished by close())
+        # give-backs left to finish when their caller was cancelled (finished by close(), or
+        # as the loop shuts down)
         self.detached = SyncDetached(request_timeout)
         self._loop = SyncLoopGuard()
 
