@@ -82,7 +82,7 @@ class AsyncLockClient(AsyncFencedWrites):
         )
         counters = Counters(AsyncStateLock())
         topology = connect(redis, options, counters)
-        self._wiring = wiring = AsyncWiring.made(topology, options, counters, type(self).__name__)
+        self._wiring = wiring = AsyncWiring.made(topology, options, counters, self)
         AsyncFencedWrites.__init__(self, AsyncResources(topology, wiring.state))
         self._operators = admin.AsyncOperators(topology, options.prefix, wiring.state)
         name = type(self).__name__

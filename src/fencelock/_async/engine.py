@@ -99,26 +99,30 @@ class AsyncWiring:
     wake_one: bool  # wake="one": waiters queue in Redis and a release wakes the first
     max_poll: float | None
     label: Any = None  # the client's holder label (labels.py)
+    # The client: every object it made keeps it alive, as a redis-py Lock keeps its client (it
+    # is closed by its finalizer once none is left; nothing in the background refers to this).
+    client: object = None
     # the specs of the names in use: an object made per call (``with client.lock(name)``)
     # finds its keys and arguments made already
     specs: dict[tuple[Any, ...], LeaseSpec] = field(default_factory=dict)
 
     @classmethod
     def made(
-        cls, topology: AsyncTopology, options: ClientOptions, counters: Counters, client: str
+        cls, topology: AsyncTopology, options: ClientOptions, counters: Counters, client: object
     ) -> AsyncWiring:
-        """The wiring of a new client (``client``: its class's name, for messages)."""
+        """The wiring of a new ``client``."""
         return cls(
             topology,
             AsyncLocalQueues(options.max_handoffs, counters),
             async_watchdog(topology, counters),
             counters,
-            ClientState(client),
+            ClientState(type(client).__name__),
             AsyncStateLock(),
             options.prefix,
             options.wake == "one",
             options.max_poll,
             options.label,
+            client,
         )
 
     def spec(self, kind: Kind, options: LeaseOptions, noun: str) -> LeaseSpec:

@@ -83,7 +83,7 @@ class LockClient(FencedWrites):
         )
         counters = Counters(SyncStateLock())
         topology = connect(redis, options, counters)
-        self._wiring = wiring = Wiring.made(topology, options, counters, type(self).__name__)
+        self._wiring = wiring = Wiring.made(topology, options, counters, self)
         FencedWrites.__init__(self, Resources(topology, wiring.state))
         self._operators = admin.Operators(topology, options.prefix, wiring.state)
         name = type(self).__name__

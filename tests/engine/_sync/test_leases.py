@@ -355,3 +355,33 @@ def test_dropped_clients_leave_nothing_behind(
         gc.enable()
     gc.collect()
     assert "Task was destroyed" not in caplog.text
+
+
+def test_the_objects_a_client_made_keep_it_alive(
+    server: EmbeddedServer, raw: redis.Redis
+) -> None:
+    """``LockClient.from_url(url).lock(name)``, only the lock kept (as ``redis.Redis().lock()``
+    is used): the client lives as long as its objects, as a redis-py ``Lock`` keeps its client.
+    It was collected at once, with an 'unclosed' warning, its pub/sub connection closed under
+    the waits of the objects still in use; once they are gone too, it is closed as a dropped
+    client is."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        holder = LockClient.from_url(server.url).lock("kept", ttl=30)
+        waiter = LockClient.from_url(server.url).semaphore("kept-sem", 1, ttl=30)
+        assert holder.acquire(timeout=0)
+        assert waiter.acquire(timeout=0)
+        gc.collect()
+        assert [str(w.message) for w in seen if w.category is ResourceWarning] == []
+        other = LockClient.from_url(server.url)
+        try:
+            wanting = SyncCall(lambda: other.lock("kept", ttl=30).acquire(timeout=30))
+            sync_until(lambda: other.statistics().waiting == 1)
+            holder.release()  # a release by the object whose client was never kept
+            assert wanting.result()
+        finally:
+            other.close()
+        waiter.release()
+        del holder, waiter
+        gc.collect()
+    assert sum("LockClient: call close()" in str(w.message) for w in seen) == 2
