@@ -89,7 +89,7 @@ class AsyncDetached:
         by themselves)."""
         if isinstance(error, GeneratorExit):
             aw.close()
-        elif isinstance(error, asyncio.CancelledError):
+        elif async_cancelled(error):
             self._add(aw)
         else:
             await async_shield(aw)

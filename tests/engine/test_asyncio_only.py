@@ -32,6 +32,19 @@ async def settle() -> None:
     await asyncio.gather(*others, return_exceptions=True)
 
 
+def unraisable_errors(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What is raised where nobody can catch it (in the garbage collector), from now on: each
+    error, its object and its traceback."""
+    unraisable: list[str] = []
+    monkeypatch.setattr(
+        "sys.unraisablehook",
+        lambda u: unraisable.append(
+            f"{u.exc_value!r} in {u.object!r}\n{''.join(traceback.format_tb(u.exc_traceback))}"
+        ),
+    )
+    return unraisable
+
+
 async def cancel_after(steps: int, coro_fn: object) -> bool:
     """Run ``coro_fn()`` as a task, cancel it after ``steps`` loop iterations; True if it had
     finished by then."""
@@ -606,8 +619,7 @@ def test_asyncio_run_lets_the_clean_ups_of_the_tasks_it_cancels_finish(
     pending: the queue entry stayed, and their coroutines raised 'no running event loop' in the
     garbage collector ('never awaited' when they had not started)."""
     keys = LockKeys.for_name("run-ends")
-    unraisable: list[str] = []
-    monkeypatch.setattr("sys.unraisablehook", lambda u: unraisable.append(repr(u.object)))
+    unraisable = unraisable_errors(monkeypatch)
 
     async def main() -> None:
         holding = AsyncLockClient.from_url(server.url)
@@ -638,13 +650,7 @@ def test_a_loop_closed_with_calls_pending_leaves_nothing_raising_in_the_garbage_
     ``GeneratorExit``). Nothing can run any more: no clean-up may start, and none may raise
     ('no running event loop', 'Event loop is closed', a context variable reset in another
     context). The leases end by themselves."""
-    unraisable: list[str] = []
-    monkeypatch.setattr(
-        "sys.unraisablehook",
-        lambda u: unraisable.append(
-            f"{u.exc_value!r} in {u.object!r}\n{''.join(traceback.format_tb(u.exc_traceback))}"
-        ),
-    )
+    unraisable = unraisable_errors(monkeypatch)
     name = f"closed-loop-{steps}"
 
     tasks: list[asyncio.Future[bool]] = []
