@@ -216,3 +216,4 @@ def test_ls_inspect_and_top_show_latches(server: EmbeddedServer, sync_client: Lo
     assert (json.loads(frame)["held"], json.loads(frame)["latches"]) == (0, 3)
     refused = fencelock("release", "exports", "--url", server.url)
     assert refused.returncode == 1 and "a latch holds this name, not a lock" in refused.stderr
+    assert "permits" not in refused.stderr  # (a latch has none)

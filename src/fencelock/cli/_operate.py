@@ -170,7 +170,7 @@ def _release(client: LockClient, args: argparse.Namespace) -> int:
     name: str = args.name
     result = client.force_release(name, token=args.token)
     if result.outcome is ForceOutcome.NOT_HELD:
-        held = client.inspect(name)  # a semaphore or read-write lock of that name?
+        held = client.inspect(name)  # a semaphore, read-write lock or latch of that name?
         if held is not None:
             permits = "" if _latch(held) else ": its permits come back when their leases end"
             print(
