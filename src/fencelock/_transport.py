@@ -223,9 +223,22 @@ def _readable(conn: SyncConnection, sock: Any) -> bool:
             return conn.can_read(timeout=0)
         except redis_exceptions.ConnectionError:
             return True
-    poll = select.poll()
-    poll.register(sock, select.POLLIN)
-    return bool(poll.poll(0))
+    return _has_input(sock)
+
+
+if hasattr(select, "poll"):
+    # kept here: eventlet's monkey-patching, should it come after this import, deletes it
+    _poll, _POLLIN = select.poll, select.POLLIN
+
+    def _has_input(sock: Any) -> bool:
+        poll = _poll()
+        poll.register(sock, _POLLIN)
+        return bool(poll.poll(0))
+
+else:  # eventlet's monkey-patching came first: its select has no poll (gevent's has one)
+
+    def _has_input(sock: Any) -> bool:
+        return bool(select.select([sock], [], [], 0)[0])
 
 
 async def async_read(conn: AsyncConnection, deadline: float) -> Any:

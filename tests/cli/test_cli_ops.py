@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -154,3 +155,65 @@ def test_an_unreachable_server_exits_69_as_a_command() -> None:
     result = fencelock("ls", "--url", f"redis://127.0.0.1:{free_port()}/0")
     assert result.returncode == 69
     assert "no server reachable" in result.stderr
+
+
+PARTICIPANT = """
+import sys, fencelock
+client = fencelock.LockClient.from_url(sys.argv[1])
+for name in ("exports", "batch"):
+    client.latch(name, 3, ttl=0.5, participant="exporter-2").join()
+print("joined", flush=True)
+sys.stdin.readline()  # SIGKILLed here
+"""
+
+
+def test_ls_inspect_and_top_show_latches(server: EmbeddedServer, sync_client: LockClient) -> None:
+    """Every latch is listed, joined or not, as what is left of its count, with each
+    participant's lease; a participant SIGKILLed after it joined shows its lease ended, and
+    missing; a latch is not a held lock, and has no fencing token. Before: a latch nobody joined
+    was not listed, and inspected as "hold count 2"; a joined one was listed as "no expiry" for
+    the latch's 24 h, counted as held by top, with "token: - (counter gone)"."""
+    sync_client.latch("made", 3).reset()
+    assert sync_client.latch("exports", 3, participant="exporter-1").count_down() == 2
+    alive = sync_client.latch("exports", 3, ttl=30, participant="exporter-3")
+    alive.join()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PARTICIPANT, server.url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"joined\n"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(TIMEOUT)
+    finally:
+        proc.kill()
+    sync_until(lambda: alive.missing() == ("exporter-2",))  # once its lease has run out
+
+    listed = fencelock("ls", "--url", server.url)
+    assert listed.returncode == 0, listed.stderr
+    rows = {row.split()[0]: row.split() for row in listed.stdout.splitlines()[1:]}
+    assert sorted(rows) == ["batch", "exports", "made"]
+    # NAME HOLDER LABEL TTL (2 words but "-") TOKEN KIND (2 words) WAITERS LONGEST WAIT
+    assert rows["made"] == ["made", "-", "-", "-", "-", "latch", "3/3", "-", "-"]
+    assert rows["batch"][2:5] == ["exporter-2", "0.000", "s"]  # its lease ended
+    assert rows["exports"][2] == "exporter-3" and float(rows["exports"][3]) > 0
+    assert rows["exports"][5:9] == ["-", "latch", "2/3", "-"]
+
+    shown = fencelock("inspect", "exports", "--url", server.url)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[1:3] == ["kind:    latch 2/3 (2 left to count down of 3)", "joined:  2, 1 missing"]
+    assert lines[3].split()[1:] == ["exporter-2", "lease", "ended:", "missing"]
+    assert lines[4].split()[1:3] == ["exporter-3", "lease"] and lines[4].endswith(" s left")
+    assert lines[5:] == ["token:   none (a latch hands out no fencing token)"]
+    made = fencelock("inspect", "made", "--url", server.url).stdout.splitlines()
+    assert made[1:3] == ["kind:    latch 3/3 (3 left to count down of 3)", "joined:  none"]
+
+    once = fencelock("top", "--once", "--url", server.url)
+    assert once.returncode == 0 and "0 held, 0 waiting, 3 latches" in once.stdout
+    [frame] = fencelock("top", "--once", "--json", url=server.url).stdout.splitlines()
+    assert (json.loads(frame)["held"], json.loads(frame)["latches"]) == (0, 3)
+    refused = fencelock("release", "exports", "--url", server.url)
+    assert refused.returncode == 1 and "a latch holds this name, not a lock" in refused.stderr
+    assert "permits" not in refused.stderr  # (a latch has none)

@@ -20,6 +20,7 @@ from fencelock._core.inspection import (
     semaphore_state,
     unescape,
 )
+from fencelock._core.latch import LatchKeys, latch_state
 from fencelock._core.replies import new_holder_token, queue_entry, split_holder, validate_label
 from fencelock._keys import LockKeys, SemaphoreKeys, escape
 from fencelock.errors import LockConnectionError, LockError
@@ -149,21 +150,61 @@ def test_force_reply() -> None:
 @pytest.mark.parametrize("name", ["plain", "a{b}c", "100%", "%7B", "}{", "*?[x]", "é"])
 def test_names_round_trip_through_their_keys(name: str) -> None:
     assert unescape(escape(name)) == name
-    families = ("sem", "rw")
+    families = {"sem": "lock", "rw": "lock", "latch": "state"}
     assert name_of(LockKeys.for_name(name, "app:").lock, "app:", families) == (name, "lock")
-    for kind in families:
+    for kind in ("sem", "rw"):
         keys = SemaphoreKeys.for_semaphore(name, "app:", kind)
         assert name_of(keys.lock, "app:", families) == (name, kind)
         assert name_of(keys.state, "app:", families) is None
-        assert name_of(keys.lock, "app:", ()) is None  # a family nobody registered
+        assert name_of(keys.lock, "app:", {}) is None  # a family nobody registered
+    latch = LatchKeys.for_latch(name, "app:")  # found by its state: there before anyone joins
+    assert name_of(latch.state, "app:", families) == (name, "latch")
+    assert name_of(latch.lock, "app:", families) is None
     assert name_of(LockKeys.for_name(name).fence, "fencelock:", families) is None  # not a lock
     assert name_of(LockKeys.for_name(name).lock, "app:", families) is None  # another prefix
 
 
 def test_scan_patterns() -> None:
-    assert scan_pattern("fencelock:", "*") == "fencelock:{*}*:lock"
-    assert scan_pattern("fencelock:", "a{b}%*") == "fencelock:{a%7Bb%7D%25*}*:lock"
-    assert scan_pattern("p*[x]:", "*") == "p\\*\\[x\\]:{*}*:lock"  # the prefix is literal
+    assert scan_pattern("fencelock:", "*") == "fencelock:{*}:*"
+    assert scan_pattern("fencelock:", "a{b}%*") == "fencelock:{a%7Bb%7D%25*}:*"
+    assert scan_pattern("p*[x]:", "*") == "p\\*\\[x\\]:{*}:*"  # the prefix is literal
+
+
+NOW = 1_000_000  # ms, the server's clock in latch_state.lua's reply
+
+
+def latch_reply(
+    participants: list[tuple[str, int]], counted: list[str], *, parties: int = 0
+) -> list[object]:
+    """latch_state.lua's reply for a latch of 3 (a barrier of ``parties``) in generation 1."""
+    found = [value for holder, end in participants for value in (holder, end)]
+    return [1, parties or 3, 0, parties, NOW, found, counted]
+
+
+def test_a_latch_is_shown_whatever_its_state() -> None:
+    """One rendering for every state: what is left of the count, every participant that joined
+    with its lease (0 once it ended), and the missing; no fencing token."""
+    assert latch_state([0, 0, 0, 0, NOW, [], []]).info("none") is None  # no such latch
+    made = latch_state(latch_reply([], [])).info("made")
+    assert made is not None
+    assert (made.kind, made.count, made.limit) == ("latch", 3, 3)
+    assert (made.holders, made.missing) == ((), ())
+    assert (made.holder, made.label, made.ttl, made.token) == ("", None, None, None)
+    counted = latch_state(latch_reply([], ["a"])).info("counted")
+    assert counted is not None and (counted.count, counted.limit) == (2, 3)
+
+    live, dead, back = (new_holder_token(i) for i in ("live", "dead", "back"))
+    # "dead" stopped renewing; "back" did too, then counted down by its id: not missing
+    participants = [(back, NOW - 10), (dead, NOW - 1), (live, NOW + 5000)]
+    joined = latch_state(latch_reply(participants, ["back"])).info("joined")
+    assert joined is not None and (joined.count, joined.missing) == (2, ("dead",))
+    assert [(h.label, h.ttl) for h in joined.holders] == [("back", 0), ("dead", 0), ("live", 5)]
+    assert (joined.holder, joined.label, joined.ttl) == (split_holder(live)[0], "live", 5.0)
+    gone = latch_state(latch_reply([(dead, NOW - 1)], [])).info("gone")
+    assert gone is not None and (gone.label, gone.ttl, gone.missing) == ("dead", 0.0, ("dead",))
+
+    barrier = latch_state(latch_reply([(live, NOW + 5000)], [], parties=2)).info("phase")
+    assert barrier is not None and (barrier.kind, barrier.count, barrier.limit) == ("barrier", 1, 2)
 
 
 def test_a_semaphore_state_reply_as_listed() -> None:

@@ -163,3 +163,61 @@ client.close()
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=TIMEOUT
     )
     assert (done.returncode, done.stdout, done.stderr) == (0, "refused\n", "")
+
+
+GREEN = """
+import sys, warnings
+
+if sys.argv[1] == "eventlet":
+    warnings.filterwarnings("ignore", r"\\s*Eventlet is deprecated")  # (its own Warning class)
+    import eventlet
+
+    eventlet.monkey_patch()
+else:
+    from gevent import monkey
+
+    monkey.patch_all()
+import select, threading, time
+
+import fencelock
+
+assert hasattr(select, "poll") == (sys.argv[1] == "gevent")  # eventlet's select has none
+assert threading.get_ident.__module__ != "_thread"  # threads are green ones
+url = sys.argv[2]
+with fencelock.LockClient.from_url(url) as client, fencelock.LockClient.from_url(url) as other:
+    renewed = client.lock("green-renewed", 0.3, auto_renew=True)
+    assert renewed.acquire(timeout=0)
+    while client.statistics().renewals < 2:  # the watchdog, a green thread, renews it
+        time.sleep(0.01)
+    assert renewed.held()
+    renewed.release()
+    holder, waiter = client.lock("green", 30), other.lock("green", 30)
+    assert holder.acquire(timeout=0)
+    got = []
+    waiting = threading.Thread(target=lambda: got.append(waiter.acquire(timeout=None)))
+    waiting.start()
+    while other.statistics().waiting != 1:
+        time.sleep(0.01)
+    first = holder.token
+    holder.release()  # wakes the waiter: pub/sub read by a green thread
+    waiting.join()
+    assert got == [True] and waiter.token > first
+    print(other.statistics().wakeups)
+    waiter.release()
+"""
+
+
+@pytest.mark.parametrize("library", ["eventlet", "gevent"])
+def test_a_lock_under_green_threads(server: EmbeddedServer, library: str) -> None:
+    """Under eventlet's or gevent's monkey-patching (done first, as they ask): a lock taken,
+    renewed, waited on by a second client (in a green thread), woken by the release's
+    message, and released.
+    eventlet's select has no poll: every request raised AttributeError (the check of an idle
+    connection used select.poll)."""
+    done = subprocess.run(
+        [sys.executable, "-c", GREEN, library, server.url],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "1\n", "")

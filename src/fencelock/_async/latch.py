@@ -251,4 +251,5 @@ async def _listed(topology: AsyncTopology, prefix: str, name: str) -> LockInfo |
     )
 
 
-admin.register(admin.View(LATCH, Participant(), _listed))
+# found by its state, which a count_down or a reset makes without anyone joining
+admin.register(admin.View(LATCH, Participant(), _listed, found_by="state"))

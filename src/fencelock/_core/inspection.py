@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .._keys import escape
@@ -40,26 +40,37 @@ class HolderInfo:
 
 @dataclass(frozen=True, slots=True)
 class LockInfo:
-    """One held lock, as the server shows it."""
+    """One held lock (or semaphore, read-write lock, latch or barrier), as the server shows
+    it."""
 
     name: str
-    holder: str  # an opaque id of the grant's holder token (not the token itself)
+    holder: str  # an opaque id of the grant's holder token (not the token itself); "": none
     label: str | None  # the holder's label, if it set one
-    ttl: float | None  # seconds left of the lease (None: the key has no expiry)
+    # seconds left of the lease (None: the key has no expiry; a latch or barrier: no
+    # participant has joined)
+    ttl: float | None
     # The fencing counter: the token of the current grant, or the last of a block reserved with
     # it for local hand-offs of one process (those holders' own tokens are at most this).
-    # None when the counter is gone (kept only as long as the lease since renewals keep it).
+    # None when the counter is gone (kept only as long as the lease since renewals keep it),
+    # and for a latch or barrier, which hand out no fencing token.
     token: int | None
     # "simple" or "reentrant"; "semaphore"; "read_lock" or "write_lock" (a read-write lock held
-    # by readers or by its writer)
+    # by readers or by its writer); "latch" or "barrier"
     kind: str
-    count: int  # hold count (1 for a simple lock); permits held (semaphore); holders (read_lock)
+    # hold count (1 for a simple lock); permits held (semaphore); holders (read_lock); what is
+    # left to count down (latch); participants with a live lease (barrier)
+    count: int
     waiters: tuple[WaiterInfo, ...]  # the first MAX_WAITERS_LISTED queued waiters, in order
     queued: int  # how many waiters are queued in all
-    # semaphores and read-write locks: every holder (holder, label and ttl above are those of
-    # the one whose lease ends last), and a semaphore's stored limit
+    # semaphores, read-write locks, latches and barriers: every holder (a latch's: every
+    # participant that joined, ttl 0 once its lease ended; holder, label and ttl above are
+    # those of the one whose lease ends last), and a semaphore's stored limit, the count a
+    # latch counts down from, a barrier's parties
     holders: tuple[HolderInfo, ...] = ()
     limit: int | None = None
+    # a latch or barrier: the ids of the participants whose lease ended before they counted
+    # down (most likely dead)
+    missing: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,24 +268,25 @@ _GLOB = re.compile(r"([*?\[\]\\])")
 
 
 def scan_pattern(prefix: str, pattern: str) -> str:
-    """SCAN MATCH for the lock keys of the names ``pattern`` matches (a Redis glob over names):
-    the prefix taken literally, the pattern escaped as names are (braces and '%' in a name).
-    It matches the keys of locks ('{name}:lock'), semaphores ('{name}:sem:lock') and read-write
-    locks ('{name}:rw:lock')."""
+    """SCAN MATCH for the keys of the names ``pattern`` matches (a Redis glob over names): the
+    prefix taken literally, the pattern escaped as names are (braces and '%' in a name). It
+    matches every key of those names ('{name}:lock', '{name}:sem:lock', '{name}:latch:state'...):
+    ``name_of`` picks the ones a name is found by."""
     literal = _GLOB.sub(r"\\\1", prefix)
-    return f"{literal}{{{escape(pattern)}}}*:lock"
+    return f"{literal}{{{escape(pattern)}}}:*"
 
 
-def name_of(key: str | bytes, prefix: str, families: Iterable[str]) -> tuple[str, str] | None:
+def name_of(key: str | bytes, prefix: str, families: Mapping[str, str]) -> tuple[str, str] | None:
     """The name of a key found by SCAN, and its family: "lock", or one of ``families`` (a
-    primitive whose keys are ``{name}:<family>:...``: "sem", "rw", "latch"...). None: not the
-    main key of a name of this prefix."""
+    primitive whose keys are ``{name}:<family>:...``: "sem", "rw", "latch"...), each mapped to
+    the key it is found by ("lock": the one a holder makes; a latch's "state", which exists
+    before anyone joins). None: not the key a name of this prefix is found by."""
     text = _text(key)
     start = prefix + "{"
     if not text.startswith(start):
         return None
-    for family in ("lock", *families):
-        suffix = "}:lock" if family == "lock" else f"}}:{family}:lock"
+    suffixes = {"lock": "}:lock"} | {f: f"}}:{f}:{key}" for f, key in families.items()}
+    for family, suffix in suffixes.items():
         if text.endswith(suffix):
             inner = text[len(start) : -len(suffix)]
             if "{" in inner or "}" in inner:

@@ -139,26 +139,30 @@ class LatchState:
         return max(0.001, min([ttl, *ends]))
 
     def info(self, name: str) -> LockInfo | None:
-        """What ``inspect`` and ``fencelock ls`` show of it: the count left of the count (KIND
-        ``latch 2/3``), every participant with the lease left (0: missing). None: no latch."""
+        """What ``inspect`` and ``fencelock ls`` show of it (None: no latch): what is left to
+        count down of the count (a barrier: the parties in of its parties), every participant
+        that joined with the lease it has left (0: ended), and the missing. No fencing token:
+        a latch counts its participants by id."""
         if self.gen == 0:
             return None
         holders = tuple(
             HolderInfo(*split_holder(holder), 1, max(0.0, (end - self.now_ms) / 1000))
             for holder, end in self.participants
         )
+        last = holders[-1] if holders else None  # (by lease end)
         return LockInfo(
             name=name,
-            holder="",
-            label=None,
-            ttl=None,
+            holder="" if last is None else last.holder,
+            label=None if last is None else last.label,
+            ttl=None if last is None else last.ttl,
             token=None,
             kind=BARRIER if self.parties else LATCH,
-            count=self.left(self.count),
+            count=self.live() if self.parties else self.left(self.count),
             waiters=(),
             queued=0,
             holders=holders,
-            limit=self.count,
+            limit=self.parties or self.count,
+            missing=self.missing(),
         )
 
 

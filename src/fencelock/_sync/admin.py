@@ -50,6 +50,9 @@ class View:
     family: str  # "sem", "rw", "latch"...
     kind: Kind  # a kind of the family: the topology must support it (Redlock has no semaphore)
     read: Reader
+    # the key ``locks()`` finds a name of the family by (``{name}:<family>:<found_by>``): one
+    # that exists whenever there is something of it to show
+    found_by: str = "lock"
 
 
 VIEWS: dict[str, View] = {}
@@ -84,12 +87,13 @@ def inspect(topology: SyncTopology, prefix: str, name: str) -> LockInfo | None:
 
 
 def locks(topology: SyncTopology, prefix: str, pattern: str) -> Iterator[LockInfo]:
-    """Every held lock, semaphore and read-write lock whose name matches ``pattern`` (a glob),
-    found by SCAN on every server (every master of a Cluster, every Redlock node), each then
-    inspected: a name released between the two is left out."""
+    """Every held lock, semaphore and read-write lock, and every latch and barrier, whose name
+    matches ``pattern`` (a glob), found by SCAN on every server (every master of a Cluster,
+    every Redlock node), each then inspected: a name released between the two is left out."""
     seen: set[tuple[str, str]] = set()
+    families = {family: view.found_by for family, view in VIEWS.items()}
     for key in topology.scan(scan_pattern(prefix, pattern), SCAN_COUNT):
-        named = name_of(key, prefix, VIEWS)
+        named = name_of(key, prefix, families)
         if named is None or named in seen:  # SCAN may return a key twice; nodes share names
             continue
         seen.add(named)

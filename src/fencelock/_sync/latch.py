@@ -252,4 +252,5 @@ def _listed(topology: SyncTopology, prefix: str, name: str) -> LockInfo | None:
     )
 
 
-admin.register(admin.View(LATCH, Participant(), _listed))
+# found by its state, which a count_down or a reset makes without anyone joining
+admin.register(admin.View(LATCH, Participant(), _listed, found_by="state"))

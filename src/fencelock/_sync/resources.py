@@ -106,7 +106,9 @@ class Resources:
     def run(
         self, redis: Server | None, script: Script, keys: Sequence[str], args: Sequence[Any]
     ) -> Any:
-        """``script``'s reply from the server of a resource key (``server``)."""
+        """``script``'s reply from the server of a resource key (``server``); ``ClientClosed``
+        once the client is closed, whichever server (a versioned value made before checks here)."""
+        self._state.check()
         what = f"resource {keys[0]!r}"
         if redis is None:  # within one request timeout
             return self._topology.run(script, keys, args, what)

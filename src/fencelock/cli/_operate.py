@@ -31,6 +31,7 @@ from ._common import (
 )
 
 DEFAULT_TOP: Final = 20  # names shown by top
+LATCHES: Final = ("latch", "barrier")  # kinds that are not held as locks are
 CLEAR: Final = "\x1b[H\x1b[2J"  # cursor home, clear screen: top redraws in place on a terminal
 
 
@@ -41,20 +42,26 @@ def _ttl(ttl: float | None) -> str:
     return "no expiry" if ttl is None else f"{ttl:.3f} s"
 
 
+def _latch(info: LockInfo) -> bool:
+    return info.kind in LATCHES
+
+
 def _table(infos: Sequence[LockInfo]) -> list[str]:
-    """One line per lock, under a header."""
+    """One line per lock, under a header. A latch's holder and ttl are those of the participant
+    whose lease ends last ("-": none joined); its waiters are not queued, so not counted."""
     rows = [("NAME", "HOLDER", "LABEL", "TTL", "TOKEN", "KIND", "WAITERS", "LONGEST WAIT")]
     for info in infos:
         longest = max((w.age for w in info.waiters), default=None)
+        latch = _latch(info)
         rows.append(
             (
                 shown(info.name, 40),
-                info.holder,
+                info.holder or "-",
                 shown(info.label, 32),
-                _ttl(info.ttl),
+                "-" if latch and info.ttl is None else _ttl(info.ttl),
                 "-" if info.token is None else str(info.token),
                 _kind(info),
-                str(info.queued),
+                "-" if latch else str(info.queued),
                 "-" if longest is None else f"{longest:.3f} s",
             )
         )
@@ -66,14 +73,40 @@ def _table(infos: Sequence[LockInfo]) -> list[str]:
 
 
 def _kind(info: LockInfo) -> str:
-    """The KIND column: a semaphore's permits held of its limit, a hold count or the holders
-    of a read lock."""
+    """The KIND column: a semaphore's permits held of its limit, a latch's count left of its
+    count, a barrier's parties in of its parties, a hold count or the holders of a read lock."""
     if info.limit is not None:
         return f"{info.kind} {info.count}/{info.limit}"
     return info.kind if info.count == 1 else f"{info.kind} x{info.count}"
 
 
+def _latch_details(info: LockInfo) -> list[str]:
+    """A latch or barrier: its count, every participant that joined with its lease, and no
+    token line (it hands out no fencing token: it counts participants by id)."""
+    if info.kind == "latch":
+        count = f"{info.count} left to count down of {info.limit}"
+    else:
+        count = f"{info.count} of {info.limit} parties in"
+    missing = f", {len(info.missing)} missing" if info.missing else ""
+    lines = [
+        f"name:    {shown(info.name)}",
+        f"kind:    {_kind(info)} ({count})",
+        f"joined:  {len(info.holders) or 'none'}{missing}",
+    ]
+    for h in info.holders:
+        if h.ttl > 0:
+            lease = f"lease {_ttl(h.ttl)} left"
+        elif h.label in info.missing:
+            lease = "lease ended: missing"
+        else:
+            lease = "lease ended, counted down"
+        lines.append(f"  {h.holder}  {shown(h.label)}  {lease}")
+    return [*lines, f"token:   none (a {info.kind} hands out no fencing token)"]
+
+
 def _details(info: LockInfo) -> list[str]:
+    if _latch(info):
+        return _latch_details(info)
     if info.holders:  # a semaphore or read-write lock: every holder
         held = [f"holders: {len(info.holders)}"]
         for h in info.holders:
@@ -137,11 +170,12 @@ def _release(client: LockClient, args: argparse.Namespace) -> int:
     name: str = args.name
     result = client.force_release(name, token=args.token)
     if result.outcome is ForceOutcome.NOT_HELD:
-        held = client.inspect(name)  # a semaphore or read-write lock of that name?
+        held = client.inspect(name)  # a semaphore, read-write lock or latch of that name?
         if held is not None:
+            permits = "" if _latch(held) else ": its permits come back when their leases end"
             print(
-                f"{shown(name)}: a {held.kind} holds this name, not a lock: its permits come "
-                "back when their leases end (release frees locks only)",
+                f"{shown(name)}: a {held.kind} holds this name, not a lock{permits} (release "
+                "frees locks only)",
                 file=sys.stderr,
             )
             return EX_REFUSED
@@ -172,12 +206,16 @@ def _top(client: LockClient, args: argparse.Namespace) -> int:
         infos = list(client.locks(args.pattern))
         top = _busiest(infos, args.limit)
         waiting = sum(i.queued for i in infos)
+        latches = sum(1 for i in infos if _latch(i))  # listed, but not held as locks are
+        held = len(infos) - latches
         if args.json:
-            snapshot = {"time": time.time(), "held": len(infos), "waiting": waiting}
+            snapshot = {"time": time.time(), "held": held, "waiting": waiting, "latches": latches}
             print(json.dumps({**snapshot, "locks": [as_json(i) for i in top]}), file=out)
         else:
             stamp = time.strftime("%H:%M:%S")
-            head = f"fencelock top  {stamp}  {len(infos)} held, {waiting} waiting"
+            head = f"fencelock top  {stamp}  {held} held, {waiting} waiting"
+            if latches:
+                head += f", {latches} {'latch' if latches == 1 else 'latches'}"
             if len(infos) > len(top):
                 head += f" (the busiest {len(top)} shown)"
             lines = [head, "", *_table(top)] if top else [head]
@@ -199,9 +237,10 @@ def _token(text: str) -> int:
 def add_commands(commands: Commands) -> None:
     ls = commands.add_parser(
         "ls",
-        help="list the held locks",
-        description="List the held locks whose names match PATTERN: holder, label, ttl, "
-        "fencing token, kind, waiters. --json: one JSON object per line.",
+        help="list the held locks (and latches)",
+        description="List the held locks, semaphores and read-write locks, and the latches and "
+        "barriers, whose names match PATTERN: holder, label, ttl, fencing token, kind, "
+        "waiters. --json: one JSON object per line.",
         epilog="exit statuses: 0 done, 64 bad usage, 69 no server reachable (Redlock: no "
         "majority of them) or the server refused",
     )
@@ -215,7 +254,8 @@ def add_commands(commands: Commands) -> None:
         help="show who holds a lock, and who waits for it",
         description="Show the lock NAME as the server has it: holder id and label, ttl, "
         "fencing token (the counter: with local hand-offs, the last of the block reserved), "
-        "kind and hold count, and the queued waiters in order with how long they have waited.",
+        "kind and hold count, and the queued waiters in order with how long they have waited. "
+        "A latch or barrier: its count, and each participant that joined with its lease.",
         epilog=OPERATOR_STATUSES.format("NAME is not held"),
     )
     inspect.add_argument("name", type=lock_name, metavar="NAME", help="the lock's name")

@@ -11,6 +11,7 @@ import redis
 import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock._keys import LockKeys
+from fencelock._transport import AsyncRedis
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.proxy import TcpProxy
 from tests.concurrency import AsyncCall, async_until
@@ -531,6 +532,11 @@ async def test_a_closed_client_refuses_every_call(server: EmbeddedServer, raw: r
     assert await held.acquire(timeout=0)
     made = client.lock("closed", ttl=10, auto_renew=True)
     semaphore, latch = client.semaphore("closed-s", 2), client.latch("closed-l", 2)
+    user = AsyncRedis.from_url(server.url)
+    # the resource side, made before the close: versioned values kept writing after it
+    own, direct = client.versioned("closed-v"), client.versioned("closed-v", redis=user)
+    guard = client.once_per("closed-o", 60)
+    limited = client.at_most(1, "closed-a")(job)
     await client.close()
     assert client.closed
     connections = len(raw.client_list())
@@ -543,6 +549,16 @@ async def test_a_closed_client_refuses_every_call(server: EmbeddedServer, raw: r
         held.extend,
         held.held,
         lambda: client.fenced_set("resource", "value", 1),
+        lambda: client.fenced_get("resource", 1, redis=user),
+        lambda: client.fenced_update("resource", 1, lambda v: "value"),
+        own.get,
+        direct.get,
+        lambda: own.set("value", 0),
+        lambda: direct.set("value", 0),
+        lambda: own.update(lambda v: "value"),
+        lambda: direct.update(lambda v: "value"),
+        lambda: guard.run(job),
+        limited,
         lambda: client.inspect("closed"),
         lambda: client.force_release("closed"),
     ]
@@ -558,3 +574,9 @@ async def test_a_closed_client_refuses_every_call(server: EmbeddedServer, raw: r
         [info async for info in client.locks()]
     assert len(client._wiring.watchdog) == 0 and not made.lost
     assert len(raw.client_list()) == connections  # nothing connected meanwhile
+    assert not raw.exists("closed-v") and not await user.exists("closed-v")
+    await user.aclose()
+
+
+async def job() -> str:
+    return "ran"

@@ -125,9 +125,36 @@ async def test_latches_are_listed_and_inspected(async_client: AsyncLockClient) -
     await async_client.latch("l-listed", 3, participant="p2").count_down()
     info = await async_client.inspect("l-listed")
     assert info is not None and info.kind == "latch"
-    assert (info.count, info.limit) == (2, 3)
+    assert (info.count, info.limit, info.token, info.missing) == (2, 3, None, ())
     assert [h.label for h in info.holders] == ["p1"]
-    assert [i.name async for i in async_client.locks("l-*")] == ["l-listed"]
+    assert info.label == "p1" and info.ttl is not None and 0 < info.ttl <= 10  # its lease
+    assert [i.name async for i in async_client.locks("l-listed")] == ["l-listed"]
+
+
+async def test_a_latch_nobody_joined_is_listed(async_client: AsyncLockClient) -> None:
+    """``locks()`` found a latch by its participants' key alone: one only counted down, or only
+    reset, was left out (and inspected as a lock with a hold count)."""
+    await async_client.latch("l-counted", 3).count_down()
+    await async_client.latch("l-made", 3).reset()
+    listed = {i.name: i async for i in async_client.locks("l-*")}
+    assert sorted(listed) == ["l-counted", "l-made"]
+    for name, left in (("l-counted", 2), ("l-made", 3)):
+        info = listed[name]
+        assert (info.kind, info.count, info.limit, info.holders) == ("latch", left, 3, ())
+        assert (info.ttl, info.token) == (None, None)  # no participant, no fencing token
+        assert await async_client.inspect(name) == info
+
+
+async def test_a_barrier_shows_its_parties_in(async_client: AsyncLockClient) -> None:
+    barrier = async_client.barrier("b-shown", 2, ttl=10)
+    entering = AsyncCall(lambda: barrier.enter(timeout=None))
+    await async_until(lambda: async_client.statistics().waiting == 1)
+    info = await async_client.inspect("b-shown")
+    assert info is not None and (info.kind, info.count, info.limit) == ("barrier", 1, 2)
+    other = async_client.barrier("b-shown", 2, ttl=10)
+    assert await other.enter(timeout=None) and await entering.result()
+    info = await async_client.inspect("b-shown")
+    assert info is not None and (info.count, info.limit) == (2, 2)
 
 
 async def test_a_latch_refuses_what_it_cannot_do(async_client: AsyncLockClient) -> None:

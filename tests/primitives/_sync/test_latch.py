@@ -126,9 +126,36 @@ def test_latches_are_listed_and_inspected(sync_client: LockClient) -> None:
     sync_client.latch("l-listed", 3, participant="p2").count_down()
     info = sync_client.inspect("l-listed")
     assert info is not None and info.kind == "latch"
-    assert (info.count, info.limit) == (2, 3)
+    assert (info.count, info.limit, info.token, info.missing) == (2, 3, None, ())
     assert [h.label for h in info.holders] == ["p1"]
-    assert [i.name for i in sync_client.locks("l-*")] == ["l-listed"]
+    assert info.label == "p1" and info.ttl is not None and 0 < info.ttl <= 10  # its lease
+    assert [i.name for i in sync_client.locks("l-listed")] == ["l-listed"]
+
+
+def test_a_latch_nobody_joined_is_listed(sync_client: LockClient) -> None:
+    """``locks()`` found a latch by its participants' key alone: one only counted down, or only
+    reset, was left out (and inspected as a lock with a hold count)."""
+    sync_client.latch("l-counted", 3).count_down()
+    sync_client.latch("l-made", 3).reset()
+    listed = {i.name: i for i in sync_client.locks("l-*")}
+    assert sorted(listed) == ["l-counted", "l-made"]
+    for name, left in (("l-counted", 2), ("l-made", 3)):
+        info = listed[name]
+        assert (info.kind, info.count, info.limit, info.holders) == ("latch", left, 3, ())
+        assert (info.ttl, info.token) == (None, None)  # no participant, no fencing token
+        assert sync_client.inspect(name) == info
+
+
+def test_a_barrier_shows_its_parties_in(sync_client: LockClient) -> None:
+    barrier = sync_client.barrier("b-shown", 2, ttl=10)
+    entering = SyncCall(lambda: barrier.enter(timeout=None))
+    sync_until(lambda: sync_client.statistics().waiting == 1)
+    info = sync_client.inspect("b-shown")
+    assert info is not None and (info.kind, info.count, info.limit) == ("barrier", 1, 2)
+    other = sync_client.barrier("b-shown", 2, ttl=10)
+    assert other.enter(timeout=None) and entering.result()
+    info = sync_client.inspect("b-shown")
+    assert info is not None and (info.count, info.limit) == (2, 2)
 
 
 def test_a_latch_refuses_what_it_cannot_do(sync_client: LockClient) -> None:
