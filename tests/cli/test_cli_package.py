@@ -57,7 +57,7 @@ def _cli_modules(tree: ast.Module) -> set[str]:
 
 
 def test_the_families_and_the_shared_modules() -> None:
-    assert {"_run", "_elect", "_operate", "_tools"} == COMMANDS
+    assert {"_run", "_elect", "_operate", "_tools", "_doctor"} == COMMANDS
     assert {"_common", "_supervise"} == SHARED
     assert _cli_modules(TREES["__init__"]) >= COMMANDS
 
@@ -97,12 +97,21 @@ def test_no_module_reads_another_modules_private_names(module: str) -> None:
     assert read == []
 
 
+# doctor applies the rules the client warns by (one code path): fencelock._core.hazards, and
+# what the server is, fencelock._core.natives
+INTERNAL = {"_doctor": {"fencelock._core"}}
+
+
 @pytest.mark.parametrize("module", sorted(TREES.keys() - {"_common"}))
 def test_the_library_is_used_through_its_public_names(module: str) -> None:
-    """Only the argument types of ``_common`` check values with the library's own validators;
-    everything else takes what ``import fencelock`` offers, as an application would."""
+    """Only the argument types of ``_common`` check values with the library's own validators,
+    and doctor applies the library's rules of a deployment; everything else takes what
+    ``import fencelock`` offers, as an application would."""
     for source, name in _imports(TREES[module]):
         if source.split(".")[0] == "fencelock" and not source.startswith("fencelock.cli"):
+            if source in INTERNAL.get(module, ()):
+                assert name in ("hazards", "natives"), (source, name)
+                continue
             assert source == "fencelock" and name in [*fencelock.__all__], (source, name)
 
 
@@ -110,6 +119,7 @@ def test_the_library_is_used_through_its_public_names(module: str) -> None:
 REQUIRED = {
     "bench": [],
     "demo": [],
+    "doctor": [],
     "elect": ["job", "--", "true"],
     "inspect": ["job"],
     "leader": ["job"],

@@ -1,5 +1,5 @@
 """What an operator sees, without a server: holder labels in holder tokens, inspect.lua's reply,
-the Redlock majority's view, SCAN patterns over names, the eviction check
+the Redlock majority's view, SCAN patterns over names
 (``fencelock._core.inspection``, ``fencelock._core.replies``)."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from fencelock._core.inspection import (
     ForceOutcome,
     NodeView,
     WaiterInfo,
-    eviction_risk,
     force_reply,
     inspect_reply,
     majority_view,
@@ -224,26 +223,3 @@ def test_a_semaphore_state_reply_as_listed() -> None:
     assert permits_info("doc", "rw", semaphore_state([0, [], 1, "", 0]), 2**31) is None
     with pytest.raises(LockError, match="unexpected semaphore state"):
         semaphore_state([1, [token, 1], 10, "", 0])
-
-
-@pytest.mark.parametrize(
-    ("info", "risky"),
-    [
-        ({"maxmemory": 0, "maxmemory_policy": "allkeys-lru"}, False),  # no limit
-        ({"maxmemory": 104857600, "maxmemory_policy": "noeviction"}, False),
-        ({"maxmemory": 104857600, "maxmemory_policy": "allkeys-lru"}, True),
-        ({"maxmemory": 104857600, "maxmemory_policy": "volatile-lru"}, True),  # our keys have TTLs
-        (b"# Memory\r\nmaxmemory:104857600\r\nmaxmemory_policy:volatile-ttl\r\n", True),
-        ("maxmemory:0\r\nmaxmemory_policy:allkeys-lru\r\n", False),
-        (
-            {
-                "n1": {"maxmemory": 1, "maxmemory_policy": "noeviction"},
-                "n2": {"maxmemory": 1, "maxmemory_policy": "allkeys-lfu"},
-            },
-            True,
-        ),
-        (None, False),
-    ],
-)
-def test_eviction_risk(info: object, risky: bool) -> None:
-    assert (eviction_risk(info) is not None) is risky

@@ -43,7 +43,7 @@ async def check_server(topology: AsyncOneServer, key: str) -> None:
         else:
             mode.commands = mode.commands.detected(hello[0])
     mode.detected = True
-    topology.warn_if_evicting(info, where)
+    topology.warn_of_hazards(info, where)
 
 
 async def stand_in(topology: AsyncOneServer, spec: LeaseSpec) -> Kind:

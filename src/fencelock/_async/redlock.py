@@ -150,7 +150,7 @@ class AsyncQuorum(AsyncTopology):
         self.server_checked = True
         replies = await self.fan_out(("INFO", "memory"), self.request_timeout, "")
         for node, reply in zip(self.nodes, replies, strict=True):
-            self.warn_if_evicting(reply, f"Redlock node {server_address(node)}")
+            self.warn_of_hazards(reply, f"Redlock node {server_address(node)}")
 
     async def release(
         self, spec: LeaseSpec, holder: str, leaving: str = "", timeout: float | None = None

@@ -35,7 +35,8 @@ from .._backend import (
     async_shield,
     async_wait_done,
 )
-from .._core.inspection import NodeView, eviction_risk, inspect_reply
+from .._core.hazards import memory, per_node
+from .._core.inspection import NodeView, inspect_reply
 from .._core.kinds import Command, Kind, LeaseSpec, Released, per_grant, raised, renewal
 from .._core.lease import arrived_late, time_left
 from .._core.natives import ScriptMode, scripts_refused
@@ -131,15 +132,18 @@ class AsyncTopology(abc.ABC):
             counters.add(waiting=-1, wakeups=int(woken), polls=int(not woken))
         return woken
 
-    def warn_if_evicting(self, config: object, where: str) -> None:
-        """Warn when a server's ``INFO memory`` reply shows it may evict lock keys. (INFO, not
-        CONFIG GET: managed servers refuse CONFIG, and it would show an ACL user passwords.)"""
-        if isinstance(config, Exception):  # refused (an ACL without +info), or down
-            server_logger.debug("fencelock: %s: cannot read its eviction policy: %s", where, config)
+    def warn_of_hazards(self, info: object, where: str) -> None:
+        """Warn of what a server's ``INFO memory`` shows threatening the locks (eviction, a
+        server nearly full): ``fencelock doctor``'s rules (_core/hazards.py), once per client.
+        (INFO, not CONFIG GET: managed servers refuse CONFIG, and it would show an ACL user
+        passwords.)"""
+        if isinstance(info, Exception):  # refused (an ACL without +info), or down
+            server_logger.debug("fencelock: %s: cannot read its memory settings: %s", where, info)
             return
-        risk = eviction_risk(config)
-        if risk is not None:
-            server_logger.warning("fencelock: %s: %s", where, risk, extra={"server": where})
+        for node, reply in per_node(info):
+            at = node or where
+            for finding in memory(reply, at):
+                server_logger.warning("fencelock: %s: %s", at, finding.line(), extra={"server": at})
 
     def supports(self, kind: Kind) -> bool:
         """Whether grants of ``kind`` can be made here."""

@@ -1,6 +1,6 @@
 """What an operator sees of a lock (``client.inspect``, ``client.locks``, the CLI), and what an
 administrator's release did: the replies of _scripts/inspect.lua and force_release.lua read as
-plain values, the Redlock majority's view of them, and whether a server may evict lock keys."""
+plain values, and the Redlock majority's view of them."""
 
 from __future__ import annotations
 
@@ -293,28 +293,3 @@ def name_of(key: str | bytes, prefix: str, families: Mapping[str, str]) -> tuple
                 return None
             return unescape(inner), family
     return None
-
-
-# every key of fencelock's has a TTL, so volatile-* policies may evict it as well as allkeys-*
-SAFE_POLICY = "noeviction"
-
-
-def eviction_risk(info: object) -> str | None:
-    """What is wrong with a server's ``INFO memory`` (its text, or as redis-py parses it: a
-    mapping; a Cluster's: node -> mapping), or None when its lock keys cannot be evicted."""
-    if isinstance(info, bytes | str):
-        lines = (line.partition(":") for line in _text(info).splitlines())
-        info = {key: value.strip() for key, sep, value in lines if sep}
-    if not isinstance(info, Mapping):
-        return None
-    if info and all(isinstance(v, Mapping) for v in info.values()):  # a Cluster: per node
-        return next((r for r in map(eviction_risk, info.values()) if r), None)
-    policy = _text(info.get("maxmemory_policy", SAFE_POLICY))
-    limit = _text(info.get("maxmemory", "0"))
-    if policy == SAFE_POLICY or limit == "0":
-        return None
-    return (
-        f"maxmemory-policy is {policy} with maxmemory {limit}: the server may evict lock keys "
-        "when memory runs short, and an evicted lock key is a lock lost without its holder "
-        "knowing. Set maxmemory-policy noeviction (docs/operations.md)"
-    )

@@ -60,7 +60,7 @@ class ServerCommands:
     def detected(self, hello: object) -> ServerCommands:
         """These commands with what ``HELLO``'s reply (a map, or RESP2's flat list) shows."""
         fields = _fields(hello)
-        name, version = fields.get("server", ""), _version(fields.get("version", ""))
+        name, version = fields.get("server", ""), parse_version(fields.get("version", ""))
         described = f"{name} {fields.get('version', '')}".strip()
         if name == "valkey":
             delete = "DELIFEQ" if version >= VALKEY_DELIFEQ else ""
@@ -88,7 +88,7 @@ def _fields(hello: object) -> dict[str, str]:
     return {_text(k).lower(): _text(v) for k, v in pairs if not isinstance(v, list | dict)}
 
 
-def _version(text: str) -> tuple[int, ...]:
+def parse_version(text: str) -> tuple[int, ...]:
     """(major, minor, ...) of a version string; () when it is none."""
     parts = re.findall(r"\d+", text.partition("-")[0])
     return tuple(int(p) for p in parts[:3])

@@ -44,7 +44,7 @@ def check_server(topology: SyncOneServer, key: str) -> None:
         else:
             mode.commands = mode.commands.detected(hello[0])
     mode.detected = True
-    topology.warn_if_evicting(info, where)
+    topology.warn_of_hazards(info, where)
 
 
 def stand_in(topology: SyncOneServer, spec: LeaseSpec) -> Kind:

@@ -1,10 +1,11 @@
 """The ``fencelock`` command line (``fencelock = "fencelock.cli:main"``, ``python -m fencelock``).
 
 One module per family of commands, each adding its subcommands to the parser: ``_run`` (run),
-``_elect`` (elect, leader), ``_operate`` (ls, inspect, release, top), ``_tools`` (demo and bench,
-delegated to fencelock_tools). What they share is in ``_common`` (exit statuses, the server
-URL, argument types, the operator commands' client and output) and ``_supervise`` (a COMMAND run
-under a lease, for run and elect); no command module imports another.
+``_elect`` (elect, leader), ``_operate`` (ls, inspect, release, top), ``_doctor`` (doctor),
+``_tools`` (demo and bench, delegated to fencelock_tools). What they share is in ``_common``
+(exit statuses, the server URL, argument types, the operator commands' client and output) and
+``_supervise`` (a COMMAND run under a lease, for run and elect); no command module imports
+another.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from .. import __version__
-from . import _elect, _operate, _run, _tools
+from . import _doctor, _elect, _operate, _run, _tools
 from ._common import Handler, Parser
 
 
@@ -32,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="fencelock", description="Distributed locks on Redis with fencing tokens.")
     parser.add_argument("--version", action="version", version=f"fencelock {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
-    for family in (_tools, _run, _operate, _elect):
+    for family in (_tools, _run, _operate, _elect, _doctor):
         family.add_commands(commands)
     # each subcommand's own parser, for its usage errors
     for subparser in commands.choices.values():

@@ -204,6 +204,11 @@ def add_operator_options(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help=f"{URL_HELP}; repeat it for Redlock (a majority's view)",
     )
+    add_prefix_option(parser)
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def add_prefix_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prefix",
         type=prefix,
@@ -211,7 +216,6 @@ def add_operator_options(parser: argparse.ArgumentParser) -> None:
         metavar="P",
         help=f"the clients' key prefix (default {DEFAULT_PREFIX!r})",
     )
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 class _Usage(Exception):
