@@ -13,17 +13,28 @@
 - Each nav entry ``reference/MODULE.md`` that has no file becomes the API reference of MODULE,
   generated from its docstrings by mkdocstrings (``::: MODULE``): the nav is the one list of the
   documented modules.
+- A page with a Mermaid diagram (`` ```mermaid ``, which the theme draws from ``<pre
+  class="mermaid">``) loads mermaid's script from the site itself, not from a CDN as the theme
+  would: the site works offline and loads nothing from elsewhere. The script is taken from
+  mermaid's npm package, pinned by version and checksum, fetched by ``npm pack`` (npm's cache
+  makes later builds offline); without npm the build warns (and so fails under --strict).
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import re
+import subprocess
+import tarfile
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
+from mkdocs.utils import get_relative_url
 
 import fencelock
 
@@ -34,6 +45,17 @@ REFERENCE = "reference/"
 FENCE = re.compile(r"^(```|~~~).*?^\1", re.MULTILINE | re.DOTALL)
 # `fencelock.a.b` or `fencelock.a.b(args)`, not already the text of a link
 NAMED = re.compile(r"(?<!\[)`(fencelock(?:\.\w+)+)(?:\([^`]*\))?`(?!\])")
+# the major version the theme's own loader asks for; the checksum is npm's for this version
+MERMAID = "mermaid@11.17.2"
+MERMAID_INTEGRITY = (
+    "sha512-V6K3C8EBdEsPFZXSKMJe6ppQOENxuHARr9GvHX4hh47lAbhMRD9qf4oEK7LoaRQxUL"
+    "Ma80/qt5gHO73aCleBBg=="
+)
+MERMAID_JS = "assets/javascripts/mermaid.min.js"
+DIAGRAM = '<pre class="mermaid">'  # what pymdownx.superfences makes of a ```mermaid block
+NPM_TIMEOUT = 300  # s: a first download of the package (18 MB)
+
+log = logging.getLogger(f"mkdocs.hooks.{__name__}")
 
 
 def _into_docs(markdown: str) -> str:
@@ -71,6 +93,31 @@ def _link_names(text: str, modules: set[str]) -> str:
     return NAMED.sub(link, text)
 
 
+def _mermaid_script() -> bytes | None:
+    """mermaid's script from its npm package, or None (said in a warning) without npm."""
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            packed = subprocess.run(
+                ["npm", "pack", "--json", "--prefer-offline", "--pack-destination", tmp, MERMAID],
+                cwd=tmp,
+                capture_output=True,
+                text=True,
+                timeout=NPM_TIMEOUT,
+                check=True,
+            )
+        except (OSError, subprocess.SubprocessError) as error:
+            detail = getattr(error, "stderr", None) or error
+            log.warning(f"the diagrams' script: `npm pack {MERMAID}` failed: {detail}")
+            return None
+        package = json.loads(packed.stdout)[0]
+        if package["integrity"] != MERMAID_INTEGRITY:
+            raise ValueError(f"{MERMAID}: checksum {package['integrity']}, not the one pinned")
+        with tarfile.open(Path(tmp) / package["filename"]) as tar:
+            script = tar.extractfile("package/dist/mermaid.min.js")
+            assert script is not None  # (a regular file of the package)
+            return script.read()
+
+
 def on_files(files: Files, *, config: MkDocsConfig) -> Files:
     guides = files.get_file_from_path("README.md")
     if guides is not None:
@@ -91,6 +138,9 @@ def on_files(files: Files, *, config: MkDocsConfig) -> Files:
         if page.startswith(REFERENCE) and files.get_file_from_path(page) is None:
             module = page.removeprefix(REFERENCE).removesuffix(".md")
             files.append(File.generated(config, page, content=f"# `{module}`\n\n::: {module}\n"))
+    script = _mermaid_script()
+    if script is not None:
+        files.append(File.generated(config, MERMAID_JS, content=script))
     return files
 
 
@@ -103,3 +153,12 @@ def on_page_markdown(markdown: str, *, page: Page, config: MkDocsConfig, **kwarg
         parts += [_link_names(markdown[end : block.start()], modules), block.group(0)]
         end = block.end()
     return "".join([*parts, _link_names(markdown[end:], modules)])
+
+
+def on_post_page(output: str, *, page: Page, config: MkDocsConfig) -> str:
+    """A page with a diagram loads mermaid's script (3.5 MB) before the theme's loader looks for
+    it; the other pages do not load it at all."""
+    if DIAGRAM not in output:
+        return output
+    script = f'<script src="{get_relative_url(MERMAID_JS, page.url)}"></script>'
+    return output.replace("</body>", f"{script}\n</body>", 1)

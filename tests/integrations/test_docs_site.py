@@ -1,0 +1,94 @@
+"""The documentation site as built by ``mkdocs build --strict`` (mkdocs.yml, tools/mkdocs_hooks.py):
+what a reader of it sees, checked on the built HTML, and in a headless Chromium where one is
+installed (no server)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+# the pages the site is built from: the guides, and the repository's README and CHANGELOG
+SOURCES = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").rglob("*.md"))]
+BUILD_TIMEOUT = 600  # s: the first build fetches mermaid's npm package
+BROWSER_TIMEOUT = 120  # s, for one page
+MERMAID_FENCE = re.compile(r"^ *```mermaid$", re.MULTILINE)
+DRAWN = '<pre class="mermaid">'  # what the theme replaces by the drawing
+SCRIPT = re.compile(r'<script src="([^"]*mermaid\.min\.js)"></script>')
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("npm") is None:
+        pytest.skip("no npm: the build fetches mermaid's script with it")
+    out = tmp_path_factory.mktemp("site")
+    subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(out)],
+        cwd=ROOT,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        check=True,
+        timeout=BUILD_TIMEOUT,
+    )
+    return out
+
+
+def _pages(site: Path) -> dict[Path, str]:
+    return {page: page.read_text(encoding="utf-8") for page in sorted(site.rglob("*.html"))}
+
+
+def test_every_mermaid_block_is_drawn_from_a_script_of_the_site(site: Path) -> None:
+    pages = _pages(site)
+    # a block left as code (no custom fence, or one it does not recognise) shows its source
+    assert [page for page, html in pages.items() if "language-mermaid" in html] == []
+    fences = sum(len(MERMAID_FENCE.findall(p.read_text(encoding="utf-8"))) for p in SOURCES)
+    assert fences > 0
+    assert sum(html.count(DRAWN) for html in pages.values()) == fences
+    for page, html in pages.items():
+        scripts = SCRIPT.findall(html)
+        if DRAWN not in html:
+            assert scripts == [], page  # (3.5 MB, for pages that draw nothing)
+            continue
+        assert len(scripts) == 1, page
+        script = (page.parent / scripts[0]).resolve()
+        assert script.is_relative_to(site), script  # the site's own copy, not a CDN's
+        assert "mermaid" in script.read_text(encoding="utf-8")[:100_000]
+
+
+def test_every_diagram_draws_in_a_browser(site: Path) -> None:
+    """A diagram the script cannot parse stays on the page as its source text (and mermaid shows
+    "Syntax error in text"): the theme swaps each ``<pre class="mermaid">`` for the drawing's
+    ``<div class="mermaid">`` only once mermaid has drawn it."""
+    browser = shutil.which("chromium")
+    if browser is None:
+        pytest.skip("no chromium (Debian's package) to draw the diagrams in")
+    drawing = [page for page, html in _pages(site).items() if DRAWN in html]
+    assert drawing
+    for page in drawing:
+        expected = page.read_text(encoding="utf-8").count(DRAWN)
+        with tempfile.TemporaryDirectory() as profile:
+            dom = subprocess.run(
+                [
+                    browser,
+                    *("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"),
+                    *("--disable-background-networking", "--disable-component-update"),
+                    *("--disable-sync", f"--user-data-dir={profile}"),
+                    "--virtual-time-budget=30000",  # (virtual: the page's timers, not a wait)
+                    "--dump-dom",
+                    page.as_uri(),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=BROWSER_TIMEOUT,
+            ).stdout
+        relative = page.relative_to(site)
+        assert dom.count(DRAWN) == 0, f"{relative}: a diagram not drawn"
+        assert dom.count('<div class="mermaid">') == expected, relative
+        assert "Syntax error" not in dom, relative
