@@ -12,7 +12,9 @@
   module (below), a name of ``fencelock.__all__``, or a capitalised name.
 - Each nav entry ``reference/MODULE.md`` that has no file becomes the API reference of MODULE,
   generated from its docstrings by mkdocstrings (``::: MODULE``): the nav is the one list of the
-  documented modules.
+  documented modules. The pages of ``fencelock`` and ``fencelock.asyncio`` lead with what a
+  user makes first: the client, the lock, the other primitives (``LEAD``), then the errors
+  (``LockError``, their base, first), then the rest of ``__all__`` in alphabetical order.
 - A page with a Mermaid diagram (`` ```mermaid ``, which the theme draws from ``<pre
   class="mermaid">``) loads mermaid's script from the site itself, not from a CDN as the theme
   would: the site works offline and loads nothing from elsewhere. The script is taken from
@@ -22,6 +24,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import re
@@ -42,6 +45,13 @@ ROOT = Path(__file__).resolve().parent.parent
 # the repository's own pages, and where they go in the site
 ROOT_PAGES = {"README.md": "index.md", "CHANGELOG.md": "changelog.md"}
 REFERENCE = "reference/"
+# the modules whose reference is in reading order (their names are in alphabetical order in their
+# source), and the classes their pages lead with
+IN_READING_ORDER = ("fencelock", "fencelock.asyncio")
+LEAD = (
+    *("LockClient", "Lock", "Semaphore", "ReadWriteLock", "MultiLock"),
+    *("Latch", "Barrier", "Election", "Versioned", "OncePer"),
+)
 FENCE = re.compile(r"^(```|~~~).*?^\1", re.MULTILINE | re.DOTALL)
 # `fencelock.a.b` or `fencelock.a.b(args)`, not already the text of a link
 NAMED = re.compile(r"(?<!\[)`(fencelock(?:\.\w+)+)(?:\([^`]*\))?`(?!\])")
@@ -118,6 +128,29 @@ def _mermaid_script() -> bytes | None:
             return script.read()
 
 
+def _is_exception(value: object) -> bool:
+    return isinstance(value, type) and issubclass(value, Exception)
+
+
+def _reading_order(module: str) -> list[str]:
+    """The public names of ``module``: ``LEAD``, the errors, then the rest."""
+    namespace = importlib.import_module(module)
+    names = [name for name in namespace.__all__ if not name.startswith("_")]
+    if gone := set(LEAD) - set(names):
+        raise ValueError(f"tools/mkdocs_hooks.py: LEAD names what {module} lacks: {sorted(gone)}")
+    exceptions = [n for n in names if _is_exception(getattr(namespace, n))]
+    errors = sorted(exceptions, key=lambda name: (name != "LockError", name))
+    return [*LEAD, *errors, *sorted(set(names) - set(LEAD) - set(errors))]
+
+
+def _reference(module: str) -> str:
+    """The page of the API reference of ``module``."""
+    page = f"# `{module}`\n\n::: {module}\n"
+    if module in IN_READING_ORDER:
+        page += f"    options:\n      members: [{', '.join(_reading_order(module))}]\n"
+    return page
+
+
 def on_files(files: Files, *, config: MkDocsConfig) -> Files:
     guides = files.get_file_from_path("README.md")
     if guides is not None:
@@ -137,7 +170,7 @@ def on_files(files: Files, *, config: MkDocsConfig) -> Files:
     for page in _nav_pages(config.nav):
         if page.startswith(REFERENCE) and files.get_file_from_path(page) is None:
             module = page.removeprefix(REFERENCE).removesuffix(".md")
-            files.append(File.generated(config, page, content=f"# `{module}`\n\n::: {module}\n"))
+            files.append(File.generated(config, page, content=_reference(module)))
     script = _mermaid_script()
     if script is not None:
         files.append(File.generated(config, MERMAID_JS, content=script))

@@ -4,6 +4,7 @@ installed (no server)."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import shutil
@@ -92,3 +93,22 @@ def test_every_diagram_draws_in_a_browser(site: Path) -> None:
         assert dom.count(DRAWN) == 0, f"{relative}: a diagram not drawn"
         assert dom.count('<div class="mermaid">') == expected, relative
         assert "Syntax error" not in dom, relative
+
+
+@pytest.mark.parametrize("module", ["fencelock", "fencelock.asyncio"])
+def test_the_reference_leads_with_what_users_make_first(site: Path, module: str) -> None:
+    """The client, the lock, the other primitives, then the errors, then the rest; every public
+    name once (an explicit member list would drop a name it forgot)."""
+    html = (site / "reference" / module / "index.html").read_text(encoding="utf-8")
+    headings = [h.removeprefix(f"{module}.") for h in re.findall(r'<h2 id="([^"]+)"', html)]
+    namespace = importlib.import_module(module)
+    assert sorted(headings) == sorted(n for n in namespace.__all__ if not n.startswith("_"))
+    assert headings[:5] == ["LockClient", "Lock", "Semaphore", "ReadWriteLock", "MultiLock"]
+    primitives = {"Latch", "Barrier", "Election", "Versioned", "OncePer"}
+    assert set(headings[5:10]) == primitives
+    classes = {
+        n: getattr(namespace, n) for n in headings if isinstance(getattr(namespace, n), type)
+    }
+    errors = [n for n, cls in classes.items() if issubclass(cls, Exception)]
+    assert errors[0] == "LockError"
+    assert headings[10 : 10 + len(errors)] == errors
