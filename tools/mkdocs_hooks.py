@@ -4,6 +4,9 @@
   links into docs/ made relative to docs/ (``docs/leases.md`` -> ``leases.md``); the guides'
   index, docs/README.md, moves to ``guides/`` to leave the home page to them.
 - A link from a guide to ``../README.md`` goes to the home page.
+- A link to a page of the published site (``site_url``), as the README has them so that they
+  work on the package index's page too, becomes a link to that page of this build: the build
+  checks it (a page or an anchor that does not exist fails it), and a local build stays local.
 - A code span that names a public object (`` `fencelock.LockClient.from_url` ``, `` `fencelock.
   celery.ExclusiveTask` ``, with or without call arguments) links to its entry in the API
   reference, and the build fails (autorefs, under --strict) when that object does not exist: a
@@ -177,8 +180,26 @@ def on_files(files: Files, *, config: MkDocsConfig) -> Files:
     return files
 
 
-def on_page_markdown(markdown: str, *, page: Page, config: MkDocsConfig, **kwargs: Any) -> str:
+def _into_build(markdown: str, page: Page, site_url: str, files: Files) -> str:
+    """Links to the pages of the published site made links to the pages of this build."""
+    pages = {file.url: file for file in files.documentation_pages()}
+
+    def local(match: re.Match[str]) -> str:
+        target = pages.get(match.group(1))
+        if target is None:
+            log.warning(f"{page.file.src_uri}: {match.group(0)[2:-1]} is no page of the site")
+            return match.group(0)
+        return f"]({get_relative_url(target.src_uri, page.file.src_uri)}{match.group(2) or ''})"
+
+    return re.sub(rf"\]\({re.escape(site_url)}([^)#\s]*)(#[^)\s]*)?\)", local, markdown)
+
+
+def on_page_markdown(
+    markdown: str, *, page: Page, config: MkDocsConfig, files: Files, **kwargs: Any
+) -> str:
     markdown = markdown.replace("](../README.md", "](index.md")
+    if config.site_url:
+        markdown = _into_build(markdown, page, config.site_url, files)
     modules = _documented_modules(config)
     # outside fenced code blocks only
     parts, end = [], 0

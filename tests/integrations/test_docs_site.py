@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,45 @@ def test_the_reference_leads_with_what_users_make_first(site: Path, module: str)
     errors = [n for n, cls in classes.items() if issubclass(cls, Exception)]
     assert errors[0] == "LockError"
     assert headings[10 : 10 + len(errors)] == errors
+
+
+def _mkdocs_setting(name: str) -> str:
+    match = re.search(rf"^{name}: (\S+)$", (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), re.M)
+    assert match is not None, name
+    return match.group(1)
+
+
+SITE_URL = _mkdocs_setting("site_url")
+REPO_URL = _mkdocs_setting("repo_url")
+
+
+def _check_url(site: Path, url: str) -> None:
+    """``url`` is a page of the docs site (and its anchor one of the page's), or a file of the
+    repository (on its main branch), or the repository's issues."""
+    address, _, anchor = url.partition("#")
+    if address.startswith(SITE_URL):
+        page = site / address.removeprefix(SITE_URL) / "index.html"
+        assert page.is_file(), f"{url}: no page of the site"
+        assert not anchor or f'id="{anchor}"' in page.read_text(encoding="utf-8"), url
+    elif address.startswith(f"{REPO_URL}/blob/main/"):
+        assert (ROOT / address.removeprefix(f"{REPO_URL}/blob/main/")).is_file(), url
+    else:
+        assert address in {REPO_URL, f"{REPO_URL}/issues"}, f"{url}: neither site nor repository"
+
+
+def test_every_readme_link_is_absolute_and_leads_to_a_page_of_the_site(site: Path) -> None:
+    """The package index shows the README, where a relative link (docs/leases.md) leads
+    nowhere."""
+    links = re.findall(r"\]\(([^)\s]+)\)", (ROOT / "README.md").read_text(encoding="utf-8"))
+    assert len(links) > 20
+    for link in links:
+        _check_url(site, link)
+
+
+def test_the_project_urls_are_the_site_and_the_repository(site: Path) -> None:
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["urls"]
+    assert set(urls) == {"Homepage", "Documentation", "Source", "Changelog", "Issues"}
+    assert urls["Documentation"] == SITE_URL
+    assert urls["Source"] == REPO_URL
+    for url in urls.values():
+        _check_url(site, url)
