@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import tomllib
+from html import unescape
 from pathlib import Path
 
 import pytest
@@ -113,6 +114,30 @@ def test_the_reference_leads_with_what_users_make_first(site: Path, module: str)
     errors = [n for n, cls in classes.items() if issubclass(cls, Exception)]
     assert errors[0] == "LockError"
     assert headings[10 : 10 + len(errors)] == errors
+
+
+# Characters of code a page's column shows without scrolling, at the theme's layout for screens
+# 1220 px wide and more (navigation, page, table of contents): 80.2 measured in Chromium at 1280,
+# 1440, 1920 and 2560 px (86 at 1024 px, 88 at 800, where the side columns fold away).
+CODE_COLUMN = 80
+# A block whose lines cannot be broken (a program's output as it prints it, one crontab line,
+# one command) says so in a comment just before it: <!-- wide: why -->
+CODE_BLOCK = re.compile(
+    r"(<!-- wide: [^>]*-->\s*)?(?:<div[^>]*>\s*)?<pre(?! class=\"mermaid\")[^>]*>(.*?)</pre>",
+    re.DOTALL,
+)
+
+
+def test_no_code_line_is_wider_than_the_column(site: Path) -> None:
+    wide = []
+    for page, html in _pages(site).items():
+        for block in CODE_BLOCK.finditer(html):
+            if block.group(1):
+                continue
+            text = unescape(re.sub(r"<[^>]+>", "", block.group(2)))
+            relative = page.relative_to(site)
+            wide += [f"{relative}: {line}" for line in text.splitlines() if len(line) > CODE_COLUMN]
+    assert wide == []
 
 
 def _mkdocs_setting(name: str) -> str:
