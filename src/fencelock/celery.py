@@ -2,7 +2,7 @@
 
 ::
 
-    app.conf.fencelock_url = "redis://..."          # or fencelock_client = a factory
+    app.conf.fencelock_url = "redis://..."  # or fencelock_client = a factory
 
     @app.task(base=ExclusiveTask, bind=True, lock_key=["user_id"], lock_ttl=30)
     def sync_user(self, user_id):

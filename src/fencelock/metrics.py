@@ -4,10 +4,10 @@ and a log of slow acquires.
 Off until switched on, and free while off: the locks report what they do to one internal stream
 of events (``_events.py``) only when something listens::
 
-    fencelock.metrics.enable_prometheus()        # prometheus_client's default registry
-    fencelock.metrics.enable_opentelemetry()     # the global MeterProvider
-    fencelock.metrics.enable_tracing()           # spans, by the global TracerProvider
-    fencelock.metrics.log_slow_acquires(1.0)     # a warning for each acquire of 1 s or more
+    fencelock.metrics.enable_prometheus()     # prometheus_client's default registry
+    fencelock.metrics.enable_opentelemetry()  # the global MeterProvider
+    fencelock.metrics.enable_tracing()        # spans, by the global TracerProvider
+    fencelock.metrics.log_slow_acquires(1.0)  # a warning per acquire of 1 s or more
 
 Each returns a ``Subscription``; ``disable()`` stops it. The metrics (Prometheus names; the
 OpenTelemetry instruments are ``fencelock.<name>`` with the unit apart, which an OpenTelemetry

@@ -8,8 +8,8 @@
   ``fencelock_server`` chooses ``redis``, ``valkey`` or a path), with the fault helpers of
   ``FencelockServer``. After each test that used it, the server is resumed if paused and emptied.
 - ``fencelock_client``, ``fencelock_async_client``: a ``fencelock.LockClient`` (or
-  ``fencelock.asyncio.LockClient``, which needs pytest-asyncio) on that server, closed after the
-  test.
+  ``fencelock.asyncio.LockClient``, which needs pytest-asyncio: ``fencelock[testing-asyncio]``)
+  on that server, closed after the test.
 - ``fencelock_client_options``: the keyword arguments both clients are made with,
   ``{"socket_timeout": 1.0}``, so that a request to a paused server fails in a second rather
   than five. Override the fixture to change them.

@@ -23,7 +23,8 @@ def listed() -> dict[str, set[str]]:
     block = re.search(r"```text\n(.*?)```", text, re.DOTALL)
     assert block is not None
     names: dict[str, set[str]] = {}
-    for line in block.group(1).splitlines():
+    # an indented line goes on with the line above
+    for line in block.group(1).replace("\n ", " ").splitlines():
         owner, _, members = line.partition(":")
         names[owner] = set(members.split())
     return names

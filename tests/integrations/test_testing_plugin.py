@@ -5,15 +5,21 @@ uses none of them (which must start no server)."""
 from __future__ import annotations
 
 import re
+import sys
+import tomllib
+from importlib.metadata import packages_distributions
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from fencelock_tools.servers.embedded import EmbeddedServer, find_server
 
 pytest_plugins = ["pytester"]
 
-GUIDE = Path(__file__).resolve().parents[2] / "docs" / "testing.md"
+ROOT = Path(__file__).resolve().parents[2]
+GUIDE = ROOT / "docs" / "testing.md"
 INI = """
 [pytest]
 asyncio_default_fixture_loop_scope = function
@@ -47,6 +53,52 @@ def guide_files() -> dict[str, str]:
     """The guide's code blocks that name their file on their first line."""
     blocks = re.findall(r"```python\n# (\S+\.py)\n(.*?)```", GUIDE.read_text(), re.DOTALL)
     return dict(blocks)
+
+
+def _brought(extra: str) -> set[str]:
+    """The distributions that ``pip install 'fencelock[extra]'`` installs by name (fencelock's
+    own dependencies and the extra's, through the extras it names), from pyproject.toml."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    names, todo, seen = set(), [*project["dependencies"]], set()
+    todo += project["optional-dependencies"][extra]
+    while todo:
+        requirement = Requirement(todo.pop())
+        if requirement.name != "fencelock":
+            names.add(canonicalize_name(requirement.name))
+            continue
+        for more in requirement.extras - seen:
+            seen.add(more)
+            todo += project["optional-dependencies"][more]
+    return names
+
+
+# pytest marks of the guide that come from a plugin, and the plugin's module
+PLUGIN_MARKS = {"asyncio": "pytest_asyncio"}
+
+
+def test_the_install_line_of_each_example_brings_what_it_imports() -> None:
+    """An example needs what it imports and the plugins of its marks; the extra to install is the
+    one the text before it names (since the previous example), else the guide's first."""
+    text = GUIDE.read_text()
+    own = {path.split("/")[0] for path in guide_files()}  # the sample project's: myapp, tests
+    installed = packages_distributions()
+    first = re.search(r"fencelock\[([\w-]+)\]", text)
+    assert first is not None
+    end, checked = 0, 0
+    for block in re.finditer(r"```python\n# (\S+\.py)\n(.*?)```", text, re.DOTALL):
+        named = re.findall(r"fencelock\[([\w-]+)\]", text[end : block.start()])
+        extra, end = (named or [first.group(1)])[-1], block.end()
+        code = block.group(2)
+        modules = {
+            *re.findall(r"^(?:import|from) (\w+)", code, re.MULTILINE),
+            *(PLUGIN_MARKS[m] for m in re.findall(r"@pytest\.mark\.(\w+)", code)),
+        }
+        brought = _brought(extra)
+        for module in modules - own - set(sys.stdlib_module_names) - {"fencelock"}:
+            dists = {canonicalize_name(d) for d in installed.get(module, [])}
+            assert dists & brought, f"{block.group(1)} needs {module}: not in fencelock[{extra}]"
+            checked += 1
+    assert checked >= 4  # pytest and redis in the tests, pytest and pytest_asyncio in asyncio's
 
 
 def test_the_guides_worked_example_passes(
