@@ -14,9 +14,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from . import sql
+    from . import files, sql
 
-__all__ = ["sql"]
+__all__ = ["files", "sql"]
 
 
 def __getattr__(name: str) -> ModuleType:
