@@ -27,6 +27,7 @@ from fencelock_tools.servers.postgres import (
     find_pgbouncer,
     find_postgres,
 )
+from fencelock_tools.servers.s3 import S3Server, moto_available
 from fencelock_tools.servers.topology import Cluster, SentinelSetup
 from tests.exported import Exported
 from tests.traced import Traced
@@ -244,3 +245,12 @@ def pgbouncer(postgres: PostgresServer) -> Iterator[PgBouncer]:
         pytest.skip("pgbouncer is not installed (Debian: apt-get install pgbouncer)")
     with PgBouncer(postgres) as bouncer:
         yield bouncer
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """An S3-compatible server for the session (moto's server mode)."""
+    if not moto_available():
+        pytest.skip("moto is not installed (pip install 'moto[server]': the test extra)")
+    with S3Server() as server:
+        yield server
