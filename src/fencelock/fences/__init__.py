@@ -14,9 +14,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from . import files, s3, sql
+    from . import files, http, s3, sql
 
-__all__ = ["files", "s3", "sql"]
+__all__ = ["files", "http", "s3", "sql"]
 
 
 def __getattr__(name: str) -> ModuleType:
