@@ -58,7 +58,8 @@ def wsgi_store(
 
 def serve(app: Callable[..., Any]) -> Iterator[str]:
     server: WSGIServer = make_server("127.0.0.1", 0, app, handler_class=Quiet)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # (shutdown() waits for the loop's next look: 0.5 s by default, per test)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_port}"
@@ -103,6 +104,7 @@ def test_wsgi_refuses_an_older_token_with_409_and_a_body_that_says_why(
     ]
 
 
+@pytest.mark.parametrize("wsgi_store", ["redis"], indirect=True)  # (refused before the store)
 @pytest.mark.parametrize("header", ["abc", "0", "-1", "9223372036854775808", "1e3", ""])
 def test_wsgi_refuses_a_header_that_is_no_token_with_400(
     url: str, written: Written, header: str

@@ -6,8 +6,9 @@ reads the object's ETag and token (``HEAD``), refuses with ``StaleToken`` if the
 larger, else writes with ``If-Match: <that ETag>`` (``If-None-Match: *`` where there was no
 object). A write that lands in between fails the condition (412), and the put reads again:
 retried while the stored token stays older, ``StaleToken`` once it is newer. So it holds on a
-store that honours both conditional headers on PUT (AWS S3 since 2024, MinIO, moto's server);
-on one that ignores them it would not, and docs/fencing.md says how to check yours.
+store that honours both conditional headers on PUT (moto's server does:
+``tests/fences/test_s3.py``); on one that ignores them it does not, and docs/fencing.md says
+how to check yours.
 """
 
 from __future__ import annotations
