@@ -32,6 +32,14 @@ class PostgresNotFound(RuntimeError):
     pass
 
 
+def pgserver_bindir() -> Path | None:
+    """The binaries of the ``pgserver`` wheel (PostgreSQL 16), if it is installed."""
+    spec = importlib.util.find_spec("pgserver")
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).parent / "pginstall" / "bin"
+
+
 def find_postgres() -> Path:
     """The directory of ``initdb`` and ``postgres``: the system's newest, else pgserver's."""
     candidates: list[str] = []
@@ -41,9 +49,9 @@ def find_postgres() -> Path:
         candidates.append(out.stdout.strip())
     versions = glob.glob("/usr/lib/postgresql/*/bin")
     candidates += sorted(versions, key=lambda p: int(Path(p).parent.name), reverse=True)
-    spec = importlib.util.find_spec("pgserver")
-    if spec is not None and spec.origin is not None:
-        candidates.append(str(Path(spec.origin).parent / "pginstall" / "bin"))
+    wheel = pgserver_bindir()
+    if wheel is not None:
+        candidates.append(str(wheel))
     for candidate in candidates:
         if candidate and (Path(candidate) / "initdb").exists():
             return Path(candidate)
