@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from . import _events as events
-from ._keys import _nonempty_str
+from ._keys import nonempty_str
 from .errors import StaleToken
 
 MAX_TOKEN = 2**63 - 1
@@ -27,7 +27,7 @@ def fencing_token(token: object) -> int:
 
 def resource_name(resource: object) -> str:
     """A sink's resource name: a non-empty ``str`` (``TypeError``/``ValueError`` otherwise)."""
-    return _nonempty_str("resource", resource)
+    return nonempty_str("resource", resource)
 
 
 def refused(stale: StaleToken) -> None:

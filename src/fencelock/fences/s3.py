@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._fencing import fencing_token, refused
-from .._keys import _nonempty_str
+from .._keys import nonempty_str
 from ..errors import StaleToken, TooManyConflicts
 
 __all__ = ["METADATA_KEY", "put_object", "token"]
@@ -50,8 +50,8 @@ def _head(client: Any, bucket: str, key: str) -> tuple[str | None, int | None]:
 
 def token(client: object, bucket: str, key: str) -> int | None:
     """The token stored with the object (None: no object, or one written without a token)."""
-    bucket = _nonempty_str("bucket", bucket)
-    key = _nonempty_str("key", key)
+    bucket = nonempty_str("bucket", bucket)
+    key = nonempty_str("key", key)
     return _head(_client(client), bucket, key)[1]
 
 
@@ -73,8 +73,8 @@ def put_object(
     ``PUT``), each within the client's own timeouts; after ``tries`` writes that lost the race,
     ``TooManyConflicts`` (nothing was written by this call)."""
     s3 = _client(client)
-    bucket = _nonempty_str("bucket", bucket)
-    key = _nonempty_str("key", key)
+    bucket = nonempty_str("bucket", bucket)
+    key = nonempty_str("key", key)
     if not isinstance(body, bytes | bytearray | memoryview):  # (a stream could not be re-sent)
         raise TypeError(f"body must be bytes, not {type(body).__name__}")
     token = fencing_token(token)
