@@ -106,3 +106,16 @@ def test_processes_writing_at_once_never_land_a_stale_write(tmp_path: Path) -> N
     assert Path(path).read_bytes() == b"399"
     assert fences.files.token(path) == 399
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_a_refused_write_is_reported_like_fenced_sets(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every sink reports a refusal as fenced_set does: a warning on ``fencelock.fence`` with
+    the resource and the token (and the metric, through the same event)."""
+    path = tmp_path / "f"
+    fences.files.write(path, b"2", token=2)
+    with caplog.at_level("WARNING", logger="fencelock.fence"), pytest.raises(fencelock.StaleToken):
+        fences.files.write(path, b"1", token=1)
+    [record] = [r for r in caplog.records if r.name == "fencelock.fence"]
+    assert (getattr(record, "key", None), getattr(record, "token", None)) == (str(path), 1)
