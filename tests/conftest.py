@@ -20,6 +20,14 @@ import redis
 from fencelock._async.client import AsyncLockClient
 from fencelock._sync.client import LockClient
 from fencelock_tools.servers.embedded import EmbeddedServer, ServerNotFound, find_server
+from fencelock_tools.servers.postgres import (
+    PgBouncer,
+    PostgresNotFound,
+    PostgresServer,
+    find_pgbouncer,
+    find_postgres,
+)
+from fencelock_tools.servers.s3 import S3Server, moto_available
 from fencelock_tools.servers.topology import Cluster, SentinelSetup
 from tests.exported import Exported
 from tests.traced import Traced
@@ -214,3 +222,35 @@ def traced() -> Iterator[Traced]:
     tracing = Traced()
     yield tracing
     tracing.close()
+
+
+# -- the sinks of fencelock.fences (tests/fences/) -----------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A PostgreSQL server for the session (the system's binaries, else pgserver's)."""
+    try:
+        bindir = find_postgres()
+    except PostgresNotFound as exc:
+        pytest.skip(str(exc))
+    with PostgresServer(bindir) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(postgres: PostgresServer) -> Iterator[PgBouncer]:
+    """PgBouncer in transaction pooling mode in front of ``postgres``."""
+    if find_pgbouncer() is None:
+        pytest.skip("pgbouncer is not installed (Debian: apt-get install pgbouncer)")
+    with PgBouncer(postgres) as bouncer:
+        yield bouncer
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """An S3-compatible server for the session (moto's server mode)."""
+    if not moto_available():
+        pytest.skip("moto is not installed (pip install 'moto[server]': the test extra)")
+    with S3Server() as server:
+        yield server

@@ -16,6 +16,7 @@ from .scenarios import (
     KEPT,
     NO_OVERLAP,
     STALL_REPORTED,
+    TOLD_STALE,
 )
 
 SLACK = 1.0  # seconds allowed above the ttl for "free within its ttl" (a loaded 2-vCPU box)
@@ -162,6 +163,8 @@ def violations(result: Result) -> list[str]:
         if FENCED in scenario.promises:
             for w in r.superseded_accepted:
                 found.append(f"{where}: {FENCED}: {w}")
+        if TOLD_STALE in scenario.promises and not r.superseded_refused:
+            found.append(f"{where}: {TOLD_STALE}: no overtaken write was refused")
         if INCREASING in scenario.promises:
             for grant in r.token_regressions:
                 found.append(f"{where}: {INCREASING}: {grant}")

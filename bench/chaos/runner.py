@@ -33,12 +33,12 @@ from fencelock_tools.servers.topology import probe
 
 from . import checker, workers
 from . import history as h
+from .sinks import Sinks, SinkSpec, open_sink
 from .topologies import (
     Resource,
     Topology,
     Unavailable,
     close_client,
-    counter_key,
     make_client,
     make_topology,
 )
@@ -119,8 +119,10 @@ class Run:
         topology: Topology,
         resource: Resource,
         directory: Path,
+        sink: SinkSpec,
     ) -> None:
         self.scenario = scenario
+        self.sink = sink
         self.mode = mode
         self.topology = topology
         self.resource = resource
@@ -209,6 +211,7 @@ class Run:
             ttl=ttl,
             client=self.client_spec,
             resource_port=self.resource.server.port,
+            sink=self.sink,
             history=str(self.directory / f"{worker_id}.jsonl"),
             work=(low * ttl, high * ttl),
             gap=scenario.gap,
@@ -269,10 +272,12 @@ class Run:
 
     def probe_final_state(self) -> None:
         """Counter values, lock keys left, and whether a fresh client gets each lock in time."""
-        with contextlib.closing(self.resource.client()) as resource:
-            for name in self.names:
-                raw = resource.get(counter_key(name))
-                self.record(h.FINAL_VALUE, name=name, value=int(raw) if raw is not None else 0)
+        for name in self.names:
+            sink = open_sink(self.sink, name)
+            try:
+                self.record(h.FINAL_VALUE, name=name, value=sink.read() or 0)
+            finally:
+                sink.close()
         for name in self.names:
             for keys in workers.lock_keys(self.kind_of[name], name):
                 for node, pttl in self.topology.key_pttls(keys.lock):
@@ -317,11 +322,13 @@ class Lab:
     def __init__(self, binary: str) -> None:
         self.binary = binary
         self.resource = Resource(binary)
+        self.sinks = Sinks("")  # (its resource URL, once the resource has started)
         self.directory = Path(tempfile.mkdtemp(prefix="chaos-lab-"))
         self._shared: dict[tuple[str, str], Topology] = {}
 
     def start(self) -> Lab:
         self.resource.start()
+        self.sinks = Sinks(self.resource.url)
         return self
 
     def version(self) -> str:
@@ -350,6 +357,7 @@ class Lab:
         for topology in self._shared.values():
             topology.stop()
         self._shared.clear()
+        self.sinks.close()
         self.resource.stop()
         shutil.rmtree(self.directory, ignore_errors=True)
 
@@ -387,10 +395,11 @@ def run_scenario(
     owned = True
     run: Run | None = None
     try:
+        sink = lab.sinks.spec(scenario.sink, resource.server.port)
         topology, owned = lab.topology(scenario, directory)
         for index in scenario.proxied:
             topology.proxy(index)
-        run = Run(scenario, mode, topology, resource, directory)
+        run = Run(scenario, mode, topology, resource, directory, sink)
         for name in run.names:
             kind = run.kind_of[name]
             run.record(h.CONFIG, worker=h.HARNESS, name=name, value=round(scenario.ttl * 1000),

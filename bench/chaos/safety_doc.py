@@ -12,6 +12,7 @@ from . import history as h
 from . import report
 from .runner import Result
 from .scenarios import ALWAYS, Mode
+from .sinks import REDIS
 
 INTRO = """\
 # Safety under faults: the chaos suite
@@ -226,6 +227,9 @@ def render(
         "## Results\n",
         report.markdown(results),
         "",
+        SINKS,
+        report.markdown([r for r in results if r.scenario.sink != REDIS]),
+        "",
         COLUMNS,
         "## More numbers\n",
         _details(results),
@@ -252,6 +256,21 @@ def with_simulation(rendered: str, current: str) -> str:
     block = begin + current.split(begin, 1)[1].split(end, 1)[0] + end + "\n\n"
     head, tail = rendered.split("## Scenarios\n", 1)
     return f"{head}{block}## Scenarios\n{tail}"
+
+
+SINKS = """\
+## Fences at the sink
+
+Kleppmann's scenario against each sink of `fencelock.fences` ([fencing.md](fencing.md)): as
+`single/holder-pause`, with the counter in a PostgreSQL row written in a transaction fenced by
+`fences.sql.fenced` (`-sql`), a file written by `fences.files.write` (`-files`), an S3 object
+on moto's server written by `fences.s3.put_object` (`-s3`), or an HTTP service behind
+`fences.http.WSGIFencingMiddleware`, its store fenced Redis keys (`-http`). A holder is
+SIGSTOPped past its lease between its passed `check()` and its write, a newer holder takes the
+lock and writes, and the paused one resumes and writes: the sink must refuse it
+(`StaleToken`), and at least one such write must have reached it. The rows, from the table
+above:
+"""
 
 
 TOKENS = """\

@@ -40,9 +40,10 @@ from fencelock._keys import LockKeys
 from . import nemesis
 from .history import ASYNC_KINDS
 from .runner import Run
+from .sinks import FENCE_SINKS, REDIS
 from .topologies import CLUSTER, REDLOCK, SENTINEL, SINGLE, find_faketime
 from .topologies import FAKETIME_MISSING as FAKETIME_MISSING
-from .workers import LOCK_KINDS, REDLOCK_KINDS, VERSIONED
+from .workers import AUTO_RENEW, DEFAULT, LOCK_KINDS, REDLOCK_KINDS, VERSIONED
 
 # -- promises (asserted by the short run's test) -------------------------------------------------
 NO_OVERLAP: Final = "no overlapping holds"
@@ -52,6 +53,7 @@ FREE_IN_TTL: Final = "a crashed holder's lock is free within its ttl"
 KEPT: Final = "a holder whose event loop is blocked keeps its lease"
 STALL_REPORTED: Final = "a blocked event loop is reported (a fencelock.watchdog warning)"
 INCREASING: Final = "tokens strictly increase"
+TOLD_STALE: Final = "an overtaken holder's write reached the resource and was refused (StaleToken)"
 ALWAYS: Final = (
     "no stale write accepted",
     "no orphaned lock",
@@ -116,6 +118,7 @@ class Scenario:
     needs_faketime: bool = False
     shared_topology: bool = False  # reuse one topology across scenarios (cluster: seconds)
     cycle_seconds: float = 5.0  # a rough length of one cycle (for the workers' own deadline)
+    sink: str = REDIS  # where the counter lives (sinks.py)
 
     def __post_init__(self) -> None:
         if not self.kinds:
@@ -273,6 +276,32 @@ def _holder_scenarios(topology: str, **options: Any) -> list[Scenario]:
     ]  # fmt: skip
 
 
+SINK_SUMMARY = (
+    "as single/holder-pause, the counter in {sink} written through fencelock.fences.{sink} "
+    "instead of a Redis key: Kleppmann's scenario at the sink"
+)
+SINK_EXPECT = (
+    "As single/holder-pause: a holder SIGSTOPped between its passed check() and its write "
+    "wakes up after a newer holder has written, and its write must be refused by the sink "
+    "itself ({how}), the holder told StaleToken, the newer holder's value kept."
+)
+SINK_HOW: Final = {
+    "sql": "the fence table's conditional upsert, in the write's own PostgreSQL transaction",
+    "files": "the token kept beside the file, checked under its flock before the rename",
+    "s3": "the token in the object's metadata, the PUT conditional on the ETag read (moto)",
+    "http": "the WSGI middleware's 409, its store fenced Redis keys",
+}
+
+
+def _sink_scenarios() -> list[Scenario]:
+    return [
+        Scenario(SINGLE, f"holder-pause-{sink}", holder_pause, SINK_SUMMARY.format(sink=sink),
+                 SINK_EXPECT.format(how=SINK_HOW[sink]), (FAILS_CHECK, FENCED, TOLD_STALE),
+                 kinds=(DEFAULT, AUTO_RENEW), cycle_seconds=12.0, sink=sink)
+        for sink in FENCE_SINKS
+    ]  # fmt: skip
+
+
 # holds that outlast the outage (about 2 s), so that a grant lost in the failover is still
 # believed in when a waiter takes the lock on the promoted replica
 FAILOVER_WORK: Final[dict[str, Any]] = {"ttl": 4.0, "work": (0.6, 0.95), "renewed_work": (0.6, 2.0)}
@@ -328,6 +357,7 @@ SCENARIOS: Final[list[Scenario]] = [
         "nobody holds, which expires within its ttl.",
         (NO_OVERLAP,), proxied=(0,), cycle_seconds=4.0,
     ),
+    *_sink_scenarios(),
     *_holder_scenarios(REDLOCK),
     Scenario(
         REDLOCK, "minority-loss", minority_loss,

@@ -16,7 +16,8 @@ worker is generated from the other: what they share, every step without I/O, is 
 ``_Worker``, and each does only its own API's I/O around it.
 
 The counter lives on the resource server: the worker reads it, works, and writes (value read) + 1
-with ``client.fenced_set(key, value, token, redis=resource)``. The write is fenced, the read is
+with ``client.fenced_set(key, value, token, redis=resource)`` (in the sinks' scenarios, in a
+sink of ``fencelock.fences`` instead: ``sinks.py``). The write is fenced, the read is
 not: docs/leases.md, "Read-modify-write: fence the read too", and the checker's "lost updates".
 
 Each worker shows the harness where it is through one slot of a shared array (``PHASES``), so a
@@ -58,6 +59,7 @@ from .history import REENTRANT as REENTRANT
 from .history import RW_WRITE as RW_WRITE
 from .history import SEMAPHORE as SEMAPHORE
 from .history import VERSIONED as VERSIONED
+from .sinks import Sink, SinkSpec, open_sink
 from .topologies import (
     ClientSpec,
     close_async_client,
@@ -142,6 +144,7 @@ class WorkerSpec:
     ttl: float
     client: ClientSpec
     resource_port: int
+    sink: SinkSpec  # where the counter lives (sinks.py)
     history: str  # the JSONL file of this worker
     work: tuple[float, float]  # seconds of work per round, uniform in this range
     gap: float  # between a passed check() and the write (the window a pause can hit)
@@ -251,7 +254,7 @@ class _Worker:
         """Seconds to wait after an acquire failed on an error: the server is down, do not spin."""
         return 0.05 + self.rng.random() * 0.05
 
-    def read(self, token: int, raw: bytes | str | None) -> int:
+    def read(self, token: int, raw: bytes | str | int | None) -> int:
         """The counter as read from the resource (absent: 0), recorded."""
         value = int(raw) if raw is not None else 0
         self.record(h.READ, token=token, value=value)
@@ -281,7 +284,7 @@ class _Worker:
             outcome()
         except fencelock.StaleToken as exc:
             self.record(h.WRITE_REFUSED, token=token, value=value, t0=sent, detail=str(exc.seen))
-        except (fencelock.LockError, RedisError) as exc:
+        except Exception as exc:  # (a sink's own errors too: psycopg's, botocore's, OSError)
             self.record(h.WRITE_ERROR, token=token, value=value, t0=sent, detail=repr(exc))
         else:
             self.record(h.WRITE_ACCEPTED, token=token, value=value, t0=sent)
@@ -290,6 +293,7 @@ class _Worker:
 class Worker(_Worker):
     client: fencelock.LockClient
     resource: redis.Redis
+    sink: Sink
 
     def on_lost(self, lock: fencelock.Lock) -> None:
         self.record(h.LOST, token=self.token, detail=threading.current_thread().name)
@@ -297,6 +301,7 @@ class Worker(_Worker):
     def loop(self, stopping: Callable[[], bool]) -> None:
         self.client = make_client(self.spec.client)
         self.resource = redis.Redis(port=self.spec.resource_port, **RESOURCE_OPTIONS)
+        self.sink = open_sink(self.spec.sink, self.spec.name, self.client)
         try:
             while not stopping():
                 self.round()
@@ -305,6 +310,7 @@ class Worker(_Worker):
             with contextlib.suppress(Exception):
                 close_client(self.client)
             self.resource.close()
+            self.sink.close()
 
     def round(self) -> None:
         spec = self.spec
@@ -347,7 +353,7 @@ class Worker(_Worker):
                 self.record(h.REENTER, token=token, detail="" if inner else "refused")
             except fencelock.LockError as exc:
                 self.record(h.REENTER, token=token, detail=type(exc).__name__)
-        value = self.read(token, self.resource.get(self.key))
+        value = self.read(token, self.sink.read())
         for nap in self.naps(self.rng.uniform(*spec.work)):
             time.sleep(nap)
         if self.checked(lock, token):
@@ -363,12 +369,7 @@ class Worker(_Worker):
     def write(self, token: int, value: int) -> None:
         self.record(h.WRITE_ATTEMPT, token=token, value=value)
         sent = time.monotonic()
-        self.wrote(
-            token,
-            value,
-            sent,
-            lambda: self.client.fenced_set(self.key, value, token, redis=self.resource),
-        )
+        self.wrote(token, value, sent, lambda: self.sink.write(value, token))
 
     def release(self, lock: SyncLock) -> None:
         self.record(h.RELEASE, token=self.token)

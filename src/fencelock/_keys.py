@@ -122,7 +122,8 @@ def encodable(arg: str, value: str) -> str:
     return value
 
 
-def _nonempty_str(arg: str, value: object) -> str:
+def nonempty_str(arg: str, value: object) -> str:
+    """``value``, checked to be a non-empty, sendable ``str`` (the message names ``arg``)."""
     if not isinstance(value, str):
         raise TypeError(f"{arg} must be a str, not {type(value).__name__}")
     if not value:
@@ -131,7 +132,7 @@ def _nonempty_str(arg: str, value: object) -> str:
 
 
 def validate_name(name: object) -> str:
-    name = _nonempty_str("name", name)
+    name = nonempty_str("name", name)
     if len(name) > MAX_NAME_LENGTH:
         raise ValueError(f"name must be at most {MAX_NAME_LENGTH} characters, got {len(name)}")
     return name
@@ -252,7 +253,7 @@ def validate_value(value: object, arg: str = "value") -> Value:
 
 
 def validate_resource_key(key: object) -> str:
-    return _nonempty_str("key", key)
+    return nonempty_str("key", key)
 
 
 def _hash_tag(key: str) -> str | None:

@@ -24,11 +24,11 @@ from .._core.inspection import (
 )
 from .._core.kinds import Kind
 from .._core.replies import split_holder
+from .._fencing import fencing_token
 from .._keys import LockKeys, encodable, validate_name
 from .._scripts import FORCE_RELEASE
 from ..errors import LockError
 from .engine import ClientState
-from .resources import fencing_token
 from .topology import AsyncTopology
 
 logger = logging.getLogger("fencelock.admin")

@@ -6,15 +6,14 @@ the caller names (``redis=``; Redlock mode has no server of its own, so there it
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
 from redis.exceptions import NoScriptError, RedisError
 
-from .. import _events as events
 from .._core.replies import digest, fenced_get_reply, fenced_set_reply, translate_error
+from .._fencing import fencing_token, refused
 from .._keys import described, fence_key_for, validate_resource_key, validate_value
 from .._scripts import FENCED_GET, FENCED_SET, Script
 from .._transport import AsyncRedis, AsyncRedisCluster
@@ -26,47 +25,14 @@ from .versioned import AsyncVersioned
 T = TypeVar("T")
 Server = AsyncRedis | AsyncRedisCluster
 Value = str | bytes | int | float
-MAX_TOKEN = 2**63 - 1
-
-fence_logger = logging.getLogger("fencelock.fence")
-
-
-def fencing_token(token: object) -> int:
-    if isinstance(token, bool) or not isinstance(token, int):
-        raise TypeError(f"token must be an int, not {type(token).__name__}")
-    # A token no grant can have (Redis counts in signed 64 bits) would be stored as the
-    # highest seen and refuse every real holder's write for good.
-    if not 0 < token <= MAX_TOKEN:
-        shown = token if token.bit_length() <= 64 else f"a {len(str(token))}-digit number"
-        raise ValueError(f"token must be a fencing token from 1 to 2**63 - 1, got {shown}")
-    return token
-
-
-def _refused(stale: StaleToken) -> None:
-    """A stale write refused: a holder acted on a lock it had lost (worth an alert: see
-    docs/operations.md)."""
-    if events.on:
-        events.emit(events.StaleWriteRefused(stale.key, stale.token))
-    fence_logger.warning(
-        "fencelock: stale write to %r refused: token %d, but %d wrote it already",
-        stale.key,
-        stale.token,
-        stale.seen,
-        extra={
-            "event": "stale_write_refused",
-            "key": stale.key,
-            "token": stale.token,
-            "reason": f"token {stale.seen} wrote it already",
-        },
-    )
 
 
 def _fenced(parse: Callable[[object, str, int], T], reply: object, key: str, token: int) -> T:
-    """``parse(reply, key, token)``; a refused stale token is logged (``_refused``) first."""
+    """``parse(reply, key, token)``; a refused stale token is reported (``refused``) first."""
     try:
         return parse(reply, key, token)
     except StaleToken as stale:
-        _refused(stale)
+        refused(stale)
         raise
 
 
