@@ -1,0 +1,319 @@
+"""Compute once across processes (docs/compute_once.md): ``compute_once``, the ``computed``
+decorator over it, ``forget``, and ``idempotent``, the same mechanism kept longer.
+
+A call looks (one script, compute_look.lua) and returns a fresh stored result at once. Else one
+caller across every process builds it: it takes the key's builder lease (a ``Builder``, a
+simple lock the client's watchdog renews while ``compute`` runs), looks again, runs ``compute``
+and stores the result with the lease's fencing token (compute_store.lua, which publishes on
+the lease's channel). Every other caller subscribes to that channel, looks, and waits for a
+message or the end of the builder's lease, then looks again: a store wakes it (the result is
+its own, however old by the time it reads it); a release without a store (a builder cancelled,
+or whose store was refused) wakes it to take the build over at once; a builder that died is
+replaced when its lease ends.
+
+Failure timeline: ``compute`` raises: its caller gets the exception, and the callers waiting
+for that build get ``ComputeFailed`` (the failure is stored only when a waiter heard of it);
+the next call builds afresh. The builder is cancelled or interrupted: it releases the lease,
+and a waiter takes over. The builder pauses past its lease: another takes over with a larger
+token, and the late store is refused (the caller gets the newer result if one is stored, else
+its own). ``forget`` while a build runs: that build's store is refused, and its waiters build
+again, after the write.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+from .._backend import ASYNC_CAN_CANCEL, async_result, async_shield
+from .._context import running
+from .._core.compute import (
+    BUILDERS,
+    COMPUTE,
+    COMPUTE_LOOK,
+    COMPUTE_STORE,
+    MAX_SIZE,
+    AsyncCompute,
+    Codec,
+    ComputeKeys,
+    Found,
+    Step,
+    check_codec,
+    check_compute,
+    check_fingerprint,
+    check_max_size,
+    decoded,
+    encoded,
+    failure_args,
+    found_reply,
+    next_step,
+    stored_reply,
+)
+from .._core.kinds import LeaseSpec
+from .._core.options import LeaseOptions
+from .._core.timing import remaining, retry_delay
+from .._keys import ttl_to_ms, validate_name, validate_timeout, validate_ttl
+from .._labels import holder_label
+from ..errors import ComputeFailed, FingerprintMismatch, LockError, LockTimeout
+from .engine import AsyncLease, AsyncWiring, refuse_unmade
+
+T = TypeVar("T")
+_F = TypeVar("_F", bound=Any)
+
+logger = logging.getLogger("fencelock.compute")
+
+_BUSY: Any = object()  # another caller holds the builder's lease
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One call's arguments, checked."""
+
+    options: LeaseOptions  # the builder's lease (its ttl; name: the key)
+    spec: LeaseSpec
+    compute: Any
+    fresh_for: float
+    stale_for: float
+    wait: float | None  # how long it waits for another caller's build
+    codec: Codec
+    max_size: int
+    fingerprint: bytes | None
+
+    @property
+    def name(self) -> str:
+        return self.options.name
+
+    @property
+    def keys(self) -> ComputeKeys:
+        keys = self.spec.keys
+        assert isinstance(keys, ComputeKeys)
+        return keys
+
+
+class AsyncResults:
+    """The calls of one client's ``compute_once`` and ``idempotent`` (see the module)."""
+
+    def __init__(self, wiring: AsyncWiring) -> None:
+        self._wiring = wiring
+
+    def call(
+        self,
+        family: str,
+        name: object,
+        compute: object,
+        *,
+        fresh_for: object,
+        stale_for: object,
+        ttl: object,
+        timeout: object,
+        codec: object,
+        max_size: object,
+        fingerprint: object = None,
+    ) -> _Call:
+        """The call's arguments, each checked (before anything is sent)."""
+        wiring, kind = self._wiring, BUILDERS[family]
+        label = holder_label if wiring.label is None else wiring.label  # (who builds, for ls)
+        options = LeaseOptions.checked(
+            validate_name(name, "key"),
+            ttl,
+            timeout=0.0,
+            auto_renew=True,
+            label=label,
+            threads=not ASYNC_CAN_CANCEL,
+        )
+        refuse_unmade(wiring, kind, "builder", options.name)
+        return _Call(
+            options,
+            wiring.spec(kind, options, "builder"),
+            check_compute(compute, threads=not ASYNC_CAN_CANCEL),
+            validate_ttl(fresh_for, "fresh_for" if family == COMPUTE else "keep_for"),
+            validate_ttl(stale_for, "stale_for", minimum=0.0),
+            validate_timeout(timeout),
+            check_codec(codec),
+            check_max_size(max_size),
+            check_fingerprint(fingerprint),
+        )
+
+    async def get(self, call: _Call) -> Any:
+        """The result: stored, built by this call, or built by another that it waited for."""
+        counters = self._wiring.counters
+        deadline = None if call.wait is None else time.monotonic() + call.wait
+        found = await self._look(call)
+        waited_for: int | None = None
+        while True:
+            step = _next(found, call, waited_for)
+            if step in (Step.HIT, Step.STALE, Step.WAITED):
+                hit = step is Step.HIT and waited_for is None  # (else: what it waited for)
+                counters.add(compute_hits=int(hit), compute_stale_hits=int(step is Step.STALE))
+                return decoded(call.codec, found.value or b"", call.name)
+            if step is Step.FAILED:
+                assert found.failure is not None
+                raise ComputeFailed(call.name, found.failure.type_name, found.failure.message)
+            if step in (Step.REFRESH, Step.BUILD):
+                built = await self._build(call, taking_over=waited_for is not None)
+                if built is not _BUSY:
+                    return built
+                if step is Step.REFRESH:  # another caller refreshes it meanwhile
+                    counters.add(compute_stale_hits=1)
+                    return decoded(call.codec, found.value or b"", call.name)
+            if remaining(deadline, time.monotonic()) == 0:
+                raise _timed_out(call)
+            if waited_for is None:
+                counters.add(compute_waits=1)
+            found, waited_for = await self._wait(call, deadline, waited_for)
+
+    async def _look(self, call: _Call, *, claim: bool = False) -> Found:
+        """What the server has for the key now. ``claim``: the builder of an idempotent call
+        records its request's fingerprint (a write)."""
+        wiring = self._wiring
+        wiring.state.check()
+        keys, what = call.keys.looked(), call.spec.what
+        if claim and call.fingerprint is not None:
+            args = (call.fingerprint, ttl_to_ms(call.fresh_for))
+            return found_reply(await wiring.topology.run(COMPUTE_LOOK, keys, args, what))
+        [reply] = await wiring.topology.run_all(COMPUTE_LOOK, keys, ("", 1), what, read=True)
+        if isinstance(reply, Exception):
+            raise reply
+        return found_reply(reply)
+
+    async def _wait(
+        self, call: _Call, deadline: float | None, waited_for: int | None
+    ) -> tuple[Found, int | None]:
+        """Wait while another caller builds: what is found once it stored, failed or its lease
+        ended, and the token of the build waited for. ``LockTimeout`` past ``deadline``."""
+        wiring = self._wiring
+        topology = wiring.topology
+        async with topology.watch(call.keys.channel, topology.time_left(deadline)) as watch:
+            while True:
+                watch.event.clear()  # subscribed before this look: a store after it wakes us
+                sent_at = time.monotonic()
+                found = await self._look(call)
+                if waited_for is None:
+                    waited_for = found.building
+                if _next(found, call, waited_for) is not Step.WAIT:
+                    return found, waited_for
+                now = time.monotonic()
+                left = remaining(deadline, now)
+                if left == 0:
+                    raise _timed_out(call)
+                # until the lease's end at the latest: a builder that died publishes nothing
+                ends, ttl = found.lease_left, call.options.ttl
+                delay = retry_delay(ends, left, wiring.max_poll, ttl, now - sent_at)
+                await topology.wait(watch, delay)
+
+    async def _build(self, call: _Call, *, taking_over: bool) -> Any:
+        """Build the result under the builder's lease, store it, and return it as stored;
+        ``_BUSY`` when another caller holds the lease."""
+        lease = AsyncLease(self, self._wiring, call.options, call.spec)
+        if not await lease.acquire(timeout=0):
+            return _BUSY
+        try:
+            found = await self._look(call, claim=True)  # (a build may have ended meanwhile)
+            if _next(found, call, None) is Step.HIT:
+                self._wiring.counters.add(compute_hits=1)
+                return decoded(call.codec, found.value or b"", call.name)
+            token = lease.token()
+            self._wiring.counters.add(compute_builds=1, compute_takeovers=int(taking_over))
+            try:
+                with running(token):
+                    result = await async_result(call.compute)
+                data = encoded(call.codec, result, call.max_size, call.name)
+            except Exception as exc:
+                await self._failed(call, token, exc)
+                raise
+            return await self._stored(call, token, data)
+        finally:
+            await async_shield(_release(lease))  # (a waiter takes over if nothing was stored)
+
+    async def _store(self, call: _Call, token: int, *args: str | bytes | int) -> object:
+        topology, keys = self._wiring.topology, call.keys
+        args = (token, *args, keys.channel, topology.publish_command)
+        return await topology.run(COMPUTE_STORE, keys.stored(), args, call.spec.what)
+
+    async def _stored(self, call: _Call, token: int, data: bytes) -> Any:
+        """Store ``data``, built with ``token``: the result as stored, or, refused (a newer
+        build, or a forget, came while it ran), the newer result stored if any, else its own."""
+        keep = ttl_to_ms(call.fresh_for + call.stale_for)
+        reply = await self._store(call, token, "v", data, keep, call.fingerprint or b"")
+        stored, newer, value = stored_reply(reply)
+        if not stored:
+            logger.warning(
+                "fencelock: %s: the result of token %d was not stored: token %d or a forget "
+                "came while it was built",
+                call.spec.what,
+                token,
+                newer,
+                extra={"event": "compute_refused", "lock_name": call.name, "token": token},
+            )
+            if value is not None and newer > token:
+                data = value
+        return decoded(call.codec, data, call.name)
+
+    async def _failed(self, call: _Call, token: int, exc: Exception) -> None:
+        """Tell the waiters of the build of ``token`` that it raised ``exc`` (best effort: the
+        caller gets ``exc`` whatever happens here)."""
+        try:
+            await self._store(call, token, "e", *failure_args(exc), call.spec.ttl_ms)
+        except LockError as error:
+            logger.warning("fencelock: %s: its failure not stored: %s", call.spec.what, error)
+
+
+def _next(found: Found, call: _Call, waited_for: int | None) -> Step:
+    if call.fingerprint is not None and found.fingerprint not in (None, call.fingerprint):
+        raise FingerprintMismatch(call.name)
+    return next_step(found, call.fresh_for, call.stale_for, waited_for)
+
+
+def _timed_out(call: _Call) -> LockTimeout:
+    return LockTimeout(
+        f"{call.spec.what}: no result within {call.wait} s (another caller is building it)"
+    )
+
+
+async def _release(lease: AsyncLease) -> None:
+    try:
+        await lease.release()
+    except LockError as error:  # lost, or the server unreachable: the lease ends by itself
+        logger.debug("fencelock: %s: not released: %s", lease.what(), error)
+
+
+class AsyncComputes:
+    """A lock client's ``compute_once``, ``computed``, ``forget`` and ``idempotent``."""
+
+    def __init__(self, results: AsyncResults) -> None:
+        self._results = results
+
+    async def compute_once(
+        self,
+        key: str,
+        compute: AsyncCompute[T],
+        *,
+        fresh_for: float,
+        stale_for: float = 0.0,
+        ttl: float = 30.0,
+        timeout: float | None = None,
+        codec: Codec | None = None,
+        max_size: int = MAX_SIZE,
+    ) -> T:
+        """The result of ``compute()`` for ``key``, computed once across every process: the
+        stored one while it is younger than ``fresh_for`` seconds; else one caller runs
+        ``compute`` under a lease of ``ttl`` (renewed while it runs) and stores its result,
+        and every other caller waits for it (up to ``timeout``: ``LockTimeout``) and returns
+        it. With ``stale_for``, a result up to that much older is returned at once while one
+        caller refreshes it. ``codec``: how the result is stored (JSON by default), at most
+        ``max_size`` bytes (``ResultError``). Waiters of a build that raised get
+        ``ComputeFailed``. docs/compute_once.md."""
+        call = self._results.call(
+            COMPUTE,
+            key,
+            compute,
+            fresh_for=fresh_for,
+            stale_for=stale_for,
+            ttl=ttl,
+            timeout=timeout,
+            codec=codec,
+            max_size=max_size,
+        )
+        return cast(T, await self._results.get(call))

@@ -1,0 +1,269 @@
+"""compute_once: one build across clients, the others woken by its store; fresh, stale and
+old results; a build that raises; bad input; a dead builder replaced; a late store refused.
+
+Sync twin generated into tests/primitives/_sync by tools/gen_sync.py."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import pytest
+import redis
+
+import fencelock
+from fencelock._async.client import AsyncLockClient
+from fencelock._backend import AsyncEvent
+from fencelock._core.compute import COMPUTE, ComputeKeys
+from fencelock._keys import DEFAULT_PREFIX
+from tests.concurrency import TIMEOUT, AsyncCall, async_together, async_until, evalsha_calls
+
+
+class Build:
+    """A ``compute`` that counts its calls and returns ``value`` (or raises ``error``); with
+    ``hold``, it runs until ``go`` is set."""
+
+    def __init__(
+        self, value: Any = None, *, hold: bool = False, error: BaseException | None = None
+    ):
+        self.value, self.error = value, error
+        self.calls = 0
+        self.started, self.go = AsyncEvent(), AsyncEvent()
+        if not hold:
+            self.go.set()
+
+    async def __call__(self) -> Any:
+        self.calls += 1
+        self.started.set()
+        assert await self.go.wait(TIMEOUT)
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+def keys(name: str) -> ComputeKeys:
+    return ComputeKeys.for_compute(name, DEFAULT_PREFIX, COMPUTE)
+
+
+def age(raw: redis.Redis, name: str, seconds: float) -> None:
+    """Make the stored result of ``name`` ``seconds`` older (its time of storing, moved back)."""
+    assert raw.hincrby(keys(name).result, "t", -round(seconds * 1000)) > 0
+
+
+def waiting(*clients: AsyncLockClient) -> int:
+    return sum(client.statistics().waiting for client in clients)
+
+
+async def test_concurrent_callers_of_two_clients_build_once(
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
+) -> None:
+    build = Build({"total": 42, "rows": [1, 2]}, hold=True)
+    clients = (async_client, async_client_b) * 4
+    calls = [lambda c=c: c.compute_once("c-once", build, fresh_for=60) for c in clients]
+    running = AsyncCall(lambda: async_together(calls))  # type: ignore[arg-type]
+    assert await build.started.wait(TIMEOUT)
+    await async_until(lambda: waiting(async_client, async_client_b) == 7)  # all on pub/sub
+    build.go.set()
+    assert await running.result() == [{"total": 42, "rows": [1, 2]}] * 8
+    assert build.calls == 1
+    a, b = async_client.statistics(), async_client_b.statistics()
+    assert a.compute_builds + b.compute_builds == 1
+    assert a.compute_waits + b.compute_waits == 7
+    assert (a.wakeups + b.wakeups, a.polls + b.polls) == (7, 0)  # woken by the store
+    assert a.compute_hits + b.compute_hits == 0
+    assert raw.hget(keys("c-once").result, "v") == '{"total":42,"rows":[1,2]}'
+    assert raw.exists(keys("c-once").lock) == 0  # the lease released
+
+
+async def test_a_fresh_result_is_returned_in_one_request(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    build = Build((1, "two"))
+    assert await async_client.compute_once("c-fresh", build, fresh_for=60) == [1, "two"]  # JSON
+    before = evalsha_calls(raw)
+    assert await async_client.compute_once("c-fresh", build, fresh_for=60) == [1, "two"]
+    assert evalsha_calls(raw) == before + 1
+    assert build.calls == 1
+    stats = async_client.statistics()
+    assert (stats.compute_builds, stats.compute_hits) == (1, 1)
+    assert 59_000 < raw.pttl(keys("c-fresh").result) <= 60_000  # kept fresh_for + stale_for
+
+
+async def test_a_result_older_than_fresh_for_is_built_again(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    assert await async_client.compute_once("c-old", Build("first"), fresh_for=60) == "first"
+    age(raw, "c-old", 61)
+    # a caller content with older results takes it
+    assert await async_client.compute_once("c-old", Build("unused"), fresh_for=120) == "first"
+    assert await async_client.compute_once("c-old", Build("second"), fresh_for=60) == "second"
+    assert async_client.statistics().compute_builds == 2
+
+
+async def test_a_stale_result_is_returned_at_once_while_one_caller_refreshes_it(
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
+) -> None:
+    ask = {"fresh_for": 60, "stale_for": 600}
+    assert await async_client.compute_once("c-stale", Build("old"), **ask) == "old"
+    age(raw, "c-stale", 61)
+    refresh = Build("new", hold=True)
+    refreshing = AsyncCall(lambda: async_client.compute_once("c-stale", refresh, **ask))
+    assert await refresh.started.wait(TIMEOUT)
+    other = Build("unused")
+    assert await async_client_b.compute_once("c-stale", other, **ask) == "old"  # at once
+    assert other.calls == 0 and async_client_b.statistics().compute_stale_hits == 1
+    refresh.go.set()
+    assert await refreshing.result() == "new"
+    assert await async_client_b.compute_once("c-stale", other, **ask) == "new"
+    age(raw, "c-stale", 700)  # past stale_for too: built before it is returned
+    assert await async_client_b.compute_once("c-stale", Build("newest"), **ask) == "newest"
+
+
+async def test_a_stale_result_with_nobody_refreshing_is_refreshed_by_its_caller(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    ask = {"fresh_for": 60, "stale_for": 600}
+    assert await async_client.compute_once("c-refresh", Build(1), **ask) == 1
+    age(raw, "c-refresh", 61)
+    assert await async_client.compute_once("c-refresh", Build(2), **ask) == 2
+    assert async_client.statistics().compute_stale_hits == 0
+
+
+async def test_the_waiters_of_a_build_that_raised_get_compute_failed(
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
+) -> None:
+    failing = Build(hold=True, error=KeyError("no such report"))
+    building = AsyncCall(lambda: async_client.compute_once("c-fail", failing, fresh_for=60))
+    assert await failing.started.wait(TIMEOUT)
+    other = Build("unused")
+    waiter = AsyncCall(lambda: async_client_b.compute_once("c-fail", other, fresh_for=60))
+    await async_until(lambda: waiting(async_client_b) == 1)
+    failing.go.set()
+    with pytest.raises(KeyError, match="no such report"):  # its caller: the exception itself
+        await building.result()
+    with pytest.raises(fencelock.ComputeFailed, match="KeyError") as failed:
+        await waiter.result()
+    assert (failed.value.key, failed.value.type_name) == ("c-fail", "KeyError")
+    assert failed.value.message == "'no such report'"
+    assert other.calls == 0  # its waiters did not all build again
+    # the next call builds afresh
+    assert await async_client_b.compute_once("c-fail", Build("fixed"), fresh_for=60) == "fixed"
+    assert raw.exists(keys("c-fail").failure) == 0
+
+
+async def test_a_build_that_raises_with_nobody_waiting_stores_nothing(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    with pytest.raises(ZeroDivisionError):
+        await async_client.compute_once("c-alone", Build(error=ZeroDivisionError()), fresh_for=1)
+    assert raw.keys("*c-alone*result") == raw.keys("*c-alone*failure") == []
+    assert raw.exists(keys("c-alone").lock) == 0
+
+
+class Interrupted(BaseException):
+    """What a KeyboardInterrupt is to a sync builder, or a cancellation to a task."""
+
+
+async def test_a_builder_interrupted_passes_the_build_on_at_once(
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
+) -> None:
+    interrupted = Build(hold=True, error=Interrupted())
+    ttl = 2 * TIMEOUT  # a waiter that waited for the lease to end would time out this test
+    building = AsyncCall(
+        lambda: async_client.compute_once("c-pass", interrupted, fresh_for=60, ttl=ttl)
+    )
+    assert await interrupted.started.wait(TIMEOUT)
+    takeover = Build("taken over")
+    waiter = AsyncCall(
+        lambda: async_client_b.compute_once("c-pass", takeover, fresh_for=60, ttl=ttl)
+    )
+    await async_until(lambda: waiting(async_client_b) == 1)
+    interrupted.go.set()
+    with pytest.raises(Interrupted):
+        await building.result()
+    assert await waiter.result() == "taken over"
+    stats = async_client_b.statistics()
+    assert (stats.compute_builds, stats.compute_takeovers, stats.polls) == (1, 1, 0)
+
+
+async def test_a_builder_that_died_is_replaced_when_its_lease_ends(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    # the lease of a builder that will never store nor release (killed), 0.3 s left
+    raw.set(keys("c-dead").lock, "a-dead-builder", px=300)
+    build = Build("mine")
+    assert await async_client.compute_once("c-dead", build, fresh_for=60) == "mine"
+    stats = async_client.statistics()
+    assert (stats.compute_waits, stats.compute_takeovers, stats.compute_builds) == (1, 1, 1)
+    assert stats.polls >= 1 and stats.wakeups == 0  # it looked again when the lease ended
+
+
+async def test_a_store_older_than_the_stored_result_is_refused(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    late = Build("late", hold=True)
+    building = AsyncCall(lambda: async_client.compute_once("c-late", late, fresh_for=60))
+    assert await late.started.wait(TIMEOUT)
+    token = int(raw.get(keys("c-late").fence) or 0)
+    now_ms = raw.time()[0] * 1000
+    # meanwhile its lease ran out, and a newer build (a larger token) stored its result
+    raw.hset(keys("c-late").result, mapping={"v": '"newer"', "f": token + 1, "t": now_ms})
+    late.go.set()
+    assert await building.result() == "newer"  # the caller gets the newer result
+    assert raw.hget(keys("c-late").result, "v") == '"newer"'
+    assert raw.hget(keys("c-late").result, "f") == str(token + 1)
+
+
+async def test_a_waiter_gives_up_after_its_timeout(
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient
+) -> None:
+    slow = Build("slow", hold=True)
+    building = AsyncCall(lambda: async_client.compute_once("c-timeout", slow, fresh_for=60))
+    assert await slow.started.wait(TIMEOUT)
+    for timeout in (0, 0.05):
+        with pytest.raises(fencelock.LockTimeout, match="c-timeout"):
+            await async_client_b.compute_once("c-timeout", Build(), fresh_for=60, timeout=timeout)
+    slow.go.set()
+    assert await building.result() == "slow"
+
+
+async def test_a_codec_given_stores_what_json_cannot(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    value = {"ids": {1, 2}, "pair": (3, 4)}
+    got = await async_client.compute_once("c-pickle", Build(value), fresh_for=60, codec=pickle)
+    assert got == value
+    assert await async_client.compute_once("c-pickle", Build(), fresh_for=60, codec=pickle) == value
+    with pytest.raises(fencelock.ResultError, match="cannot be read"):  # JSON cannot read it
+        await async_client.compute_once("c-pickle", Build(), fresh_for=60)
+
+
+async def test_bad_input_is_refused_and_stores_nothing(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    client = async_client
+    for bad, error, match in [
+        ({"compute": 42}, TypeError, "compute must be callable"),
+        ({"fresh_for": -1}, ValueError, "fresh_for"),
+        ({"fresh_for": 0}, ValueError, "fresh_for"),
+        ({"stale_for": -1}, ValueError, "stale_for"),
+        ({"stale_for": float("nan")}, ValueError, "stale_for"),
+        ({"ttl": 0}, ValueError, "ttl"),
+        ({"timeout": -1}, ValueError, "timeout"),
+        ({"key": ""}, ValueError, "key"),
+        ({"key": 7}, TypeError, "key"),
+        ({"codec": object()}, TypeError, "codec"),
+        ({"max_size": 0}, ValueError, "max_size"),
+        ({"max_size": 1.5}, TypeError, "max_size"),
+    ]:
+        given: dict[str, Any] = {"key": "c-bad", "compute": Build(1), "fresh_for": 60, **bad}
+        with pytest.raises(error, match=match):
+            await client.compute_once(given.pop("key"), given.pop("compute"), **given)
+    with pytest.raises(fencelock.ResultError, match="cannot be stored"):  # not JSON
+        await client.compute_once("c-bad", Build(object()), fresh_for=60)
+    with pytest.raises(fencelock.ResultError, match="over max_size"):
+        await client.compute_once("c-bad", Build("x" * 100), fresh_for=60, max_size=64)
+    # nothing stored, no lease left: only the builds' fencing counter, kept a lease's time
+    assert raw.keys("*c-bad*") == [keys("c-bad").fence]
+    assert 0 < raw.pttl(keys("c-bad").fence) <= 30_000
+    assert await client.compute_once("c-bad", Build("x" * 60), fresh_for=60, max_size=64)
