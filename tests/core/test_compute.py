@@ -19,10 +19,12 @@ from fencelock._core.compute import (
     Step,
     check_codec,
     check_fingerprint,
+    check_key_of,
     decoded,
     encoded,
     failure_args,
     found_reply,
+    key_for,
     next_step,
     stored_reply,
 )
@@ -135,3 +137,20 @@ def test_a_fingerprint_is_bytes_of_a_bounded_length() -> None:
         check_fingerprint(b"x" * 5000)
     with pytest.raises(TypeError, match="fingerprint"):
         check_fingerprint(12)
+
+
+def test_a_decorated_functions_key_comes_from_its_arguments() -> None:
+    def report(user_id: int, period: str = "day", *, detail: bool = False) -> None: ...
+
+    signature = check_key_of("r:{user_id}:{period}:{detail}", report)
+    assert key_for("r:{user_id}:{period}:{detail}", signature, (7,), {}) == "r:7:day:False"
+    assert (
+        key_for("r:{user_id}:{period}:{detail}", signature, (), {"user_id": 8}) == "r:8:day:False"
+    )
+    assert key_for(lambda *a, **k: f"f:{a}", signature, (7,), {}) == "f:(7,)"
+    with pytest.raises(ValueError, match="'user', 'when'"):
+        check_key_of("r:{user}:{when}", report)
+    with pytest.raises(ValueError, match="''"):
+        check_key_of("r:{}", report)
+    with pytest.raises(TypeError):
+        key_for("r:{user_id}", signature, (), {})  # a call missing an argument: as Python says

@@ -327,12 +327,13 @@ def check_key_of(key: object, fn: Callable[..., Any]) -> inspect.Signature:
         return signature
     if not isinstance(key, str):
         raise TypeError(f"key must be a str template or a function, not {described(key)}")
-    fields = {f.split(".")[0].split("[")[0] for _, f, _, _ in string.Formatter().parse(key) if f}
+    parsed = string.Formatter().parse(key)
+    fields = {f.split(".")[0].split("[")[0] for _, f, _, _ in parsed if f is not None}
     unknown = sorted(fields - set(signature.parameters))
-    if unknown or "" in fields:
+    if unknown:
         raise ValueError(
             f"key {key!r}: each {{field}} must name a parameter of {fn.__qualname__} "
-            f"{tuple(signature.parameters)}, not {unknown or 'a position'}"
+            f"{tuple(signature.parameters)}, not {', '.join(map(repr, unknown))}"
         )
     return signature
 

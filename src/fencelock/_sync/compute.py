@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial, wraps
 from typing import Any, TypeVar, cast
 
 from .._backend import SYNC_CAN_CANCEL, sync_result, sync_shield
@@ -33,6 +35,7 @@ from .._context import running
 from .._core.compute import (
     BUILDERS,
     COMPUTE,
+    COMPUTE_FORGET,
     COMPUTE_LOOK,
     COMPUTE_STORE,
     MAX_SIZE,
@@ -40,15 +43,19 @@ from .._core.compute import (
     Codec,
     ComputeKeys,
     Found,
+    KeyOf,
     Step,
     check_codec,
     check_compute,
     check_fingerprint,
+    check_key_of,
     check_max_size,
     decoded,
     encoded,
     failure_args,
     found_reply,
+    key_for,
+    keys_of_families,
     next_step,
     stored_reply,
 )
@@ -61,7 +68,7 @@ from ..errors import ComputeFailed, FingerprintMismatch, LockError, LockTimeout
 from .engine import Lease, Wiring, refuse_unmade
 
 T = TypeVar("T")
-_F = TypeVar("_F", bound=Any)
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 logger = logging.getLogger("fencelock.compute")
 
@@ -164,6 +171,13 @@ class Results:
             if waited_for is None:
                 counters.add(compute_waits=1)
             found, waited_for = self._wait(call, deadline, waited_for)
+
+    def forget(self, key: object) -> bool:
+        """Drop the results stored for ``key``; a build under way cannot store its own."""
+        wiring, name = self._wiring, validate_name(key, "key")
+        refuse_unmade(wiring, BUILDERS[COMPUTE], "builder", name)
+        keys = keys_of_families(name, wiring.prefix)
+        return bool(wiring.topology.run(COMPUTE_FORGET, keys, (), f"forget {name!r}"))
 
     def _look(self, call: _Call, *, claim: bool = False) -> Found:
         """What the server has for the key now. ``claim``: the builder of an idempotent call
@@ -318,3 +332,45 @@ class Computes:
             max_size=max_size,
         )
         return cast(T, self._results.get(call))
+
+    def computed(
+        self,
+        key: KeyOf,
+        *,
+        fresh_for: float,
+        stale_for: float = 0.0,
+        ttl: float = 30.0,
+        timeout: float | None = None,
+        codec: Codec | None = None,
+        max_size: int = MAX_SIZE,
+    ) -> Callable[[_F], _F]:
+        """A decorator: the function's result computed once across processes per key, with
+        ``compute_once``. ``key``: a template of the function's parameters
+        (``"report:{user_id}"``), or a function of its arguments that returns the key."""
+        ask: dict[str, Any] = {"fresh_for": fresh_for, "stale_for": stale_for, "ttl": ttl}
+        ask.update(timeout=timeout, codec=codec, max_size=max_size)
+        self._results.call(COMPUTE, "key", _unused, **ask)  # checks them now
+
+        def decorate(fn: _F) -> _F:
+            check_compute(fn, threads=not SYNC_CAN_CANCEL)
+            signature = check_key_of(key, fn)
+
+            @wraps(fn)
+            def cached(*args: Any, **kwargs: Any) -> Any:
+                name = key_for(key, signature, args, kwargs)
+                return self.compute_once(name, partial(fn, *args, **kwargs), **ask)
+
+            return cast(_F, cached)
+
+        return decorate
+
+    def forget(self, key: str) -> bool:
+        """Drop the result stored for ``key`` (after a write to what it was computed from):
+        the next call builds afresh, and a build under way now cannot store its result (it
+        may have read the data before the write; its caller still gets it). True if a stored
+        result was dropped."""
+        return self._results.forget(key)
+
+
+def _unused() -> None:
+    """The ``compute`` of a decorator's early check (never called)."""

@@ -267,3 +267,76 @@ async def test_bad_input_is_refused_and_stores_nothing(
     assert raw.keys("*c-bad*") == [keys("c-bad").fence]
     assert 0 < raw.pttl(keys("c-bad").fence) <= 30_000
     assert await client.compute_once("c-bad", Build("x" * 60), fresh_for=60, max_size=64)
+
+
+async def test_a_decorated_function_is_computed_once_per_key_of_its_arguments(
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
+) -> None:
+    runs: list[tuple[int, str]] = []
+
+    @async_client.computed("c-report:{user_id}:{period}", fresh_for=60)
+    async def report(user_id: int, period: str = "day") -> dict[str, Any]:
+        runs.append((user_id, period))
+        return {"user": user_id, "period": period}
+
+    assert await report(7) == {"user": 7, "period": "day"}
+    assert await report(7, period="day") == {"user": 7, "period": "day"}  # the same key
+    assert await report(user_id=8, period="week") == {"user": 8, "period": "week"}
+    assert runs == [(7, "day"), (8, "week")]
+    assert report.__name__ == "report"
+    assert raw.exists(keys("c-report:7:day").result, keys("c-report:8:week").result) == 2
+
+    @async_client_b.computed(
+        lambda user_id, period="day": f"c-report:{user_id}:{period}", fresh_for=60
+    )
+    async def elsewhere(user_id: int, period: str = "day") -> dict[str, Any]:
+        raise AssertionError("stored already, by the other client")
+
+    assert await elsewhere(7) == {"user": 7, "period": "day"}
+
+
+async def test_a_decorator_checks_its_key_and_options_when_it_is_applied(
+    async_client: AsyncLockClient,
+) -> None:
+    async def report(user_id: int) -> int:
+        return user_id
+
+    with pytest.raises(ValueError, match=r"must name a parameter of .*report.*'user'"):
+        async_client.computed("c-report:{user}", fresh_for=60)(report)
+    with pytest.raises(ValueError, match="must name a parameter"):
+        async_client.computed("c-report:{}", fresh_for=60)(report)
+    with pytest.raises(TypeError, match="key must be a str template or a function"):
+        async_client.computed(7, fresh_for=60)(report)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="fresh_for"):
+        async_client.computed("c-report:{user_id}", fresh_for=-1)
+    with pytest.raises(TypeError, match="compute must be callable"):
+        async_client.computed("c-report", fresh_for=60)(42)  # type: ignore[type-var]
+    keyed = async_client.computed(lambda user_id: "", fresh_for=60)(report)
+    with pytest.raises(ValueError, match="key must not be empty"):
+        await keyed(1)
+
+
+async def test_forget_drops_the_result_and_refuses_a_build_under_way(
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
+) -> None:
+    assert await async_client.compute_once("c-forget", Build("v1"), fresh_for=60) == "v1"
+    assert await async_client.forget("c-forget") is True
+    assert await async_client.forget("c-forget") is False  # nothing left to drop
+    assert raw.exists(keys("c-forget").result) == 0
+    assert await async_client.compute_once("c-forget", Build("v2"), fresh_for=60) == "v2"
+    await async_client.forget("c-forget")
+    # a build that read the data before a write, still under way when the writer forgets
+    before = Build("read before the write", hold=True)
+    building = AsyncCall(lambda: async_client.compute_once("c-forget", before, fresh_for=60))
+    assert await before.started.wait(TIMEOUT)
+    after = Build("read after the write")
+    waiter = AsyncCall(lambda: async_client_b.compute_once("c-forget", after, fresh_for=60))
+    await async_until(lambda: waiting(async_client_b) == 1)
+    assert await async_client.forget("c-forget") is False  # (nothing stored yet)
+    before.go.set()
+    assert await building.result() == "read before the write"  # its own caller gets it...
+    assert await waiter.result() == "read after the write"  # ...nobody else: it is not stored
+    assert raw.hget(keys("c-forget").result, "v") == '"read after the write"'
+    assert async_client_b.statistics().compute_takeovers == 1
+    with pytest.raises(ValueError, match="key"):
+        await async_client.forget("")

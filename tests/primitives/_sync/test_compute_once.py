@@ -268,3 +268,76 @@ def test_bad_input_is_refused_and_stores_nothing(
     assert raw.keys("*c-bad*") == [keys("c-bad").fence]
     assert 0 < raw.pttl(keys("c-bad").fence) <= 30_000
     assert client.compute_once("c-bad", Build("x" * 60), fresh_for=60, max_size=64)
+
+
+def test_a_decorated_function_is_computed_once_per_key_of_its_arguments(
+    sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
+) -> None:
+    runs: list[tuple[int, str]] = []
+
+    @sync_client.computed("c-report:{user_id}:{period}", fresh_for=60)
+    def report(user_id: int, period: str = "day") -> dict[str, Any]:
+        runs.append((user_id, period))
+        return {"user": user_id, "period": period}
+
+    assert report(7) == {"user": 7, "period": "day"}
+    assert report(7, period="day") == {"user": 7, "period": "day"}  # the same key
+    assert report(user_id=8, period="week") == {"user": 8, "period": "week"}
+    assert runs == [(7, "day"), (8, "week")]
+    assert report.__name__ == "report"
+    assert raw.exists(keys("c-report:7:day").result, keys("c-report:8:week").result) == 2
+
+    @sync_client_b.computed(
+        lambda user_id, period="day": f"c-report:{user_id}:{period}", fresh_for=60
+    )
+    def elsewhere(user_id: int, period: str = "day") -> dict[str, Any]:
+        raise AssertionError("stored already, by the other client")
+
+    assert elsewhere(7) == {"user": 7, "period": "day"}
+
+
+def test_a_decorator_checks_its_key_and_options_when_it_is_applied(
+    sync_client: LockClient,
+) -> None:
+    def report(user_id: int) -> int:
+        return user_id
+
+    with pytest.raises(ValueError, match=r"must name a parameter of .*report.*'user'"):
+        sync_client.computed("c-report:{user}", fresh_for=60)(report)
+    with pytest.raises(ValueError, match="must name a parameter"):
+        sync_client.computed("c-report:{}", fresh_for=60)(report)
+    with pytest.raises(TypeError, match="key must be a str template or a function"):
+        sync_client.computed(7, fresh_for=60)(report)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="fresh_for"):
+        sync_client.computed("c-report:{user_id}", fresh_for=-1)
+    with pytest.raises(TypeError, match="compute must be callable"):
+        sync_client.computed("c-report", fresh_for=60)(42)  # type: ignore[type-var]
+    keyed = sync_client.computed(lambda user_id: "", fresh_for=60)(report)
+    with pytest.raises(ValueError, match="key must not be empty"):
+        keyed(1)
+
+
+def test_forget_drops_the_result_and_refuses_a_build_under_way(
+    sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
+) -> None:
+    assert sync_client.compute_once("c-forget", Build("v1"), fresh_for=60) == "v1"
+    assert sync_client.forget("c-forget") is True
+    assert sync_client.forget("c-forget") is False  # nothing left to drop
+    assert raw.exists(keys("c-forget").result) == 0
+    assert sync_client.compute_once("c-forget", Build("v2"), fresh_for=60) == "v2"
+    sync_client.forget("c-forget")
+    # a build that read the data before a write, still under way when the writer forgets
+    before = Build("read before the write", hold=True)
+    building = SyncCall(lambda: sync_client.compute_once("c-forget", before, fresh_for=60))
+    assert before.started.wait(TIMEOUT)
+    after = Build("read after the write")
+    waiter = SyncCall(lambda: sync_client_b.compute_once("c-forget", after, fresh_for=60))
+    sync_until(lambda: waiting(sync_client_b) == 1)
+    assert sync_client.forget("c-forget") is False  # (nothing stored yet)
+    before.go.set()
+    assert building.result() == "read before the write"  # its own caller gets it...
+    assert waiter.result() == "read after the write"  # ...nobody else: it is not stored
+    assert raw.hget(keys("c-forget").result, "v") == '"read after the write"'
+    assert sync_client_b.statistics().compute_takeovers == 1
+    with pytest.raises(ValueError, match="key"):
+        sync_client.forget("")
