@@ -37,6 +37,7 @@ from .._core.compute import (
     COMPUTE_FORGET,
     COMPUTE_LOOK,
     COMPUTE_STORE,
+    IDEMPOTENT,
     MAX_SIZE,
     AsyncCompute,
     Codec,
@@ -294,7 +295,7 @@ async def _release(lease: AsyncLease) -> None:
 
 
 class AsyncComputes:
-    """A lock client's ``compute_once``, ``computed``, ``forget`` and ``idempotent``."""
+    """A lock client's ``compute_once``, ``idempotent``, ``computed`` and ``forget``."""
 
     def __init__(self, results: AsyncResults) -> None:
         self._results = results
@@ -329,6 +330,38 @@ class AsyncComputes:
             timeout=timeout,
             codec=codec,
             max_size=max_size,
+        )
+        return cast(T, await self._results.get(call))
+
+    async def idempotent(
+        self,
+        key: str,
+        compute: AsyncCompute[T],
+        *,
+        fingerprint: str | bytes | None = None,
+        keep_for: float = 86400.0,
+        timeout: float | None = None,
+        ttl: float = 30.0,
+        codec: Codec | None = None,
+        max_size: int = MAX_SIZE,
+    ) -> T:
+        """Run ``compute`` once per idempotency ``key`` (as the IETF Idempotency-Key draft
+        says): a repeat while it runs waits for it (up to ``timeout``), a repeat within
+        ``keep_for`` seconds after gets its stored result, a repeat with another
+        ``fingerprint`` (the request body's digest; None: not checked) is refused with
+        ``FingerprintMismatch``, and a first attempt that died is taken over when its lease of
+        ``ttl`` ends, with a larger fencing token. The rest as ``compute_once``'s."""
+        call = self._results.call(
+            IDEMPOTENT,
+            key,
+            compute,
+            fresh_for=keep_for,
+            stale_for=0.0,
+            ttl=ttl,
+            timeout=timeout,
+            codec=codec,
+            max_size=max_size,
+            fingerprint=fingerprint,
         )
         return cast(T, await self._results.get(call))
 
