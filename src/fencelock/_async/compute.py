@@ -25,10 +25,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial, wraps
 from typing import Any, TypeVar, cast
 
+from .. import _events as events
 from .._backend import ASYNC_CAN_CANCEL, async_result, async_shield
 from .._context import running
 from .._core.compute import (
@@ -59,13 +60,16 @@ from .._core.compute import (
     next_step,
     stored_reply,
 )
+from .._core.inspection import MAX_WAITERS_LISTED, LockInfo
 from .._core.kinds import LeaseSpec
 from .._core.options import LeaseOptions
 from .._core.timing import remaining, retry_delay
 from .._keys import ttl_to_ms, validate_name, validate_timeout, validate_ttl
 from .._labels import holder_label
 from ..errors import ComputeFailed, FingerprintMismatch, LockError, LockTimeout
+from . import admin
 from .engine import AsyncLease, AsyncWiring, refuse_unmade
+from .topology import AsyncTopology
 
 T = TypeVar("T")
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -146,6 +150,21 @@ class AsyncResults:
 
     async def get(self, call: _Call) -> Any:
         """The result: stored, built by this call, or built by another that it waited for."""
+        if not events.on:
+            return (await self._get(call))[0]
+        started, outcome = time.monotonic(), events.ERROR
+        try:
+            value, outcome = await self._get(call)
+            return value
+        except LockTimeout:
+            outcome = events.TIMEOUT
+            raise
+        finally:
+            seconds = time.monotonic() - started
+            events.emit(events.ComputeEnded(call.spec.primitive, call.name, outcome, seconds))
+
+    async def _get(self, call: _Call) -> tuple[Any, str]:
+        """``get``'s result, and how it was had (``events.HIT``...)."""
         counters = self._wiring.counters
         deadline = None if call.wait is None else time.monotonic() + call.wait
         found = await self._look(call)
@@ -155,17 +174,20 @@ class AsyncResults:
             if step in (Step.HIT, Step.STALE, Step.WAITED):
                 hit = step is Step.HIT and waited_for is None  # (else: what it waited for)
                 counters.add(compute_hits=int(hit), compute_stale_hits=int(step is Step.STALE))
-                return decoded(call.codec, found.value or b"", call.name)
+                outcome = (
+                    events.HIT if hit else events.STALE if step is Step.STALE else events.WAITED
+                )
+                return decoded(call.codec, found.value or b"", call.name), outcome
             if step is Step.FAILED:
                 assert found.failure is not None
                 raise ComputeFailed(call.name, found.failure.type_name, found.failure.message)
             if step in (Step.REFRESH, Step.BUILD):
                 built = await self._build(call, taking_over=waited_for is not None)
                 if built is not _BUSY:
-                    return built
+                    return cast(tuple[Any, str], built)
                 if step is Step.REFRESH:  # another caller refreshes it meanwhile
                     counters.add(compute_stale_hits=1)
-                    return decoded(call.codec, found.value or b"", call.name)
+                    return decoded(call.codec, found.value or b"", call.name), events.STALE
             if remaining(deadline, time.monotonic()) == 0:
                 raise _timed_out(call)
             if waited_for is None:
@@ -219,8 +241,8 @@ class AsyncResults:
                 await topology.wait(watch, delay)
 
     async def _build(self, call: _Call, *, taking_over: bool) -> Any:
-        """Build the result under the builder's lease, store it, and return it as stored;
-        ``_BUSY`` when another caller holds the lease."""
+        """Build the result under the builder's lease, store it, and return it as stored (and
+        how it was had: ``events.BUILT``); ``_BUSY`` when another caller holds the lease."""
         lease = AsyncLease(self, self._wiring, call.options, call.spec)
         if not await lease.acquire(timeout=0):
             return _BUSY
@@ -228,9 +250,11 @@ class AsyncResults:
             found = await self._look(call, claim=True)  # (a build may have ended meanwhile)
             if _next(found, call, None) is Step.HIT:
                 self._wiring.counters.add(compute_hits=1)
-                return decoded(call.codec, found.value or b"", call.name)
+                return decoded(call.codec, found.value or b"", call.name), events.HIT
             token = lease.token()
             self._wiring.counters.add(compute_builds=1, compute_takeovers=int(taking_over))
+            if taking_over and events.on:
+                events.emit(events.TookOver(call.spec.primitive, call.name))
             try:
                 with running(token):
                     result = await async_result(call.compute)
@@ -238,7 +262,7 @@ class AsyncResults:
             except Exception as exc:
                 await self._failed(call, token, exc)
                 raise
-            return await self._stored(call, token, data)
+            return await self._stored(call, token, data), events.BUILT
         finally:
             await async_shield(_release(lease))  # (a waiter takes over if nothing was stored)
 
@@ -254,7 +278,7 @@ class AsyncResults:
         reply = await self._store(call, token, "v", data, keep, call.fingerprint or b"")
         stored, newer, value = stored_reply(reply)
         if not stored:
-            logger.warning(
+            logger.info(  # (a lease lost meanwhile was logged as a warning when found)
                 "fencelock: %s: the result of token %d was not stored: token %d or a forget "
                 "came while it was built",
                 call.spec.what,
@@ -406,3 +430,22 @@ class AsyncComputes:
 
 def _unused() -> None:
     """The ``compute`` of a decorator's early check (never called)."""
+
+
+def _view(family: str) -> admin.View:
+    """How ``inspect`` and ``fencelock ls`` show a build in progress: its builder's lease (the
+    holder's label says who builds: the client's, by default host:pid:thread), as KIND
+    ``compute build`` (``idempotent build``)."""
+
+    async def building(topology: AsyncTopology, prefix: str, name: str) -> LockInfo | None:
+        keys = ComputeKeys.for_compute(name, prefix, family)
+        shown = (keys.lock, keys.fence, keys.queue)
+        view = await topology.view(shown, MAX_WAITERS_LISTED, f"builder {name!r}")
+        info = None if view is None else view.info(name)
+        return None if info is None else replace(info, kind=f"{family} build")
+
+    return admin.View(family, BUILDERS[family], building)
+
+
+admin.register(_view(COMPUTE))
+admin.register(_view(IDEMPOTENT))

@@ -26,10 +26,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial, wraps
 from typing import Any, TypeVar, cast
 
+from .. import _events as events
 from .._backend import SYNC_CAN_CANCEL, sync_result, sync_shield
 from .._context import running
 from .._core.compute import (
@@ -60,13 +61,16 @@ from .._core.compute import (
     next_step,
     stored_reply,
 )
+from .._core.inspection import MAX_WAITERS_LISTED, LockInfo
 from .._core.kinds import LeaseSpec
 from .._core.options import LeaseOptions
 from .._core.timing import remaining, retry_delay
 from .._keys import ttl_to_ms, validate_name, validate_timeout, validate_ttl
 from .._labels import holder_label
 from ..errors import ComputeFailed, FingerprintMismatch, LockError, LockTimeout
+from . import admin
 from .engine import Lease, Wiring, refuse_unmade
+from .topology import SyncTopology
 
 T = TypeVar("T")
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -147,6 +151,21 @@ class Results:
 
     def get(self, call: _Call) -> Any:
         """The result: stored, built by this call, or built by another that it waited for."""
+        if not events.on:
+            return (self._get(call))[0]
+        started, outcome = time.monotonic(), events.ERROR
+        try:
+            value, outcome = self._get(call)
+            return value
+        except LockTimeout:
+            outcome = events.TIMEOUT
+            raise
+        finally:
+            seconds = time.monotonic() - started
+            events.emit(events.ComputeEnded(call.spec.primitive, call.name, outcome, seconds))
+
+    def _get(self, call: _Call) -> tuple[Any, str]:
+        """``get``'s result, and how it was had (``events.HIT``...)."""
         counters = self._wiring.counters
         deadline = None if call.wait is None else time.monotonic() + call.wait
         found = self._look(call)
@@ -156,17 +175,20 @@ class Results:
             if step in (Step.HIT, Step.STALE, Step.WAITED):
                 hit = step is Step.HIT and waited_for is None  # (else: what it waited for)
                 counters.add(compute_hits=int(hit), compute_stale_hits=int(step is Step.STALE))
-                return decoded(call.codec, found.value or b"", call.name)
+                outcome = (
+                    events.HIT if hit else events.STALE if step is Step.STALE else events.WAITED
+                )
+                return decoded(call.codec, found.value or b"", call.name), outcome
             if step is Step.FAILED:
                 assert found.failure is not None
                 raise ComputeFailed(call.name, found.failure.type_name, found.failure.message)
             if step in (Step.REFRESH, Step.BUILD):
                 built = self._build(call, taking_over=waited_for is not None)
                 if built is not _BUSY:
-                    return built
+                    return cast(tuple[Any, str], built)
                 if step is Step.REFRESH:  # another caller refreshes it meanwhile
                     counters.add(compute_stale_hits=1)
-                    return decoded(call.codec, found.value or b"", call.name)
+                    return decoded(call.codec, found.value or b"", call.name), events.STALE
             if remaining(deadline, time.monotonic()) == 0:
                 raise _timed_out(call)
             if waited_for is None:
@@ -220,8 +242,8 @@ class Results:
                 topology.wait(watch, delay)
 
     def _build(self, call: _Call, *, taking_over: bool) -> Any:
-        """Build the result under the builder's lease, store it, and return it as stored;
-        ``_BUSY`` when another caller holds the lease."""
+        """Build the result under the builder's lease, store it, and return it as stored (and
+        how it was had: ``events.BUILT``); ``_BUSY`` when another caller holds the lease."""
         lease = Lease(self, self._wiring, call.options, call.spec)
         if not lease.acquire(timeout=0):
             return _BUSY
@@ -229,9 +251,11 @@ class Results:
             found = self._look(call, claim=True)  # (a build may have ended meanwhile)
             if _next(found, call, None) is Step.HIT:
                 self._wiring.counters.add(compute_hits=1)
-                return decoded(call.codec, found.value or b"", call.name)
+                return decoded(call.codec, found.value or b"", call.name), events.HIT
             token = lease.token()
             self._wiring.counters.add(compute_builds=1, compute_takeovers=int(taking_over))
+            if taking_over and events.on:
+                events.emit(events.TookOver(call.spec.primitive, call.name))
             try:
                 with running(token):
                     result = sync_result(call.compute)
@@ -239,7 +263,7 @@ class Results:
             except Exception as exc:
                 self._failed(call, token, exc)
                 raise
-            return self._stored(call, token, data)
+            return self._stored(call, token, data), events.BUILT
         finally:
             sync_shield(_release(lease))  # (a waiter takes over if nothing was stored)
 
@@ -255,7 +279,7 @@ class Results:
         reply = self._store(call, token, "v", data, keep, call.fingerprint or b"")
         stored, newer, value = stored_reply(reply)
         if not stored:
-            logger.warning(
+            logger.info(  # (a lease lost meanwhile was logged as a warning when found)
                 "fencelock: %s: the result of token %d was not stored: token %d or a forget "
                 "came while it was built",
                 call.spec.what,
@@ -407,3 +431,22 @@ class Computes:
 
 def _unused() -> None:
     """The ``compute`` of a decorator's early check (never called)."""
+
+
+def _view(family: str) -> admin.View:
+    """How ``inspect`` and ``fencelock ls`` show a build in progress: its builder's lease (the
+    holder's label says who builds: the client's, by default host:pid:thread), as KIND
+    ``compute build`` (``idempotent build``)."""
+
+    def building(topology: SyncTopology, prefix: str, name: str) -> LockInfo | None:
+        keys = ComputeKeys.for_compute(name, prefix, family)
+        shown = (keys.lock, keys.fence, keys.queue)
+        view = topology.view(shown, MAX_WAITERS_LISTED, f"builder {name!r}")
+        info = None if view is None else view.info(name)
+        return None if info is None else replace(info, kind=f"{family} build")
+
+    return admin.View(family, BUILDERS[family], building)
+
+
+admin.register(_view(COMPUTE))
+admin.register(_view(IDEMPOTENT))

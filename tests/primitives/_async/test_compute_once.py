@@ -5,6 +5,7 @@ Sync twin generated into tests/primitives/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 
+import os
 import pickle
 from typing import Any
 
@@ -340,3 +341,22 @@ async def test_forget_drops_the_result_and_refuses_a_build_under_way(
     assert async_client_b.statistics().compute_takeovers == 1
     with pytest.raises(ValueError, match="key"):
         await async_client.forget("")
+
+
+async def test_a_build_in_progress_and_its_builder_are_shown_to_operators(
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
+) -> None:
+    assert await async_client_b.inspect("c-view") is None
+    slow = Build("done", hold=True)
+    building = AsyncCall(lambda: async_client.compute_once("c-view", slow, fresh_for=60, ttl=20))
+    assert await slow.started.wait(TIMEOUT)
+    info = await async_client_b.inspect("c-view")
+    assert info is not None and info.kind == "compute build"
+    assert info.label is not None and info.label.split(":")[1] == str(os.getpid())  # host:pid
+    assert info.token == int(raw.get(keys("c-view").fence) or 0)
+    assert info.ttl is not None and 0 < info.ttl <= 20
+    assert [i.name async for i in async_client_b.locks("c-view*")] == ["c-view"]
+    slow.go.set()
+    assert await building.result() == "done"
+    assert await async_client_b.inspect("c-view") is None  # a result stored is no build
+    assert [i async for i in async_client_b.locks("c-view*")] == []

@@ -6,6 +6,7 @@ Sync twin generated into tests/primitives/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 
+import os
 import pickle
 from typing import Any
 
@@ -341,3 +342,22 @@ def test_forget_drops_the_result_and_refuses_a_build_under_way(
     assert sync_client_b.statistics().compute_takeovers == 1
     with pytest.raises(ValueError, match="key"):
         sync_client.forget("")
+
+
+def test_a_build_in_progress_and_its_builder_are_shown_to_operators(
+    sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
+) -> None:
+    assert sync_client_b.inspect("c-view") is None
+    slow = Build("done", hold=True)
+    building = SyncCall(lambda: sync_client.compute_once("c-view", slow, fresh_for=60, ttl=20))
+    assert slow.started.wait(TIMEOUT)
+    info = sync_client_b.inspect("c-view")
+    assert info is not None and info.kind == "compute build"
+    assert info.label is not None and info.label.split(":")[1] == str(os.getpid())  # host:pid
+    assert info.token == int(raw.get(keys("c-view").fence) or 0)
+    assert info.ttl is not None and 0 < info.ttl <= 20
+    assert [i.name for i in sync_client_b.locks("c-view*")] == ["c-view"]
+    slow.go.set()
+    assert building.result() == "done"
+    assert sync_client_b.inspect("c-view") is None  # a result stored is no build
+    assert [i for i in sync_client_b.locks("c-view*")] == []
