@@ -8,15 +8,16 @@
 -- KEYS[3]  the builder's fencing counter (prelude.lua)
 -- KEYS[4]  failure: a hash {f = the failed build's token, e = the exception's type name,
 --          m = its message}, kept a lease's time for the waiters of that build
--- ARGV[1]  a fingerprint to record for the key, or '': the builder of an idempotent call, once
---          it holds the lease, records its request's (a repeat with another is refused)
+-- ARGV[1]  a fingerprint to record for a key with nothing stored, or '': the builder of an
+--          idempotent call, once it holds the lease, records its request's (a repeat with
+--          another is refused)
 -- ARGV[2]  how long a fingerprint recorded without a result is kept, ms (with ARGV[1])
 --
 -- Returns {value or false, its token ('0': none), its age in ms (-1: none), fingerprint or
 -- false, the builder's lease left in ms (-2: no build), the counter or false, the failure's
 -- token or false, its type name, its message}.
-if ARGV[1] ~= '' and redis.call('HSETNX', KEYS[1], 'p', ARGV[1]) == 1
-    and redis.call('HEXISTS', KEYS[1], 'v') == 0 then
+if ARGV[1] ~= '' and redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], 'p', ARGV[1])
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 local stored = redis.call('HMGET', KEYS[1], 'v', 'f', 't', 'p')
