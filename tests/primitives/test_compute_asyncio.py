@@ -63,3 +63,30 @@ def test_a_thread_refuses_an_async_compute(sync_client: LockClient) -> None:
         sync_client.compute_once("ca-async", coroutine, fresh_for=60)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="a thread cannot await"):
         sync_client.compute_once("ca-async", lambda: coroutine(), fresh_for=60)
+
+
+async def test_a_follower_takes_over_from_a_first_caller_cancelled_while_waiting(
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient
+) -> None:
+    go = asyncio.Event()
+
+    async def slow() -> str:
+        await go.wait()
+        return "built elsewhere"
+
+    async def unused() -> str:
+        raise AssertionError("the result is built by the other client")
+
+    building = asyncio.create_task(async_client_b.compute_once("ca-first", slow, fresh_for=60))
+    await async_until(lambda: async_client_b.statistics().compute_builds == 1)
+    first = asyncio.create_task(async_client.compute_once("ca-first", unused, fresh_for=60))
+    await async_until(lambda: async_client.statistics().waiting == 1)
+    follower = asyncio.create_task(async_client.compute_once("ca-first", unused, fresh_for=60))
+    await async_until(lambda: async_client.statistics().compute_queued == 1)
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    await async_until(lambda: async_client.statistics().waiting == 1)  # the follower asks now
+    go.set()
+    assert await asyncio.wait_for(follower, TIMEOUT) == "built elsewhere"
+    assert await asyncio.wait_for(building, TIMEOUT) == "built elsewhere"

@@ -28,6 +28,7 @@ class Statistics:
     compute_builds: int = 0  # builds run (``compute`` called), takeovers included
     compute_waits: int = 0  # calls that waited for another caller's build
     compute_takeovers: int = 0  # builds by a caller whose builder's lease ended without a result
+    compute_queued: int = 0  # calls waiting now for a call of this client that asked first
 
 
 _NAMES = frozenset(f.name for f in fields(Statistics))

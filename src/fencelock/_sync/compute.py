@@ -24,14 +24,15 @@ again, after the write.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial, wraps
 from typing import Any, TypeVar, cast
 
 from .. import _events as events
-from .._backend import SYNC_CAN_CANCEL, sync_result, sync_shield
+from .._backend import SYNC_CAN_CANCEL, SyncEvent, SyncStateLock, sync_result, sync_shield
 from .._context import running
 from .._core.compute import (
     BUILDERS,
@@ -78,6 +79,12 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 logger = logging.getLogger("fencelock.compute")
 
 _BUSY: Any = object()  # another caller holds the builder's lease
+# the statistic a call counts, by how it had its result
+_COUNTED = {
+    events.HIT: "compute_hits",
+    events.STALE: "compute_stale_hits",
+    events.WAITED: "compute_waits",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,12 +111,57 @@ class _Call:
         assert isinstance(keys, ComputeKeys)
         return keys
 
+    @property
+    def flight(self) -> tuple[object, ...]:
+        """What the calls of one client that share a local flight ask alike."""
+        return (self.spec.primitive, self.name, self.fresh_for, self.stale_for, self.fingerprint,
+                self.max_size, id(self.codec))  # fmt: skip
+
+
+@dataclass(eq=False, slots=True)
+class _Flight:
+    """The calls of one client that ask for the same result at once (``_Flights``): its
+    leader's outcome, for the others once ``done``: the result (encoded) and how it was had,
+    or the build that raised (type name, message), or neither (they try again)."""
+
+    done: SyncEvent = field(default_factory=SyncEvent)
+    data: bytes | None = None
+    outcome: str = ""
+    failure: tuple[str, str] | None = None
+
+
+class _Flights:
+    """A client's flights in progress: the first call of a result leads its flight."""
+
+    def __init__(self) -> None:
+        self._guard = SyncStateLock()
+        self._on: dict[tuple[object, ...], _Flight] = {}
+        self._pid = os.getpid()
+
+    def join(self, key: tuple[object, ...]) -> tuple[_Flight, bool]:
+        """The flight of ``key``, and whether this call leads it."""
+        with self._guard:
+            if self._pid != os.getpid():  # a forked child: the parent's callers are not here
+                self._on, self._pid = {}, os.getpid()
+            flight = self._on.get(key)
+            if flight is not None:
+                return flight, False
+            flight = self._on[key] = _Flight()
+            return flight, True
+
+    def land(self, key: tuple[object, ...], flight: _Flight) -> None:
+        with self._guard:
+            if self._on.get(key) is flight:
+                del self._on[key]
+        flight.done.set()
+
 
 class Results:
     """The calls of one client's ``compute_once`` and ``idempotent`` (see the module)."""
 
     def __init__(self, wiring: Wiring) -> None:
         self._wiring = wiring
+        self._flights = _Flights()
 
     def call(
         self,
@@ -151,12 +203,13 @@ class Results:
 
     def get(self, call: _Call) -> Any:
         """The result: stored, built by this call, or built by another that it waited for."""
+        deadline = None if call.wait is None else time.monotonic() + call.wait
         if not events.on:
-            return (self._get(call))[0]
+            return decoded(call.codec, (self._flown(call, deadline))[0], call.name)
         started, outcome = time.monotonic(), events.ERROR
         try:
-            value, outcome = self._get(call)
-            return value
+            data, outcome = self._flown(call, deadline)
+            return decoded(call.codec, data, call.name)
         except LockTimeout:
             outcome = events.TIMEOUT
             raise
@@ -164,10 +217,38 @@ class Results:
             seconds = time.monotonic() - started
             events.emit(events.ComputeEnded(call.spec.primitive, call.name, outcome, seconds))
 
-    def _get(self, call: _Call) -> tuple[Any, str]:
-        """``get``'s result, and how it was had (``events.HIT``...)."""
+    def _flown(self, call: _Call, deadline: float | None) -> tuple[bytes, str]:
+        """The result (encoded) and how it was had: by this call, or by the call of this client
+        that asked for it first and is at it (a local single flight: one look, one wait, one
+        wake-up per process, however many of its callers want the result)."""
+        while True:
+            flight, leads = self._flights.join(call.flight)
+            if leads:
+                try:
+                    landed = self._get(call, deadline, flight)
+                    flight.data, flight.outcome = landed
+                    return landed
+                finally:
+                    self._flights.land(call.flight, flight)
+            counters = self._wiring.counters
+            counters.add(compute_queued=1)
+            try:
+                arrived = flight.done.wait(remaining(deadline, time.monotonic()))
+            finally:
+                counters.add(compute_queued=-1)
+            if not arrived:
+                raise _timed_out(call)
+            if flight.data is not None:  # (a build of the leader's is a wait of this call's)
+                outcome = events.WAITED if flight.outcome == events.BUILT else flight.outcome
+                counters.add(**{_COUNTED[outcome]: 1})
+                return flight.data, outcome
+            if flight.failure is not None:
+                raise ComputeFailed(call.name, *flight.failure)
+            # the leader was cancelled, or failed otherwise (its timeout, the server): again
+
+    def _get(self, call: _Call, deadline: float | None, flight: _Flight) -> tuple[bytes, str]:
+        """``_flown``'s, for the leader of ``flight``."""
         counters = self._wiring.counters
-        deadline = None if call.wait is None else time.monotonic() + call.wait
         found = self._look(call)
         waited_for: int | None = None
         while True:
@@ -178,17 +259,18 @@ class Results:
                 outcome = (
                     events.HIT if hit else events.STALE if step is Step.STALE else events.WAITED
                 )
-                return decoded(call.codec, found.value or b"", call.name), outcome
+                return found.value or b"", outcome
             if step is Step.FAILED:
                 assert found.failure is not None
-                raise ComputeFailed(call.name, found.failure.type_name, found.failure.message)
+                flight.failure = (found.failure.type_name, found.failure.message)
+                raise ComputeFailed(call.name, *flight.failure)
             if step in (Step.REFRESH, Step.BUILD):
-                built = self._build(call, taking_over=waited_for is not None)
+                built = self._build(call, flight, taking_over=waited_for is not None)
                 if built is not _BUSY:
-                    return cast(tuple[Any, str], built)
+                    return cast(tuple[bytes, str], built)
                 if step is Step.REFRESH:  # another caller refreshes it meanwhile
                     counters.add(compute_stale_hits=1)
-                    return decoded(call.codec, found.value or b"", call.name), events.STALE
+                    return found.value or b"", events.STALE
             if remaining(deadline, time.monotonic()) == 0:
                 raise _timed_out(call)
             if waited_for is None:
@@ -241,9 +323,10 @@ class Results:
                 delay = retry_delay(ends, left, wiring.max_poll, ttl, now - sent_at)
                 topology.wait(watch, delay)
 
-    def _build(self, call: _Call, *, taking_over: bool) -> Any:
+    def _build(self, call: _Call, flight: _Flight, *, taking_over: bool) -> Any:
         """Build the result under the builder's lease, store it, and return it as stored (and
-        how it was had: ``events.BUILT``); ``_BUSY`` when another caller holds the lease."""
+        how it was had: ``events.BUILT``); ``_BUSY`` when another caller holds the lease.
+        When ``compute`` raises, ``flight``'s other callers learn of it."""
         lease = Lease(self, self._wiring, call.options, call.spec)
         if not lease.acquire(timeout=0):
             return _BUSY
@@ -251,7 +334,7 @@ class Results:
             found = self._look(call, claim=True)  # (a build may have ended meanwhile)
             if _next(found, call, None) is Step.HIT:
                 self._wiring.counters.add(compute_hits=1)
-                return decoded(call.codec, found.value or b"", call.name), events.HIT
+                return found.value or b"", events.HIT
             token = lease.token()
             self._wiring.counters.add(compute_builds=1, compute_takeovers=int(taking_over))
             if taking_over and events.on:
@@ -261,7 +344,8 @@ class Results:
                     result = sync_result(call.compute)
                 data = encoded(call.codec, result, call.max_size, call.name)
             except Exception as exc:
-                self._failed(call, token, exc)
+                flight.failure = failure_args(exc)
+                self._failed(call, token, flight.failure)
                 raise
             return self._stored(call, token, data), events.BUILT
         finally:
@@ -272,7 +356,7 @@ class Results:
         args = (token, *args, keys.channel, topology.publish_command)
         return topology.run(COMPUTE_STORE, keys.stored(), args, call.spec.what)
 
-    def _stored(self, call: _Call, token: int, data: bytes) -> Any:
+    def _stored(self, call: _Call, token: int, data: bytes) -> bytes:
         """Store ``data``, built with ``token``: the result as stored, or, refused (a newer
         build, or a forget, came while it ran), the newer result stored if any, else its own."""
         keep = ttl_to_ms(call.fresh_for + call.stale_for)
@@ -288,14 +372,15 @@ class Results:
                 extra={"event": "compute_refused", "lock_name": call.name, "token": token},
             )
             if value is not None and newer > token:
-                data = value
-        return decoded(call.codec, data, call.name)
+                return value
+        return data
 
-    def _failed(self, call: _Call, token: int, exc: Exception) -> None:
-        """Tell the waiters of the build of ``token`` that it raised ``exc`` (best effort: the
-        caller gets ``exc`` whatever happens here)."""
+    def _failed(self, call: _Call, token: int, failure: tuple[str, str]) -> None:
+        """Tell the waiters of the build of ``token`` that it raised (``failure``: the
+        exception's type name and message; best effort: its caller gets the exception whatever
+        happens here)."""
         try:
-            self._store(call, token, "e", *failure_args(exc), call.spec.ttl_ms)
+            self._store(call, token, "e", *failure, call.spec.ttl_ms)
         except LockError as error:
             logger.warning("fencelock: %s: its failure not stored: %s", call.spec.what, error)
 

@@ -55,6 +55,10 @@ def waiting(*clients: AsyncLockClient) -> int:
     return sum(client.statistics().waiting for client in clients)
 
 
+def queued(client: AsyncLockClient) -> int:
+    return client.statistics().compute_queued
+
+
 async def test_concurrent_callers_of_two_clients_build_once(
     async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
 ) -> None:
@@ -63,15 +67,20 @@ async def test_concurrent_callers_of_two_clients_build_once(
     calls = [lambda c=c: c.compute_once("c-once", build, fresh_for=60) for c in clients]
     running = AsyncCall(lambda: async_together(calls))  # type: ignore[arg-type]
     assert await build.started.wait(TIMEOUT)
-    await async_until(lambda: waiting(async_client, async_client_b) == 7)  # all on pub/sub
+    # one caller per client asks the server (the builder's, and one waiting on pub/sub); the
+    # others follow it
+    await async_until(lambda: waiting(async_client, async_client_b) == 1)
+    await async_until(lambda: queued(async_client) == 3 and queued(async_client_b) == 3)
     build.go.set()
     assert await running.result() == [{"total": 42, "rows": [1, 2]}] * 8
     assert build.calls == 1
     a, b = async_client.statistics(), async_client_b.statistics()
-    assert a.compute_builds + b.compute_builds == 1
-    assert a.compute_waits + b.compute_waits == 7
-    assert (a.wakeups + b.wakeups, a.polls + b.polls) == (7, 0)  # woken by the store
+    assert (a.compute_builds + b.compute_builds, a.compute_waits + b.compute_waits) == (1, 7)
+    assert (a.wakeups + b.wakeups, a.polls + b.polls) == (1, 0)  # woken by the store
     assert a.compute_hits + b.compute_hits == 0
+    # one client's: look, take the lease, look, store, release; the other's: look, try the
+    # lease (busy), look once subscribed, look once woken; whatever the callers per client
+    assert evalsha_calls(raw) <= 9
     assert raw.hget(keys("c-once").result, "v") == '{"total":42,"rows":[1,2]}'
     assert raw.exists(keys("c-once").lock) == 0  # the lease released
 
@@ -360,3 +369,38 @@ async def test_a_build_in_progress_and_its_builder_are_shown_to_operators(
     assert await building.result() == "done"
     assert await async_client_b.inspect("c-view") is None  # a result stored is no build
     assert [i async for i in async_client_b.locks("c-view*")] == []
+
+
+async def test_the_callers_of_one_client_follow_the_first_of_them(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    failing = Build(hold=True, error=ValueError("bad input"))
+    first = AsyncCall(lambda: async_client.compute_once("c-local", failing, fresh_for=60))
+    assert await failing.started.wait(TIMEOUT)
+    unused = Build("unused")
+    follower = AsyncCall(lambda: async_client.compute_once("c-local", unused, fresh_for=60))
+    await async_until(lambda: queued(async_client) == 1)
+    with pytest.raises(fencelock.LockTimeout):  # one that does not wait for the first
+        await async_client.compute_once("c-local", unused, fresh_for=60, timeout=0)
+    failing.go.set()
+    with pytest.raises(ValueError, match="bad input"):
+        await first.result()
+    with pytest.raises(fencelock.ComputeFailed, match="ValueError: bad input"):
+        await follower.result()  # the build it waited for raised
+    # the first interrupted: a follower takes the build over at once
+    interrupted = Build(hold=True, error=Interrupted())
+    ttl = 2 * TIMEOUT  # a wait for the lease to end would time out this test
+    first = AsyncCall(
+        lambda: async_client.compute_once("c-local", interrupted, fresh_for=60, ttl=ttl)
+    )
+    assert await interrupted.started.wait(TIMEOUT)
+    takeover = Build("taken over")
+    follower = AsyncCall(
+        lambda: async_client.compute_once("c-local", takeover, fresh_for=60, ttl=ttl)
+    )
+    await async_until(lambda: queued(async_client) == 1)
+    interrupted.go.set()
+    with pytest.raises(Interrupted):
+        await first.result()
+    assert await follower.result() == "taken over"
+    assert unused.calls == 0 and queued(async_client) == 0

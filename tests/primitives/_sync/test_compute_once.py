@@ -56,6 +56,10 @@ def waiting(*clients: LockClient) -> int:
     return sum(client.statistics().waiting for client in clients)
 
 
+def queued(client: LockClient) -> int:
+    return client.statistics().compute_queued
+
+
 def test_concurrent_callers_of_two_clients_build_once(
     sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
 ) -> None:
@@ -64,15 +68,20 @@ def test_concurrent_callers_of_two_clients_build_once(
     calls = [lambda c=c: c.compute_once("c-once", build, fresh_for=60) for c in clients]
     running = SyncCall(lambda: sync_together(calls))  # type: ignore[arg-type]
     assert build.started.wait(TIMEOUT)
-    sync_until(lambda: waiting(sync_client, sync_client_b) == 7)  # all on pub/sub
+    # one caller per client asks the server (the builder's, and one waiting on pub/sub); the
+    # others follow it
+    sync_until(lambda: waiting(sync_client, sync_client_b) == 1)
+    sync_until(lambda: queued(sync_client) == 3 and queued(sync_client_b) == 3)
     build.go.set()
     assert running.result() == [{"total": 42, "rows": [1, 2]}] * 8
     assert build.calls == 1
     a, b = sync_client.statistics(), sync_client_b.statistics()
-    assert a.compute_builds + b.compute_builds == 1
-    assert a.compute_waits + b.compute_waits == 7
-    assert (a.wakeups + b.wakeups, a.polls + b.polls) == (7, 0)  # woken by the store
+    assert (a.compute_builds + b.compute_builds, a.compute_waits + b.compute_waits) == (1, 7)
+    assert (a.wakeups + b.wakeups, a.polls + b.polls) == (1, 0)  # woken by the store
     assert a.compute_hits + b.compute_hits == 0
+    # one client's: look, take the lease, look, store, release; the other's: look, try the
+    # lease (busy), look once subscribed, look once woken; whatever the callers per client
+    assert evalsha_calls(raw) <= 9
     assert raw.hget(keys("c-once").result, "v") == '{"total":42,"rows":[1,2]}'
     assert raw.exists(keys("c-once").lock) == 0  # the lease released
 
@@ -361,3 +370,38 @@ def test_a_build_in_progress_and_its_builder_are_shown_to_operators(
     assert building.result() == "done"
     assert sync_client_b.inspect("c-view") is None  # a result stored is no build
     assert [i for i in sync_client_b.locks("c-view*")] == []
+
+
+def test_the_callers_of_one_client_follow_the_first_of_them(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    failing = Build(hold=True, error=ValueError("bad input"))
+    first = SyncCall(lambda: sync_client.compute_once("c-local", failing, fresh_for=60))
+    assert failing.started.wait(TIMEOUT)
+    unused = Build("unused")
+    follower = SyncCall(lambda: sync_client.compute_once("c-local", unused, fresh_for=60))
+    sync_until(lambda: queued(sync_client) == 1)
+    with pytest.raises(fencelock.LockTimeout):  # one that does not wait for the first
+        sync_client.compute_once("c-local", unused, fresh_for=60, timeout=0)
+    failing.go.set()
+    with pytest.raises(ValueError, match="bad input"):
+        first.result()
+    with pytest.raises(fencelock.ComputeFailed, match="ValueError: bad input"):
+        follower.result()  # the build it waited for raised
+    # the first interrupted: a follower takes the build over at once
+    interrupted = Build(hold=True, error=Interrupted())
+    ttl = 2 * TIMEOUT  # a wait for the lease to end would time out this test
+    first = SyncCall(
+        lambda: sync_client.compute_once("c-local", interrupted, fresh_for=60, ttl=ttl)
+    )
+    assert interrupted.started.wait(TIMEOUT)
+    takeover = Build("taken over")
+    follower = SyncCall(
+        lambda: sync_client.compute_once("c-local", takeover, fresh_for=60, ttl=ttl)
+    )
+    sync_until(lambda: queued(sync_client) == 1)
+    interrupted.go.set()
+    with pytest.raises(Interrupted):
+        first.result()
+    assert follower.result() == "taken over"
+    assert unused.calls == 0 and queued(sync_client) == 0
