@@ -17,6 +17,7 @@ from fencelock._async.client import AsyncLockClient
 from fencelock._backend import AsyncEvent
 from fencelock._core.compute import COMPUTE, ComputeKeys
 from fencelock._keys import DEFAULT_PREFIX
+from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import TIMEOUT, AsyncCall, async_together, async_until, evalsha_calls
 
 
@@ -404,3 +405,15 @@ async def test_the_callers_of_one_client_follow_the_first_of_them(
         await first.result()
     assert await follower.result() == "taken over"
     assert unused.calls == 0 and queued(async_client) == 0
+
+
+async def test_compute_once_needs_scripts(server: EmbeddedServer) -> None:
+    """The store and its fence are one script: a client that runs none refuses, sending
+    nothing and running nothing."""
+    async with AsyncLockClient.from_url(server.url, scripts="never") as client:
+        build = Build(1)
+        with pytest.raises(fencelock.ScriptsRequired, match="builder 'c-scripts'"):
+            await client.compute_once("c-scripts", build, fresh_for=60)
+        with pytest.raises(fencelock.ScriptsRequired):
+            await client.forget("c-scripts")
+        assert build.calls == 0

@@ -108,6 +108,8 @@ async def test_an_attempt_that_raised_runs_again_on_the_next_repeat(
 
     with pytest.raises(ConnectionError):
         await async_client.idempotent("i-flaky", flaky, fingerprint="sha:1")
+    with pytest.raises(fencelock.FingerprintMismatch):  # still the first request's key
+        await async_client.idempotent("i-flaky", flaky, fingerprint="sha:2")
     assert await async_client.idempotent("i-flaky", flaky, fingerprint="sha:1") == "charged"
     assert await async_client.idempotent("i-flaky", flaky, fingerprint="sha:1") == "charged"
     assert len(calls) == 2

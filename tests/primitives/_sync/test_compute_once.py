@@ -18,6 +18,7 @@ from fencelock._sync.client import LockClient
 from fencelock._backend import SyncEvent
 from fencelock._core.compute import COMPUTE, ComputeKeys
 from fencelock._keys import DEFAULT_PREFIX
+from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import TIMEOUT, SyncCall, sync_together, sync_until, evalsha_calls
 
 
@@ -405,3 +406,15 @@ def test_the_callers_of_one_client_follow_the_first_of_them(
         first.result()
     assert follower.result() == "taken over"
     assert unused.calls == 0 and queued(sync_client) == 0
+
+
+def test_compute_once_needs_scripts(server: EmbeddedServer) -> None:
+    """The store and its fence are one script: a client that runs none refuses, sending
+    nothing and running nothing."""
+    with LockClient.from_url(server.url, scripts="never") as client:
+        build = Build(1)
+        with pytest.raises(fencelock.ScriptsRequired, match="builder 'c-scripts'"):
+            client.compute_once("c-scripts", build, fresh_for=60)
+        with pytest.raises(fencelock.ScriptsRequired):
+            client.forget("c-scripts")
+        assert build.calls == 0

@@ -109,6 +109,8 @@ def test_an_attempt_that_raised_runs_again_on_the_next_repeat(
 
     with pytest.raises(ConnectionError):
         sync_client.idempotent("i-flaky", flaky, fingerprint="sha:1")
+    with pytest.raises(fencelock.FingerprintMismatch):  # still the first request's key
+        sync_client.idempotent("i-flaky", flaky, fingerprint="sha:2")
     assert sync_client.idempotent("i-flaky", flaky, fingerprint="sha:1") == "charged"
     assert sync_client.idempotent("i-flaky", flaky, fingerprint="sha:1") == "charged"
     assert len(calls) == 2
