@@ -9,7 +9,8 @@ the lease's channel). Every other caller subscribes to that channel, looks, and 
 message or the end of the builder's lease, then looks again: a store wakes it (the result is
 its own, however old by the time it reads it); a release without a store (a builder cancelled,
 or whose store was refused) wakes it to take the build over at once; a builder that died is
-replaced when its lease ends.
+replaced when its lease ends. Within one client, the calls that ask for the same result at once
+follow the first of them (``_Flights``): one look, one wait, one wake-up per process.
 
 Failure timeline: ``compute`` raises: its caller gets the exception, and the callers waiting
 for that build get ``ComputeFailed`` (the failure is stored only when a waiter heard of it);
@@ -78,7 +79,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 logger = logging.getLogger("fencelock.compute")
 
 _BUSY: Any = object()  # another caller holds the builder's lease
-# the statistic a call counts, by how it had its result
+# what a call that followed another call of its client counts, by how that one had the result
 _COUNTED = {
     events.HIT: "compute_hits",
     events.STALE: "compute_stale_hits",
