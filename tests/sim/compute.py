@@ -48,7 +48,7 @@ from fencelock._keys import DEFAULT_PREFIX
 from fencelock.errors import LockError
 
 from .mutants import Mutant
-from .scenario import OVERLAPPING, SILENT, Scenario, Spec, Violation
+from .scenario import OVERLAPPING, SILENT, Scenario, Spec, Violation, _live
 from .topology import REQUEST_TIMEOUT
 from .world import Option, Process, World
 
@@ -254,15 +254,8 @@ class ComputeScenario(Scenario):
         return holder if isinstance(holder, bytes) else None
 
     def _live(self, key: str) -> Any:
-        node, now = self.world.nodes[0], self.world.clock.now
-        if not node.up:
-            return None
-        entry = node.server.keys.get(key.encode())
-        if entry is None or (
-            entry.expires_at is not None and entry.expires_at < node.now_us(now) // 1000
-        ):
-            return None
-        return entry.value
+        node = self.world.nodes[0]
+        return _live(node, key.encode(), self.world.clock.now) if node.up else None
 
     def probe(self) -> ComputeProbe:  # type: ignore[override]
         return ComputeProbe(self)

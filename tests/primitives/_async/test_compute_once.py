@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import pickle
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -175,24 +176,30 @@ class Interrupted(BaseException):
     """What a KeyboardInterrupt is to a sync builder, or a cancellation to a task."""
 
 
-async def test_a_builder_interrupted_passes_the_build_on_at_once(
-    async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
+async def interrupted_and_taken_over(
+    key: str, builder: AsyncLockClient, taker: AsyncLockClient, waits: Callable[[], bool]
 ) -> None:
+    """``builder``'s build is interrupted while a caller of ``taker`` waits for it (``waits``
+    says when): that caller takes the build over at once (one that waited for the lease to end
+    would time out this test)."""
     interrupted = Build(hold=True, error=Interrupted())
-    ttl = 2 * TIMEOUT  # a waiter that waited for the lease to end would time out this test
-    building = AsyncCall(
-        lambda: async_client.compute_once("c-pass", interrupted, fresh_for=60, ttl=ttl)
-    )
+    ttl = 2 * TIMEOUT
+    building = AsyncCall(lambda: builder.compute_once(key, interrupted, fresh_for=60, ttl=ttl))
     assert await interrupted.started.wait(TIMEOUT)
     takeover = Build("taken over")
-    waiter = AsyncCall(
-        lambda: async_client_b.compute_once("c-pass", takeover, fresh_for=60, ttl=ttl)
-    )
-    await async_until(lambda: waiting(async_client_b) == 1)
+    waiter = AsyncCall(lambda: taker.compute_once(key, takeover, fresh_for=60, ttl=ttl))
+    await async_until(waits)
     interrupted.go.set()
     with pytest.raises(Interrupted):
         await building.result()
     assert await waiter.result() == "taken over"
+
+
+async def test_a_builder_interrupted_passes_the_build_on_at_once(
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
+) -> None:
+    waits = lambda: waiting(async_client_b) == 1  # noqa: E731
+    await interrupted_and_taken_over("c-pass", async_client, async_client_b, waits)
     stats = async_client_b.statistics()
     assert (stats.compute_builds, stats.compute_takeovers, stats.polls) == (1, 1, 0)
 
@@ -389,21 +396,8 @@ async def test_the_callers_of_one_client_follow_the_first_of_them(
     with pytest.raises(fencelock.ComputeFailed, match="ValueError: bad input"):
         await follower.result()  # the build it waited for raised
     # the first interrupted: a follower takes the build over at once
-    interrupted = Build(hold=True, error=Interrupted())
-    ttl = 2 * TIMEOUT  # a wait for the lease to end would time out this test
-    first = AsyncCall(
-        lambda: async_client.compute_once("c-local", interrupted, fresh_for=60, ttl=ttl)
-    )
-    assert await interrupted.started.wait(TIMEOUT)
-    takeover = Build("taken over")
-    follower = AsyncCall(
-        lambda: async_client.compute_once("c-local", takeover, fresh_for=60, ttl=ttl)
-    )
-    await async_until(lambda: queued(async_client) == 1)
-    interrupted.go.set()
-    with pytest.raises(Interrupted):
-        await first.result()
-    assert await follower.result() == "taken over"
+    follows = lambda: queued(async_client) == 1  # noqa: E731
+    await interrupted_and_taken_over("c-local", async_client, async_client, follows)
     assert unused.calls == 0 and queued(async_client) == 0
 
 

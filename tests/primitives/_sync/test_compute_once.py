@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import pickle
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -176,24 +177,30 @@ class Interrupted(BaseException):
     """What a KeyboardInterrupt is to a sync builder, or a cancellation to a task."""
 
 
-def test_a_builder_interrupted_passes_the_build_on_at_once(
-    sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
+def interrupted_and_taken_over(
+    key: str, builder: LockClient, taker: LockClient, waits: Callable[[], bool]
 ) -> None:
+    """``builder``'s build is interrupted while a caller of ``taker`` waits for it (``waits``
+    says when): that caller takes the build over at once (one that waited for the lease to end
+    would time out this test)."""
     interrupted = Build(hold=True, error=Interrupted())
-    ttl = 2 * TIMEOUT  # a waiter that waited for the lease to end would time out this test
-    building = SyncCall(
-        lambda: sync_client.compute_once("c-pass", interrupted, fresh_for=60, ttl=ttl)
-    )
+    ttl = 2 * TIMEOUT
+    building = SyncCall(lambda: builder.compute_once(key, interrupted, fresh_for=60, ttl=ttl))
     assert interrupted.started.wait(TIMEOUT)
     takeover = Build("taken over")
-    waiter = SyncCall(
-        lambda: sync_client_b.compute_once("c-pass", takeover, fresh_for=60, ttl=ttl)
-    )
-    sync_until(lambda: waiting(sync_client_b) == 1)
+    waiter = SyncCall(lambda: taker.compute_once(key, takeover, fresh_for=60, ttl=ttl))
+    sync_until(waits)
     interrupted.go.set()
     with pytest.raises(Interrupted):
         building.result()
     assert waiter.result() == "taken over"
+
+
+def test_a_builder_interrupted_passes_the_build_on_at_once(
+    sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
+) -> None:
+    waits = lambda: waiting(sync_client_b) == 1  # noqa: E731
+    interrupted_and_taken_over("c-pass", sync_client, sync_client_b, waits)
     stats = sync_client_b.statistics()
     assert (stats.compute_builds, stats.compute_takeovers, stats.polls) == (1, 1, 0)
 
@@ -390,21 +397,8 @@ def test_the_callers_of_one_client_follow_the_first_of_them(
     with pytest.raises(fencelock.ComputeFailed, match="ValueError: bad input"):
         follower.result()  # the build it waited for raised
     # the first interrupted: a follower takes the build over at once
-    interrupted = Build(hold=True, error=Interrupted())
-    ttl = 2 * TIMEOUT  # a wait for the lease to end would time out this test
-    first = SyncCall(
-        lambda: sync_client.compute_once("c-local", interrupted, fresh_for=60, ttl=ttl)
-    )
-    assert interrupted.started.wait(TIMEOUT)
-    takeover = Build("taken over")
-    follower = SyncCall(
-        lambda: sync_client.compute_once("c-local", takeover, fresh_for=60, ttl=ttl)
-    )
-    sync_until(lambda: queued(sync_client) == 1)
-    interrupted.go.set()
-    with pytest.raises(Interrupted):
-        first.result()
-    assert follower.result() == "taken over"
+    follows = lambda: queued(sync_client) == 1  # noqa: E731
+    interrupted_and_taken_over("c-local", sync_client, sync_client, follows)
     assert unused.calls == 0 and queued(sync_client) == 0
 
 
