@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import inspect
 import logging
 import threading
 import time
@@ -225,6 +226,29 @@ def sync_spawn(aw: Awaitable[object], what: str) -> None:
     if isinstance(aw, Coroutine):
         aw.close()  # never awaited: no "coroutine was never awaited" warning later
     logging.getLogger("fencelock").error("fencelock: %s not awaited: no event loop here", what)
+
+
+async def async_result(fn: Callable[[], Any]) -> Any:
+    """What ``fn()``, an async callable, gives (``compute_once``'s ``compute``)."""
+    outcome = fn()
+    if not inspect.isawaitable(outcome):
+        raise TypeError(
+            f"compute returned {type(outcome).__name__}, not an awaitable: "
+            "fencelock.asyncio runs an async callable"
+        )
+    return await outcome
+
+
+def sync_result(fn: Callable[[], Any]) -> Any:
+    outcome = fn()
+    if inspect.isawaitable(outcome):
+        if isinstance(outcome, Coroutine):
+            outcome.close()  # never awaited: no "coroutine was never awaited" warning later
+        raise TypeError(
+            "compute returned an awaitable, which a thread cannot await: pass a plain "
+            "function (or use fencelock.asyncio)"
+        )
+    return outcome
 
 
 def async_current_task() -> asyncio.Task[Any] | None:

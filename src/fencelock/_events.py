@@ -14,10 +14,15 @@ import threading
 from collections.abc import Callable
 
 from ._core.events import (
+    BUILT,
     ERROR,
     GRANTED,
+    HIT,
+    STALE,
     TIMEOUT,
+    WAITED,
     AcquireEnded,
+    ComputeEnded,
     Event,
     HandedOff,
     HoldEnded,
@@ -26,14 +31,20 @@ from ._core.events import (
     LoopStalled,
     Renewal,
     StaleWriteRefused,
+    TookOver,
     WokenUp,
 )
 
 __all__ = [
+    "BUILT",
     "ERROR",
     "GRANTED",
+    "HIT",
+    "STALE",
     "TIMEOUT",
+    "WAITED",
     "AcquireEnded",
+    "ComputeEnded",
     "Event",
     "HandedOff",
     "HoldEnded",
@@ -42,6 +53,7 @@ __all__ = [
     "LoopStalled",
     "Renewal",
     "StaleWriteRefused",
+    "TookOver",
     "WokenUp",
     "emit",
     "on",

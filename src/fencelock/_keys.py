@@ -131,10 +131,10 @@ def nonempty_str(arg: str, value: object) -> str:
     return encodable(arg, value)
 
 
-def validate_name(name: object) -> str:
-    name = nonempty_str("name", name)
+def validate_name(name: object, arg: str = "name") -> str:
+    name = nonempty_str(arg, name)
     if len(name) > MAX_NAME_LENGTH:
-        raise ValueError(f"name must be at most {MAX_NAME_LENGTH} characters, got {len(name)}")
+        raise ValueError(f"{arg} must be at most {MAX_NAME_LENGTH} characters, got {len(name)}")
     return name
 
 

@@ -88,3 +88,37 @@ class ScriptsRequired(LockError):
     ``scripts="never"``, or its server refused a script (docs/modes.md, "Without scripts"). Only
     plain locks are kept without scripts, and only on a server with a native compare-and-delete
     (Valkey >= 9.0, Redis >= 8.4)."""
+
+
+class ComputeFailed(LockError):
+    """The build of a result that this call waited for raised (``compute_once``,
+    ``idempotent``): its own caller got the exception, and the callers that waited for it get
+    this, with the exception's type name and message, instead of all building again at once.
+    The next call builds afresh."""
+
+    def __init__(self, key: str, type_name: str, message: str) -> None:
+        super().__init__(f"the build of {key!r} this call waited for raised {type_name}: {message}")
+        self.key = key
+        self.type_name = type_name
+        self.message = message
+
+
+class ResultError(LockError, ValueError):
+    """A result that cannot be stored (its codec refused it, or it is larger than
+    ``max_size`` encoded: nothing is stored), or a stored result its codec cannot read back."""
+
+    def __init__(self, message: str, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class FingerprintMismatch(LockError):
+    """``idempotent``: the key was used by a request with another fingerprint (the request body's
+    digest, say): a repeat must be the same request. Nothing was run."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(
+            f"idempotency key {key!r} was used with another fingerprint: a repeat must carry "
+            "the same request"
+        )
+        self.key = key

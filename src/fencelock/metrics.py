@@ -25,19 +25,23 @@ fencelock_renewals_total                  counter    primitive           renewal
 fencelock_renewal_failures_total          counter    primitive           renewals unanswered
 fencelock_handoffs_total                  counter    primitive           local hand-offs
 fencelock_wakeups_total                   counter    primitive           wake-ups by a release
+fencelock_compute_seconds                 histogram  primitive, outcome  a compute_once or
+                                                                         idempotent call
+fencelock_takeovers_total                 counter    primitive           builds taken over
 fencelock_stale_writes_refused_total      counter                        fenced_set refusals
 fencelock_event_loop_stall_seconds        histogram                      asyncio loops blocked
 fencelock_held_locks                      gauge                          grants held now
 fencelock_waiting_acquires                gauge                          acquires waiting now
 ========================================  =========  ==================  ========================
 
-``primitive``: ``lock``, ``reentrant_lock``, ``semaphore``, ``read_lock``, ``write_lock`` or
-``multi_lock``;
-``outcome``: ``granted``, ``timeout`` or
-``error``; ``reason``: ``expired``, ``unreachable``, ``taken_over`` or ``data_loss``
-(docs/operations.md says what each means). Lock names are not labels: their number has no
-bound. ``name_label=`` maps a name to a label of a bounded set (``"order:123"`` ->
-``"order:*"``), added as the ``name`` label of every metric but the last three.
+``primitive``: ``lock``, ``reentrant_lock``, ``semaphore``, ``read_lock``, ``write_lock``,
+``multi_lock``; ``compute`` or ``idempotent`` (the last two metrics');
+``outcome``: ``granted``, ``timeout`` or ``error``; a compute's ``hit``, ``stale``, ``built``,
+``waited``, ``timeout`` or ``error``; ``reason``: ``expired``, ``unreachable``,
+``taken_over`` or ``data_loss`` (docs/operations.md says what each means). Lock names are
+not labels: their number has no bound. ``name_label=`` maps a name to a label of a bounded set
+(``"order:123"`` -> ``"order:*"``), added as the ``name`` label of every metric but the last
+three.
 """
 
 from __future__ import annotations
@@ -93,6 +97,19 @@ _METRICS = (
     _Metric("renewal_failures", COUNTER, ("primitive",), "Lease renewals that got no answer"),
     _Metric("handoffs", COUNTER, ("primitive",), "Grants handed to a lock object of the client"),
     _Metric("wakeups", COUNTER, ("primitive",), "Waits ended by a release message"),
+    _Metric(
+        "compute",
+        HISTOGRAM,
+        ("primitive", "outcome"),
+        "Time a compute_once or idempotent call took, by how its result was had",
+        WAIT_BUCKETS,
+    ),
+    _Metric(
+        "takeovers",
+        COUNTER,
+        ("primitive",),
+        "Builds taken over from a builder whose lease ended without a result",
+    ),
 )
 _STALE = _Metric("stale_writes_refused", COUNTER, (), "Writes fenced_set refused: a stale token")
 _STALL = _Metric(
@@ -163,6 +180,10 @@ def _listener(
             records["renewals" if event.ok else "renewal_failures"](1, labels)
         elif isinstance(event, events.HandedOff):
             records["handoffs"](1, labels)
+        elif isinstance(event, events.ComputeEnded):
+            records["compute"](event.seconds, {**labels, "outcome": event.outcome})
+        elif isinstance(event, events.TookOver):
+            records["takeovers"](1, labels)
         else:
             records["wakeups"](1, labels)
 

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 import pytest
 import redis
@@ -120,6 +121,28 @@ def test_ls_and_inspect_show_semaphores_and_read_write_locks(
     assert writer.held()
     for lock in [*jobs, *readers, writer]:
         lock.release()
+    assert fencelock("ls", "--url", server.url).stdout == ""
+
+
+def test_ls_and_inspect_show_a_build_in_progress_and_its_builder(server: EmbeddedServer) -> None:
+    go = threading.Event()
+
+    def build() -> str:
+        assert go.wait(TIMEOUT)
+        return "done"
+
+    with LockClient.from_url(server.url, label="reports-worker-3") as client:
+        building = SyncCall(lambda: client.compute_once("daily-report", build, fresh_for=60))
+        sync_until(lambda: client.inspect("daily-report") is not None)
+        listed = fencelock("ls", "--url", server.url)
+        assert listed.returncode == 0, listed.stderr
+        [row] = listed.stdout.splitlines()[1:]
+        assert row.split()[0] == "daily-report"
+        assert "reports-worker-3" in row and "compute build" in row
+        text = fencelock("inspect", "daily-report", "--url", server.url)
+        assert "label reports-worker-3" in text.stdout and "kind:    compute build" in text.stdout
+        go.set()
+        assert building.result() == "done"
     assert fencelock("ls", "--url", server.url).stdout == ""
 
 

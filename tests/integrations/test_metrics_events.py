@@ -25,6 +25,10 @@ def emit_one_of_each() -> None:
         events.HandedOff("lock", NAME),
         events.WokenUp("lock", NAME),
         events.StaleWriteRefused("resource", 6),
+        events.ComputeEnded("compute", NAME, "hit", 0.001),
+        events.ComputeEnded("compute", NAME, "built", 0.25),
+        events.ComputeEnded("idempotent", NAME, "waited", 0.2),
+        events.TookOver("compute", NAME),
     ):
         events.emit(event)
 
@@ -54,6 +58,11 @@ def check_one_of_each(exported: Exported) -> None:
     assert exported.count("handoffs", **labels) == 1
     assert exported.count("wakeups", **labels) == 1
     assert exported.count("stale_writes_refused") == 1
+    computed = {"primitive": "compute", "name": NAME}
+    assert exported.count("compute", **computed, outcome="hit") == 1
+    assert exported.total("compute", **computed, outcome="built") == 0.25
+    assert exported.count("compute", primitive="idempotent", name=NAME, outcome="waited") == 1
+    assert exported.count("takeovers", **computed) == 1
 
 
 def test_nothing_listens_unless_asked() -> None:

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .compute import ComputeScenario
 from .loop import Spinning, deterministic, virtual_monotonic
 from .scenario import Plan, Scenario, Spec, Violation
 from .world import Option, World
@@ -164,7 +165,7 @@ def run(
 ) -> Outcome:
     """One run of ``spec`` as ``chooser`` decides (at most ``faults`` faults), checked
     throughout (``scenario.Checker``), then the probe for orphans with the faults healed."""
-    scenario = Scenario(spec, patches)
+    scenario = (spec.scenario or Scenario)(spec, patches)
     world, checker = scenario.world, scenario.checker
     world.on_settled.append(checker.settled)
     world.on_step.append(checker.stepped)
@@ -289,6 +290,10 @@ LOCAL = Plan(kind="lock", work=0.15, works=2, extend=True, timeout=5)
 # it holds
 DROPPED = Plan(kind="lock", auto_renew=False, release=False, rounds=1)
 BEHIND = Plan(kind="lock", rounds=1, follows=True)
+# compute_once calls whose build spans a renewal of its 1 s lease, or is over within a request
+# timeout (a caller whose first try at the lease was lost tries again after it)
+BUILDER = Plan(kind="compute", rounds=1, work=0.45)
+QUICK_BUILDER = Plan(kind="compute", rounds=1, work=0.2)
 
 
 def _spec(name: str, processes: tuple[tuple[Plan, ...], ...], **kw: object) -> Spec:
@@ -333,6 +338,13 @@ SPECS: dict[str, Spec] = {
             "election",
             ((Plan(kind="election", rounds=1, block=True),),) * 2,
             faults=("pause", "crash", "clock"),
+        ),
+        # two builders of one result, and a waiter that comes while it is built (compute.py)
+        _spec(
+            "compute",
+            ((QUICK_BUILDER,), (BUILDER,), (Plan(kind="compute", rounds=2, work=0.45, delay=0.1),)),
+            faults=("pause", "crash", "drop", "reset", "restart"),
+            scenario=ComputeScenario,
         ),
     )
 }
@@ -499,7 +511,11 @@ holder that drops its lock without a release, a lock object of the same client q
 it, and another client; `handoff`, two lock objects of one client handing the grant on (and
 extending it) against a third client; `reentrant`, two clients entering twice; `semaphore`,
 limit 2, three clients; `rwlock`, a writer and two readers; `redlock`, three nodes, two
-clients; `election`, two candidates in `async with` blocks (`on_lost_policy="cancel"`).
+clients; `election`, two candidates in `async with` blocks (`on_lost_policy="cancel"`);
+`compute`, two builders of one `compute_once` result and a waiter that comes while it is built,
+with checks of their own (`tests/sim/compute.py`: one build per generation, unless a lease was
+lost; no stale overwrite of the stored result; no caller left waiting while a result is stored
+or nobody builds it).
 
 {figures}
 

@@ -88,6 +88,7 @@ class Spec:
     limit: int = 1  # a semaphore's
     faults: tuple[str, ...] = ()  # the kinds of fault this configuration injects
     max_handoffs: int = 10
+    scenario: Any = None  # what runs it (None: ``Scenario``; compute.py's runs compute_once)
 
 
 class Violation(Exception):

@@ -31,7 +31,21 @@ from redis.connection import Connection
 from redis.exceptions import NoScriptError, ResponseError
 
 from fencelock import _scripts as scripts
-from fencelock._keys import LockKeys, SemaphoreKeys, fence_key_for, version_key_for
+from fencelock._core.compute import (
+    COMPUTE,
+    COMPUTE_FORGET,
+    COMPUTE_LOOK,
+    COMPUTE_STORE,
+    ComputeKeys,
+    keys_of_families,
+)
+from fencelock._keys import (
+    DEFAULT_PREFIX,
+    LockKeys,
+    SemaphoreKeys,
+    fence_key_for,
+    version_key_for,
+)
 from fencelock._scripts import Script
 from fencelock_tools.servers.embedded import EmbeddedServer
 
@@ -959,3 +973,40 @@ def test_random_streams(pair: Pair, ops: list[tuple[Any, ...]]) -> None:
             stream.run(op)
     for who in list(pair.subscribers):
         pair.drain(who)
+
+
+def test_compute_once_look_store_and_forget(pair: Pair) -> None:
+    """compute_once's scripts (``fencelock._core.compute``): a look, a fingerprint recorded, a
+    result stored and a late one refused, a failure told to a waiter, a forget under a build."""
+    pair.require_still_clock()
+    k = ComputeKeys.for_compute("report", DEFAULT_PREFIX, COMPUTE)
+    looked, stored = list(k.looked()), list(k.stored())
+    h1, h2, _ = HOLDERS.values()
+    pair.script(COMPUTE_LOOK, looked, ["", 1])  # nothing yet
+    granted = pair.script(scripts.ACQUIRE, [k.lock, k.fence, k.queue], [h1, LONG, 1, ""])
+    token = int(granted[1])
+    pair.script(COMPUTE_LOOK, looked, ["sha:1", LONG])  # the builder records its fingerprint
+    pair.send_to("w", "SUBSCRIBE", k.channel)
+    pair.script(COMPUTE_STORE, stored, [token, "v", '"done"', LONG, "sha:1", k.channel, "PUBLISH"])
+    assert pair.drain("w")[-1][2] == b"v"
+    late = [token - 1, "v", '"late"', LONG, "", k.channel, "PUBLISH"]
+    assert pair.script(COMPUTE_STORE, stored, late)[0] == 0  # an older token: refused
+    pair.script(
+        COMPUTE_STORE, stored, [token - 1, "e", "KeyError", "'x'", LONG, k.channel, "PUBLISH"]
+    )
+    pair.script(COMPUTE_LOOK, looked, ["", 1])
+    pair.step("HGETALL", k.result)
+    # a newer build that raises, heard by a waiter; then a forget while another build runs
+    pair.script(
+        COMPUTE_STORE, stored, [token + 5, "e", "KeyError", "'x'", LONG, k.channel, "PUBLISH"]
+    )
+    pair.drain("w")
+    pair.script(COMPUTE_LOOK, looked, ["", 1])
+    pair.script(scripts.RELEASE, [k.lock, k.queue, k.fence], [h1, k.channel, "PUBLISH", ""])
+    pair.script(scripts.ACQUIRE, [k.lock, k.fence, k.queue], [h2, LONG, 1, ""])
+    assert pair.script(COMPUTE_FORGET, keys_of_families("report"), []) == 1
+    pair.step("GET", k.fence)
+    pair.step("PTTL", k.fence)
+    pair.script(COMPUTE_LOOK, looked, ["", 1])
+    for key in (k.result, k.failure):
+        pair.step("EXISTS", key)

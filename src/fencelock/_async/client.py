@@ -29,6 +29,7 @@ from .._keys import DEFAULT_PREFIX, ttl_to_ms, validate_flag, validate_ttl
 from .._live_clients import LIVE_CLIENTS
 from .._transport import AsyncRedis, AsyncRedisCluster
 from . import admin
+from .compute import AsyncComputes, AsyncResults
 from .connect import abandoned, close, connect, from_urls
 from .election import DEFAULT_POLICY, AsyncElection
 from .engine import AsyncWiring
@@ -42,16 +43,14 @@ from .semaphore import AsyncSemaphore, at_most
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 Server = AsyncRedis | AsyncRedisCluster
-Value = str | bytes | int | float
 
 
-class AsyncLockClient(AsyncFencedWrites):
+class AsyncLockClient(AsyncFencedWrites, AsyncComputes):
     """Distributed locks on one Redis server, a Redis Cluster, or several masters (Redlock).
 
     ``LockClient(redis.asyncio.Redis(...))``, ``LockClient([r1, r2, r3])`` (Redlock) or
     ``LockClient.from_url("redis://...")`` / ``LockClient.from_url([url1, url2, url3])``.
-    Options: docs/api.md ("Client").
-    """
+    Options: docs/api.md ("Client")."""
 
     def __init__(
         self,
@@ -84,6 +83,7 @@ class AsyncLockClient(AsyncFencedWrites):
         topology = connect(redis, options, counters)
         self._wiring = wiring = AsyncWiring.made(topology, options, counters, self)
         AsyncFencedWrites.__init__(self, AsyncResources(topology, wiring.state))
+        AsyncComputes.__init__(self, AsyncResults(wiring))
         self._operators = admin.AsyncOperators(topology, options.prefix, wiring.state)
         name = type(self).__name__
         self._finalizer = weakref.finalize(self, abandoned, name, wiring.watchdog, topology)

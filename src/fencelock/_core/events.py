@@ -20,6 +20,12 @@ GRANTED = "granted"
 TIMEOUT = "timeout"  # not acquired in time (also ``timeout=0`` on a busy lock)
 ERROR = "error"  # raised: the server unreachable, a bad reply, cancelled or interrupted
 
+# How a compute_once or idempotent call ended, besides TIMEOUT (no result in time) and ERROR.
+HIT = "hit"  # a fresh stored result
+STALE = "stale"  # a stale stored result, while another caller refreshes it
+BUILT = "built"  # this call built the result
+WAITED = "waited"  # the result of another caller's build, waited for
+
 
 @dataclass(frozen=True, slots=True)
 class AcquireEnded:
@@ -97,6 +103,25 @@ class LoopStalled:
     ttl: float  # the shortest lease held then
 
 
+@dataclass(frozen=True, slots=True)
+class ComputeEnded:
+    """A ``compute_once`` or ``idempotent`` call returned or raised."""
+
+    primitive: str  # "compute" or "idempotent"
+    name: str  # the key the user gave
+    outcome: str  # HIT, STALE, BUILT, WAITED, TIMEOUT or ERROR
+    seconds: float  # from the call to its end, the build or the wait included
+
+
+@dataclass(frozen=True, slots=True)
+class TookOver:
+    """A caller that waited for a build took it over: the builder's lease ended (it died, was
+    cancelled, or its store was refused) without a result."""
+
+    primitive: str
+    name: str
+
+
 Event = (
     AcquireEnded
     | HoldEnded
@@ -106,5 +131,7 @@ Event = (
     | WokenUp
     | StaleWriteRefused
     | LoopStalled
+    | ComputeEnded
+    | TookOver
 )
 Listener = Callable[[Event], object]

@@ -22,6 +22,13 @@ class Statistics:
     renewals: int = 0  # leases the watchdog renewed
     renewal_failures: int = 0  # leases whose renewal got no answer (tried again soon)
     losses: int = 0  # leases declared lost
+    # compute_once and idempotent calls (docs/compute_once.md)
+    compute_hits: int = 0  # answered by a fresh stored result
+    compute_stale_hits: int = 0  # answered by a stale result (another caller refreshes it)
+    compute_builds: int = 0  # builds run (``compute`` called), takeovers included
+    compute_waits: int = 0  # calls that waited for another caller's build
+    compute_takeovers: int = 0  # builds by a caller whose builder's lease ended without a result
+    compute_queued: int = 0  # calls waiting now for a call of this client that asked first
 
 
 _NAMES = frozenset(f.name for f in fields(Statistics))

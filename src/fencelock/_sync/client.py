@@ -30,6 +30,7 @@ from .._keys import DEFAULT_PREFIX, ttl_to_ms, validate_flag, validate_ttl
 from .._live_clients import LIVE_CLIENTS
 from .._transport import SyncRedis, SyncRedisCluster
 from . import admin
+from .compute import Computes, Results
 from .connect import abandoned, close, connect, from_urls
 from .election import DEFAULT_POLICY, Election
 from .engine import Wiring
@@ -43,16 +44,14 @@ from .semaphore import Semaphore, at_most
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 Server = SyncRedis | SyncRedisCluster
-Value = str | bytes | int | float
 
 
-class LockClient(FencedWrites):
+class LockClient(FencedWrites, Computes):
     """Distributed locks on one Redis server, a Redis Cluster, or several masters (Redlock).
 
     ``LockClient(redis.asyncio.Redis(...))``, ``LockClient([r1, r2, r3])`` (Redlock) or
     ``LockClient.from_url("redis://...")`` / ``LockClient.from_url([url1, url2, url3])``.
-    Options: docs/api.md ("Client").
-    """
+    Options: docs/api.md ("Client")."""
 
     def __init__(
         self,
@@ -85,6 +84,7 @@ class LockClient(FencedWrites):
         topology = connect(redis, options, counters)
         self._wiring = wiring = Wiring.made(topology, options, counters, self)
         FencedWrites.__init__(self, Resources(topology, wiring.state))
+        Computes.__init__(self, Results(wiring))
         self._operators = admin.Operators(topology, options.prefix, wiring.state)
         name = type(self).__name__
         self._finalizer = weakref.finalize(self, abandoned, name, wiring.watchdog, topology)

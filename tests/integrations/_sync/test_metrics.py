@@ -18,6 +18,7 @@ from fencelock import metrics
 from fencelock._sync.client import LockClient
 from fencelock._sync.lock import Lock
 from fencelock._backend import sync_sleep
+from fencelock._core.compute import COMPUTE, ComputeKeys
 from fencelock._keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer, free_port
 from tests.concurrency import SyncCall, sync_until
@@ -196,6 +197,31 @@ def test_stale_writes_refused_are_counted_and_logged(
     assert exported.count("stale_writes_refused") == 1
     (record,) = [r for r in caplog.records if getattr(r, "event", None) == "stale_write_refused"]
     assert (record.key, record.token) == ("m-resource", 10)  # type: ignore[attr-defined]
+
+
+def test_compute_calls_are_measured_by_outcome(
+    exported: Exported, sync_client: LockClient, raw: redis.Redis
+) -> None:
+    def build() -> int:
+        return 1
+
+    for _ in range(2):  # built, then a hit
+        assert sync_client.compute_once("m-compute", build, fresh_for=60) == 1
+    labels = {"primitive": "compute", "name": "m-compute"}
+    assert exported.count("compute", **labels, outcome="built") == 1
+    assert exported.count("compute", **labels, outcome="hit") == 1
+    assert exported.total("compute", **labels, outcome="built") > 0
+    dead = ComputeKeys.for_compute("m-dead", "fencelock:", COMPUTE).lock
+    raw.set(dead, "a-dead-builder", px=100)  # a builder killed: its lease ends unreleased
+    with pytest.raises(fencelock.LockTimeout):
+        sync_client.compute_once("m-dead", build, fresh_for=60, timeout=0)
+    assert sync_client.idempotent("m-dead", build) == 1  # (another family: free)
+    assert sync_client.compute_once("m-dead", build, fresh_for=60) == 1
+    dead_labels = {"primitive": "compute", "name": "m-dead"}
+    assert exported.count("compute", **dead_labels, outcome="timeout") == 1
+    assert exported.count("compute", **dead_labels, outcome="built") == 1
+    assert exported.count("takeovers", **dead_labels) == 1
+    assert exported.count("compute", primitive="idempotent", name="m-dead", outcome="built") == 1
 
 
 def test_lock_names_are_no_label_unless_mapped(sync_client: LockClient) -> None:

@@ -11,11 +11,13 @@ from redis.crc import key_slot
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
+from fencelock._backend import AsyncEvent
+from fencelock._core.compute import COMPUTE, ComputeKeys
 from fencelock._keys import LockKeys, fence_key_for, version_key_for
 from fencelock._transport import AsyncRedisCluster
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.topology import Cluster
-from tests.concurrency import AsyncCall, async_together, async_until, evalsha_calls
+from tests.concurrency import TIMEOUT, AsyncCall, async_together, async_until, evalsha_calls
 
 # names whose keys land on different shards (and slots)
 NAMES = [f"job-{i}" for i in range(12)]
@@ -368,3 +370,40 @@ async def test_multi_lock_in_one_slot_is_one_script(
         probe.close()
         await other.close()
         await redis.aclose()
+
+
+async def test_compute_once_on_a_cluster(cluster_client: AsyncLockClient, cluster: Cluster) -> None:
+    """Every key of a computed key in one slot; one build across clients, its waiters woken by
+    sharded pub/sub; a result stored on the key's slot."""
+    redis = AsyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=5)
+    other = AsyncLockClient(redis)
+    try:
+        for name in NAMES[:3]:
+            keys = ComputeKeys.for_compute(name, "fencelock:", COMPUTE)
+            slots = {key_slot(k.encode()) for k in (*keys.looked(), keys.channel)}
+            assert len(slots) == 1, name
+            go, builds = AsyncEvent(), []
+
+            async def build() -> str:
+                builds.append(1)  # noqa: B023 (called within the iteration)
+                assert await go.wait(TIMEOUT)  # noqa: B023
+                return f"result of {name}"  # noqa: B023
+
+            clients = (cluster_client, other) * 3
+            calls = [lambda c=c: c.compute_once(name, build, fresh_for=60) for c in clients]  # noqa: B023
+            running = AsyncCall(lambda: async_together(calls))  # noqa: B023
+            await async_until(lambda: builds != [] and waiting(cluster_client, other) == 5)  # noqa: B023
+            go.set()
+            assert await running.result() == [f"result of {name}"] * 6
+            assert builds == [1]
+            master = cluster.master_for_key(keys.result)
+            with master.client() as probe:
+                assert probe.hget(keys.result, "v") == f'"result of {name}"'.encode()
+        assert cluster_client.statistics().polls + other.statistics().polls == 0
+    finally:
+        await other.close()
+        await redis.aclose()
+
+
+def waiting(*clients: AsyncLockClient) -> int:
+    return sum(client.statistics().waiting for client in clients)

@@ -504,3 +504,18 @@ def test_semaphores_are_refused_in_redlock_mode(redlock: list[EmbeddedServer]) -
     with pytest.raises(TypeError, match="Redlock"):
         client.semaphore("jobs", 3)
     client.close()
+
+
+def test_compute_once_is_refused_in_redlock_mode(redlock: list[EmbeddedServer]) -> None:
+    """A result needs one server to live on: nothing is sent, nothing is run."""
+    client = make_client(redlock)
+    ran = []
+
+    def compute() -> int:
+        ran.append(1)
+        return 1
+
+    with pytest.raises(TypeError, match="Redlock"):
+        client.compute_once("report", compute, fresh_for=60)
+    assert ran == []
+    client.close()

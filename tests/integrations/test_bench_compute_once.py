@@ -1,0 +1,44 @@
+"""``python -m bench.compute_once --quick`` end to end on a real server: every strategy runs,
+every caller gets the build's value, compute_once and the hand-written loop build once per
+round and no coordination once per caller, and nothing is left behind. No timing is checked."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import redis
+
+from fencelock_tools.servers.embedded import EmbeddedServer
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT = 120.0  # spawns a few interpreters; a loaded box is slow
+
+
+def test_quick_run_measures_every_strategy(
+    server: EmbeddedServer, raw: redis.Redis, tmp_path: Path
+) -> None:
+    out = tmp_path / "compute.json"
+    command = ["-m", "bench.compute_once", "--quick", "--url", server.url, "--json", str(out)]
+    done = subprocess.run(
+        [sys.executable, *command],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    shown = f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    assert done.returncode == 0, shown
+    report = json.loads(out.read_text())
+    rows = {row["strategy"]: row for row in report["results"]}
+    assert set(rows) == {"compute_once", "lock-then-poll", "none"}
+    callers = 2 * 4  # --quick: 2 processes of 4 threads
+    for strategy, builds in (("compute_once", 1), ("lock-then-poll", 1), ("none", callers)):
+        row = rows[strategy]
+        assert row["errors"] == [], shown
+        assert (row["rounds"], row["calls"]) == (2, 2 * callers), shown
+        assert (row["builds_per_round"], row["builds_max"]) == (builds, builds), shown
+        assert f"| {strategy} |" in done.stdout, shown
+    assert not raw.keys("*fencelock-bench-compute*"), "benchmark keys left behind"

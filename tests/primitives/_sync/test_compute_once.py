@@ -1,0 +1,414 @@
+# GENERATED from tests/primitives/_async/test_compute_once.py by tools/gen_sync.py: edit that file instead.
+"""compute_once: one build across clients, the others woken by its store; fresh, stale and
+old results; a build that raises; bad input; a dead builder replaced; a late store refused.
+
+Sync twin generated into tests/primitives/_sync by tools/gen_sync.py."""
+
+from __future__ import annotations
+
+import os
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+
+import fencelock
+from fencelock._sync.client import LockClient
+from fencelock._backend import SyncEvent
+from fencelock._core.compute import COMPUTE, ComputeKeys
+from fencelock._keys import DEFAULT_PREFIX
+from fencelock_tools.servers.embedded import EmbeddedServer
+from tests.concurrency import TIMEOUT, SyncCall, sync_together, sync_until, evalsha_calls
+
+
+class Build:
+    """A ``compute`` that counts its calls and returns ``value`` (or raises ``error``); with
+    ``hold``, it runs until ``go`` is set."""
+
+    def __init__(
+        self, value: Any = None, *, hold: bool = False, error: BaseException | None = None
+    ):
+        self.value, self.error = value, error
+        self.calls = 0
+        self.started, self.go = SyncEvent(), SyncEvent()
+        if not hold:
+            self.go.set()
+
+    def __call__(self) -> Any:
+        self.calls += 1
+        self.started.set()
+        assert self.go.wait(TIMEOUT)
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+def keys(name: str) -> ComputeKeys:
+    return ComputeKeys.for_compute(name, DEFAULT_PREFIX, COMPUTE)
+
+
+def age(raw: redis.Redis, name: str, seconds: float) -> None:
+    """Make the stored result of ``name`` ``seconds`` older (its time of storing, moved back)."""
+    assert raw.hincrby(keys(name).result, "t", -round(seconds * 1000)) > 0
+
+
+def waiting(*clients: LockClient) -> int:
+    return sum(client.statistics().waiting for client in clients)
+
+
+def queued(client: LockClient) -> int:
+    return client.statistics().compute_queued
+
+
+def test_concurrent_callers_of_two_clients_build_once(
+    sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
+) -> None:
+    build = Build({"total": 42, "rows": [1, 2]}, hold=True)
+    clients = (sync_client, sync_client_b) * 4
+    calls = [lambda c=c: c.compute_once("c-once", build, fresh_for=60) for c in clients]
+    running = SyncCall(lambda: sync_together(calls))  # type: ignore[arg-type]
+    assert build.started.wait(TIMEOUT)
+    # one caller per client asks the server (the builder's, and one waiting on pub/sub); the
+    # others follow it
+    sync_until(lambda: waiting(sync_client, sync_client_b) == 1)
+    sync_until(lambda: queued(sync_client) == 3 and queued(sync_client_b) == 3)
+    build.go.set()
+    assert running.result() == [{"total": 42, "rows": [1, 2]}] * 8
+    assert build.calls == 1
+    a, b = sync_client.statistics(), sync_client_b.statistics()
+    assert (a.compute_builds + b.compute_builds, a.compute_waits + b.compute_waits) == (1, 7)
+    assert (a.wakeups + b.wakeups, a.polls + b.polls) == (1, 0)  # woken by the store
+    assert a.compute_hits + b.compute_hits == 0
+    # one client's: look, take the lease, look, store, release; the other's: look, try the
+    # lease (busy), look once subscribed, look once woken; whatever the callers per client
+    assert evalsha_calls(raw) <= 9
+    assert raw.hget(keys("c-once").result, "v") == '{"total":42,"rows":[1,2]}'
+    assert raw.exists(keys("c-once").lock) == 0  # the lease released
+
+
+def test_a_fresh_result_is_returned_in_one_request(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    build = Build((1, "two"))
+    assert sync_client.compute_once("c-fresh", build, fresh_for=60) == [1, "two"]  # JSON
+    before = evalsha_calls(raw)
+    assert sync_client.compute_once("c-fresh", build, fresh_for=60) == [1, "two"]
+    assert evalsha_calls(raw) == before + 1
+    assert build.calls == 1
+    stats = sync_client.statistics()
+    assert (stats.compute_builds, stats.compute_hits) == (1, 1)
+    assert 59_000 < raw.pttl(keys("c-fresh").result) <= 60_000  # kept fresh_for + stale_for
+
+
+def test_a_result_older_than_fresh_for_is_built_again(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    assert sync_client.compute_once("c-old", Build("first"), fresh_for=60) == "first"
+    age(raw, "c-old", 61)
+    # a caller content with older results takes it
+    assert sync_client.compute_once("c-old", Build("unused"), fresh_for=120) == "first"
+    assert sync_client.compute_once("c-old", Build("second"), fresh_for=60) == "second"
+    assert sync_client.statistics().compute_builds == 2
+
+
+def test_a_stale_result_is_returned_at_once_while_one_caller_refreshes_it(
+    sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
+) -> None:
+    ask = {"fresh_for": 60, "stale_for": 600}
+    assert sync_client.compute_once("c-stale", Build("old"), **ask) == "old"
+    age(raw, "c-stale", 61)
+    refresh = Build("new", hold=True)
+    refreshing = SyncCall(lambda: sync_client.compute_once("c-stale", refresh, **ask))
+    assert refresh.started.wait(TIMEOUT)
+    other = Build("unused")
+    assert sync_client_b.compute_once("c-stale", other, **ask) == "old"  # at once
+    assert other.calls == 0 and sync_client_b.statistics().compute_stale_hits == 1
+    refresh.go.set()
+    assert refreshing.result() == "new"
+    assert sync_client_b.compute_once("c-stale", other, **ask) == "new"
+    age(raw, "c-stale", 700)  # past stale_for too: built before it is returned
+    assert sync_client_b.compute_once("c-stale", Build("newest"), **ask) == "newest"
+
+
+def test_a_stale_result_with_nobody_refreshing_is_refreshed_by_its_caller(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    ask = {"fresh_for": 60, "stale_for": 600}
+    assert sync_client.compute_once("c-refresh", Build(1), **ask) == 1
+    age(raw, "c-refresh", 61)
+    assert sync_client.compute_once("c-refresh", Build(2), **ask) == 2
+    assert sync_client.statistics().compute_stale_hits == 0
+
+
+def test_the_waiters_of_a_build_that_raised_get_compute_failed(
+    sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
+) -> None:
+    failing = Build(hold=True, error=KeyError("no such report"))
+    building = SyncCall(lambda: sync_client.compute_once("c-fail", failing, fresh_for=60))
+    assert failing.started.wait(TIMEOUT)
+    other = Build("unused")
+    waiter = SyncCall(lambda: sync_client_b.compute_once("c-fail", other, fresh_for=60))
+    sync_until(lambda: waiting(sync_client_b) == 1)
+    failing.go.set()
+    with pytest.raises(KeyError, match="no such report"):  # its caller: the exception itself
+        building.result()
+    with pytest.raises(fencelock.ComputeFailed, match="KeyError") as failed:
+        waiter.result()
+    assert (failed.value.key, failed.value.type_name) == ("c-fail", "KeyError")
+    assert failed.value.message == "'no such report'"
+    assert other.calls == 0  # its waiters did not all build again
+    # the next call builds afresh
+    assert sync_client_b.compute_once("c-fail", Build("fixed"), fresh_for=60) == "fixed"
+    assert raw.exists(keys("c-fail").failure) == 0
+
+
+def test_a_build_that_raises_with_nobody_waiting_stores_nothing(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    with pytest.raises(ZeroDivisionError):
+        sync_client.compute_once("c-alone", Build(error=ZeroDivisionError()), fresh_for=1)
+    assert raw.keys("*c-alone*result") == raw.keys("*c-alone*failure") == []
+    assert raw.exists(keys("c-alone").lock) == 0
+
+
+class Interrupted(BaseException):
+    """What a KeyboardInterrupt is to a sync builder, or a cancellation to a task."""
+
+
+def interrupted_and_taken_over(
+    key: str, builder: LockClient, taker: LockClient, waits: Callable[[], bool]
+) -> None:
+    """``builder``'s build is interrupted while a caller of ``taker`` waits for it (``waits``
+    says when): that caller takes the build over at once (one that waited for the lease to end
+    would time out this test)."""
+    interrupted = Build(hold=True, error=Interrupted())
+    ttl = 2 * TIMEOUT
+    building = SyncCall(lambda: builder.compute_once(key, interrupted, fresh_for=60, ttl=ttl))
+    assert interrupted.started.wait(TIMEOUT)
+    takeover = Build("taken over")
+    waiter = SyncCall(lambda: taker.compute_once(key, takeover, fresh_for=60, ttl=ttl))
+    sync_until(waits)
+    interrupted.go.set()
+    with pytest.raises(Interrupted):
+        building.result()
+    assert waiter.result() == "taken over"
+
+
+def test_a_builder_interrupted_passes_the_build_on_at_once(
+    sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
+) -> None:
+    waits = lambda: waiting(sync_client_b) == 1  # noqa: E731
+    interrupted_and_taken_over("c-pass", sync_client, sync_client_b, waits)
+    stats = sync_client_b.statistics()
+    assert (stats.compute_builds, stats.compute_takeovers, stats.polls) == (1, 1, 0)
+
+
+def test_a_builder_that_died_is_replaced_when_its_lease_ends(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    # the lease of a builder that will never store nor release (killed), 0.3 s left
+    raw.set(keys("c-dead").lock, "a-dead-builder", px=300)
+    build = Build("mine")
+    assert sync_client.compute_once("c-dead", build, fresh_for=60) == "mine"
+    stats = sync_client.statistics()
+    assert (stats.compute_waits, stats.compute_takeovers, stats.compute_builds) == (1, 1, 1)
+    assert stats.polls >= 1 and stats.wakeups == 0  # it looked again when the lease ended
+
+
+def test_a_store_older_than_the_stored_result_is_refused(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    late = Build("late", hold=True)
+    building = SyncCall(lambda: sync_client.compute_once("c-late", late, fresh_for=60))
+    assert late.started.wait(TIMEOUT)
+    token = int(raw.get(keys("c-late").fence) or 0)
+    now_ms = raw.time()[0] * 1000
+    # meanwhile its lease ran out, and a newer build (a larger token) stored its result
+    raw.hset(keys("c-late").result, mapping={"v": '"newer"', "f": token + 1, "t": now_ms})
+    late.go.set()
+    assert building.result() == "newer"  # the caller gets the newer result
+    assert raw.hget(keys("c-late").result, "v") == '"newer"'
+    assert raw.hget(keys("c-late").result, "f") == str(token + 1)
+
+
+def test_a_waiter_gives_up_after_its_timeout(
+    sync_client: LockClient, sync_client_b: LockClient
+) -> None:
+    slow = Build("slow", hold=True)
+    building = SyncCall(lambda: sync_client.compute_once("c-timeout", slow, fresh_for=60))
+    assert slow.started.wait(TIMEOUT)
+    for timeout in (0, 0.05):
+        with pytest.raises(fencelock.LockTimeout, match="c-timeout"):
+            sync_client_b.compute_once("c-timeout", Build(), fresh_for=60, timeout=timeout)
+    slow.go.set()
+    assert building.result() == "slow"
+
+
+def test_a_codec_given_stores_what_json_cannot(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    value = {"ids": {1, 2}, "pair": (3, 4)}
+    got = sync_client.compute_once("c-pickle", Build(value), fresh_for=60, codec=pickle)
+    assert got == value
+    assert sync_client.compute_once("c-pickle", Build(), fresh_for=60, codec=pickle) == value
+    with pytest.raises(fencelock.ResultError, match="cannot be read"):  # JSON cannot read it
+        sync_client.compute_once("c-pickle", Build(), fresh_for=60)
+
+
+def test_bad_input_is_refused_and_stores_nothing(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    client = sync_client
+    for bad, error, match in [
+        ({"compute": 42}, TypeError, "compute must be callable"),
+        ({"fresh_for": -1}, ValueError, "fresh_for"),
+        ({"fresh_for": 0}, ValueError, "fresh_for"),
+        ({"stale_for": -1}, ValueError, "stale_for"),
+        ({"stale_for": float("nan")}, ValueError, "stale_for"),
+        ({"ttl": 0}, ValueError, "ttl"),
+        ({"timeout": -1}, ValueError, "timeout"),
+        ({"key": ""}, ValueError, "key"),
+        ({"key": 7}, TypeError, "key"),
+        ({"codec": object()}, TypeError, "codec"),
+        ({"max_size": 0}, ValueError, "max_size"),
+        ({"max_size": 1.5}, TypeError, "max_size"),
+    ]:
+        given: dict[str, Any] = {"key": "c-bad", "compute": Build(1), "fresh_for": 60, **bad}
+        with pytest.raises(error, match=match):
+            client.compute_once(given.pop("key"), given.pop("compute"), **given)
+    with pytest.raises(fencelock.ResultError, match="cannot be stored"):  # not JSON
+        client.compute_once("c-bad", Build(object()), fresh_for=60)
+    with pytest.raises(fencelock.ResultError, match="over max_size"):
+        client.compute_once("c-bad", Build("x" * 100), fresh_for=60, max_size=64)
+    # nothing stored, no lease left: only the builds' fencing counter, kept a lease's time
+    assert raw.keys("*c-bad*") == [keys("c-bad").fence]
+    assert 0 < raw.pttl(keys("c-bad").fence) <= 30_000
+    assert client.compute_once("c-bad", Build("x" * 60), fresh_for=60, max_size=64)
+
+
+def test_a_decorated_function_is_computed_once_per_key_of_its_arguments(
+    sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
+) -> None:
+    runs: list[tuple[int, str]] = []
+
+    @sync_client.computed("c-report:{user_id}:{period}", fresh_for=60)
+    def report(user_id: int, period: str = "day") -> dict[str, Any]:
+        runs.append((user_id, period))
+        return {"user": user_id, "period": period}
+
+    assert report(7) == {"user": 7, "period": "day"}
+    assert report(7, period="day") == {"user": 7, "period": "day"}  # the same key
+    assert report(user_id=8, period="week") == {"user": 8, "period": "week"}
+    assert runs == [(7, "day"), (8, "week")]
+    assert report.__name__ == "report"
+    assert raw.exists(keys("c-report:7:day").result, keys("c-report:8:week").result) == 2
+
+    @sync_client_b.computed(
+        lambda user_id, period="day": f"c-report:{user_id}:{period}", fresh_for=60
+    )
+    def elsewhere(user_id: int, period: str = "day") -> dict[str, Any]:
+        raise AssertionError("stored already, by the other client")
+
+    assert elsewhere(7) == {"user": 7, "period": "day"}
+
+
+def test_a_decorator_checks_its_key_and_options_when_it_is_applied(
+    sync_client: LockClient,
+) -> None:
+    def report(user_id: int) -> int:
+        return user_id
+
+    with pytest.raises(ValueError, match=r"must name a parameter of .*report.*'user'"):
+        sync_client.computed("c-report:{user}", fresh_for=60)(report)
+    with pytest.raises(ValueError, match="must name a parameter"):
+        sync_client.computed("c-report:{}", fresh_for=60)(report)
+    with pytest.raises(TypeError, match="key must be a str template or a function"):
+        sync_client.computed(7, fresh_for=60)(report)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="fresh_for"):
+        sync_client.computed("c-report:{user_id}", fresh_for=-1)
+    with pytest.raises(TypeError, match="compute must be callable"):
+        sync_client.computed("c-report", fresh_for=60)(42)  # type: ignore[type-var]
+    keyed = sync_client.computed(lambda user_id: "", fresh_for=60)(report)
+    with pytest.raises(ValueError, match="key must not be empty"):
+        keyed(1)
+
+
+def test_forget_drops_the_result_and_refuses_a_build_under_way(
+    sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
+) -> None:
+    assert sync_client.compute_once("c-forget", Build("v1"), fresh_for=60) == "v1"
+    assert sync_client.forget("c-forget") is True
+    assert sync_client.forget("c-forget") is False  # nothing left to drop
+    assert raw.exists(keys("c-forget").result) == 0
+    assert sync_client.compute_once("c-forget", Build("v2"), fresh_for=60) == "v2"
+    sync_client.forget("c-forget")
+    # a build that read the data before a write, still under way when the writer forgets
+    before = Build("read before the write", hold=True)
+    building = SyncCall(lambda: sync_client.compute_once("c-forget", before, fresh_for=60))
+    assert before.started.wait(TIMEOUT)
+    after = Build("read after the write")
+    waiter = SyncCall(lambda: sync_client_b.compute_once("c-forget", after, fresh_for=60))
+    sync_until(lambda: waiting(sync_client_b) == 1)
+    assert sync_client.forget("c-forget") is False  # (nothing stored yet)
+    before.go.set()
+    assert building.result() == "read before the write"  # its own caller gets it...
+    assert waiter.result() == "read after the write"  # ...nobody else: it is not stored
+    assert raw.hget(keys("c-forget").result, "v") == '"read after the write"'
+    assert sync_client_b.statistics().compute_takeovers == 1
+    with pytest.raises(ValueError, match="key"):
+        sync_client.forget("")
+
+
+def test_a_build_in_progress_and_its_builder_are_shown_to_operators(
+    sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
+) -> None:
+    assert sync_client_b.inspect("c-view") is None
+    slow = Build("done", hold=True)
+    building = SyncCall(lambda: sync_client.compute_once("c-view", slow, fresh_for=60, ttl=20))
+    assert slow.started.wait(TIMEOUT)
+    info = sync_client_b.inspect("c-view")
+    assert info is not None and info.kind == "compute build"
+    assert info.label is not None and info.label.split(":")[1] == str(os.getpid())  # host:pid
+    assert info.token == int(raw.get(keys("c-view").fence) or 0)
+    assert info.ttl is not None and 0 < info.ttl <= 20
+    assert [i.name for i in sync_client_b.locks("c-view*")] == ["c-view"]
+    slow.go.set()
+    assert building.result() == "done"
+    assert sync_client_b.inspect("c-view") is None  # a result stored is no build
+    assert [i for i in sync_client_b.locks("c-view*")] == []
+
+
+def test_the_callers_of_one_client_follow_the_first_of_them(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    failing = Build(hold=True, error=ValueError("bad input"))
+    first = SyncCall(lambda: sync_client.compute_once("c-local", failing, fresh_for=60))
+    assert failing.started.wait(TIMEOUT)
+    unused = Build("unused")
+    follower = SyncCall(lambda: sync_client.compute_once("c-local", unused, fresh_for=60))
+    sync_until(lambda: queued(sync_client) == 1)
+    with pytest.raises(fencelock.LockTimeout):  # one that does not wait for the first
+        sync_client.compute_once("c-local", unused, fresh_for=60, timeout=0)
+    failing.go.set()
+    with pytest.raises(ValueError, match="bad input"):
+        first.result()
+    with pytest.raises(fencelock.ComputeFailed, match="ValueError: bad input"):
+        follower.result()  # the build it waited for raised
+    # the first interrupted: a follower takes the build over at once
+    follows = lambda: queued(sync_client) == 1  # noqa: E731
+    interrupted_and_taken_over("c-local", sync_client, sync_client, follows)
+    assert unused.calls == 0 and queued(sync_client) == 0
+
+
+def test_compute_once_needs_scripts(server: EmbeddedServer) -> None:
+    """The store and its fence are one script: a client that runs none refuses, sending
+    nothing and running nothing."""
+    with LockClient.from_url(server.url, scripts="never") as client:
+        build = Build(1)
+        with pytest.raises(fencelock.ScriptsRequired, match="builder 'c-scripts'"):
+            client.compute_once("c-scripts", build, fresh_for=60)
+        with pytest.raises(fencelock.ScriptsRequired):
+            client.forget("c-scripts")
+        assert build.calls == 0
