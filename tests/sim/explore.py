@@ -289,6 +289,12 @@ LOCAL = Plan(kind="lock", work=0.15, works=2, extend=True, timeout=5)
 # it holds
 DROPPED = Plan(kind="lock", auto_renew=False, release=False, rounds=1)
 BEHIND = Plan(kind="lock", rounds=1, follows=True)
+# holds that the watchdog renews several times (five steps of work, 1.5 ttl; a renewal every
+# third of the ttl), writing after each step; a holder that writes without check(), trusting
+# the fence alone (ttl 2 s: a waiter's listener, re-made 0.5 s after a restart, can take the
+# name before the holder's next renewal)
+RENEWED = Plan(kind="lock", rounds=1, work=0.6, works=5, timeout=5)
+TRUSTING = Plan(kind="lock", rounds=1, work=0.6, works=5, timeout=5, checks=False)
 
 
 def _spec(name: str, processes: tuple[tuple[Plan, ...], ...], **kw: object) -> Spec:
@@ -333,6 +339,25 @@ SPECS: dict[str, Spec] = {
             "election",
             ((Plan(kind="election", rounds=1, block=True),),) * 2,
             faults=("pause", "crash", "clock"),
+        ),
+        _spec(
+            "renewed-lock",
+            ((TRUSTING,), (RENEWED,)),
+            ttl=2.0,
+            faults=("pause", "drop", "restart", "failover", "crash"),
+        ),
+        _spec(
+            "renewed-semaphore",
+            (
+                (Plan(kind="semaphore", rounds=1, works=5, checks=False),),
+                (Plan(kind="semaphore", rounds=1, works=5),),
+            ),
+            faults=("pause", "drop", "restart", "crash"),
+        ),
+        _spec(
+            "renewed-election",
+            ((Plan(kind="election", rounds=1, block=True, works=5),),) * 2,
+            faults=("pause", "drop", "restart", "clock"),
         ),
     )
 }
