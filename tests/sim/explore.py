@@ -610,7 +610,9 @@ def write_docs(figures: str, mutants: str, budget: dict[str, Any]) -> None:
     path = Path(__file__).resolve().parents[2] / "docs" / "safety.md"
     text = path.read_text(encoding="utf-8")
     begin, end = "<!-- explore:begin -->", "<!-- explore:end -->"
-    machine = f"{platform.system()} {platform.machine()}, {os.cpu_count()} vCPUs"
+    # (the load: a budget in minutes explores fewer schedules on a machine shared with others)
+    load = f"load average {os.getloadavg()[2]:.0f} over the last 15 minutes"
+    machine = f"{platform.system()} {platform.machine()}, {os.cpu_count()} vCPUs ({load})"
     section = SECTION.format(
         figures=figures,
         mutants=mutants,

@@ -775,6 +775,7 @@ def _world_time(node: Node, ms: float, now: float) -> float:
 
 
 def _world_at(node: Node, ms: float) -> float:
+    """The world's time when ``node``'s clock reads ``ms``."""
     return (ms * 1000 - T0_US - node.offset_us) / 1_000_000
 
 
