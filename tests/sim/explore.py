@@ -294,6 +294,12 @@ BEHIND = Plan(kind="lock", rounds=1, follows=True)
 # timeout (a caller whose first try at the lease was lost tries again after it)
 BUILDER = Plan(kind="compute", rounds=1, work=0.45)
 QUICK_BUILDER = Plan(kind="compute", rounds=1, work=0.2)
+# holds that the watchdog renews several times (five steps of work, 1.5 ttl; a renewal every
+# third of the ttl), writing after each step; a holder that writes without check(), trusting
+# the fence alone (ttl 2 s: a waiter's listener, re-made 0.5 s after a restart, can take the
+# name before the holder's next renewal)
+RENEWED = Plan(kind="lock", rounds=1, work=0.6, works=5, timeout=5)
+TRUSTING = Plan(kind="lock", rounds=1, work=0.6, works=5, timeout=5, checks=False)
 
 
 def _spec(name: str, processes: tuple[tuple[Plan, ...], ...], **kw: object) -> Spec:
@@ -346,6 +352,28 @@ SPECS: dict[str, Spec] = {
             faults=("pause", "crash", "drop", "reset", "restart"),
             scenario=ComputeScenario,
         ),
+        _spec(
+            "renewed-lock",
+            ((TRUSTING,), (RENEWED,)),
+            ttl=2.0,
+            faults=("pause", "drop", "restart", "failover", "crash"),
+        ),
+        _spec(
+            "renewed-semaphore",
+            (
+                (Plan(kind="semaphore", rounds=1, works=5, checks=False),),
+                (Plan(kind="semaphore", rounds=1, works=5),),
+            ),
+            faults=("pause", "drop", "restart", "crash"),
+        ),
+        _spec(
+            "renewed-election",
+            (
+                (Plan(kind="election", rounds=1, block=True, works=5, checks=False),),
+                (Plan(kind="election", rounds=1, block=True, works=5),),
+            ),
+            faults=("pause", "drop", "restart", "clock"),
+        ),
     )
 }
 
@@ -388,10 +416,11 @@ HEADER = (
     "| configuration | k | schedules (exhaustive) | distinct states | random seeds | "
     "faults injected | violating runs | time |\n|---|---|---|---|---|---|---|---|"
 )
-# The budgets. CI's (the test suite, under a minute in all): every schedule with one fault and
-# no preemption, and seeded random runs. The long run's: one preemption too, for two minutes
-# per configuration (or until every such schedule was run: the whole run within about 25
-# minutes on a shared machine of 2 cores), and 2000 seeds.
+# The budgets. CI's (the test suite: tests/explore, mutants included, about a minute of CPU in
+# all): every schedule with one fault and no preemption, and seeded random runs. The long
+# run's: one preemption too, for two minutes per configuration (or until every such schedule
+# was run), and 2000 seeds: about 45 minutes in all for 12 configurations on a shared machine
+# of 2 cores.
 CI: dict[str, Any] = {"k": 0, "budget": None, "seconds": None, "seeds": 20}
 LONG: dict[str, Any] = {"k": 1, "budget": None, "seconds": 120.0, "seeds": 2000}
 
@@ -488,44 +517,59 @@ that interleavings are explored on purpose and every run replays exactly, step b
   any step, the fewest departures first; a state already explored (a hash of the servers' keys,
   the messages in flight, and every process's grants, phases and timers) is not explored again.
   **Random mode**: seeded runs, with up to three faults each.
+- **The holders** take the grant, claim the fenced resource (`fenced_set.lua`) with its token
+  at once, and after each step of work call `check()` and write there again; one kind of holder
+  writes without `check()`, trusting the fence alone.
 - **The checks**, at every step of every run: at most one valid holder (`check()` would pass;
   the semaphore's limit in permits; a writer alone) unless a fault dropped or expired grants on
-  a server (a restart, a failover, a clock jump); no grant valid again after its holder was told
-  it is lost; every grant's token larger than those returned before it was asked for, no token
-  twice, no stale write accepted by the fenced resource (`fenced_set.lua`); every loss of an
+  a server (a restart, a failover, a clock jump); `check()` never passing beyond the end of the
+  lease the servers last gave (a majority's, for Redlock; a fault that drops the grant early
+  does not bring that end forward: the holder learns of it at its next renewal), nor once a
+  renewal the server refused has reached the holder's process; no write accepted from a holder
+  that checked after its lease ended, nor from one a newer grant overtook (it claimed the
+  resource first); no grant valid again after its holder was told it is lost; every grant's
+  token larger than those returned before it was asked for, no token twice; every loss of an
   `auto_renew` grant signalled (a release that could not reach the server is counted apart, as
-  above); under `on_lost_policy="cancel"`, nothing of the block begun after `on_lost`, and the
-  block ended with `LockLost`; no waiter left waiting while the name is free and nothing is in
-  flight (0.11 s, or the holder's lease end after a fault that loses messages unnoticed; a
-  semaphore's or read-write lock's waiter queued behind one that crashed, gave up or is paused
-  waits out that one's turn first, as the scripts' first come, first served order says); every
-  call within its bound and failing only with a `LockError`; after the run, no lock key
-  outliving its ttl and a fresh client taking the whole name within 1.5 ttl + 1 s.
+  above), and none without a fault or a delayed message; no lease on a server ending more than
+  its ttl ahead; under `on_lost_policy="cancel"`, nothing of the block begun after `on_lost`,
+  and the block ended with `LockLost`; no waiter left waiting while the name is free and
+  nothing is in flight (0.11 s, or the holder's lease end after a fault that loses messages
+  unnoticed; a semaphore's or read-write lock's waiter queued behind one that crashed, gave up
+  or is paused waits out that one's turn first, as the scripts' first come, first served order
+  says); every call within its bound and failing only with a `LockError`; after the run, no
+  lock key outliving its ttl and a fresh client taking the whole name within 1.5 ttl + 1 s.
 
 Any violation prints the run step by step and the command that replays it:
 `python -m tests.sim.explore --replay CONFIG SCHEDULE` (the steps where the run departed from
 the default, as `step.choice`), or `--seed N` for a random run. The configurations, each on one
-name with a ttl of 1 s: `lock`, two clients, `auto_renew`, two rounds each; `expiry`, a holder
-without renewal that outlives its lease and releases late, against a renewed one; `lapse`, a
-holder that drops its lock without a release, a lock object of the same client queued behind
-it, and another client; `handoff`, two lock objects of one client handing the grant on (and
-extending it) against a third client; `reentrant`, two clients entering twice; `semaphore`,
-limit 2, three clients; `rwlock`, a writer and two readers; `redlock`, three nodes, two
-clients; `election`, two candidates in `async with` blocks (`on_lost_policy="cancel"`);
-`compute`, two builders of one `compute_once` result and a waiter that comes while it is built,
-with checks of their own (`tests/sim/compute.py`: one build per generation, unless a lease was
-lost; no stale overwrite of the stored result; no caller left waiting while a result is stored
-or nobody builds it).
+name with a ttl of 1 s unless said: `lock`, two clients, `auto_renew`, two rounds each;
+`expiry`, a holder without renewal that outlives its lease and releases late, against a renewed
+one; `lapse`, a holder that drops its lock without a release, a lock object of the same client
+queued behind it, and another client; `handoff`, two lock objects of one client handing the
+grant on (and extending it) against a third client; `reentrant`, two clients entering twice;
+`semaphore`, limit 2, three clients; `rwlock`, a writer and two readers; `redlock`, three
+nodes, two clients; `election`, two candidates in `async with` blocks
+(`on_lost_policy="cancel"`). In those, every hold ends before the watchdog's first renewal (a
+third of the ttl). Three more hold for 1.5 ttl in five steps, each lease renewed four times,
+against the watchdog's faults (a holder paused past its ttl, a renewal or its reply lost, a
+restart or a failover that loses the grant, a crash, a clock jump), one holder of each pair
+writing without `check()`: `renewed-lock` (ttl 2 s: a waiter whose connection a restart broke
+can then take the name before the holder's next renewal), `renewed-semaphore` (limit 1) and
+`renewed-election` (`async with`, `on_lost_policy="cancel"`). And `compute`: two builders of
+one `compute_once` result and a waiter that comes while it is built, with checks of their own
+(`tests/sim/compute.py`: one build per generation, unless a lease was lost; no stale overwrite
+of the stored result; no caller left waiting while a result is stored or nobody builds it).
 
 {figures}
 
 {date}. `tests/explore/` runs the CI budget in the test suite ({ci}); the table is the long run,
 `python -m tests.sim.explore --long --write-docs` ({long}).
 
-**Proof that it bites.** Three past fixes undone and one script broken, each in a scratch copy
-for one run (`tests/sim/mutants.py`; `python -m tests.sim.explore --mutants`): the explorer must
-find each within the CI budget, in a configuration today's code passes
-(`tests/explore/test_mutants.py`).
+**Proof that it bites.** Three past fixes undone, one script broken, and seven bugs the
+watchdog's path could plausibly have (the renewal script, the watchdog, the cancel policy),
+each in a scratch copy for one run (`tests/sim/mutants.py`; `python -m tests.sim.explore
+--mutants`): the explorer must find each within the CI budget, in a configuration today's code
+passes (`tests/explore/test_mutants.py`).
 
 {mutants}
 
@@ -538,9 +582,12 @@ FINDINGS_TEXT = """\
 
 - `lapse-race` (the default schedule): a lock object queued in its client's local line while
   the head was still acquiring was never told when the head's grant then lapsed without a
-  release: it waited for a release, or its own timeout, while the name was free. The queued
-  waiters are now woken when the line's owner becomes a grant, to learn its deadline
-  (`singleflight.py`, `contention._wait_in_line`).
+  release: it waited for a release, or its own timeout, while the name was free. A waiter
+  behind a head that is still acquiring now looks again within the head's ttl, by when any
+  grant the head gets has a deadline it can read or has run out (`singleflight.py`,
+  `holder_gone`). (The first fix woke every queued waiter on every grant instead, and halved
+  the throughput of 8 threads sharing one name, P3; `contention._wait_in_line` also waits for a
+  hand-off under way inside its guarded block, so that a cancellation passes the grant on.)
 - `rwlock 5.2,17.7` (a reset between a waiter's SUBSCRIBE and the reply to its PING): the
   listener re-subscribed and confirmed that with a PING of its own, but the waiter's nonce,
   lost with the old connection, was never answered: it waited out the confirmation timeout,
@@ -579,7 +626,9 @@ def write_docs(figures: str, mutants: str, budget: dict[str, Any]) -> None:
     path = Path(__file__).resolve().parents[2] / "docs" / "safety.md"
     text = path.read_text(encoding="utf-8")
     begin, end = "<!-- explore:begin -->", "<!-- explore:end -->"
-    machine = f"{platform.system()} {platform.machine()}, {os.cpu_count()} vCPUs"
+    # (the load: a budget in minutes explores fewer schedules on a machine shared with others)
+    load = f"load average {os.getloadavg()[2]:.0f} over the last 15 minutes"
+    machine = f"{platform.system()} {platform.machine()}, {os.cpu_count()} vCPUs ({load})"
     section = SECTION.format(
         figures=figures,
         mutants=mutants,
@@ -624,7 +673,7 @@ def main(argv: list[str] | None = None) -> int:
         print(report(outcome) if outcome.violation else "\n".join(outcome.log))
         return 1 if outcome.violation else 0
     mutants = [
-        "| fix undone / script broken | configuration | found | schedule |",
+        "| fix undone / bug put in | configuration | found | schedule |",
         "|---|---|---|---|",
     ]
     if args.mutants or args.write_docs:

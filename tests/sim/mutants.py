@@ -1,8 +1,9 @@
-"""Proof that the explorer bites (issue 25, part 5): past fixes undone, and a script broken, in
-scratch copies made for one run. A mutant of a ``.lua`` file is run by the simulated servers in
-place of the original, under the original's sha (the library sends its EVALSHA unchanged); a
-mutant of a function is the function's own source with one change, compiled in its module's
-namespace and patched in for the run. Each must be found by the explorer within the CI budget
+"""Proof that the explorer bites (issue 25, part 5; issue 29): past fixes undone, and the
+bugs a script or the watchdog could plausibly have, in scratch copies made for one run. A
+mutant of a ``.lua`` file is run by the simulated servers in place of the original, under the
+original's sha (the library sends its EVALSHA unchanged); a mutant of a function (or of a
+method) is its own source with one change, compiled in its module's namespace and patched in
+for the run. Each must be found by the explorer within the CI budget
 (``tests/explore/test_mutants.py``).
 """
 
@@ -18,7 +19,7 @@ from types import ModuleType
 from typing import Any
 
 from fencelock import _scripts as scripts
-from fencelock._async import handoff, singleflight
+from fencelock._async import engine, handoff, singleflight, watchdog
 from fencelock._core import lease
 
 
@@ -28,44 +29,57 @@ class Mutant:
     what: str  # the fix undone, or the break
     config: str  # the explorer's configuration that must find it
     scripts: tuple[tuple[scripts.Script, str, str], ...] = ()  # (script, old, new)
-    functions: tuple[tuple[ModuleType, str, ModuleType, str, str], ...] = ()
-    # (module that calls it, name, module it is defined in, old, new)
+    functions: tuple[tuple[Any, str, ModuleType, str, str], ...] = ()
+    # (where it is looked up: the module that calls it, or a method's class; name; the module
+    # it is defined in; old; new)
 
     def patches(self) -> dict[str, str]:
         """The servers' scripts: original source -> the mutant's."""
         found = {}
         for script, old, new in self.scripts:
-            assert old in script.source, f"{self.name}: {old!r} not in {script.name}"
+            count = script.source.count(old)
+            assert count == 1, f"{self.name}: {old!r} {count} times in {script.name}"
             found[script.source] = script.source.replace(old, new)
         return found
 
     @contextlib.contextmanager
     def functions_patched(self) -> Iterator[None]:
-        saved: list[tuple[ModuleType, str, Any]] = []
+        saved: list[tuple[Any, str, Any]] = []
         try:
-            for caller, name, home, old, new in self.functions:
-                saved.append((caller, name, getattr(caller, name)))
-                setattr(caller, name, _mutated(home, name, old, new))
+            for owner, name, home, old, new in self.functions:
+                original = getattr(owner, name)
+                saved.append((owner, name, original))
+                setattr(owner, name, _mutated(original, home, old, new))
             yield
         finally:
-            for caller, name, original in reversed(saved):
-                setattr(caller, name, original)
+            for owner, name, original in reversed(saved):
+                setattr(owner, name, original)
 
 
-def _mutated(module: ModuleType, name: str, old: str, new: str) -> Any:
-    """``module.name`` compiled from its source with ``old`` replaced by ``new``, in the module's
-    own namespace (so it sees the other mutants patched in)."""
-    original = getattr(module, name)
+def _mutated(original: Any, module: ModuleType, old: str, new: str) -> Any:
+    """``original`` (a function or method of ``module``) compiled from its source with ``old``
+    replaced by ``new``, in the module's own namespace (so it sees the other mutants patched
+    in), which is left as it was."""
+    name = original.__name__
     source = textwrap.dedent(inspect.getsource(original))
-    assert old in source, f"{old!r} not in {module.__name__}.{name}"
+    count = source.count(old)
+    assert count == 1, f"{old!r} {count} times in {module.__name__}.{original.__qualname__}"
     flags = __future__.annotations.compiler_flag
     code = compile(
         source.replace(old, new), module.__file__ or "", "exec", flags=flags, dont_inherit=True
     )
-    exec(code, vars(module))
-    mutant = getattr(module, name)
-    setattr(module, name, original)  # (patched in where it is called, for the run only)
+    namespace = vars(module)
+    before = namespace.get(name, _ABSENT)
+    exec(code, namespace)
+    mutant = namespace[name]
+    if before is _ABSENT:  # a method's name: not the module's
+        del namespace[name]
+    else:
+        namespace[name] = before
     return mutant
+
+
+_ABSENT = object()
 
 
 MUTANTS = (
@@ -118,5 +132,94 @@ MUTANTS = (
         "release.lua deletes the lock whoever holds it (the holder token is not compared)",
         "expiry",
         scripts=((scripts.RELEASE, "if holder ~= ARGV[1] then", "if holder == false then"),),
+    ),
+    # -- the watchdog's path (issue 29): renewals, and the losses they find -------------------
+    Mutant(
+        "renew-whoever-holds",
+        "renew.lua extends a lock's lease whoever holds it (the holder token is not compared)",
+        "renewed-lock",
+        scripts=(
+            (
+                scripts.RENEW,
+                "redis.call('GET', key) == holder",
+                "redis.call('GET', key) ~= false",
+            ),
+        ),
+    ),
+    Mutant(
+        "refused-renewal-not-lost",
+        "the watchdog takes a refused renewal for a failed one: it tries again soon instead of "
+        "declaring the lease lost",
+        "renewed-lock",
+        functions=(
+            (
+                watchdog.AsyncWatchdog,
+                "_renew",
+                watchdog,
+                'self._lose(lease, "at renewal", other_holder=ok == TAKEN)',
+                "lease.renew_at = renewal_retry(now, spec.ttl)",
+            ),
+        ),
+    ),
+    Mutant(
+        "cancel-policy-not-applied",
+        'on_lost_policy="cancel" misspelt where a loss is declared: the block runs on',
+        "renewed-election",
+        functions=((engine, "should_cancel", lease, 'policy == "cancel"', 'policy == "canceled"'),),
+    ),
+    Mutant(
+        "renewal-a-ttl-later",
+        "the watchdog renews a lease a whole ttl after its last renewal (at its end), not a "
+        "third of it",
+        "renewed-semaphore",
+        functions=(
+            (
+                watchdog.AsyncWatchdog,
+                "_renew",
+                watchdog,
+                "lease.renew_at = next_renewal(sent_at, spec.ttl)",
+                "lease.renew_at = sent_at + spec.ttl",
+            ),
+        ),
+    ),
+    Mutant(
+        "no-loss-at-the-deadline",
+        "the watchdog leaves a lease past its local deadline to its next renewal's refusal "
+        "(which a renewal with no time left never gets): only check() declares the loss",
+        "renewed-lock",
+        functions=(
+            (
+                watchdog.AsyncWatchdog,
+                "_expire",
+                watchdog,
+                'self._lose(lease, "by its local deadline, no renewal confirmed")',
+                "continue",
+            ),
+        ),
+    ),
+    Mutant(
+        "renewal-in-seconds-times-1000",
+        "renew.lua converts a lock's ttl to milliseconds again: its key is renewed for a "
+        "thousand ttls",
+        "renewed-lock",
+        scripts=(
+            (
+                scripts.RENEW,
+                "if held then\n      redis.call('PEXPIRE', key, ttl)",
+                "if held then\n      redis.call('PEXPIRE', key, ttl * 1000)",
+            ),
+        ),
+    ),
+    Mutant(
+        "permit-renewal-adds-a-ttl",
+        "renew.lua adds a ttl to a permit's lease instead of restarting it a ttl from now",
+        "renewed-semaphore",
+        scripts=(
+            (
+                scripts.RENEW,
+                "'XX', now + tonumber(ttl), holder)",
+                "'XX', tonumber(ends) + tonumber(ttl), holder)",
+            ),
+        ),
     ),
 )

@@ -4,10 +4,12 @@ instead of on a history afterwards, with what only a simulation can see (the ser
 state, every process's belief at the same instant).
 
 An **actor** is one primitive object in a process, running its ``Plan``: ``rounds`` times take
-the grant (within ``timeout``), work (virtual seconds), ``check()``, write its token to the
-fenced resource (the real ``fenced_set.lua``, on a server no fault touches), optionally
-``extend()``, and give the grant up. Several actors in one process share its client: they queue
-locally and hand the grant on. Every name in a ``Spec`` is one name ("job") of one primitive.
+the grant (within ``timeout``) and claim the fenced resource with its token (the real
+``fenced_set.lua``, on a server no fault touches), then ``works`` times work (virtual seconds),
+``check()`` and write its token there (``checks=False``: without the ``check()``, trusting the
+fence alone), optionally ``extend()``, and give the grant up. Several actors in one process
+share its client: they queue locally and hand the grant on. Every name in a ``Spec`` is one
+name ("job") of one primitive.
 
 The checks (``Checker``), each a ``Violation`` with the step it was seen at:
 
@@ -19,9 +21,20 @@ The checks (``Checker``), each a ``Violation`` with the step it was seen at:
   raising), no object of it holds that grant (its holder token) as valid again;
 - **tokens**: every grant's token is larger than those of the grants returned before it was
   asked for, no two grants share one, and the resource never accepts a token older than one it
-  accepted (stale write);
-- **signalled**: every loss of an ``auto_renew`` grant (the servers stopped showing it while it
-  was held) is signalled: ``on_lost``, ``check()`` or ``release()`` raising;
+  accepted (stale write: every grant claims the resource as it is returned, so the write of a
+  holder a newer grant overtook must be refused, whether it checked or not);
+- **fenced**: the resource never accepts the write of a holder that checked (``check()``
+  passed) after its lease ended: the end the servers last gave it (a majority, for Redlock), not
+  brought forward by a fault that drops it early (a restart, a failover, a clock jump: the
+  holder cannot know before its next renewal);
+- **signalled**: ``check()`` never passes beyond the lease's end (as above), nor once a renewal
+  refused by the server has reached the holder's process (the watchdog declares that loss at
+  once); and every loss of an ``auto_renew`` grant (the servers stopped showing it while it
+  was held, and another took the name) is signalled: ``on_lost``, ``check()`` or ``release()``
+  raising (the last is no excuse for a ``check()`` that passed beyond the lease's end
+  meanwhile);
+- **kept**: with no fault and no message delayed, no ``auto_renew`` grant is lost (the watchdog
+  renews it in time, however long the hold);
 - **wake-up**: a waiter is never left waiting while the name is free for it and nothing is in
   flight: the system idle (no message anywhere) for longer than ``patience`` with a waiting
   acquire and a free name is a lost wake-up; after faults that lose messages without the
@@ -30,14 +43,16 @@ The checks (``Checker``), each a ``Violation`` with the step it was seen at:
   nothing of a block begins after ``on_lost``, and the block ends with ``LockLost``;
 - **bounds**: every call returns within its bound (an acquire: its timeout plus three request
   timeouts), and with a typed error if any (``LockError``);
-- **orphans**: once every actor is done and the faults healed, no lock key outlives its ttl and
-  a fresh client takes the name (all of it) within 1.5 ttl + 1 s;
+- **orphans**: no lease on a server ends more than its ttl ahead (a dead holder's lease ends
+  within a ttl); once every actor is done and the faults healed, no lock key outlives its ttl
+  and a fresh client takes the name (all of it) within 1.5 ttl + 1 s;
 - the loops saw no task die of an unhandled exception.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,7 +63,7 @@ from fencelock.errors import LockError, LockLost, LockNotOwned, LockTimeout
 
 from .server import SimServer
 from .topology import REQUEST_TIMEOUT, SimClient, sim_client
-from .world import T0_US, Node, Option, Process, World
+from .world import T0_US, Message, Node, Option, Process, World
 
 NAME = "job"
 WRITE_PERMITS = 2**31
@@ -74,6 +89,7 @@ class Plan:
     release: bool = True  # False: never released (the lease must free the name by itself)
     delay: float = 0.0  # before the first round
     follows: bool = False  # starts once another actor of its process has acquired (or failed to)
+    checks: bool = True  # False: writes without check(), trusting the fence alone
 
 
 @dataclass(frozen=True)
@@ -137,6 +153,13 @@ class Resource:
                 self.checker.fail(
                     "tokens", f"stale write accepted: {hold} after token {token} of {other}"
                 )
+        ended = self.checker.lease_end(hold.holder)
+        if hold.actor.plan.checks and now > ended:
+            self.checker.fail(
+                "fenced",
+                f"{hold}: its check() passed and its write was accepted at {now:.4f}, "
+                f"after its lease ended at {ended:.4f}",
+            )
         self.accepted.append((hold.token, hold))
         return True
 
@@ -203,8 +226,7 @@ class Actor:
     def told(self, how: str) -> None:
         self.note(f"told {how}")
         if self.hold is not None:
-            self.hold.told.append(how)
-            self.scenario.checker.told_holders.add(self.hold.holder)
+            self.scenario.checker.told(self.hold, how)
 
     def note(self, what: str) -> None:
         self.scenario.world.log.append(
@@ -315,6 +337,22 @@ class Actor:
         self.hold, self.phase = hold, "hold"
         self.note(f"granted token {hold.token} ({hold.holder})")
         self.scenario.checker.granted(hold)
+        self._write()  # the claim: from now on the fence refuses every older token
+
+    def _write(self) -> bool:
+        """``check()`` (unless the plan trusts the fence alone), then write the token to the
+        fenced resource; False if the check raised ``LockLost``."""
+        hold = self.hold
+        assert hold is not None
+        if self.plan.checks:
+            try:
+                self.obj.check()
+            except LockLost:
+                self.told("check")
+                return False
+        accepted = self.scenario.resource.write(hold, self.scenario.world.clock.now)
+        self.note(f"write token {hold.token}: {'accepted' if accepted else 'refused'}")
+        return True
 
     async def _work(self) -> None:
         plan, hold = self.plan, self.hold
@@ -325,14 +363,8 @@ class Actor:
                 self.scenario.checker.fail(
                     "cancel", f"{self.label}: a step of the block began after on_lost"
                 )
-            try:
-                self.obj.check()
-            except LockLost:
-                self.told("check")
+            if not self._write():
                 return
-            world = self.scenario.world
-            accepted = self.scenario.resource.write(hold, world.clock.now)
-            self.note(f"write token {hold.token}: {'accepted' if accepted else 'refused'}")
             if plan.extend:
                 outcome = await self._call("extend", self.obj.extend(), REQUEST_TIMEOUT * 3)
                 if isinstance(outcome, LockLost | LockNotOwned):
@@ -368,6 +400,10 @@ class Checker:
         self.scenario = scenario
         self.holds: list[Hold] = []
         self.told_holders: set[str] = set()
+        # (node, holder) -> the latest end of its lease that node gave it, in world time
+        self.ends: dict[tuple[str, bytes], float] = {}
+        self.refused: set[str] = set()  # holders whose process heard a renewal refused
+        self.delayed = False  # time moved while a message could have been delivered
         self.idle_free: dict[Actor, float] = {}  # waiter -> idle time spent with the name free
         # waiting actors -> when the name is free for them if nothing else happens
         self.free_from: dict[Actor, float] = {}
@@ -389,7 +425,24 @@ class Checker:
             return spec.ttl + 2 * REQUEST_TIMEOUT + 0.6
         return 0.11  # Redlock's re-try jitter and a releaser's polite pause are at most 50 ms
 
+    def lease_end(self, holder: str) -> float:
+        """The end of ``holder``'s lease as the servers gave it (a majority's, for Redlock): the
+        latest they showed, whatever a fault did to it since (-inf: never shown)."""
+        world, key = self.scenario.world, holder.encode()
+        ends = sorted(
+            (self.ends[n.name, key] for n in world.nodes if (n.name, key) in self.ends),
+            reverse=True,
+        )
+        needed = len(world.nodes) // 2 + 1 if self.scenario.spec.redlock else 1
+        return ends[needed - 1] if len(ends) >= needed else -math.inf
+
     # -- fed by the actors -----------------------------------------------------------------------
+
+    def told(self, hold: Hold, how: str) -> None:
+        hold.told.append(how)
+        self.told_holders.add(hold.holder)
+        if hold.actor.plan.auto_renew and not self.scenario.world.faults and not self.delayed:
+            self.fail("kept", f"{hold}: lost ({how}) with no fault and no message delayed")
 
     def granted(self, hold: Hold) -> None:
         for other in self.holds:
@@ -426,6 +479,15 @@ class Checker:
         scenario, now = self.scenario, world.clock.now
         if any(f.split()[0] in OVERLAPPING for f in world.faults):
             self.overlaps_allowed = True
+        for node in world.nodes:
+            for holder, end in _lease_ends(node, now).items():
+                if end - now > scenario.spec.ttl + 1e-6:
+                    self.fail(
+                        "orphans",
+                        f"{holder.decode()}'s lease on {node.name} ends in {end - now:.4f} s, "
+                        "beyond its ttl",
+                    )
+                self.ends[node.name, holder] = max(end, self.ends.get((node.name, holder), end))
         valid = [a for a in scenario.actors if a.valid(now)]
         for actor in valid:
             grant = actor.grant()
@@ -434,6 +496,19 @@ class Checker:
                     "told",
                     f"{actor.label} holds {grant.holder} (token {grant.fence}) as "
                     "valid after its loss was told",
+                )
+            ended = self.lease_end(grant.holder)
+            if now > ended:
+                self.fail(
+                    "signalled",
+                    f"{actor.label}: check() passes for token {grant.fence} after its lease "
+                    f"ended at {ended:.4f}",
+                )
+            if grant.holder in self.refused:
+                self.fail(
+                    "signalled",
+                    f"{actor.label}: check() passes for token {grant.fence} after a renewal "
+                    "refused by the server reached its process",
                 )
         if not self.overlaps_allowed:
             used = sum(a.weight for a in valid)
@@ -458,8 +533,15 @@ class Checker:
                 del self.idle_free[actor]
 
     def stepped(self, world: World, option: Option, idle: float) -> None:
-        """Time passed with nothing in flight: the waiters whose name was free (or freed itself
-        meanwhile, by a lease's end) wasted it."""
+        """A renewal's refusal read by its process, or time moved while a message waited (a
+        delay); time passed with nothing in flight: the waiters whose name was free (or freed
+        itself meanwhile, by a lease's end) wasted it."""
+        message = option.message
+        if message is not None and message.answered and not self.scenario.spec.redlock:
+            # (a Redlock node's refusal is no loss while a majority renews)
+            self.refused.update(_refusals(message))
+        if option.kind == "advance" and not idle:
+            self.delayed = True
         if not idle:
             return
         after = world.clock.now
@@ -690,7 +772,47 @@ def _holds(node: Node, key: bytes, holder: bytes, now: float) -> bool:
 
 def _world_time(node: Node, ms: float, now: float) -> float:
     """The world's time when ``node``'s clock reads ``ms`` (not before ``now``)."""
-    return max(now, (ms * 1000 - T0_US - node.offset_us) / 1_000_000)
+    return max(now, _world_at(node, ms))
+
+
+def _world_at(node: Node, ms: float) -> float:
+    """The world's time when ``node``'s clock reads ``ms``."""
+    return (ms * 1000 - T0_US - node.offset_us) / 1_000_000
+
+
+def _lease_ends(node: Node, now: float) -> dict[bytes, float]:
+    """Every holder of a grant ``node`` shows now, and when its lease ends there (world time):
+    the expiry of a lock's key, or a permit's score."""
+    found: dict[bytes, float] = {}
+    if not node.up:
+        return found
+    now_ms = node.now_us(now) // 1000
+    for key, entry in node.server.keys.items():
+        expires = entry.expires_at
+        if not key.endswith(b":lock") or (expires is not None and expires < now_ms):
+            continue
+        value = entry.value
+        if hasattr(value, "ordered"):  # permits: holder -> lease end
+            ends = {holder: float(score) for holder, score in value.items()}  # type: ignore[union-attr]
+        else:  # a lock's holder, or a reentrant lock's holders
+            holders = [value] if isinstance(value, bytes) else list(value)
+            ends = dict.fromkeys(holders, math.inf if expires is None else float(expires))
+        for holder, ms in ends.items():
+            found[holder] = _world_at(node, ms)
+    return found
+
+
+def _refusals(reply: Message) -> list[str]:
+    """The holders whose renewal (renew.lua) a reply refuses."""
+    found: list[str] = []
+    for command, answer in zip(reply.request, reply.payload, strict=True):
+        if str(command[0]).upper() not in ("EVALSHA", "EVAL") or not isinstance(answer, list):
+            continue
+        if command[1] not in (scripts.RENEW.sha, scripts.RENEW.source):
+            continue
+        holders = command[3 + int(command[2]) :: 2]
+        found += [str(h) for h, renewed in zip(holders, answer, strict=True) if renewed != 1]
+    return found
 
 
 def _live(node: Node, key: bytes, now: float) -> Any:

@@ -131,6 +131,8 @@ class Message:
     payload: Any  # the commands, the replies, or the pushed item
     future: asyncio.Future[Any] | None = None  # who waits for the reply (None: nobody)
     fifo: bool = False  # one of the ordered messages of a pub/sub connection
+    request: Any = None  # a reply's: the commands it answers
+    answered: bool = False  # a reply delivered while its caller still waited for it
 
     def describe(self) -> str:
         if self.kind == "request":
@@ -235,10 +237,11 @@ class World:
         payload: Any,
         future: asyncio.Future[Any] | None = None,
         fifo: bool = False,
+        request: Any = None,
     ) -> Message:
         self._seq += 1
         message = Message(
-            self._seq, self.clock.now, kind, process, node, conn, payload, future, fifo
+            self._seq, self.clock.now, kind, process, node, conn, payload, future, fifo, request
         )
         self.network.append(message)
         return message
@@ -282,11 +285,20 @@ class World:
             self._collect_pushes(node)
             waited = message.future is not None and not message.future.done()
             if waited and not process.crashed and not any(isinstance(r, Queued) for r in replies):
-                self._message("reply", process, node, message.conn, replies, message.future)
+                self._message(
+                    "reply",
+                    process,
+                    node,
+                    message.conn,
+                    replies,
+                    message.future,
+                    request=message.payload,
+                )
         elif message.kind == "reply":
             assert message.future is not None
             if not message.future.done():
                 message.future.set_result(message.payload)
+                message.answered = True
         else:
             listener = self.listeners.get((node.name, message.conn))
             if listener is not None:
