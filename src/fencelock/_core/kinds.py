@@ -6,14 +6,6 @@ run a kind's scripts and never name a primitive; the lease engine (``_async/engi
 lifecycle for any kind. A new primitive is a new kind (and its ``.lua`` files), or a facade over
 an existing one.
 
-kind           keys                  scripts           grant
-=============  ====================  ================  ======================================
-``Mutex``      string holder token   acquire/release   one holder; local hand-off; wake one
-``Reentrant``  hash holder -> count  reentrant_*       one holder, counted; wakes every waiter
-``Permits``    sorted set of leases  semaphore_*       ``take`` of ``limit`` permits per holder
-``AllOf``      a Mutex's, per name   multi_*           every name or none; a token per name
-=============  ====================  ================  ======================================
-=======
 ===============  ====================  ================  ======================================
 kind             keys                  scripts           grant
 ===============  ====================  ================  ======================================
