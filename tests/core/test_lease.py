@@ -219,11 +219,12 @@ def test_reentered_counts_a_hold_and_restarts_the_lease() -> None:
     assert g.deadline == lease_deadline(NOW + 1, TTL)
 
 
-def test_a_loss_is_signalled_once() -> None:
+def test_a_loss_is_signalled_once_with_the_reason_found_first() -> None:
     g = grant()
-    assert g.mark_lost() is True
-    assert g.mark_lost() is False
-    assert g.lost and g.expired(NOW)
+    assert g.mark_lost("data_loss") is True
+    # found again later (at release, past the deadline): the cause stays the one found first
+    assert g.mark_lost("unreachable") is False
+    assert g.lost and g.expired(NOW) and g.loss == "data_loss"
 
 
 def test_grants_compare_by_identity() -> None:

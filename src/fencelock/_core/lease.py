@@ -34,6 +34,9 @@ class Grant:
     deadline: float  # monotonic time until which the lease is certainly ours
     depth: int = 1  # hold count of a reentrant lock
     lost: bool = False
+    # why it was lost (one of LOSS_REASONS), decided once, when it was found: every later report
+    # of the loss (release, check, the block's end) gives this cause, not one guessed anew
+    loss: str = ""
     task: Any = None  # the task inside ``async with``, cancelled under on_lost_policy="cancel"
     cancelled: bool = False  # the library cancelled that task because the lease was lost
     in_block: bool = False  # taken by ``with``/``async with``: the block's end releases it
@@ -61,11 +64,12 @@ class Grant:
         self.depth += 1
         self.renewed(sent_at, ttl)
 
-    def mark_lost(self) -> bool:
-        """Mark the grant lost; True only the first time (the loss is signalled once)."""
+    def mark_lost(self, reason: str) -> bool:
+        """Mark the grant lost for ``reason``; True only the first time (the loss is signalled
+        once, and keeps its first reason)."""
         if self.lost:
             return False
-        self.lost = True
+        self.lost, self.loss = True, reason
         return True
 
     def left_once(self) -> None:
@@ -99,8 +103,8 @@ class Grant:
 EXPIRED = "expired"  # it ran out first: the work outlived it, the process paused, renewed late
 UNREACHABLE = "unreachable"  # it ran out while its renewals got no answer
 TAKEN_OVER = "taken_over"  # the server shows another holder of the name
-DATA_LOSS = "data_loss"  # the server dropped it before it could expire (FLUSHALL, a restart
-# without persistence, a failover to a replica that missed it, eviction, force_release)
+DATA_LOSS = "data_loss"  # the server dropped it before it could expire (force_release, FLUSHALL,
+# a restart without persistence, a failover to a replica that missed it, eviction)
 LOSS_REASONS = (EXPIRED, UNREACHABLE, TAKEN_OVER, DATA_LOSS)
 # each reason, for the message of LockLost
 EXPLAINED = MappingProxyType(
@@ -108,7 +112,8 @@ EXPLAINED = MappingProxyType(
         EXPIRED: "its lease had expired",
         UNREACHABLE: "its lease ran out while renewals got no answer",
         TAKEN_OVER: "another holder has it",
-        DATA_LOSS: "the server no longer had it before its lease could end",
+        DATA_LOSS: "the server no longer had it before its lease could end (a force_release, a "
+        "flush, a restart or failover that lost it, or eviction)",
     }
 )
 
@@ -157,7 +162,13 @@ def handoff_within_block(grant: Grant, to_ttl: float, now: float) -> Grant | Non
     ):
         return None
     return replace(
-        grant, fence=grant.fence + 1, lost=False, task=None, cancelled=False, in_block=False
+        grant,
+        fence=grant.fence + 1,
+        lost=False,
+        loss="",
+        task=None,
+        cancelled=False,
+        in_block=False,
     )
 
 

@@ -335,11 +335,12 @@ class Lease:
     def declare_lost(self, grant: Grant, found: str, *, other_holder: bool = False) -> str:
         """Mark ``grant`` lost and signal it, once (from the watchdog or from the caller);
         ``found`` says how it was found, ``other_holder`` whether the server showed another
-        holder. Returns why it is lost (one of ``LOSS_REASONS``, for LockLost's message)."""
+        holder. Returns why it is lost (one of ``LOSS_REASONS``, for LockLost's message): the
+        reason found first, if it was declared already."""
         reason = loss_reason(grant, time.monotonic(), other_holder=other_holder)
         with self.wiring.guard:
-            if not grant.mark_lost():
-                return reason
+            if not grant.mark_lost(reason):
+                return grant.loss
         self.wiring.counters.add(losses=1)
         self.wiring.watchdog.untrack(grant)
         if events.on:
@@ -421,8 +422,9 @@ class Lease:
     def check(self) -> None:
         """Return if the lease is still certainly held, else raise ``LockLost`` (``LockNotOwned``
         if this object never held it). Local and instant: no request to the server."""
-        if self.is_lost(self.owned_grant("check")):
-            raise LockLost(f"{self.what()}: the lease is lost (expired or taken over)")
+        grant = self.owned_grant("check")
+        if self.is_lost(grant):
+            raise LockLost(f"{self.what()}: the lease is lost: {EXPLAINED[grant.loss]}")
 
     def remaining(self) -> float:
         """Seconds of the current lease left by the local deadline (0: none held, or lost)."""

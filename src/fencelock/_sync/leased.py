@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import Self
 
 from .._backend import sync_current_task, sync_uncancel
-from .._core.lease import Exit, exit_action
+from .._core.lease import EXPLAINED, Exit, exit_action
 from ..errors import LockError, LockLost, LockNotOwned, LockTimeout
 from .engine import Lease
 
@@ -119,7 +119,8 @@ class Leased:
                 raise
             # the server could not be reached to release: the loss is what the block must hear
         if loss is None and grant.lost:
-            loss = LockLost(f"{lease.what()}: the lease was lost while the block ran")
+            why = EXPLAINED[grant.loss]
+            loss = LockLost(f"{lease.what()}: the lease was lost while the block ran: {why}")
         policy = lease.options.on_lost_policy
         action = exit_action(loss is not None, policy, exc is not None, by_us)
         if action is Exit.RAISE:
