@@ -31,6 +31,7 @@ from .._core.latch import (
     count_down_reply,
     latch_state,
 )
+from .._core.lease import Words
 from .._core.options import DEFAULT, LeaseOptions
 from .._core.timing import remaining
 from .._scripts import Script
@@ -41,6 +42,9 @@ from .leased import keyword_only
 from .topology import AsyncTopology
 
 LATCH_KEEP = 86_400.0  # seconds an unused latch stays in Redis, by default
+# what their messages say: a participant joins (enters) and leaves
+LATCH_WORDS = Words("latch", "joined by this participant", "join", "leave", "joined")
+BARRIER_WORDS = Words("barrier", "entered by this participant", "enter", "leave", "entered")
 
 
 def validate_count(arg: str, value: object) -> int:
@@ -55,9 +59,9 @@ class _Participant:
     """What a latch and a barrier share: a participant's lease engine and the latch's state."""
 
     def __init__(
-        self, wiring: AsyncWiring, options: LeaseOptions, kind: Participant, noun: str
+        self, wiring: AsyncWiring, options: LeaseOptions, kind: Participant, words: Words
     ) -> None:
-        self._lease = AsyncLease(self, wiring, options, wiring.spec(kind, options, noun))
+        self._lease = AsyncLease(self, wiring, options, wiring.spec(kind, options, words))
         self._kind = kind
         keys = self._lease.spec.keys
         assert isinstance(keys, LatchKeys)
@@ -129,7 +133,7 @@ class AsyncLatch(_Participant):
 
     def __init__(self, wiring: AsyncWiring, options: LeaseOptions, count: int, keep: int) -> None:
         self.count_from = validate_count("count", count)
-        super().__init__(wiring, options, Participant(count=count, keep_ms=keep), "latch")
+        super().__init__(wiring, options, Participant(count=count, keep_ms=keep), LATCH_WORDS)
 
     async def join(self) -> None:
         """Join as a participant: a lease, renewed while this object holds it, so that its
@@ -188,7 +192,7 @@ class AsyncBarrier(_Participant):
     def __init__(self, wiring: AsyncWiring, options: LeaseOptions, parties: int, keep: int) -> None:
         self.parties = validate_count("parties", parties)
         kind = Participant(count=parties, parties=parties, keep_ms=keep)
-        super().__init__(wiring, options, kind, "barrier")
+        super().__init__(wiring, options, kind, BARRIER_WORDS)
         self._gen = 0
 
     async def enter(self, *args: Never, timeout: float | object | None = DEFAULT) -> bool:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Never
 
 from .._core.kinds import WRITE_PERMITS, Permits
-from .._core.lease import EXPLAINED
+from .._core.lease import EXPLAINED, Words
 from .._core.options import DEFAULT, LeaseOptions
 from .._scripts import RW_DOWNGRADE
 from ..errors import LockLost
@@ -31,14 +31,14 @@ from .leased import AsyncLeased, keyword_only
 
 READ = Permits.rw_side(1)
 WRITE = Permits.rw_side(WRITE_PERMITS)
-NOUN = "side of the read-write lock"
+WORDS = Words("side of the read-write lock", holding="held by this side")
 
 
 class AsyncReadWriteLock:
     """``LockClient.rw_lock(name)``: ``read()`` and ``write()`` make the lock objects."""
 
     def __init__(self, wiring: AsyncWiring, options: LeaseOptions) -> None:
-        refuse_unmade(wiring, READ, NOUN, options.name)
+        refuse_unmade(wiring, READ, WORDS, options.name)
         self._wiring = wiring
         self._options = options
         self.name = options.name
@@ -63,7 +63,7 @@ class AsyncRWSide(AsyncLeased):
     def __init__(self, wiring: AsyncWiring, options: LeaseOptions, *, writer: bool) -> None:
         # whether this is the write side (even while it holds a downgraded grant)
         self.writer = writer
-        spec = wiring.spec(WRITE if writer else READ, options, NOUN)
+        spec = wiring.spec(WRITE if writer else READ, options, WORDS)
         self._lease = AsyncLease(self, wiring, options, spec)
 
     def __repr__(self) -> str:

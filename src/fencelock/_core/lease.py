@@ -99,6 +99,26 @@ class Grant:
         return failed
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class Words:
+    """How the messages of a primitive speak of it and of its grant, in the words of its own
+    docs: a lock is held, acquired and released; an election's candidate leads, campaigns and
+    resigns; a latch's participant joins and leaves. (Compared by identity: one per primitive.)"""
+
+    noun: str  # the object: "lock", "candidate", "latch"...
+    holding: str = ""  # what holding the grant is called ("": "held by this <noun>")
+    acquire: str = "acquire"  # the call that takes the grant
+    release: str = "release"  # the call that gives it up
+    acquired: str = "acquired"  # what the object is once it has taken it
+
+    def __post_init__(self) -> None:
+        if not self.holding:
+            object.__setattr__(self, "holding", f"held by this {self.noun}")
+
+
+LOCK_WORDS = Words("lock")
+
+
 # Why a lease was lost (the ``reason`` of the lost-lease metric and log event).
 EXPIRED = "expired"  # it ran out first: the work outlived it, the process paused, renewed late
 UNREACHABLE = "unreachable"  # it ran out while its renewals got no answer

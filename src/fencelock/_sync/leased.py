@@ -89,7 +89,8 @@ class Leased:
         """Acquire within the object's timeout, else ``LockTimeout``."""
         lease = self._lease
         if not lease.acquire():
-            raise LockTimeout(f"{lease.what()} not acquired within {lease.options.timeout} s")
+            acquired, wait = lease.spec.words.acquired, lease.options.timeout
+            raise LockTimeout(f"{lease.what()} not {acquired} within {wait} s")
         grant = lease.grant()
         if grant is not None and grant.depth == 1:
             grant.entered_block(sync_current_task())

@@ -25,6 +25,7 @@ from typing import Any, Never, TypeVar, cast
 
 from .._core.inspection import LockInfo, SemaphoreState, permits_info, semaphore_state
 from .._core.kinds import WRITE_PERMITS, Permits
+from .._core.lease import Words
 from .._core.options import DEFAULT, LeaseOptions
 from .._keys import SemaphoreKeys
 from .._scripts import SEMAPHORE_LIMIT, SEMAPHORE_STATE
@@ -44,6 +45,9 @@ def validate_permits(arg: str, value: object) -> int:
     return value
 
 
+WORDS = Words("semaphore")
+
+
 class Semaphore(Leased):
     """At most ``limit`` permits of a name held at once (``LockClient.semaphore``)."""
 
@@ -52,7 +56,7 @@ class Semaphore(Leased):
     def __init__(self, wiring: Wiring, options: LeaseOptions, limit: int) -> None:
         self.limit = validate_permits("limit", limit)
         kind = Permits.semaphore(1, self.limit)
-        spec = wiring.spec(kind, options, "semaphore")
+        spec = wiring.spec(kind, options, WORDS)
         self._lease = Lease(self, wiring, options, spec)
 
     def __repr__(self) -> str:
