@@ -16,6 +16,10 @@ import redis.sentinel
 
 TIMEOUT = 30.0
 
+# how the docs name the API's classes, in messages and reprs: fencelock.asyncio.Lock, and Lock
+ASYNC_API = "fencelock.asyncio."
+SYNC_API = ""
+
 # where the sentinel tests get their masters from (the generated sync twin uses SyncSentinel)
 AsyncSentinel = redis.asyncio.sentinel.Sentinel
 SyncSentinel = redis.sentinel.Sentinel

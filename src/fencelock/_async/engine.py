@@ -49,6 +49,7 @@ from .._backend import (
     async_blocking,
     async_call_scope,
     async_current_task,
+    async_public_name,
     async_shield,
     async_spawn,
     async_watchdog,
@@ -78,7 +79,7 @@ class ClientState:
 
     def __init__(self, what: str) -> None:
         self.closed = False
-        self.what = what  # the client, for the error ("LockClient of redis://...")
+        self.what = what  # the client, as the docs name it, for the error
 
     def check(self) -> None:
         if self.closed:
@@ -116,7 +117,7 @@ class AsyncWiring:
             AsyncLocalQueues(options.max_handoffs, counters),
             async_watchdog(topology, counters),
             counters,
-            ClientState(type(client).__name__),
+            ClientState(async_public_name(client)),
             AsyncStateLock(),
             options.prefix,
             options.wake == "one",

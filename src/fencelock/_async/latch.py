@@ -18,6 +18,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Never, Self
 
+from .._backend import async_public_name
 from .._core.inspection import LockInfo
 from .._core.latch import (
     LATCH,
@@ -68,7 +69,8 @@ class _Participant:
         self._keys = keys
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r} participant={self.participant!r}>"
+        public = async_public_name(self)
+        return f"<{public} {self.name!r} participant={self.participant!r}>"
 
     @property
     def name(self) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Self
 
-from .._backend import async_current_task, async_uncancel
+from .._backend import async_current_task, async_public_name, async_uncancel
 from .._core.lease import EXPLAINED, Exit, exit_action
 from ..errors import LockError, LockLost, LockNotOwned, LockTimeout
 from .engine import AsyncLease
@@ -32,7 +32,8 @@ class AsyncLeased:
     _lease: AsyncLease
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r} ttl={self.ttl}>"
+        public = async_public_name(self)
+        return f"<{public} {self.name!r} ttl={self.ttl}>"
 
     @property
     def name(self) -> str:

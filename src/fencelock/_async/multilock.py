@@ -47,7 +47,7 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Any, Never
 
-from .._backend import async_call_scope, async_shield
+from .._backend import async_call_scope, async_public_name, async_shield
 from .._core.kinds import AllOf
 from .._core.lease import Words
 from .._core.options import DEFAULT, LeaseOptions
@@ -104,7 +104,8 @@ class AsyncMultiLock:
         return self._options.auto_renew
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {list(self.names)!r} ttl={self.ttl}>"
+        public = async_public_name(self)
+        return f"<{public} {list(self.names)!r} ttl={self.ttl}>"
 
     async def acquire(self, *args: Never, timeout: float | object | None = DEFAULT) -> bool:
         """Take every name, all or none (in canonical order, sorted and deduplicated: never the

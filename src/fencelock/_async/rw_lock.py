@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Never
 
+from .._backend import async_public_name
 from .._core.kinds import WRITE_PERMITS, Permits
 from .._core.lease import EXPLAINED, Words
 from .._core.options import DEFAULT, LeaseOptions
@@ -44,7 +45,8 @@ class AsyncReadWriteLock:
         self.name = options.name
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r}>"
+        public = async_public_name(self)
+        return f"<{public} {self.name!r}>"
 
     def read(self) -> AsyncRWSide:
         """A reader's lock object: shares the name with other readers."""
@@ -68,7 +70,8 @@ class AsyncRWSide(AsyncLeased):
 
     def __repr__(self) -> str:
         side = "write" if self.writer else "read"
-        return f"<{type(self).__name__} {self.name!r} {side} ttl={self.ttl}>"
+        public = async_public_name(self)
+        return f"<{public} {self.name!r} {side} ttl={self.ttl}>"
 
     async def acquire(self, *args: Never, timeout: float | object | None = DEFAULT) -> bool:
         """Take this side of the lock. ``timeout``: None waits forever, 0 tries once, > 0

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from functools import partial, wraps
 from typing import Any, Never, TypeVar, cast
 
+from .._backend import async_public_name
 from .._core.inspection import LockInfo, SemaphoreState, permits_info, semaphore_state
 from .._core.kinds import WRITE_PERMITS, Permits
 from .._core.lease import Words
@@ -59,7 +60,8 @@ class AsyncSemaphore(AsyncLeased):
         self._lease = AsyncLease(self, wiring, options, spec)
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r} limit={self.limit} ttl={self.ttl}>"
+        public = async_public_name(self)
+        return f"<{public} {self.name!r} limit={self.limit} ttl={self.ttl}>"
 
     async def acquire(
         self, *args: Never, permits: int = 1, timeout: float | object | None = DEFAULT

@@ -50,6 +50,7 @@ from .._backend import (
     sync_blocking,
     sync_call_scope,
     sync_current_task,
+    sync_public_name,
     sync_shield,
     sync_spawn,
     sync_watchdog,
@@ -79,7 +80,7 @@ class ClientState:
 
     def __init__(self, what: str) -> None:
         self.closed = False
-        self.what = what  # the client, for the error ("LockClient of redis://...")
+        self.what = what  # the client, as the docs name it, for the error
 
     def check(self) -> None:
         if self.closed:
@@ -117,7 +118,7 @@ class Wiring:
             LocalQueues(options.max_handoffs, counters),
             sync_watchdog(topology, counters),
             counters,
-            ClientState(type(client).__name__),
+            ClientState(sync_public_name(client)),
             SyncStateLock(),
             options.prefix,
             options.wake == "one",

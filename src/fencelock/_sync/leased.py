@@ -10,7 +10,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Self
 
-from .._backend import sync_current_task, sync_uncancel
+from .._backend import sync_current_task, sync_public_name, sync_uncancel
 from .._core.lease import EXPLAINED, Exit, exit_action
 from ..errors import LockError, LockLost, LockNotOwned, LockTimeout
 from .engine import Lease
@@ -33,7 +33,8 @@ class Leased:
     _lease: Lease
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r} ttl={self.ttl}>"
+        public = sync_public_name(self)
+        return f"<{public} {self.name!r} ttl={self.ttl}>"
 
     @property
     def name(self) -> str:

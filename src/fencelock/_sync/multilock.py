@@ -48,7 +48,7 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Any, Never
 
-from .._backend import sync_call_scope, sync_shield
+from .._backend import sync_call_scope, sync_public_name, sync_shield
 from .._core.kinds import AllOf
 from .._core.lease import Words
 from .._core.options import DEFAULT, LeaseOptions
@@ -105,7 +105,8 @@ class MultiLock:
         return self._options.auto_renew
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {list(self.names)!r} ttl={self.ttl}>"
+        public = sync_public_name(self)
+        return f"<{public} {list(self.names)!r} ttl={self.ttl}>"
 
     def acquire(self, *args: Never, timeout: float | object | None = DEFAULT) -> bool:
         """Take every name, all or none (in canonical order, sorted and deduplicated: never the

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Never
 
+from .._backend import sync_public_name
 from .._core.kinds import WRITE_PERMITS, Permits
 from .._core.lease import EXPLAINED, Words
 from .._core.options import DEFAULT, LeaseOptions
@@ -45,7 +46,8 @@ class ReadWriteLock:
         self.name = options.name
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r}>"
+        public = sync_public_name(self)
+        return f"<{public} {self.name!r}>"
 
     def read(self) -> RWSide:
         """A reader's lock object: shares the name with other readers."""
@@ -69,7 +71,8 @@ class RWSide(Leased):
 
     def __repr__(self) -> str:
         side = "write" if self.writer else "read"
-        return f"<{type(self).__name__} {self.name!r} {side} ttl={self.ttl}>"
+        public = sync_public_name(self)
+        return f"<{public} {self.name!r} {side} ttl={self.ttl}>"
 
     def acquire(self, *args: Never, timeout: float | object | None = DEFAULT) -> bool:
         """Take this side of the lock. ``timeout``: None waits forever, 0 tries once, > 0

@@ -19,7 +19,7 @@ from fencelock._async.transport import AsyncRequester
 from fencelock._keys import LockKeys
 from fencelock._transport import AsyncRedis
 from fencelock_tools.servers.embedded import EmbeddedServer
-from tests.concurrency import AsyncCall, async_until, async_workers
+from tests.concurrency import ASYNC_API, AsyncCall, async_until, async_workers
 
 
 def key(name: str) -> str:
@@ -346,7 +346,8 @@ async def test_dropped_clients_leave_nothing_behind(
                 gc.collect()
             messages = [str(w.message) for w in seen if w.category is ResourceWarning]
             assert any("was dropped while held" in m for m in messages), messages
-            assert any("LockClient: call close()" in m for m in messages), messages
+            unclosed = "unclosed " + ASYNC_API + "LockClient: call close()"
+            assert unclosed in messages, messages
             await async_until(lambda: not raw.exists(key("abandoned")))
         await async_until(lambda: async_workers() <= workers)
         await async_until(lambda: len(raw.client_list()) <= connections)
