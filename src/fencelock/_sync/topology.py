@@ -465,7 +465,7 @@ class SyncOneServer(SyncTopology):
         self._loop.check()
         key, wait = spec.acquire_keys[0], self._wait
         commands, noscript = kind.acquire_request(spec, holder, depth, block, waiter, mode.commands)
-        attempt = 1
+        attempt, first = 1, None
         while True:
             sent_at = time.monotonic()
             try:
@@ -478,9 +478,9 @@ class SyncOneServer(SyncTopology):
                 result = kind.acquire_result(replies)
             except (TimeoutError, ConnectionError) as exc:
                 if attempt < ATTEMPTS and self.time_left(deadline) > 0:
-                    attempt += 1
+                    attempt, first = attempt + 1, exc
                     continue
-                raise translate_error(exc, spec.what) from exc
+                raise translate_error(unanswered(first, exc), spec.what) from exc
             except RedisError as exc:
                 if not self.refused(exc, self.address):
                     raise translate_error(exc, spec.what) from exc
@@ -559,6 +559,7 @@ class SyncOneServer(SyncTopology):
         commands = kind.held_commands(spec.keys, holder)
         self._loop.check()
         end = time.monotonic() + self.request_timeout
+        first = None
         for attempt in range(1, ATTEMPTS + 1):
             try:
                 replies = self.requester.request(
@@ -566,8 +567,9 @@ class SyncOneServer(SyncTopology):
                 )
             except (TimeoutError, ConnectionError) as exc:
                 if attempt < ATTEMPTS and time.monotonic() < end:
+                    first = exc
                     continue
-                raise translate_error(exc, spec.what) from exc
+                raise translate_error(unanswered(first, exc), spec.what) from exc
             except RedisError as exc:
                 raise translate_error(exc, spec.what) from exc
             if isinstance(replies[0], RedisError):
@@ -683,3 +685,11 @@ def server_address(redis: SyncRedis | SyncRedisCluster) -> str:
     if "path" in options:
         return str(options["path"])
     return f"{options.get('host', 'localhost')}:{options.get('port', 6379)}"
+
+
+def unanswered(first: RedisError | None, last: RedisError) -> RedisError:
+    """What to report of a request sent again after ``first`` failed, and failed again with
+    ``last``: ``first`` if ``last`` timed out too, which tells nothing new (the re-send is on a
+    new connection; the first was on the one in use: "connected, but no reply", not "no answer
+    while connecting", of a server that hangs)."""
+    return first if first is not None and isinstance(last, TimeoutError) else last
