@@ -668,7 +668,9 @@ def scan_node(
         command = ("SCAN", cursor, "MATCH", match, "COUNT", count)
         [reply] = requester.fan_out([node], command, timeout)
         if isinstance(reply, RedisError):
-            raise translate_error(reply, f"SCAN {match!r}")
+            # (the server, not the pattern: that is fencelock's key layout, not the user's)
+            where = node.name if isinstance(node, SyncClusterNode) else server_address(node)
+            raise translate_error(reply, f"listing the names held on {where}")
         cursor = int(reply[0])
         for key in reply[1]:
             yield key
