@@ -62,9 +62,8 @@ async def stand_in(topology: AsyncOneServer, spec: LeaseSpec) -> Kind:
     if not commands.script_free:
         raise topology.scripts_required(
             f"{spec.what} on this server",
-            f"{commands.server or 'it'} has no native compare-and-delete and compare-and-set "
-            "(Valkey >= 9.0, Redis >= 8.4), and without them a release could delete another "
-            "holder's lock",
+            f"{commands.server or 'it'} lacks {commands.lacking()}, and without them a release "
+            "could delete another holder's lock",
         )
     return kind
 

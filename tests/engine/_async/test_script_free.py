@@ -299,14 +299,39 @@ async def test_waiters_poll_where_subscribing_is_refused(
 
 
 async def test_the_mode_refuses_where_the_server_has_no_native_commands(
-    server: EmbeddedServer, raw: redis.Redis, users: None
+    server: EmbeddedServer, raw: redis.Redis, users: None, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Neither scripts nor the native commands (Redis 7 under an ACL without scripting): the
+    warning says that nothing can be taken (it said "plain locks only", and then refused the
+    plain lock too), and the error names what the server lacks (issue 29, item 2)."""
+    caplog.set_level(logging.WARNING, logger="fencelock")
     commands = ServerCommands().detected(raw.execute_command("HELLO"))
     if commands.script_free:
         pytest.skip(f"{commands.server} has the native commands: the tests above run there")
+    lacks = f"{commands.server} lacks SET ... IFEQ (Valkey >= 8.1, Redis >= 8.4) and a "
     for url, scripts in ((server.url, "never"), (url_of(server, NO_SCRIPTS), "auto")):
         async with AsyncLockClient.from_url(url, scripts=scripts) as client:
             lock = client.lock(NAME, ttl=10)
-            with pytest.raises(ScriptsRequired, match="no native compare-and-delete"):
+            with pytest.raises(ScriptsRequired) as refused:
                 await lock.acquire(timeout=0)
+            assert lacks + "compare-and-delete (DELIFEQ: " in str(refused.value)
     assert raw.keys("*") == []  # nothing was taken
+    [record] = [r for r in caplog.records if getattr(r, "event", "") == "scripts_refused"]
+    said = record.getMessage()
+    assert "this client runs none from now on, and can take nothing: " + lacks in said, said
+    assert "plain locks" not in said
+
+
+async def test_auto_says_what_is_left_where_it_turns_script_free_before_a_grant(
+    server: EmbeddedServer, raw: redis.Redis, users: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Refused a script before any grant told it what the server is (an operator's
+    ``inspect()`` first): it asks, and the warning says what is left, whatever the server."""
+    caplog.set_level(logging.WARNING, logger="fencelock")
+    commands = ServerCommands().detected(raw.execute_command("HELLO"))
+    async with AsyncLockClient.from_url(url_of(server, NO_SCRIPTS)) as client:
+        with pytest.raises(ScriptsRequired):
+            await client.inspect(NAME)
+    [record] = [r for r in caplog.records if getattr(r, "event", "") == "scripts_refused"]
+    left = "plain locks only" if commands.script_free else f"nothing: {commands.server} lacks"
+    assert f"can take {left}" in record.getMessage(), record.getMessage()
