@@ -105,6 +105,15 @@ def sync_workers() -> int:
     return threading.active_count()
 
 
+def async_running(name: str) -> int:
+    """How many background workers called ``name`` run: tasks (the sync twin: threads)."""
+    return sum(1 for task in asyncio.all_tasks() if task.get_name() == name and not task.done())
+
+
+def sync_running(name: str) -> int:
+    return sum(1 for thread in threading.enumerate() if thread.name == name)
+
+
 async def async_together(calls: list[Callable[[], Awaitable[Any]]]) -> list[Any]:
     """Run every call at once (tasks), and return their results in order."""
     return list(await asyncio.wait_for(asyncio.gather(*(call() for call in calls)), TIMEOUT))

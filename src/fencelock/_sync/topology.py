@@ -168,7 +168,6 @@ class SyncTopology(abc.ABC):
         if self.mode.no_scripts:
             raise self.scripts_required(what, why)
 
-
     @property
     def read_timeout(self) -> float:
         """One operator's request's bound (inspect, SCAN, force_release)."""
