@@ -117,7 +117,8 @@ class AsyncElection(AsyncLeased):
         None when nobody does. One request, within one request timeout."""
         wiring = self._lease.wiring
         wiring.state.check()
-        return leader_of(await admin.lock_info(wiring.topology, wiring.prefix, self.name))
+        info = await admin.lock_info(wiring.topology, wiring.prefix, self.name, self._lease.what())
+        return leader_of(info)
 
     async def observe(self) -> AsyncIterator[Leader | None]:
         """The leadership now, then each change of it (a new term, or nobody leading), as it
@@ -132,7 +133,7 @@ class AsyncElection(AsyncLeased):
         # say which node to subscribe on) from its first command
         await self.leader()
         # subscribed (and confirmed) before the looks that count: any change after it wakes us
-        async with topology.watch(lease.spec.keys.channel) as watch:
+        async with topology.watch(lease.spec.keys.channel, lease.what()) as watch:
             while True:
                 watch.event.clear()
                 now = await self.leader()

@@ -110,7 +110,7 @@ async def renew_natively(
 
 @asynccontextmanager
 async def watch(
-    topology: AsyncOneServer, channel: str, timeout: float | None
+    topology: AsyncOneServer, channel: str, what: str, timeout: float | None
 ) -> AsyncIterator[Watch]:
     """The one server's watch of ``channel`` (``AsyncOneServer.watch``), or, once subscribing
     was refused to a client that runs no scripts, a watch never set: its waiters re-try."""
@@ -120,7 +120,7 @@ async def watch(
     async with contextlib.AsyncExitStack() as stack:
         try:
             watch = await stack.enter_async_context(
-                topology.waiters[0].watch(channel, timeout=timeout)
+                topology.waiters[0].watch(channel, what, timeout=timeout)
             )
         except LockError as exc:
             if not topology.mode.no_scripts or not isinstance(exc.__cause__, NoPermissionError):

@@ -254,7 +254,7 @@ class AsyncTopology(abc.ABC):
 
     @abc.abstractmethod
     def watch(
-        self, channel: str, timeout: float | None = None
+        self, channel: str, what: str, timeout: float | None = None
     ) -> contextlib.AbstractAsyncContextManager[Watch]: ...
 
     # -- what the operators' tools and the primitives' own scripts need ------------------------
@@ -605,14 +605,15 @@ class AsyncOneServer(AsyncTopology):
         raise AssertionError("one server's tokens need no confirmation")
 
     def watch(
-        self, channel: str, timeout: float | None = None
+        self, channel: str, what: str, timeout: float | None = None
     ) -> contextlib.AbstractAsyncContextManager[Watch]:
         """Subscribe to a lock's wake-up channel and yield what a message on it sets. The
-        subscription is confirmed within ``timeout`` seconds (None: one request timeout). A
-        client that runs no scripts waits by re-trying instead (at the end of the holder's
-        lease, or every ``max_poll``) where subscribing is refused: a watch never set."""
+        subscription is confirmed within ``timeout`` seconds (None: one request timeout);
+        ``what``: the object that waits, for errors. A client that runs no scripts waits by
+        re-trying instead (at the end of the holder's lease, or every ``max_poll``) where
+        subscribing is refused: a watch never set."""
         self._loop.check()
-        return natives.watch(self, channel, timeout)
+        return natives.watch(self, channel, what, timeout)
 
 
 class AsyncCluster(AsyncOneServer):
@@ -637,9 +638,11 @@ class AsyncCluster(AsyncOneServer):
         return len({self.slot_of(key) for key in keys}) == 1
 
     @asynccontextmanager
-    async def watch(self, channel: str, timeout: float | None = None) -> AsyncIterator[Watch]:
+    async def watch(
+        self, channel: str, what: str, timeout: float | None = None
+    ) -> AsyncIterator[Watch]:
         self._loop.check()
-        async with self._shard_waiter(channel).watch(channel, timeout=timeout) as watch:
+        async with self._shard_waiter(channel).watch(channel, what, timeout=timeout) as watch:
             yield watch
 
     def _shard_waiter(self, channel: str) -> AsyncWaiter:

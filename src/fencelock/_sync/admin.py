@@ -63,11 +63,13 @@ def _inspected(keys: LockKeys) -> tuple[str, str, str]:
     return (keys.lock, keys.fence, keys.queue)
 
 
-def lock_info(topology: SyncTopology, prefix: str, name: str) -> LockInfo | None:
+def lock_info(
+    topology: SyncTopology, prefix: str, name: str, what: str = ""
+) -> LockInfo | None:
     """The lock of ``name`` as its server (Redlock: a majority of nodes) shows it; None: not
-    held."""
+    held. ``what``: who asks, for errors (default: the lock)."""
     keys = LockKeys.for_name(name, prefix)
-    view = topology.view(_inspected(keys), MAX_WAITERS_LISTED, f"lock {name!r}")
+    view = topology.view(_inspected(keys), MAX_WAITERS_LISTED, what or f"lock {name!r}")
     return None if view is None else view.info(name)
 
 

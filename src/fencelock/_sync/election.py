@@ -118,7 +118,8 @@ class Election(Leased):
         None when nobody does. One request, within one request timeout."""
         wiring = self._lease.wiring
         wiring.state.check()
-        return leader_of(admin.lock_info(wiring.topology, wiring.prefix, self.name))
+        info = admin.lock_info(wiring.topology, wiring.prefix, self.name, self._lease.what())
+        return leader_of(info)
 
     def observe(self) -> Iterator[Leader | None]:
         """The leadership now, then each change of it (a new term, or nobody leading), as it
@@ -133,7 +134,7 @@ class Election(Leased):
         # say which node to subscribe on) from its first command
         self.leader()
         # subscribed (and confirmed) before the looks that count: any change after it wakes us
-        with topology.watch(lease.spec.keys.channel) as watch:
+        with topology.watch(lease.spec.keys.channel, lease.what()) as watch:
             while True:
                 watch.event.clear()
                 now = self.leader()

@@ -108,7 +108,8 @@ class _Participant:
         gen = max(state.gen, 1) if gen is None else gen
         if done(state, gen):
             return True
-        with topology.watch(self._keys.channel, topology.time_left(deadline)) as watch:
+        what, bound = self._lease.what(), topology.time_left(deadline)
+        with topology.watch(self._keys.channel, what, bound) as watch:
             while True:
                 # subscribed (and confirmed) before this look: any change after it wakes us
                 watch.event.clear()

@@ -111,7 +111,7 @@ def renew_natively(
 
 @contextmanager
 def watch(
-    topology: SyncOneServer, channel: str, timeout: float | None
+    topology: SyncOneServer, channel: str, what: str, timeout: float | None
 ) -> Iterator[Watch]:
     """The one server's watch of ``channel`` (``AsyncOneServer.watch``), or, once subscribing
     was refused to a client that runs no scripts, a watch never set: its waiters re-try."""
@@ -121,7 +121,7 @@ def watch(
     with contextlib.ExitStack() as stack:
         try:
             watch = stack.enter_context(
-                topology.waiters[0].watch(channel, timeout=timeout)
+                topology.waiters[0].watch(channel, what, timeout=timeout)
             )
         except LockError as exc:
             if not topology.mode.no_scripts or not isinstance(exc.__cause__, NoPermissionError):

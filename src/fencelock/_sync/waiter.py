@@ -53,6 +53,10 @@ _REMADE = (RuntimeError, ValueError, OSError, AttributeError)
 _READ_TIMEOUT = 0.5
 
 
+def _subscribing(what: str) -> str:
+    return f"{what}, subscribing to its wake-ups"
+
+
 @dataclass(eq=False, slots=True)
 class Watch:
     """One waiter's subscription: set by every message on its channel."""
@@ -119,12 +123,13 @@ class Waiter:
 
     @contextmanager
     def watch(
-        self, channel: str, watch: Watch | None = None, timeout: float | None = None
+        self, channel: str, what: str, watch: Watch | None = None, timeout: float | None = None
     ) -> Iterator[Watch]:
         """Subscribe to ``channel`` (active on the server before this returns) and yield a
         watch (``watch``, or a new one) that every message on it sets, until the block ends.
         The confirmation is awaited for at most ``timeout`` seconds (what is left of the
-        caller's bound), and never longer than one request timeout."""
+        caller's bound), and never longer than one request timeout. ``what``: the object that
+        waits, for errors (the channel is a key: never shown)."""
         watch = Watch() if watch is None else watch
         ready = SyncEvent()
         nonce = f"fencelock-{os.getpid()}-{next(self._nonces)}"
@@ -143,9 +148,9 @@ class Waiter:
                     pubsub.ping(nonce)
                     sync_checkpoint()
                 except redis.exceptions.RedisError as exc:
-                    raise translate_error(exc, f"subscribe {channel!r}") from exc
+                    raise translate_error(exc, _subscribing(what)) from exc
                 except _REMADE as exc:
-                    raise LockConnectionError(f"subscribe {channel!r}: {exc}") from exc
+                    raise LockConnectionError(f"{_subscribing(what)}: {exc}") from exc
                 # Subscribe first, then start the listener: redis-py refuses to read a pub/sub
                 # connection that has never subscribed.
                 if not self._listener.running():
@@ -156,11 +161,11 @@ class Waiter:
                 self._confirm_timeout if timeout is None else min(timeout, self._confirm_timeout)
             )
             if not ready.wait(limit):
-                raise LockConnectionError(f"subscribe {channel!r}: no confirmation in time")
+                raise LockConnectionError(f"{_subscribing(what)}: no confirmation in time")
             with self._guard:
                 refusal = self._refusals.pop(nonce, None)
             if refusal is not None:
-                raise translate_error(refusal, f"subscribe {channel!r}") from refusal
+                raise translate_error(refusal, _subscribing(what)) from refusal
             yield watch
         finally:
             with self._guard:

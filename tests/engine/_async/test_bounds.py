@@ -377,6 +377,7 @@ async def test_errors_name_the_primitive_and_the_name_never_a_key(
     await caught(lambda: async_client.lock("wrong").acquire(timeout=0), "lock 'wrong'")
     async with AsyncLockClient.from_url("redis://127.0.0.1:1/0") as down:
         await caught(lambda: down.lock("orders").acquire(timeout=0), "lock 'orders'")
+        await caught(down.election("orders").leader, "candidate 'orders'")  # (said "lock")
     for message, expected in messages:
         assert all(word in message for word in expected), (expected, message)
         assert "fencelock:" not in message, message
