@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from redis.exceptions import NoPermissionError, RedisError
 
 from .._core.kinds import Kind, LeaseSpec
+from .._core.natives import left_without_scripts, scripts_refused
 from .._core.replies import check_replicated, translate_error
 from ..errors import LockError
 from .waiter import Watch
@@ -45,6 +46,29 @@ def check_server(topology: SyncOneServer, key: str) -> None:
             mode.commands = mode.commands.detected(hello[0])
     mode.detected = True
     topology.warn_if_evicting(info, where)
+
+
+def refused(topology: SyncOneServer, error: BaseException, key: str) -> bool:
+    """Whether ``error`` is the server refusing a script (nothing ran). A client made with
+    scripts="auto" runs none from then on, and says once what it can still do there (what the
+    server has natively: asked now if it was not yet; ``key``: a key of the call)."""
+    if not scripts_refused(error):
+        return False
+    mode, where = topology.mode, topology.address
+    if mode.auto and not mode.no_scripts:
+        mode.no_scripts = f"{where} refuses them ({error})"
+        if not mode.detected and topology.runs_without_scripts:
+            check_server(topology, key)
+        left = left_without_scripts(mode.commands, topology.runs_without_scripts)
+        server_logger.warning(
+            "fencelock: %s refuses Lua scripts (%s): this client runs none from now on, and "
+            "can take %s (docs/modes.md, 'Without scripts')",
+            where,
+            error,
+            left,
+            extra={"event": "scripts_refused", "server": where},
+        )
+    return True
 
 
 def stand_in(topology: SyncOneServer, spec: LeaseSpec) -> Kind:

@@ -39,7 +39,7 @@ from .._backend import (
 from .._core.inspection import NodeView, eviction_risk, inspect_reply
 from .._core.kinds import Command, Kind, LeaseSpec, Released, per_grant, raised, renewal
 from .._core.lease import arrived_late, time_left
-from .._core.natives import ScriptMode, left_without_scripts, scripts_refused
+from .._core.natives import ScriptMode
 from .._core.replies import (
     Busy,
     Granted,
@@ -328,28 +328,6 @@ class SyncOneServer(SyncTopology):
             self.local_handoff = self.grants_by_release = False
             self._wait = (("WAIT", min_replicas, ttl_to_ms(replica_timeout)),)
 
-    def refused(self, error: BaseException, key: str) -> bool:
-        """Whether ``error`` is the server refusing a script (nothing ran). A client made with
-        scripts="auto" runs none from then on, and says once what it can still do there (what
-        the server has natively: asked now if it was not yet; ``key``: a key of the call)."""
-        if not scripts_refused(error):
-            return False
-        mode, where = self.mode, self.address
-        if mode.auto and not mode.no_scripts:
-            mode.no_scripts = f"{where} refuses them ({error})"
-            if not mode.detected and self.runs_without_scripts:
-                natives.check_server(self, key)
-            left = left_without_scripts(mode.commands, self.runs_without_scripts)
-            server_logger.warning(
-                "fencelock: %s refuses Lua scripts (%s): this client runs none from now on, and "
-                "can take %s (docs/modes.md, 'Without scripts')",
-                where,
-                error,
-                left,
-                extra={"event": "scripts_refused", "server": where},
-            )
-        return True
-
     def request(
         self, commands: list[Command], noscript: Command | None, timeout: float, key: str
     ) -> tuple[list[Any], int | None]:
@@ -400,7 +378,7 @@ class SyncOneServer(SyncTopology):
             replies, acked = self.request(commands, noscript, timeout, keys[0])
             return raised(replies[0]), acked
         except RedisError as exc:
-            if self.refused(exc, keys[0]):
+            if natives.refused(self, exc, keys[0]):
                 raise self.scripts_required(what) from exc
             raise
 
@@ -487,7 +465,7 @@ class SyncOneServer(SyncTopology):
                     continue
                 raise translate_error(unanswered(first, exc), spec.what) from exc
             except RedisError as exc:
-                if not self.refused(exc, key):
+                if not natives.refused(self, exc, key):
                     raise translate_error(exc, spec.what) from exc
                 # nothing ran: again, without scripts
                 kind = natives.stand_in(self, spec)
@@ -524,7 +502,7 @@ class SyncOneServer(SyncTopology):
             replies, _ = self.request(commands, noscript, bound, spec.release_keys[0])
             return kind.release_result(replies)
         except RedisError as exc:
-            if self.refused(exc, spec.release_keys[0]):  # nothing ran: without scripts
+            if natives.refused(self, exc, spec.release_keys[0]):  # nothing ran: again
                 return self.release(spec, holder, leaving, timeout)
             raise translate_error(exc, spec.what) from exc
 
@@ -598,7 +576,7 @@ class SyncOneServer(SyncTopology):
             )
             return kind.handoff_result(replies)
         except RedisError as exc:
-            if self.refused(exc, spec.acquire_keys[0]):  # nothing ran: without scripts
+            if natives.refused(self, exc, spec.acquire_keys[0]):  # nothing ran: again
                 return self.hand_off(spec, holder, ttl_ms, block)
             raise translate_error(exc, spec.what) from exc
 
