@@ -16,6 +16,10 @@ import redis.sentinel
 
 TIMEOUT = 30.0
 
+# how the docs name the API's classes, in messages and reprs: fencelock.asyncio.Lock, and Lock
+ASYNC_API = "fencelock.asyncio."
+SYNC_API = ""
+
 # where the sentinel tests get their masters from (the generated sync twin uses SyncSentinel)
 AsyncSentinel = redis.asyncio.sentinel.Sentinel
 SyncSentinel = redis.sentinel.Sentinel
@@ -99,6 +103,15 @@ def async_workers() -> int:
 
 def sync_workers() -> int:
     return threading.active_count()
+
+
+def async_running(name: str) -> int:
+    """How many background workers called ``name`` run: tasks (the sync twin: threads)."""
+    return sum(1 for task in asyncio.all_tasks() if task.get_name() == name and not task.done())
+
+
+def sync_running(name: str) -> int:
+    return sum(1 for thread in threading.enumerate() if thread.name == name)
 
 
 async def async_together(calls: list[Callable[[], Awaitable[Any]]]) -> list[Any]:

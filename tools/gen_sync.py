@@ -42,6 +42,7 @@ REPLACEMENTS = {
     "AsyncWiring": "Wiring",
     "AsyncResources": "Resources",
     "AsyncOperators": "Operators",
+    "AsyncOperatorCalls": "OperatorCalls",
     "AsyncFencedWrites": "FencedWrites",
     "AsyncLatch": "Latch",
     "AsyncBarrier": "Barrier",

@@ -23,6 +23,21 @@ from .errors import LockError
 T = TypeVar("T")
 
 
+def async_public_name(obj: object) -> str:
+    """The name of ``obj``'s class in messages and reprs, as the docs name it: a class of the
+    asyncio API is ``fencelock.asyncio.Lock`` there (``AsyncLock`` is a name the docs never
+    use); a class of the user's own keeps its name."""
+    cls = type(obj)
+    name = cls.__name__
+    if name.startswith("Async") and cls.__module__.startswith("fencelock."):
+        return f"fencelock.asyncio.{name.removeprefix('Async')}"
+    return name
+
+
+def sync_public_name(obj: object) -> str:
+    return type(obj).__name__
+
+
 async def async_sleep(seconds: float) -> None:
     await asyncio.sleep(seconds)
 

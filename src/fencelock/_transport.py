@@ -56,6 +56,14 @@ SYNC_OTHER_API = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
 SYNC_OTHER_HINT = "a redis.asyncio client: use fencelock.asyncio.LockClient with it"
 
 
+# What a request that ran out of time met, in the same words in both APIs (redis-py's differ
+# between them, and asyncio said "no time left to connect" when a hung server did not answer a
+# new connection's handshake). "In time": within the request timeout, or what was left of the
+# call whose deadline it serves.
+NO_REPLY = "the server is connected but sent no reply in time"
+CONNECTING = "no answer in time while connecting"  # (no connection, or no reply to its handshake)
+
+
 # -- the primitives of the transport policy (``_async/transport.py``) where asyncio and threads
 # differ: a slot of a server's connections, connecting, reading a reply, each by a deadline
 
@@ -196,8 +204,11 @@ async def async_connect(conn: AsyncConnection, deadline: float) -> None:
     if left <= 0:
         raise RedisTimeoutError("no time left to send the request")
     conn.socket_connect_timeout = left
-    with _Expiry(deadline, "no time left to connect"):
-        await conn.connect()  # type: ignore[no-untyped-call]
+    try:
+        with _Expiry(deadline, CONNECTING):
+            await conn.connect()  # type: ignore[no-untyped-call]
+    except RedisTimeoutError:  # (redis-py's: "Timeout connecting to server")
+        raise RedisTimeoutError(CONNECTING) from None
 
 
 def sync_connect(conn: SyncConnection, deadline: float) -> None:
@@ -211,7 +222,10 @@ def sync_connect(conn: SyncConnection, deadline: float) -> None:
             return
         conn.disconnect()  # type: ignore[no-untyped-call]
     conn.socket_timeout = conn.socket_connect_timeout = left
-    conn.connect()  # type: ignore[no-untyped-call]
+    try:
+        conn.connect()  # type: ignore[no-untyped-call]
+    except RedisTimeoutError:  # ("Timeout connecting to server", "Timeout reading from ...")
+        raise RedisTimeoutError(CONNECTING) from None
 
 
 def _readable(conn: SyncConnection, sock: Any) -> bool:
@@ -246,7 +260,7 @@ async def async_read(conn: AsyncConnection, deadline: float) -> Any:
     an error reply returned, not raised: the next reply follows it. Its caller's cancellation
     leaves ``conn`` as it was: the reply can still be read (the parser keeps what it read)."""
     try:
-        with _Expiry(deadline, "no reply in time"):
+        with _Expiry(deadline, NO_REPLY):
             return await conn.read_response(disconnect_on_error=False)
     except redis_exceptions.ResponseError as exc:
         return exc
@@ -261,7 +275,9 @@ def sync_read(conn: SyncConnection, deadline: float) -> Any:
             return conn.read_response()
     except redis_exceptions.ResponseError as exc:
         return exc
-    raise RedisTimeoutError("no reply in time")
+    except RedisTimeoutError:  # ("Timeout reading from ...": as asyncio says it)
+        raise RedisTimeoutError(NO_REPLY) from None
+    raise RedisTimeoutError(NO_REPLY)
 
 
 async def async_drop(conn: AsyncConnection) -> None:

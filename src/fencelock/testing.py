@@ -143,7 +143,7 @@ class FencelockServer:
 
 def _not_a_lock(lock: object, helper: str) -> str:
     return (
-        f"{helper} takes a lock of client.lock(...), not a {type(lock).__name__}: "
+        f"{helper} takes a lock of client.lock(...), not {lock!r}: "
         "force_loss(lock) for a fencelock.Lock, await force_loss_async(lock) for a "
         "fencelock.asyncio.Lock"
     )

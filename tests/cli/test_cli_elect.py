@@ -115,7 +115,14 @@ def test_losing_the_leadership_stops_the_command_and_exits_70(
     out, err = proc.communicate(timeout=TIMEOUT)
     assert proc.returncode == 70, err
     assert "stopped" in out  # COMMAND got SIGTERM
-    assert f"fencelock elect: lost the lock {NAME!r} (token {term})" in err
+    # in the election's words, with the cause the library found (it said "lost the lock ...:
+    # its lease expired or was taken over", neither true of a deposed leader; issue 29)
+    said = f"fencelock elect: lost the leadership of {NAME!r} (term {term}) while COMMAND was "
+    assert (
+        said + f"running: candidate {NAME!r}: the lease is lost: the server no longer had it" in err
+    )
+    assert "the only leader" in err and "(leadership lost)" in err
+    assert "lock" not in err.replace("fencelock", ""), err
 
 
 def test_usage_and_unreachable(tmp_path: Path) -> None:

@@ -166,12 +166,19 @@ def test_usage_errors_exit_64(args: list[str], capsys: pytest.CaptureFixture[str
     assert status == 64, capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", [["inspect", NAME], ["release", NAME], ["top", "--once"]])
+@pytest.mark.parametrize(
+    "command", [["ls"], ["inspect", NAME], ["release", NAME], ["top", "--once"]]
+)
 def test_an_unreachable_server_exits_69(
     command: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main([*command, "--url", f"redis://127.0.0.1:{free_port()}/0"]) == 69
-    assert "no server reachable" in capsys.readouterr().err
+    """The message names the server, and no internal key or SCAN pattern (ls said "SCAN
+    'fencelock:{*}*:lock'"; issue 29, item 8)."""
+    port = free_port()
+    assert main([*command, "--url", f"redis://127.0.0.1:{port}/0"]) == 69
+    said = capsys.readouterr().err
+    assert said.startswith(f"fencelock: no server reachable at redis://127.0.0.1:{port}/0: ")
+    assert "SCAN" not in said and "fencelock:" not in said.removeprefix("fencelock:"), said
 
 
 def test_an_unreachable_server_exits_69_as_a_command() -> None:

@@ -9,6 +9,7 @@ from redis.crc import key_slot
 from redis.exceptions import ConnectionError, ResponseError, TimeoutError
 
 from fencelock import LockConnectionError, LockError, StaleToken
+from fencelock._core.options import refuse_unknown
 from fencelock._core.quorum import (
     NODE_TIMEOUT_MAX,
     NODE_TIMEOUT_MIN,
@@ -253,3 +254,18 @@ def test_owned_and_renew_answers_per_node() -> None:
     per_lock = renew_answers([[1, 0], [1, 1], down], 2)
     assert per_lock == [[True, True, down], [False, True, down]]
     assert isinstance(renew_answers([[1]], 2)[0][0], LockError)  # a reply of the wrong size
+
+
+def test_an_unknown_keyword_is_refused_in_the_words_of_the_call_made() -> None:
+    accepted = ("ttl", "offset", "timeout", "redis")
+    refuse_unknown("once_per", ["ttl", "redis"], accepted)  # all known: nothing to say
+    with pytest.raises(TypeError) as near:
+        refuse_unknown("once_per", ["ttl", "ofset"], accepted)
+    assert str(near.value) == (
+        "once_per() got an unexpected keyword argument 'ofset'; did you mean 'offset'? "
+        "(its keywords: ttl, offset, timeout, redis)"
+    )
+    with pytest.raises(TypeError) as far:
+        refuse_unknown("once_per", ["colour"], accepted)
+    assert "did you mean" not in str(far.value)
+    assert str(far.value).startswith("once_per() got an unexpected keyword argument 'colour' (")

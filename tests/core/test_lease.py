@@ -12,8 +12,10 @@ import pytest
 
 from fencelock._core.kinds import AllOf, LeaseSpec, Mutex, Permits, Reentrant, Released
 from fencelock._core.lease import (
+    LOCK_WORDS,
     Exit,
     Grant,
+    Words,
     arrived_late,
     exit_action,
     granted,
@@ -33,7 +35,7 @@ NOW = 1000.0
 
 
 def spec(reentrant: bool = False, ttl: float = TTL, name: str = "job") -> LeaseSpec:
-    return LeaseSpec.of(Reentrant() if reentrant else Mutex(), name, "fencelock:", ttl, "lock")
+    return LeaseSpec.of(Reentrant() if reentrant else Mutex(), name, "fencelock:", ttl, LOCK_WORDS)
 
 
 def grant(**fields: object) -> Grant:
@@ -77,7 +79,7 @@ def test_release_keys_are_lock_queue_fence_for_both_kinds(reentrant: bool) -> No
 
 
 def test_semaphore_scripts_take_what_they_document() -> None:
-    s = LeaseSpec.of(Permits.semaphore(2, 5), "job", "fencelock:", TTL, "semaphore")
+    s = LeaseSpec.of(Permits.semaphore(2, 5), "job", "fencelock:", TTL, Words("semaphore"))
     assert len(s.acquire_keys) == _documented("semaphore_acquire", "KEYS")
     assert len(s.acquire_args("tok", 0, 1, "w", "PUBLISH")) == _documented(
         "semaphore_acquire", "ARGV"
@@ -90,7 +92,7 @@ def test_a_multi_lock_sends_what_its_scripts_document() -> None:
     """Per name: its lock key, counter and queue (KEYS[3i-2..3i]) and its channel (the last
     ARGV), in canonical order."""
     names = ("a", "b", "c")
-    s = LeaseSpec.of(AllOf(names=names), "a", "fencelock:", TTL, "multi-lock")
+    s = LeaseSpec.of(AllOf(names=names), "a", "fencelock:", TTL, Words("multi-lock"))
     members = [LockKeys.for_name(n) for n in names]
     assert s.acquire_keys == s.release_keys
     assert s.acquire_keys == tuple(k for m in members for k in (m.lock, m.fence, m.queue))
@@ -106,7 +108,7 @@ def test_a_multi_lock_sends_what_its_scripts_document() -> None:
 
 def test_messages_name_the_primitive_and_the_name_never_a_key() -> None:
     assert spec().what == "lock 'job'"
-    assert LeaseSpec.of(Permits(), "s", "app:", TTL, "semaphore").what == "semaphore 's'"
+    assert LeaseSpec.of(Permits(), "s", "app:", TTL, Words("semaphore")).what == "semaphore 's'"
 
 
 def test_simple_and_reentrant_locks_on_one_name_queue_apart() -> None:
@@ -219,11 +221,12 @@ def test_reentered_counts_a_hold_and_restarts_the_lease() -> None:
     assert g.deadline == lease_deadline(NOW + 1, TTL)
 
 
-def test_a_loss_is_signalled_once() -> None:
+def test_a_loss_is_signalled_once_with_the_reason_found_first() -> None:
     g = grant()
-    assert g.mark_lost() is True
-    assert g.mark_lost() is False
-    assert g.lost and g.expired(NOW)
+    assert g.mark_lost("data_loss") is True
+    # found again later (at release, past the deadline): the cause stays the one found first
+    assert g.mark_lost("unreachable") is False
+    assert g.lost and g.expired(NOW) and g.loss == "data_loss"
 
 
 def test_grants_compare_by_identity() -> None:

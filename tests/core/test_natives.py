@@ -7,7 +7,7 @@ import pytest
 import redis.exceptions
 
 from fencelock._core.kinds import NATIVE_MUTEX, Released
-from fencelock._core.natives import ServerCommands, scripts_refused
+from fencelock._core.natives import ServerCommands, left_without_scripts, scripts_refused
 from fencelock._core.options import ClientOptions
 from fencelock._core.replies import GONE, RENEWED, TAKEN, Busy, Granted
 from fencelock.errors import ScriptsRequired
@@ -147,3 +147,21 @@ def test_a_native_renewal_tells_gone_from_taken() -> None:
 def test_a_native_handoff_reserves_its_block() -> None:
     assert NATIVE_MUTEX.handoff_result([b"OK", None, 57]) == Granted(57)
     assert NATIVE_MUTEX.handoff_result([None, None, 57]) == Busy(None)
+
+
+def test_what_is_left_without_scripts_names_what_the_server_lacks() -> None:
+    redis7 = ServerCommands().detected({"server": "redis", "version": "7.0.15"})
+    valkey81 = ServerCommands().detected({"server": "valkey", "version": "8.1.4"})
+    valkey9 = ServerCommands().detected({"server": "valkey", "version": "9.0.0"})
+    assert valkey9.lacking() == ""
+    assert (
+        valkey81.lacking() == "a compare-and-delete (DELIFEQ: Valkey >= 9.0, DELEX: Redis >= 8.4)"
+    )
+    assert redis7.lacking().startswith("SET ... IFEQ (Valkey >= 8.1, Redis >= 8.4) and a ")
+    # the warning of a client whose server refused a script: what it can still take there
+    assert left_without_scripts(valkey9, one_server=True).startswith("plain locks only")
+    for lacking in (redis7, valkey81, ServerCommands()):  # (unknown: HELLO refused)
+        left = left_without_scripts(lacking, one_server=True)
+        assert left.startswith("nothing: ") and lacking.lacking() in left
+        assert "every lock and every other primitive raises ScriptsRequired" in left
+    assert left_without_scripts(valkey9, one_server=False).startswith("nothing: a Cluster")

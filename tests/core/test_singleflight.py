@@ -292,7 +292,7 @@ def test_a_lost_holder_gives_its_turn_before_its_deadline() -> None:
     q, _ = queues()
     _, g = holding(q, deadline=NOW + 4)
     first = join(q)
-    g.mark_lost()
+    g.mark_lost("expired")
     assert q.holder_gone(KEY, NOW) is None
     assert first.turn
 

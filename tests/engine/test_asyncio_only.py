@@ -436,7 +436,7 @@ def test_a_dropped_client_ends_its_tasks_at_once(
 
     async def use_and_drop() -> None:
         client = AsyncLockClient.from_url(server.url)
-        async with client._wiring.topology.watch("some-channel"):
+        async with client._wiring.topology.watch("some-channel", "a test's wait"):
             pass  # the listener task runs from now on
         lock = client.lock("unclosed", ttl=30, auto_renew=True)
         assert await lock.acquire(timeout=0)

@@ -56,3 +56,34 @@ def test_no_isinstance_on_a_topology_outside_the_topology_modules() -> None:
                 if (names | synced) & TOPOLOGY_CLASSES:
                     found.append(f"{path.relative_to(SRC)}:{node.lineno}")
     assert found == []
+
+
+def test_no_merge_leftover_in_any_file() -> None:
+    # a bare "=======" in kinds.py's docstring held its table twice (issue 29, item 10)
+    root = SRC.parents[1]
+    files = [p for d in ("src", "tests", "tools", "bench", "docs") for p in (root / d).rglob("*")]
+    markers = ("<<<<<<< ", "=======", ">>>>>>> ")
+    found = [
+        f"{path.relative_to(root)}:{number}"
+        for path in files
+        if path.suffix in {".py", ".md", ".lua", ".toml", ".yml"}
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if line == markers[1] or line.startswith((markers[0], markers[2]))
+    ]
+    assert found == []
+
+
+def test_the_kinds_table_lists_each_kind_of_the_module_once() -> None:
+    from fencelock._core import kinds
+
+    lines = (kinds.__doc__ or "").splitlines()
+    rules = [i for i, line in enumerate(lines) if line.startswith("=====")]
+    assert len(rules) == 3, "one table: its top, the rule under its heading, its bottom"
+    listed = [line.split()[0].strip("`") for line in lines[rules[1] + 1 : rules[2]]]
+    made = [
+        name
+        for name, value in vars(kinds).items()
+        if isinstance(value, type) and issubclass(value, kinds.Kind) and value is not kinds.Kind
+    ]
+    # (ScoredLease is the base of the kinds kept in a sorted set, named below the table)
+    assert sorted(listed) == sorted(set(made) - {"ScoredLease"})

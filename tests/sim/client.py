@@ -209,6 +209,11 @@ class SimPubSub:
         redis = self.redis
         redis.world.send(redis.process, redis.node, conn, [command], None, fifo=True)
 
+    @property
+    def subscribed(self) -> bool:
+        """Whether any channel is subscribed (redis-py: until its unsubscription is read)."""
+        return bool(self.channels or self.shard_channels)
+
     async def subscribe(self, *channels: Any) -> None:
         self._send(("SUBSCRIBE", *channels))
         self._joined(self.channels, channels)

@@ -528,9 +528,12 @@ def test_missing_channel_permission_gives_a_clear_error(fresh_server: EmbeddedSe
         assert holder.acquire(timeout=0)
         started = time.monotonic()
         try:
-            with pytest.raises(fencelock.LockError, match=r"(?i)permission"):
+            with pytest.raises(fencelock.LockError, match=r"(?i)permission") as refused:
                 b.lock("no-channels", 30).acquire(timeout=0.3)
             assert time.monotonic() - started < 0.8
+            # what waits, not fencelock's channel (a key: the server's refusal names it)
+            said = "lock 'no-channels', subscribing to its wake-ups: "
+            assert str(refused.value).startswith(said), str(refused.value)
         finally:
             with contextlib.suppress(fencelock.LockError):
                 holder.release()

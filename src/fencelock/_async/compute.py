@@ -64,6 +64,7 @@ from .._core.compute import (
 )
 from .._core.inspection import MAX_WAITERS_LISTED, LockInfo
 from .._core.kinds import LeaseSpec
+from .._core.lease import Words
 from .._core.options import LeaseOptions
 from .._core.timing import remaining, retry_delay
 from .._keys import ttl_to_ms, validate_name, validate_timeout, validate_ttl
@@ -72,6 +73,9 @@ from ..errors import ComputeFailed, FingerprintMismatch, LockError, LockTimeout
 from . import admin
 from .engine import AsyncLease, AsyncWiring, refuse_unmade
 from .topology import AsyncTopology
+
+# a build's lease, in the messages: "builder 'report' ..."
+BUILDER = Words("builder", holding="building this result", acquire="build", release="store")
 
 T = TypeVar("T")
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -188,10 +192,10 @@ class AsyncResults:
             label=label,
             threads=not ASYNC_CAN_CANCEL,
         )
-        refuse_unmade(wiring, kind, "builder", options.name)
+        refuse_unmade(wiring, kind, BUILDER, options.name)
         return _Call(
             options,
-            wiring.spec(kind, options, "builder"),
+            wiring.spec(kind, options, BUILDER),
             check_compute(compute, threads=not ASYNC_CAN_CANCEL),
             validate_ttl(fresh_for, "fresh_for" if family == COMPUTE else "keep_for"),
             validate_ttl(stale_for, "stale_for", minimum=0.0),
@@ -280,7 +284,7 @@ class AsyncResults:
     async def forget(self, key: object) -> bool:
         """Drop the results stored for ``key``; a build under way cannot store its own."""
         wiring, name = self._wiring, validate_name(key, "key")
-        refuse_unmade(wiring, BUILDERS[COMPUTE], "builder", name)
+        refuse_unmade(wiring, BUILDERS[COMPUTE], BUILDER, name)
         keys = keys_of_families(name, wiring.prefix)
         return bool(await wiring.topology.run(COMPUTE_FORGET, keys, (), f"forget {name!r}"))
 
@@ -305,7 +309,8 @@ class AsyncResults:
         ended, and the token of the build waited for. ``LockTimeout`` past ``deadline``."""
         wiring = self._wiring
         topology = wiring.topology
-        async with topology.watch(call.keys.channel, topology.time_left(deadline)) as watch:
+        channel, what = call.keys.channel, call.spec.what
+        async with topology.watch(channel, what, topology.time_left(deadline)) as watch:
             while True:
                 watch.event.clear()  # subscribed before this look: a store after it wakes us
                 sent_at = time.monotonic()

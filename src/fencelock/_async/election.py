@@ -29,6 +29,7 @@ from typing import Final, Never
 
 from .._backend import ASYNC_CAN_CANCEL, async_shield
 from .._core.election import Leader, leader_of, next_look, same_term
+from .._core.lease import Words
 from .._core.options import DEFAULT, LeaseOptions
 from ..errors import LockError, LockTimeout
 from . import admin
@@ -43,6 +44,8 @@ logger = logging.getLogger("fencelock.election")
 ELECTED: Final = "elected"
 # A leader must stop acting at once: under asyncio its block is cancelled (threads cannot be)
 DEFAULT_POLICY: Final = "cancel" if ASYNC_CAN_CANCEL else "raise"
+# what its messages say: a candidate campaigns, leads (is elected) and resigns
+WORDS: Final = Words("candidate", "leading", "campaign", "resign", "elected")
 
 
 class _Unseen:
@@ -63,7 +66,7 @@ class AsyncElection(AsyncLeased):
     __slots__ = ()
 
     def __init__(self, wiring: AsyncWiring, options: LeaseOptions) -> None:
-        spec = wiring.spec(MUTEX, options, "candidate")
+        spec = wiring.spec(MUTEX, options, WORDS)
         self._lease = AsyncLease(self, wiring, options, spec, alone=True)
 
     async def acquire(self, *args: Never, timeout: float | object | None = DEFAULT) -> bool:
@@ -114,7 +117,8 @@ class AsyncElection(AsyncLeased):
         None when nobody does. One request, within one request timeout."""
         wiring = self._lease.wiring
         wiring.state.check()
-        return leader_of(await admin.lock_info(wiring.topology, wiring.prefix, self.name))
+        info = await admin.lock_info(wiring.topology, wiring.prefix, self.name, self._lease.what())
+        return leader_of(info)
 
     async def observe(self) -> AsyncIterator[Leader | None]:
         """The leadership now, then each change of it (a new term, or nobody leading), as it
@@ -129,7 +133,7 @@ class AsyncElection(AsyncLeased):
         # say which node to subscribe on) from its first command
         await self.leader()
         # subscribed (and confirmed) before the looks that count: any change after it wakes us
-        async with topology.watch(lease.spec.keys.channel) as watch:
+        async with topology.watch(lease.spec.keys.channel, lease.what()) as watch:
             while True:
                 watch.event.clear()
                 now = await self.leader()

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Never, Self
 
+from .._backend import async_public_name
 from .._core.inspection import LockInfo
 from .._core.latch import (
     LATCH,
@@ -31,6 +32,7 @@ from .._core.latch import (
     count_down_reply,
     latch_state,
 )
+from .._core.lease import Words
 from .._core.options import DEFAULT, LeaseOptions
 from .._core.timing import remaining
 from .._scripts import Script
@@ -41,6 +43,9 @@ from .leased import keyword_only
 from .topology import AsyncTopology
 
 LATCH_KEEP = 86_400.0  # seconds an unused latch stays in Redis, by default
+# what their messages say: a participant joins (enters) and leaves
+LATCH_WORDS = Words("latch", "joined by this participant", "join", "leave", "joined")
+BARRIER_WORDS = Words("barrier", "entered by this participant", "enter", "leave", "entered")
 
 
 def validate_count(arg: str, value: object) -> int:
@@ -55,16 +60,17 @@ class _Participant:
     """What a latch and a barrier share: a participant's lease engine and the latch's state."""
 
     def __init__(
-        self, wiring: AsyncWiring, options: LeaseOptions, kind: Participant, noun: str
+        self, wiring: AsyncWiring, options: LeaseOptions, kind: Participant, words: Words
     ) -> None:
-        self._lease = AsyncLease(self, wiring, options, wiring.spec(kind, options, noun))
+        self._lease = AsyncLease(self, wiring, options, wiring.spec(kind, options, words))
         self._kind = kind
         keys = self._lease.spec.keys
         assert isinstance(keys, LatchKeys)
         self._keys = keys
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r} participant={self.participant!r}>"
+        public = async_public_name(self)
+        return f"<{public} {self.name!r} participant={self.participant!r}>"
 
     @property
     def name(self) -> str:
@@ -101,7 +107,8 @@ class _Participant:
         gen = max(state.gen, 1) if gen is None else gen
         if done(state, gen):
             return True
-        async with topology.watch(self._keys.channel, topology.time_left(deadline)) as watch:
+        what, bound = self._lease.what(), topology.time_left(deadline)
+        async with topology.watch(self._keys.channel, what, bound) as watch:
             while True:
                 # subscribed (and confirmed) before this look: any change after it wakes us
                 watch.event.clear()
@@ -129,7 +136,7 @@ class AsyncLatch(_Participant):
 
     def __init__(self, wiring: AsyncWiring, options: LeaseOptions, count: int, keep: int) -> None:
         self.count_from = validate_count("count", count)
-        super().__init__(wiring, options, Participant(count=count, keep_ms=keep), "latch")
+        super().__init__(wiring, options, Participant(count=count, keep_ms=keep), LATCH_WORDS)
 
     async def join(self) -> None:
         """Join as a participant: a lease, renewed while this object holds it, so that its
@@ -188,7 +195,7 @@ class AsyncBarrier(_Participant):
     def __init__(self, wiring: AsyncWiring, options: LeaseOptions, parties: int, keep: int) -> None:
         self.parties = validate_count("parties", parties)
         kind = Participant(count=parties, parties=parties, keep_ms=keep)
-        super().__init__(wiring, options, kind, "barrier")
+        super().__init__(wiring, options, kind, BARRIER_WORDS)
         self._gen = 0
 
     async def enter(self, *args: Never, timeout: float | object | None = DEFAULT) -> bool:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Self
 
-from .._backend import async_current_task, async_uncancel
-from .._core.lease import Exit, exit_action
+from .._backend import async_current_task, async_public_name, async_uncancel
+from .._core.lease import EXPLAINED, Exit, exit_action
 from ..errors import LockError, LockLost, LockNotOwned, LockTimeout
 from .engine import AsyncLease
 
@@ -32,7 +32,8 @@ class AsyncLeased:
     _lease: AsyncLease
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r} ttl={self.ttl}>"
+        public = async_public_name(self)
+        return f"<{public} {self.name!r} ttl={self.ttl}>"
 
     @property
     def name(self) -> str:
@@ -88,7 +89,8 @@ class AsyncLeased:
         """Acquire within the object's timeout, else ``LockTimeout``."""
         lease = self._lease
         if not await lease.acquire():
-            raise LockTimeout(f"{lease.what()} not acquired within {lease.options.timeout} s")
+            acquired, wait = lease.spec.words.acquired, lease.options.timeout
+            raise LockTimeout(f"{lease.what()} not {acquired} within {wait} s")
         grant = lease.grant()
         if grant is not None and grant.depth == 1:
             grant.entered_block(async_current_task())
@@ -118,7 +120,8 @@ class AsyncLeased:
                 raise
             # the server could not be reached to release: the loss is what the block must hear
         if loss is None and grant.lost:
-            loss = LockLost(f"{lease.what()}: the lease was lost while the block ran")
+            why = EXPLAINED[grant.loss]
+            loss = LockLost(f"{lease.what()}: the lease was lost while the block ran: {why}")
         policy = lease.options.on_lost_policy
         action = exit_action(loss is not None, policy, exc is not None, by_us)
         if action is Exit.RAISE:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Never
 
 from .._core.kinds import Mutex, Reentrant, Released
+from .._core.lease import LOCK_WORDS
 from .._core.options import DEFAULT, LeaseOptions
 from .._core.replies import RENEWED
 from .._keys import MIN_LEASE, validate_ttl
@@ -30,7 +31,7 @@ class AsyncLock(AsyncLeased):
     def __init__(self, wiring: AsyncWiring, options: LeaseOptions, *, reentrant: bool) -> None:
         self.reentrant = reentrant
         kind = REENTRANT if reentrant else MUTEX
-        self._lease = AsyncLease(self, wiring, options, wiring.spec(kind, options, "lock"))
+        self._lease = AsyncLease(self, wiring, options, wiring.spec(kind, options, LOCK_WORDS))
 
     @property
     def label(self) -> object:

@@ -47,14 +47,17 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Any, Never
 
-from .._backend import async_call_scope, async_shield
+from .._backend import async_call_scope, async_public_name, async_shield
 from .._core.kinds import AllOf
+from .._core.lease import Words
 from .._core.options import DEFAULT, LeaseOptions
 from .._keys import validate_name
 from ..errors import LockError, LockLost, LockNotOwned, LockTimeout
 from .engine import AsyncLease, AsyncWiring
 from .leased import keyword_only
 from .lock import AsyncLock
+
+WORDS = Words("multi-lock")
 
 
 def canonical_names(names: Iterable[str]) -> tuple[str, ...]:
@@ -80,7 +83,7 @@ class AsyncMultiLock:
         self.names = names  # (canonical_names: sorted, deduplicated)
         self._options = options
         kind = AllOf(names=names)
-        spec = wiring.spec(kind, options, "multi-lock")
+        spec = wiring.spec(kind, options, WORDS)
         topology = wiring.topology
         self._way: _OneScript | _Composed
         if topology.supports(kind) and topology.one_call(spec.renewed_keys):
@@ -101,7 +104,8 @@ class AsyncMultiLock:
         return self._options.auto_renew
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {list(self.names)!r} ttl={self.ttl}>"
+        public = async_public_name(self)
+        return f"<{public} {list(self.names)!r} ttl={self.ttl}>"
 
     async def acquire(self, *args: Never, timeout: float | object | None = DEFAULT) -> bool:
         """Take every name, all or none (in canonical order, sorted and deduplicated: never the

@@ -225,7 +225,9 @@ class AsyncQuorum(AsyncTopology):
         return owned_by_quorum(replies, (1,), f"token of {spec.what}")
 
     @asynccontextmanager
-    async def watch(self, channel: str, timeout: float | None = None) -> AsyncIterator[Watch]:
+    async def watch(
+        self, channel: str, what: str, timeout: float | None = None
+    ) -> AsyncIterator[Watch]:
         """Subscribe on every node: a release message from any of them wakes the waiter."""
         self._loop.check()
         watch = Watch()
@@ -233,7 +235,7 @@ class AsyncQuorum(AsyncTopology):
             for waiter in self.waiters.values():
                 # a node that is down is skipped: the others, or the fallback re-try, wake us
                 with contextlib.suppress(LockConnectionError):
-                    await stack.enter_async_context(waiter.watch(channel, watch, timeout))
+                    await stack.enter_async_context(waiter.watch(channel, what, watch, timeout))
             yield watch
 
     def supports(self, kind: Kind) -> bool:

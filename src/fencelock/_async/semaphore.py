@@ -22,8 +22,10 @@ from collections.abc import Callable
 from functools import partial, wraps
 from typing import Any, Never, TypeVar, cast
 
+from .._backend import async_public_name
 from .._core.inspection import LockInfo, SemaphoreState, permits_info, semaphore_state
 from .._core.kinds import WRITE_PERMITS, Permits
+from .._core.lease import Words
 from .._core.options import DEFAULT, LeaseOptions
 from .._keys import SemaphoreKeys
 from .._scripts import SEMAPHORE_LIMIT, SEMAPHORE_STATE
@@ -43,6 +45,9 @@ def validate_permits(arg: str, value: object) -> int:
     return value
 
 
+WORDS = Words("semaphore")
+
+
 class AsyncSemaphore(AsyncLeased):
     """At most ``limit`` permits of a name held at once (``LockClient.semaphore``)."""
 
@@ -51,11 +56,12 @@ class AsyncSemaphore(AsyncLeased):
     def __init__(self, wiring: AsyncWiring, options: LeaseOptions, limit: int) -> None:
         self.limit = validate_permits("limit", limit)
         kind = Permits.semaphore(1, self.limit)
-        spec = wiring.spec(kind, options, "semaphore")
+        spec = wiring.spec(kind, options, WORDS)
         self._lease = AsyncLease(self, wiring, options, spec)
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r} limit={self.limit} ttl={self.ttl}>"
+        public = async_public_name(self)
+        return f"<{public} {self.name!r} limit={self.limit} ttl={self.ttl}>"
 
     async def acquire(
         self, *args: Never, permits: int = 1, timeout: float | object | None = DEFAULT

@@ -11,7 +11,7 @@ import random
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from .._backend import async_sleep
+from .._backend import async_public_name, async_sleep
 from .._core.backoff import (
     DEFAULT_BACKOFF,
     DEFAULT_MAX_BACKOFF,
@@ -42,7 +42,8 @@ class AsyncVersioned:
         self._run = run
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.key!r}>"
+        public = async_public_name(self)
+        return f"<{public} {self.key!r}>"
 
     async def get(self) -> tuple[bytes | None, int]:
         """(value, version); an unset key is (None, 0)."""

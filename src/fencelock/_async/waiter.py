@@ -32,7 +32,6 @@ from .._backend import (
     AsyncMutex,
     AsyncStateLock,
     async_checkpoint,
-    async_sleep,
 )
 from .._core.replies import translate_error
 from .._transport import AsyncPubSub, AsyncRedis
@@ -48,8 +47,13 @@ logger = logging.getLogger("fencelock.waiter")
 # attribute 'readline'", its reader gone: seen once in a chaos run, redlock5/majority-loss).
 _REMADE = (RuntimeError, ValueError, OSError, AttributeError)
 
-# How long the listener blocks in one read, which bounds how long close() waits for it.
+# How long the listener blocks in one read or pause: how soon it notices, with nothing to read,
+# that its client was dropped (close() wakes it instead: see _interrupt).
 _READ_TIMEOUT = 0.5
+
+
+def _subscribing(what: str) -> str:
+    return f"{what}, subscribing to its wake-ups"
 
 
 @dataclass(eq=False, slots=True)
@@ -78,6 +82,9 @@ class AsyncWaiter:
         self._listener = AsyncBackground("fencelock-waiter")
         self._closing = False
         self._abandoned = False  # the client was dropped unclosed: the listener cleans up
+        # set when the listener has something to do besides its read: a watcher subscribed (it
+        # waits for one while nothing is subscribed), or close()
+        self._wake = AsyncEvent()
         self._nonces = itertools.count()
         self._watchers: dict[str, set[Watch]] = {}  # channel -> its watchers
         self._unwatched: set[str] = set()  # channels left by their last watcher, to UNSUBSCRIBE
@@ -102,6 +109,7 @@ class AsyncWaiter:
             self._listener = AsyncBackground("fencelock-waiter")
             self._guard = AsyncStateLock()
             self._mutex = AsyncMutex()
+            self._wake = AsyncEvent()
             self._watchers.clear()
             self._unwatched.clear()
             self._pings.clear()
@@ -114,12 +122,13 @@ class AsyncWaiter:
 
     @asynccontextmanager
     async def watch(
-        self, channel: str, watch: Watch | None = None, timeout: float | None = None
+        self, channel: str, what: str, watch: Watch | None = None, timeout: float | None = None
     ) -> AsyncIterator[Watch]:
         """Subscribe to ``channel`` (active on the server before this returns) and yield a
         watch (``watch``, or a new one) that every message on it sets, until the block ends.
         The confirmation is awaited for at most ``timeout`` seconds (what is left of the
-        caller's bound), and never longer than one request timeout."""
+        caller's bound), and never longer than one request timeout. ``what``: the object that
+        waits, for errors (the channel is a key: never shown)."""
         watch = Watch() if watch is None else watch
         ready = AsyncEvent()
         nonce = f"fencelock-{os.getpid()}-{next(self._nonces)}"
@@ -138,23 +147,24 @@ class AsyncWaiter:
                     await pubsub.ping(nonce)
                     await async_checkpoint()
                 except redis.exceptions.RedisError as exc:
-                    raise translate_error(exc, f"subscribe {channel!r}") from exc
+                    raise translate_error(exc, _subscribing(what)) from exc
                 except _REMADE as exc:
-                    raise LockConnectionError(f"subscribe {channel!r}: {exc}") from exc
+                    raise LockConnectionError(f"{_subscribing(what)}: {exc}") from exc
                 # Subscribe first, then start the listener: redis-py refuses to read a pub/sub
                 # connection that has never subscribed.
                 if not self._listener.running():
                     self._closing = False
                     self._listener.start(self._listen)
+                self._wake.set()  # (a listener waiting for a subscription reads from now)
             limit = (
                 self._confirm_timeout if timeout is None else min(timeout, self._confirm_timeout)
             )
             if not await ready.wait(limit):
-                raise LockConnectionError(f"subscribe {channel!r}: no confirmation in time")
+                raise LockConnectionError(f"{_subscribing(what)}: no confirmation in time")
             with self._guard:
                 refusal = self._refusals.pop(nonce, None)
             if refusal is not None:
-                raise translate_error(refusal, f"subscribe {channel!r}") from refusal
+                raise translate_error(refusal, _subscribing(what)) from refusal
             yield watch
         finally:
             with self._guard:
@@ -215,6 +225,9 @@ class AsyncWaiter:
                 await self._unsubscribe_unwatched(pubsub)
             if self._broken:
                 await self._resubscribe(pubsub)
+            if not pubsub.subscribed:  # nothing to read until a watcher subscribes, or close()
+                await self._pause(pubsub)
+                continue
             try:
                 message = await pubsub.get_message(timeout=_READ_TIMEOUT)
             except redis.exceptions.RedisError as exc:
@@ -271,7 +284,7 @@ class AsyncWaiter:
         except (redis.exceptions.RedisError, *_REMADE):
             with self._guard:
                 self._pings.pop(nonce, None)
-            await async_sleep(_READ_TIMEOUT)  # still unreachable: again after a pause
+            await self._pause()  # still unreachable: again after a pause
 
     def _wake_all(self) -> None:
         """Wake every waiter to re-try at once, and confirm the subscriptions the
@@ -288,13 +301,34 @@ class AsyncWaiter:
             if ready is not None:
                 ready.set()
 
+    async def _pause(self, pubsub: AsyncPubSub | None = None) -> None:
+        """Wait a read's time, or less: until close() (``_wake``), or, given ``pubsub``, until a
+        watcher subscribes on it (the wait for something to read)."""
+        self._wake.clear()  # (then looked at again: a wake-up from now on ends the wait)
+        if self._closing or (pubsub is not None and pubsub.subscribed):
+            return
+        await self._wake.wait(_READ_TIMEOUT)
+
     def abandon(self) -> None:
         """The client was dropped without close(): the listener ends after its current read
         and closes the connection. (Called by the garbage collector: it only sets flags.)"""
         self._abandoned = self._closing = True
 
+    async def _interrupt(self) -> None:
+        """Wake the listener for close(), so that close() does not wait out its read or pause
+        (a thread cannot be cancelled): a PING's reply ends a read, ``_wake`` a pause."""
+        self._wake.set()
+        pubsub = self._pubsub
+        if pubsub is None or not self._listener.running() or self._pid != os.getpid():
+            return
+        with contextlib.suppress(redis.exceptions.RedisError, *_REMADE):
+            async with self._mutex:  # (not amid a watcher's SUBSCRIBE and its PING)
+                if pubsub.subscribed:  # (else the listener does not read: it pauses)
+                    await pubsub.ping()
+
     async def close(self) -> None:
         self._closing = True
+        await self._interrupt()
         await self._listener.stop(2 * _READ_TIMEOUT)
         pubsub, self._pubsub = self._pubsub, None
         if pubsub is not None and self._pid == os.getpid():

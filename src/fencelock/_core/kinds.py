@@ -6,14 +6,6 @@ run a kind's scripts and never name a primitive; the lease engine (``_async/engi
 lifecycle for any kind. A new primitive is a new kind (and its ``.lua`` files), or a facade over
 an existing one.
 
-kind           keys                  scripts           grant
-=============  ====================  ================  ======================================
-``Mutex``      string holder token   acquire/release   one holder; local hand-off; wake one
-``Reentrant``  hash holder -> count  reentrant_*       one holder, counted; wakes every waiter
-``Permits``    sorted set of leases  semaphore_*       ``take`` of ``limit`` permits per holder
-``AllOf``      a Mutex's, per name   multi_*           every name or none; a token per name
-=============  ====================  ================  ======================================
-=======
 ===============  ====================  ================  ======================================
 kind             keys                  scripts           grant
 ===============  ====================  ================  ======================================
@@ -60,6 +52,7 @@ from .._scripts import (
     Script,
 )
 from ..errors import LockError
+from .lease import LOCK_WORDS, Words
 from .natives import ServerCommands
 from .replies import (
     GONE,
@@ -543,8 +536,8 @@ class LeaseSpec:
     kind: Kind
     keys: LockKeys
     ttl: float
-    # what messages call the object ("lock", "semaphore", "candidate"...)
-    noun: str = "lock"
+    # how messages speak of the object ("lock 'x'", "candidate 'x' is not leading"...)
+    words: Words = LOCK_WORDS
     ttl_ms: int = field(init=False)
     # the object in messages: its kind and the name the user gave, never a Redis key
     what: str = field(init=False)
@@ -563,18 +556,18 @@ class LeaseSpec:
             ("release_keys", kind.release_keys(keys)),
             ("renewed_keys", kind.renewed_keys(keys)),
             ("line", f"{keys.lock}:{kind.line_tag()}"),
-            ("what", kind.describe(self.noun, self.name)),
+            ("what", kind.describe(self.words.noun, self.name)),
         ):
             object.__setattr__(self, name, value)  # (a frozen dataclass sets its own fields so)
 
     @classmethod
-    def of(cls, kind: Kind, name: str, prefix: str, ttl: float, noun: str) -> LeaseSpec:
-        return cls(name, kind, kind.keys(name, prefix), ttl, noun)
+    def of(cls, kind: Kind, name: str, prefix: str, ttl: float, words: Words) -> LeaseSpec:
+        return cls(name, kind, kind.keys(name, prefix), ttl, words)
 
     def with_kind(self, kind: Kind) -> LeaseSpec:
         """The same object's spec for another kind of the same keys (a semaphore asking for
         other permits, a writer downgraded to a reader)."""
-        return LeaseSpec(self.name, kind, self.keys, self.ttl, self.noun)
+        return LeaseSpec(self.name, kind, self.keys, self.ttl, self.words)
 
     @property
     def primitive(self) -> str:

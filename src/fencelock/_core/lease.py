@@ -34,6 +34,9 @@ class Grant:
     deadline: float  # monotonic time until which the lease is certainly ours
     depth: int = 1  # hold count of a reentrant lock
     lost: bool = False
+    # why it was lost (one of LOSS_REASONS), decided once, when it was found: every later report
+    # of the loss (release, check, the block's end) gives this cause, not one guessed anew
+    loss: str = ""
     task: Any = None  # the task inside ``async with``, cancelled under on_lost_policy="cancel"
     cancelled: bool = False  # the library cancelled that task because the lease was lost
     in_block: bool = False  # taken by ``with``/``async with``: the block's end releases it
@@ -61,11 +64,12 @@ class Grant:
         self.depth += 1
         self.renewed(sent_at, ttl)
 
-    def mark_lost(self) -> bool:
-        """Mark the grant lost; True only the first time (the loss is signalled once)."""
+    def mark_lost(self, reason: str) -> bool:
+        """Mark the grant lost for ``reason``; True only the first time (the loss is signalled
+        once, and keeps its first reason)."""
         if self.lost:
             return False
-        self.lost = True
+        self.lost, self.loss = True, reason
         return True
 
     def left_once(self) -> None:
@@ -95,12 +99,32 @@ class Grant:
         return failed
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class Words:
+    """How the messages of a primitive speak of it and of its grant, in the words of its own
+    docs: a lock is held, acquired and released; an election's candidate leads, campaigns and
+    resigns; a latch's participant joins and leaves. (Compared by identity: one per primitive.)"""
+
+    noun: str  # the object: "lock", "candidate", "latch"...
+    holding: str = ""  # what holding the grant is called ("": "held by this <noun>")
+    acquire: str = "acquire"  # the call that takes the grant
+    release: str = "release"  # the call that gives it up
+    acquired: str = "acquired"  # what the object is once it has taken it
+
+    def __post_init__(self) -> None:
+        if not self.holding:
+            object.__setattr__(self, "holding", f"held by this {self.noun}")
+
+
+LOCK_WORDS = Words("lock")
+
+
 # Why a lease was lost (the ``reason`` of the lost-lease metric and log event).
 EXPIRED = "expired"  # it ran out first: the work outlived it, the process paused, renewed late
 UNREACHABLE = "unreachable"  # it ran out while its renewals got no answer
 TAKEN_OVER = "taken_over"  # the server shows another holder of the name
-DATA_LOSS = "data_loss"  # the server dropped it before it could expire (FLUSHALL, a restart
-# without persistence, a failover to a replica that missed it, eviction, force_release)
+DATA_LOSS = "data_loss"  # the server dropped it before it could expire (force_release, FLUSHALL,
+# a restart without persistence, a failover to a replica that missed it, eviction)
 LOSS_REASONS = (EXPIRED, UNREACHABLE, TAKEN_OVER, DATA_LOSS)
 # each reason, for the message of LockLost
 EXPLAINED = MappingProxyType(
@@ -108,7 +132,8 @@ EXPLAINED = MappingProxyType(
         EXPIRED: "its lease had expired",
         UNREACHABLE: "its lease ran out while renewals got no answer",
         TAKEN_OVER: "another holder has it",
-        DATA_LOSS: "the server no longer had it before its lease could end",
+        DATA_LOSS: "the server no longer had it before its lease could end (a force_release, a "
+        "flush, a restart or failover that lost it, or eviction)",
     }
 )
 
@@ -157,7 +182,13 @@ def handoff_within_block(grant: Grant, to_ttl: float, now: float) -> Grant | Non
     ):
         return None
     return replace(
-        grant, fence=grant.fence + 1, lost=False, task=None, cancelled=False, in_block=False
+        grant,
+        fence=grant.fence + 1,
+        lost=False,
+        loss="",
+        task=None,
+        cancelled=False,
+        in_block=False,
     )
 
 

@@ -51,6 +51,16 @@ class ServerCommands:
         """Whether a plain lock can be held safely here without scripts."""
         return bool(self.compare_delete) and self.compare_set
 
+    def lacking(self) -> str:
+        """The native commands a lock needs without scripts that the server lacks, for
+        messages ('': none)."""
+        missing = []
+        if not self.compare_set:
+            missing.append("SET ... IFEQ (Valkey >= 8.1, Redis >= 8.4)")
+        if not self.compare_delete:
+            missing.append("a compare-and-delete (DELIFEQ: Valkey >= 9.0, DELEX: Redis >= 8.4)")
+        return " and ".join(missing)
+
     def delete_if(self, key: str, value: str) -> tuple[str, ...]:
         """Delete ``key`` if, and only if, it holds ``value``: 1 if deleted, else 0."""
         if self.compare_delete == "DELEX":
@@ -71,6 +81,24 @@ class ServerCommands:
         return replace(
             self, server=described, compare_delete="DELEX" if native else "", compare_set=native
         )
+
+
+def left_without_scripts(commands: ServerCommands, one_server: bool) -> str:
+    """What a client can still do where its server refuses scripts (``commands``: what the
+    server has; ``one_server``: not a Cluster, which needs scripts for every grant): for the
+    warning that says so once."""
+    if not one_server:
+        return "nothing: a Cluster needs them for every grant (each raises ScriptsRequired)"
+    if commands.script_free:
+        return (
+            "plain locks only, by the server's native commands (anything else raises "
+            "ScriptsRequired)"
+        )
+    server = commands.server or "the server"
+    return (
+        f"nothing: {server} lacks {commands.lacking()} too, so every lock and every other "
+        "primitive raises ScriptsRequired"
+    )
 
 
 def _text(value: object) -> str:

@@ -7,8 +7,9 @@ hands it to its lease engine, instead of forwarding keyword lists through constr
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import difflib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any, Final, TypedDict
 
 from .._keys import (
@@ -52,6 +53,24 @@ class LeaseKeywords(TypedDict, total=False):
     label: Any
 
 
+LEASE_KEYWORDS: Final = tuple(LeaseKeywords.__annotations__)  # (in the order above)
+_LEASE_KEYWORDS: Final = frozenset(LEASE_KEYWORDS)
+
+
+def refuse_unknown(call: str, given: Iterable[str], accepted: Sequence[str]) -> None:
+    """The ``TypeError`` of the first keyword of ``given`` that ``call`` does not take, worded as
+    Python words it but naming the call the user made (``lock()``, not the function that checks
+    its options), with the accepted keyword nearest to it, and the others."""
+    for keyword in given:
+        if keyword not in accepted:
+            near = difflib.get_close_matches(keyword, accepted, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise TypeError(
+                f"{call}() got an unexpected keyword argument {keyword!r}{hint} "
+                f"(its keywords: {', '.join(accepted)})"
+            )
+
+
 @dataclass(frozen=True, slots=True)
 class LeaseOptions:
     name: str
@@ -87,6 +106,28 @@ class LeaseOptions:
             str(on_lost_policy),
             check_label(label),
         )
+
+    @classmethod
+    def given(
+        cls,
+        call: str,
+        name: object,
+        ttl: object,
+        given: Mapping[str, object],
+        own: Sequence[str] = (),
+        *,
+        label: Label,
+        threads: bool,
+    ) -> LeaseOptions:
+        """What the factory ``call`` was given, checked: a keyword it does not take refused
+        (``own``: its keywords besides the lease options), ``label`` (the client's) unless one
+        was given."""
+        if not _LEASE_KEYWORDS.issuperset(given):
+            refuse_unknown(call, given, (*own, *LEASE_KEYWORDS))
+        options: dict[str, Any] = {"timeout": None, **given}
+        if options.get("label", DEFAULT) is DEFAULT:
+            options["label"] = label
+        return cls.checked(name, ttl, threads=threads, **options)
 
     def wait(self, timeout: object) -> float | None:
         """The wait of one acquire: ``timeout`` checked, or the object's own (``DEFAULT``)."""
@@ -181,3 +222,7 @@ class ClientOptions:
             check_label(label),
             str(scripts),
         )
+
+
+# the keyword arguments of ``LockClient(...)``: the options above, by their names
+CLIENT_KEYWORDS: Final = tuple(option.name for option in fields(ClientOptions))

@@ -10,19 +10,20 @@ hands them, with the wiring, to the object it makes.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
-from typing import Any, Self, TypeVar, Unpack
+from typing import Any, Never, Self, TypeVar, Unpack
 
-from .._backend import SYNC_CAN_CANCEL, SyncStateLock
-from .._core.inspection import ForceReleased, LockInfo
+from .._backend import SYNC_CAN_CANCEL, SyncStateLock, sync_public_name
 from .._core.options import (
+    CLIENT_KEYWORDS,
     DEFAULT,
     DEFAULT_MAX_HANDOFFS,
     DEFAULT_SOCKET_TIMEOUT,
     ClientOptions,
     LeaseKeywords,
     LeaseOptions,
+    refuse_unknown,
 )
 from .._core.replies import new_waiter_id
 from .._core.stats import Counters, Statistics
@@ -46,7 +47,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 Server = SyncRedis | SyncRedisCluster
 
 
-class LockClient(FencedWrites, Computes):
+class LockClient(FencedWrites, Computes, admin.OperatorCalls):
     """Distributed locks on one Redis server, a Redis Cluster, or several masters (Redlock).
 
     ``LockClient(redis.asyncio.Redis(...))``, ``LockClient([r1, r2, r3])`` (Redlock) or
@@ -67,7 +68,9 @@ class LockClient(FencedWrites, Computes):
         wake: str | None = None,
         label: Any = None,
         scripts: str = "auto",
+        **mistyped: Never,
     ) -> None:
+        refuse_unknown(sync_public_name(self), mistyped, CLIENT_KEYWORDS)
         options = ClientOptions.checked(
             prefix=prefix,
             socket_timeout=socket_timeout,
@@ -85,8 +88,9 @@ class LockClient(FencedWrites, Computes):
         self._wiring = wiring = Wiring.made(topology, options, counters, self)
         FencedWrites.__init__(self, Resources(topology, wiring.state))
         Computes.__init__(self, Results(wiring))
-        self._operators = admin.Operators(topology, options.prefix, wiring.state)
-        name = type(self).__name__
+        operators = admin.Operators(topology, options.prefix, wiring.state)
+        admin.OperatorCalls.__init__(self, operators)
+        name = sync_public_name(self)
         self._finalizer = weakref.finalize(self, abandoned, name, wiring.watchdog, topology)
         self._finalizer.atexit = False  # at exit the daemon threads just stop
         LIVE_CLIENTS.add(self)
@@ -100,15 +104,17 @@ class LockClient(FencedWrites, Computes):
         **kwargs: Any,
     ) -> Self:
         """A client for ``url``; a list of URLs means Redlock over those masters."""
+        refuse_unknown("from_url", kwargs, CLIENT_KEYWORDS)
         socket_timeout = validate_ttl(socket_timeout, "socket_timeout")
         return cls(from_urls(url, socket_timeout), socket_timeout=socket_timeout, **kwargs)
 
-    def _options(self, name: object, ttl: object, given: LeaseKeywords) -> LeaseOptions:
+    def _options(
+        self, call: str, name: object, ttl: object, given: LeaseKeywords, own: tuple[str, ...] = ()
+    ) -> LeaseOptions:
+        """The options of the object ``call`` (the factory) makes; ``own``: its other keywords."""
         self._wiring.state.check()
-        options: dict[str, Any] = {"timeout": None, **given}
-        if options.get("label", DEFAULT) is DEFAULT:
-            options["label"] = self._wiring.label
-        return LeaseOptions.checked(name, ttl, threads=not SYNC_CAN_CANCEL, **options)
+        label, threads = self._wiring.label, not SYNC_CAN_CANCEL
+        return LeaseOptions.given(call, name, ttl, given, own, label=label, threads=threads)
 
     def lock(
         self,
@@ -122,7 +128,8 @@ class LockClient(FencedWrites, Computes):
         same lock object may acquire it again. ``options``: ``timeout``, ``auto_renew``,
         ``on_lost``, ``on_lost_policy``, ``label`` (docs/api.md)."""
         reentrant = validate_flag("reentrant", reentrant)
-        return Lock(self._wiring, self._options(name, ttl, options), reentrant=reentrant)
+        made = self._options("lock", name, ttl, options, ("reentrant",))
+        return Lock(self._wiring, made, reentrant=reentrant)
 
     def multi_lock(
         self, names: Iterable[str], ttl: float = 30.0, **options: Unpack[LeaseKeywords]
@@ -134,21 +141,22 @@ class LockClient(FencedWrites, Computes):
         self._wiring.topology.require_scripts(
             "a multi-lock", "its names are taken all or none by scripts"
         )
-        return MultiLock(self._wiring, canonical, self._options(canonical[0], ttl, options))
+        made = self._options("multi_lock", canonical[0], ttl, options)
+        return MultiLock(self._wiring, canonical, made)
 
     def semaphore(
         self, name: str, limit: int, ttl: float = 30.0, **options: Unpack[LeaseKeywords]
     ) -> Semaphore:
         """A semaphore of ``limit`` permits on ``name``: each acquire takes some, each permit a
         lease of ``ttl`` (docs/semaphore.md). One master or a Cluster (not Redlock)."""
-        return Semaphore(self._wiring, self._options(name, ttl, options), limit)
+        return Semaphore(self._wiring, self._options("semaphore", name, ttl, options), limit)
 
     def rw_lock(
         self, name: str, ttl: float = 30.0, **options: Unpack[LeaseKeywords]
     ) -> ReadWriteLock:
         """A phase-fair read-write lock on ``name``: ``.read()`` and ``.write()`` make its lock
         objects, each holder with a lease of ``ttl`` (docs/rw_lock.md). One master or a Cluster."""
-        return ReadWriteLock(self._wiring, self._options(name, ttl, options))
+        return ReadWriteLock(self._wiring, self._options("rw_lock", name, ttl, options))
 
     def election(
         self,
@@ -159,17 +167,19 @@ class LockClient(FencedWrites, Computes):
         label: Any = DEFAULT,
         on_lost: Callable[[Election], object] | None = None,
         on_lost_policy: str | None = None,
+        **mistyped: Never,
     ) -> Election:
         """A candidate in the leader election ``name`` (docs/election.md): ``campaign()`` to
         lead for an auto-renewed lease of ``ttl``, its term a fencing token. ``label``: what
         ``leader()`` shows of it (default: the client's). ``on_lost_policy``: as a lock's
         (default "cancel" under asyncio, "raise" with threads)."""
+        refuse_unknown("election", mistyped, ("timeout", "label", "on_lost", "on_lost_policy"))
         self._wiring.topology.require_scripts(
             "an election", "leader() and observe() read the term by scripts"
         )
         policy = DEFAULT_POLICY if on_lost_policy is None else on_lost_policy
         given = LeaseKeywords(timeout=timeout, label=label, on_lost=on_lost, on_lost_policy=policy)
-        options = self._options(name, ttl, {**given, "auto_renew": True})
+        options = self._options("election", name, ttl, {**given, "auto_renew": True})
         return Election(self._wiring, options)
 
     def latch(
@@ -185,7 +195,7 @@ class LockClient(FencedWrites, Computes):
         """A countdown latch of ``count`` on ``name``, as one participant (docs/latch.md): it
         counts down once per generation by its id (``participant``, default a new one), and
         may join with a lease of ``ttl``. ``keep``: seconds an unused latch stays in Redis."""
-        made = self._participant(name, ttl, participant, options)
+        made = self._participant("latch", name, ttl, participant, options)
         return Latch(self._wiring, made, count, ttl_to_ms(max(keep, made.ttl)))
 
     def barrier(
@@ -200,22 +210,30 @@ class LockClient(FencedWrites, Computes):
         """A double barrier of ``parties`` on ``name``, as one participant (docs/latch.md):
         ``enter()`` waits for them all, ``leave()`` for all to leave; each holds a lease of
         ``ttl`` meanwhile. ``keep``: seconds an unused barrier stays in Redis."""
-        made = self._participant(name, ttl, None, options)
+        made = self._participant("barrier", name, ttl, None, options)
         return Barrier(self._wiring, made, parties, ttl_to_ms(max(keep, made.ttl)))
 
     def _participant(
-        self, name: str, ttl: float, participant: str | None, given: LeaseKeywords
+        self, call: str, name: str, ttl: float, participant: str | None, given: LeaseKeywords
     ) -> LeaseOptions:
         """A participant's options: renewed, labelled with its id (its holder token's label)."""
         label = new_waiter_id() if participant is None else participant
-        return self._options(name, ttl, {**given, "auto_renew": True, "label": label})
+        own = ("participant", "keep") if call == "latch" else ("keep",)
+        return self._options(call, name, ttl, {**given, "auto_renew": True, "label": label}, own)
 
     def at_most(
-        self, limit: int, name: str, *, ttl: float = 30.0, timeout: float | None = None
+        self,
+        limit: int,
+        name: str,
+        *,
+        ttl: float = 30.0,
+        timeout: float | None = None,
+        **mistyped: Never,
     ) -> Callable[[_F], _F]:
         """A decorator: at most ``limit`` runs of the function at once, across every process
         using this ``name``. Each run holds a permit, renewed while it runs (freed when the
         process dies), and waits up to ``timeout`` for one (``LockTimeout`` after that)."""
+        refuse_unknown("at_most", mistyped, ("ttl", "timeout"))
         self.semaphore(name, limit, ttl, timeout=timeout)  # checks them now
         return at_most(self.semaphore, limit, name, ttl, timeout)
 
@@ -228,15 +246,21 @@ class LockClient(FencedWrites, Computes):
         offset: float | timedelta = 0.0,
         timeout: float = 0.0,
         redis: Server | None = None,
+        **mistyped: Never,
     ) -> OncePer:
         """A decorator for a periodic job that every runner of a fleet ticks: each ``period``
         (seconds or a timedelta, counted from the epoch + ``offset``), the first tick that takes
         the lock ``name`` runs it, and records the period with a fenced write; the other ticks
         return None (docs/scheduling.md). ``redis``: the server of the record (Redlock mode)."""
+        refuse_unknown("once_per", mistyped, ("ttl", "offset", "timeout", "redis"))
         server = self._resource_server(redis, "once_per")
         return OncePer(
             self, name, period, ttl=ttl, offset=offset, timeout=timeout, redis=server
         )
+
+    def __repr__(self) -> str:
+        public = sync_public_name(self)
+        return f"<{public} prefix={self.prefix!r}{' closed' if self.closed else ''}>"
 
     @property
     def prefix(self) -> str:
@@ -250,31 +274,6 @@ class LockClient(FencedWrites, Computes):
     def statistics(self) -> Statistics:
         """What this client's locks have done so far, and what they hold and wait for now."""
         return self._wiring.counters.snapshot(queued=self._wiring.queues.queued())
-
-    # -- operators' view (admin.py) ------------------------------------------------------
-
-    def inspect(self, name: str) -> LockInfo | None:
-        """The lock on ``name`` as the server shows it now (Redlock: as a majority of nodes
-        hold it): holder, label, ttl, fencing token, kind, queued waiters; when no lock of that
-        name is held, its semaphore, read-write lock or latch, with every holder. None when
-        nothing is held. One script per kind looked at, each within one request timeout."""
-        return self._operators.inspect(name)
-
-    def locks(self, pattern: str = "*") -> Iterator[LockInfo]:
-        """Whatever is held (locks, semaphores, read-write locks, latches) under names that match
-        ``pattern`` (a Redis glob over names), found by SCAN on every server of this client: a
-        name released meanwhile is left out, one taken meanwhile may be. Each SCAN call and each
-        inspection is bounded by one request timeout."""
-        for info in self._operators.locks(pattern):
-            yield info
-
-    def force_release(self, name: str, *, token: int | None = None) -> ForceReleased:
-        """An administrator's release of ``name``, whoever holds it; with ``token`` (the
-        fencing token ``inspect`` showed) only if that grant still holds. The waiters are served
-        as by a release; the next grant gets a larger token, so the forced-out holder's fenced
-        writes are refused, and its next renewal, extend, release or held() reports the loss.
-        Logged on the "fencelock.admin" logger."""
-        return self._operators.force_release(name, token)
 
     # -- closing ---------------------------------------------------------------------------
 

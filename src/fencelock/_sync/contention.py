@@ -116,7 +116,7 @@ def reenter(lease: Lease, grant: Grant) -> None:
         # Redlock answers "busy" when a majority did not let it in
         result = topology.try_acquire(lease.spec, grant.holder, grant.depth)
         if isinstance(result, Busy):
-            raise LockLost(f"{lease.name!r}: a majority of nodes refused the re-entry")
+            raise LockLost(f"{lease.what()}: a majority of nodes refused the re-entry")
     except LockLost:
         lease.declare_lost(grant, "at re-entry")
         raise
@@ -181,7 +181,7 @@ def _wait(
         entry = kind.waiter_entry(waiter, channel, holder, spec.ttl_ms, block, grants)
     result: Granted | Busy = Busy(None)
     # (confirmed within the call's bound: its deadline plus one request timeout)
-    with topology.watch(channel, topology.time_left(deadline)) as watch:
+    with topology.watch(channel, spec.what, topology.time_left(deadline)) as watch:
         try:
             if polite:
                 left = remaining(deadline, time.monotonic())

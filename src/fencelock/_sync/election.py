@@ -30,6 +30,7 @@ from typing import Final, Never
 
 from .._backend import SYNC_CAN_CANCEL, sync_shield
 from .._core.election import Leader, leader_of, next_look, same_term
+from .._core.lease import Words
 from .._core.options import DEFAULT, LeaseOptions
 from ..errors import LockError, LockTimeout
 from . import admin
@@ -44,6 +45,8 @@ logger = logging.getLogger("fencelock.election")
 ELECTED: Final = "elected"
 # A leader must stop acting at once: under asyncio its block is cancelled (threads cannot be)
 DEFAULT_POLICY: Final = "cancel" if SYNC_CAN_CANCEL else "raise"
+# what its messages say: a candidate campaigns, leads (is elected) and resigns
+WORDS: Final = Words("candidate", "leading", "campaign", "resign", "elected")
 
 
 class _Unseen:
@@ -64,7 +67,7 @@ class Election(Leased):
     __slots__ = ()
 
     def __init__(self, wiring: Wiring, options: LeaseOptions) -> None:
-        spec = wiring.spec(MUTEX, options, "candidate")
+        spec = wiring.spec(MUTEX, options, WORDS)
         self._lease = Lease(self, wiring, options, spec, alone=True)
 
     def acquire(self, *args: Never, timeout: float | object | None = DEFAULT) -> bool:
@@ -115,7 +118,8 @@ class Election(Leased):
         None when nobody does. One request, within one request timeout."""
         wiring = self._lease.wiring
         wiring.state.check()
-        return leader_of(admin.lock_info(wiring.topology, wiring.prefix, self.name))
+        info = admin.lock_info(wiring.topology, wiring.prefix, self.name, self._lease.what())
+        return leader_of(info)
 
     def observe(self) -> Iterator[Leader | None]:
         """The leadership now, then each change of it (a new term, or nobody leading), as it
@@ -130,7 +134,7 @@ class Election(Leased):
         # say which node to subscribe on) from its first command
         self.leader()
         # subscribed (and confirmed) before the looks that count: any change after it wakes us
-        with topology.watch(lease.spec.keys.channel) as watch:
+        with topology.watch(lease.spec.keys.channel, lease.what()) as watch:
             while True:
                 watch.event.clear()
                 now = self.leader()

@@ -50,12 +50,13 @@ from .._backend import (
     sync_blocking,
     sync_call_scope,
     sync_current_task,
+    sync_public_name,
     sync_shield,
     sync_spawn,
     sync_watchdog,
 )
 from .._core.kinds import Kind, LeaseSpec, Released
-from .._core.lease import EXPLAINED, Grant, loss_reason, should_cancel
+from .._core.lease import EXPLAINED, Grant, Words, loss_reason, should_cancel
 from .._core.options import DEFAULT, ClientOptions, LeaseOptions
 from .._core.replies import RENEWED, TAKEN
 from .._core.stats import Counters
@@ -79,7 +80,7 @@ class ClientState:
 
     def __init__(self, what: str) -> None:
         self.closed = False
-        self.what = what  # the client, for the error ("LockClient of redis://...")
+        self.what = what  # the client, as the docs name it, for the error
 
     def check(self) -> None:
         if self.closed:
@@ -117,7 +118,7 @@ class Wiring:
             LocalQueues(options.max_handoffs, counters),
             sync_watchdog(topology, counters),
             counters,
-            ClientState(type(client).__name__),
+            ClientState(sync_public_name(client)),
             SyncStateLock(),
             options.prefix,
             options.wake == "one",
@@ -126,30 +127,30 @@ class Wiring:
             client,
         )
 
-    def spec(self, kind: Kind, options: LeaseOptions, noun: str) -> LeaseSpec:
-        """The spec of an object of ``kind``."""
-        key = (kind, options.name, options.ttl, noun)
+    def spec(self, kind: Kind, options: LeaseOptions, words: Words) -> LeaseSpec:
+        """The spec of an object of ``kind``, spoken of in ``words``."""
+        key = (kind, options.name, options.ttl, words)
         spec = self.specs.get(key)
         if spec is None:
             if len(self.specs) >= MAX_SPECS:
                 self.specs.clear()  # names used once: start afresh
-            spec = LeaseSpec.of(kind, options.name, self.prefix, options.ttl, noun)
+            spec = LeaseSpec.of(kind, options.name, self.prefix, options.ttl, words)
             self.specs[key] = spec
         return spec
 
 
-def refuse_unmade(wiring: Wiring, kind: Kind, noun: str, name: str) -> None:
+def refuse_unmade(wiring: Wiring, kind: Kind, words: Words, name: str) -> None:
     """Raise if an object of ``kind`` cannot be made now: the client is closed, its topology
     cannot grant that kind, or it needs scripts where none runs."""
     wiring.state.check()
     topology = wiring.topology
     if not topology.supports(kind):
         raise TypeError(
-            f"a {noun} needs one master or a Cluster: Redlock is for the lock and the election "
-            "only (docs/modes.md says why)"
+            f"a {words.noun} needs one master or a Cluster: Redlock is for the lock and the "
+            "election only (docs/modes.md says why)"
         )
     if topology.mode.no_scripts and kind.without_scripts() is None:
-        raise topology.scripts_required(kind.describe(noun, name), kind.why_scripts)
+        raise topology.scripts_required(kind.describe(words.noun, name), kind.why_scripts)
 
 
 class Lease:
@@ -169,7 +170,7 @@ class Lease:
         *,
         alone: bool = False,
     ) -> None:
-        refuse_unmade(wiring, spec.kind, spec.noun, spec.name)
+        refuse_unmade(wiring, spec.kind, spec.words, spec.name)
         self.wiring = wiring
         self.options = options
         self.spec = spec
@@ -202,12 +203,13 @@ class Lease:
         return grant
 
     def owned_grant(self, action: str) -> Grant:
+        """The grant this object holds, to ``action`` (the user's call, as its docs say it);
+        ``LockNotOwned`` if it holds none."""
         self.wiring.state.check()
         grant = self.grant()
         if grant is None:
-            raise LockNotOwned(
-                f"cannot {action} {self.what()}: this {self.spec.noun} does not hold it"
-            )
+            holding = self.spec.words.holding
+            raise LockNotOwned(f"cannot {action} {self.what()}: it is not {holding}")
         return grant
 
     # -- acquire --------------------------------------------------------------------------
@@ -223,13 +225,17 @@ class Lease:
                 if self.spec.kind.reentrant:
                     contention.reenter(self, held)
                     return True
+                words = self.spec.words
                 if not self.is_lost(held):
-                    raise LockError(f"{self.what()} is already held by this {self.spec.noun}")
+                    raise LockError(
+                        f"{self.what()} is already {words.holding}: {words.release}() first to "
+                        f"{words.acquire} again"
+                    )
                 if held.in_block:
                     # the block's end must still hear of the loss, and release nothing newer
                     raise LockError(
                         f"{self.what()}: its lease was lost inside a with block of this "
-                        f"{self.spec.noun}; leave the block first"
+                        f"{words.noun}; leave the block first"
                     )
                 self.forget(held)  # a lost lease holds nothing: take the name afresh
                 if events.on:
@@ -290,7 +296,8 @@ class Lease:
     def release(self) -> None:
         """Give the grant up (reentrant: leave one hold). ``LockNotOwned`` (deleting nothing)
         if this object does not hold it, ``LockLost`` if its lease expired."""
-        grant = self.owned_grant("release")
+        words = self.spec.words
+        grant = self.owned_grant(words.release)
         with sync_call_scope():
             if grant.depth > 1:
                 grant.left_once()
@@ -308,7 +315,8 @@ class Lease:
                     # found gone: a loss like any other (counted, logged and signalled once)
                     why = self.declare_lost(grant, "at release")
                     raise LockLost(
-                        f"{self.what()} was no longer held when released: {EXPLAINED[why]}"
+                        f"{self.what()} was no longer {words.holding} at {words.release}(): "
+                        f"{EXPLAINED[why]}"
                     )
             finally:
                 if given_up:  # after the loss the release found, if any
@@ -335,11 +343,12 @@ class Lease:
     def declare_lost(self, grant: Grant, found: str, *, other_holder: bool = False) -> str:
         """Mark ``grant`` lost and signal it, once (from the watchdog or from the caller);
         ``found`` says how it was found, ``other_holder`` whether the server showed another
-        holder. Returns why it is lost (one of ``LOSS_REASONS``, for LockLost's message)."""
+        holder. Returns why it is lost (one of ``LOSS_REASONS``, for LockLost's message): the
+        reason found first, if it was declared already."""
         reason = loss_reason(grant, time.monotonic(), other_holder=other_holder)
         with self.wiring.guard:
-            if not grant.mark_lost():
-                return reason
+            if not grant.mark_lost(reason):
+                return grant.loss
         self.wiring.counters.add(losses=1)
         self.wiring.watchdog.untrack(grant)
         if events.on:
@@ -421,8 +430,9 @@ class Lease:
     def check(self) -> None:
         """Return if the lease is still certainly held, else raise ``LockLost`` (``LockNotOwned``
         if this object never held it). Local and instant: no request to the server."""
-        if self.is_lost(self.owned_grant("check")):
-            raise LockLost(f"{self.what()}: the lease is lost (expired or taken over)")
+        grant = self.owned_grant("check")
+        if self.is_lost(grant):
+            raise LockLost(f"{self.what()}: the lease is lost: {EXPLAINED[grant.loss]}")
 
     def remaining(self) -> float:
         """Seconds of the current lease left by the local deadline (0: none held, or lost)."""

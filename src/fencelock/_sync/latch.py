@@ -19,6 +19,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Never, Self
 
+from .._backend import sync_public_name
 from .._core.inspection import LockInfo
 from .._core.latch import (
     LATCH,
@@ -32,6 +33,7 @@ from .._core.latch import (
     count_down_reply,
     latch_state,
 )
+from .._core.lease import Words
 from .._core.options import DEFAULT, LeaseOptions
 from .._core.timing import remaining
 from .._scripts import Script
@@ -42,6 +44,9 @@ from .leased import keyword_only
 from .topology import SyncTopology
 
 LATCH_KEEP = 86_400.0  # seconds an unused latch stays in Redis, by default
+# what their messages say: a participant joins (enters) and leaves
+LATCH_WORDS = Words("latch", "joined by this participant", "join", "leave", "joined")
+BARRIER_WORDS = Words("barrier", "entered by this participant", "enter", "leave", "entered")
 
 
 def validate_count(arg: str, value: object) -> int:
@@ -56,16 +61,17 @@ class _Participant:
     """What a latch and a barrier share: a participant's lease engine and the latch's state."""
 
     def __init__(
-        self, wiring: Wiring, options: LeaseOptions, kind: Participant, noun: str
+        self, wiring: Wiring, options: LeaseOptions, kind: Participant, words: Words
     ) -> None:
-        self._lease = Lease(self, wiring, options, wiring.spec(kind, options, noun))
+        self._lease = Lease(self, wiring, options, wiring.spec(kind, options, words))
         self._kind = kind
         keys = self._lease.spec.keys
         assert isinstance(keys, LatchKeys)
         self._keys = keys
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r} participant={self.participant!r}>"
+        public = sync_public_name(self)
+        return f"<{public} {self.name!r} participant={self.participant!r}>"
 
     @property
     def name(self) -> str:
@@ -102,7 +108,8 @@ class _Participant:
         gen = max(state.gen, 1) if gen is None else gen
         if done(state, gen):
             return True
-        with topology.watch(self._keys.channel, topology.time_left(deadline)) as watch:
+        what, bound = self._lease.what(), topology.time_left(deadline)
+        with topology.watch(self._keys.channel, what, bound) as watch:
             while True:
                 # subscribed (and confirmed) before this look: any change after it wakes us
                 watch.event.clear()
@@ -130,7 +137,7 @@ class Latch(_Participant):
 
     def __init__(self, wiring: Wiring, options: LeaseOptions, count: int, keep: int) -> None:
         self.count_from = validate_count("count", count)
-        super().__init__(wiring, options, Participant(count=count, keep_ms=keep), "latch")
+        super().__init__(wiring, options, Participant(count=count, keep_ms=keep), LATCH_WORDS)
 
     def join(self) -> None:
         """Join as a participant: a lease, renewed while this object holds it, so that its
@@ -189,7 +196,7 @@ class Barrier(_Participant):
     def __init__(self, wiring: Wiring, options: LeaseOptions, parties: int, keep: int) -> None:
         self.parties = validate_count("parties", parties)
         kind = Participant(count=parties, parties=parties, keep_ms=keep)
-        super().__init__(wiring, options, kind, "barrier")
+        super().__init__(wiring, options, kind, BARRIER_WORDS)
         self._gen = 0
 
     def enter(self, *args: Never, timeout: float | object | None = DEFAULT) -> bool:

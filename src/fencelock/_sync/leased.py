@@ -10,8 +10,8 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Self
 
-from .._backend import sync_current_task, sync_uncancel
-from .._core.lease import Exit, exit_action
+from .._backend import sync_current_task, sync_public_name, sync_uncancel
+from .._core.lease import EXPLAINED, Exit, exit_action
 from ..errors import LockError, LockLost, LockNotOwned, LockTimeout
 from .engine import Lease
 
@@ -33,7 +33,8 @@ class Leased:
     _lease: Lease
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r} ttl={self.ttl}>"
+        public = sync_public_name(self)
+        return f"<{public} {self.name!r} ttl={self.ttl}>"
 
     @property
     def name(self) -> str:
@@ -89,7 +90,8 @@ class Leased:
         """Acquire within the object's timeout, else ``LockTimeout``."""
         lease = self._lease
         if not lease.acquire():
-            raise LockTimeout(f"{lease.what()} not acquired within {lease.options.timeout} s")
+            acquired, wait = lease.spec.words.acquired, lease.options.timeout
+            raise LockTimeout(f"{lease.what()} not {acquired} within {wait} s")
         grant = lease.grant()
         if grant is not None and grant.depth == 1:
             grant.entered_block(sync_current_task())
@@ -119,7 +121,8 @@ class Leased:
                 raise
             # the server could not be reached to release: the loss is what the block must hear
         if loss is None and grant.lost:
-            loss = LockLost(f"{lease.what()}: the lease was lost while the block ran")
+            why = EXPLAINED[grant.loss]
+            loss = LockLost(f"{lease.what()}: the lease was lost while the block ran: {why}")
         policy = lease.options.on_lost_policy
         action = exit_action(loss is not None, policy, exc is not None, by_us)
         if action is Exit.RAISE:

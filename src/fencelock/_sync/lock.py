@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Never
 
 from .._core.kinds import Mutex, Reentrant, Released
+from .._core.lease import LOCK_WORDS
 from .._core.options import DEFAULT, LeaseOptions
 from .._core.replies import RENEWED
 from .._keys import MIN_LEASE, validate_ttl
@@ -31,7 +32,7 @@ class Lock(Leased):
     def __init__(self, wiring: Wiring, options: LeaseOptions, *, reentrant: bool) -> None:
         self.reentrant = reentrant
         kind = REENTRANT if reentrant else MUTEX
-        self._lease = Lease(self, wiring, options, wiring.spec(kind, options, "lock"))
+        self._lease = Lease(self, wiring, options, wiring.spec(kind, options, LOCK_WORDS))
 
     @property
     def label(self) -> object:

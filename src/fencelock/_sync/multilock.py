@@ -48,14 +48,17 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Any, Never
 
-from .._backend import sync_call_scope, sync_shield
+from .._backend import sync_call_scope, sync_public_name, sync_shield
 from .._core.kinds import AllOf
+from .._core.lease import Words
 from .._core.options import DEFAULT, LeaseOptions
 from .._keys import validate_name
 from ..errors import LockError, LockLost, LockNotOwned, LockTimeout
 from .engine import Lease, Wiring
 from .leased import keyword_only
 from .lock import Lock
+
+WORDS = Words("multi-lock")
 
 
 def canonical_names(names: Iterable[str]) -> tuple[str, ...]:
@@ -81,7 +84,7 @@ class MultiLock:
         self.names = names  # (canonical_names: sorted, deduplicated)
         self._options = options
         kind = AllOf(names=names)
-        spec = wiring.spec(kind, options, "multi-lock")
+        spec = wiring.spec(kind, options, WORDS)
         topology = wiring.topology
         self._way: _OneScript | _Composed
         if topology.supports(kind) and topology.one_call(spec.renewed_keys):
@@ -102,7 +105,8 @@ class MultiLock:
         return self._options.auto_renew
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {list(self.names)!r} ttl={self.ttl}>"
+        public = sync_public_name(self)
+        return f"<{public} {list(self.names)!r} ttl={self.ttl}>"
 
     def acquire(self, *args: Never, timeout: float | object | None = DEFAULT) -> bool:
         """Take every name, all or none (in canonical order, sorted and deduplicated: never the

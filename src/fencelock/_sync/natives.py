@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from redis.exceptions import NoPermissionError, RedisError
 
 from .._core.kinds import Kind, LeaseSpec
+from .._core.natives import left_without_scripts, scripts_refused
 from .._core.replies import check_replicated, translate_error
 from ..errors import LockError
 from .waiter import Watch
@@ -47,6 +48,29 @@ def check_server(topology: SyncOneServer, key: str) -> None:
     topology.warn_of_hazards(info, where)
 
 
+def refused(topology: SyncOneServer, error: BaseException, key: str) -> bool:
+    """Whether ``error`` is the server refusing a script (nothing ran). A client made with
+    scripts="auto" runs none from then on, and says once what it can still do there (what the
+    server has natively: asked now if it was not yet; ``key``: a key of the call)."""
+    if not scripts_refused(error):
+        return False
+    mode, where = topology.mode, topology.address
+    if mode.auto and not mode.no_scripts:
+        mode.no_scripts = f"{where} refuses them ({error})"
+        if not mode.detected and topology.runs_without_scripts:
+            check_server(topology, key)
+        left = left_without_scripts(mode.commands, topology.runs_without_scripts)
+        server_logger.warning(
+            "fencelock: %s refuses Lua scripts (%s): this client runs none from now on, and "
+            "can take %s (docs/modes.md, 'Without scripts')",
+            where,
+            error,
+            left,
+            extra={"event": "scripts_refused", "server": where},
+        )
+    return True
+
+
 def stand_in(topology: SyncOneServer, spec: LeaseSpec) -> Kind:
     """The kind that stands in for ``spec``'s where this client runs no scripts; the
     ``ScriptsRequired`` of ``spec`` if there is none, or if the server has not the native
@@ -63,9 +87,8 @@ def stand_in(topology: SyncOneServer, spec: LeaseSpec) -> Kind:
     if not commands.script_free:
         raise topology.scripts_required(
             f"{spec.what} on this server",
-            f"{commands.server or 'it'} has no native compare-and-delete and compare-and-set "
-            "(Valkey >= 9.0, Redis >= 8.4), and without them a release could delete another "
-            "holder's lock",
+            f"{commands.server or 'it'} lacks {commands.lacking()}, and without them a release "
+            "could delete another holder's lock",
         )
     return kind
 
@@ -112,7 +135,7 @@ def renew_natively(
 
 @contextmanager
 def watch(
-    topology: SyncOneServer, channel: str, timeout: float | None
+    topology: SyncOneServer, channel: str, what: str, timeout: float | None
 ) -> Iterator[Watch]:
     """The one server's watch of ``channel`` (``AsyncOneServer.watch``), or, once subscribing
     was refused to a client that runs no scripts, a watch never set: its waiters re-try."""
@@ -122,7 +145,7 @@ def watch(
     with contextlib.ExitStack() as stack:
         try:
             watch = stack.enter_context(
-                topology.waiters[0].watch(channel, timeout=timeout)
+                topology.waiters[0].watch(channel, what, timeout=timeout)
             )
         except LockError as exc:
             if not topology.mode.no_scripts or not isinstance(exc.__cause__, NoPermissionError):

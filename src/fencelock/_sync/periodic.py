@@ -32,6 +32,7 @@ from datetime import timedelta
 from functools import wraps
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from .._backend import sync_public_name
 from .._context import running
 from .._core.periods import is_done, period_index, record_key, validate_period
 from .._keys import validate_name
@@ -72,7 +73,8 @@ class OncePer:
         self._client = client
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r} period={self.period}>"
+        public = sync_public_name(self)
+        return f"<{public} {self.name!r} period={self.period}>"
 
     def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``fn(*args, **kwargs)``'s result if this tick runs the period, else None."""

@@ -226,7 +226,9 @@ class SyncQuorum(SyncTopology):
         return owned_by_quorum(replies, (1,), f"token of {spec.what}")
 
     @contextmanager
-    def watch(self, channel: str, timeout: float | None = None) -> Iterator[Watch]:
+    def watch(
+        self, channel: str, what: str, timeout: float | None = None
+    ) -> Iterator[Watch]:
         """Subscribe on every node: a release message from any of them wakes the waiter."""
         self._loop.check()
         watch = Watch()
@@ -234,7 +236,7 @@ class SyncQuorum(SyncTopology):
             for waiter in self.waiters.values():
                 # a node that is down is skipped: the others, or the fallback re-try, wake us
                 with contextlib.suppress(LockConnectionError):
-                    stack.enter_context(waiter.watch(channel, watch, timeout))
+                    stack.enter_context(waiter.watch(channel, what, watch, timeout))
             yield watch
 
     def supports(self, kind: Kind) -> bool:

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from typing import Never
 
+from .._backend import sync_public_name
 from .._core.kinds import WRITE_PERMITS, Permits
-from .._core.lease import EXPLAINED
+from .._core.lease import EXPLAINED, Words
 from .._core.options import DEFAULT, LeaseOptions
 from .._scripts import RW_DOWNGRADE
 from ..errors import LockLost
@@ -32,20 +33,21 @@ from .leased import Leased, keyword_only
 
 READ = Permits.rw_side(1)
 WRITE = Permits.rw_side(WRITE_PERMITS)
-NOUN = "side of the read-write lock"
+WORDS = Words("side of the read-write lock", holding="held by this side")
 
 
 class ReadWriteLock:
     """``LockClient.rw_lock(name)``: ``read()`` and ``write()`` make the lock objects."""
 
     def __init__(self, wiring: Wiring, options: LeaseOptions) -> None:
-        refuse_unmade(wiring, READ, NOUN, options.name)
+        refuse_unmade(wiring, READ, WORDS, options.name)
         self._wiring = wiring
         self._options = options
         self.name = options.name
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r}>"
+        public = sync_public_name(self)
+        return f"<{public} {self.name!r}>"
 
     def read(self) -> RWSide:
         """A reader's lock object: shares the name with other readers."""
@@ -64,12 +66,13 @@ class RWSide(Leased):
     def __init__(self, wiring: Wiring, options: LeaseOptions, *, writer: bool) -> None:
         # whether this is the write side (even while it holds a downgraded grant)
         self.writer = writer
-        spec = wiring.spec(WRITE if writer else READ, options, NOUN)
+        spec = wiring.spec(WRITE if writer else READ, options, WORDS)
         self._lease = Lease(self, wiring, options, spec)
 
     def __repr__(self) -> str:
         side = "write" if self.writer else "read"
-        return f"<{type(self).__name__} {self.name!r} {side} ttl={self.ttl}>"
+        public = sync_public_name(self)
+        return f"<{public} {self.name!r} {side} ttl={self.ttl}>"
 
     def acquire(self, *args: Never, timeout: float | object | None = DEFAULT) -> bool:
         """Take this side of the lock. ``timeout``: None waits forever, 0 tries once, > 0

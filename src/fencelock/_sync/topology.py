@@ -40,7 +40,7 @@ from .._core.hazards import memory, per_node
 from .._core.inspection import NodeView, inspect_reply
 from .._core.kinds import Command, Kind, LeaseSpec, Released, per_grant, raised, renewal
 from .._core.lease import arrived_late, time_left
-from .._core.natives import ScriptMode, scripts_refused
+from .._core.natives import ScriptMode
 from .._core.replies import (
     Busy,
     Granted,
@@ -172,23 +172,6 @@ class SyncTopology(abc.ABC):
         if self.mode.no_scripts:
             raise self.scripts_required(what, why)
 
-    def refused(self, error: BaseException, where: str) -> bool:
-        """Whether ``error`` is ``where`` refusing a script (nothing ran). A client made with
-        scripts="auto" runs none from then on, and says so once."""
-        if not scripts_refused(error):
-            return False
-        mode = self.mode
-        if mode.auto and not mode.no_scripts:
-            mode.no_scripts = f"{where} refuses them ({error})"
-            server_logger.warning(
-                "fencelock: %s refuses Lua scripts (%s): this client runs without them from "
-                "now on, plain locks only (docs/modes.md, 'Without scripts')",
-                where,
-                error,
-                extra={"event": "scripts_refused", "server": where},
-            )
-        return True
-
     @property
     def read_timeout(self) -> float:
         """One operator's request's bound (inspect, SCAN, force_release)."""
@@ -276,7 +259,7 @@ class SyncTopology(abc.ABC):
 
     @abc.abstractmethod
     def watch(
-        self, channel: str, timeout: float | None = None
+        self, channel: str, what: str, timeout: float | None = None
     ) -> contextlib.AbstractContextManager[Watch]: ...
 
     # -- what the operators' tools and the primitives' own scripts need ------------------------
@@ -399,7 +382,7 @@ class SyncOneServer(SyncTopology):
             replies, acked = self.request(commands, noscript, timeout, keys[0])
             return raised(replies[0]), acked
         except RedisError as exc:
-            if self.refused(exc, self.address):
+            if natives.refused(self, exc, keys[0]):
                 raise self.scripts_required(what) from exc
             raise
 
@@ -469,7 +452,7 @@ class SyncOneServer(SyncTopology):
         self._loop.check()
         key, wait = spec.acquire_keys[0], self._wait
         commands, noscript = kind.acquire_request(spec, holder, depth, block, waiter, mode.commands)
-        attempt = 1
+        attempt, first = 1, None
         while True:
             sent_at = time.monotonic()
             try:
@@ -482,11 +465,11 @@ class SyncOneServer(SyncTopology):
                 result = kind.acquire_result(replies)
             except (TimeoutError, ConnectionError) as exc:
                 if attempt < ATTEMPTS and self.time_left(deadline) > 0:
-                    attempt += 1
+                    attempt, first = attempt + 1, exc
                     continue
-                raise translate_error(exc, spec.what) from exc
+                raise translate_error(unanswered(first, exc), spec.what) from exc
             except RedisError as exc:
-                if not self.refused(exc, self.address):
+                if not natives.refused(self, exc, key):
                     raise translate_error(exc, spec.what) from exc
                 # nothing ran: again, without scripts
                 kind = natives.stand_in(self, spec)
@@ -523,7 +506,7 @@ class SyncOneServer(SyncTopology):
             replies, _ = self.request(commands, noscript, bound, spec.release_keys[0])
             return kind.release_result(replies)
         except RedisError as exc:
-            if self.refused(exc, self.address):  # nothing ran: without scripts
+            if natives.refused(self, exc, spec.release_keys[0]):  # nothing ran: again
                 return self.release(spec, holder, leaving, timeout)
             raise translate_error(exc, spec.what) from exc
 
@@ -563,6 +546,7 @@ class SyncOneServer(SyncTopology):
         commands = kind.held_commands(spec.keys, holder)
         self._loop.check()
         end = time.monotonic() + self.request_timeout
+        first = None
         for attempt in range(1, ATTEMPTS + 1):
             try:
                 replies = self.requester.request(
@@ -570,8 +554,9 @@ class SyncOneServer(SyncTopology):
                 )
             except (TimeoutError, ConnectionError) as exc:
                 if attempt < ATTEMPTS and time.monotonic() < end:
+                    first = exc
                     continue
-                raise translate_error(exc, spec.what) from exc
+                raise translate_error(unanswered(first, exc), spec.what) from exc
             except RedisError as exc:
                 raise translate_error(exc, spec.what) from exc
             if isinstance(replies[0], RedisError):
@@ -595,7 +580,7 @@ class SyncOneServer(SyncTopology):
             )
             return kind.handoff_result(replies)
         except RedisError as exc:
-            if self.refused(exc, self.address):  # nothing ran: without scripts
+            if natives.refused(self, exc, spec.acquire_keys[0]):  # nothing ran: again
                 return self.hand_off(spec, holder, ttl_ms, block)
             raise translate_error(exc, spec.what) from exc
 
@@ -603,14 +588,15 @@ class SyncOneServer(SyncTopology):
         raise AssertionError("one server's tokens need no confirmation")
 
     def watch(
-        self, channel: str, timeout: float | None = None
+        self, channel: str, what: str, timeout: float | None = None
     ) -> contextlib.AbstractContextManager[Watch]:
         """Subscribe to a lock's wake-up channel and yield what a message on it sets. The
-        subscription is confirmed within ``timeout`` seconds (None: one request timeout). A
-        client that runs no scripts waits by re-trying instead (at the end of the holder's
-        lease, or every ``max_poll``) where subscribing is refused: a watch never set."""
+        subscription is confirmed within ``timeout`` seconds (None: one request timeout);
+        ``what``: the object that waits, for errors. A client that runs no scripts waits by
+        re-trying instead (at the end of the holder's lease, or every ``max_poll``) where
+        subscribing is refused: a watch never set."""
         self._loop.check()
-        return natives.watch(self, channel, timeout)
+        return natives.watch(self, channel, what, timeout)
 
 
 class SyncCluster(SyncOneServer):
@@ -635,9 +621,11 @@ class SyncCluster(SyncOneServer):
         return len({self.slot_of(key) for key in keys}) == 1
 
     @contextmanager
-    def watch(self, channel: str, timeout: float | None = None) -> Iterator[Watch]:
+    def watch(
+        self, channel: str, what: str, timeout: float | None = None
+    ) -> Iterator[Watch]:
         self._loop.check()
-        with self._shard_waiter(channel).watch(channel, timeout=timeout) as watch:
+        with self._shard_waiter(channel).watch(channel, what, timeout=timeout) as watch:
             yield watch
 
     def _shard_waiter(self, channel: str) -> Waiter:
@@ -670,7 +658,9 @@ def scan_node(
         command = ("SCAN", cursor, "MATCH", match, "COUNT", count)
         [reply] = requester.fan_out([node], command, timeout)
         if isinstance(reply, RedisError):
-            raise translate_error(reply, f"SCAN {match!r}")
+            # (the server, not the pattern: that is fencelock's key layout, not the user's)
+            where = node.name if isinstance(node, SyncClusterNode) else server_address(node)
+            raise translate_error(reply, f"listing the names held on {where}")
         cursor = int(reply[0])
         for key in reply[1]:
             yield key
@@ -687,3 +677,11 @@ def server_address(redis: SyncRedis | SyncRedisCluster) -> str:
     if "path" in options:
         return str(options["path"])
     return f"{options.get('host', 'localhost')}:{options.get('port', 6379)}"
+
+
+def unanswered(first: RedisError | None, last: RedisError) -> RedisError:
+    """What to report of a request sent again after ``first`` failed, and failed again with
+    ``last``: ``first`` if ``last`` timed out too, which tells nothing new (the re-send is on a
+    new connection; the first was on the one in use: "connected, but no reply", not "no answer
+    while connecting", of a server that hangs)."""
+    return first if first is not None and isinstance(last, TimeoutError) else last

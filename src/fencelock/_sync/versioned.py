@@ -12,7 +12,7 @@ import random
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from .._backend import sync_sleep
+from .._backend import sync_public_name, sync_sleep
 from .._core.backoff import (
     DEFAULT_BACKOFF,
     DEFAULT_MAX_BACKOFF,
@@ -43,7 +43,8 @@ class Versioned:
         self._run = run
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.key!r}>"
+        public = sync_public_name(self)
+        return f"<{public} {self.key!r}>"
 
     def get(self) -> tuple[bytes | None, int]:
         """(value, version); an unset key is (None, 0)."""

@@ -33,7 +33,6 @@ from .._backend import (
     SyncMutex,
     SyncStateLock,
     sync_checkpoint,
-    sync_sleep,
 )
 from .._core.replies import translate_error
 from .._transport import SyncPubSub, SyncRedis
@@ -49,8 +48,13 @@ logger = logging.getLogger("fencelock.waiter")
 # attribute 'readline'", its reader gone: seen once in a chaos run, redlock5/majority-loss).
 _REMADE = (RuntimeError, ValueError, OSError, AttributeError)
 
-# How long the listener blocks in one read, which bounds how long close() waits for it.
+# How long the listener blocks in one read or pause: how soon it notices, with nothing to read,
+# that its client was dropped (close() wakes it instead: see _interrupt).
 _READ_TIMEOUT = 0.5
+
+
+def _subscribing(what: str) -> str:
+    return f"{what}, subscribing to its wake-ups"
 
 
 @dataclass(eq=False, slots=True)
@@ -79,6 +83,9 @@ class Waiter:
         self._listener = SyncBackground("fencelock-waiter")
         self._closing = False
         self._abandoned = False  # the client was dropped unclosed: the listener cleans up
+        # set when the listener has something to do besides its read: a watcher subscribed (it
+        # waits for one while nothing is subscribed), or close()
+        self._wake = SyncEvent()
         self._nonces = itertools.count()
         self._watchers: dict[str, set[Watch]] = {}  # channel -> its watchers
         self._unwatched: set[str] = set()  # channels left by their last watcher, to UNSUBSCRIBE
@@ -103,6 +110,7 @@ class Waiter:
             self._listener = SyncBackground("fencelock-waiter")
             self._guard = SyncStateLock()
             self._mutex = SyncMutex()
+            self._wake = SyncEvent()
             self._watchers.clear()
             self._unwatched.clear()
             self._pings.clear()
@@ -115,12 +123,13 @@ class Waiter:
 
     @contextmanager
     def watch(
-        self, channel: str, watch: Watch | None = None, timeout: float | None = None
+        self, channel: str, what: str, watch: Watch | None = None, timeout: float | None = None
     ) -> Iterator[Watch]:
         """Subscribe to ``channel`` (active on the server before this returns) and yield a
         watch (``watch``, or a new one) that every message on it sets, until the block ends.
         The confirmation is awaited for at most ``timeout`` seconds (what is left of the
-        caller's bound), and never longer than one request timeout."""
+        caller's bound), and never longer than one request timeout. ``what``: the object that
+        waits, for errors (the channel is a key: never shown)."""
         watch = Watch() if watch is None else watch
         ready = SyncEvent()
         nonce = f"fencelock-{os.getpid()}-{next(self._nonces)}"
@@ -139,23 +148,24 @@ class Waiter:
                     pubsub.ping(nonce)
                     sync_checkpoint()
                 except redis.exceptions.RedisError as exc:
-                    raise translate_error(exc, f"subscribe {channel!r}") from exc
+                    raise translate_error(exc, _subscribing(what)) from exc
                 except _REMADE as exc:
-                    raise LockConnectionError(f"subscribe {channel!r}: {exc}") from exc
+                    raise LockConnectionError(f"{_subscribing(what)}: {exc}") from exc
                 # Subscribe first, then start the listener: redis-py refuses to read a pub/sub
                 # connection that has never subscribed.
                 if not self._listener.running():
                     self._closing = False
                     self._listener.start(self._listen)
+                self._wake.set()  # (a listener waiting for a subscription reads from now)
             limit = (
                 self._confirm_timeout if timeout is None else min(timeout, self._confirm_timeout)
             )
             if not ready.wait(limit):
-                raise LockConnectionError(f"subscribe {channel!r}: no confirmation in time")
+                raise LockConnectionError(f"{_subscribing(what)}: no confirmation in time")
             with self._guard:
                 refusal = self._refusals.pop(nonce, None)
             if refusal is not None:
-                raise translate_error(refusal, f"subscribe {channel!r}") from refusal
+                raise translate_error(refusal, _subscribing(what)) from refusal
             yield watch
         finally:
             with self._guard:
@@ -216,6 +226,9 @@ class Waiter:
                 self._unsubscribe_unwatched(pubsub)
             if self._broken:
                 self._resubscribe(pubsub)
+            if not pubsub.subscribed:  # nothing to read until a watcher subscribes, or close()
+                self._pause(pubsub)
+                continue
             try:
                 message = pubsub.get_message(timeout=_READ_TIMEOUT)
             except redis.exceptions.RedisError as exc:
@@ -272,7 +285,7 @@ class Waiter:
         except (redis.exceptions.RedisError, *_REMADE):
             with self._guard:
                 self._pings.pop(nonce, None)
-            sync_sleep(_READ_TIMEOUT)  # still unreachable: again after a pause
+            self._pause()  # still unreachable: again after a pause
 
     def _wake_all(self) -> None:
         """Wake every waiter to re-try at once, and confirm the subscriptions the
@@ -289,13 +302,34 @@ class Waiter:
             if ready is not None:
                 ready.set()
 
+    def _pause(self, pubsub: SyncPubSub | None = None) -> None:
+        """Wait a read's time, or less: until close() (``_wake``), or, given ``pubsub``, until a
+        watcher subscribes on it (the wait for something to read)."""
+        self._wake.clear()  # (then looked at again: a wake-up from now on ends the wait)
+        if self._closing or (pubsub is not None and pubsub.subscribed):
+            return
+        self._wake.wait(_READ_TIMEOUT)
+
     def abandon(self) -> None:
         """The client was dropped without close(): the listener ends after its current read
         and closes the connection. (Called by the garbage collector: it only sets flags.)"""
         self._abandoned = self._closing = True
 
+    def _interrupt(self) -> None:
+        """Wake the listener for close(), so that close() does not wait out its read or pause
+        (a thread cannot be cancelled): a PING's reply ends a read, ``_wake`` a pause."""
+        self._wake.set()
+        pubsub = self._pubsub
+        if pubsub is None or not self._listener.running() or self._pid != os.getpid():
+            return
+        with contextlib.suppress(redis.exceptions.RedisError, *_REMADE):
+            with self._mutex:  # (not amid a watcher's SUBSCRIBE and its PING)
+                if pubsub.subscribed:  # (else the listener does not read: it pauses)
+                    pubsub.ping()
+
     def close(self) -> None:
         self._closing = True
+        self._interrupt()
         self._listener.stop(2 * _READ_TIMEOUT)
         pubsub, self._pubsub = self._pubsub, None
         if pubsub is not None and self._pid == os.getpid():

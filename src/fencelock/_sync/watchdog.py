@@ -128,7 +128,7 @@ class Watchdog:
         object, held weakly) declares it lost, through ``deliver`` if given."""
         self._reset_after_fork()
         renew_at = next_renewal(time.monotonic(), spec.ttl)
-        dropped = partial(_dropped, self._leases, grant, spec.name, _user_site())
+        dropped = partial(_dropped, self._leases, grant, spec, _user_site())
         lease = Lease(
             grant,
             spec,
@@ -264,8 +264,8 @@ def _log_late(lease: Lease, left: float, failed: bool) -> None:
     spec = lease.spec
     why = "after renewals that got no answer" if failed else "the watchdog ran late"
     logger.warning(
-        "fencelock: lock %r (token %d) renewed late, %.3f s of its %g s lease left: %s",
-        spec.name,
+        "fencelock: %s (token %d) renewed late, %.3f s of its %g s lease left: %s",
+        spec.what,
         lease.grant.fence,
         left,
         spec.ttl,
@@ -290,7 +290,7 @@ def _user_site() -> tuple[str, int]:
 
 
 def _dropped(
-    leases: dict[Grant, Lease], grant: Grant, name: str, site: tuple[str, int], _: object
+    leases: dict[Grant, Lease], grant: Grant, spec: LeaseSpec, site: tuple[str, int], _: object
 ) -> None:
     """A lock object was collected: warn if it still held a renewed lease, at the line that took
     it (``site``). (Called by the garbage collector, in whatever thread, maybe inside a section
@@ -299,7 +299,9 @@ def _dropped(
     if sys.is_finalizing():
         return  # the process is ending: so are its leases' renewals, as expected
     if grant in leases and not grant.lost and grant.pid == os.getpid():
+        words = spec.words
         message = (
-            f"lock {name!r}, taken here, was dropped while held: its lease is no longer renewed"
+            f"{spec.what}, {words.acquired} here, was dropped without {words.release}(): its "
+            "lease is no longer renewed"
         )
         warnings.warn_explicit(message, ResourceWarning, *site)

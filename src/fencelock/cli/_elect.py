@@ -40,6 +40,7 @@ class ElectRunner(Supervisor[Election]):
     """One ``fencelock elect``: campaign, run COMMAND while leading, resign."""
 
     prog = "fencelock elect"
+    held, thing, token_name, holder = "the leadership of {!r}", "leadership", "term", "leader"
 
     def make_lease(self, client: LockClient) -> Election:
         # "raise", not the default: the loss is handled here (COMMAND stopped, status 70)

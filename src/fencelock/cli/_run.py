@@ -36,6 +36,7 @@ class Runner(Supervisor[Lock]):
     """One ``fencelock run``: acquire, start COMMAND, supervise it, release."""
 
     prog = "fencelock run"
+    held, thing, token_name, holder = "the lock {!r}", "lock", "token", "holder"
 
     def __init__(
         self,

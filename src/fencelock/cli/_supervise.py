@@ -53,6 +53,8 @@ class Lease(Protocol):
 
     def release(self) -> None: ...
 
+    def check(self) -> None: ...
+
 
 L = TypeVar("L", bound=Lease)
 
@@ -196,6 +198,12 @@ class Supervisor(ABC, Generic[L]):
     defines it), ``while_held`` what to do once it is held (run COMMAND, by default)."""
 
     prog: ClassVar[str]  # for messages: "fencelock run"
+    # what is lost, in the command's words: "the lock {!r}", "the leadership of {!r}" (the
+    # name); what it has, "lock"; its token, "token"; who has it, "holder"
+    held: ClassVar[str]
+    thing: ClassVar[str]
+    token_name: ClassVar[str]
+    holder: ClassVar[str]
 
     def __init__(
         self,
@@ -221,6 +229,7 @@ class Supervisor(ABC, Generic[L]):
         self._wake = threading.Event()  # COMMAND exited or the lease was lost
         self._exited = threading.Event()
         self._lost = threading.Event()
+        self._cause = "its lease was lost"  # (the library's words, once it says why)
         self._proc: subprocess.Popen[bytes] | None = None
         self._acquiring = False
         self._started = False
@@ -253,8 +262,12 @@ class Supervisor(ABC, Generic[L]):
 
     # -- called from other threads, or from signal handlers -----------------------------------
 
-    def on_lost(self, lease: object) -> None:
+    def on_lost(self, lease: Lease) -> None:
         """The lease's loss callback: from the watchdog thread, once."""
+        try:
+            lease.check()  # (raises: it says why the lease was lost)
+        except LockNotOwned as exc:
+            self._cause = str(exc)
         self._lost.set()
         self._wake.set()
 
@@ -343,7 +356,7 @@ class Supervisor(ABC, Generic[L]):
             )
             return EX_UNAVAILABLE
         if self._lost.is_set():
-            self.say(f"lost the lock {self.name!r} before COMMAND started; COMMAND not run")
+            self.say(f"lost {self.held.format(self.name)} before COMMAND started; COMMAND not run")
             return EX_LOST
         env = self.environment(token)
         terminal = _Terminal.if_foreground()
@@ -381,9 +394,9 @@ class Supervisor(ABC, Generic[L]):
         """The lease is lost while COMMAND runs: it may no longer be the only holder."""
         self._stopping = True
         self.say(
-            f"lost the lock {self.name!r} (token {token}) while COMMAND was running: its lease "
-            "expired or was taken over, so COMMAND may no longer be the only holder. "
-            f"Stopping it: SIGTERM now, SIGKILL after {self.grace:g} s."
+            f"lost {self.held.format(self.name)} ({self.token_name} {token}) while COMMAND was "
+            f"running: {self._cause}. COMMAND may no longer be the only {self.holder}; stopping "
+            f"it: SIGTERM now, SIGKILL after {self.grace:g} s."
         )
         signal_group(proc.pid, signal.SIGTERM)
         if not self._exited.wait(self.grace):
@@ -396,17 +409,18 @@ class Supervisor(ABC, Generic[L]):
         lost = self._lost.is_set()
         try:
             lease.release()
-        except LockNotOwned:  # found gone: lost before the watchdog noticed, or just after
-            lost = True
+        except LockNotOwned as exc:  # found gone: lost before the watchdog noticed, or just after
+            lost, self._cause = True, str(exc)
         except LockError as exc:  # the server went away: the lease runs out by itself
             self.say(f"could not release {self.name!r} ({exc}); it expires within {self.ttl:g} s")
         if not lost:
             return status
         if self._started and not self._stopping:
             self.say(
-                f"lost the lock {self.name!r} before COMMAND ended: its lease expired or was "
-                "taken over, so COMMAND may have run while another holder had the lock"
+                f"lost {self.held.format(self.name)} before COMMAND ended: {self._cause}. "
+                f"COMMAND may have run beside another {self.holder}"
             )
         if self._started:
-            self.say(f"COMMAND exited with status {status}; exiting with {EX_LOST} (lock lost)")
+            lost_what = f"{self.thing} lost"
+            self.say(f"COMMAND exited with status {status}; exiting with {EX_LOST} ({lost_what})")
         return EX_LOST

@@ -19,7 +19,7 @@ from fencelock._async.transport import AsyncRequester
 from fencelock._keys import LockKeys
 from fencelock._transport import AsyncRedis
 from fencelock_tools.servers.embedded import EmbeddedServer
-from tests.concurrency import AsyncCall, async_until, async_workers
+from tests.concurrency import ASYNC_API, AsyncCall, async_until, async_workers
 
 
 def key(name: str) -> str:
@@ -300,7 +300,8 @@ async def test_a_lock_dropped_while_held_is_no_longer_renewed(
     acquired_at = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
     assert await lock.acquire(timeout=0)
     await async_until(lambda: async_client.statistics().renewals >= 1)
-    with pytest.warns(ResourceWarning, match="'dropped', taken here, was dropped while held") as w:
+    dropped = r"lock 'dropped', acquired here, was dropped without release\(\)"
+    with pytest.warns(ResourceWarning, match=dropped) as w:
         del lock
         gc.collect()
     # it points at the line that took the lock, not at the garbage collector (issue 24)
@@ -310,6 +311,27 @@ async def test_a_lock_dropped_while_held_is_no_longer_renewed(
     await async_until(lambda: len(async_client._wiring.watchdog) == 0)
     await async_until(lambda: "fencelock-watchdog" not in [t.name for t in threading.enumerate()])
     assert async_client.statistics().losses == 0
+
+
+async def test_a_primitive_dropped_while_it_holds_is_named_in_its_own_words(
+    async_client: AsyncLockClient,
+) -> None:
+    """The warning names the primitive, not a lock ("lock 'x', taken here, was dropped while
+    held" was said of a candidate, a latch's participant...; issue 29)."""
+    election = async_client.election("dropped-e", ttl=10)
+    await election.campaign()
+    latch = async_client.latch("dropped-l", 2, ttl=10)
+    await latch.join()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        del election, latch
+        gc.collect()
+    assert sorted(str(w.message) for w in seen if w.category is ResourceWarning) == [
+        "candidate 'dropped-e', elected here, was dropped without resign(): its lease is no "
+        "longer renewed",
+        "latch 'dropped-l', joined here, was dropped without leave(): its lease is no longer "
+        "renewed",
+    ]
 
 
 async def wait_renew_and_drop(server: EmbeddedServer, other: AsyncLock) -> None:
@@ -345,8 +367,9 @@ async def test_dropped_clients_leave_nothing_behind(
                 await wait_renew_and_drop(server, other)
                 gc.collect()
             messages = [str(w.message) for w in seen if w.category is ResourceWarning]
-            assert any("was dropped while held" in m for m in messages), messages
-            assert any("LockClient: call close()" in m for m in messages), messages
+            assert any("was dropped without release()" in m for m in messages), messages
+            unclosed = "unclosed " + ASYNC_API + "LockClient: call close()"
+            assert unclosed in messages, messages
             await async_until(lambda: not raw.exists(key("abandoned")))
         await async_until(lambda: async_workers() <= workers)
         await async_until(lambda: len(raw.client_list()) <= connections)

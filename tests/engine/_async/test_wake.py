@@ -10,6 +10,7 @@ import pytest
 import redis
 
 from fencelock._async import contention
+from fencelock._async import waiter as waiter_module
 from fencelock._async.client import AsyncLockClient
 from fencelock._async.lock import AsyncLock
 from fencelock._backend import AsyncEvent
@@ -17,7 +18,7 @@ from fencelock._keys import LockKeys
 from fencelock._transport import AsyncPubSub
 from fencelock.errors import LockConnectionError, LockError, LockTimeout
 from fencelock_tools.servers.embedded import EmbeddedServer
-from tests.concurrency import AsyncCall, async_until, evalsha_calls
+from tests.concurrency import AsyncCall, async_running, async_until, evalsha_calls
 
 NAME = "herd"
 KEYS = LockKeys.for_name(NAME)
@@ -393,3 +394,33 @@ async def test_a_pubsub_connection_closed_under_a_watcher_is_a_connection_error(
     await holder.release()
     assert await waiter.acquire(timeout=0)  # nothing left behind: the name is free for it
     await waiter.release()
+
+
+@pytest.mark.parametrize("woken", [True, False], ids=["woken", "timed-out"])
+async def test_close_right_after_a_wait_wakes_the_listener(
+    server: EmbeddedServer,
+    async_client: AsyncLockClient,
+    monkeypatch: pytest.MonkeyPatch,
+    woken: bool,
+) -> None:
+    """close() right after a wait took the pub/sub listener's read timeout (0.5 s) in the sync
+    API, whose thread cannot be cancelled: close wakes it. With reads made an hour long, close
+    returns, and the listener has ended when it does (issue 29, item 11)."""
+    monkeypatch.setattr(waiter_module, "_READ_TIMEOUT", 3600.0)
+    holder = async_client.lock(NAME, ttl=60)
+    assert await holder.acquire(timeout=0)
+    listeners = async_running("fencelock-waiter")
+    client = AsyncLockClient.from_url(server.url)
+    lock = client.lock(NAME, ttl=60)
+    if woken:
+        call = AsyncCall(lambda: lock.acquire(timeout=None))
+        await async_until(lambda: client.statistics().waiting == 1)
+        await holder.release()
+        assert await call.result()
+        await lock.release()
+    else:
+        assert not await lock.acquire(timeout=0.05)
+        await holder.release()
+    assert async_running("fencelock-waiter") == listeners + 1  # it listened
+    await AsyncCall(client.close).result()  # (the old sync close waited out the hour's read)
+    assert async_running("fencelock-waiter") == listeners

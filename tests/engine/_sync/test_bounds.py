@@ -73,6 +73,33 @@ def test_every_call_is_bounded_against_a_hung_server(
     client.close()
 
 
+def test_a_hung_server_is_said_to_be_connected_and_silent(
+    fresh_server: EmbeddedServer,
+) -> None:
+    """A server that hangs (SIGSTOP) while the client is connected to it: the error says that it
+    is connected and sent no reply, in both APIs. (asyncio said "no time left to connect", of
+    the re-sent request's new connection, and the sync client "Timeout reading from socket";
+    issue 29, item 5.) With no connection left, a call says it got no answer connecting."""
+    client = LockClient.from_url(fresh_server.url, socket_timeout=REQUEST)
+    held = client.lock("held", ttl=60)
+    assert held.acquire(timeout=0)  # connected
+    fresh_server.pause()
+    try:
+        with pytest.raises(fencelock.LockConnectionError) as silent:
+            client.lock("free", ttl=60).acquire(timeout=0.2)
+        assert str(silent.value) == (
+            "lock 'free': TimeoutError: the server is connected but sent no reply in time"
+        )
+        with pytest.raises(fencelock.LockConnectionError) as connecting:
+            held.held()
+        assert (
+            str(connecting.value) == "lock 'held': TimeoutError: no answer in time while connecting"
+        )
+    finally:
+        fresh_server.resume()
+    client.close()
+
+
 def test_a_waiting_acquire_is_bounded_when_the_server_hangs(
     fresh_server: EmbeddedServer,
 ) -> None:
@@ -351,6 +378,7 @@ def test_errors_name_the_primitive_and_the_name_never_a_key(
     caught(lambda: sync_client.lock("wrong").acquire(timeout=0), "lock 'wrong'")
     with LockClient.from_url("redis://127.0.0.1:1/0") as down:
         caught(lambda: down.lock("orders").acquire(timeout=0), "lock 'orders'")
+        caught(down.election("orders").leader, "candidate 'orders'")  # (said "lock")
     for message, expected in messages:
         assert all(word in message for word in expected), (expected, message)
         assert "fencelock:" not in message, message

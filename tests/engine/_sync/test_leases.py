@@ -20,7 +20,7 @@ from fencelock._sync.transport import SyncRequester
 from fencelock._keys import LockKeys
 from fencelock._transport import SyncRedis
 from fencelock_tools.servers.embedded import EmbeddedServer
-from tests.concurrency import SyncCall, sync_until, sync_workers
+from tests.concurrency import SYNC_API, SyncCall, sync_until, sync_workers
 
 
 def key(name: str) -> str:
@@ -301,7 +301,8 @@ def test_a_lock_dropped_while_held_is_no_longer_renewed(
     acquired_at = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
     assert lock.acquire(timeout=0)
     sync_until(lambda: sync_client.statistics().renewals >= 1)
-    with pytest.warns(ResourceWarning, match="'dropped', taken here, was dropped while held") as w:
+    dropped = r"lock 'dropped', acquired here, was dropped without release\(\)"
+    with pytest.warns(ResourceWarning, match=dropped) as w:
         del lock
         gc.collect()
     # it points at the line that took the lock, not at the garbage collector (issue 24)
@@ -311,6 +312,27 @@ def test_a_lock_dropped_while_held_is_no_longer_renewed(
     sync_until(lambda: len(sync_client._wiring.watchdog) == 0)
     sync_until(lambda: "fencelock-watchdog" not in [t.name for t in threading.enumerate()])
     assert sync_client.statistics().losses == 0
+
+
+def test_a_primitive_dropped_while_it_holds_is_named_in_its_own_words(
+    sync_client: LockClient,
+) -> None:
+    """The warning names the primitive, not a lock ("lock 'x', taken here, was dropped while
+    held" was said of a candidate, a latch's participant...; issue 29)."""
+    election = sync_client.election("dropped-e", ttl=10)
+    election.campaign()
+    latch = sync_client.latch("dropped-l", 2, ttl=10)
+    latch.join()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        del election, latch
+        gc.collect()
+    assert sorted(str(w.message) for w in seen if w.category is ResourceWarning) == [
+        "candidate 'dropped-e', elected here, was dropped without resign(): its lease is no "
+        "longer renewed",
+        "latch 'dropped-l', joined here, was dropped without leave(): its lease is no longer "
+        "renewed",
+    ]
 
 
 def wait_renew_and_drop(server: EmbeddedServer, other: Lock) -> None:
@@ -346,8 +368,9 @@ def test_dropped_clients_leave_nothing_behind(
                 wait_renew_and_drop(server, other)
                 gc.collect()
             messages = [str(w.message) for w in seen if w.category is ResourceWarning]
-            assert any("was dropped while held" in m for m in messages), messages
-            assert any("LockClient: call close()" in m for m in messages), messages
+            assert any("was dropped without release()" in m for m in messages), messages
+            unclosed = "unclosed " + SYNC_API + "LockClient: call close()"
+            assert unclosed in messages, messages
             sync_until(lambda: not raw.exists(key("abandoned")))
         sync_until(lambda: sync_workers() <= workers)
         sync_until(lambda: len(raw.client_list()) <= connections)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from fencelock._keys import LockKeys
 from fencelock._transport import SyncRedis
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.proxy import TcpProxy
-from tests.concurrency import SyncCall, sync_until
+from tests.concurrency import SYNC_API, SyncCall, sync_until
 
 
 def key(name: str) -> str:
@@ -523,6 +524,67 @@ def test_acquire_is_keyword_only(sync_client: LockClient) -> None:
         with pytest.raises(TypeError, match=f"keyword arguments only \\({keywords}\\), got 5"):
             method(5)
     assert sync_client.semaphore("kw-s", 5).acquire(permits=5, timeout=0)
+
+
+def test_a_mistyped_keyword_names_the_factory_called(
+    server: EmbeddedServer, sync_client: LockClient
+) -> None:
+    """``client.lock("x", timout=1)`` said "LeaseOptions.checked() got an unexpected keyword
+    argument 'timout'": each factory names itself and the keyword meant (issue 29, item 3)."""
+    client: Any = sync_client  # (the calls below are mistyped on purpose)
+    calls: list[tuple[str, Callable[[], object]]] = [
+        ("lock", lambda: client.lock("kw", timout=1)),
+        ("semaphore", lambda: client.semaphore("kw", 2, timout=1)),
+        ("rw_lock", lambda: client.rw_lock("kw", timout=1)),
+        ("multi_lock", lambda: client.multi_lock(["a", "b"], timout=1)),
+        ("election", lambda: client.election("kw", timout=1)),
+        ("latch", lambda: client.latch("kw", 2, timout=1)),
+        ("barrier", lambda: client.barrier("kw", 2, timout=1)),
+        ("at_most", lambda: client.at_most(2, "kw", timout=1)),
+        ("once_per", lambda: client.once_per("kw", 60, timout=1)),
+    ]
+    for call, make in calls:
+        with pytest.raises(TypeError) as refused:
+            make()
+        expected = f"{call}() got an unexpected keyword argument 'timout'; did you mean 'timeout'?"
+        assert str(refused.value).startswith(expected), str(refused.value)
+    with pytest.raises(TypeError, match=r"latch\(\) .*'participnt'; did you mean 'participant'\?"):
+        client.latch("kw", 2, participnt="a")
+    with pytest.raises(TypeError, match=r"its keywords: reentrant, timeout, auto_renew, on_lost,"):
+        client.lock("kw", threads=True)  # (an argument of the function that checks them)
+    made: Any = LockClient
+    api = SYNC_API  # (not inside the f-string: tools/gen_sync.py renames it in the twin)
+    with pytest.raises(TypeError, match=r"^from_url\(\) .*'sockettimeout'; did you mean"):
+        made.from_url(server.url, sockettimeout=1)
+    with pytest.raises(TypeError, match=rf"^{api}LockClient\(\) .*'prefx'; did you mean"):
+        made(SyncRedis(port=server.port), prefx="app:")
+
+
+def test_reprs_and_messages_use_the_public_names(sync_client: LockClient) -> None:
+    """``fencelock.asyncio.Lock``, never ``AsyncLock``, a name the docs never use: in reprs,
+    and in the error of a closed client (issue 29, item 4; the warning of an unclosed one:
+    test_dropped_clients_leave_nothing_behind)."""
+    client, api = sync_client, SYNC_API  # (api: see the test above)
+    shown = {
+        "LockClient": client,
+        "Lock": client.lock("r"),
+        "Semaphore": client.semaphore("r", 2),
+        "ReadWriteLock": client.rw_lock("r"),
+        "RWSide": client.rw_lock("r").read(),
+        "MultiLock": client.multi_lock(["r", "s"]),
+        "Election": client.election("r"),
+        "Latch": client.latch("r", 2),
+        "Barrier": client.barrier("r", 2),
+        "OncePer": client.once_per("r", 60),
+        "Versioned": client.versioned("r"),
+    }
+    for public, obj in shown.items():
+        assert repr(obj).startswith(f"<{api}{public} "), repr(obj)
+        assert "Async" not in repr(obj)
+    client.close()
+    assert repr(client).endswith(" closed>")
+    with pytest.raises(fencelock.ClientClosed, match=rf"^this {api}LockClient is closed"):
+        client.lock("r")
 
 
 def test_a_closed_client_refuses_every_call(server: EmbeddedServer, raw: redis.Redis) -> None:

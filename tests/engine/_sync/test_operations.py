@@ -9,12 +9,14 @@ import logging
 import os
 import socket
 import threading
+import time
 
 import pytest
 import redis
 
 import fencelock
 from fencelock._sync.client import LockClient
+from fencelock._core.lease import DATA_LOSS, EXPLAINED
 from fencelock._core.replies import MAX_LABEL_LENGTH
 from fencelock._keys import LockKeys
 from fencelock.errors import LockLost, StaleToken
@@ -213,6 +215,32 @@ def test_a_forced_out_renewed_holder_is_told_by_its_watchdog(
     sync_client_b.force_release(NAME)
     sync_until(lambda: lost == [lock])
     assert lock.lost
+
+
+def test_a_forced_out_renewed_holder_hears_one_cause_everywhere(
+    sync_client: LockClient,
+    sync_client_b: LockClient,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Once the watchdog found the grant gone (the server answered), the log, check() and
+    release() give that cause, even past the lease's end: release() said "its lease ran out
+    while renewals got no answer", and check() "expired or taken over" (issue 29, item 1)."""
+    caplog.set_level(logging.WARNING, "fencelock.lease")
+    ttl = 2.0  # renewed at a third of it: the answer comes long before the lease would end
+    lock = sync_client.lock(NAME, ttl, auto_renew=True)
+    assert lock.acquire(timeout=0)
+    ends = time.monotonic() + ttl  # (after the local deadline)
+    sync_client_b.force_release(NAME)
+    sync_until(lambda: lock.lost)
+    [record] = [r for r in caplog.records if getattr(r, "event", "") == "lease_lost"]
+    assert record.reason == DATA_LOSS and "found at renewal" in record.getMessage()
+    sync_until(lambda: time.monotonic() > ends)  # the cause must not be guessed anew
+    with pytest.raises(LockLost) as checked:
+        lock.check()
+    with pytest.raises(LockLost) as released:
+        lock.release()
+    for error in (checked.value, released.value):
+        assert EXPLAINED[DATA_LOSS] in str(error) and "no answer" not in str(error)
 
 
 @pytest.mark.parametrize("policy", ["allkeys-lru", "volatile-ttl"])

@@ -34,16 +34,14 @@ def url_of(server: EmbeddedServer, user: str) -> str:
 
 
 def documented_rules(commands: ServerCommands) -> list[str]:
-    """The rules of docs/modes.md's ACL line for the server's compare-and-delete; where there
-    is none (the mode refuses there), every command but the scripts."""
+    """The rules of docs/modes.md's ACL line, exactly, for the server's compare-and-delete;
+    where there is none (the mode refuses there), every command but the scripts."""
     if not commands.script_free:
         return ["on", ">CHANGE-ME", "~fencelock:*", "&fencelock:*", "+@all", "-@scripting"]
     text = (ROOT / "docs" / "modes.md").read_text(encoding="utf-8")
     [line] = [line for line in text.splitlines() if line.startswith("ACL SETUSER fencelock-")]
     delete = f"+{commands.compare_delete.lower()}"
-    # (redis-py sends CLIENT SETINFO when it connects: allowed, so that ACL LOG shows only
-    # what fencelock was refused)
-    return [delete if r == "+delifeq" else r for r in line.split()[3:]] + ["+client|setinfo"]
+    return [delete if r == "+delifeq" else r for r in line.split()[3:]]
 
 
 def denials(raw: redis.Redis, user: str) -> list[str]:
@@ -75,7 +73,14 @@ def no_scripts(server: EmbeddedServer, raw: redis.Redis, users: None) -> str:
 
 
 def test_a_plain_lock_without_scripts(no_scripts: str, raw: redis.Redis) -> None:
-    with LockClient.from_url(no_scripts, scripts="never") as client:
+    """Under exactly the documented user: a lock, a waiter woken by a release, a renewed lease,
+    a semaphore refused. ACL LOG stays empty: no script was even tried, and nothing else was
+    denied (the line lacked CLIENT SETINFO, which redis-py sends on every new connection;
+    issue 29, item 9)."""
+    with (
+        LockClient.from_url(no_scripts, scripts="never") as client,
+        LockClient.from_url(no_scripts, scripts="never") as other,
+    ):
         lock = client.lock(NAME, ttl=10)
         assert lock.acquire(timeout=0)
         first = lock.token
@@ -83,12 +88,21 @@ def test_a_plain_lock_without_scripts(no_scripts: str, raw: redis.Redis) -> None
         assert lock.held()
         lock.extend(30)
         assert 10_000 < raw.pttl(KEYS.lock) <= 30_000
+        waiter = other.lock(NAME, ttl=3, auto_renew=True)  # renewed at 1 s
+        call = SyncCall(lambda: waiter.acquire(timeout=None))
+        sync_until(lambda: other.statistics().waiting == 1)
         lock.release()
+        assert call.result()
+        assert other.statistics().wakeups == 1
+        sync_until(lambda: other.statistics().renewals >= 1)
+        waiter.release()
         assert not raw.exists(KEYS.lock)
         assert lock.acquire(timeout=0)
         assert lock.token > first
         lock.release()
-    assert denials(raw, NO_SCRIPTS) == []  # no script was even tried
+        with pytest.raises(ScriptsRequired):
+            client.semaphore("sem", 2)
+    assert denials(raw, NO_SCRIPTS) == []
 
 
 def test_tokens_go_on_increasing_after_the_counter_is_lost(
@@ -286,14 +300,39 @@ def test_waiters_poll_where_subscribing_is_refused(
 
 
 def test_the_mode_refuses_where_the_server_has_no_native_commands(
-    server: EmbeddedServer, raw: redis.Redis, users: None
+    server: EmbeddedServer, raw: redis.Redis, users: None, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Neither scripts nor the native commands (Redis 7 under an ACL without scripting): the
+    warning says that nothing can be taken (it said "plain locks only", and then refused the
+    plain lock too), and the error names what the server lacks (issue 29, item 2)."""
+    caplog.set_level(logging.WARNING, logger="fencelock")
     commands = ServerCommands().detected(raw.execute_command("HELLO"))
     if commands.script_free:
         pytest.skip(f"{commands.server} has the native commands: the tests above run there")
+    lacks = f"{commands.server} lacks SET ... IFEQ (Valkey >= 8.1, Redis >= 8.4) and a "
     for url, scripts in ((server.url, "never"), (url_of(server, NO_SCRIPTS), "auto")):
         with LockClient.from_url(url, scripts=scripts) as client:
             lock = client.lock(NAME, ttl=10)
-            with pytest.raises(ScriptsRequired, match="no native compare-and-delete"):
+            with pytest.raises(ScriptsRequired) as refused:
                 lock.acquire(timeout=0)
+            assert lacks + "compare-and-delete (DELIFEQ: " in str(refused.value)
     assert raw.keys("*") == []  # nothing was taken
+    [record] = [r for r in caplog.records if getattr(r, "event", "") == "scripts_refused"]
+    said = record.getMessage()
+    assert "this client runs none from now on, and can take nothing: " + lacks in said, said
+    assert "plain locks" not in said
+
+
+def test_auto_says_what_is_left_where_it_turns_script_free_before_a_grant(
+    server: EmbeddedServer, raw: redis.Redis, users: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Refused a script before any grant told it what the server is (an operator's
+    ``inspect()`` first): it asks, and the warning says what is left, whatever the server."""
+    caplog.set_level(logging.WARNING, logger="fencelock")
+    commands = ServerCommands().detected(raw.execute_command("HELLO"))
+    with LockClient.from_url(url_of(server, NO_SCRIPTS)) as client:
+        with pytest.raises(ScriptsRequired):
+            client.inspect(NAME)
+    [record] = [r for r in caplog.records if getattr(r, "event", "") == "scripts_refused"]
+    left = "plain locks only" if commands.script_free else f"nothing: {commands.server} lacks"
+    assert f"can take {left}" in record.getMessage(), record.getMessage()

@@ -11,6 +11,7 @@ import pytest
 import redis
 
 from fencelock._sync import contention
+from fencelock._sync import waiter as waiter_module
 from fencelock._sync.client import LockClient
 from fencelock._sync.lock import Lock
 from fencelock._backend import SyncEvent
@@ -18,7 +19,7 @@ from fencelock._keys import LockKeys
 from fencelock._transport import SyncPubSub
 from fencelock.errors import LockConnectionError, LockError, LockTimeout
 from fencelock_tools.servers.embedded import EmbeddedServer
-from tests.concurrency import SyncCall, sync_until, evalsha_calls
+from tests.concurrency import SyncCall, sync_running, sync_until, evalsha_calls
 
 NAME = "herd"
 KEYS = LockKeys.for_name(NAME)
@@ -394,3 +395,33 @@ def test_a_pubsub_connection_closed_under_a_watcher_is_a_connection_error(
     holder.release()
     assert waiter.acquire(timeout=0)  # nothing left behind: the name is free for it
     waiter.release()
+
+
+@pytest.mark.parametrize("woken", [True, False], ids=["woken", "timed-out"])
+def test_close_right_after_a_wait_wakes_the_listener(
+    server: EmbeddedServer,
+    sync_client: LockClient,
+    monkeypatch: pytest.MonkeyPatch,
+    woken: bool,
+) -> None:
+    """close() right after a wait took the pub/sub listener's read timeout (0.5 s) in the sync
+    API, whose thread cannot be cancelled: close wakes it. With reads made an hour long, close
+    returns, and the listener has ended when it does (issue 29, item 11)."""
+    monkeypatch.setattr(waiter_module, "_READ_TIMEOUT", 3600.0)
+    holder = sync_client.lock(NAME, ttl=60)
+    assert holder.acquire(timeout=0)
+    listeners = sync_running("fencelock-waiter")
+    client = LockClient.from_url(server.url)
+    lock = client.lock(NAME, ttl=60)
+    if woken:
+        call = SyncCall(lambda: lock.acquire(timeout=None))
+        sync_until(lambda: client.statistics().waiting == 1)
+        holder.release()
+        assert call.result()
+        lock.release()
+    else:
+        assert not lock.acquire(timeout=0.05)
+        holder.release()
+    assert sync_running("fencelock-waiter") == listeners + 1  # it listened
+    SyncCall(client.close).result()  # (the old sync close waited out the hour's read)
+    assert sync_running("fencelock-waiter") == listeners

@@ -173,6 +173,36 @@ async def test_a_latch_refuses_what_it_cannot_do(async_client: AsyncLockClient) 
         await latch.count_down()
 
 
+async def test_messages_speak_of_joining_entering_and_leaving(
+    async_client: AsyncLockClient,
+) -> None:
+    """A latch's and a barrier's errors say what a participant does: it joins (enters) and
+    leaves (a second join said "latch 'x' is already held by this latch"; issue 29, item 6)."""
+    latch = async_client.latch("l-words", 2)
+    with pytest.raises(fencelock.LockNotOwned) as refused:
+        await latch.leave()
+    assert (
+        str(refused.value) == "cannot leave latch 'l-words': it is not joined by this participant"
+    )
+    await latch.join()
+    with pytest.raises(fencelock.LockError) as twice:
+        await latch.join()
+    assert str(twice.value) == (
+        "latch 'l-words' is already joined by this participant: leave() first to join again"
+    )
+    await latch.leave()
+    barrier = async_client.barrier("b-words", 1)
+    with pytest.raises(fencelock.LockNotOwned) as refused:
+        await barrier.leave(timeout=0)
+    assert str(refused.value) == (
+        "cannot leave barrier 'b-words': it is not entered by this participant"
+    )
+    assert await barrier.enter(timeout=0)
+    with pytest.raises(fencelock.LockError, match="already entered by this participant"):
+        await barrier.enter(timeout=0)
+    assert await barrier.leave(timeout=0)
+
+
 async def test_the_barrier_lets_all_in_then_waits_for_all_to_leave(
     async_client: AsyncLockClient, async_client_b: AsyncLockClient
 ) -> None:

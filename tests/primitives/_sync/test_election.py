@@ -48,6 +48,37 @@ def test_campaign_leader_resign(sync_client: LockClient) -> None:
     el.resign()
 
 
+def test_messages_speak_of_campaign_leading_and_resign(
+    sync_client: LockClient, sync_client_b: LockClient
+) -> None:
+    """An election's errors say what its docs say: a candidate campaigns, leads and resigns
+    (resign() while not leading said "cannot release ...: this candidate does not hold it";
+    issue 29, item 7)."""
+    el = sync_client.election("e-words", ttl=5)
+    messages = []
+    for call in (el.resign, el.extend):
+        with pytest.raises(fencelock.LockNotOwned) as refused:
+            call()
+        messages.append(str(refused.value))
+    with pytest.raises(fencelock.LockNotOwned) as refused:
+        el.check()
+    messages.append(str(refused.value))
+    assert messages == [
+        "cannot resign candidate 'e-words': it is not leading",
+        "cannot extend candidate 'e-words': it is not leading",
+        "cannot check candidate 'e-words': it is not leading",
+    ]
+    el.campaign()
+    with pytest.raises(fencelock.LockError, match="is already leading: resign\\(\\) first"):
+        el.campaign()
+    other = sync_client_b.election("e-words", ttl=5, timeout=0)
+    not_elected = r"candidate 'e-words' not elected within 0\.0 s"
+    with pytest.raises(fencelock.LockTimeout, match=not_elected):
+        with other:
+            pass
+    el.resign()
+
+
 def test_two_candidates_one_leads(
     sync_client: LockClient, sync_client_b: LockClient
 ) -> None:

@@ -174,6 +174,36 @@ def test_a_latch_refuses_what_it_cannot_do(sync_client: LockClient) -> None:
         latch.count_down()
 
 
+def test_messages_speak_of_joining_entering_and_leaving(
+    sync_client: LockClient,
+) -> None:
+    """A latch's and a barrier's errors say what a participant does: it joins (enters) and
+    leaves (a second join said "latch 'x' is already held by this latch"; issue 29, item 6)."""
+    latch = sync_client.latch("l-words", 2)
+    with pytest.raises(fencelock.LockNotOwned) as refused:
+        latch.leave()
+    assert (
+        str(refused.value) == "cannot leave latch 'l-words': it is not joined by this participant"
+    )
+    latch.join()
+    with pytest.raises(fencelock.LockError) as twice:
+        latch.join()
+    assert str(twice.value) == (
+        "latch 'l-words' is already joined by this participant: leave() first to join again"
+    )
+    latch.leave()
+    barrier = sync_client.barrier("b-words", 1)
+    with pytest.raises(fencelock.LockNotOwned) as refused:
+        barrier.leave(timeout=0)
+    assert str(refused.value) == (
+        "cannot leave barrier 'b-words': it is not entered by this participant"
+    )
+    assert barrier.enter(timeout=0)
+    with pytest.raises(fencelock.LockError, match="already entered by this participant"):
+        barrier.enter(timeout=0)
+    assert barrier.leave(timeout=0)
+
+
 def test_the_barrier_lets_all_in_then_waits_for_all_to_leave(
     sync_client: LockClient, sync_client_b: LockClient
 ) -> None:

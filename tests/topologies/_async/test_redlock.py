@@ -442,7 +442,7 @@ async def renew_and_drop(servers: Sequence[EmbeddedServer]) -> None:
     """A client that subscribed on every node and renewed a lease: dropped, holding it, unclosed,
     when this returns."""
     client = make_client(servers)
-    async with client._wiring.topology.watch("dropped"):
+    async with client._wiring.topology.watch("dropped", "a test's wait"):
         pass
     lock = client.lock("dropped", ttl=1.0, auto_renew=True)
     assert await lock.acquire(timeout=0)

@@ -443,7 +443,7 @@ def renew_and_drop(servers: Sequence[EmbeddedServer]) -> None:
     """A client that subscribed on every node and renewed a lease: dropped, holding it, unclosed,
     when this returns."""
     client = make_client(servers)
-    with client._wiring.topology.watch("dropped"):
+    with client._wiring.topology.watch("dropped", "a test's wait"):
         pass
     lock = client.lock("dropped", ttl=1.0, auto_renew=True)
     assert lock.acquire(timeout=0)
