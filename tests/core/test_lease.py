@@ -65,11 +65,11 @@ def test_spec_sends_what_each_script_documents(reentrant: bool, acquire: str, re
     assert len(s.release_args("tok", "", "PUBLISH")) == _documented(release, "ARGV")
 
 
-def test_simple_acquire_keys_include_the_queue_of_waiters() -> None:
+def test_acquire_keys_include_the_queue_of_waiters() -> None:
     keys = LockKeys.for_name("job")
     assert spec().acquire_keys == (keys.lock, keys.fence, keys.queue)
-    # reentrant waiters are woken all together: no queue
-    assert spec(reentrant=True).acquire_keys == (keys.lock, keys.fence)
+    # reentrant waiters are woken all together: '*' in the queue stands for them
+    assert spec(reentrant=True).acquire_keys == (keys.lock, keys.fence, keys.queue)
 
 
 @pytest.mark.parametrize("reentrant", [False, True])
@@ -127,13 +127,13 @@ def test_ttl_in_milliseconds_is_rounded_and_never_zero(ttl: float, ms: int) -> N
 def test_acquire_args_in_script_order() -> None:
     # acquire.lua: holder, ttl ms, block, waiter entry
     assert spec().acquire_args("tok", 0, 3, "w1", "PUBLISH") == ("tok", 10_000, 3, "w1")
-    # reentrant_acquire.lua: holder, ttl ms, believed hold count, block (no waiter)
-    assert spec(reentrant=True).acquire_args("tok", 2, 3, "w1", "P") == ("tok", 10_000, 2, 3)
+    # reentrant_acquire.lua: holder, ttl ms, believed hold count, block, '*' (a waiter)
+    assert spec(reentrant=True).acquire_args("tok", 2, 3, "*", "P") == ("tok", 10_000, 2, 3, "*")
 
 
 def test_release_args_carry_the_leaving_entry_for_simple_locks_only() -> None:
     channel = LockKeys.for_name("job").channel
-    assert spec().release_args("tok", "w1", "SPUBLISH") == ("tok", channel, "SPUBLISH", "w1")
+    assert spec().release_args("tok", "w1", "SPUBLISH") == ("tok", channel, "SPUBLISH", "w1", "")
     assert spec(reentrant=True).release_args("tok", "w1", "PUBLISH") == (
         "tok",
         channel,

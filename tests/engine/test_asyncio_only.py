@@ -16,13 +16,13 @@ import redis
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
+from fencelock._core.replies import lock_value
 from fencelock._keys import LockKeys
 from fencelock._scripts import ACQUIRE, RELEASE
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import async_until, sync_until
 
 KEY = LockKeys.for_name("cancel").lock
-FENCE = LockKeys.for_name("cancel").fence
 
 
 async def settle() -> None:
@@ -377,9 +377,9 @@ async def test_redlock_token_is_written_back_at_acquire(redlock: list[EmbeddedSe
     fences = []
     for srv in redlock:
         with srv.client() as probe:
-            fences.append(probe.get(FENCE))  # written back during acquire
+            fences.append(lock_value(probe.get(KEY))[1])  # written back during acquire
             probe.delete(KEY)
-    assert fences == [str(lock.token).encode()] * 5
+    assert fences == [lock.token] * 5
     await client.close()
 
 

@@ -141,8 +141,8 @@ MUTANTS = (
         scripts=(
             (
                 scripts.RENEW,
-                "redis.call('GET', key) == holder",
-                "redis.call('GET', key) ~= false",
+                "held = counted or string.sub(value, 1, #holder + 1) == holder .. ' '",
+                "held = value ~= false",
             ),
         ),
     ),
@@ -205,8 +205,8 @@ MUTANTS = (
         scripts=(
             (
                 scripts.RENEW,
-                "if held then\n      redis.call('PEXPIRE', key, ttl)",
-                "if held then\n      redis.call('PEXPIRE', key, ttl * 1000)",
+                "if held and kind ~= 'zset' then\n    redis.call('PEXPIRE', key, ttl)",
+                "if held and kind ~= 'zset' then\n    redis.call('PEXPIRE', key, ttl * 1000)",
             ),
         ),
     ),

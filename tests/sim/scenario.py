@@ -762,8 +762,8 @@ def _holds(node: Node, key: bytes, holder: bytes, now: float) -> bool:
     if entry is None or (entry.expires_at is not None and entry.expires_at < now_ms):
         return False
     value = entry.value
-    if isinstance(value, bytes):
-        return value == holder
+    if isinstance(value, bytes):  # a simple lock: 'holder token'
+        return value.partition(b" ")[0] == holder
     if isinstance(value, dict) and not hasattr(value, "ordered"):
         return holder in value
     score = value.get(holder)  # type: ignore[union-attr]
@@ -794,8 +794,8 @@ def _lease_ends(node: Node, now: float) -> dict[bytes, float]:
         value = entry.value
         if hasattr(value, "ordered"):  # permits: holder -> lease end
             ends = {holder: float(score) for holder, score in value.items()}  # type: ignore[union-attr]
-        else:  # a lock's holder, or a reentrant lock's holders
-            holders = [value] if isinstance(value, bytes) else list(value)
+        else:  # a lock's holder ('holder token'), or a reentrant lock's holders
+            holders = [value.partition(b" ")[0]] if isinstance(value, bytes) else list(value)
             ends = dict.fromkeys(holders, math.inf if expires is None else float(expires))
         for holder, ms in ends.items():
             found[holder] = _world_at(node, ms)

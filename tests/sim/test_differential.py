@@ -246,11 +246,20 @@ def test_a_lock_granted_queued_released_and_granted_to_a_waiter(pair: Pair) -> N
     assert pair.script(scripts.RELEASE, release, [h1, k.channel, "PUBLISH", ""]) == 4
     [_, grant] = pair.drain("w2")
     assert grant[2].startswith(b"g")
-    # the waiter re-confirms its grant, and releases: w3 is gone (nobody hears it), so every
-    # waiter of the channel is woken
+    # the waiter re-confirms its grant; a waiter of the channel ('*': wake="all") queues after
+    # w3; the release: w3 is gone (nobody hears it), so every waiter of the channel is woken
     assert pair.script(scripts.ACQUIRE, acquire, [h2, LONG, 1, ""])[0] == 1
     pair.send_to("all", "SUBSCRIBE", k.channel)
+    busy = pair.script(scripts.ACQUIRE, acquire, [h3, LONG, 1, "*"])
+    assert busy[0] == 0 and busy[2] in ("", b"")
+    pair.script(scripts.INSPECT, acquire, [10])
     assert pair.script(scripts.RELEASE, release, [h2, k.channel, "PUBLISH", ""]) == 3
+    pair.drain("all")
+    # nobody queued: nothing is published (unless the kind announces its releases)
+    assert pair.script(scripts.ACQUIRE, acquire, [h1, LONG, 1, ""])[0] == 1
+    assert pair.script(scripts.RELEASE, release, [h1, k.channel, "PUBLISH", ""]) == 1
+    assert pair.script(scripts.ACQUIRE, acquire, [h1, LONG, 1, ""])[0] == 1
+    assert pair.script(scripts.RELEASE, release, [h1, k.channel, "PUBLISH", "", "1"]) == 3
     pair.drain("all")
     for command in ("PTTL", "TYPE", "GET"):
         pair.step(command, k.lock)

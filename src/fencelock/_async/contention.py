@@ -33,7 +33,7 @@ from .._backend import (
 )
 from .._core.lease import Grant, granted, reserve, trusted_release_grant
 from .._core.quorum import retry_jitter
-from .._core.replies import Busy, Granted, new_holder_token, new_waiter_id
+from .._core.replies import CHANNEL_WAITERS, Busy, Granted, new_holder_token, new_waiter_id
 from .._core.timing import remaining, retry_delay
 from .._labels import label_now
 from .._transport import async_inflight
@@ -167,14 +167,15 @@ async def _wait(
     parts, spec = lease.wiring, lease.spec
     topology = parts.topology
     # wake="one": queued in Redis by the re-tries below, woken on a channel of its own
-    # (a semaphore's waiters always queue: the queue is its first come, first served order;
-    # without scripts nobody queues: a release wakes every waiter)
+    # (a semaphore's waiters always queue: the queue is its first come, first served order);
+    # else woken on the lock's channel with every other such waiter, for which the re-tries
+    # keep '*' in the queue (a release with nobody queued publishes nothing)
     kind = topology.running(spec.kind)
     wake_one = kind.always_queued or (parts.wake_one and kind.wakes_one)
     waiter = new_waiter_id() if wake_one else ""
     channel = f"{spec.keys.channel}:{waiter}" if waiter else spec.keys.channel
     block = _block(lease)  # fixed: a grant by a release reserves what the entry says
-    entry = waiter
+    entry = CHANNEL_WAITERS
     if wake_one:  # (a release may grant a lock's, or a semaphore's permits, by the entry)
         grants = topology.grants_by_release
         entry = kind.waiter_entry(waiter, channel, holder, spec.ttl_ms, block, grants)
@@ -187,12 +188,12 @@ async def _wait(
                 await _wait_for_wakeup(lease, watch, polite if left is None else min(polite, left))
             result = await _wait_for_grant(lease, holder, block, entry, watch, deadline)
         except BaseException as error:
-            if entry:  # cancelled or failed: leave the queue, giving back what it was granted
-                # (after the try in flight, if any)
+            if waiter:  # cancelled or failed: leave the queue, giving back what it was granted
+                # (after the try in flight, if any; '*' stays for the other waiters)
                 leave = _leave_queue(lease, holder, entry, deadline, async_inflight())
                 await topology.detached.clean_up(leave, error)
             raise
-    if isinstance(result, Busy) and entry:  # timed out
+    if isinstance(result, Busy) and waiter:  # timed out
         await async_shield(_leave_queue(lease, holder, entry, deadline, None))
     return result
 

@@ -9,7 +9,7 @@ an existing one.
 ===============  ====================  ================  ======================================
 kind             keys                  scripts           grant
 ===============  ====================  ================  ======================================
-``Mutex``        string holder token   acquire/release   one holder; local hand-off; wake one
+``Mutex``        string holder, token  acquire/release   one holder; local hand-off; wake one
 ``NativeMutex``  a ``Mutex``'s         none              the same, by plain commands; wakes all
 ``Reentrant``    hash holder -> count  reentrant_*       one holder, counted; wakes every waiter
 ``Permits``      sorted set of leases  semaphore_*       ``take`` of ``limit`` permits per holder
@@ -253,43 +253,30 @@ class Mutex(Kind):
     primitive: str = LOCK
     acquire_script: Script = ACQUIRE
     release_script: Script = RELEASE
+    # its release wakes whoever listens on its channel even when no waiter is queued (they
+    # listen without queueing: an election's observers, compute_once's waiters); else a release
+    # publishes only to the waiters its queue holds
+    announces: bool = False
+
+    def release_args(
+        self, spec: LeaseSpec, holder: str, leaving: str, publish: str
+    ) -> tuple[str | int, ...]:
+        return (holder, spec.keys.channel, publish, leaving, "1" if self.announces else "")
 
     def without_scripts(self) -> Kind | None:
         return NATIVE_MUTEX
-
-    def renew_request(
-        self, spec: LeaseSpec, holder: str, ttl_ms: int, server: ServerCommands
-    ) -> list[Command] | None:
-        if not server.compare_set:
-            return None
-        keys = spec.keys
-        return [
-            ("SET", keys.lock, holder, "IFEQ", holder, "PX", ttl_ms),
-            ("GET", keys.lock),  # (not renewed: gone, or another holder's)
-            # the counter kept at least as long as the lease, as renew.lua keeps it
-            ("PEXPIRE", keys.fence, ttl_ms, "GT"),
-        ]
-
-    def renew_result(self, replies: Sequence[Any], holder: str) -> int:
-        renewed, now = replies[0], replies[1]
-        if isinstance(renewed, Exception):
-            if "WRONGTYPE" not in str(renewed):
-                raise renewed
-            return TAKEN  # a reentrant lock's hash holds the name
-        if ok(renewed):
-            return RENEWED
-        return GONE if raised(now) is None else TAKEN
 
 
 @dataclass(frozen=True, slots=True)
 class NativeMutex(Mutex):
     """A ``Mutex`` held by plain commands, for a client that runs no scripts (docs/modes.md,
     "Without scripts"): on the same keys, so that it and a scripted ``Mutex`` exclude each
-    other. Taken by ``SET NX PX``, its fencing token the counter's ``INCRBY``, released by a
-    compare-and-delete and a ``PUBLISH`` that wakes every waiter (no queue in Redis: a release
-    cannot serve one), renewed and handed on locally by ``SET ... IFEQ``. Each try is one round
-    trip, so a busy try counts the counter up too (tokens skip values). A counter that is not
-    there is started from this client's clock in microseconds (the scripts start it from the
+    other. Taken by ``SET NX PX`` (its key holds the holder token alone), its fencing token the
+    counter's ``INCRBY``, released by a compare-and-delete and a ``PUBLISH`` that wakes every
+    waiter (a release cannot serve the queue; a waiter puts ``'*'`` in it, for the scripts'
+    releases to wake it), renewed and handed on locally by ``SET ... IFEQ``. Each try is one
+    round trip, so a busy try counts the counter up too (tokens skip values). A counter that is
+    not there is started from this client's clock in microseconds (the scripts take the
     server's), so that tokens go on increasing after it is lost. (Its scripts are the
     ``Mutex``'s, never run.)"""
 
@@ -309,12 +296,19 @@ class NativeMutex(Mutex):
         server: ServerCommands,
     ) -> Request:
         keys, ttl = spec.keys, spec.ttl_ms
+        # a waiter's '*' in the queue: a scripted client's release wakes it too (release.lua);
+        # kept as long as a counter, or until the next release takes it
+        waiting: list[Command] = []
+        if entry:
+            keep = max(COUNTER_KEEP_MS, 2 * ttl)
+            waiting = [("ZADD", keys.queue, "NX", "+inf", "*"), ("PEXPIRE", keys.queue, keep)]
         return [
             ("SET", keys.lock, holder, "NX", "PX", ttl),
             # ours, just now or by a request sent before (a re-sent one): its lease restarts
             ("SET", keys.lock, holder, "IFEQ", holder, "PX", ttl),
             *_minted(keys.fence, block, ttl),
             ("PTTL", keys.lock),
+            *waiting,
         ], None
 
     def acquire_result(self, replies: Sequence[Any]) -> Granted | Busy:
@@ -341,6 +335,27 @@ class NativeMutex(Mutex):
         heard = replies[1]  # (an error: no right to publish; waiters re-try at the lease's end)
         woke = isinstance(heard, int) and heard > 0
         return Released.WOKE if woke else Released.RELEASED
+
+    def renew_request(
+        self, spec: LeaseSpec, holder: str, ttl_ms: int, server: ServerCommands
+    ) -> list[Command] | None:
+        keys = spec.keys
+        return [
+            ("SET", keys.lock, holder, "IFEQ", holder, "PX", ttl_ms),
+            ("GET", keys.lock),  # (not renewed: gone, or another holder's)
+            # the counter kept at least as long as the lease, as renew.lua keeps it
+            ("PEXPIRE", keys.fence, ttl_ms, "GT"),
+        ]
+
+    def renew_result(self, replies: Sequence[Any], holder: str) -> int:
+        renewed, now = replies[0], replies[1]
+        if isinstance(renewed, Exception):
+            if "WRONGTYPE" not in str(renewed):
+                raise renewed
+            return TAKEN  # a reentrant lock's hash holds the name
+        if ok(renewed):
+            return RENEWED
+        return GONE if raised(now) is None else TAKEN
 
     def handoff_request(
         self, spec: LeaseSpec, holder: str, ttl_ms: int, block: int, server: ServerCommands
@@ -378,13 +393,10 @@ class Reentrant(Kind):
     wakes_one: bool = False
     why_scripts: str = "its hold count is kept by scripts"
 
-    def acquire_keys(self, keys: LockKeys) -> tuple[str, ...]:
-        return (keys.lock, keys.fence)
-
     def acquire_args(
         self, spec: LeaseSpec, holder: str, depth: int, block: int, entry: str, publish: str
     ) -> tuple[str | int, ...]:
-        return (holder, spec.ttl_ms, depth, block)
+        return (holder, spec.ttl_ms, depth, block, entry)
 
     def release_args(
         self, spec: LeaseSpec, holder: str, leaving: str, publish: str

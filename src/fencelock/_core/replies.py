@@ -72,6 +72,12 @@ def split_holder(stored: str | bytes) -> tuple[str, str | None]:
     return holder_id, unquote(label) if sep else None
 
 
+# The queue entry of the waiters woken together on a lock's channel (wake="all", a reentrant
+# lock's, a client's without scripts): one for them all, served after every waiter woken alone
+# (acquire.lua). A release that finds the queue empty publishes nothing.
+CHANNEL_WAITERS = "*"
+
+
 def new_waiter_id() -> str:
     """A waiter's name in a lock's queue and its wake-up channel: unique, not a secret (anyone
     allowed PUBSUB sees it), so not derived from the holder token."""
@@ -184,10 +190,21 @@ def renewed_all(answers: Sequence[int | LockError]) -> int | LockError:
     return TAKEN if TAKEN in answers else GONE
 
 
+def lock_value(value: str | bytes) -> tuple[str, int | None]:
+    """A simple lock's value as (holder token, fencing token): ``'holder token'``, or the
+    holder token alone where it was taken without scripts (its token is the counter's: None)."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    holder, _, token = value.partition(" ")
+    return holder, int(token) if token.isdigit() else None
+
+
 def holds(reply: object, holder: str) -> bool:
     """Whether a read of the lock key (GET, or HEXISTS for a reentrant lock) shows ``holder``.
     (A Cluster request goes through the user's client, which may decode.)"""
-    return reply in (1, holder, holder.encode())
+    if isinstance(reply, str | bytes):
+        return lock_value(reply)[0] == holder
+    return reply == 1
 
 
 def permit_held(score: object, time: object) -> bool:

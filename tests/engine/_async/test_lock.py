@@ -11,6 +11,7 @@ import redis
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
+from fencelock._core.replies import lock_value
 from fencelock._keys import LockKeys
 from fencelock._transport import AsyncRedis
 from fencelock_tools.servers.embedded import EmbeddedServer
@@ -416,10 +417,10 @@ async def test_names_with_braces_get_their_own_keys(
     for lock in locks:
         assert await lock.acquire(timeout=0)
     assert len(raw.keys("fencelock:*:lock")) == len(names)
-    # each name has its own counter, holding its own token
-    assert sorted(int(raw.get(lk._lease.spec.keys.fence)) for lk in locks) == sorted(
+    # each name has its own key, holding its own token
+    assert [lock_value(raw.get(lk._lease.spec.keys.lock))[1] for lk in locks] == [
         lk.token for lk in locks
-    )
+    ]
     for lock in locks:
         await lock.release()
 

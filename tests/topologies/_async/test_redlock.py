@@ -14,6 +14,7 @@ import pytest
 import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock._async.lock import AsyncLock
+from fencelock._core.replies import lock_value
 from fencelock._keys import LockKeys
 from fencelock._transport import AsyncRedis
 from fencelock_tools.servers.embedded import EmbeddedServer
@@ -30,20 +31,24 @@ def make_client(servers: Sequence[EmbeddedServer], **kwargs: object) -> AsyncLoc
     return AsyncLockClient.from_url([s.url for s in servers], **options)  # type: ignore[arg-type]
 
 
-def holders(servers: Sequence[EmbeddedServer], key: str = KEYS.lock) -> list[bytes | None]:
+def holders(servers: Sequence[EmbeddedServer], key: str = KEYS.lock) -> list[str | None]:
     """The holder token each live node has for ``key`` (None: not held there)."""
     found = []
     for srv in servers:
         with srv.client() as probe:
-            found.append(probe.get(key))
+            value = probe.get(key)
+            found.append(None if value is None else lock_value(value)[0])
     return found
 
 
 def counters(servers: Sequence[EmbeddedServer]) -> list[int]:
+    """The token each node has for the lock: its key's, else its counter's (0: none)."""
     found = []
     for srv in servers:
         with srv.client() as probe:
-            found.append(int(probe.get(KEYS.fence) or 0))
+            value = probe.get(KEYS.lock)
+            token = None if value is None else lock_value(value)[1]
+            found.append(token or int(probe.get(KEYS.fence) or 0))
     return found
 
 
@@ -86,7 +91,7 @@ async def test_a_split_vote_is_given_back_everywhere(redlock: list[EmbeddedServe
     client = make_client(redlock)
     lock = client.lock("job", ttl=10)
     assert not await lock.acquire(timeout=0)
-    assert holders(redlock) == [b"someone-else"] * 3 + [None, None]
+    assert holders(redlock) == ["someone-else"] * 3 + [None, None]
     await client.close()
 
 
@@ -305,7 +310,7 @@ async def test_release_never_deletes_another_holders_lock(redlock: list[Embedded
             probe.set(KEYS.lock, "successor", px=60_000)
     with pytest.raises(fencelock.LockLost):
         await lock.release()
-    assert holders(redlock)[:3] == [b"successor"] * 3
+    assert holders(redlock)[:3] == ["successor"] * 3
     await client.close()
 
 
