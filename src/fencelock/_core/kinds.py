@@ -276,9 +276,10 @@ class NativeMutex(Mutex):
     waiter (a release cannot serve the queue; a waiter puts ``'*'`` in it, for the scripts'
     releases to wake it), renewed and handed on locally by ``SET ... IFEQ``. Each try is one
     round trip, so a busy try counts the counter up too (tokens skip values). A counter that is
-    not there is started from this client's clock in microseconds (the scripts take the
-    server's), so that tokens go on increasing after it is lost. (Its scripts are the
-    ``Mutex``'s, never run.)"""
+    not there is started from this client's clock in microseconds plus the lease (the scripts
+    take the server's), so that tokens go on increasing after it is lost, or after a scripted
+    grant, which keeps its token in the lock key alone. (Its scripts are the ``Mutex``'s,
+    never run.)"""
 
     wakes_one: bool = False
     on_quorum: bool = False
@@ -372,8 +373,10 @@ class NativeMutex(Mutex):
 
 def _minted(fence: str, block: int, ttl_ms: int) -> list[Command]:
     """Hand out ``block`` tokens from the counter at ``fence`` (the reply to the second: the
-    last of them), starting a counter that is not there from this client's clock."""
-    started = time.time_ns() // 1000
+    last of them), starting a counter that is not there from this client's clock, a lease
+    ahead: a scripted grant keeps its token in the lock key alone (prelude.lua), so a counter
+    started just after it must outrun it with a clock that lags the server's by up to a lease."""
+    started = time.time_ns() // 1000 + ttl_ms * 1000
     keep = max(COUNTER_KEEP_MS, ttl_ms)
     return [("SET", fence, started, "NX", "PX", keep), ("INCRBY", fence, block)]
 

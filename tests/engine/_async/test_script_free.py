@@ -8,6 +8,7 @@ tools/gen_sync.py."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 import redis
 
 from fencelock._async.client import AsyncLockClient
+from fencelock._core import kinds
 from fencelock._core.natives import ServerCommands
 from fencelock._keys import LockKeys
 from fencelock.errors import LockLost, ScriptsRequired
@@ -140,6 +142,38 @@ async def test_scripted_and_script_free_clients_exclude_each_other(
         tokens.append(scripted.token)
         await scripted.release()
         assert tokens == sorted(set(tokens))  # one counter, whoever counts
+
+
+async def test_a_lagging_clock_still_counts_on_from_a_scripted_grant(
+    no_scripts: str,
+    raw: redis.Redis,
+    async_client: AsyncLockClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A scripted grant keeps its token in the lock key alone, so the counter a script-free
+    client starts next comes from its own clock: one a second behind the server's still gives
+    a larger token (the counter starts a lease ahead of that clock; docs/modes.md)."""
+    behind = time.time_ns
+    monkeypatch.setattr(kinds.time, "time_ns", lambda: behind() - 10**9)
+    async with AsyncLockClient.from_url(no_scripts, scripts="never") as plain:
+        native, scripted = plain.lock(NAME, ttl=10), async_client.lock(NAME, ttl=10)
+        # the name free, no counter: the script-free grant starts it
+        assert await scripted.acquire(timeout=0)
+        first = scripted.token
+        await scripted.release()
+        assert not raw.exists(KEYS.fence)
+        assert await native.acquire(timeout=0)
+        assert native.token > first
+        await native.release()
+        # a busy try starts the counter while the scripted grant holds the name
+        raw.delete(KEYS.fence)
+        assert await scripted.acquire(timeout=0)
+        second = scripted.token
+        assert not await native.acquire(timeout=0)
+        await scripted.release()
+        assert await native.acquire(timeout=0)
+        assert native.token > second
+        await native.release()
 
 
 async def test_auto_renew_without_scripts(no_scripts: str) -> None:
