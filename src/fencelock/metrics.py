@@ -25,6 +25,9 @@ fencelock_renewals_total                  counter    primitive           renewal
 fencelock_renewal_failures_total          counter    primitive           renewals unanswered
 fencelock_handoffs_total                  counter    primitive           local hand-offs
 fencelock_wakeups_total                   counter    primitive           wake-ups by a release
+fencelock_late_grants_total               counter    primitive           grants made after
+                                                                         their request went
+                                                                         unanswered, given back
 fencelock_stale_writes_refused_total      counter                        fenced_set refusals
 fencelock_event_loop_stall_seconds        histogram                      asyncio loops blocked
 fencelock_held_locks                      gauge                          grants held now
@@ -93,6 +96,12 @@ _METRICS = (
     _Metric("renewal_failures", COUNTER, ("primitive",), "Lease renewals that got no answer"),
     _Metric("handoffs", COUNTER, ("primitive",), "Grants handed to a lock object of the client"),
     _Metric("wakeups", COUNTER, ("primitive",), "Waits ended by a release message"),
+    _Metric(
+        "late_grants",
+        COUNTER,
+        ("primitive",),
+        "Grants made after their request went unanswered, given back once the server answered",
+    ),
 )
 _STALE = _Metric("stale_writes_refused", COUNTER, (), "Writes fenced_set refused: a stale token")
 _STALL = _Metric(
@@ -163,6 +172,8 @@ def _listener(
             records["renewals" if event.ok else "renewal_failures"](1, labels)
         elif isinstance(event, events.HandedOff):
             records["handoffs"](1, labels)
+        elif isinstance(event, events.LateGrantGivenBack):
+            records["late_grants"](1, labels)
         else:
             records["wakeups"](1, labels)
 

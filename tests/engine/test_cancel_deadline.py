@@ -132,6 +132,32 @@ async def test_a_waiter_cancelled_while_the_server_hangs_leaves_the_queue(
     await async_until(lambda: held_keys(fresh_server) == [])  # its entry left, nothing granted
 
 
+async def test_a_cancelled_acquire_whose_request_then_times_out_is_given_back_late(
+    fresh_server: EmbeddedServer,
+) -> None:
+    """The request in flight of a cancelled acquire outlives the caller and then its own bound
+    (1 s), with the server still stopped: what the server grants when it runs again is given
+    back by the client's watchdog (issue 29)."""
+    client = AsyncLockClient.from_url(fresh_server.url, socket_timeout=1.0)
+    try:
+        lock = client.lock("hung", ttl=HOUR)
+        assert await lock.acquire(timeout=0)  # (connected: the next acquire goes out at once)
+        await lock.release()
+        fresh_server.pause()
+        try:
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(lock.acquire(timeout=None), 0.2)
+            # the request, then the give-back after it, got no answer: it waits for one
+            await async_until(lambda: client.statistics().giving_back == 1)
+        finally:
+            fresh_server.resume()
+        await async_until(lambda: client.statistics().giving_back == 0)
+        assert client.statistics().late_grants == 1
+        assert held_keys(fresh_server) == []
+    finally:
+        await client.close()
+
+
 async def test_close_lets_the_give_backs_finish(fresh_server: EmbeddedServer) -> None:
     client = AsyncLockClient.from_url(fresh_server.url, socket_timeout=HOUR)
     await client.lock("warm", ttl=30).acquire(timeout=0)

@@ -81,6 +81,15 @@ class WokenUp:
 
 
 @dataclass(frozen=True, slots=True)
+class LateGrantGivenBack:
+    """A grant the server made after its acquire's request went unanswered, given back by the
+    client's watchdog once the server answered again (Redlock: per node)."""
+
+    primitive: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class StaleWriteRefused:
     """``fenced_set`` refused a write: a newer token had written the resource already."""
 
@@ -104,6 +113,7 @@ Event = (
     | Renewal
     | HandedOff
     | WokenUp
+    | LateGrantGivenBack
     | StaleWriteRefused
     | LoopStalled
 )

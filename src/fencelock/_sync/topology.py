@@ -43,6 +43,7 @@ from .._core.natives import ScriptMode, scripts_refused
 from .._core.replies import (
     Busy,
     Granted,
+    NoReply,
     check_replicated,
     renew_reply,
     reserved_block,
@@ -83,6 +84,9 @@ class SyncTopology(abc.ABC):
     # a plain lock can be held here without scripts, where the server has the native commands
     runs_without_scripts = False
     publish_command = "PUBLISH"
+    # the servers a late give-back must reach, each on its own (``release_at``): Redlock's nodes;
+    # elsewhere one, the server of the name's keys
+    node_count = 1
 
     waiters: dict[object, Waiter]
     # whether the servers' eviction policy was looked at (once per client, at the first acquire)
@@ -208,6 +212,11 @@ class SyncTopology(abc.ABC):
             return (self.release(spec, holder, timeout=self.time_left(deadline))).freed
         except (RedisError, LockError):  # unreachable: the lease expires on its own
             return False
+
+    def release_at(self, spec: LeaseSpec, holder: str, node: int, timeout: float) -> Released:
+        """Release ``holder``'s grant on server ``node`` only (< ``node_count``), within
+        ``timeout`` seconds: one try of a late give-back (``giveback.py``)."""
+        return self.release(spec, holder, timeout=timeout)
 
     def abandon(self) -> None:
         """The client was dropped unclosed: the listeners end by themselves (they only set
@@ -457,7 +466,8 @@ class SyncOneServer(SyncTopology):
     ) -> Granted | Busy:
         """One try at the lock, ended by the caller's ``deadline`` (None: none) plus one
         request timeout however often the server fails to answer. ``GaveBack`` when the grant
-        came too late to be used."""
+        came too late to be used; a ``LockConnectionError`` caused by ``NoReply`` when an
+        attempt got no reply (it may still grant: ``replies.unanswered``)."""
         if not self.server_checked:
             natives.check_server(self, spec.keys.lock)
         mode = self.mode
@@ -466,6 +476,7 @@ class SyncOneServer(SyncTopology):
         key, wait = spec.acquire_keys[0], self._wait
         commands, noscript = kind.acquire_request(spec, holder, depth, block, waiter, mode.commands)
         attempt = 1
+        unanswered: NoReply | None = None  # an attempt sent that got no reply: it may still grant
         while True:
             sent_at = time.monotonic()
             try:
@@ -477,10 +488,13 @@ class SyncOneServer(SyncTopology):
                 acked = int(raised(replies.pop())) if wait else None
                 result = kind.acquire_result(replies)
             except (TimeoutError, ConnectionError) as exc:
+                if isinstance(exc, NoReply):
+                    unanswered = exc
                 if attempt < ATTEMPTS and self.time_left(deadline) > 0:
                     attempt += 1
                     continue
-                raise translate_error(exc, spec.what) from exc
+                # (said by the cause, whatever ended the last attempt: replies.unanswered)
+                raise translate_error(exc, spec.what) from unanswered or exc
             except RedisError as exc:
                 if not self.refused(exc, self.address):
                     raise translate_error(exc, spec.what) from exc

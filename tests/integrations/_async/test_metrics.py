@@ -186,6 +186,26 @@ async def test_renewals_a_hung_server_leaves_unanswered_are_unreachable(
         await client.close()
 
 
+async def test_a_grant_given_back_late_is_counted(
+    exported: Exported, fresh_server: EmbeddedServer
+) -> None:
+    client = AsyncLockClient.from_url(fresh_server.url, socket_timeout=0.5)
+    lock = client.lock("m-late", ttl=300)
+    try:
+        assert await lock.acquire(timeout=0)  # (connected: the next acquire goes out at once)
+        await lock.release()
+        fresh_server.pause()
+        try:
+            with pytest.raises(fencelock.LockConnectionError):
+                await lock.acquire(timeout=0)  # the server grants it once resumed
+        finally:
+            fresh_server.resume()
+        await async_until(lambda: client.statistics().giving_back == 0)
+        assert exported.count("late_grants", **lock_labels("m-late")) == 1
+    finally:
+        await client.close()
+
+
 async def test_stale_writes_refused_are_counted_and_logged(
     exported: Exported, async_client: AsyncLockClient, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -187,6 +187,26 @@ def test_renewals_a_hung_server_leaves_unanswered_are_unreachable(
         client.close()
 
 
+def test_a_grant_given_back_late_is_counted(
+    exported: Exported, fresh_server: EmbeddedServer
+) -> None:
+    client = LockClient.from_url(fresh_server.url, socket_timeout=0.5)
+    lock = client.lock("m-late", ttl=300)
+    try:
+        assert lock.acquire(timeout=0)  # (connected: the next acquire goes out at once)
+        lock.release()
+        fresh_server.pause()
+        try:
+            with pytest.raises(fencelock.LockConnectionError):
+                lock.acquire(timeout=0)  # the server grants it once resumed
+        finally:
+            fresh_server.resume()
+        sync_until(lambda: client.statistics().giving_back == 0)
+        assert exported.count("late_grants", **lock_labels("m-late")) == 1
+    finally:
+        client.close()
+
+
 def test_stale_writes_refused_are_counted_and_logged(
     exported: Exported, sync_client: LockClient, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -122,6 +122,35 @@ async def test_renewals_follow_a_failover(
         await _fail_over_to(old, cluster, lock._lease.spec.keys.lock)
 
 
+async def test_a_late_grant_is_given_back_at_its_keys_node(cluster: Cluster) -> None:
+    """The master of a lock's slot stopped with the acquire in its socket (for less than the
+    cluster's node timeout: no failover), which it runs once resumed: the client's watchdog
+    gives that grant back on that node (issue 29)."""
+    key = LockKeys.for_name("late-job").lock
+    master = cluster.master_for_key(key)
+    redis = AsyncRedisCluster(
+        host="127.0.0.1", port=cluster.port, socket_timeout=5, socket_connect_timeout=5
+    )
+    client = AsyncLockClient(redis, socket_timeout=0.25)
+    try:
+        lock = client.lock("late-job", ttl=300)
+        assert await lock.acquire(timeout=0)  # (connected: the next acquire goes out at once)
+        await lock.release()
+        master.pause()
+        try:
+            with pytest.raises(fencelock.LockConnectionError):
+                await lock.acquire(timeout=0)
+        finally:
+            master.resume()
+        await async_until(lambda: client.statistics().giving_back == 0)
+        assert client.statistics().late_grants == 1
+        with master.client() as probe:
+            assert probe.exists(key) == 0
+    finally:
+        await client.close()
+        await redis.aclose()
+
+
 async def _fail_over_to(replica: EmbeddedServer, cluster: Cluster, key: str) -> None:
     """Promote ``replica`` once it has every write of its master. TAKEOVER needs no votes: a
     plain manual failover is refused when the masters voted for a replica of that shard in the
