@@ -25,9 +25,9 @@ fencelock_renewals_total                  counter    primitive           renewal
 fencelock_renewal_failures_total          counter    primitive           renewals unanswered
 fencelock_handoffs_total                  counter    primitive           local hand-offs
 fencelock_wakeups_total                   counter    primitive           wake-ups by a release
-fencelock_late_grants_total               counter    primitive           grants made after
-                                                                         their request went
-                                                                         unanswered, given back
+fencelock_given_back_total                counter    primitive           grants a silent
+                                                                         server made or kept,
+                                                                         given back late
 fencelock_stale_writes_refused_total      counter                        fenced_set refusals
 fencelock_event_loop_stall_seconds        histogram                      asyncio loops blocked
 fencelock_held_locks                      gauge                          grants held now
@@ -97,10 +97,11 @@ _METRICS = (
     _Metric("handoffs", COUNTER, ("primitive",), "Grants handed to a lock object of the client"),
     _Metric("wakeups", COUNTER, ("primitive",), "Waits ended by a release message"),
     _Metric(
-        "late_grants",
+        "given_back",
         COUNTER,
         ("primitive",),
-        "Grants made after their request went unanswered, given back once the server answered",
+        "Grants a silent server made (an acquire left unanswered) or kept (a release left "
+        "unanswered), given back once it answered again",
     ),
 )
 _STALE = _Metric("stale_writes_refused", COUNTER, (), "Writes fenced_set refused: a stale token")
@@ -172,8 +173,8 @@ def _listener(
             records["renewals" if event.ok else "renewal_failures"](1, labels)
         elif isinstance(event, events.HandedOff):
             records["handoffs"](1, labels)
-        elif isinstance(event, events.LateGrantGivenBack):
-            records["late_grants"](1, labels)
+        elif isinstance(event, events.GivenBack):
+            records["given_back"](1, labels)
         else:
             records["wakeups"](1, labels)
 

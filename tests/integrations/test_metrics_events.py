@@ -24,7 +24,7 @@ def emit_one_of_each() -> None:
         events.Renewal("lock", NAME, False),
         events.HandedOff("lock", NAME),
         events.WokenUp("lock", NAME),
-        events.LateGrantGivenBack("lock", NAME),
+        events.GivenBack("lock", NAME),
         events.StaleWriteRefused("resource", 6),
     ):
         events.emit(event)
@@ -54,7 +54,7 @@ def check_one_of_each(exported: Exported) -> None:
     assert exported.count("renewal_failures", **labels) == 1
     assert exported.count("handoffs", **labels) == 1
     assert exported.count("wakeups", **labels) == 1
-    assert exported.count("late_grants", **labels) == 1
+    assert exported.count("given_back", **labels) == 1
     assert exported.count("stale_writes_refused") == 1
 
 

@@ -1,13 +1,13 @@
-"""Grants that may come late, given back by the client's watchdog worker (the rule: see
+"""Grants a silent server may still hold, given back by the client's watchdog worker (the rule:
 ``_core/giveback.py``).
 
 An acquire whose request got no reply is handed here with its holder token once its call has
-ended (``contention.py``): the token is never used again, so a release by it can only delete
-what that late request granted. The worker tries, between its renewals, every give-back due:
-the kind's release, on each server the name lives on (``AsyncTopology.release_at``), until that
-server answered twice in a row, backing off while it stays silent. They live as long as the
-client: ``close()`` gives them one request timeout more, then forgets them, and a grant the
-server makes after that lasts its ttl.
+ended (``contention.py``), and so is a grant whose release got none (``handoff.py``): the token
+is never used again, so a release by it can only delete what that token was granted. The worker
+tries, between its renewals, every give-back due: the kind's release, on each server the name
+lives on (``AsyncTopology.release_at``), until that server answered twice in a row, backing off
+while it stays silent. They live as long as the client: ``close()`` gives them one request
+timeout more, then forgets them, and a grant the server makes after that lasts its ttl.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import logging
 import math
 import random
 import time
+
+from redis.exceptions import TimeoutError
 
 from .. import _events as events
 from .._backend import AsyncStateLock
@@ -42,8 +44,8 @@ class LateGiveBacks:
         return len(self._pending)
 
     def add(self, spec: LeaseSpec, holder: str) -> bool:
-        """Give back what ``holder`` may still be granted, on every server of the name, from
-        now on; False once the client has closed (it is not given back)."""
+        """Give back what ``holder`` may still hold, on every server of the name, from now on;
+        False once the client has closed (it is not given back)."""
         now = time.monotonic()
         if now >= self._end:
             return False
@@ -82,22 +84,31 @@ class LateGiveBacks:
                 return  # (the rest at the next round)
             try:
                 released = await topology.release_at(late.spec, late.holder, late.node, timeout)
-            except LockConnectionError:
-                late.unanswered(time.monotonic(), random.random())
+            except LockConnectionError as exc:
+                if self._end < math.inf and not isinstance(exc.__cause__, TimeoutError):
+                    # closing, and the server is not silent but gone (refused): what waited in
+                    # its sockets went with it, no use waiting for it
+                    self._forget(late)
+                else:
+                    late.unanswered(time.monotonic(), random.random())
                 continue
             except LockError:  # an error reply: the server read the try, which is what counts
                 released = None
             if released is not None and released.freed:
                 self._reached(late)
             if late.answered(time.monotonic()):
-                with self._guard:
-                    del self._pending[(late.holder, late.node)]
-                    self._counters.add(giving_back=-1)
+                self._forget(late)
+
+    def _forget(self, late: LateGiveBack) -> None:
+        with self._guard:
+            if self._pending.pop((late.holder, late.node), None) is not None:
+                self._counters.add(giving_back=-1)
 
     def _reached(self, late: LateGiveBack) -> None:
-        """A try released a grant made after its request went unanswered."""
+        """A try released a grant: made after its request went unanswered, or whose release
+        got no answer."""
         spec = late.spec
-        self._counters.add(late_grants=1)
+        self._counters.add(given_back=1)
         if events.on:
-            events.emit(events.LateGrantGivenBack(spec.primitive, spec.name))
-        logger.debug("%r: a grant made after its request went unanswered given back", spec.name)
+            events.emit(events.GivenBack(spec.primitive, spec.name))
+        logger.debug("%r: a grant given back once the server answered again", spec.name)

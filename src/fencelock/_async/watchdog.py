@@ -164,8 +164,9 @@ class AsyncWatchdog:
             self._leases.pop(grant, None)
 
     def give_back_late(self, spec: LeaseSpec, holder: str) -> None:
-        """Give back what ``holder`` may still be granted: an acquire of it got no reply, and
-        its call has ended (``giveback.py``)."""
+        """Give back what ``holder`` may still hold once the server answers again: an acquire
+        of it got no reply (it may still grant), or its release did, and its call has ended
+        (``giveback.py``)."""
         self._reset_after_fork()
         if self._late.add(spec, holder):
             with self._guard:

@@ -81,9 +81,10 @@ class WokenUp:
 
 
 @dataclass(frozen=True, slots=True)
-class LateGrantGivenBack:
-    """A grant the server made after its acquire's request went unanswered, given back by the
-    client's watchdog once the server answered again (Redlock: per node)."""
+class GivenBack:
+    """A grant given back by the client's watchdog once a silent server answered again: made
+    after its acquire's request went unanswered, or left by a release that got no answer
+    (Redlock: per node)."""
 
     primitive: str
     name: str
@@ -113,7 +114,7 @@ Event = (
     | Renewal
     | HandedOff
     | WokenUp
-    | LateGrantGivenBack
+    | GivenBack
     | StaleWriteRefused
     | LoopStalled
 )

@@ -1,12 +1,13 @@
-"""A grant that may come after its request got no reply, and how it is given back: the rule,
-as plain values (no I/O; the tries are ``_async/giveback.py``'s).
+"""A grant a silent server may still hold, and how it is given back: the rule, as plain values
+(no I/O; the tries are ``_async/giveback.py``'s).
 
 A server that stops answering (paused, overloaded, cut off) may still run a request that was
 sent to it: a paused server runs what waits in its sockets as soon as it resumes. An acquire
 whose request got no reply may so grant its holder the name later than anything the caller sent
-meanwhile, with nobody left to release it. Its give-back is left to the client's background
-worker: a release by the holder token (the kind's own, which deletes only what that token
-holds), tried until the server (each Redlock node, on its own) has answered twice in a row.
+meanwhile, with nobody left to release it; and a release that got no reply may not have gone out
+at all. Their give-back is left to the client's background worker: a release by the holder
+token (the kind's own, which deletes only what that token holds), tried until the server (each
+Redlock node, on its own) has answered twice in a row.
 
 Why twice: a server that resumes reads, in its first round of events, every connection that was
 readable then; a connection still in its listen backlog is accepted in that round and read in

@@ -22,10 +22,10 @@ class Statistics:
     renewals: int = 0  # leases the watchdog renewed
     renewal_failures: int = 0  # leases whose renewal got no answer (tried again soon)
     losses: int = 0  # leases declared lost
-    # give-backs waiting now for a server to answer again: an acquire's request went unanswered,
-    # and it may still grant (Redlock: per node; _async/giveback.py)
+    # give-backs waiting now for a server to answer again: an acquire got no answer (it may
+    # still grant), or a release did (Redlock: per node; _async/giveback.py)
     giving_back: int = 0
-    late_grants: int = 0  # grants those give-backs found, and released
+    given_back: int = 0  # grants those give-backs found, and released
 
 
 _NAMES = frozenset(f.name for f in fields(Statistics))

@@ -1,5 +1,6 @@
 """A grant the server makes after its request went unanswered is given back once the server
-answers again (issue 29). Sync twin generated into tests/engine/_sync by tools/gen_sync.py.
+answers again (issue 29), and so is one whose release got no answer. Sync twin generated into
+tests/engine/_sync by tools/gen_sync.py.
 
 The server is stopped (SIGSTOP) with an acquire in its socket: the acquire times out, and when
 the server runs again it grants it, to nobody. The client's watchdog gives it back by the
@@ -9,6 +10,9 @@ the client's statistics, never on the clock.
 
 from __future__ import annotations
 
+import gc
+import threading
+import warnings
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -68,10 +72,35 @@ async def test_a_grant_made_after_its_request_timed_out_is_given_back(
     client, other = clients
     await unanswered_acquire(fresh_server, taker(client, primitive))
     await async_until(lambda: client.statistics().giving_back == 0)  # the give-back is done
-    assert client.statistics().late_grants == 1  # (and found the grant: the server made it)
+    assert client.statistics().given_back == 1  # (and found the grant: the server made it)
     assert held_keys(fresh_server) == []
     rival = taker(other, "write" if primitive == "read" else primitive)
     assert await rival.acquire(timeout=0)  # at once, not in a ttl
+    await rival.release()
+
+
+async def test_a_release_that_could_not_reach_the_server_is_given_back(
+    fresh_server: EmbeddedServer, clients: list[AsyncLockClient]
+) -> None:
+    """The server stopped while a lock is held: its release cannot even be sent (the request
+    before it took the client's connection with it), and raises; the grant is given back once
+    the server answers again, not left to its ttl."""
+    client, other = clients
+    lock = client.lock("held", ttl=TTL)
+    assert await lock.acquire(timeout=0)
+    fresh_server.pause()
+    try:
+        with pytest.raises(fencelock.LockConnectionError):
+            await lock.held()  # (sent on the connection, which it closes: the server reads it)
+        with pytest.raises(fencelock.LockConnectionError):
+            await lock.release()  # not sent: a new connection cannot be made
+    finally:
+        fresh_server.resume()
+    await async_until(lambda: client.statistics().giving_back == 0)
+    assert client.statistics().given_back == 1
+    assert held_keys(fresh_server) == []
+    rival = other.lock("held", ttl=TTL)
+    assert await rival.acquire(timeout=0)
     await rival.release()
 
 
@@ -93,4 +122,51 @@ async def test_close_gives_the_give_backs_a_request_timeout_then_forgets_them(
     finally:
         fresh_server.resume()
     assert held_keys(fresh_server) == [b"fencelock:{closing}:lock"]
-    assert client.statistics().late_grants == 0
+    assert client.statistics().given_back == 0
+
+
+async def test_close_does_not_wait_for_a_server_that_is_gone(
+    fresh_server: EmbeddedServer,
+) -> None:
+    """A server killed (its port refuses) ran nothing of what waited in its sockets: close()
+    forgets the give-backs for it at once, not after a request timeout (an hour here: a close
+    that waited it out would hang the test)."""
+    client = AsyncLockClient.from_url(fresh_server.url, socket_timeout=3600)
+    lock = client.lock("gone", ttl=TTL)
+    assert await lock.acquire(timeout=0)
+    fresh_server.kill()
+    with pytest.raises(fencelock.LockConnectionError):
+        await lock.release()
+    assert client.statistics().giving_back == 1
+    await client.close()
+    assert client.statistics().giving_back == 0
+
+
+def watchdog_threads() -> int:
+    """The watchdog workers alive (the asyncio client's renews in a thread too)."""
+    return sum(thread.name == "fencelock-watchdog" for thread in threading.enumerate())
+
+
+async def test_a_dropped_client_forgets_its_give_backs_as_close_does(
+    fresh_server: EmbeddedServer,
+) -> None:
+    """Dropped unclosed with a give-back left, the server still stopped: its watchdog ends one
+    request timeout later, as at close(), and leaves no thread behind."""
+    before = watchdog_threads()
+    client = AsyncLockClient.from_url(fresh_server.url, socket_timeout=REQUEST)
+    lock = client.lock("dropped", ttl=TTL)
+    assert await lock.acquire(timeout=0)  # (connected: the acquire below goes out at once)
+    await lock.release()
+    fresh_server.pause()
+    try:
+        with pytest.raises(fencelock.LockConnectionError):
+            await lock.acquire(timeout=0)
+        assert client.statistics().giving_back == 1
+        assert watchdog_threads() == before + 1  # trying, while the server stays silent
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)  # (unclosed: on purpose)
+            del client, lock
+            gc.collect()
+        await async_until(lambda: watchdog_threads() == before)
+    finally:
+        fresh_server.resume()

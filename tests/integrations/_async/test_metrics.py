@@ -201,7 +201,7 @@ async def test_a_grant_given_back_late_is_counted(
         finally:
             fresh_server.resume()
         await async_until(lambda: client.statistics().giving_back == 0)
-        assert exported.count("late_grants", **lock_labels("m-late")) == 1
+        assert exported.count("given_back", **lock_labels("m-late")) == 1
     finally:
         await client.close()
 
