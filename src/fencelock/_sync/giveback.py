@@ -23,7 +23,7 @@ from redis.exceptions import TimeoutError
 from .. import _events as events
 from .._backend import SyncStateLock
 from .._core.giveback import LateGiveBack
-from .._core.kinds import LeaseSpec
+from .._core.kinds import LeaseSpec, Released
 from .._core.stats import Counters
 from ..errors import LockConnectionError, LockError
 from .topology import SyncTopology
@@ -97,6 +97,8 @@ class LateGiveBacks:
                 released = None
             if released is not None and released.freed:
                 self._reached(late)
+            if released is Released.STILL_HELD:
+                continue  # a reentrant grant's holds come off one a try: at once, again
             if late.answered(time.monotonic()):
                 self._forget(late)
 

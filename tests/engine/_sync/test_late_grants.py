@@ -105,6 +105,32 @@ def test_a_release_that_could_not_reach_the_server_is_given_back(
     rival.release()
 
 
+def test_every_hold_of_a_reentrant_lock_is_given_back(
+    fresh_server: EmbeddedServer, clients: list[LockClient]
+) -> None:
+    """Three holds, none of whose releases could reach the stopped server: the give-back
+    takes them all off (a hold a try, at once), not two of them."""
+    client, other = clients
+    lock = client.lock("reentered", ttl=TTL, reentrant=True)
+    for _ in range(3):
+        assert lock.acquire(timeout=0)
+    fresh_server.pause()
+    try:
+        with pytest.raises(fencelock.LockConnectionError):
+            lock.held()  # (sent on the connection, which it closes: the server reads it)
+        for _ in range(3):
+            with pytest.raises(fencelock.LockConnectionError):
+                lock.release()  # not sent: a new connection cannot be made
+    finally:
+        fresh_server.resume()
+    sync_until(lambda: client.statistics().giving_back == 0)
+    assert client.statistics().given_back == 1
+    assert held_keys(fresh_server) == []
+    rival = other.lock("reentered", ttl=TTL)
+    assert rival.acquire(timeout=0)
+    rival.release()
+
+
 def test_close_gives_the_give_backs_a_request_timeout_then_forgets_them(
     fresh_server: EmbeddedServer, clients: list[LockClient]
 ) -> None:
