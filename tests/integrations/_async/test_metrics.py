@@ -20,6 +20,7 @@ from fencelock._backend import async_sleep
 from fencelock._keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer, free_port
 from tests.concurrency import AsyncCall, async_until
+from tests.engine._async.test_late_grants import connected
 from tests.exported import Exported
 
 
@@ -189,11 +190,11 @@ async def test_renewals_a_hung_server_leaves_unanswered_are_unreachable(
 async def test_a_grant_given_back_late_is_counted(
     exported: Exported, fresh_server: EmbeddedServer
 ) -> None:
-    client = AsyncLockClient.from_url(fresh_server.url, socket_timeout=0.5)
+    client = AsyncLockClient.from_url(fresh_server.url, socket_timeout=1.0)
     lock = client.lock("m-late", ttl=300)
     try:
-        assert await lock.acquire(timeout=0)  # (connected: the next acquire goes out at once)
-        await lock.release()
+        await connected(client, lock)
+        given = exported.count("given_back", **lock_labels("m-late"))
         fresh_server.pause()
         try:
             with pytest.raises(fencelock.LockConnectionError):
@@ -201,7 +202,7 @@ async def test_a_grant_given_back_late_is_counted(
         finally:
             fresh_server.resume()
         await async_until(lambda: client.statistics().giving_back == 0)
-        assert exported.count("given_back", **lock_labels("m-late")) == 1
+        assert exported.count("given_back", **lock_labels("m-late")) == given + 1
     finally:
         await client.close()
 
