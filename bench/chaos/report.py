@@ -12,6 +12,7 @@ from .scenarios import (
     FAILS_CHECK,
     FENCED,
     FREE_IN_TTL,
+    GIVEN_BACK,
     INCREASING,
     KEPT,
     NO_OVERLAP,
@@ -180,6 +181,13 @@ def violations(result: Result) -> list[str]:
                 if rec.fault.scope == h.HOLDER and late:
                     found.append(
                         f"{where}: {FREE_IN_TTL}: {seconds(rec.seconds)} after {rec.fault.detail}"
+                    )
+        if GIVEN_BACK in scenario.promises:
+            for rec in r.recoveries:
+                late = rec.seconds is None or rec.seconds > scenario.ttl / 2
+                if rec.fault.scope == h.SERVER and late:
+                    found.append(
+                        f"{where}: {GIVEN_BACK}: {seconds(rec.seconds)} after {rec.fault.detail}"
                     )
     return found
 

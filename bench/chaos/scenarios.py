@@ -54,6 +54,7 @@ KEPT: Final = "a holder whose event loop is blocked keeps its lease"
 STALL_REPORTED: Final = "a blocked event loop is reported (a fencelock.watchdog warning)"
 INCREASING: Final = "tokens strictly increase"
 TOLD_STALE: Final = "an overtaken holder's write reached the resource and was refused (StaleToken)"
+GIVEN_BACK: Final = "a lock is granted again within half a ttl of a hung server's resume"
 ALWAYS: Final = (
     "no stale write accepted",
     "no orphaned lock",
@@ -188,6 +189,13 @@ def counters_deleted(run: Run, cycle: int) -> None:
 
 def node_hang(run: Run, cycle: int) -> None:
     nemesis.pause_node(run, run.topology.servers[-1:], seconds=1.5 * run.ttl)
+
+
+def node_hang_past_timeout(run: Run, cycle: int) -> None:
+    # three request timeouts: the acquires sent meanwhile time out, and the server runs them
+    # when it resumes (their grants, and the holds whose release could not go out, are the
+    # clients' to give back)
+    nemesis.pause_node(run, run.topology.servers[-1:], seconds=3 * run.client_spec.socket_timeout)
 
 
 def network(run: Run, cycle: int) -> None:
@@ -347,6 +355,18 @@ SCENARIOS: Final[list[Scenario]] = [
         "resumes its keys have expired by the wall clock, after every holder's lease ran out "
         "by its own clock.",
         (NO_OVERLAP,), cycle_seconds=3.0,
+    ),
+    Scenario(
+        SINGLE, "node-hang-past-timeout", node_hang_past_timeout,
+        "SIGSTOP the server for three request timeouts (3 s; ttl 10 s, holds of at most half "
+        "a second), then SIGCONT",
+        "No overlap. The acquires sent to the hung server time out, and it grants them when it "
+        "resumes, to holder tokens nobody uses any more; releases sent meanwhile may not even "
+        "have gone out. The clients give those grants back as soon as the server answers "
+        "(docs/leases.md, 'A grant that comes after its request timed out'): every lock is "
+        "granted again within half a ttl of the resume, not a whole ttl after it.",
+        (NO_OVERLAP, GIVEN_BACK), ttl=10.0, work=(0.01, 0.05), renewed_work=(0.01, 0.05),
+        cycle_seconds=4.0,
     ),
     Scenario(
         SINGLE, "slow-network", network,

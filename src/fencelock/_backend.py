@@ -73,13 +73,16 @@ def sync_cancelled(error: BaseException) -> bool:
     return False
 
 
-async def async_wait_done(aw: Awaitable[object]) -> None:
-    """Wait until ``aw`` (a request left in flight, bounded by its own timer) has ended, however."""
-    await asyncio.wait((asyncio.ensure_future(aw),))
+async def async_wait_done(aw: Awaitable[object]) -> bool:
+    """Wait until ``aw`` (a request left in flight, bounded by its own timer) has ended, however;
+    whether it got its reply (else the server may still run it)."""
+    task = asyncio.ensure_future(aw)
+    await asyncio.wait((task,))
+    return not task.cancelled() and task.exception() is None
 
 
-def sync_wait_done(aw: object) -> None:
-    return None
+def sync_wait_done(aw: object) -> bool:
+    return True  # (a thread's call is never left half-way: there is never a request to wait for)
 
 
 class AsyncDetached:

@@ -44,6 +44,7 @@ from .._core.natives import ScriptMode
 from .._core.replies import (
     Busy,
     Granted,
+    NoReply,
     check_replicated,
     renew_reply,
     reserved_block,
@@ -84,6 +85,9 @@ class SyncTopology(abc.ABC):
     # a plain lock can be held here without scripts, where the server has the native commands
     runs_without_scripts = False
     publish_command = "PUBLISH"
+    # the servers a late give-back must reach, each on its own (``release_at``): Redlock's nodes;
+    # elsewhere one, the server of the name's keys
+    node_count = 1
 
     waiters: dict[object, Waiter]
     # whether the servers' eviction policy was looked at (once per client, at the first acquire)
@@ -196,6 +200,11 @@ class SyncTopology(abc.ABC):
         except (RedisError, LockError):  # unreachable: the lease expires on its own
             return False
 
+    def release_at(self, spec: LeaseSpec, holder: str, node: int, timeout: float) -> Released:
+        """Release ``holder``'s grant on server ``node`` only (< ``node_count``), within
+        ``timeout`` seconds: one try of a late give-back (``giveback.py``)."""
+        return self.release(spec, holder, timeout=timeout)
+
     def abandon(self) -> None:
         """The client was dropped unclosed: the listeners end by themselves (they only set
         flags here: this runs in the garbage collector)."""
@@ -305,8 +314,7 @@ class SyncOneServer(SyncTopology):
     grant and extension waits for that many replicas to acknowledge it)."""
 
     runs_without_scripts = True
-    # sent once per client, before its first grant: what the server is (its native commands)
-    # and whether it may evict lock keys
+    # sent once per client, before its first grant: what the server is; what may evict keys
     first_requests: tuple[Command, ...] = (("HELLO",), ("INFO", "memory"))
 
     def __init__(
@@ -335,10 +343,9 @@ class SyncOneServer(SyncTopology):
     def request(
         self, commands: list[Command], noscript: Command | None, timeout: float, key: str
     ) -> tuple[list[Any], int | None]:
-        """Send ``commands`` (then WAIT for the replicas, on the same connection: WAIT counts
-        the writes of its own connection) within ``timeout`` seconds: their replies (error
-        replies as values), and how many replicas acknowledged them (None without
-        ``min_replicas``; an error reply to WAIT is raised)."""
+        """Send ``commands``, then WAIT for the replicas on the same connection (WAIT counts its
+        own connection's writes), within ``timeout`` seconds: their replies (error replies as
+        values), and the replicas that acknowledged (None without ``min_replicas``)."""
         self._loop.check()
         wait = self._wait
         replies = self.requester.request(
@@ -444,7 +451,8 @@ class SyncOneServer(SyncTopology):
     ) -> Granted | Busy:
         """One try at the lock, ended by the caller's ``deadline`` (None: none) plus one
         request timeout however often the server fails to answer. ``GaveBack`` when the grant
-        came too late to be used."""
+        came too late to be used; a ``LockConnectionError`` caused by ``NoReply`` when an
+        attempt got no reply (it may still grant: ``replies.unanswered``)."""
         if not self.server_checked:
             natives.check_server(self, spec.keys.lock)
         mode = self.mode
@@ -453,6 +461,7 @@ class SyncOneServer(SyncTopology):
         key, wait = spec.acquire_keys[0], self._wait
         commands, noscript = kind.acquire_request(spec, holder, depth, block, waiter, mode.commands)
         attempt, first = 1, None
+        no_reply: NoReply | None = None  # an attempt sent that got no reply: it may still grant
         while True:
             sent_at = time.monotonic()
             try:
@@ -464,10 +473,13 @@ class SyncOneServer(SyncTopology):
                 acked = int(raised(replies.pop())) if wait else None
                 result = kind.acquire_result(replies)
             except (TimeoutError, ConnectionError) as exc:
+                if isinstance(exc, NoReply):
+                    no_reply = exc
                 if attempt < ATTEMPTS and self.time_left(deadline) > 0:
                     attempt, first = attempt + 1, exc
                     continue
-                raise translate_error(unanswered(first, exc), spec.what) from exc
+                # the cause: a NoReply if any attempt got none (it may still grant)
+                raise translate_error(reported(first, exc), spec.what) from no_reply or exc
             except RedisError as exc:
                 if not natives.refused(self, exc, key):
                     raise translate_error(exc, spec.what) from exc
@@ -556,7 +568,7 @@ class SyncOneServer(SyncTopology):
                 if attempt < ATTEMPTS and time.monotonic() < end:
                     first = exc
                     continue
-                raise translate_error(unanswered(first, exc), spec.what) from exc
+                raise translate_error(reported(first, exc), spec.what) from exc
             except RedisError as exc:
                 raise translate_error(exc, spec.what) from exc
             if isinstance(replies[0], RedisError):
@@ -679,7 +691,7 @@ def server_address(redis: SyncRedis | SyncRedisCluster) -> str:
     return f"{options.get('host', 'localhost')}:{options.get('port', 6379)}"
 
 
-def unanswered(first: RedisError | None, last: RedisError) -> RedisError:
+def reported(first: RedisError | None, last: RedisError) -> RedisError:
     """What to report of a request sent again after ``first`` failed, and failed again with
     ``last``: ``first`` if ``last`` timed out too, which tells nothing new (the re-send is on a
     new connection; the first was on the one in use: "connected, but no reply", not "no answer

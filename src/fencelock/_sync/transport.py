@@ -11,7 +11,9 @@
   end, within their deadline.
 * NOSCRIPT (SCRIPT FLUSH, a restart: nothing ran) is answered by sending the script's EVAL once.
 * A connection that failed, or timed out with a reply maybe still to come, is closed: never
-  reused with a late reply pending.
+  reused with a late reply pending. A request sent that got no reply in time raises
+  ``NoReply``: the server, silent, may still run it (an acquire's grant is then given back
+  late: ``_core/giveback.py``). A connection the server closed ran it or not by then.
 * On a Cluster, a request goes to the node of its key's slot; MOVED, ASK or a node that failed
   over send it through the cluster client, which re-learns the slots, in the time left.
 * Redlock's fan-out writes to every node at once, then reads the replies, all bounded by one
@@ -37,6 +39,7 @@ from redis.exceptions import AskError, ConnectionError, NoScriptError, RedisErro
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .._backend import sync_cancelled
+from .._core.replies import NoReply
 from .._core.resp import Packer
 from .._transport import (
     SyncClusterNode,
@@ -112,7 +115,8 @@ class SyncRequester:
     ) -> list[Any]:
         """Send ``commands`` on one connection (a pipeline; on a Cluster, to the node of
         ``key``) and return their replies, error replies included; ``TimeoutError`` after
-        ``timeout`` seconds, connecting included (at once, sending nothing, if none is left).
+        ``timeout`` seconds, connecting included (at once, sending nothing, if none is left),
+        ``NoReply`` if the commands were sent by then.
         ``noscript``: sent instead of the first command (an EVALSHA) if the server answers
         NOSCRIPT."""
         if timeout <= 0:
@@ -149,9 +153,12 @@ class SyncRequester:
                     handed = True
                     raise
                 sync_drop(conn)  # else late replies come next
-                if cluster is None or not isinstance(exc, ConnectionError):
+                if cluster is not None and isinstance(exc, ConnectionError):
+                    moved = True  # the node failed over
+                elif isinstance(exc, RedisTimeoutError):  # sent: the server may still run it
+                    raise NoReply(str(exc)) from exc
+                else:
                     raise
-                moved = True  # the node failed over
             else:
                 if self._closed:
                     sync_drop(conn)
@@ -162,7 +169,10 @@ class SyncRequester:
             if not handed and slots is not None:
                 slots.release()
         if moved and cluster is not None:
-            return self._rerouted(cluster, commands, deadline, noscript)
+            try:
+                return self._rerouted(cluster, commands, deadline, noscript)
+            except RedisTimeoutError as exc:  # (sent once already)
+                raise NoReply(str(exc)) from exc
         return replies
 
     def _connected(self, server: _Server, deadline: float) -> SyncConnection:
@@ -221,7 +231,7 @@ class SyncRequester:
         timeout: float,
     ) -> list[Any]:
         """Send ``command`` to every node at once; per node, its reply or the ``RedisError`` it
-        raised (a node silent for ``timeout`` seconds gets a ``TimeoutError``).
+        raised (a node silent for ``timeout`` seconds gets a ``NoReply``).
 
         Connecting is not part of ``timeout``: a node's connection is made first, bounded by its
         own connect timeout, and ``timeout`` counts from the writes (a fresh client's first
@@ -258,7 +268,8 @@ class SyncRequester:
                 try:
                     replies[i] = sync_read(conn, deadline)
                 except RedisError as exc:  # timed out (a reply may come late), or broken
-                    replies[i] = exc
+                    timed_out = isinstance(exc, RedisTimeoutError)
+                    replies[i] = NoReply(str(exc)) if timed_out else exc
                     self._end(server, conn, ok=False)
                 except BaseException as exc:
                     if sync_cancelled(exc):

@@ -19,6 +19,7 @@ from fencelock._transport import AsyncRedis
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.proxy import TcpProxy
 from tests.concurrency import AsyncCall, async_until
+from tests.engine._async.test_late_grants import connected
 
 KEYS = LockKeys.for_name("job")
 # generous per-node timeout: these tests are about quorum logic, not about a loaded CI machine
@@ -152,6 +153,34 @@ async def test_a_majority_down_is_an_outage_a_majority_busy_is_not(
             await call()
     assert holders(nodes[2:], KEYS.lock) == [None]  # the failed acquires left nothing held
     await client.close()
+
+
+async def test_late_grants_on_a_majority_of_hung_nodes_are_given_back_per_node(
+    redlock: list[EmbeddedServer],
+) -> None:
+    """3 of 5 nodes stopped with the acquire in their sockets: it fails, and each runs it when
+    resumed, granting it to nobody; the client's watchdog gives it back node by node (issue
+    29), so the name is free on every node and another client takes it at once."""
+    client, other = make_client(redlock), make_client(redlock)
+    lock = client.lock("job", ttl=300)
+    given = await connected(client, lock)  # (to every node: the next acquire goes out at once)
+    for srv in redlock[:3]:
+        srv.pause()
+    try:
+        with pytest.raises(fencelock.LockConnectionError, match="3 of 5 nodes unreachable"):
+            await lock.acquire(timeout=0)
+        assert holders(redlock[3:]) == [None, None]  # the nodes that answered: given back
+    finally:
+        for srv in redlock[:3]:
+            srv.resume()
+    await async_until(lambda: client.statistics().giving_back == 0)
+    assert client.statistics().given_back == given + 3  # one per node that granted late
+    assert holders(redlock) == [None] * 5
+    rival = other.lock("job", ttl=10)
+    assert await rival.acquire(timeout=0)
+    await rival.release()
+    await client.close()
+    await other.close()
 
 
 async def test_no_node_reachable_is_a_connection_error(redlock: list[EmbeddedServer]) -> None:

@@ -19,6 +19,7 @@ from fencelock._transport import SyncRedisCluster
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.topology import Cluster
 from tests.concurrency import TIMEOUT, SyncCall, sync_together, sync_until, evalsha_calls
+from tests.engine._sync.test_late_grants import connected
 
 # names whose keys land on different shards (and slots)
 NAMES = [f"job-{i}" for i in range(12)]
@@ -123,6 +124,34 @@ def test_renewals_follow_a_failover(
             assert new_master.exists(lock._lease.spec.keys.lock) == 0
     finally:  # the session's cluster goes back to its first layout for the other tests
         _fail_over_to(old, cluster, lock._lease.spec.keys.lock)
+
+
+def test_a_late_grant_is_given_back_at_its_keys_node(cluster: Cluster) -> None:
+    """The master of a lock's slot stopped with the acquire in its socket (for less than the
+    cluster's node timeout: no failover), which it runs once resumed: the client's watchdog
+    gives that grant back on that node (issue 29)."""
+    key = LockKeys.for_name("late-job").lock
+    master = cluster.master_for_key(key)
+    redis = SyncRedisCluster(
+        host="127.0.0.1", port=cluster.port, socket_timeout=5, socket_connect_timeout=5
+    )
+    client = LockClient(redis, socket_timeout=0.5)  # (the node timeout is 2 s)
+    try:
+        lock = client.lock("late-job", ttl=300)
+        given = connected(client, lock)
+        master.pause()
+        try:
+            with pytest.raises(fencelock.LockConnectionError):
+                lock.acquire(timeout=0)
+        finally:
+            master.resume()
+        sync_until(lambda: client.statistics().giving_back == 0)
+        assert client.statistics().given_back == given + 1
+        with master.client() as probe:
+            assert probe.exists(key) == 0
+    finally:
+        client.close()
+        redis.close()
 
 
 def _fail_over_to(replica: EmbeddedServer, cluster: Cluster, key: str) -> None:
@@ -393,7 +422,10 @@ def test_compute_once_on_a_cluster(cluster_client: LockClient, cluster: Cluster)
             clients = (cluster_client, other) * 3
             calls = [lambda c=c: c.compute_once(name, build, fresh_for=60) for c in clients]  # noqa: B023
             running = SyncCall(lambda: sync_together(calls))  # noqa: B023
-            sync_until(lambda: builds != [] and waiting(cluster_client, other) == 5)  # noqa: B023
+            # one caller per client asks the server (the builder, and one waiting on sharded
+            # pub/sub); the other four follow the first caller of their client
+            sync_until(lambda: builds != [] and waiting(cluster_client, other) == 1)  # noqa: B023
+            sync_until(lambda: queued(cluster_client, other) == 4)
             go.set()
             assert running.result() == [f"result of {name}"] * 6
             assert builds == [1]
@@ -408,3 +440,8 @@ def test_compute_once_on_a_cluster(cluster_client: LockClient, cluster: Cluster)
 
 def waiting(*clients: LockClient) -> int:
     return sum(client.statistics().waiting for client in clients)
+
+
+def queued(*clients: LockClient) -> int:
+    """compute_once callers waiting for the first caller of their own client."""
+    return sum(client.statistics().compute_queued for client in clients)
