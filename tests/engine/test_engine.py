@@ -16,7 +16,7 @@ import pytest
 from fencelock.errors import LockLost
 from tests.sim.harness import simulate
 from tests.sim.topology import SimClient
-from tests.sim.world import World
+from tests.sim.world import Option, World
 
 NAME = "job"
 
@@ -138,6 +138,69 @@ def test_a_reentrant_lock_is_free_for_others_only_after_its_last_hold() -> None:
 
     simulate(holder, other)
     assert 0 < times["other"] - times["last release"] < 0.01
+
+
+class LateReplies:
+    """The default schedule, except that the nodes ``late`` answer the first round of
+    ``script`` after the client stopped waiting (its node timeout): they applied it, and the
+    client cannot know."""
+
+    def __init__(self, script: str, late: set[str]) -> None:
+        self.script, self.nodes = script, late
+        self.held: set[tuple[str, object]] = set()  # (node, connection) of the late replies
+        self.timed_out = False
+
+    def choose(self, world: World, options: list[Option]) -> int:
+        for i, option in enumerate(options):
+            m = option.message
+            if m is None:  # time moves on (to the node timeout, while replies are held)
+                self.timed_out = self.timed_out or bool(self.held)
+                return i
+            if self.timed_out:
+                return i
+            if m.kind == "reply" and (m.node.name, m.conn) in self.held:
+                continue
+            sends = m.kind == "request" and f" {self.script} " in option.label
+            if sends and m.node.name in self.nodes:
+                self.held.add((m.node.name, m.conn))
+            return i
+        raise AssertionError("nothing to choose but late replies")
+
+
+def test_a_redlock_release_sent_again_leaves_a_reentrant_hold_only_once() -> None:
+    """A reentrant holder leaves its second hold; three of the five nodes apply the release
+    but answer too late, so the round is sent again (to every node). Each node must leave that
+    hold once: the holder keeps its first on every node, and the lock stays its own. (Found by
+    the chaos run under load, redlock5/slow-network: the round sent again left a second hold on
+    every node, which freed the lock under a holder whose lease was still valid, and a waiter
+    took it.)"""
+    seen: dict[str, bool] = {}
+
+    async def holder(client: SimClient) -> None:
+        lock = client.lock(NAME, 1.0, reentrant=True)
+        assert await lock.acquire(timeout=0)
+        assert await lock.acquire(timeout=0)
+        await lock.release()  # the inner hold: sent twice
+        await asyncio.sleep(0.1)
+        lock.check()  # its lease is still valid by its own clock
+        try:
+            await lock.release()
+            seen["holder's last release found its lock"] = True
+        except LockLost:
+            seen["holder's last release found its lock"] = False
+
+    async def other(client: SimClient) -> None:
+        await asyncio.sleep(0.05)  # after the inner release, before the last
+        lock = client.lock(NAME, 1.0, reentrant=True)
+        seen["another client was granted it"] = await lock.acquire(timeout=0)
+
+    late = LateReplies("reentrant_release", {"s0", "s1", "s2"})
+    simulate(holder, other, world=World(nodes=5), redlock=True, chooser=late)
+    assert late.timed_out  # (the schedule did what it says)
+    assert seen == {
+        "another client was granted it": False,
+        "holder's last release found its lock": True,
+    }
 
 
 def test_the_watchdog_declares_a_lease_lost_when_the_server_forgets_it() -> None:
