@@ -9,9 +9,16 @@ grant
     ended. A re-entry (``reenter``) is part of its grant.
 belief
     The part of a grant during which its holder, by its own knowledge, held the lock: from the
-    acquire until ``release`` was called, the worker was killed, or it was told of a loss
-    (``lost`` from ``on_lost``, ``check_failed``, ``cancelled``, or a ``write_refused``),
-    whichever came first. A paused (SIGSTOPped) holder keeps believing: that is what a pause is.
+    acquire until ``release`` was called, the worker was killed, it was told of a loss (``lost``
+    from ``on_lost``, ``check_failed``, ``cancelled``, or a ``write_refused``), or, for a lock
+    that is not renewed, its lease ended by its own clock (``until`` of the acquire or of the
+    last re-entry: ``lease_end``), whichever came first. A holder knows when its lease ends
+    (``check()`` fails from then on, ``remaining()`` is 0), and fencelock promises no
+    exclusion past it: a holder slow to call ``release()`` (a loaded machine, a long gap after
+    its last ``check()``) holds nothing meanwhile, and fencing refuses its late writes. The
+    renewed kinds (``history.RENEWED_KINDS``) have no known end: a renewal moves it unrecorded,
+    so their belief lasts until release or a loss told, and every loss must be told. A paused
+    (SIGSTOPped) holder keeps believing within its lease: that is what a pause is.
 overlap
     Two grants of one name, by different workers, whose beliefs intersect: two holders inside
     the critical section at once, each by its own belief.
@@ -108,6 +115,9 @@ class Grant:
     requested: float  # acquire called
     start: float  # acquire returned
     hold_end: float = float("inf")
+    # when its lease ends by the holder's clock, as last known (acquire, re-entry); inf: not
+    # recorded, or a renewed lock's (moved by renewals)
+    lease_end: float = float("inf")
     ended_by: str = ""  # "release", "killed", "exit", "end of history"
     released: bool | None = None  # release() returned (True) or raised (False)
     release_error: str = ""
@@ -123,7 +133,7 @@ class Grant:
     @property
     def belief_end(self) -> float:
         told = [t for t, kind in self.signals if kind != h.RELEASE_FAILED and t <= self.hold_end]
-        return min([self.hold_end, *told])
+        return min([self.hold_end, self.lease_end, *told])
 
     def __repr__(self) -> str:
         return (
@@ -263,6 +273,13 @@ class Report:
 def grants(events: Sequence[Event]) -> list[Grant]:
     """Every grant of the history, with its hold, signals, checks and writes, by start time."""
     events = sorted(events, key=lambda e: e.t)
+    # (a renewed lock's lease goes on past the end known at its grant)
+    renewed = {e.name for e in events if e.kind == h.CONFIG and e.detail in h.RENEWED_KINDS}
+
+    def lease_ends(grant: Grant, e: Event) -> None:
+        if e.until is not None and e.name not in renewed:
+            grant.lease_end = e.until
+
     current: dict[str, Grant] = {}  # worker -> its latest grant (kept after release, for results)
     sent: dict[str, Event] = {}  # worker -> its write waiting for an answer
     result: list[Grant] = []
@@ -278,6 +295,7 @@ def grants(events: Sequence[Event]) -> list[Grant]:
             if grant is not None:
                 close(grant, e.t, "acquired again")
             grant = Grant(e.worker, e.name, e.token, e.t if e.t0 is None else e.t0, e.t)
+            lease_ends(grant, e)
             current[e.worker] = grant
             result.append(grant)
         elif e.kind == h.ACQUIRE_FAILED:
@@ -298,6 +316,7 @@ def grants(events: Sequence[Event]) -> list[Grant]:
             grant.signals.append((e.t, e.kind))
         elif e.kind in (h.READ, h.REENTER):
             grant.steps.append((e.t, e.kind))
+            lease_ends(grant, e)
         elif e.kind == h.LOOP_BLOCKED:
             grant.blocks.append((e.t, float("inf")))
         elif e.kind == h.LOOP_RESUMED and grant.blocks:

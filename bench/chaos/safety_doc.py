@@ -66,8 +66,13 @@ COLUMNS = """\
 - **faults**: faults injected that concern this lock (a fault on servers concerns every lock).
 - **overlaps**: pairs of grants by different workers whose *beliefs* intersect. A worker
   believes it holds the lock from the moment `acquire` returned until it calls `release()`, is
-  killed, or is told of a loss (`on_lost`, a failing `check()`, a refused write). A SIGSTOPped
-  holder keeps believing: that is what a pause is.
+  killed, or is told of a loss (`on_lost`, a failing `check()`, a refused write), and, without
+  `auto_renew`, no longer than its lease by its own clock (`remaining()` at the grant or its
+  last re-entry). Past that end its `check()` fails and fencelock promises it nothing: a
+  holder slow to release (a paused process, a loaded machine) holds nothing meanwhile, and
+  its late writes are counted as overtaken writes. An `auto_renew` lease has no end known in
+  advance (each renewal moves it), so such a holder believes until its release or a loss it
+  is told of, and a SIGSTOPped one keeps believing: that is what a pause is.
 - **overtaken writes refused / accepted**: writes a holder sent after a newer grant of its lock
   had returned. Fencing refuses each one that arrives after the newer holder's first write. One
   that arrives before it is not stale in the resource's eyes and is accepted, and is then

@@ -235,10 +235,11 @@ CRASH_EXPECT = (
     "remaining ttl); nothing is orphaned; no overlap."
 )
 PAUSE_EXPECT = (
-    "Overlaps expected: a SIGSTOPped holder believes it holds the lock until it runs again. "
-    "Paused while it works, its next check() fails (LockLost from its own clock) and it writes "
-    "nothing. Paused between a passed check() and its write, only the fence can stop the "
-    "write: it must be refused, since a newer token has written meanwhile."
+    "Overlaps expected with auto_renew: a SIGSTOPped holder believes it holds the lock until "
+    "it runs again and hears of the loss (without renewal, only until its lease ends by its "
+    "own clock). Paused while it works, its next check() fails (LockLost from its own clock) "
+    "and it writes nothing. Paused between a passed check() and its write, only the fence can "
+    "stop the write: it must be refused, since a newer token has written meanwhile."
 )
 LOOP_BLOCK_EXPECT = (
     "No overlap, and no loss: the blocked holder's lease is renewed off its event loop (a "

@@ -35,9 +35,17 @@ class Story:
         self.events.append(Event(t, worker, kind, **fields))
         return self
 
-    def acquire(self, worker: str, token: int, at: float, asked: float | None = None) -> Story:
+    def acquire(
+        self,
+        worker: str,
+        token: int,
+        at: float,
+        asked: float | None = None,
+        until: float | None = None,
+    ) -> Story:
         self.tokens[worker] = token
-        return self.add(at, worker, h.ACQUIRE, token=token, t0=at if asked is None else asked)
+        t0 = at if asked is None else asked
+        return self.add(at, worker, h.ACQUIRE, token=token, t0=t0, until=until)
 
     def write(self, worker: str, value: int, at: float, outcome: str = h.WRITE_ACCEPTED) -> Story:
         self.add(at, worker, h.WRITE_ATTEMPT, value=value)
@@ -215,6 +223,50 @@ def test_overlap_ends_at_the_signal_of_the_earlier_holder() -> None:
     s.release("w1", 2.0).release("w0", 3.0, error="LockLost")
     (o,) = s.report().overlaps
     assert (o.start, o.end) == (1.0, 1.25)
+
+
+def test_a_holder_stops_believing_when_its_lease_ends_by_its_own_clock() -> None:
+    # w0 (no renewal) knew its lease ended at 0.988; slow to release (a loaded machine), it
+    # called release() at 1.05, after w1 was granted at 1.0: no overlap, a loss all the same
+    s = Story().acquire("w0", 1, 0.0, until=0.988).add(0.5, "w0", h.CHECK_PASSED)
+    s.acquire("w1", 2, 1.0, asked=0.7).release("w1", 1.2)
+    s.release("w0", 1.05, error="LockLost").final(0)
+    r = s.report()
+    assert r.overlaps == []
+    assert [(loss.grant.worker, loss.how) for loss in r.losses] == [("w0", "taken over")]
+    assert broken_promises(s, "redlock5/slow-network") == []  # "no overlapping holds" holds
+
+
+def test_an_overlap_inside_the_holders_known_lease_is_still_reported() -> None:
+    # w1 granted at 0.9, while w0's lease still ran by its own clock (until 0.988): that is an
+    # overlap fencelock promises against, whenever w0 released
+    s = Story().acquire("w0", 1, 0.0, until=0.988).acquire("w1", 2, 0.9, asked=0.7)
+    s.release("w1", 1.2).release("w0", 1.05, error="LockLost").final(0)
+    (o,) = s.report().overlaps
+    assert (o.earlier.worker, o.later.worker, o.start, o.end) == ("w0", "w1", 0.9, 0.988)
+    assert any(NO_OVERLAP in line for line in broken_promises(s, "redlock5/slow-network"))
+
+
+def test_a_re_entry_restarts_the_known_lease() -> None:
+    s = Story(kind="reentrant").acquire("w0", 1, 0.0, until=0.988)
+    s.add(0.2, "w0", h.REENTER, until=1.188)
+    s.acquire("w1", 2, 1.0, asked=0.7).release("w1", 1.3).release("w0", 1.25).final(0)
+    (o,) = s.report().overlaps
+    assert (o.start, o.end) == (1.0, 1.188)
+    refused = Story(kind="reentrant").acquire("w0", 1, 0.0, until=0.988)
+    refused.add(0.2, "w0", h.REENTER, detail="refused")  # (no until: the lease is unchanged)
+    refused.acquire("w1", 2, 1.0, asked=0.7).release("w1", 1.3).release("w0", 1.25).final(0)
+    assert refused.report().overlaps == []
+
+
+def test_a_renewed_lock_believes_past_the_end_known_at_its_grant() -> None:
+    # its watchdog moves the end: until release, or a loss told (and each loss must be told)
+    s = Story(kind="auto_renew").acquire("w0", 1, 0.0, until=0.988)
+    s.acquire("w1", 2, 1.0, asked=0.7).release("w1", 1.2).release("w0", 1.5).final(0)
+    r = s.report()
+    (o,) = r.overlaps
+    assert (o.start, o.end) == (1.0, 1.2)
+    assert [loss.grant.worker for loss in r.unsignalled] == ["w0"]
 
 
 def test_stale_write_accepted_is_reported() -> None:
