@@ -9,10 +9,12 @@ world's log holds every request as the servers received it.
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Any
 
 import pytest
 
+from fencelock._core.timing import drift
 from fencelock.errors import LockLost
 from tests.sim.harness import simulate
 from tests.sim.topology import SimClient
@@ -142,26 +144,31 @@ def test_a_reentrant_lock_is_free_for_others_only_after_its_last_hold() -> None:
 
 class LateReplies:
     """The default schedule, except that the nodes ``late`` answer the first round of
-    ``script`` after the client stopped waiting (its node timeout): they applied it, and the
-    client cannot know."""
+    ``script`` late: after the client stopped waiting (its timeout: they applied it, and the
+    client cannot know), or ``after`` seconds late."""
 
-    def __init__(self, script: str, late: set[str]) -> None:
-        self.script, self.nodes = script, late
+    def __init__(self, script: str, late: set[str], after: float | None = None) -> None:
+        self.script, self.nodes, self.after = script, late, after
         self.held: set[tuple[str, object]] = set()  # (node, connection) of the late replies
-        self.timed_out = False
+        self.due = math.inf  # when they arrive (``after`` is given)
+        self.arrived = False
 
     def choose(self, world: World, options: list[Option]) -> int:
+        self.arrived = self.arrived or world.clock.now >= self.due
         for i, option in enumerate(options):
             m = option.message
-            if m is None:  # time moves on (to the node timeout, while replies are held)
-                self.timed_out = self.timed_out or bool(self.held)
+            if m is None:  # time moves on: to the client's timeout, or to ``due``
+                self.arrived = self.arrived or (bool(self.held) and self.after is None)
                 return i
-            if self.timed_out:
+            if self.arrived:
                 return i
             if m.kind == "reply" and (m.node.name, m.conn) in self.held:
                 continue
             sends = m.kind == "request" and f" {self.script} " in option.label
             if sends and m.node.name in self.nodes:
+                if not self.held and self.after is not None:
+                    self.due = world.clock.now + self.after
+                    world.at(self.due, "the late replies arrive", lambda: None)
                 self.held.add((m.node.name, m.conn))
             return i
         raise AssertionError("nothing to choose but late replies")
@@ -196,11 +203,33 @@ def test_a_redlock_release_sent_again_leaves_a_reentrant_hold_only_once() -> Non
 
     late = LateReplies("reentrant_release", {"s0", "s1", "s2"})
     simulate(holder, other, world=World(nodes=5), redlock=True, chooser=late)
-    assert late.timed_out  # (the schedule did what it says)
+    assert late.arrived  # (the schedule did what it says)
     assert seen == {
         "another client was granted it": False,
         "holder's last release found its lock": True,
     }
+
+
+def test_a_grant_whose_reply_came_late_is_renewed_within_its_lease() -> None:
+    """The acquire's reply comes 0.7 s after its request, of a 1 s lease counted from the
+    request. Its first renewal is due a third of the ttl into the lease (at once here), not a
+    third of the ttl after the grant came back, past the lease's end. (Found by the chaos run
+    under load, cluster/holder-loop-block: the asyncio client built its Cluster renewal twin
+    after the grant came back, and the first renewal came too late.)"""
+    told: list[float] = []
+
+    async def main(client: SimClient) -> None:
+        lock = client.lock(NAME, 1.0, auto_renew=True, on_lost=lambda _: told.append(now()))
+        assert await lock.acquire(timeout=0)
+        assert now() == pytest.approx(100.7, abs=0.01)  # the lease ends at 100.988
+        await asyncio.sleep(2.0)
+        lock.check()
+        await lock.release()
+
+    late = LateReplies("acquire", {"s0"}, after=0.7)
+    world = simulate(main, chooser=late, request_timeout=2.0)
+    assert late.arrived and told == []
+    assert sent(world, "p0", "renew")[0].startswith(" 100.7")  # (as soon as it came back)
 
 
 def test_the_watchdog_declares_a_lease_lost_when_the_server_forgets_it() -> None:
@@ -213,7 +242,8 @@ def test_the_watchdog_declares_a_lease_lost_when_the_server_forgets_it() -> None
         await asyncio.sleep(0.1)
         world.nodes[0].server.execute("t", "FLUSHALL")  # the server forgets every lock
         await asyncio.sleep(0.5)
-        assert told and told[0] == pytest.approx(0.3 + 100, abs=0.01)  # its first renewal
+        # its first renewal: a third into the lease (less the drift allowance)
+        assert told and told[0] == pytest.approx(100 + 0.3 - drift(0.9), abs=0.001)
         with pytest.raises(LockLost):
             lock.check()
         with pytest.raises(LockLost):
