@@ -26,7 +26,10 @@ superseded write
     A write a grant sent after a newer grant of the same name (see loss) had returned: the
     holder was overtaken. Fencing refuses it when the newer holder has written first; one that
     arrives before the newer holder's first write is not stale in the resource's eyes and is
-    accepted (and then usually lost, see lost updates).
+    accepted (and then usually lost, see lost updates). Unfenced: one accepted although a
+    newer holder's write had been accepted before it was sent (a stale write accepted, too).
+    A scenario cannot make the newer holder write first: on a loaded machine its own lease
+    may end before it writes, and then nothing can refuse the overtaken holder's write.
 stale write accepted
     A write accepted with a token lower than the token of a write accepted before it was sent
     (per key). The fenced resource must refuse every such write: this must be 0 always.
@@ -191,6 +194,7 @@ class NameReport:
     writes: list[Write] = field(default_factory=list)
     superseded_accepted: list[Write] = field(default_factory=list)
     superseded_refused: list[Write] = field(default_factory=list)
+    unfenced: list[Write] = field(default_factory=list)  # superseded, accepted, and stale
     refused_not_superseded: list[Write] = field(default_factory=list)
     stale_accepted: list[Write] = field(default_factory=list)
     final_value: int | None = None
@@ -678,6 +682,8 @@ def check(events: Sequence[Event]) -> Report:
             elif w.outcome == h.WRITE_REFUSED:
                 r.refused_not_superseded.append(w)
         r.stale_accepted = stale_accepted(r.writes)
+        stale = set(map(id, r.stale_accepted))
+        r.unfenced = [w for w in r.superseded_accepted if id(w) in stale]
         if r.final_value is not None:
             accepted = r.count(h.WRITE_ACCEPTED)
             unknown = r.count("")

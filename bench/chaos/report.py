@@ -160,7 +160,7 @@ def violations(result: Result) -> list[str]:
             for grant, t in r.late_checks:
                 found.append(f"{where}: {FAILS_CHECK}: {grant} passed check() at {t:.3f}")
         if FENCED in scenario.promises:
-            for w in r.superseded_accepted:
+            for w in r.unfenced:
                 found.append(f"{where}: {FENCED}: {w}")
         if INCREASING in scenario.promises:
             for grant in r.token_regressions:

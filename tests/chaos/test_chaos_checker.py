@@ -14,7 +14,7 @@ from bench.chaos import checker, report
 from bench.chaos import history as h
 from bench.chaos.history import Event
 from bench.chaos.runner import Result
-from bench.chaos.scenarios import ALWAYS, BY_NAME, KEPT, NO_OVERLAP, STALL_REPORTED
+from bench.chaos.scenarios import ALWAYS, BY_NAME, FENCED, KEPT, NO_OVERLAP, STALL_REPORTED
 
 NAME = "job"
 
@@ -267,6 +267,31 @@ def test_a_renewed_lock_believes_past_the_end_known_at_its_grant() -> None:
     (o,) = r.overlaps
     assert (o.start, o.end) == (1.0, 1.2)
     assert [loss.grant.worker for loss in r.unsignalled] == ["w0"]
+
+
+def test_an_overtaken_write_is_unfenced_only_once_a_newer_holder_has_written() -> None:
+    def paused(successor_writes: bool) -> Story:
+        # w0 passed check(), then was paused past its lease; w1 was granted meanwhile
+        s = Story().acquire("w0", 1, 0.0, until=0.988).add(0.5, "w0", h.CHECK_PASSED)
+        s.acquire("w1", 2, 1.2, asked=0.6, until=2.1).add(1.25, "w1", h.READ, value=0)
+        if successor_writes:
+            s.write("w1", 1, 1.3).release("w1", 1.4)
+        else:  # (a loaded machine: its lease ran out before it could write)
+            s.add(1.3, "w1", h.CHECK_FAILED).release("w1", 1.4, error="LockLost")
+        s.write("w0", 1, 2.5).release("w0", 2.6, error="LockLost")
+        return s.final(1)
+
+    scenario = "single/holder-pause"
+    nothing_to_refuse = paused(successor_writes=False)
+    r = nothing_to_refuse.report()
+    assert [w.worker for w in r.superseded_accepted] == ["w0"]  # (counted in the table)
+    assert r.unfenced == [] and r.stale_accepted == []
+    assert broken_promises(nothing_to_refuse, scenario) == []
+    refusable = paused(successor_writes=True)
+    r = refusable.report()
+    assert [w.worker for w in r.unfenced] == ["w0"]
+    broken = broken_promises(refusable, scenario)
+    assert any(FENCED in line for line in broken) and any(ALWAYS[0] in line for line in broken)
 
 
 def test_stale_write_accepted_is_reported() -> None:
