@@ -308,7 +308,7 @@ FINDINGS = """\
 - **Fencing holds everywhere**: no stale write was accepted in any scenario. Every overlap that
   a pause causes ends in a failing `check()` (paused while working) or a refused write (paused
   between `check()` and the write): the pause scenarios check that no write of an overtaken
-  holder is accepted.
+  holder is accepted once a newer holder has written.
 - **Where overlaps come from**: a paused holder (every mode: a lease is a lease), a server
   restarted without persistence, a failover that loses grants (Sentinel or Cluster without
   `min_replicas`), and a Redlock node whose clock jumps. In the last three the old holder's
@@ -327,9 +327,12 @@ FINDINGS = """\
   retries (calls took seconds with nodes down, and a lease could run out while its token was
   written back), the sync pub/sub listener dying on redis-py errors after a server restart,
   a late `on_lost` while a renewal hung, `on_lost_policy="cancel"` ending a block with
-  `CancelledError` instead of `LockLost`, and a lease counted from the wrong request after a
-  re-send. What each looked like and how it was fixed: [benchmarks.md, "The chaos suite: what
-  it found"](benchmarks.md#the-chaos-suite-what-it-found).
+  `CancelledError` instead of `LockLost`, a lease counted from the wrong request after a
+  re-send, and, with two CPU burners beside the short run, a Redlock reentrant release sent
+  again that left a hold twice (the lock freed under its holder), an `auto_renew` grant that
+  came back late renewed only after its lease had ended, and asyncio replies taken for
+  timeouts when the event loop got to them late. What each looked like and how it was fixed:
+  [benchmarks.md, "The chaos suite: what it found"](benchmarks.md#the-chaos-suite-what-it-found).
 
 ## Not covered yet
 
