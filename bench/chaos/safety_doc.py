@@ -52,7 +52,10 @@ are the other primitives, each used as a mutex so that every promise of the lock
 them: `semaphore`, a semaphore of one permit with `auto_renew=True`; `rw_write`, the write side
 of a read-write lock; and `multi_lock`, a multi-lock of the name and a second name (its own
 hash slot). Redlock runs the lock kinds and the multi-lock only: semaphores and read-write
-locks need one master or a Cluster ([semaphore.md](semaphore.md)). A fault on a holder hits one
+locks need one master or a Cluster ([semaphore.md](semaphore.md)). Its clients have a node
+timeout of 150 ms, which also bounds connecting to a node: the default at the suite's 1 s ttl
+(5 ms, connecting within 50 ms) is meant for a network, and on a loaded 2-vCPU machine an
+asyncio client could not reconnect in time and was granted nothing. A fault on a holder hits one
 holder of each name; a fault on servers or the network hits all of them. The blocked event loop
 (`*/holder-loop-block`) runs `async_cancel` only: a sync worker has no event loop to block.
 """
