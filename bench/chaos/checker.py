@@ -17,8 +17,11 @@ belief
     exclusion past it: a holder slow to call ``release()`` (a loaded machine, a long gap after
     its last ``check()``) holds nothing meanwhile, and fencing refuses its late writes. The
     renewed kinds (``history.RENEWED_KINDS``) have no known end: a renewal moves it unrecorded,
-    so their belief lasts until release or a loss told, and every loss must be told. A paused
-    (SIGSTOPped) holder keeps believing within its lease: that is what a pause is.
+    so their belief lasts until release or a loss told, and every loss must be told; except a
+    grant whose lease had ended already when its acquire returned (``until`` not after the
+    ``acquire`` event: ``remaining()`` was 0; under load the hand-over can outlast a lease),
+    which no renewal revives. A paused (SIGSTOPped) holder keeps believing within its lease:
+    that is what a pause is.
 overlap
     Two grants of one name, by different workers, whose beliefs intersect: two holders inside
     the critical section at once, each by its own belief.
@@ -277,11 +280,12 @@ class Report:
 def grants(events: Sequence[Event]) -> list[Grant]:
     """Every grant of the history, with its hold, signals, checks and writes, by start time."""
     events = sorted(events, key=lambda e: e.t)
-    # (a renewed lock's lease goes on past the end known at its grant)
+    # (a renewed lock's lease goes on past the end known at its grant, unless that end had
+    # passed already when the holder got the grant: no renewal revives a lease that ended)
     renewed = {e.name for e in events if e.kind == h.CONFIG and e.detail in h.RENEWED_KINDS}
 
     def lease_ends(grant: Grant, e: Event) -> None:
-        if e.until is not None and e.name not in renewed:
+        if e.until is not None and (e.name not in renewed or e.until <= e.t):
             grant.lease_end = e.until
 
     current: dict[str, Grant] = {}  # worker -> its latest grant (kept after release, for results)

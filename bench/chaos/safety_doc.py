@@ -75,7 +75,9 @@ COLUMNS = """\
   holder slow to release (a paused process, a loaded machine) holds nothing meanwhile, and
   its late writes are counted as overtaken writes. An `auto_renew` lease has no end known in
   advance (each renewal moves it), so such a holder believes until its release or a loss it
-  is told of, and a SIGSTOPped one keeps believing: that is what a pause is.
+  is told of (not at all if its lease had ended when its `acquire` returned: on a loaded
+  machine the hand-over can outlast a lease, and no renewal revives it), and a SIGSTOPped one
+  keeps believing: that is what a pause is.
 - **overtaken writes refused / accepted**: writes a holder sent after a newer grant of its lock
   had returned. Fencing refuses each one that arrives after the newer holder's first write. One
   that arrives before it is not stale in the resource's eyes and is accepted, and is then

@@ -269,6 +269,21 @@ def test_a_renewed_lock_believes_past_the_end_known_at_its_grant() -> None:
     assert [loss.grant.worker for loss in r.unsignalled] == ["w0"]
 
 
+def test_a_renewed_grant_handed_over_after_its_lease_ended_is_not_believed() -> None:
+    # w0's acquire returned at 2.0 a grant whose lease had ended (remaining() 0: until 2.0), the
+    # hand-over slower than the lease; w1 was granted meanwhile; w0 was told at 2.05
+    s = Story(kind=h.ASYNC_CANCEL).acquire("w1", 3, 1.5, asked=1.2, until=2.5)
+    s.acquire("w0", 2, 2.0, asked=0.5, until=2.0).add(2.05, "w0", h.LOST)
+    s.release("w0", 2.06, error="LockLost").release("w1", 2.4).final(0)
+    assert s.report().overlaps == []
+    # the same grant with a lease left when it was handed over: believed until told
+    s2 = Story(kind=h.ASYNC_CANCEL).acquire("w1", 3, 1.5, asked=1.2, until=2.5)
+    s2.acquire("w0", 2, 2.0, asked=0.5, until=2.1).add(2.05, "w0", h.LOST)
+    s2.release("w0", 2.06, error="LockLost").release("w1", 2.4).final(0)
+    (o,) = s2.report().overlaps
+    assert (o.earlier.worker, o.later.worker, o.start, o.end) == ("w1", "w0", 2.0, 2.05)
+
+
 def test_an_overtaken_write_is_unfenced_only_once_a_newer_holder_has_written() -> None:
     def paused(successor_writes: bool) -> Story:
         # w0 passed check(), then was paused past its lease; w1 was granted meanwhile
