@@ -69,6 +69,7 @@ from .topologies import (
 )
 
 # The phase of a worker, in its slot of the shared array.
+STARTING: Final = -1  # started, its client not made yet (the harness waits for it)
 IDLE: Final = 0  # not holding (acquiring, or between rounds)
 WORKING: Final = 1  # holding: read the counter, working, check() not yet called
 CHECKED: Final = 2  # check() passed, the write not yet sent
@@ -306,6 +307,7 @@ class Worker(_Worker):
     def loop(self, stopping: Callable[[], bool]) -> None:
         self.client = make_client(self.spec.client)
         self.resource = redis.Redis(port=self.spec.resource_port, **RESOURCE_OPTIONS)
+        self.phases[self.slot] = IDLE  # (started)
         try:
             while not stopping():
                 self.round()
@@ -496,6 +498,7 @@ class AsyncWorker(_Worker):
             task.set_name(f"chaos-{self.spec.worker}")
         self.client = make_async_client(self.spec.client)
         self.resource = redis.asyncio.Redis(port=self.spec.resource_port, **RESOURCE_OPTIONS)
+        self.phases[self.slot] = IDLE  # (started)
         try:
             while not stopping():
                 await self.round()
