@@ -162,7 +162,7 @@ def violations(result: Result) -> list[str]:
             for grant, t in r.late_checks:
                 found.append(f"{where}: {FAILS_CHECK}: {grant} passed check() at {t:.3f}")
         if FENCED in scenario.promises:
-            for w in r.superseded_accepted:
+            for w in r.unfenced:
                 found.append(f"{where}: {FENCED}: {w}")
         if TOLD_STALE in scenario.promises and not r.superseded_refused:
             found.append(f"{where}: {TOLD_STALE}: no overtaken write was refused")

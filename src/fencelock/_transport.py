@@ -294,11 +294,20 @@ class _Expiry:
     cancelled and ``TimeoutError(what)`` raised, unless the task was cancelled by someone else
     too (that cancellation goes on). No task, no future: one timer.
 
+    What was there when the loop saw the deadline pass wins: the timer cancels one loop step
+    later, after the wake-ups of the I/O that step found (the loop runs I/O callbacks before
+    timers, and the task they wake after both). A loop that runs late (a busy loop, a loaded
+    machine) would otherwise take a reply that had come in time for a timeout, and close its
+    connection: with Redlock's node timeouts of a few ms, a client under load would spend its
+    time reconnecting.
+
     Not ``asyncio.timeout()``: on Python 3.11 it compares the task's cancellation requests with
     0, not with their count on entry, so a task that carries stale ones (after a TaskGroup
     failure it caught) gets a cancellation for a timeout."""
 
     __slots__ = ("_baseline", "_deadline", "_expired", "_task", "_timer", "_what")
+
+    _timer: asyncio.Handle  # the deadline's timer, then the cancellation one step later
 
     def __init__(self, deadline: float, what: str) -> None:
         self._deadline = deadline
@@ -313,6 +322,9 @@ class _Expiry:
         self._timer = asyncio.get_running_loop().call_later(left, self._expire)
 
     def _expire(self) -> None:
+        self._timer = self._task.get_loop().call_soon(self._cancel)
+
+    def _cancel(self) -> None:
         self._expired = True
         self._task.cancel()
 

@@ -18,6 +18,7 @@ import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock._keys import LockKeys
 from fencelock._scripts import ACQUIRE, RELEASE
+from fencelock._transport import async_read
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import async_until, sync_until
 
@@ -605,6 +606,32 @@ async def test_a_request_past_its_deadline_times_out_whatever_the_task_carries(
     assert await other.acquire(timeout=0)  # the connection that timed out was made anew
     await other.release()
     await client.close()
+
+
+async def test_a_reply_there_when_the_loop_sees_its_deadline_is_taken(
+    server: EmbeddedServer, raw: redis.Redis
+) -> None:
+    """A reply that came in time is read, however late the event loop gets to it (a busy loop,
+    a loaded machine): when the loop finds the reply and the passed deadline at once, the reply
+    wins. (The deadline's timer cancelled the read first: the reply was taken for a timeout and
+    its connection closed. Under load an asyncio Redlock client, whose node timeouts are a few
+    ms, then spent its time reconnecting and was granted nothing: the chaos run's redlock5
+    scenarios, with two CPU burners.)"""
+    conn = redis.asyncio.Connection(port=server.port, client_name="late-loop")
+    await conn.connect()
+    await conn.send_command("BLPOP", "late-loop", 0)
+    reading = asyncio.ensure_future(async_read(conn, time.monotonic()))  # (its deadline: now)
+    await asyncio.sleep(0)  # it waits for the reply now
+    # the loop held up (sync calls) until the reply is on its way: the loop's next step finds
+    # it and the deadline at once
+    raw.lpush("late-loop", "in time")
+
+    def answered(c: dict[str, str]) -> bool:
+        return c["name"] == "late-loop" and c["cmd"] == "blpop" and "b" not in c["flags"]
+
+    sync_until(lambda: any(answered(c) and c["obl"] == "0" for c in raw.client_list()))
+    assert await reading == [b"late-loop", b"in time"]
+    await conn.disconnect()
 
 
 def test_asyncio_run_lets_the_clean_ups_of_the_tasks_it_cancels_finish(

@@ -83,6 +83,23 @@ def test_cluster_replica_takes_over_a_stopped_master(server_kind: str) -> None:
             client.close()
 
 
+def test_cluster_meets_again_a_node_whose_handshake_was_dropped(server_kind: str) -> None:
+    """A handshake that times out (a loaded machine, a node timeout of 1 s) is dropped by the
+    node, not retried, and the cluster never assembled (seen once in the chaos run under load:
+    "node ... knows 3 of 6 nodes" for 28 s). Shown with a replica every other node forgot."""
+    with Cluster(_binary(server_kind)) as cluster:
+        (replica,) = cluster.replicas_of(cluster.masters[0])
+        forgotten = cluster.node_ids[replica.port]
+        for node in cluster.nodes:
+            if node is not replica:  # (banned from their gossip for 60 s)
+                with node.client() as client:
+                    client.execute_command("CLUSTER", "FORGET", forgotten)
+        with cluster.masters[0].client(decode_responses=True) as client:
+            assert forgotten not in client.execute_command("CLUSTER", "NODES")
+            cluster.wait_met(timeout=30)
+            assert forgotten in client.execute_command("CLUSTER", "NODES")
+
+
 def test_cluster_stops_its_nodes_when_startup_fails(server_kind: str) -> None:
     before = _children()
     cluster = Cluster(_binary(server_kind))

@@ -141,7 +141,8 @@ async def reenter(lease: AsyncLease, grant: Grant) -> None:
         lease.declare_lost(grant, "at re-entry")
         raise
     except NotReplicated:
-        await async_shield(topology.release(lease.spec, grant.holder))  # the extra hold
+        extra = topology.release(lease.spec, grant.holder, depth=grant.depth + 1)
+        await async_shield(extra)  # the hold it just took
         raise
     grant.reentered(sent_at, lease.spec.ttl)
 

@@ -241,8 +241,15 @@ class AsyncTopology(abc.ABC):
 
     @abc.abstractmethod
     async def release(
-        self, spec: LeaseSpec, holder: str, leaving: str = "", timeout: float | None = None
-    ) -> Released: ...
+        self,
+        spec: LeaseSpec,
+        holder: str,
+        leaving: str = "",
+        timeout: float | None = None,
+        *,
+        depth: int = 1,
+    ) -> Released:
+        """``depth``: the holds a reentrant holder has before this release (1: its last)."""
 
     @abc.abstractmethod
     async def renew(
@@ -505,20 +512,26 @@ class AsyncOneServer(AsyncTopology):
         raise AssertionError("unreachable")
 
     async def release(
-        self, spec: LeaseSpec, holder: str, leaving: str = "", timeout: float | None = None
+        self,
+        spec: LeaseSpec,
+        holder: str,
+        leaving: str = "",
+        timeout: float | None = None,
+        *,
+        depth: int = 1,
     ) -> Released:
         """Release ``holder``'s grant (``leaving``: a queue entry removed first, a simple lock's
         waiter giving up), within ``timeout`` seconds (default: one request timeout)."""
         mode = self.mode
         kind = spec.kind if not mode.no_scripts else await natives.stand_in(self, spec)
-        commands, noscript = kind.release_request(spec, holder, leaving, mode.commands)
+        commands, noscript = kind.release_request(spec, holder, leaving, mode.commands, depth)
         bound = self.request_timeout if timeout is None else timeout
         try:
             replies, _ = await self.request(commands, noscript, bound, spec.release_keys[0])
             return kind.release_result(replies)
         except RedisError as exc:
             if await natives.refused(self, exc, spec.release_keys[0]):  # nothing ran: again
-                return await self.release(spec, holder, leaving, timeout)
+                return await self.release(spec, holder, leaving, timeout, depth=depth)
             raise translate_error(exc, spec.what) from exc
 
     async def renew(

@@ -142,7 +142,8 @@ def reenter(lease: Lease, grant: Grant) -> None:
         lease.declare_lost(grant, "at re-entry")
         raise
     except NotReplicated:
-        sync_shield(topology.release(lease.spec, grant.holder))  # the extra hold
+        extra = topology.release(lease.spec, grant.holder, depth=grant.depth + 1)
+        sync_shield(extra)  # the hold it just took
         raise
     grant.reentered(sent_at, lease.spec.ttl)
 

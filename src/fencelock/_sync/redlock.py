@@ -163,13 +163,21 @@ class SyncQuorum(SyncTopology):
             self.warn_of_hazards(reply, f"Redlock node {server_address(node)}")
 
     def release(
-        self, spec: LeaseSpec, holder: str, leaving: str = "", timeout: float | None = None
+        self,
+        spec: LeaseSpec,
+        holder: str,
+        leaving: str = "",
+        timeout: float | None = None,
+        *,
+        depth: int = 1,
     ) -> Released:
         """Release on every node (each within the node timeout, whatever ``timeout``). A round
         in which too few nodes answered to decide is sent once more, as an acquire's is: with
-        a node timeout of a few ms, a moment's stall of this process is no outage."""
+        a node timeout of a few ms, a moment's stall of this process is no outage. (A node that
+        answered late may have applied the first round: a reentrant release carries ``depth``,
+        the holds before it, so that the second round does not leave a hold twice.)"""
         script = spec.kind.release_script
-        args = spec.release_args(holder, leaving, self.publish_command)
+        args = spec.release_args(holder, leaving, self.publish_command, depth)
         timeout, what = self.node_timeout(spec.ttl), f"release of {spec.what}"
         replies = self.fan_out_script(script, spec.release_keys, args, timeout, what)
         try:
@@ -181,7 +189,9 @@ class SyncQuorum(SyncTopology):
 
     def release_at(self, spec: LeaseSpec, holder: str, node: int, timeout: float) -> Released:
         script = spec.kind.release_script
-        args = spec.release_args(holder, "", self.publish_command)
+        # depth 1: each try leaves one hold (a reentrant grant answers "still held" until its
+        # last), which a give-back repeats until none is left
+        args = spec.release_args(holder, "", self.publish_command, 1)
         what = f"release of {spec.what}"
         [reply] = self.fan_out_script(
             script, spec.release_keys, args, timeout, what, [self.nodes[node]]

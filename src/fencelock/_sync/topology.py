@@ -242,8 +242,15 @@ class SyncTopology(abc.ABC):
 
     @abc.abstractmethod
     def release(
-        self, spec: LeaseSpec, holder: str, leaving: str = "", timeout: float | None = None
-    ) -> Released: ...
+        self,
+        spec: LeaseSpec,
+        holder: str,
+        leaving: str = "",
+        timeout: float | None = None,
+        *,
+        depth: int = 1,
+    ) -> Released:
+        """``depth``: the holds a reentrant holder has before this release (1: its last)."""
 
     @abc.abstractmethod
     def renew(
@@ -506,20 +513,26 @@ class SyncOneServer(SyncTopology):
         raise AssertionError("unreachable")
 
     def release(
-        self, spec: LeaseSpec, holder: str, leaving: str = "", timeout: float | None = None
+        self,
+        spec: LeaseSpec,
+        holder: str,
+        leaving: str = "",
+        timeout: float | None = None,
+        *,
+        depth: int = 1,
     ) -> Released:
         """Release ``holder``'s grant (``leaving``: a queue entry removed first, a simple lock's
         waiter giving up), within ``timeout`` seconds (default: one request timeout)."""
         mode = self.mode
         kind = spec.kind if not mode.no_scripts else natives.stand_in(self, spec)
-        commands, noscript = kind.release_request(spec, holder, leaving, mode.commands)
+        commands, noscript = kind.release_request(spec, holder, leaving, mode.commands, depth)
         bound = self.request_timeout if timeout is None else timeout
         try:
             replies, _ = self.request(commands, noscript, bound, spec.release_keys[0])
             return kind.release_result(replies)
         except RedisError as exc:
             if natives.refused(self, exc, spec.release_keys[0]):  # nothing ran: again
-                return self.release(spec, holder, leaving, timeout)
+                return self.release(spec, holder, leaving, timeout, depth=depth)
             raise translate_error(exc, spec.what) from exc
 
     def renew(

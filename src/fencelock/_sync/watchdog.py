@@ -42,6 +42,7 @@ from .._core.replies import RENEWED, TAKEN
 from .._core.stats import Counters
 from .._core.timing import (
     RENEW_RETRY,
+    first_renewal,
     next_renewal,
     renewal_batches,
     renewal_late,
@@ -135,7 +136,7 @@ class Watchdog:
         """Renew ``grant`` every ttl/3 until untracked; ``lose`` (a bound method of the lock
         object, held weakly) declares it lost, through ``deliver`` if given."""
         self._reset_after_fork()
-        renew_at = next_renewal(time.monotonic(), spec.ttl)
+        renew_at = first_renewal(grant.deadline, spec.ttl)
         dropped = partial(_dropped, self._leases, grant, spec, _user_site())
         lease = Lease(
             grant,

@@ -373,6 +373,33 @@ async def test_reentrant_lock_over_redlock(redlock: list[EmbeddedServer]) -> Non
     await client.close()
 
 
+async def test_a_reentrant_release_sent_again_leaves_its_hold_once(
+    redlock: list[EmbeddedServer],
+) -> None:
+    """Three nodes applied the release of a second hold and their replies came too late, so
+    the round is sent again: those nodes must not leave a hold twice (they used to, freeing
+    the lock on a majority while its holder's lease was valid: another client took it)."""
+    client, rival = make_client(redlock), make_client(redlock)
+    lock = client.lock("job", ttl=10, reentrant=True)
+    assert await lock.acquire(timeout=0)
+    assert await lock.acquire(timeout=0)
+    holder = lock.holder
+    assert holder is not None
+    for srv in redlock[:3]:  # what the first round left there
+        with srv.client() as probe:
+            assert probe.hincrby(KEYS.lock, holder, -1) == 1
+    await lock.release()  # the second round: the second hold, on every node
+    lock.check()
+    for srv in redlock:
+        with srv.client() as probe:
+            assert probe.hget(KEYS.lock, holder) == b"1"
+    assert not await rival.lock("job", ttl=10, reentrant=True).acquire(timeout=0)
+    await lock.release()
+    assert holders(redlock) == [None] * 5
+    await client.close()
+    await rival.close()
+
+
 async def test_script_flush_on_some_nodes_is_survived(redlock: list[EmbeddedServer]) -> None:
     client = make_client(redlock)
     lock = client.lock("job", ttl=10)
