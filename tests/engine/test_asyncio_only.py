@@ -321,7 +321,7 @@ async def test_cancel_policy_spares_the_task_that_finds_the_loss(
     # The block's own check() declares the loss: it raises LockLost, and must not also leave a
     # cancellation of its own task pending (before Python 3.13 Task.uncancel() cannot withdraw
     # it), which would land in the next await, here or after the block.
-    async with AsyncLockClient.from_url(fresh_server.url, socket_timeout=0.1) as client:
+    async with AsyncLockClient.from_url(fresh_server.url) as client:
         lock = client.lock("self-found", ttl=0.5, auto_renew=True, on_lost_policy="cancel")
         reached_end = False
         with pytest.raises(fencelock.LockLost):
