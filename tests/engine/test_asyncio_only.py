@@ -10,6 +10,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable
+from types import CodeType
 from typing import Any
 
 import pytest
@@ -644,16 +645,19 @@ def test_asyncio_run_lets_the_clean_ups_of_the_tasks_it_cancels_finish(
     assert "Task was destroyed" not in caplog.text
 
 
+def suspended_in(call: asyncio.Future[Any], code: CodeType) -> bool:
+    """Whether the task ``call`` is suspended inside a coroutine of ``code``."""
+    assert isinstance(call, asyncio.Task)
+    awaited: Any = call.get_coro()
+    while awaited is not None and getattr(awaited, "cr_code", None) is not code:
+        awaited = getattr(awaited, "cr_await", None)
+    return awaited is not None
+
+
 def waiting(call: asyncio.Future[Any]) -> bool:
     """Whether the task ``call`` waits on one of fencelock's events (a wake-up, its turn in the
     local queue, its subscription's confirmation): suspended in fencelock's own code."""
-    assert isinstance(call, asyncio.Task)
-    awaited: Any = call.get_coro()
-    while awaited is not None:
-        if getattr(awaited, "cr_code", None) is AsyncEvent.wait.__code__:
-            return True
-        awaited = getattr(awaited, "cr_await", None)
-    return False
+    return suspended_in(call, AsyncEvent.wait.__code__)
 
 
 def test_a_loop_closed_with_calls_pending_leaves_nothing_raising_in_the_garbage_collector(
@@ -781,17 +785,10 @@ def test_a_loop_closed_as_a_call_makes_its_connection_leaves_only_redis_py_raisi
     unraisable = unraisable_errors(monkeypatch)
     handshake = async_select_checked(None).__code__  # fencelock's, around redis-py's handshake
 
-    def connecting(call: asyncio.Future[Any]) -> bool:
-        assert isinstance(call, asyncio.Task)
-        awaited: Any = call.get_coro()
-        while awaited is not None and getattr(awaited, "cr_code", None) is not handshake:
-            awaited = getattr(awaited, "cr_await", None)
-        return awaited is not None
-
     async def main() -> asyncio.Future[bool]:
         client = AsyncLockClient.from_url(fresh_server.url)
         asking = asyncio.ensure_future(client.lock("connecting", ttl=30).acquire(timeout=30))
-        await async_until(lambda: connecting(asking))  # (its reply never comes)
+        await async_until(lambda: suspended_in(asking, handshake))  # (no reply comes)
         return asking
 
     fresh_server.pause()
