@@ -27,6 +27,9 @@ from tests.concurrency import SyncCall, sync_together, sync_until
 
 REQUEST = 1.0  # the request timeout of these tests' clients (socket_timeout)
 MARGIN = 0.8  # scheduling on a loaded machine; the old code took 2 to 40 times the bound
+# Redlock's node timeout where the test is not about it: the default (at most 50 ms, connecting
+# too) is less than a loaded machine's stalls ('2 of 3 nodes unreachable')
+NODE_TIMEOUT = 0.5
 
 
 def elapsed(call: Callable[[], Awaitable[Any]], error: type[BaseException]) -> float:
@@ -221,8 +224,8 @@ def test_a_redlock_nodes_connection_is_not_part_of_its_node_timeout(
 
 def test_decoding_redlock_nodes_wait_and_are_woken(redlock: list[EmbeddedServer]) -> None:
     users = [SyncRedis(port=srv.port, decode_responses=True) for srv in redlock[:3]]
-    client = LockClient(users, max_poll=3600.0)
-    other = LockClient.from_url([srv.url for srv in redlock[:3]])
+    client = LockClient(users, max_poll=3600.0, node_timeout=NODE_TIMEOUT)
+    other = LockClient.from_url([srv.url for srv in redlock[:3]], node_timeout=NODE_TIMEOUT)
     waiter_is_woken(client, other)
     client.close()
     other.close()
@@ -237,8 +240,9 @@ def test_a_pool_of_one_connection_waits_and_is_woken(
     other = LockClient.from_url(server.url)
     waiter_is_woken(single, other)
     nodes = [SyncRedis(port=srv.port, max_connections=1) for srv in redlock[:3]]
-    quorum = LockClient(nodes, max_poll=3600.0)
-    quorum_other = LockClient.from_url([srv.url for srv in redlock[:3]])
+    quorum = LockClient(nodes, max_poll=3600.0, node_timeout=NODE_TIMEOUT)
+    urls = [srv.url for srv in redlock[:3]]
+    quorum_other = LockClient.from_url(urls, node_timeout=NODE_TIMEOUT)
     waiter_is_woken(quorum, quorum_other)
     for client in (single, other, quorum, quorum_other):
         client.close()
