@@ -491,10 +491,11 @@ async def test_a_woken_waiter_that_gives_up_passes_the_wake_up_on(
     waiter is cancelled before its re-try: its leaving passes the wake-up to the next waiter,
     which would otherwise sleep until the old holder's lease (an hour) ran out."""
     urls = [s.url for s in redlock]
-    holder_client = fencelock.LockClient.from_url(urls)  # sync: its release does not yield
+    # (sync: its release does not yield; node timeouts a loaded machine does not outrun)
+    holder_client = fencelock.LockClient.from_url(urls, node_timeout=0.5)
     holder = holder_client.lock("pass-on", ttl=3600)
     assert holder.acquire(timeout=0)
-    first, second = AsyncLockClient.from_url(urls), AsyncLockClient.from_url(urls)
+    first, second = [AsyncLockClient.from_url(urls, node_timeout=0.5) for _ in range(2)]
     woken = asyncio.ensure_future(first.lock("pass-on", ttl=30).acquire(timeout=30))
     await async_until(lambda: first.statistics().waiting == 1)
     next_lock = second.lock("pass-on", ttl=30)
