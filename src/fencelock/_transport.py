@@ -34,7 +34,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ._backend import consume
+from ._backend import closed_for_good, consume
 from ._core.replies import DatabaseRefusal
 
 if TYPE_CHECKING:
@@ -280,12 +280,16 @@ def sync_read(conn: SyncConnection, deadline: float) -> Any:
     raise RedisTimeoutError(NO_REPLY)
 
 
-async def async_drop(conn: AsyncConnection) -> None:
-    """Close ``conn``: it may have a late reply pending, or be broken."""
-    await conn.disconnect(nowait=True)
+async def async_drop(conn: AsyncConnection, error: BaseException | None = None) -> None:
+    """Close ``conn``: it may have a late reply pending, or be broken. Not when ``error``, what
+    ended its request, closes the call for good (``closed_for_good``): redis-py's
+    ``disconnect()`` needs a running loop, and the connection goes with its loop."""
+    if error is None or not closed_for_good(error):
+        await conn.disconnect(nowait=True)
 
 
-def sync_drop(conn: SyncConnection) -> None:
+def sync_drop(conn: SyncConnection, error: BaseException | None = None) -> None:
+    # (a thread's call is never closed from outside: it always drops)
     conn.disconnect()  # type: ignore[no-untyped-call]
 
 

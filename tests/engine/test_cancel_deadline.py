@@ -110,7 +110,10 @@ async def test_every_call_returns_at_the_deadline(
 async def test_a_waiter_cancelled_while_the_server_hangs_leaves_the_queue(
     slow: AsyncLockClient, fresh_server: EmbeddedServer
 ) -> None:
-    holder = slow.lock("busy", ttl=30)
+    # The holder is another client's: behind a holder of its own client the waiter would wait
+    # in the local queue until that lease ran out (30 s), not in the queue in Redis.
+    other = AsyncLockClient.from_url(fresh_server.url)
+    holder = other.lock("busy", ttl=30)
     assert await holder.acquire(timeout=0)
     waiter = slow.lock("busy", ttl=30)
     task = asyncio.ensure_future(waiter.acquire(timeout=None))
@@ -123,6 +126,7 @@ async def test_a_waiter_cancelled_while_the_server_hangs_leaves_the_queue(
     finally:
         fresh_server.resume()
     await holder.release()
+    await other.close()
     await async_until(lambda: held_keys(fresh_server) == [])  # its entry left, nothing granted
 
 

@@ -151,7 +151,7 @@ class AsyncRequester:
                     async_carry_on(self._rest(server, conn, replies, len(commands), deadline))
                     handed = True
                     raise
-                await async_drop(conn)  # else late replies come next
+                await async_drop(conn, exc)  # else late replies come next
                 if cluster is not None and isinstance(exc, ConnectionError):
                     moved = True  # the node failed over
                 elif isinstance(exc, RedisTimeoutError):  # sent: the server may still run it
@@ -182,8 +182,8 @@ class AsyncRequester:
             conn = server.template.make()
         try:
             await async_connect(conn, deadline)
-        except BaseException:
-            await async_drop(conn)
+        except BaseException as exc:
+            await async_drop(conn, exc)
             raise
         return conn
 
@@ -200,8 +200,8 @@ class AsyncRequester:
         try:
             while len(replies) < count:
                 replies.append(await async_read(conn, deadline))
-        except BaseException:
-            await async_drop(conn)
+        except BaseException as exc:
+            await async_drop(conn, exc)
             raise
         else:
             server.idle.append(conn)
@@ -256,9 +256,9 @@ class AsyncRequester:
                     replies[i] = exc
                     continue
                 sent.append((i, server, conn))
-        except BaseException:
+        except BaseException as exc:
             for _, server, conn in sent:
-                await self._end(server, conn, ok=False)
+                await self._end(server, conn, ok=False, error=exc)
             raise
         deadline = time.monotonic() + timeout
         cancelled: BaseException | None = None
@@ -277,7 +277,7 @@ class AsyncRequester:
                         cancelled = exc
                         continue
                     for _, other, left in sent[n:]:
-                        await self._end(other, left, ok=False)
+                        await self._end(other, left, ok=False, error=exc)
                     raise
                 else:
                     await self._end(server, conn, ok=True)
@@ -295,14 +295,16 @@ class AsyncRequester:
             server.free()
             raise
 
-    async def _end(self, server: _Server, conn: AsyncConnection, ok: bool) -> None:
-        """A fan-out's request on ``conn`` ended: its slot is free, and ``conn`` is kept if
-        ``ok`` (else closed: broken, or a late reply may come)."""
+    async def _end(
+        self, server: _Server, conn: AsyncConnection, ok: bool, error: BaseException | None = None
+    ) -> None:
+        """A fan-out's request on ``conn`` ended (with ``error``, if it failed): its slot is
+        free, and ``conn`` is kept if ``ok`` (else closed: broken, or a late reply may come)."""
         server.free()
         if ok and not self._closed:
             server.idle.append(conn)
         else:
-            await async_drop(conn)
+            await async_drop(conn, error)
 
     async def close(self) -> None:
         """Close the idle connections; those in use are closed as their requests end."""

@@ -152,7 +152,7 @@ class SyncRequester:
                     sync_carry_on(self._rest(server, conn, replies, len(commands), deadline))
                     handed = True
                     raise
-                sync_drop(conn)  # else late replies come next
+                sync_drop(conn, exc)  # else late replies come next
                 if cluster is not None and isinstance(exc, ConnectionError):
                     moved = True  # the node failed over
                 elif isinstance(exc, RedisTimeoutError):  # sent: the server may still run it
@@ -183,8 +183,8 @@ class SyncRequester:
             conn = server.template.make()
         try:
             sync_connect(conn, deadline)
-        except BaseException:
-            sync_drop(conn)
+        except BaseException as exc:
+            sync_drop(conn, exc)
             raise
         return conn
 
@@ -201,8 +201,8 @@ class SyncRequester:
         try:
             while len(replies) < count:
                 replies.append(sync_read(conn, deadline))
-        except BaseException:
-            sync_drop(conn)
+        except BaseException as exc:
+            sync_drop(conn, exc)
             raise
         else:
             server.idle.append(conn)
@@ -257,9 +257,9 @@ class SyncRequester:
                     replies[i] = exc
                     continue
                 sent.append((i, server, conn))
-        except BaseException:
+        except BaseException as exc:
             for _, server, conn in sent:
-                self._end(server, conn, ok=False)
+                self._end(server, conn, ok=False, error=exc)
             raise
         deadline = time.monotonic() + timeout
         cancelled: BaseException | None = None
@@ -278,7 +278,7 @@ class SyncRequester:
                         cancelled = exc
                         continue
                     for _, other, left in sent[n:]:
-                        self._end(other, left, ok=False)
+                        self._end(other, left, ok=False, error=exc)
                     raise
                 else:
                     self._end(server, conn, ok=True)
@@ -296,14 +296,16 @@ class SyncRequester:
             server.free()
             raise
 
-    def _end(self, server: _Server, conn: SyncConnection, ok: bool) -> None:
-        """A fan-out's request on ``conn`` ended: its slot is free, and ``conn`` is kept if
-        ``ok`` (else closed: broken, or a late reply may come)."""
+    def _end(
+        self, server: _Server, conn: SyncConnection, ok: bool, error: BaseException | None = None
+    ) -> None:
+        """A fan-out's request on ``conn`` ended (with ``error``, if it failed): its slot is
+        free, and ``conn`` is kept if ``ok`` (else closed: broken, or a late reply may come)."""
         server.free()
         if ok and not self._closed:
             server.idle.append(conn)
         else:
-            sync_drop(conn)
+            sync_drop(conn, error)
 
     def close(self) -> None:
         """Close the idle connections; those in use are closed as their requests end."""

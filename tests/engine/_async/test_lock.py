@@ -201,13 +201,19 @@ async def test_waiter_is_woken_by_release_message(
 async def test_fallback_retry_at_holder_ttl(
     async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
 ) -> None:
-    # A lock that expires (no release, no message) is retaken by the fallback re-try.
-    holder = async_client_b.lock("expire", ttl=0.2)
-    await holder.acquire(timeout=0)
+    # A lock that expires (no release, no message) is retaken by the fallback re-try. Its
+    # holder renews it until the waiter waits (else it may expire first, under load), then
+    # stops: its client is closed, which releases nothing.
+    holder = async_client_b.lock("expire", ttl=1.0, auto_renew=True)
+    assert await holder.acquire(timeout=0)
+    token = holder.token
     waiter = async_client.lock("expire", ttl=10)
-    assert await waiter.acquire(timeout=30)
+    call = AsyncCall(lambda: waiter.acquire(timeout=30))
+    await async_until(lambda: async_client.statistics().waiting == 1)
+    await async_client_b.close()
+    assert await call.result()
     assert async_client.statistics().polls >= 1 and async_client.statistics().wakeups == 0
-    assert waiter.token > holder.token
+    assert waiter.token > token
     await waiter.release()
 
 

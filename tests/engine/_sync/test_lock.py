@@ -202,13 +202,19 @@ def test_waiter_is_woken_by_release_message(
 def test_fallback_retry_at_holder_ttl(
     sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
 ) -> None:
-    # A lock that expires (no release, no message) is retaken by the fallback re-try.
-    holder = sync_client_b.lock("expire", ttl=0.2)
-    holder.acquire(timeout=0)
+    # A lock that expires (no release, no message) is retaken by the fallback re-try. Its
+    # holder renews it until the waiter waits (else it may expire first, under load), then
+    # stops: its client is closed, which releases nothing.
+    holder = sync_client_b.lock("expire", ttl=1.0, auto_renew=True)
+    assert holder.acquire(timeout=0)
+    token = holder.token
     waiter = sync_client.lock("expire", ttl=10)
-    assert waiter.acquire(timeout=30)
+    call = SyncCall(lambda: waiter.acquire(timeout=30))
+    sync_until(lambda: sync_client.statistics().waiting == 1)
+    sync_client_b.close()
+    assert call.result()
     assert sync_client.statistics().polls >= 1 and sync_client.statistics().wakeups == 0
-    assert waiter.token > holder.token
+    assert waiter.token > token
     waiter.release()
 
 

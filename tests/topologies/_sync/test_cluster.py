@@ -23,6 +23,9 @@ from tests.engine._sync.test_late_grants import connected
 
 # names whose keys land on different shards (and slots)
 NAMES = [f"job-{i}" for i in range(12)]
+# The ttl of the auto-renewed leases that must live on: a loaded machine stalls the watchdog
+# (half a second seen with two CPU burners beside the suite); renewed at a third of it.
+RENEWED_TTL = 3.0
 
 
 @pytest.fixture
@@ -94,11 +97,11 @@ def test_release_wakes_a_waiter_by_sharded_pubsub(
 
 
 def test_watchdog_renews_locks_of_every_slot(cluster_client: LockClient) -> None:
-    locks = [cluster_client.lock(name, ttl=0.6, auto_renew=True) for name in NAMES]
+    locks = [cluster_client.lock(name, ttl=RENEWED_TTL, auto_renew=True) for name in NAMES]
     for lock in locks:
         assert lock.acquire(timeout=0)
     # one multi-key script per slot and round: a CROSSSLOT error would lose every lock
-    sync_until(lambda: cluster_client.statistics().renewals >= 3 * len(NAMES))
+    sync_until(lambda: cluster_client.statistics().renewals >= 2 * len(NAMES))
     assert cluster_client.statistics().losses == 0
     for lock in locks:
         assert not lock.lost and lock.held()
@@ -251,7 +254,7 @@ def test_latches_and_barriers_on_a_cluster(
             waiter = other.latch(name, 2, ttl=3600)  # no timer: only a message wakes it
             waiting = SyncCall(lambda: waiter.wait(timeout=None))  # noqa: B023
             sync_until(lambda: other.statistics().waiting == 1)
-            joined = cluster_client.latch(name, 2, ttl=0.6, participant="joined")
+            joined = cluster_client.latch(name, 2, ttl=RENEWED_TTL, participant="joined")
             joined.join()
             renewals = cluster_client.statistics().renewals
             sync_until(lambda: cluster_client.statistics().renewals > renewals)  # noqa: B023
@@ -297,7 +300,9 @@ def test_semaphores_on_a_cluster(cluster_client: LockClient, cluster: Cluster) -
         reader.release()
         writer.release()
         assert other.statistics().polls == 0  # woken by messages (the only timer: an hour)
-        renewed = [cluster_client.semaphore(name, 1, ttl=0.6, auto_renew=True) for name in NAMES]
+        renewed = [
+            cluster_client.semaphore(name, 1, ttl=RENEWED_TTL, auto_renew=True) for name in NAMES
+        ]
         for permit in renewed:
             assert permit.acquire(timeout=0)
         renewals = cluster_client.statistics().renewals
@@ -392,9 +397,9 @@ def test_multi_lock_in_one_slot_is_one_script(
         assert waiting.result()
         assert not multi.acquire(timeout=0)
         rival.release()
-        renewed = cluster_client.multi_lock(names, ttl=0.5, auto_renew=True)
+        renewed = cluster_client.multi_lock(names, ttl=RENEWED_TTL, auto_renew=True)
         with renewed:
-            sync_until(lambda: cluster_client.statistics().renewals >= 3)
+            sync_until(lambda: cluster_client.statistics().renewals >= 2)
             assert renewed.held() and not renewed.lost
     finally:
         probe.close()
