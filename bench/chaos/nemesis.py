@@ -25,12 +25,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-import redis
+from redis.crc import key_slot
 
 from fencelock._keys import LockKeys, escape
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.proxy import TcpProxy
-from fencelock_tools.servers.topology import REPLICA_ROLES, probe, wait_until
+from fencelock_tools.servers.topology import probe
 
 from . import history as h
 from .topologies import ClusterTopology, NodeClock, SentinelTopology
@@ -362,7 +362,7 @@ def cluster_failover(
     cluster = topology.cluster
     key = LockKeys.for_name(name).lock
     old = cluster.master_for_key(key)
-    replicas = [n for n in cluster.nodes if n is not old and _replica_of(n, old)]
+    replicas = cluster.replicas_now(old)
     try:
         lag_replicas(old, replicas, escape(name))
         wait_new_grants(run, lag)
@@ -371,29 +371,6 @@ def cluster_failover(
     finally:
         for replica in replicas:
             replica.resume()
-
-    def promoted() -> str | None:
-        return None if cluster.master_for_key(key) is not old else f"{old.port} still master"
-
-    wait_until(promoted, 30, "promotion")
-    cluster.wait_ready(timeout=30)
-    if not rejoin:
-        return
-    old.start()  # for the next failover
-
-    def rejoined() -> str | None:
-        with probe(old.port) as client:
-            info = client.info("replication")
-        if info["role"] not in REPLICA_ROLES or info.get("master_link_status") != "up":
-            return f"{old.port} is {info['role']}, link {info.get('master_link_status')}"
-        return None
-
-    wait_until(rejoined, 30, f"{old.port} replicating again")
-    cluster.wait_ready(timeout=30)
-
-
-def _replica_of(node: EmbeddedServer, master: EmbeddedServer) -> bool:
-    with contextlib.suppress(redis.exceptions.RedisError), probe(node.port) as client:
-        info = client.info("replication")
-        return info["role"] in REPLICA_ROLES and int(info.get("master_port", 0)) == master.port
-    return False
+    cluster.wait_promoted(old, key_slot(key.encode()), timeout=30)
+    if rejoin:  # for the next failover
+        cluster.rejoin(old, timeout=30)

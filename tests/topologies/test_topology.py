@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.crc import key_slot
 
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.proxy import TcpProxy
@@ -92,6 +93,72 @@ def test_cluster_stops_its_nodes_when_startup_fails(server_kind: str) -> None:
     assert len(cluster.nodes) == 6
     assert _children() == before
     assert all(node.process is None for node in cluster.nodes)
+
+
+def _views(cluster: Cluster, slot: int) -> set[int]:
+    """The master of ``slot`` in the view of every running node: one port when they agree."""
+    ports = set()
+    for node in cluster.nodes:
+        if node.process is None:
+            continue
+        with probe(node.port) as client:
+            for first, last, master, *_ in client.execute_command("CLUSTER", "SLOTS"):
+                if first <= slot <= last:
+                    ports.add(int(master[1]))
+    return ports
+
+
+@pytest.mark.parametrize("atomic", [False, True], ids=["classic", "atomic"])
+def test_cluster_moves_a_slot_with_its_keys(moving_cluster: Cluster, atomic: bool) -> None:
+    if atomic and not moving_cluster.migrates_atomically:
+        pytest.skip("this server has no atomic slot migration (CLUSTER MIGRATESLOTS: Valkey 9)")
+    keys = [f"{{moved}}:{i}" for i in range(150)]  # more than one batch of MIGRATE
+    slot = key_slot(keys[0].encode())
+    client = moving_cluster.client(decode_responses=True)
+    try:
+        for key in keys:
+            client.set(key, key)
+        source = moving_cluster.master_for_slot(slot)
+        target = next(m for m in moving_cluster.running_masters() if m is not source)
+        moving_cluster.move_slot(slot, target, atomic=atomic)
+        assert _views(moving_cluster, slot) == {target.port}
+        with target.client(decode_responses=True) as new, source.client() as old:
+            assert sorted(new.keys("{moved}:*")) == sorted(keys)
+            assert old.keys("{moved}:*") == []
+        assert [client.get(key) for key in keys] == keys  # (the client follows MOVED)
+        moving_cluster.move_slot(slot, source, atomic=atomic)  # and back
+        assert _views(moving_cluster, slot) == {source.port}
+        assert [client.get(key) for key in keys] == keys
+    finally:
+        client.delete(*keys)
+        client.close()
+
+
+def test_cluster_fails_over_by_hand_and_by_a_kill(moving_cluster: Cluster) -> None:
+    """A manual failover promotes the replica (all writes kept); a killed master is replaced
+    by its replica and comes back as the replica of it."""
+    client = moving_cluster.client(decode_responses=True)
+    key = "{failing}:key"
+    slot = key_slot(key.encode())
+    try:
+        client.set(key, "1")
+        master = moving_cluster.master_for_slot(slot)
+        (replica,) = moving_cluster.replicas_now(master)
+        moving_cluster.failover(replica)
+        assert _views(moving_cluster, slot) == {replica.port}
+        assert moving_cluster.replicas_now(replica) == [master]
+        assert client.get(key) == "1"
+        moving_cluster.wait_synced(replica)  # (the write reaches the replica: not lost below)
+        promoted = moving_cluster.kill_master(replica)
+        assert promoted is master
+        assert _views(moving_cluster, slot) == {master.port}
+        assert client.get(key) == "1"
+        moving_cluster.rejoin(replica)
+        assert moving_cluster.replicas_now(master) == [replica]
+        assert _views(moving_cluster, slot) == {master.port}
+    finally:
+        client.delete(key)
+        client.close()
 
 
 # -- sentinel --------------------------------------------------------------------------------------

@@ -14,7 +14,6 @@ import fencelock
 from fencelock._sync.client import LockClient
 from fencelock._keys import LockKeys, fence_key_for, version_key_for
 from fencelock._transport import SyncRedisCluster
-from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.topology import Cluster
 from tests.concurrency import SyncCall, sync_together, sync_until, evalsha_calls
 
@@ -112,7 +111,9 @@ def test_renewals_follow_a_failover(
     old = cluster.master_for_key(lock._lease.spec.keys.lock)
     (replica,) = cluster.replicas_of(old)
     try:
-        _fail_over_to(replica, cluster, lock._lease.spec.keys.lock)
+        # TAKEOVER needs no votes: a plain manual failover is refused when the masters voted
+        # for a replica of that shard in the last two node timeouts
+        cluster.failover(replica, takeover=True)
         renewed = cluster_client.statistics().renewals
         sync_until(lambda: cluster_client.statistics().renewals >= renewed + 2)
         assert not lock.lost and lock.held()
@@ -120,24 +121,7 @@ def test_renewals_follow_a_failover(
         with replica.client() as new_master:
             assert new_master.exists(lock._lease.spec.keys.lock) == 0
     finally:  # the session's cluster goes back to its first layout for the other tests
-        _fail_over_to(old, cluster, lock._lease.spec.keys.lock)
-
-
-def _fail_over_to(replica: EmbeddedServer, cluster: Cluster, key: str) -> None:
-    """Promote ``replica`` once it has every write of its master. TAKEOVER needs no votes: a
-    plain manual failover is refused when the masters voted for a replica of that shard in the
-    last two node timeouts, and pauses the master's clients for seconds meanwhile."""
-    master = cluster.master_for_key(key)
-
-    def in_sync() -> bool:
-        with master.client() as m, replica.client() as r:
-            offset = m.info("replication")["master_repl_offset"]
-            return bool(r.info("replication").get("slave_repl_offset") == offset)
-
-    sync_until(in_sync)
-    with replica.client() as promote:
-        promote.execute_command("CLUSTER", "FAILOVER", "TAKEOVER")
-    sync_until(lambda: cluster.master_for_key(key) is replica)
+        cluster.failover(old, takeover=True)
 
 
 def test_reentrant_and_fenced_write_on_a_cluster(
