@@ -11,6 +11,13 @@ its SUBSCRIBE went out would leave the next waiter matched to the wrong confirma
 Messages are lost when the pub/sub connection drops: the listener re-makes it (redis-py
 re-subscribes every channel first), confirms that with a PING, and only then wakes every waiter
 to re-try once (``_resubscribe``).
+
+On a Cluster a channel lives where its slot lives, and the slot can move (a migration, a
+failover): the node then ends the subscription itself (an unsolicited SUNSUBSCRIBE, which
+redis-py only passes on), answers a new SSUBSCRIBE with MOVED, or is gone. Each of these marks
+the watch ``moved``: it is subscribed nowhere, and its next wait subscribes it where the slot is
+now, then re-tries (``AsyncClusterWaiters.follow``): a release may have granted it the lock
+meanwhile, on the new master.
 """
 
 from __future__ import annotations
@@ -19,12 +26,14 @@ import contextlib
 import itertools
 import logging
 import os
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import redis.exceptions
-from redis.exceptions import RedisError
+from redis.exceptions import AskError, RedisError
 
 from .._backend import (
     AsyncBackground,
@@ -35,8 +44,17 @@ from .._backend import (
     async_sleep,
 )
 from .._core.replies import translate_error
-from .._transport import AsyncPubSub, AsyncRedis
+from .._transport import (
+    AsyncPubSub,
+    AsyncRedis,
+    AsyncRedisCluster,
+    async_node_client,
+    async_node_of,
+)
 from ..errors import LockConnectionError
+
+if TYPE_CHECKING:
+    from .transport import AsyncRequester
 
 logger = logging.getLogger("fencelock.waiter")
 
@@ -58,6 +76,9 @@ class Watch:
 
     event: AsyncEvent = field(default_factory=AsyncEvent)
     grant: str | None = None  # the last grant a release announced on the channel
+    # (Cluster) its channel's slot left the node it was subscribed on, or that node's
+    # connection broke: subscribed nowhere until ``AsyncClusterWaiters.follow``
+    moved: bool = False
 
 
 class AsyncWaiter:
@@ -121,6 +142,17 @@ class AsyncWaiter:
         The confirmation is awaited for at most ``timeout`` seconds (what is left of the
         caller's bound), and never longer than one request timeout."""
         watch = Watch() if watch is None else watch
+        await self.subscribe(channel, watch, timeout)
+        try:
+            yield watch
+        finally:
+            await self.unwatch(channel, watch)
+
+    async def subscribe(self, channel: str, watch: Watch, timeout: float | None = None) -> bool:
+        """Subscribe ``watch`` to ``channel``, active on the server when this returns True (see
+        ``watch``); ``unwatch`` ends it. False: the node does not serve the channel's slot
+        (sharded: it answered MOVED), and ``watch`` is not subscribed here. Raises
+        ``LockError`` when the server cannot be reached or refuses (the watch not kept)."""
         ready = AsyncEvent()
         nonce = f"fencelock-{os.getpid()}-{next(self._nonces)}"
         self._reset_after_fork()
@@ -153,19 +185,25 @@ class AsyncWaiter:
                 raise LockConnectionError(f"subscribe {channel!r}: no confirmation in time")
             with self._guard:
                 refusal = self._refusals.pop(nonce, None)
+            if self._sharded and isinstance(refusal, AskError):  # (MovedError is one)
+                self._forget(channel, watch)
+                return False
             if refusal is not None:
                 raise translate_error(refusal, f"subscribe {channel!r}") from refusal
-            yield watch
+            return True
+        except BaseException:
+            await self.unwatch(channel, watch)
+            raise
         finally:
             with self._guard:
                 self._pings.pop(nonce, None)
                 self._refusals.pop(nonce, None)
-            await self._unwatch(channel, watch)
 
-    async def _unwatch(self, channel: str, watch: Watch) -> None:
+    async def unwatch(self, channel: str, watch: Watch) -> None:
+        """End ``watch``'s subscription to ``channel`` (nothing if it has none here)."""
         with self._guard:
             watchers = self._watchers.get(channel)
-            if watchers is None:
+            if watchers is None or watch not in watchers:
                 return
             watchers.discard(watch)
             if watchers:
@@ -176,6 +214,34 @@ class AsyncWaiter:
             # on the channel goes to nobody: a waiter's own channel gets none once its queue
             # entry is gone, and a lock's channel is re-checked for new watchers first.
             self._unwatched.add(channel)
+
+    def _forget(self, channel: str, *watches: Watch) -> None:
+        """(Sharded) ``watches`` of ``channel`` are not subscribed here: its slot is elsewhere.
+        Without watchers left, the channel is dropped from redis-py's list too, so that a
+        re-made connection does not SSUBSCRIBE it here again, and it is never SUNSUBSCRIBEd
+        here: this node would answer MOVED, an error reply that the listener cannot tell from
+        a refusal of someone's SSUBSCRIBE."""
+        with self._guard:
+            watchers = self._watchers.get(channel, set())
+            watchers.difference_update(watches)
+            if watchers:
+                return
+            self._watchers.pop(channel, None)
+            self._unwatched.discard(channel)
+            if self._pubsub is not None:
+                for key in (channel, channel.encode()):
+                    self._pubsub.shard_channels.pop(key, None)
+                    self._pubsub.pending_unsubscribe_shard_channels.discard(key)
+
+    def _move_out(self, channel: str) -> None:
+        """(Sharded) ``channel``'s slot left this node: its watches are woken, ``moved``, to
+        subscribe where it is now and re-check."""
+        with self._guard:
+            watches = list(self._watchers.get(channel, ()))
+        self._forget(channel, *watches)
+        for watch in watches:
+            watch.moved = True
+            watch.event.set()
 
     async def _unsubscribe_unwatched(self, pubsub: AsyncPubSub) -> None:
         async with self._mutex:  # a new watcher's SUBSCRIBE is sent before or after, not amid
@@ -206,6 +272,12 @@ class AsyncWaiter:
                 ready = self._pings.pop(data, None)
                 if ready is not None:
                     ready.set()
+            # A watched channel unsubscribed: the server's own doing (its slot moved), or the
+            # reply to the listener's SUNSUBSCRIBE sent just before a new watcher's SSUBSCRIBE
+            # (then following it costs a subscription again, where it already is).
+            moved = kind == "sunsubscribe" and channel in self._watchers
+        if moved and isinstance(channel, str):
+            self._move_out(channel)
 
     async def _listen(self) -> None:
         pubsub = self._pubsub
@@ -214,6 +286,8 @@ class AsyncWaiter:
             if self._unwatched:
                 await self._unsubscribe_unwatched(pubsub)
             if self._broken:
+                if self._sharded:
+                    await self._move_all_out()
                 await self._resubscribe(pubsub)
             try:
                 message = await pubsub.get_message(timeout=_READ_TIMEOUT)
@@ -273,6 +347,15 @@ class AsyncWaiter:
                 self._pings.pop(nonce, None)
             await async_sleep(_READ_TIMEOUT)  # still unreachable: again after a pause
 
+    async def _move_all_out(self) -> None:
+        """(Sharded) The connection broke: its node may be gone for good (a failover), so every
+        watch here follows its slot (``_move_out``) rather than wait for the node to return."""
+        async with self._mutex:  # not amid a watcher's SSUBSCRIBE and its PING
+            with self._guard:
+                channels = list(self._watchers)
+            for channel in channels:
+                self._move_out(channel)
+
     def _wake_all(self) -> None:
         """Wake every waiter to re-try at once, and confirm the subscriptions the
         re-subscription answers for (they are active again)."""
@@ -300,3 +383,81 @@ class AsyncWaiter:
         if pubsub is not None and self._pid == os.getpid():
             with contextlib.suppress(redis.exceptions.RedisError):
                 await pubsub.aclose()
+
+
+class AsyncClusterWaiters:
+    """The wake-up subscriptions of one Cluster client: each channel watched on the node that
+    serves its slot now (sharded pub/sub is delivered there only), one ``AsyncWaiter`` per node
+    (``waiters``, by node name). A watch whose slot moved (``Watch.moved``) subscribes again
+    where the cluster client finds the slot now (``follow``)."""
+
+    def __init__(
+        self,
+        cluster: AsyncRedisCluster,
+        requester: AsyncRequester,
+        request_timeout: float,
+        waiters: dict[object, AsyncWaiter],
+    ) -> None:
+        self.cluster = cluster
+        self.requester = requester
+        self.request_timeout = request_timeout
+        self.waiters = waiters
+        self._guard = AsyncStateLock()
+        # watch -> its channel, and the waiter it is subscribed on (None: nowhere, moved)
+        self._at: dict[Watch, tuple[str, AsyncWaiter | None]] = {}
+
+    @asynccontextmanager
+    async def watch(self, channel: str, timeout: float | None) -> AsyncIterator[Watch]:
+        """As ``AsyncWaiter.watch``, on the node of ``channel``'s slot; a node that answers
+        MOVED, or cannot be reached, leaves the watch ``moved`` (the waiter re-tries, then
+        follows the slot as it waits)."""
+        watch = Watch()
+        end = time.monotonic() + (self.request_timeout if timeout is None else timeout)
+        self._at[watch] = (channel, None)
+        try:
+            if not await self._subscribe(watch, end - time.monotonic()):
+                await self.follow(watch, end - time.monotonic())
+            yield watch
+        finally:
+            _, waiter = self._at.pop(watch)
+            if waiter is not None:
+                await waiter.unwatch(channel, watch)
+
+    async def follow(self, watch: Watch, timeout: float) -> bool:
+        """Subscribe a ``moved`` watch where its channel's slot is now, within ``timeout``
+        seconds: whether it is (else it stays ``moved``). The cluster client learns where the
+        slot is from a read of the channel's slot (MOVED, or a failed node: it looks again)."""
+        channel, _ = self._at[watch]
+        end = time.monotonic() + timeout
+        with contextlib.suppress(RedisError):
+            await self.requester.request(self.cluster, [("EXISTS", channel)], timeout, channel)
+        return await self._subscribe(watch, end - time.monotonic())
+
+    async def _subscribe(self, watch: Watch, timeout: float) -> bool:
+        """Subscribe ``watch`` on the node the cluster client names for its channel: whether
+        it is (else ``moved``: the node answered MOVED, or could not be reached)."""
+        channel, _ = self._at[watch]
+        waiter = self._waiter(channel)
+        watch.moved = False
+        subscribed = False
+        if waiter is not None and timeout > 0:
+            with contextlib.suppress(LockConnectionError):
+                subscribed = await waiter.subscribe(channel, watch, timeout)
+        self._at[watch] = (channel, waiter if subscribed else None)
+        if not subscribed:
+            watch.moved = True
+        return subscribed
+
+    def _waiter(self, channel: str) -> AsyncWaiter | None:
+        """The waiter on the node that serves ``channel``'s slot, as far as the cluster client
+        knows (None: it knows no node yet)."""
+        node = async_node_of(self.cluster, channel)
+        if node is None:
+            return None
+        with self._guard:
+            waiter = self.waiters.get(node.name)
+            if waiter is None:
+                redis = async_node_client(node, self.request_timeout)
+                waiter = AsyncWaiter(redis, confirm_timeout=self.request_timeout, sharded=True)
+                self.waiters[node.name] = waiter
+        return waiter
