@@ -217,10 +217,9 @@ class AsyncWaiter:
 
     def _forget(self, channel: str, *watches: Watch) -> None:
         """(Sharded) ``watches`` of ``channel`` are not subscribed here: its slot is elsewhere.
-        Without watchers left, the channel is dropped from redis-py's list too, so that a
-        re-made connection does not SSUBSCRIBE it here again, and it is never SUNSUBSCRIBEd
-        here: this node would answer MOVED, an error reply that the listener cannot tell from
-        a refusal of someone's SSUBSCRIBE."""
+        The last one gone, redis-py forgets the channel too (a re-made connection must not
+        SSUBSCRIBE it here), and it is never SUNSUBSCRIBEd here: the node would answer MOVED,
+        which the listener cannot tell from a refusal of someone's SSUBSCRIBE."""
         with self._guard:
             watchers = self._watchers.get(channel, set())
             watchers.difference_update(watches)
@@ -234,8 +233,7 @@ class AsyncWaiter:
                     self._pubsub.pending_unsubscribe_shard_channels.discard(key)
 
     def _move_out(self, channel: str) -> None:
-        """(Sharded) ``channel``'s slot left this node: its watches are woken, ``moved``, to
-        subscribe where it is now and re-check."""
+        """(Sharded) ``channel``'s slot left this node: its watches are woken, ``moved``."""
         with self._guard:
             watches = list(self._watchers.get(channel, ()))
         self._forget(channel, *watches)
@@ -349,7 +347,7 @@ class AsyncWaiter:
 
     async def _move_all_out(self) -> None:
         """(Sharded) The connection broke: its node may be gone for good (a failover), so every
-        watch here follows its slot (``_move_out``) rather than wait for the node to return."""
+        watch here follows its slot rather than wait for the node to return."""
         async with self._mutex:  # not amid a watcher's SSUBSCRIBE and its PING
             with self._guard:
                 channels = list(self._watchers)
