@@ -10,9 +10,11 @@ counters vanish), ``pause_node`` (SIGSTOP: a hung node). On the network, through
 proxy: ``slow_network`` (delay), ``drop_network`` (connections reset), ``blackhole_network``
 (data held until healed). ``clock_jump`` moves a node's wall clock forward
 (libfaketime). ``sentinel_failover`` and ``cluster_failover`` kill a master whose replica lags
-(``lag_replicas``: paused, behind a write burst) and wait for the promotion. ``flush_node``
-(FLUSHALL) and ``delete_counters`` (a DEL of the fencing counters by hand) lose data without a
-restart.
+(``lag_replicas``: paused, behind a write burst) and wait for the promotion. ``move_slots``
+moves the locks' slots to another master and back, ``manual_failover`` fails their master over
+by hand (CLUSTER FAILOVER): a Cluster that changes under the locks without losing anything.
+``flush_node`` (FLUSHALL) and ``delete_counters`` (a DEL of the fencing counters by hand) lose
+data without a restart.
 """
 
 from __future__ import annotations
@@ -374,3 +376,33 @@ def cluster_failover(
     cluster.wait_promoted(old, key_slot(key.encode()), timeout=30)
     if rejoin:  # for the next failover
         cluster.rejoin(old, timeout=30)
+
+
+def move_slots(run: Run, topology: ClusterTopology, *, atomic: bool) -> None:
+    """Move the slot of every lock's keys to another master, then back (``Cluster.move_slot``:
+    the classic migration, or ``atomic``), each way one fault on the servers, a ttl of work in
+    between: the keys move with their slot, and the waiters must follow it."""
+    cluster = topology.cluster
+    slots = sorted(
+        {key_slot(k.fence.encode()) for n in run.names for k in lock_keys(run.kind_of[n], n)}
+    )
+    home = {slot: cluster.master_for_slot(slot) for slot in slots}
+    how = "atomically (CLUSTER MIGRATESLOTS)" if atomic else "(SETSLOT, MIGRATE)"
+    for way in ("away", "back"):
+        with run.fault(f"move the {len(slots)} slots of the locks {way} {how}", h.SERVER):
+            for slot in slots:
+                target = home[slot]
+                if way == "away":
+                    target = next(m for m in cluster.running_masters() if m is not home[slot])
+                cluster.move_slot(slot, target, atomic=atomic)
+        run.sleep(run.ttl)
+
+
+def manual_failover(run: Run, topology: ClusterTopology, name: str) -> None:
+    """CLUSTER FAILOVER on the replica of ``name``'s master: it takes over once it has every
+    write of the master, which becomes its replica (nothing is lost)."""
+    cluster = topology.cluster
+    master = cluster.master_for_key(LockKeys.for_name(name).lock)
+    (replica,) = cluster.replicas_now(master)
+    with run.fault(f"CLUSTER FAILOVER: {replica.port} takes over from {master.port}", h.SERVER):
+        cluster.failover(replica)
