@@ -11,9 +11,11 @@ The cluster is three masters with a replica each (``fencelock_tools.servers.topo
 timeout 1 s); the fenced resource is a server of its own that nothing touches. The waiters are
 split over the processes, half of them sync (a thread per waiter, one ``LockClient`` per
 process), half asyncio (a task per waiter, one ``fencelock.asyncio.LockClient``), each name's
-waiters spread over every process. A waiter loops: ``acquire`` (``auto_renew=True``: a loss is
-told), read the name's counter on the resource, hold, ``check()``, write the counter + 1 with
-``fenced_set``, release, think. Every step is recorded in the history format of the chaos suite
+waiters spread over every process. The clients hand no grant on within a process
+(``max_handoffs=0``): every grant goes through Redis, every wait ends by a release's message.
+A waiter loops: ``acquire`` (``auto_renew=True``: a loss is told), read the name's counter on
+the resource, hold, ``check()``, write the counter + 1 with ``fenced_set``, release, think.
+Every step is recorded in the history format of the chaos suite
 (``bench/chaos/history.py``), whose checker (``bench/chaos/checker.py``) counts the double
 holders (overlapping beliefs), the stale writes the resource accepted, the token regressions and
 the losses, told or not.
@@ -21,8 +23,9 @@ the losses, told or not.
 The nemesis, meanwhile: every ``move_every`` seconds a batch of the names' slots moves to
 another master, and the next round moves that batch back (the classic migration; on Valkey 9
 every other pair of rounds the atomic one); at a third of the run the master with the most names
-fails over by hand (CLUSTER FAILOVER), at two thirds (``--kill``) another is SIGKILLed, its
-replica promoted by the cluster, and it rejoins as a replica. Each is a fault of the history.
+fails over by hand (CLUSTER FAILOVER), at two thirds (not in ``--quick``) the master with the
+most names is SIGKILLed, its replica promoted by the cluster, and it rejoins as a replica. Each
+is a fault of the history.
 
 What is measured besides the checker's counts: for each grant whose waiter was waiting when the
 previous holder released, the time from that release (called) to the grant (returned): all, and
@@ -45,6 +48,7 @@ import contextlib
 import datetime
 import itertools
 import json
+import logging
 import multiprocessing
 import platform
 import random
@@ -62,6 +66,8 @@ from typing import Any, Final
 
 import redis
 import redis.asyncio
+import redis.asyncio.cluster
+import redis.cluster
 from redis.crc import key_slot
 from redis.exceptions import RedisError
 
@@ -71,12 +77,8 @@ from bench.chaos import checker
 from bench.chaos import history as h
 from bench.chaos.safety_doc import RESHARD
 from bench.chaos.topologies import (
-    CLUSTER,
-    ClientSpec,
     close_async_client,
     close_client,
-    make_async_client,
-    make_client,
 )
 from fencelock._keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer, find_server
@@ -136,7 +138,7 @@ class Part:
     asyncio: bool
     waiters: dict[str, str]
     plan: Plan
-    client: ClientSpec
+    ports: tuple[int, ...]  # the cluster's nodes (startup nodes)
     resource_port: int
     directory: str
     start: float  # time.monotonic() at which the waiters begin
@@ -177,9 +179,14 @@ class _Waiter:
         self.record(h.CHECK_PASSED, token=self.token)
         return True
 
+    def release_failed(self, exc: BaseException) -> None:
+        """(The class alone in the event: the checker reads it; the message beside it.)"""
+        self.record(h.RELEASE_FAILED, token=self.token, detail=type(exc).__name__)
+        self.record(h.LIBRARY_LOG, token=self.token, detail=f"release: {exc}")
+
     def failed(self, asked: float, exc: BaseException) -> float:
         """An acquire that raised: recorded; the pause before the next one (a server down)."""
-        self.record(h.ACQUIRE_FAILED, t0=asked, detail=type(exc).__name__)
+        self.record(h.ACQUIRE_FAILED, t0=asked, detail=f"{type(exc).__name__}: {exc}")
         return 0.05 + self.rng.random() * 0.05
 
 
@@ -225,7 +232,7 @@ def _sync_waiter(
                 try:
                     lock.release()
                 except (fencelock.LockError, RedisError) as exc:
-                    w.record(h.RELEASE_FAILED, token=w.token, detail=type(exc).__name__)
+                    w.release_failed(exc)
                 else:
                     w.record(h.RELEASED, token=w.token)
                 w.token = None
@@ -283,7 +290,7 @@ async def _async_waiter(
                 try:
                     await lock.release()
                 except (fencelock.LockError, RedisError) as exc:
-                    w.record(h.RELEASE_FAILED, token=w.token, detail=type(exc).__name__)
+                    w.release_failed(exc)
                 else:
                     w.record(h.RELEASED, token=w.token)
                 w.token = None
@@ -295,6 +302,9 @@ async def _async_waiter(
 def work(part: Part) -> None:
     """A worker process: its waiters until ``part.stop``, then its client's counts."""
     rec = h.Recorder(Path(part.directory) / f"p{part.index}.jsonl", f"p{part.index}")
+    library = logging.getLogger("fencelock")
+    library.addHandler(_LibraryLog(rec))
+    library.propagate = False  # into the history, not onto the harness's stderr
     try:
         counts = asyncio.run(_work_async(part, rec)) if part.asyncio else _work_sync(part, rec)
         stats = Path(part.directory) / f"p{part.index}.stats.json"
@@ -303,8 +313,32 @@ def work(part: Part) -> None:
         rec.close()
 
 
+class _LibraryLog(logging.Handler):
+    """fencelock's warnings (a loss and why, a listener's trouble) go into the history."""
+
+    def __init__(self, recorder: h.Recorder) -> None:
+        super().__init__(logging.WARNING)
+        self.recorder = recorder
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with contextlib.suppress(Exception):
+            self.recorder.record(h.LIBRARY_LOG, detail=record.getMessage())
+
+
+# Every grant goes through Redis (no hand-on to a waiter of the same process): every waiter's
+# wake-up is a message, the path a moving cluster can break.
+CLIENT_OPTIONS: Final[dict[str, Any]] = {"max_handoffs": 0, "socket_timeout": 5.0}
+
+
+def _cluster(ports: Sequence[int]) -> redis.cluster.RedisCluster:
+    nodes = [redis.cluster.ClusterNode("127.0.0.1", port) for port in ports]  # type: ignore[no-untyped-call]
+    return redis.cluster.RedisCluster(
+        startup_nodes=nodes, socket_timeout=5, socket_connect_timeout=5
+    )
+
+
 def _work_sync(part: Part, rec: h.Recorder) -> dict[str, int]:
-    client = make_client(part.client)
+    client = fencelock.LockClient(_cluster(part.ports), **CLIENT_OPTIONS)
     try:
         threads = [
             threading.Thread(target=_sync_waiter, args=(part, rec, worker, name, client))
@@ -320,7 +354,11 @@ def _work_sync(part: Part, rec: h.Recorder) -> dict[str, int]:
 
 
 async def _work_async(part: Part, rec: h.Recorder) -> dict[str, int]:
-    client = make_async_client(part.client)
+    nodes = [redis.asyncio.cluster.ClusterNode("127.0.0.1", port) for port in part.ports]
+    cluster = redis.asyncio.cluster.RedisCluster(
+        startup_nodes=nodes, socket_timeout=5, socket_connect_timeout=5
+    )
+    client = fencelock.asyncio.LockClient(cluster, **CLIENT_OPTIONS)
     resource = redis.asyncio.Redis(
         port=part.resource_port, socket_timeout=5, socket_connect_timeout=5
     )
@@ -350,7 +388,8 @@ class Nemesis:
         self.atomic = cluster.migrates_atomically
         self.moved: dict[int, Any] = {}  # slot -> the master it came from (to move it back)
         self.rounds = 0
-        self.kills: list[tuple[float, float]] = []  # (SIGKILL, promotion)
+        # (SIGKILL, promotion, the names' slots the killed master served)
+        self.kills: list[tuple[float, float, frozenset[int]]] = []
 
     @contextlib.contextmanager
     def fault(self, detail: str) -> Iterator[None]:
@@ -399,10 +438,11 @@ class Nemesis:
 
     def kill(self, slots: Sequence[int]) -> None:
         master = self.busiest(slots)
+        down = frozenset(s for s in slots if self.cluster.master_for_slot(s) is master)
         with self.fault(f"SIGKILL master {master.port}; the cluster promotes its replica"):
             killed = time.monotonic()
             self.cluster.kill_master(master)
-            self.kills.append((killed, time.monotonic()))
+            self.kills.append((killed, time.monotonic(), down))
         self.cluster.rejoin(master)  # (as a replica: for the moves that follow)
 
 
@@ -475,11 +515,11 @@ def run(plan: Plan, binary: str, *, directory: Path | None = None) -> Result:
         rec = h.Recorder(where / "harness.jsonl", h.NEMESIS)
         for name in names(plan):
             rec.record(h.CONFIG, name=name, value=int(plan.ttl * 1000), detail=h.AUTO_RENEW)
-        spec = ClientSpec(CLUSTER, tuple(n.port for n in cluster.nodes), socket_timeout=5.0)
+        ports = tuple(n.port for n in cluster.nodes)
         begin = time.monotonic() + 3.0 + 0.5 * plan.processes  # (the processes start meanwhile)
         stop = begin + plan.seconds
         parts = [
-            Part(i, i % 2 == 1, waiters, plan, spec, resource.port, str(where), begin, stop)
+            Part(i, i % 2 == 1, waiters, plan, ports, resource.port, str(where), begin, stop)
             for i, waiters in enumerate(split(plan))
         ]
         processes = [ctx.Process(target=work, args=(part,), daemon=True) for part in parts]
@@ -539,7 +579,7 @@ def _final(cluster: Cluster, resource: EmbeddedServer, rec: h.Recorder, plan: Pl
         for name in names(plan):
             raw = probe.get(counter_key(name))
             rec.record(h.FINAL_VALUE, name=name, value=int(raw) if raw is not None else 0)
-    client = make_client(ClientSpec(CLUSTER, tuple(n.port for n in cluster.running_masters())))
+    client = fencelock.LockClient(_cluster([n.port for n in cluster.running_masters()]))
     try:
         for name in names(plan):
             lock = client.lock(name, ttl=plan.ttl)
@@ -561,13 +601,19 @@ def _final(cluster: Cluster, resource: EmbeddedServer, rec: h.Recorder, plan: Pl
 
 
 def wake_latencies(
-    grants: Sequence[checker.Grant], kills: Sequence[tuple[float, float]]
+    grants: Sequence[checker.Grant], kills: Sequence[tuple[float, float, frozenset[int]]]
 ) -> tuple[dict[str, list[float]], int]:
     """Per grant whose waiter waited for a release: seconds from the release (called) to the
-    grant (returned), or from the promotion where the name was freed while its master was down
-    (``kills``: (SIGKILL, promotion)). Also how many grants followed a release that failed."""
+    grant (returned), or, for a name freed while its master was down (``kills``: SIGKILL,
+    promotion, the slots it served), from when its slots were served again (their first grant
+    after the kill). Also how many grants followed a release that failed."""
     found: dict[str, list[float]] = {"all": [], "across": [], "after kill": []}
     by_lease = 0
+    # when each killed master's slots could be granted again: their first grant after the kill
+    back = [
+        min((g.start for g in grants if g.start > killed and slot_of(g.name) in slots), default=p)
+        for killed, p, slots in kills
+    ]
     for held in checker.by_name(grants).values():
         ordered = sorted(held, key=lambda g: g.start)
         for before, after in itertools.pairwise(ordered):
@@ -576,8 +622,12 @@ def wake_latencies(
             if not before.released:
                 by_lease += 1
                 continue
-            freed = before.hold_end
-            down = [promoted for killed, promoted in kills if killed <= freed <= promoted]
+            freed, slot = before.hold_end, slot_of(before.name)
+            down = [
+                back[i]
+                for i, (k, p, slots) in enumerate(kills)
+                if k <= freed <= p and slot in slots
+            ]
             seconds = after.start - max([freed, *down])
             found["all"].append(seconds)
             if down:
@@ -591,7 +641,7 @@ def acquire_failures(events: Sequence[h.Event]) -> dict[str, int]:
     counts: dict[str, int] = defaultdict(int)
     for event in events:
         if event.kind == h.ACQUIRE_FAILED:
-            counts[event.detail] += 1
+            counts[event.detail.split(":")[0]] += 1  # (the error's class, or "timeout")
     return dict(counts)
 
 
@@ -676,12 +726,13 @@ def section(results: Sequence[Result], command: str) -> str:
             'A double holder is two waiters whose beliefs overlapped; "told": the earlier was '
             "told of its loss (`on_lost`, a failing `check()` or release), as a failover "
             "without WAIT can lose a grant. Granted after the release: from a release (called) "
-            "to the grant of a waiter that was waiting for it; a name freed while its master "
-            "was down, from the promotion. Grants after a release that failed (the name freed "
-            f"by its lease instead) are left out: {by_lease}. Wakeups / polls: the clients' "
-            "waits ended by a message (or by the slot's move) and by a timer (the fallback: "
-            "the holder's lease end); the acquire's bound is an hour, so a waiter never woken "
-            "would show as an acquire failed by timeout.",
+            "to the grant of a waiter that was waiting for it; for a name freed while its "
+            "master was down, from its promotion (the first grant in its slots after the "
+            "kill). Grants after a release that failed (the name freed by its lease instead) "
+            f"are left out: {by_lease}. Wakeups / polls: the clients' waits ended by a message "
+            "(or by the slot's move) and by a timer (the fallback: the holder's lease end); "
+            "the acquire's bound is an hour, so a waiter never woken would show as an acquire "
+            "failed by timeout.",
             end,
         ]
     )
@@ -709,6 +760,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--seconds", type=float, help="length of a run")
     parser.add_argument("--json", type=Path, help="write every figure here")
+    parser.add_argument("--keep", type=Path, help="keep the JSONL histories in this directory")
     parser.add_argument("--write-docs", action="store_true", help=f"write its section of {DOCS}")
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
@@ -716,7 +768,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan = replace(plan, seconds=args.seconds)
     results = []
     for kind in args.server or ["redis", "valkey"]:
-        result = run(plan, find_server(kind))
+        kept = None
+        if args.keep:
+            kept = args.keep / kind
+            kept.mkdir(parents=True, exist_ok=True)
+        result = run(plan, find_server(kind), directory=kept)
         print(f"{kind}: {len(result.report.grants)} grants in {result.seconds:.0f} s; "
               f"broken: {result.broken() or 'none'}", file=sys.stderr)  # fmt: skip
         results.append(result)

@@ -24,20 +24,25 @@ def test_waiters_follow_a_cluster_that_changes_under_them() -> None:
     assert any("CLUSTER FAILOVER" in fault for fault in result.faults)
 
 
-def _grant(worker: str, requested: float, start: float, end: float, released: bool) -> Grant:
-    return Grant(worker, "n", 1, requested, start, end, "release", released)
+def _grant(
+    worker: str, requested: float, start: float, end: float, released: bool, name: str = "n"
+) -> Grant:
+    return Grant(worker, name, 1, requested, start, end, "release", released)
 
 
-def test_wake_latencies_count_from_the_release_or_the_promotion() -> None:
+def test_wake_latencies_count_from_the_release_or_when_the_master_served_again() -> None:
     grants = [
         _grant("p0-w0", 0.0, 0.0, 1.0, True),
         _grant("p1-w1", 0.5, 1.2, 2.0, True),  # waited: 0.2 s after the release, across
         _grant("p1-w3", 1.5, 2.1, 3.0, False),  # waited: 0.1 s, in one process; release failed
         _grant("p0-w0", 2.5, 9.0, 10.0, True),  # after a failed release: the lease freed it
         _grant("p0-w2", 10.5, 10.6, 11.0, True),  # asked after the release: did not wait
-        _grant("p1-w1", 10.8, 13.5, 14.0, True),  # freed while the master was down (10-13)
+        _grant("p1-w1", 10.8, 13.5, 14.0, True),  # freed while its master was down
+        _grant("p0-w4", 10.0, 13.0, 13.2, True, "m"),  # its master's first grant after the kill
     ]
-    latencies, by_lease = reshard.wake_latencies(grants, [(10.9, 13.0)])
+    slots = frozenset({reshard.slot_of("n"), reshard.slot_of("m")})
+    kills = [(10.9, 14.0, slots), (10.9, 14.0, frozenset({0}))]  # (promotions seen late)
+    latencies, by_lease = reshard.wake_latencies(grants, kills)
     assert [round(s, 3) for s in latencies["all"]] == [0.2, 0.1, 0.5]
     assert [round(s, 3) for s in latencies["across"]] == [0.2, 0.5]
     assert [round(s, 3) for s in latencies["after kill"]] == [0.5]
