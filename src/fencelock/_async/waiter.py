@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import redis.exceptions
-from redis.exceptions import AskError, RedisError
+from redis.exceptions import AskError, ClusterCrossSlotError, RedisClusterException, RedisError
 
 from .._backend import (
     AsyncBackground,
@@ -68,6 +68,22 @@ _REMADE = (RuntimeError, ValueError, OSError, AttributeError)
 
 # How long the listener blocks in one read, which bounds how long close() waits for it.
 _READ_TIMEOUT = 0.5
+# (Sharded) a refusal of an SSUBSCRIBE that means "not subscribed here": the slot is elsewhere
+# (MOVED), or redis-py's re-subscription of every channel at once was refused (CROSSSLOT)
+_NOT_HERE = (AskError, ClusterCrossSlotError)
+
+
+def _drop(pubsub: AsyncPubSub | None, channels: list[str] | None) -> None:
+    """Forget ``channels`` (None: all) in redis-py's list of shard channels, which it
+    re-subscribes in one SSUBSCRIBE when it re-makes the connection (refused across slots)."""
+    if pubsub is None:
+        return
+    if channels is None:
+        pubsub.shard_channels.clear()
+        pubsub.pending_unsubscribe_shard_channels.clear()
+    for key in (k for c in channels or () for k in (c, c.encode())):
+        pubsub.shard_channels.pop(key, None)
+        pubsub.pending_unsubscribe_shard_channels.discard(key)
 
 
 @dataclass(eq=False, slots=True)
@@ -185,7 +201,7 @@ class AsyncWaiter:
                 raise LockConnectionError(f"subscribe {channel!r}: no confirmation in time")
             with self._guard:
                 refusal = self._refusals.pop(nonce, None)
-            if self._sharded and isinstance(refusal, AskError):  # (MovedError is one)
+            if self._sharded and isinstance(refusal, _NOT_HERE):
                 self._forget(channel, watch)
                 return False
             if refusal is not None:
@@ -217,9 +233,8 @@ class AsyncWaiter:
 
     def _forget(self, channel: str, *watches: Watch) -> None:
         """(Sharded) ``watches`` of ``channel`` are not subscribed here: its slot is elsewhere.
-        The last one gone, redis-py forgets the channel too (a re-made connection must not
-        SSUBSCRIBE it here), and it is never SUNSUBSCRIBEd here: the node would answer MOVED,
-        which the listener cannot tell from a refusal of someone's SSUBSCRIBE."""
+        The last one gone, the channel is forgotten (``_drop``), never SUNSUBSCRIBEd here: the
+        node would answer MOVED, which the listener cannot tell from a refusal of an SSUBSCRIBE."""
         with self._guard:
             watchers = self._watchers.get(channel, set())
             watchers.difference_update(watches)
@@ -227,10 +242,7 @@ class AsyncWaiter:
                 return
             self._watchers.pop(channel, None)
             self._unwatched.discard(channel)
-            if self._pubsub is not None:
-                for key in (channel, channel.encode()):
-                    self._pubsub.shard_channels.pop(key, None)
-                    self._pubsub.pending_unsubscribe_shard_channels.discard(key)
+            _drop(self._pubsub, [channel])
 
     def _move_out(self, channel: str) -> None:
         """(Sharded) ``channel``'s slot left this node: its watches are woken, ``moved``."""
@@ -250,7 +262,8 @@ class AsyncWaiter:
                 # A failure means the connection is gone, and the subscriptions with it.
                 with contextlib.suppress(redis.exceptions.RedisError, *_REMADE):
                     if self._sharded:
-                        await pubsub.sunsubscribe(*channels)
+                        for channel in channels:  # (one per command: one slot per SUNSUBSCRIBE)
+                            await pubsub.sunsubscribe(channel)
                     else:
                         await pubsub.unsubscribe(*channels)
 
@@ -270,10 +283,9 @@ class AsyncWaiter:
                 ready = self._pings.pop(data, None)
                 if ready is not None:
                     ready.set()
-            # A watched channel unsubscribed: the server's own doing (its slot moved), or the
-            # reply to the listener's SUNSUBSCRIBE sent just before a new watcher's SSUBSCRIBE
-            # (then following it costs a subscription again, where it already is).
-            moved = kind == "sunsubscribe" and channel in self._watchers
+            # By the server (the slot moved), or the reply to the listener's SUNSUBSCRIBE sent
+            # just before a new watcher's SSUBSCRIBE (following it costs one SSUBSCRIBE more).
+            moved = kind == "sunsubscribe" and channel in self._watchers.keys() | self._unwatched
         if moved and isinstance(channel, str):
             self._move_out(channel)
 
@@ -303,6 +315,10 @@ class AsyncWaiter:
                         self._refusals[nonce] = exc
                 for ready in pending.values():
                     ready.set()
+                # (sharded: redis-py re-subscribed every channel in one SSUBSCRIBE on a re-made
+                # connection, refused when they span slots: as if broken, each watch follows)
+                if self._sharded and isinstance(exc, ClusterCrossSlotError):
+                    self._broken = True
                 continue
             except Exception:
                 # redis-py's PubSub can trip over itself while its connection is being re-made
@@ -346,13 +362,13 @@ class AsyncWaiter:
             await async_sleep(_READ_TIMEOUT)  # still unreachable: again after a pause
 
     async def _move_all_out(self) -> None:
-        """(Sharded) The connection broke: its node may be gone for good (a failover), so every
-        watch here follows its slot rather than wait for the node to return."""
+        """(Sharded) The connection broke, its node maybe gone (a failover): all watches move."""
         async with self._mutex:  # not amid a watcher's SSUBSCRIBE and its PING
             with self._guard:
-                channels = list(self._watchers)
+                channels = [*self._watchers, *self._unwatched]
             for channel in channels:
                 self._move_out(channel)
+            _drop(self._pubsub, None)
 
     def _wake_all(self) -> None:
         """Wake every waiter to re-try at once, and confirm the subscriptions the
@@ -427,7 +443,7 @@ class AsyncClusterWaiters:
         slot is from a read of the channel's slot (MOVED, or a failed node: it looks again)."""
         channel, _ = self._at[watch]
         end = time.monotonic() + timeout
-        with contextlib.suppress(RedisError):
+        with contextlib.suppress(RedisError, RedisClusterException):  # (then: where it was)
             await self.requester.request(self.cluster, [("EXISTS", channel)], timeout, channel)
         return await self._subscribe(watch, end - time.monotonic())
 

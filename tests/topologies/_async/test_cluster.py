@@ -3,6 +3,7 @@ Sync twin generated into tests/topologies/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import AsyncIterator
 
@@ -352,3 +353,63 @@ async def test_multi_lock_in_one_slot_is_one_script(
         probe.close()
         await other.close()
         await redis.aclose()
+
+
+def channels_on_one_node(cluster: Cluster, count: int) -> list[str]:
+    """``count`` lock channels of different slots that one master serves."""
+    by_node: dict[int, list[str]] = {}
+    for i in itertools.count():
+        channel = LockKeys.for_name(f"chan-{i}").channel
+        found = by_node.setdefault(cluster.master_for_key(channel).port, [])
+        found.append(channel)
+        if len(found) == count:
+            return found
+    raise AssertionError("unreachable")
+
+
+async def test_channels_of_several_slots_leave_together(
+    cluster_client: AsyncLockClient, cluster: Cluster
+) -> None:
+    """Channels of different slots on one node, left at once: each is unsubscribed (a
+    SUNSUBSCRIBE of several slots is refused with CROSSSLOT: they stayed subscribed, and the
+    error was taken for the refusal of whichever subscription was being confirmed)."""
+    channels = channels_on_one_node(cluster, 3)
+    topology = cluster_client._wiring.topology
+    with cluster.master_for_key(channels[0]).client() as probe:
+
+        def subscribers() -> list[int]:
+            reply = probe.execute_command("PUBSUB", "SHARDNUMSUB", *channels)
+            return [int(n) for n in reply[1::2]]
+
+        async with contextlib.AsyncExitStack() as stack:
+            for channel in channels:
+                await stack.enter_async_context(topology.watch(channel, 10))
+            assert subscribers() == [1, 1, 1]
+        await async_until(lambda: subscribers() == [0, 0, 0])
+        async with topology.watch(channels[0], 10) as watch:  # (no refusal left to take)
+            assert probe.execute_command("SPUBLISH", channels[0], "x") == 1
+            assert await watch.event.wait(10)
+
+
+async def test_watches_of_several_slots_survive_a_broken_connection(
+    cluster_client: AsyncLockClient, cluster: Cluster
+) -> None:
+    """The node closes the pub/sub connection: its watches (of channels of different slots)
+    follow their slots and are subscribed again, each on its own (redis-py re-subscribes all
+    of a connection's channels in one SSUBSCRIBE, refused when they span slots: they were
+    all lost)."""
+    channels = channels_on_one_node(cluster, 2)
+    topology = cluster_client._wiring.topology
+    with cluster.master_for_key(channels[0]).client() as probe:
+        async with contextlib.AsyncExitStack() as stack:
+            watches = [
+                await stack.enter_async_context(topology.watch(channel, 10)) for channel in channels
+            ]
+            probe.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+            for watch in watches:
+                assert await topology.wait(watch, 10)  # woken by the break, then followed
+                assert not watch.moved
+                watch.event.clear()
+            for channel, watch in zip(channels, watches, strict=True):
+                assert probe.execute_command("SPUBLISH", channel, "x") == 1
+                assert await topology.wait(watch, 10)

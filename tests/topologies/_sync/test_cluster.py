@@ -4,6 +4,7 @@ Sync twin generated into tests/topologies/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Iterator
 
@@ -353,3 +354,63 @@ def test_multi_lock_in_one_slot_is_one_script(
         probe.close()
         other.close()
         redis.close()
+
+
+def channels_on_one_node(cluster: Cluster, count: int) -> list[str]:
+    """``count`` lock channels of different slots that one master serves."""
+    by_node: dict[int, list[str]] = {}
+    for i in itertools.count():
+        channel = LockKeys.for_name(f"chan-{i}").channel
+        found = by_node.setdefault(cluster.master_for_key(channel).port, [])
+        found.append(channel)
+        if len(found) == count:
+            return found
+    raise AssertionError("unreachable")
+
+
+def test_channels_of_several_slots_leave_together(
+    cluster_client: LockClient, cluster: Cluster
+) -> None:
+    """Channels of different slots on one node, left at once: each is unsubscribed (a
+    SUNSUBSCRIBE of several slots is refused with CROSSSLOT: they stayed subscribed, and the
+    error was taken for the refusal of whichever subscription was being confirmed)."""
+    channels = channels_on_one_node(cluster, 3)
+    topology = cluster_client._wiring.topology
+    with cluster.master_for_key(channels[0]).client() as probe:
+
+        def subscribers() -> list[int]:
+            reply = probe.execute_command("PUBSUB", "SHARDNUMSUB", *channels)
+            return [int(n) for n in reply[1::2]]
+
+        with contextlib.ExitStack() as stack:
+            for channel in channels:
+                stack.enter_context(topology.watch(channel, 10))
+            assert subscribers() == [1, 1, 1]
+        sync_until(lambda: subscribers() == [0, 0, 0])
+        with topology.watch(channels[0], 10) as watch:  # (no refusal left to take)
+            assert probe.execute_command("SPUBLISH", channels[0], "x") == 1
+            assert watch.event.wait(10)
+
+
+def test_watches_of_several_slots_survive_a_broken_connection(
+    cluster_client: LockClient, cluster: Cluster
+) -> None:
+    """The node closes the pub/sub connection: its watches (of channels of different slots)
+    follow their slots and are subscribed again, each on its own (redis-py re-subscribes all
+    of a connection's channels in one SSUBSCRIBE, refused when they span slots: they were
+    all lost)."""
+    channels = channels_on_one_node(cluster, 2)
+    topology = cluster_client._wiring.topology
+    with cluster.master_for_key(channels[0]).client() as probe:
+        with contextlib.ExitStack() as stack:
+            watches = [
+                stack.enter_context(topology.watch(channel, 10)) for channel in channels
+            ]
+            probe.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+            for watch in watches:
+                assert topology.wait(watch, 10)  # woken by the break, then followed
+                assert not watch.moved
+                watch.event.clear()
+            for channel, watch in zip(channels, watches, strict=True):
+                assert probe.execute_command("SPUBLISH", channel, "x") == 1
+                assert topology.wait(watch, 10)
