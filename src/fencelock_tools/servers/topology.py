@@ -354,15 +354,17 @@ class Cluster:
         self.wait_ready(deadline - time.monotonic())
 
     def wait_synced(self, master: EmbeddedServer, timeout: float = 30.0) -> None:
-        """Until every replica of ``master`` has all of its writes (replication offsets)."""
+        """Until every replica of ``master`` has all of its writes made before the call
+        (replication offsets: a replica at or past the master's, read first, while writes go
+        on)."""
 
         def lagging() -> str | None:
             with probe(master.port) as client:
-                offset = client.info("replication")["master_repl_offset"]
+                offset = int(client.info("replication")["master_repl_offset"])
             for replica in self.replicas_now(master):
                 with probe(replica.port) as client:
-                    got = client.info("replication").get("slave_repl_offset")
-                if got != offset:
+                    got = int(client.info("replication").get("slave_repl_offset", -1))
+                if got < offset:
                     return f"replica {replica.port} at {got}, master at {offset}"
             return None
 
