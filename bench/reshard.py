@@ -58,8 +58,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
@@ -378,8 +378,22 @@ async def _work_async(part: Part, rec: h.Recorder) -> dict[str, int]:
 # -- the nemesis ---------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Change:
+    """A change of the cluster that holds up the names of some slots for a while."""
+
+    what: str  # MOVE (a slot migrating), FAILOVER (by hand), KILL (a master SIGKILLed)
+    start: float
+    end: float  # a move: its last SETSLOT (classic) or every node naming the new owner (atomic);
+    #   a failover: every node naming the new master; a kill: the same (the promotion)
+    slots: frozenset[int]
+
+
+MOVE, FAILOVER, KILL = "slot moving", "manual failover", "master killed"
+
+
 class Nemesis:
-    """The cluster's changes, each recorded as a fault on the servers."""
+    """The cluster's changes, each recorded as a fault on the servers (one per slot moved)."""
 
     def __init__(self, cluster: Cluster, recorder: h.Recorder, plan: Plan) -> None:
         self.cluster, self.rec, self.plan = cluster, recorder, plan
@@ -388,61 +402,63 @@ class Nemesis:
         self.atomic = cluster.migrates_atomically
         self.moved: dict[int, Any] = {}  # slot -> the master it came from (to move it back)
         self.rounds = 0
-        # (SIGKILL, promotion, the names' slots the killed master served)
-        self.kills: list[tuple[float, float, frozenset[int]]] = []
+        self.changes: list[Change] = []
 
     @contextlib.contextmanager
-    def fault(self, detail: str) -> Iterator[None]:
+    def fault(self, what: str, slots: Iterable[int], detail: str) -> Iterator[None]:
         self.faults += 1
         self.rec.record(h.FAULT_START, value=self.faults, detail=detail, scope=h.SERVER)
+        start = time.monotonic()
         try:
             yield
         finally:
+            self.changes.append(Change(what, start, time.monotonic(), frozenset(slots)))
             self.rec.record(h.FAULT_END, value=self.faults)
 
     def move_round(self, slots: Sequence[int]) -> None:
         """Move a batch of the names' slots away, or (every other round) the last batch back."""
         self.rounds += 1
         atomic = self.atomic and (self.rounds // 2) % 2 == 1
-        how = "atomically" if atomic else "(SETSLOT, MIGRATE)"
         if self.moved:
             batch, self.moved = self.moved, {}
-            with self.fault(f"move {len(batch)} slots back {how}"):
-                for slot, home in batch.items():
-                    self.cluster.move_slot(slot, home, atomic=atomic)
+            for slot, home in batch.items():
+                self.move(slot, home, atomic)
             return
-        chosen = self.rng.sample(list(slots), min(self.plan.batch, len(slots)))
         masters = self.cluster.running_masters()
-        with self.fault(f"move {len(chosen)} slots away {how}"):
-            for slot in chosen:
-                home = self.cluster.master_for_slot(slot)
-                target = self.rng.choice([m for m in masters if m is not home])
-                self.cluster.move_slot(slot, target, atomic=atomic)
-                self.moved[slot] = home
+        for slot in self.rng.sample(list(slots), min(self.plan.batch, len(slots))):
+            home = self.cluster.master_for_slot(slot)
+            self.move(slot, self.rng.choice([m for m in masters if m is not home]), atomic)
+            self.moved[slot] = home
 
-    def busiest(self, slots: Sequence[int]) -> Any:
-        """The master that serves the most of ``slots``."""
-        served: dict[int, int] = defaultdict(int)
-        owners = {}
-        for slot in slots:
-            owner = self.cluster.master_for_slot(slot)
-            owners[owner.port] = owner
-            served[owner.port] += 1
-        return owners[max(served, key=lambda port: served[port])]
+    def move(self, slot: int, target: Any, atomic: bool) -> None:
+        cluster = self.cluster
+        how = "atomically" if atomic else "(SETSLOT, MIGRATE)"
+        with self.fault(MOVE, [slot], f"move slot {slot} to {target.port} {how}"):
+            if atomic:
+                cluster.move_slot(slot, target, atomic=True)
+            else:
+                cluster.start_migration(slot, target)
+                cluster.migrate_keys(slot, target)
+                cluster.finish_migration(slot, target, wait=False)
+        cluster.wait_owner(slot, target)
+
+    def served_by(self, slots: Sequence[int]) -> tuple[Any, frozenset[int]]:
+        """The master that serves the most of ``slots``, and those it serves."""
+        owners = {slot: self.cluster.master_for_slot(slot) for slot in slots}
+        counts = Counter(owner.port for owner in owners.values())
+        port = counts.most_common(1)[0][0]
+        return self.cluster.node_at(port), frozenset(s for s, o in owners.items() if o.port == port)
 
     def failover(self, slots: Sequence[int]) -> None:
-        master = self.busiest(slots)
+        master, served = self.served_by(slots)
         (replica,) = self.cluster.replicas_now(master)
-        with self.fault(f"CLUSTER FAILOVER: {replica.port} takes over from {master.port}"):
+        with self.fault(FAILOVER, served, f"CLUSTER FAILOVER: {replica.port} for {master.port}"):
             self.cluster.failover(replica)
 
     def kill(self, slots: Sequence[int]) -> None:
-        master = self.busiest(slots)
-        down = frozenset(s for s in slots if self.cluster.master_for_slot(s) is master)
-        with self.fault(f"SIGKILL master {master.port}; the cluster promotes its replica"):
-            killed = time.monotonic()
+        master, served = self.served_by(slots)
+        with self.fault(KILL, served, f"SIGKILL master {master.port}; its replica promoted"):
             self.cluster.kill_master(master)
-            self.kills.append((killed, time.monotonic(), down))
         self.cluster.rejoin(master)  # (as a replica: for the moves that follow)
 
 
@@ -455,7 +471,7 @@ class Result:
     server: str
     seconds: float
     report: checker.Report
-    latencies: dict[str, list[float]]  # "all", "across" (from another process), "after kill"
+    latencies: dict[str, list[float]]  # by what the name's slot went through (wake_latencies)
     freed_by_lease: int  # grants after a release that failed: the name freed by its lease
     acquire_failures: dict[str, int]  # why (timeout, an error's class) -> how many
     stats: dict[str, dict[str, int]]  # per process: the client's counts
@@ -563,7 +579,7 @@ def run(plan: Plan, binary: str, *, directory: Path | None = None) -> Result:
         Path(binary).name,
         time.monotonic() - started,
         report,
-        *wake_latencies(report.grants, nemesis.kills),
+        *wake_latencies(report.grants, nemesis.changes),
         acquire_failures(events),
         stats,
         [e.detail for e in events if e.kind == h.FAULT_START],
@@ -600,20 +616,29 @@ def _final(cluster: Cluster, resource: EmbeddedServer, rec: h.Recorder, plan: Pl
 # -- what the history says -----------------------------------------------------------------------
 
 
+STEADY: Final = "its slot steady"
+
+
 def wake_latencies(
-    grants: Sequence[checker.Grant], kills: Sequence[tuple[float, float, frozenset[int]]]
+    grants: Sequence[checker.Grant], changes: Sequence[Change]
 ) -> tuple[dict[str, list[float]], int]:
     """Per grant whose waiter waited for a release: seconds from the release (called) to the
-    grant (returned), or, for a name freed while its master was down (``kills``: SIGKILL,
-    promotion, the slots it served), from when its slots were served again (their first grant
-    after the kill). Also how many grants followed a release that failed."""
-    found: dict[str, list[float]] = {"all": [], "across": [], "after kill": []}
+    grant (returned), by what the name's slot went through as the release came: nothing
+    (``STEADY``), or a change (``changes``), and then counted from when the slot was served
+    again: the end of a move or a manual failover, and for a master killed the first grant in
+    its slots after the kill (its promotion, as the clients saw it). Also how many grants
+    followed a release that failed (the name freed by its lease instead): left out."""
+    found: dict[str, list[float]] = {STEADY: [], MOVE: [], FAILOVER: [], KILL: []}
     by_lease = 0
-    # when each killed master's slots could be granted again: their first grant after the kill
-    back = [
-        min((g.start for g in grants if g.start > killed and slot_of(g.name) in slots), default=p)
-        for killed, p, slots in kills
-    ]
+    back = {
+        change: change.end
+        if change.what != KILL
+        else min(
+            (g.start for g in grants if g.start > change.start and slot_of(g.name) in change.slots),
+            default=change.end,
+        )
+        for change in changes
+    }
     for held in checker.by_name(grants).values():
         ordered = sorted(held, key=lambda g: g.start)
         for before, after in itertools.pairwise(ordered):
@@ -623,17 +648,9 @@ def wake_latencies(
                 by_lease += 1
                 continue
             freed, slot = before.hold_end, slot_of(before.name)
-            down = [
-                back[i]
-                for i, (k, p, slots) in enumerate(kills)
-                if k <= freed <= p and slot in slots
-            ]
-            seconds = after.start - max([freed, *down])
-            found["all"].append(seconds)
-            if down:
-                found["after kill"].append(seconds)
-            if after.worker.split("-")[0] != before.worker.split("-")[0]:
-                found["across"].append(seconds)
+            during = [c for c in changes if c.start <= freed <= c.end and slot in c.slots]
+            seconds = after.start - max([freed, *(back[c] for c in during)])
+            found[during[0].what if during else STEADY].append(seconds)
     return found, by_lease
 
 
@@ -678,18 +695,12 @@ def markdown(results: Sequence[Result]) -> str:
         )
     lines += [
         "",
-        "| server | granted after the release | grants | median | p99 | max | over 1 s |",
+        "| server | the name's slot as it was freed | grants | median | p99 | max | over 1 s |",
         "|---|---|---|---|---|---|---|",
     ]
-    labels = {
-        "all": "any waiter",
-        "across": "a waiter in another process",
-        "after kill": "freed while its master was down (from the promotion)",
-    }
     for r in results:
-        for key, label in labels.items():
-            values = r.latencies[key]
-            lines.append(f"| {r.server} | {label} | {len(values)} | {_quantiles(values)} |")
+        for what, values in r.latencies.items():
+            lines.append(f"| {r.server} | {what} | {len(values)} | {_quantiles(values)} |")
     return "\n".join(lines)
 
 

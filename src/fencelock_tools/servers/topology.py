@@ -279,17 +279,20 @@ class Cluster:
                 moved += len(keys)
         return moved
 
-    def finish_migration(self, slot: int, target: EmbeddedServer, timeout: float = 30.0) -> None:
+    def finish_migration(
+        self, slot: int, target: EmbeddedServer, timeout: float = 30.0, *, wait: bool = True
+    ) -> None:
         """The classic migration's last step: ``target`` owns ``slot`` (SETSLOT NODE on the
-        target, then on the source, then on every other master), and every running node says so
-        before this returns."""
+        target, then on the source, then on every other master), and (``wait``) every running
+        node says so before this returns."""
         source = self.master_for_slot(slot)
         masters = [target, *(m for m in self.running_masters() if m is not target)]
         masters.sort(key=lambda m: 0 if m is target else 1 if m is source else 2)
         for master in masters:
             with probe(master.port) as client:
                 command(client, "CLUSTER", "SETSLOT", slot, "NODE", self.node_ids[target.port])
-        self.wait_owner(slot, target, timeout)
+        if wait:
+            self.wait_owner(slot, target, timeout)
 
     def move_slot(
         self, slot: int, target: EmbeddedServer, *, atomic: bool = False, timeout: float = 30.0
