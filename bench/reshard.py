@@ -50,6 +50,7 @@ import itertools
 import json
 import logging
 import multiprocessing
+import os
 import platform
 import random
 import shutil
@@ -476,6 +477,7 @@ class Result:
     acquire_failures: dict[str, int]  # why (timeout, an error's class) -> how many
     stats: dict[str, dict[str, int]]  # per process: the client's counts
     faults: list[str] = field(default_factory=list)
+    load: float = 0.0  # the machine's load average (1 min) at the end of the run
 
     @property
     def double_holders(self) -> list[checker.Overlap]:
@@ -583,6 +585,7 @@ def run(plan: Plan, binary: str, *, directory: Path | None = None) -> Result:
         acquire_failures(events),
         stats,
         [e.detail for e in events if e.kind == h.FAULT_START],
+        os.getloadavg()[0],
     )
     if own:
         shutil.rmtree(where, ignore_errors=True)
@@ -708,10 +711,8 @@ def section(results: Sequence[Result], command: str) -> str:
     """docs/safety.md's section of this benchmark (between the RESHARD markers)."""
     r0 = results[0]
     plan = r0.plan
-    faults: dict[str, int] = defaultdict(int)
-    for detail in r0.faults:
-        faults[detail.split(":")[0].split(" ")[0]] += 1
     by_lease = ", ".join(f"{r.freed_by_lease} ({r.server})" for r in results)
+    load = ", ".join(f"{r.load:.0f} ({r.server})" for r in results)
     begin, end = RESHARD
     return "\n".join(
         [
@@ -720,29 +721,35 @@ def section(results: Sequence[Result], command: str) -> str:
             "",
             f"`python -m bench.reshard` ({datetime.date.today().isoformat()}, "
             f"{platform.machine()}, {multiprocessing.cpu_count()} vCPUs shared with other "
-            f"work): {plan.names} names, {plan.waiters} waiters in {plan.processes} processes "
-            f"(half sync, a thread each; half asyncio, a task each), each name's waiters in "
-            f"every process, holders releasing as they go ({plan.hold[0]:g}-{plan.hold[1]:g} "
-            f"s held, ttl {plan.ttl:g} s renewed), for {plan.seconds:g} s a run, on a Cluster "
-            "of three masters with a replica each (node timeout 1 s). Meanwhile a batch of "
-            f"{plan.batch} names' slots moves to another master every {plan.move_every:g} s "
-            "and back the next round (the classic migration; on Valkey 9 the atomic one every "
-            "other pair of rounds), the master with the most names fails over by hand at a "
-            "third of the run, and another is SIGKILLed at two thirds (its replica promoted, "
-            "then it rejoins). The checker is the chaos suite's. Reproduce: "
+            f"work: a load average of {load} at the end of the runs): {plan.names} names, "
+            f"{plan.waiters} waiters in {plan.processes} processes (half sync, a thread each; "
+            "half asyncio, a task each), each name's waiters in every process, holders "
+            f"releasing as they go ({plan.hold[0]:g}-{plan.hold[1]:g} s held, ttl "
+            f"{plan.ttl:g} s renewed), for {plan.seconds:g} s a run, on a Cluster of three "
+            "masters with a replica each (node timeout 1 s). The clients hand nothing on "
+            "within a process (`max_handoffs=0`): every grant goes through Redis, every wait "
+            f"ends with a release's message. Meanwhile the slots of {plan.batch} names move to "
+            f"another master every {plan.move_every:g} s and back the next round (the classic "
+            "migration; on Valkey 9 the atomic one every other pair of rounds), the master with "
+            "the most names fails over by hand (CLUSTER FAILOVER) at a third of the run, and "
+            "the master with the most names is SIGKILLed at two thirds (the cluster promotes "
+            "its replica, then it rejoins). The checker is the chaos suite's. Reproduce: "
             f"`{command}`.",
             "",
             markdown(results),
             "",
             'A double holder is two waiters whose beliefs overlapped; "told": the earlier was '
             "told of its loss (`on_lost`, a failing `check()` or release), as a failover "
-            "without WAIT can lose a grant. Granted after the release: from a release (called) "
-            "to the grant of a waiter that was waiting for it; for a name freed while its "
-            "master was down, from its promotion (the first grant in its slots after the "
-            "kill). Grants after a release that failed (the name freed by its lease instead) "
-            f"are left out: {by_lease}. Wakeups / polls: the clients' waits ended by a message "
-            "(or by the slot's move) and by a timer (the fallback: the holder's lease end); "
-            "the acquire's bound is an hour, so a waiter never woken would show as an acquire "
+            "without WAIT can lose a grant. The wait after a release: from a release (called) "
+            "to the grant (returned) of a waiter that was waiting for it, by what the name's "
+            "slot went through as the release came: nothing; its migration, counted from its "
+            "end (a classic migration answers a lock's scripts TRYAGAIN until it ends: "
+            "[modes.md](modes.md#redis-cluster)); the manual failover, from its end; its master "
+            "killed, from its promotion (the first grant in its slots after the kill). Grants "
+            f"after a release that failed (the name freed by its lease instead) are left out: "
+            f"{by_lease}. Wakeups / polls: the clients' waits ended by a message (or by their "
+            "slot's move) and by a timer (the fallback: the end of the holder's lease); the "
+            "acquire's bound is an hour, so a waiter never woken would show as an acquire "
             "failed by timeout.",
             end,
         ]
@@ -812,6 +819,7 @@ def _figures(result: Result) -> dict[str, Any]:
         "stats": result.stats,
         "faults": result.faults,
         "broken": result.broken(),
+        "load": result.load,
     }
 
 

@@ -45,6 +45,7 @@ from .._backend import (
 )
 from .._core.replies import translate_error
 from .._transport import (
+    AsyncClusterNode,
     AsyncPubSub,
     AsyncRedis,
     AsyncRedisCluster,
@@ -448,26 +449,42 @@ class AsyncClusterWaiters:
         return await self._subscribe(watch, end - time.monotonic())
 
     async def _subscribe(self, watch: Watch, timeout: float) -> bool:
-        """Subscribe ``watch`` on the node the cluster client names for its channel: whether
-        it is (else ``moved``: the node answered MOVED, or could not be reached)."""
+        """Subscribe ``watch`` on the node the cluster client names for its channel, if that
+        node is the slot's master once the subscription is active: whether it is (else
+        ``moved``: the node answered MOVED, could not be reached, or was a replica)."""
         channel, _ = self._at[watch]
-        waiter = self._waiter(channel)
+        end = time.monotonic() + timeout
+        node = async_node_of(self.cluster, channel)
         watch.moved = False
-        subscribed = False
-        if waiter is not None and timeout > 0:
+        waiter = None
+        if node is not None and timeout > 0:
+            waiter = self._waiter(node)
+            subscribed = False
             with contextlib.suppress(LockConnectionError):
                 subscribed = await waiter.subscribe(channel, watch, timeout)
-        self._at[watch] = (channel, waiter if subscribed else None)
-        if not subscribed:
+            if subscribed and not await self._serves(node, channel, end):
+                # A replica (its master failed over just before) takes an SSUBSCRIBE and gets
+                # the master's messages, but the master does not count it as listening: the
+                # grant a release made to this waiter would be taken back and made to the next
+                # one, while this waiter took it from the message too. A master tells its
+                # subscribers when it loses the slot later (SUNSUBSCRIBE).
+                await waiter.unwatch(channel, watch)
+                subscribed = False
+            if not subscribed:
+                waiter = None
+        self._at[watch] = (channel, waiter)
+        if waiter is None:
             watch.moved = True
-        return subscribed
+        return waiter is not None
 
-    def _waiter(self, channel: str) -> AsyncWaiter | None:
-        """The waiter on the node that serves ``channel``'s slot, as far as the cluster client
-        knows (None: it knows no node yet)."""
-        node = async_node_of(self.cluster, channel)
-        if node is None:
-            return None
+    async def _serves(self, node: AsyncClusterNode, channel: str, end: float) -> bool:
+        """Whether ``node`` serves ``channel``'s slot (a read of it, which a replica answers
+        MOVED)."""
+        [reply] = await self.requester.fan_out([node], ("EXISTS", channel), end - time.monotonic())
+        return not isinstance(reply, RedisError)
+
+    def _waiter(self, node: AsyncClusterNode) -> AsyncWaiter:
+        """The waiter on ``node`` (made at its first watch)."""
         with self._guard:
             waiter = self.waiters.get(node.name)
             if waiter is None:

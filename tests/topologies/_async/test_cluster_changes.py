@@ -164,6 +164,29 @@ async def test_a_subscription_sent_where_the_slot_was_follows_moved(
         assert await watch.event.wait(10)
 
 
+async def test_a_subscription_sent_to_a_demoted_master_moves_to_the_new_one(
+    moving_cluster: Cluster, clients: tuple[AsyncLockClient, AsyncLockClient]
+) -> None:
+    """A client that has not seen a failover subscribes on the old master, now a replica. A
+    replica takes the SSUBSCRIBE, and passes on the master's messages, but the master does not
+    count it as listening: a release would take back the grant it made to such a waiter, and
+    make it to the next, while the waiter took it from the message too (two holders, seen in
+    bench.reshard after a manual failover). The watch is made on the new master instead."""
+    _, waiting = clients
+    name = "demoted"
+    lock = waiting.lock(name, ttl=10)
+    assert await lock.acquire(timeout=0)  # the client learns where the slot is
+    await lock.release()
+    channel = LockKeys.for_name(name).channel
+    master = moving_cluster.master_for_slot(slot_of(name))
+    (replica,) = moving_cluster.replicas_now(master)
+    moving_cluster.failover(replica)  # behind the client's back
+    async with waiting._wiring.topology.watch(channel, 10) as watch:
+        with replica.client() as promoted:
+            assert promoted.execute_command("SPUBLISH", channel, "hello") == 1
+        assert await watch.event.wait(10)
+
+
 async def test_lock_calls_during_a_migration(moving_cluster: Cluster) -> None:
     """While a slot migrates (MIGRATING on its master, IMPORTING on the target), its keys moved
     already: a request on one key is answered ASK and runs on the target; a script on several
