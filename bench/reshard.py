@@ -627,20 +627,19 @@ def wake_latencies(
 ) -> tuple[dict[str, list[float]], int]:
     """Per grant whose waiter waited for a release: seconds from the release (called) to the
     grant (returned), by what the name's slot went through as the release came: nothing
-    (``STEADY``), or a change (``changes``), and then counted from when the slot was served
-    again: the end of a move or a manual failover, and for a master killed the first grant in
-    its slots after the kill (its promotion, as the clients saw it). Also how many grants
-    followed a release that failed (the name freed by its lease instead): left out."""
+    (``STEADY``), or a change (``changes``). A name freed while its master was down (``KILL``)
+    is counted from when its slots were served again: their first grant after the kill (the
+    promotion, as the clients saw it). Also how many grants followed a release that failed (the
+    name freed by its lease instead): left out."""
     found: dict[str, list[float]] = {STEADY: [], MOVE: [], FAILOVER: [], KILL: []}
     by_lease = 0
     back = {
-        change: change.end
-        if change.what != KILL
-        else min(
+        change: min(
             (g.start for g in grants if g.start > change.start and slot_of(g.name) in change.slots),
             default=change.end,
         )
         for change in changes
+        if change.what == KILL
     }
     for held in checker.by_name(grants).values():
         ordered = sorted(held, key=lambda g: g.start)
@@ -652,8 +651,8 @@ def wake_latencies(
                 continue
             freed, slot = before.hold_end, slot_of(before.name)
             during = [c for c in changes if c.start <= freed <= c.end and slot in c.slots]
-            seconds = after.start - max([freed, *(back[c] for c in during)])
-            found[during[0].what if during else STEADY].append(seconds)
+            served = [back[c] for c in during if c in back]
+            found[during[0].what if during else STEADY].append(after.start - max([freed, *served]))
     return found, by_lease
 
 
@@ -742,10 +741,10 @@ def section(results: Sequence[Result], command: str) -> str:
             "told of its loss (`on_lost`, a failing `check()` or release), as a failover "
             "without WAIT can lose a grant. The wait after a release: from a release (called) "
             "to the grant (returned) of a waiter that was waiting for it, by what the name's "
-            "slot went through as the release came: nothing; its migration, counted from its "
-            "end (a classic migration answers a lock's scripts TRYAGAIN until it ends: "
-            "[modes.md](modes.md#redis-cluster)); the manual failover, from its end; its master "
-            "killed, from its promotion (the first grant in its slots after the kill). Grants "
+            "slot went through as the release came: nothing, its migration (a classic migration "
+            "answers a lock's scripts TRYAGAIN until it ends: [modes.md](modes.md#redis-cluster)),"
+            " the manual failover, or its master killed, counted then from its promotion (the "
+            "first grant in its slots after the kill). Grants "
             f"after a release that failed (the name freed by its lease instead) are left out: "
             f"{by_lease}. Wakeups / polls: the clients' waits ended by a message (or by their "
             "slot's move) and by a timer (the fallback: the end of the holder's lease); the "
