@@ -57,6 +57,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 from collections import Counter, defaultdict
@@ -111,7 +112,7 @@ class Plan:
 
 FULL: Final = Plan()
 QUICK: Final = Plan(
-    names=10, waiters=40, processes=2, seconds=12.0, hold=(0.1, 0.3), think=(0.0, 0.2),
+    names=10, waiters=40, processes=2, seconds=8.0, hold=(0.1, 0.3), think=(0.0, 0.2),
     move_every=1.5, batch=4, kill=False,
 )  # fmt: skip
 
@@ -485,14 +486,15 @@ class Result:
 
     @property
     def untold_double_holders(self) -> list[checker.Overlap]:
-        """Overlaps whose earlier holder was never told of its loss."""
+        """Overlaps neither of whose holders was told of a loss (the one whose grant was lost
+        may have been granted first or second)."""
         told = {
             id(loss.grant)
             for r in self.report.names.values()
             for loss in r.losses
             if loss.signalled != checker.NEVER
         }
-        return [o for o in self.double_holders if id(o.earlier) not in told]
+        return [o for o in self.double_holders if not {id(o.earlier), id(o.later)} & told]
 
     def count(self, attribute: str) -> int:
         return sum(len(getattr(r, attribute)) for r in self.report.names.values())
@@ -708,51 +710,70 @@ def markdown(results: Sequence[Result]) -> str:
 
 def section(results: Sequence[Result], command: str) -> str:
     """docs/safety.md's section of this benchmark (between the RESHARD markers)."""
-    r0 = results[0]
-    plan = r0.plan
+    plan = results[0].plan
     by_lease = ", ".join(f"{r.freed_by_lease} ({r.server})" for r in results)
     load = ", ".join(f"{r.load:.0f} ({r.server})" for r in results)
+    steady = "; ".join(
+        f"{r.server}: {_share(r.latencies[STEADY])} of {len(r.latencies[STEADY]):,}"
+        for r in results
+    )
     begin, end = RESHARD
+
+    def wrapped(text: str) -> str:
+        return textwrap.fill(text, 96, break_on_hyphens=False, break_long_words=False)
+
     return "\n".join(
         [
             begin,
             "## A Cluster that changes under the waiters",
             "",
-            f"`python -m bench.reshard` ({datetime.date.today().isoformat()}, "
-            f"{platform.machine()}, {multiprocessing.cpu_count()} vCPUs shared with other "
-            f"work: a load average of {load} at the end of the runs): {plan.names} names, "
-            f"{plan.waiters} waiters in {plan.processes} processes (half sync, a thread each; "
-            "half asyncio, a task each), each name's waiters in every process, holders "
-            f"releasing as they go ({plan.hold[0]:g}-{plan.hold[1]:g} s held, ttl "
-            f"{plan.ttl:g} s renewed), for {plan.seconds:g} s a run, on a Cluster of three "
-            "masters with a replica each (node timeout 1 s). The clients hand nothing on "
-            "within a process (`max_handoffs=0`): every grant goes through Redis, every wait "
-            f"ends with a release's message. Meanwhile the slots of {plan.batch} names move to "
-            f"another master every {plan.move_every:g} s and back the next round (the classic "
-            "migration; on Valkey 9 the atomic one every other pair of rounds), the master with "
-            "the most names fails over by hand (CLUSTER FAILOVER) at a third of the run, and "
-            "the master with the most names is SIGKILLed at two thirds (the cluster promotes "
-            "its replica, then it rejoins). The checker is the chaos suite's. Reproduce: "
-            f"`{command}`.",
+            wrapped(
+                f"`python -m bench.reshard` ({datetime.date.today().isoformat()}, "
+                f"{platform.machine()}, {multiprocessing.cpu_count()} vCPUs shared with other "
+                f"work: a load average of {load} at the end of the runs): {plan.names} names, "
+                f"{plan.waiters:,} waiters in {plan.processes} processes (half sync, a thread "
+                "each; half asyncio, a task each), each name's waiters in every process, "
+                f"holders releasing as they go ({plan.hold[0]:g}-{plan.hold[1]:g} s held, ttl "
+                f"{plan.ttl:g} s renewed), {plan.seconds:g} s a run, on a Cluster of three "
+                "masters with a replica each (node timeout 1 s). The clients hand nothing on "
+                "within a process (`max_handoffs=0`): every grant goes through Redis, every "
+                f"wait ends with a release's message. Meanwhile the slots of {plan.batch} names "
+                f"move to another master every {plan.move_every:g} s and back the next round "
+                "(the classic migration; on Valkey 9 the atomic one every other pair of "
+                "rounds), the master with the most names fails over by hand (CLUSTER FAILOVER) "
+                "at a third of the run, and the master with the most names is SIGKILLed at two "
+                "thirds (the cluster promotes its replica, then it rejoins). The checker is the "
+                f"chaos suite's. Reproduce: `{command}`."
+            ),
             "",
             markdown(results),
             "",
-            'A double holder is two waiters whose beliefs overlapped; "told": the earlier was '
-            "told of its loss (`on_lost`, a failing `check()` or release), as a failover "
-            "without WAIT can lose a grant. The wait after a release: from a release (called) "
-            "to the grant (returned) of a waiter that was waiting for it, by what the name's "
-            "slot went through as the release came: nothing, its migration (a classic migration "
-            "answers a lock's scripts TRYAGAIN until it ends: [modes.md](modes.md#redis-cluster)),"
-            " the manual failover, or its master killed, counted then from its promotion (the "
-            "first grant in its slots after the kill). Grants "
-            f"after a release that failed (the name freed by its lease instead) are left out: "
-            f"{by_lease}. Wakeups / polls: the clients' waits ended by a message (or by their "
-            "slot's move) and by a timer (the fallback: the end of the holder's lease); the "
-            "acquire's bound is an hour, so a waiter never woken would show as an acquire "
-            "failed by timeout.",
+            wrapped(
+                'A double holder is two waiters whose beliefs overlapped; "told": the one '
+                "whose grant was lost was told (`on_lost`, a failing `check()` or release), as "
+                "a failover without WAIT can lose a grant. The wait after a release: from a "
+                "release (called) to the grant (returned) of a waiter that was waiting for it, "
+                "by what the name's slot went through as the release came: nothing, its "
+                "migration (a classic migration answers a lock's scripts TRYAGAIN until it "
+                "ends: [modes.md](modes.md#redis-cluster)), the manual failover, or its master "
+                "killed, counted then from its promotion (the first grant in its slots after "
+                "the kill; a release the dead master had not passed on to its replica is lost "
+                "with it, and the name is held until that lease ends). Grants after a release "
+                f"that failed (the name freed by its lease instead) are left out: {by_lease}. "
+                "Wakeups / polls: the clients' waits ended by a message (or by their slot's "
+                "move) and by a timer (the fallback: the end of the holder's lease); the "
+                "acquire's bound is an hour, so a waiter never woken would show as an acquire "
+                "failed by timeout. Granted within 1 s of the release, its slot steady: "
+                f"{steady}."
+            ),
             end,
         ]
     )
+
+
+def _share(values: Sequence[float]) -> str:
+    within = sum(1 for v in values if v <= FREED_WITHIN)
+    return f"{100 * within / len(values):.2f} %" if values else "-"
 
 
 def write_docs(text: str) -> None:

@@ -134,33 +134,6 @@ def test_cluster_moves_a_slot_with_its_keys(moving_cluster: Cluster, atomic: boo
         client.close()
 
 
-def test_cluster_fails_over_by_hand_and_by_a_kill(moving_cluster: Cluster) -> None:
-    """A manual failover promotes the replica (all writes kept); a killed master is replaced
-    by its replica and comes back as the replica of it."""
-    client = moving_cluster.client(decode_responses=True)
-    key = "{failing}:key"
-    slot = key_slot(key.encode())
-    try:
-        client.set(key, "1")
-        master = moving_cluster.master_for_slot(slot)
-        (replica,) = moving_cluster.replicas_now(master)
-        moving_cluster.failover(replica)
-        assert _views(moving_cluster, slot) == {replica.port}
-        assert moving_cluster.replicas_now(replica) == [master]
-        assert client.get(key) == "1"
-        moving_cluster.wait_synced(replica)  # (the write reaches the replica: not lost below)
-        promoted = moving_cluster.kill_master(replica)
-        assert promoted is master
-        assert _views(moving_cluster, slot) == {master.port}
-        assert client.get(key) == "1"
-        moving_cluster.rejoin(replica)
-        assert moving_cluster.replicas_now(master) == [replica]
-        assert _views(moving_cluster, slot) == {master.port}
-    finally:
-        client.delete(key)
-        client.close()
-
-
 # -- sentinel --------------------------------------------------------------------------------------
 
 

@@ -143,6 +143,7 @@ async def test_a_waiter_follows_a_killed_master(
         await waiter.release()
     finally:
         moving_cluster.rejoin(master)
+    assert moving_cluster.replicas_now(promoted) == [master]  # (back, as the replica)
 
 
 async def test_a_subscription_sent_where_the_slot_was_follows_moved(

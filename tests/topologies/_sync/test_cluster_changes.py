@@ -144,6 +144,7 @@ def test_a_waiter_follows_a_killed_master(
         waiter.release()
     finally:
         moving_cluster.rejoin(master)
+    assert moving_cluster.replicas_now(promoted) == [master]  # (back, as the replica)
 
 
 def test_a_subscription_sent_where_the_slot_was_follows_moved(
