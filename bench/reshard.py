@@ -112,8 +112,8 @@ class Plan:
 
 FULL: Final = Plan()
 QUICK: Final = Plan(
-    names=10, waiters=40, processes=2, seconds=8.0, hold=(0.1, 0.3), think=(0.0, 0.2),
-    move_every=1.5, batch=4, kill=False,
+    names=10, waiters=40, processes=2, seconds=8.0, ttl=60.0, hold=(0.1, 0.3),
+    think=(0.0, 0.2), move_every=1.5, batch=4, kill=False,
 )  # fmt: skip
 
 
@@ -553,11 +553,12 @@ def run(plan: Plan, binary: str, *, directory: Path | None = None) -> Result:
             if plan.kill:
                 changes.append((begin + 2 * plan.seconds / 3, nemesis.kill))
             next_move = begin + plan.move_every / 2
-            while time.monotonic() < stop - plan.move_every / 2:
-                # (a failover between two rounds of moves: a batch that is away goes home first)
-                if changes and time.monotonic() >= changes[0][0] and not nemesis.moved:
+            # every change is made, at its time or (the moves being slow) as soon as it can
+            while changes or time.monotonic() < stop - plan.move_every / 2:
+                due = bool(changes) and time.monotonic() >= changes[0][0]
+                if due and not nemesis.moved:
                     changes.pop(0)[1](slots)
-                elif time.monotonic() >= next_move:
+                elif due or time.monotonic() >= next_move:  # (a batch away goes home first)
                     nemesis.move_round(slots)
                     next_move = time.monotonic() + plan.move_every
                 else:

@@ -3,9 +3,10 @@ processes (sync and asyncio), holders releasing as they go, while the names' slo
 masters and back and their master fails over by hand. On one server kind, as the chaos run.
 
 The waiters' clients count how their waits ended: by a message (or their slot's move) or by a
-timer, which is only the holder's lease end here (ttl 10 s, renewed; nobody holds for more than
-0.3 s). A waiter that missed a release because its slot moved waits for that timer: before
-waiters followed their slot, the same run counted 14 such polls, and waits of up to 9 s."""
+timer, which is only the end of the holder's lease here (a ttl of a minute, renewed; nobody
+holds for more than 0.3 s). A waiter that missed a release because its slot moved waits for
+that timer: before waiters followed their slot, the same run (with a ttl of 10 s) counted 14
+such polls, and waits of up to 9 s."""
 
 from __future__ import annotations
 
