@@ -252,20 +252,25 @@ def render(
     return "\n".join(parts).rstrip() + "\n"
 
 
-# The section of the deterministic simulation (``python -m tests.sim.explore --write-docs``
-# writes it): kept as it is when the chaos run rewrites the page.
+# The sections other tools write, kept as they are when the chaos run rewrites the page: the
+# deterministic simulation's (``python -m tests.sim.explore --write-docs``) and the Cluster's
+# that changes under its waiters (``python -m bench.reshard --write-docs``).
 SIMULATION = ("<!-- explore:begin -->", "<!-- explore:end -->")
+RESHARD = ("<!-- reshard:begin -->", "<!-- reshard:end -->")
 
 
 def with_simulation(rendered: str, current: str) -> str:
-    """``rendered`` with the simulation's section of ``current`` (the page as it is) put back
-    before "Scenarios"."""
-    begin, end = SIMULATION
-    if begin not in current:
+    """``rendered`` with the sections of ``current`` (the page as it is) that other tools write
+    put back before "Scenarios"."""
+    blocks = [
+        begin + current.split(begin, 1)[1].split(end, 1)[0] + end + "\n\n"
+        for begin, end in (SIMULATION, RESHARD)
+        if begin in current
+    ]
+    if not blocks:
         return rendered
-    block = begin + current.split(begin, 1)[1].split(end, 1)[0] + end + "\n\n"
     head, tail = rendered.split("## Scenarios\n", 1)
-    return f"{head}{block}## Scenarios\n{tail}"
+    return f"{head}{''.join(blocks)}## Scenarios\n{tail}"
 
 
 SINKS = """\

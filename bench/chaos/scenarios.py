@@ -252,6 +252,17 @@ def failover(run: Run, cycle: int) -> None:
         nemesis.cluster_failover(run, topology, run.names[0], lag=run.ttl, rejoin=rejoin)
 
 
+def reshard(run: Run, cycle: int) -> None:
+    from .topologies import ClusterTopology
+
+    topology = run.topology
+    assert isinstance(topology, ClusterTopology)
+    for atomic in (False, True) if topology.cluster.migrates_atomically else (False,):
+        nemesis.move_slots(run, topology, atomic=atomic)
+    nemesis.manual_failover(run, topology, run.names[0])
+    run.sleep(run.ttl)
+
+
 # -- the matrix ----------------------------------------------------------------------------------
 
 CRASH_EXPECT = (
@@ -331,7 +342,7 @@ def _sink_scenarios() -> list[Scenario]:
 # believed in when a waiter takes the lock on the promoted replica
 FAILOVER_WORK: Final[dict[str, Any]] = {"ttl": 4.0, "work": (0.6, 0.95), "renewed_work": (0.6, 2.0)}
 
-# one cluster for the three cluster scenarios (the failover last: it leaves a master down)
+# one cluster for the cluster scenarios (the failover last: it leaves a master down)
 CLUSTER_OPTIONS: Final[dict[str, Any]] = {
     "topology_options": {"node_timeout_ms": 1000},
     "shared_topology": True,
@@ -457,6 +468,21 @@ SCENARIOS: Final[list[Scenario]] = [
         cycle_seconds=12.0,
     ),
     *_holder_scenarios(CLUSTER, **CLUSTER_OPTIONS),
+    Scenario(
+        CLUSTER, "reshard", reshard,
+        "move the slot of every lock to another master and back while the workers go on (the "
+        "classic migration: SETSLOT IMPORTING/MIGRATING, MIGRATE of its keys, SETSLOT NODE; "
+        "then, where the servers have it, Valkey 9's atomic CLUSTER MIGRATESLOTS), then fail "
+        "their master over by hand (CLUSTER FAILOVER)",
+        "No overlap: the keys move with their slot and a manual failover loses no write. "
+        "Requests answered ASK, MOVED, TRYAGAIN (a script's keys split mid-migration) or "
+        "CLUSTERDOWN are sent again within their deadline; waiters follow their slot (the old "
+        "master's SUNSUBSCRIBE) and re-try at once. Losses can happen, each told to its "
+        "holder: a grant that waited out a migration's TRYAGAIN is counted from its first "
+        "send, so it may come with little of its lease left (a ttl of 1 s here) and run out "
+        "before its first renewal. Tokens increase.",
+        (NO_OVERLAP, INCREASING), cycle_seconds=15.0, **CLUSTER_OPTIONS,
+    ),
     Scenario(
         CLUSTER, "failover", failover,
         "make the replica of the locks' shard lag (SIGSTOP, then 32 MB written to the "

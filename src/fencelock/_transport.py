@@ -352,6 +352,13 @@ def sync_within(timeout: float, call: Callable[..., T], *args: Any) -> T:
     return call(*args)
 
 
+# What redis-py's cluster client raises, instead of a ConnectionError, when another task or
+# thread closes its connections under a command in flight (it does so on a failover's
+# CLUSTERDOWN or a node's failure): "'NoneType' object has no attribute 'writelines'" (seen in
+# python -m bench.reshard, a master killed). A broken connection, for fencelock's callers.
+_CLOSED_UNDER = (AttributeError, RuntimeError)
+
+
 async def async_one(
     redis: redis.asyncio.Redis | redis.asyncio.RedisCluster, command: Sequence[Any]
 ) -> list[Any]:
@@ -361,6 +368,8 @@ async def async_one(
         return [await redis.execute_command(*command)]
     except redis_exceptions.ResponseError as exc:
         return [exc]
+    except _CLOSED_UNDER as exc:
+        raise redis_exceptions.ConnectionError(f"{type(exc).__name__}: {exc}") from exc
 
 
 def sync_one(redis: redis.Redis | redis.RedisCluster, command: Sequence[Any]) -> list[Any]:
@@ -368,6 +377,8 @@ def sync_one(redis: redis.Redis | redis.RedisCluster, command: Sequence[Any]) ->
         return [redis.execute_command(*command)]  # type: ignore[no-untyped-call]
     except redis_exceptions.ResponseError as exc:
         return [exc]
+    except _CLOSED_UNDER as exc:
+        raise redis_exceptions.ConnectionError(f"{type(exc).__name__}: {exc}") from exc
 
 
 # A request whose caller was cancelled while it was in flight: it goes on within its bound (it

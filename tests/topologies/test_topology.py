@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.crc import key_slot
 
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.proxy import TcpProxy
@@ -109,6 +110,45 @@ def test_cluster_stops_its_nodes_when_startup_fails(server_kind: str) -> None:
     assert len(cluster.nodes) == 6
     assert _children() == before
     assert all(node.process is None for node in cluster.nodes)
+
+
+def _views(cluster: Cluster, slot: int) -> set[int]:
+    """The master of ``slot`` in the view of every running node: one port when they agree."""
+    ports = set()
+    for node in cluster.nodes:
+        if node.process is None:
+            continue
+        with probe(node.port) as client:
+            for first, last, master, *_ in client.execute_command("CLUSTER", "SLOTS"):
+                if first <= slot <= last:
+                    ports.add(int(master[1]))
+    return ports
+
+
+@pytest.mark.parametrize("atomic", [False, True], ids=["classic", "atomic"])
+def test_cluster_moves_a_slot_with_its_keys(moving_cluster: Cluster, atomic: bool) -> None:
+    if atomic and not moving_cluster.migrates_atomically:
+        pytest.skip("this server has no atomic slot migration (CLUSTER MIGRATESLOTS: Valkey 9)")
+    keys = [f"{{moved}}:{i}" for i in range(150)]  # more than one batch of MIGRATE
+    slot = key_slot(keys[0].encode())
+    client = moving_cluster.client(decode_responses=True)
+    try:
+        for key in keys:
+            client.set(key, key)
+        source = moving_cluster.master_for_slot(slot)
+        target = next(m for m in moving_cluster.running_masters() if m is not source)
+        moving_cluster.move_slot(slot, target, atomic=atomic)
+        assert _views(moving_cluster, slot) == {target.port}
+        with target.client(decode_responses=True) as new, source.client() as old:
+            assert sorted(new.keys("{moved}:*")) == sorted(keys)
+            assert old.keys("{moved}:*") == []
+        assert [client.get(key) for key in keys] == keys  # (the client follows MOVED)
+        moving_cluster.move_slot(slot, source, atomic=atomic)  # and back
+        assert _views(moving_cluster, slot) == {source.port}
+        assert [client.get(key) for key in keys] == keys
+    finally:
+        client.delete(*keys)
+        client.close()
 
 
 # -- sentinel --------------------------------------------------------------------------------------

@@ -21,7 +21,6 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Sequence
-from contextlib import asynccontextmanager
 from typing import Any, Final
 
 from redis.crc import key_slot
@@ -30,7 +29,6 @@ from redis.exceptions import ConnectionError, RedisError, TimeoutError
 from .._backend import (
     AsyncDetached,
     AsyncLoopGuard,
-    AsyncStateLock,
     async_checkpoint,
     async_shield,
     async_wait_done,
@@ -52,13 +50,15 @@ from .._core.replies import (
 from .._core.stats import Counters
 from .._keys import ttl_to_ms
 from .._scripts import INSPECT, RENEW, Script
-from .._transport import AsyncClusterNode, AsyncRedis, AsyncRedisCluster, async_node_client
-from ..errors import LockConnectionError, LockError, ScriptsRequired
+from .._transport import AsyncClusterNode, AsyncRedis, AsyncRedisCluster
+from ..errors import LockError, ScriptsRequired
 from . import natives
 from .transport import AsyncRequester
-from .waiter import AsyncWaiter, Watch
+from .waiter import AsyncClusterWaiters, AsyncWaiter, Watch
 
 ATTEMPTS: Final = 2
+# seconds between two tries at subscribing a waiter where its slot moved, while none succeeds
+FOLLOW_PAUSE: Final = 0.5
 
 server_logger = logging.getLogger("fencelock.server")
 waiter_logger = logging.getLogger("fencelock.waiter")
@@ -636,7 +636,7 @@ class AsyncCluster(AsyncOneServer):
     def __init__(self, redis: AsyncRedisCluster, request_timeout: float, counters: Counters):
         # one waiter per node, made as channels on it are first watched
         super().__init__(redis, {}, request_timeout, counters)
-        self._guard = AsyncStateLock()
+        self.watches = AsyncClusterWaiters(redis, self.requester, request_timeout, self.waiters)
 
     def slot_of(self, key: str) -> int:
         return key_slot(key.encode())
@@ -644,29 +644,28 @@ class AsyncCluster(AsyncOneServer):
     def one_call(self, keys: Sequence[str]) -> bool:
         return len({self.slot_of(key) for key in keys}) == 1
 
-    @asynccontextmanager
-    async def watch(
+    def watch(
         self, channel: str, what: str, timeout: float | None = None
-    ) -> AsyncIterator[Watch]:
+    ) -> contextlib.AbstractAsyncContextManager[Watch]:
         self._loop.check()
-        async with self._shard_waiter(channel).watch(channel, what, timeout=timeout) as watch:
-            yield watch
+        return self.watches.watch(channel, what, timeout)
 
-    def _shard_waiter(self, channel: str) -> AsyncWaiter:
-        """The waiter on the node that serves ``channel``'s slot: sharded pub/sub messages are
-        only delivered by that node."""
-        cluster = self.redis
-        assert isinstance(cluster, AsyncRedisCluster)
-        node = cluster.get_node_from_key(channel)
-        if node is None:
-            raise LockConnectionError(f"no Cluster node serves {channel!r}")
-        with self._guard:
-            waiter = self.waiters.get(node.name)
-            if waiter is None:
-                redis = async_node_client(node, self.request_timeout)
-                waiter = AsyncWaiter(redis, confirm_timeout=self.request_timeout, sharded=True)
-                self.waiters[node.name] = waiter
-        return waiter
+    async def wait(self, watch: Watch, timeout: float) -> bool:
+        """As ``AsyncTopology.wait``; a watch whose slot moved (``Watch.moved``) first follows
+        it, and then returns at once: the caller re-checks (a release may have granted it the
+        lock meanwhile). While no node takes the subscription (a failover under way), it is
+        tried again every ``FOLLOW_PAUSE`` seconds, until ``timeout``."""
+        end = time.monotonic() + timeout
+        woken = watch.moved or await super().wait(watch, timeout)
+        while watch.moved:
+            if await self.watches.follow(watch, end - time.monotonic()):
+                return True
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            watch.event.clear()
+            await watch.event.wait(min(FOLLOW_PAUSE, left))
+        return woken
 
 
 async def scan_node(

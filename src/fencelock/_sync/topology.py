@@ -22,7 +22,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterator, Awaitable, Sequence
-from contextlib import contextmanager
 from typing import Any, Final
 
 from redis.crc import key_slot
@@ -31,7 +30,6 @@ from redis.exceptions import ConnectionError, RedisError, TimeoutError
 from .._backend import (
     SyncDetached,
     SyncLoopGuard,
-    SyncStateLock,
     sync_checkpoint,
     sync_shield,
     sync_wait_done,
@@ -53,13 +51,15 @@ from .._core.replies import (
 from .._core.stats import Counters
 from .._keys import ttl_to_ms
 from .._scripts import INSPECT, RENEW, Script
-from .._transport import SyncClusterNode, SyncRedis, SyncRedisCluster, sync_node_client
-from ..errors import LockConnectionError, LockError, ScriptsRequired
+from .._transport import SyncClusterNode, SyncRedis, SyncRedisCluster
+from ..errors import LockError, ScriptsRequired
 from . import natives
 from .transport import SyncRequester
-from .waiter import Waiter, Watch
+from .waiter import SyncClusterWaiters, Waiter, Watch
 
 ATTEMPTS: Final = 2
+# seconds between two tries at subscribing a waiter where its slot moved, while none succeeds
+FOLLOW_PAUSE: Final = 0.5
 
 server_logger = logging.getLogger("fencelock.server")
 waiter_logger = logging.getLogger("fencelock.waiter")
@@ -637,7 +637,7 @@ class SyncCluster(SyncOneServer):
     def __init__(self, redis: SyncRedisCluster, request_timeout: float, counters: Counters):
         # one waiter per node, made as channels on it are first watched
         super().__init__(redis, {}, request_timeout, counters)
-        self._guard = SyncStateLock()
+        self.watches = SyncClusterWaiters(redis, self.requester, request_timeout, self.waiters)
 
     def slot_of(self, key: str) -> int:
         return key_slot(key.encode())
@@ -645,29 +645,28 @@ class SyncCluster(SyncOneServer):
     def one_call(self, keys: Sequence[str]) -> bool:
         return len({self.slot_of(key) for key in keys}) == 1
 
-    @contextmanager
     def watch(
         self, channel: str, what: str, timeout: float | None = None
-    ) -> Iterator[Watch]:
+    ) -> contextlib.AbstractContextManager[Watch]:
         self._loop.check()
-        with self._shard_waiter(channel).watch(channel, what, timeout=timeout) as watch:
-            yield watch
+        return self.watches.watch(channel, what, timeout)
 
-    def _shard_waiter(self, channel: str) -> Waiter:
-        """The waiter on the node that serves ``channel``'s slot: sharded pub/sub messages are
-        only delivered by that node."""
-        cluster = self.redis
-        assert isinstance(cluster, SyncRedisCluster)
-        node = cluster.get_node_from_key(channel)
-        if node is None:
-            raise LockConnectionError(f"no Cluster node serves {channel!r}")
-        with self._guard:
-            waiter = self.waiters.get(node.name)
-            if waiter is None:
-                redis = sync_node_client(node, self.request_timeout)
-                waiter = Waiter(redis, confirm_timeout=self.request_timeout, sharded=True)
-                self.waiters[node.name] = waiter
-        return waiter
+    def wait(self, watch: Watch, timeout: float) -> bool:
+        """As ``AsyncTopology.wait``; a watch whose slot moved (``Watch.moved``) first follows
+        it, and then returns at once: the caller re-checks (a release may have granted it the
+        lock meanwhile). While no node takes the subscription (a failover under way), it is
+        tried again every ``FOLLOW_PAUSE`` seconds, until ``timeout``."""
+        end = time.monotonic() + timeout
+        woken = watch.moved or super().wait(watch, timeout)
+        while watch.moved:
+            if self.watches.follow(watch, end - time.monotonic()):
+                return True
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            watch.event.clear()
+            watch.event.wait(min(FOLLOW_PAUSE, left))
+        return woken
 
 
 def scan_node(

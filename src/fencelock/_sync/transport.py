@@ -14,8 +14,10 @@
   reused with a late reply pending. A request sent that got no reply in time raises
   ``NoReply``: the server, silent, may still run it (an acquire's grant is then given back
   late: ``_core/giveback.py``). A connection the server closed ran it or not by then.
-* On a Cluster, a request goes to the node of its key's slot; MOVED, ASK or a node that failed
-  over send it through the cluster client, which re-learns the slots, in the time left.
+* On a Cluster, a request goes to the node of its key's slot; MOVED, ASK, TRYAGAIN, CLUSTERDOWN
+  or a node that failed over send it through the cluster client, which re-learns the slots, in
+  the time left; while a migration or a failover keeps answering TRYAGAIN or CLUSTERDOWN
+  (nothing ran), again after a pause, until the deadline.
 * Redlock's fan-out writes to every node at once, then reads the replies, all bounded by one
   node timeout counted from the writes.
 * asyncio: a caller cancelled with its request in flight gets the cancellation at once, while
@@ -35,10 +37,18 @@ import weakref
 from collections.abc import Sequence
 from typing import Any, Final
 
-from redis.exceptions import AskError, ConnectionError, NoScriptError, RedisError
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    ClusterError,
+    ConnectionError,
+    NoScriptError,
+    RedisError,
+    TryAgainError,
+)
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .._backend import sync_cancelled
+from .._backend import sync_cancelled, sync_sleep
 from .._core.replies import NoReply
 from .._core.resp import Packer
 from .._transport import (
@@ -61,6 +71,12 @@ from .._transport import (
 
 # A pool of this size (redis-py's default) sets no limit: its requests take no slot.
 UNLIMITED: Final = 2**31
+# A Cluster node's replies that mean "not here" (MOVED is an AskError) or "not now": TRYAGAIN (a
+# request whose keys a migration has split between two nodes), CLUSTERDOWN (a failover under
+# way). Nothing ran: the request goes through the cluster client, which follows them.
+REDIRECTED: Final = (AskError, TryAgainError, ClusterDownError)
+NOT_NOW: Final = (TryAgainError, ClusterDownError)
+AGAIN_AFTER: Final = 0.05  # seconds between two sends while the cluster answers "not now"
 
 
 class _Server:
@@ -164,7 +180,11 @@ class SyncRequester:
                     sync_drop(conn)
                 else:
                     server.idle.append(conn)
-                moved = cluster is not None and isinstance(replies[0], AskError)  # (MOVED too)
+                moved = cluster is not None and isinstance(replies[0], REDIRECTED)
+        except ConnectionError:  # (from connecting: the node is gone, say after a failover)
+            if cluster is None:
+                raise
+            moved = True
         finally:
             if not handed and slots is not None:
                 slots.release()
@@ -216,13 +236,29 @@ class SyncRequester:
         deadline: float,
         noscript: Sequence[Any] | None,
     ) -> list[Any]:
-        """Through the cluster client, which re-learns which node serves the slot, in the time
-        left."""
+        """Through the cluster client, which re-learns which node serves the slot (and sends it
+        again on TRYAGAIN and CLUSTERDOWN a few times), in the time left: again, after a pause,
+        while the cluster answers "not now" and the deadline allows."""
         assert len(commands) == 1  # (no WAIT on a Cluster)
-        replies = sync_within(deadline - time.monotonic(), sync_one, cluster, commands[0])
-        if noscript is not None and isinstance(replies[0], NoScriptError):
-            replies = sync_within(deadline - time.monotonic(), sync_one, cluster, noscript)
-        return replies
+        while True:
+            try:
+                replies = sync_within(
+                    deadline - time.monotonic(), sync_one, cluster, commands[0]
+                )
+                if noscript is not None and isinstance(replies[0], NoScriptError):
+                    replies = sync_within(
+                        deadline - time.monotonic(), sync_one, cluster, noscript
+                    )
+            except ClusterError:  # redis-py's "TTL exhausted": redirected at each of its tries
+                if deadline - time.monotonic() <= AGAIN_AFTER:
+                    raise
+            else:
+                if (
+                    not isinstance(replies[0], NOT_NOW)
+                    or deadline - time.monotonic() <= AGAIN_AFTER
+                ):
+                    return replies
+            sync_sleep(AGAIN_AFTER)
 
     def fan_out(
         self,

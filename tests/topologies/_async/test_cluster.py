@@ -3,6 +3,7 @@ Sync twin generated into tests/topologies/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import AsyncIterator
 
@@ -15,7 +16,6 @@ from fencelock._backend import AsyncEvent
 from fencelock._core.compute import COMPUTE, ComputeKeys
 from fencelock._keys import LockKeys, fence_key_for, version_key_for
 from fencelock._transport import AsyncRedisCluster
-from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.topology import Cluster
 from tests.concurrency import TIMEOUT, AsyncCall, async_together, async_until, evalsha_calls
 from tests.engine._async.test_late_grants import connected
@@ -117,7 +117,9 @@ async def test_renewals_follow_a_failover(
     old = cluster.master_for_key(lock._lease.spec.keys.lock)
     (replica,) = cluster.replicas_of(old)
     try:
-        await _fail_over_to(replica, cluster, lock._lease.spec.keys.lock)
+        # TAKEOVER needs no votes: a plain manual failover is refused when the masters voted
+        # for a replica of that shard in the last two node timeouts
+        cluster.failover(replica, takeover=True)
         renewed = cluster_client.statistics().renewals
         await async_until(lambda: cluster_client.statistics().renewals >= renewed + 2)
         assert not lock.lost and await lock.held()
@@ -125,7 +127,7 @@ async def test_renewals_follow_a_failover(
         with replica.client() as new_master:
             assert new_master.exists(lock._lease.spec.keys.lock) == 0
     finally:  # the session's cluster goes back to its first layout for the other tests
-        await _fail_over_to(old, cluster, lock._lease.spec.keys.lock)
+        cluster.failover(old, takeover=True)
 
 
 async def test_a_late_grant_is_given_back_at_its_keys_node(cluster: Cluster) -> None:
@@ -154,23 +156,6 @@ async def test_a_late_grant_is_given_back_at_its_keys_node(cluster: Cluster) -> 
     finally:
         await client.close()
         await redis.aclose()
-
-
-async def _fail_over_to(replica: EmbeddedServer, cluster: Cluster, key: str) -> None:
-    """Promote ``replica`` once it has every write of its master. TAKEOVER needs no votes: a
-    plain manual failover is refused when the masters voted for a replica of that shard in the
-    last two node timeouts, and pauses the master's clients for seconds meanwhile."""
-    master = cluster.master_for_key(key)
-
-    def in_sync() -> bool:
-        with master.client() as m, replica.client() as r:
-            offset = m.info("replication")["master_repl_offset"]
-            return bool(r.info("replication").get("slave_repl_offset") == offset)
-
-    await async_until(in_sync)
-    with replica.client() as promote:
-        promote.execute_command("CLUSTER", "FAILOVER", "TAKEOVER")
-    await async_until(lambda: cluster.master_for_key(key) is replica)
 
 
 async def test_reentrant_and_fenced_write_on_a_cluster(
@@ -449,3 +434,63 @@ def waiting(*clients: AsyncLockClient) -> int:
 def queued(*clients: AsyncLockClient) -> int:
     """compute_once callers waiting for the first caller of their own client."""
     return sum(client.statistics().compute_queued for client in clients)
+
+
+def channels_on_one_node(cluster: Cluster, count: int) -> list[str]:
+    """``count`` lock channels of different slots that one master serves."""
+    by_node: dict[int, list[str]] = {}
+    for i in itertools.count():
+        channel = LockKeys.for_name(f"chan-{i}").channel
+        found = by_node.setdefault(cluster.master_for_key(channel).port, [])
+        found.append(channel)
+        if len(found) == count:
+            return found
+    raise AssertionError("unreachable")
+
+
+async def test_channels_of_several_slots_leave_together(
+    cluster_client: AsyncLockClient, cluster: Cluster
+) -> None:
+    """Channels of different slots on one node, left at once: each is unsubscribed (a
+    SUNSUBSCRIBE of several slots is refused with CROSSSLOT: they stayed subscribed, and the
+    error was taken for the refusal of whichever subscription was being confirmed)."""
+    channels = channels_on_one_node(cluster, 3)
+    topology = cluster_client._wiring.topology
+    with cluster.master_for_key(channels[0]).client() as probe:
+
+        def subscribers() -> list[int]:
+            reply = probe.execute_command("PUBSUB", "SHARDNUMSUB", *channels)
+            return [int(n) for n in reply[1::2]]
+
+        async with contextlib.AsyncExitStack() as stack:
+            for channel in channels:
+                await stack.enter_async_context(topology.watch(channel, 10))
+            assert subscribers() == [1, 1, 1]
+        await async_until(lambda: subscribers() == [0, 0, 0])
+        async with topology.watch(channels[0], 10) as watch:  # (no refusal left to take)
+            assert probe.execute_command("SPUBLISH", channels[0], "x") == 1
+            assert await watch.event.wait(10)
+
+
+async def test_watches_of_several_slots_survive_a_broken_connection(
+    cluster_client: AsyncLockClient, cluster: Cluster
+) -> None:
+    """The node closes the pub/sub connection: its watches (of channels of different slots)
+    follow their slots and are subscribed again, each on its own (redis-py re-subscribes all
+    of a connection's channels in one SSUBSCRIBE, refused when they span slots: they were
+    all lost)."""
+    channels = channels_on_one_node(cluster, 2)
+    topology = cluster_client._wiring.topology
+    with cluster.master_for_key(channels[0]).client() as probe:
+        async with contextlib.AsyncExitStack() as stack:
+            watches = [
+                await stack.enter_async_context(topology.watch(channel, 10)) for channel in channels
+            ]
+            probe.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+            for watch in watches:
+                assert await topology.wait(watch, 10)  # woken by the break, then followed
+                assert not watch.moved
+                watch.event.clear()
+            for channel, watch in zip(channels, watches, strict=True):
+                assert probe.execute_command("SPUBLISH", channel, "x") == 1
+                assert await topology.wait(watch, 10)
