@@ -13,11 +13,12 @@ compare-and-delete on a default ``redis.Redis()``) and redis-py's own ``Lock``
 * Python calls per cycle (``sys.setprofile``: every Python function entered, by the layer its
   code is in: fencelock, redis-py, asyncio, the rest of the standard library, the bench loop;
   and the C functions called, apart);
-* where that CPU goes: a statistical profile (``ITIMER_PROF``, one sample per 100 us of the
-  process's CPU; a sample is charged to the innermost Python frame, so the time of a C call, a
-  socket's send or the hiredis parser, goes to the Python function that made it), as us per
-  cycle: the share of the samples times the unprofiled CPU per cycle; by layer, by fencelock's
-  module, and the functions that take most;
+* where that CPU goes: a statistical profile over ``--profile-seconds`` (``ITIMER_PROF``: one
+  sample per tick of the process's CPU, 4 ms here; a sample is charged to the innermost Python
+  frame, so the time of a C call, a socket's send or the hiredis parser, goes to the Python
+  function that made it), as us per cycle: the share of the samples times the CPU per cycle of
+  that run (the sampler costs next to nothing at that rate); by layer, by fencelock's module,
+  and the functions that take most;
 * the frames on the stack when the acquire's and the release's request is written
   (``send_packed_command``), counted from the cycle's own frame, by layer.
 
@@ -308,10 +309,11 @@ class ClientFigures:
         return statistics.median(self.cpu_us)
 
     def us(self, count: int) -> float:
-        """``count`` samples in us per cycle: their share of the samples, times the unprofiled
-        CPU per cycle."""
+        """``count`` samples in us per cycle: their share of the samples, times the CPU per
+        cycle of the run they were taken in (on a loaded machine the CPU a cycle takes moves
+        between runs: caches and the CPU are shared)."""
         total = sum(self.samples.values())
-        return self.cpu * count / total if total else float("nan")
+        return self.sampled_cpu_us * count / total if total else float("nan")
 
 
 def profile_client(
