@@ -222,9 +222,10 @@ def memory_lines(results: Results, row: Row) -> list[str]:
                 f"{row.title}: {label}; floor {number(floor, digits)}",
                 number(a, digits),
                 number(b, digits),
-                number(b / a, 2) if a else "-",
-                number(a / old["floor"][key], 2) if old["floor"][key] else "-",
-                number(b / floor, 2) if floor else "-",
+                # (a count of 0, or used_memory that shrank, has no ratio)
+                number(b / a, 2) if a > 0 else "-",
+                number(a / old["floor"][key], 2) if old["floor"][key] > 0 else "-",
+                number(b / floor, 2) if floor > 0 else "-",
             ]
         )
 
