@@ -370,13 +370,16 @@ def client_report(figures: list[ClientFigures]) -> list[str]:
     header = ["cycle", "CPU us/cycle, median (min-max)", "while sampled", "samples",
               "Python calls"]  # fmt: skip
     out += table([*header, *layers[:5], "C calls"], rows)
-    out += ["", "### Client: where the CPU goes (us per cycle, sampled)", ""]
+    out += ["", "### Client: where the CPU goes (us per cycle and share, sampled)", ""]
     rows = []
     for f in figures:
         by_layer: Counter[str] = Counter()
         for code, count in f.samples.items():
             by_layer[layer(code.co_filename)] += count
-        rows.append([f.name, *(f"{f.us(by_layer.get(kind, 0)):.1f}" for kind in layers)])
+        total = max(sum(by_layer.values()), 1)
+        counts = [by_layer[kind] for kind in layers]
+        cells = [f"{f.us(n):.0f} ({100 * n / total:.0f}%)" for n in counts]
+        rows.append([f.name, *cells])
     out += table(["cycle", *layers], rows)
     out += ["", "### Client: fencelock's modules (us per cycle, sampled)", ""]
     modules = sorted(
