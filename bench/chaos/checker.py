@@ -26,8 +26,10 @@ overlap
     Two grants of one name, by different workers, whose beliefs intersect: two holders inside
     the critical section at once, each by its own belief.
 superseded write
-    A write a grant sent after a newer grant of the same name (see loss) had returned: the
-    holder was overtaken. Fencing refuses it when the newer holder has written first; one that
+    A write of a grant answered after a newer grant of the same name (see loss) had returned:
+    the holder was overtaken with the write sent or in flight (the time a worker records as
+    sent comes before the request leaves: a SIGSTOP can fall between, and the write then
+    reaches the resource after the newer grant). Fencing refuses it when the newer holder has written first; one that
     arrives before the newer holder's first write is not stale in the resource's eyes and is
     accepted (and then usually lost, see lost updates). Unfenced: one accepted although a
     newer holder's write had been accepted before it was sent (a stale write accepted, too).
@@ -431,13 +433,14 @@ def losses(grant_list: Sequence[Grant]) -> list[Loss]:
 
 
 def superseded_writes(grant_list: Sequence[Grant]) -> list[Write]:
-    """Writes a grant sent after another worker had been granted the same name."""
+    """Writes of a grant answered after another worker had been granted the same name (see
+    "superseded write" in the module's docstring)."""
     found: list[Write] = []
     for group in by_name(grant_list).values():
         for grant in group:
             taken = taken_over_at(grant, group)
             if taken is not None:
-                found.extend(w for w in grant.writes if w.sent > taken)
+                found.extend(w for w in grant.writes if w.done > taken)
     return found
 
 

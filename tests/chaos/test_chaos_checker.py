@@ -149,6 +149,18 @@ def test_refused_stale_write_is_not_a_stale_write_accepted() -> None:
     assert r.losses[0].signalled == checker.IN_TIME  # the refused write told it
 
 
+def test_a_write_paused_in_flight_and_refused_is_an_overtaken_write_refused() -> None:
+    # w0 recorded its write as sent at 0.5, was stopped before the request left, and its write
+    # reached the resource after w1's grant and write: refused (seen in holder-pause-http)
+    s = Story().acquire("w0", 1, 0.0)
+    s.add(0.5, "w0", h.WRITE_ATTEMPT, value=1)
+    s.acquire("w1", 2, 1.2).write("w1", 1, 1.3).release("w1", 1.4)
+    s.add(3.3, "w0", h.WRITE_REFUSED, value=1, t0=0.5).release("w0", 3.4, error="LockLost")
+    r = s.final(1).report()
+    assert [w.worker for w in r.superseded_refused] == ["w0"]
+    assert r.refused_not_superseded == []
+
+
 def test_same_token_written_twice_by_its_grant_is_fine() -> None:
     s = Story().acquire("w0", 1, 0.0).write("w0", 1, 0.1).write("w0", 2, 0.2).release("w0", 0.3)
     r = s.final(2).report()
