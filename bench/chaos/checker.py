@@ -29,12 +29,13 @@ superseded write
     A write of a grant answered after a newer grant of the same name (see loss) had returned:
     the holder was overtaken with the write sent or in flight (the time a worker records as
     sent comes before the request leaves: a SIGSTOP can fall between, and the write then
-    reaches the resource after the newer grant). Fencing refuses it when the newer holder has written first; one that
-    arrives before the newer holder's first write is not stale in the resource's eyes and is
-    accepted (and then usually lost, see lost updates). Unfenced: one accepted although a
-    newer holder's write had been accepted before it was sent (a stale write accepted, too).
-    A scenario cannot make the newer holder write first: on a loaded machine its own lease
-    may end before it writes, and then nothing can refuse the overtaken holder's write.
+    reaches the resource after the newer grant). Fencing refuses it when the newer holder has
+    written first; one that arrives before the newer holder's first write is not stale in the
+    resource's eyes and is accepted (and then usually lost, see lost updates). Unfenced: one
+    accepted although a newer holder's write had been accepted before it was sent (a stale
+    write accepted, too). A scenario cannot make the newer holder write first: on a loaded
+    machine its own lease may end before it writes, and then nothing can refuse the overtaken
+    holder's write.
 stale write accepted
     A write accepted with a token lower than the token of a write accepted before it was sent
     (per key). The fenced resource must refuse every such write: this must be 0 always.

@@ -1,4 +1,4 @@
-"""The rule of a late give-back (``_core/giveback.py``): done after two answers in a row, with
+"""The rule of a late give-back (``_core/giveback.py``): done after three answers in a row, with
 a back-off while the server stays silent. No server."""
 
 from __future__ import annotations
@@ -15,19 +15,22 @@ def late() -> LateGiveBack:
     return LateGiveBack(LeaseSpec.of(Mutex(), "n", DEFAULT_PREFIX, 30.0, LOCK_WORDS), "h", 0, 0.0)
 
 
-def test_two_answers_in_a_row_end_it_each_next_try_going_at_once() -> None:
+def test_three_answers_in_a_row_end_it_each_next_try_going_at_once() -> None:
     give_back = late()
-    assert ANSWERS == 2
+    assert ANSWERS == 3
     assert not give_back.answered(1.0)
     assert give_back.due == 1.0
-    assert give_back.answered(2.0)
+    assert not give_back.answered(2.0)
+    assert give_back.answered(3.0)
 
 
 def test_a_silence_between_two_answers_starts_the_count_again() -> None:
     give_back = late()
     assert not give_back.answered(1.0)
+    assert not give_back.answered(1.5)
     give_back.unanswered(2.0, 0.5)
     assert not give_back.answered(3.0)
+    assert not give_back.answered(3.5)
     assert give_back.answered(4.0)
 
 

@@ -6,9 +6,9 @@ An acquire whose request got no reply is handed here with its holder token once 
 ended (``contention.py``), and so is a grant whose release got none (``handoff.py``): the token
 is never used again, so a release by it can only delete what that token was granted. The worker
 tries, between its renewals, every give-back due: the kind's release, on each server the name
-lives on (``AsyncTopology.release_at``), until that server answered twice in a row, backing off
-while it stays silent. They live as long as the client: ``close()`` gives them one request
-timeout more, then forgets them, and a grant the server makes after that lasts its ttl.
+lives on (``AsyncTopology.release_at``), until that server answered three times in a row,
+backing off while it stays silent. They live as long as the client: ``close()`` gives them one
+request timeout more, then forgets them, and a grant the server makes after that lasts its ttl.
 """
 
 from __future__ import annotations

@@ -435,6 +435,8 @@ def waiting(*clients: LockClient) -> int:
 def queued(*clients: LockClient) -> int:
     """compute_once callers waiting for the first caller of their own client."""
     return sum(client.statistics().compute_queued for client in clients)
+
+
 def channels_on_one_node(cluster: Cluster, count: int) -> list[str]:
     """``count`` lock channels of different slots that one master serves."""
     by_node: dict[int, list[str]] = {}
