@@ -72,7 +72,9 @@ def floor_noise(results: Results) -> Spread:
     for row in results.rows:
         if row.workload not in ("P2", "memory"):
             new, old = results.of(row.key, "new"), results.of(row.key, "old")
-            found += [n["floor"][0] / o["floor"][0] for n, o in zip(new, old, strict=True)]
+            # (a floor that ran no cycle in a round, on a starved machine, has no ratio)
+            pairs = zip(new, old, strict=True)
+            found += [n["floor"][0] / o["floor"][0] for n, o in pairs if o["floor"][0] > 0]
     return Spread.of(found)
 
 
