@@ -21,7 +21,6 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Sequence
-from contextlib import asynccontextmanager
 from typing import Any, Final
 
 from redis.crc import key_slot
@@ -30,7 +29,6 @@ from redis.exceptions import ConnectionError, RedisError, TimeoutError
 from .._backend import (
     AsyncDetached,
     AsyncLoopGuard,
-    AsyncStateLock,
     async_checkpoint,
     async_shield,
     async_wait_done,
@@ -43,6 +41,7 @@ from .._core.natives import ScriptMode
 from .._core.replies import (
     Busy,
     Granted,
+    NoReply,
     check_replicated,
     renew_reply,
     reserved_block,
@@ -51,13 +50,15 @@ from .._core.replies import (
 from .._core.stats import Counters
 from .._keys import ttl_to_ms
 from .._scripts import INSPECT, RENEW, Script
-from .._transport import AsyncClusterNode, AsyncRedis, AsyncRedisCluster, async_node_client
-from ..errors import LockConnectionError, LockError, ScriptsRequired
+from .._transport import AsyncClusterNode, AsyncRedis, AsyncRedisCluster
+from ..errors import LockError, ScriptsRequired
 from . import natives
 from .transport import AsyncRequester
-from .waiter import AsyncWaiter, Watch
+from .waiter import AsyncClusterWaiters, AsyncWaiter, Watch
 
 ATTEMPTS: Final = 2
+# seconds between two tries at subscribing a waiter where its slot moved, while none succeeds
+FOLLOW_PAUSE: Final = 0.5
 
 server_logger = logging.getLogger("fencelock.server")
 waiter_logger = logging.getLogger("fencelock.waiter")
@@ -83,6 +84,9 @@ class AsyncTopology(abc.ABC):
     # a plain lock can be held here without scripts, where the server has the native commands
     runs_without_scripts = False
     publish_command = "PUBLISH"
+    # the servers a late give-back must reach, each on its own (``release_at``): Redlock's nodes;
+    # elsewhere one, the server of the name's keys
+    node_count = 1
 
     waiters: dict[object, AsyncWaiter]
     # whether the servers' eviction policy was looked at (once per client, at the first acquire)
@@ -195,6 +199,11 @@ class AsyncTopology(abc.ABC):
         except (RedisError, LockError):  # unreachable: the lease expires on its own
             return False
 
+    async def release_at(self, spec: LeaseSpec, holder: str, node: int, timeout: float) -> Released:
+        """Release ``holder``'s grant on server ``node`` only (< ``node_count``), within
+        ``timeout`` seconds: one try of a late give-back (``giveback.py``)."""
+        return await self.release(spec, holder, timeout=timeout)
+
     def abandon(self) -> None:
         """The client was dropped unclosed: the listeners end by themselves (they only set
         flags here: this runs in the garbage collector)."""
@@ -232,8 +241,15 @@ class AsyncTopology(abc.ABC):
 
     @abc.abstractmethod
     async def release(
-        self, spec: LeaseSpec, holder: str, leaving: str = "", timeout: float | None = None
-    ) -> Released: ...
+        self,
+        spec: LeaseSpec,
+        holder: str,
+        leaving: str = "",
+        timeout: float | None = None,
+        *,
+        depth: int = 1,
+    ) -> Released:
+        """``depth``: the holds a reentrant holder has before this release (1: its last)."""
 
     @abc.abstractmethod
     async def renew(
@@ -304,8 +320,7 @@ class AsyncOneServer(AsyncTopology):
     grant and extension waits for that many replicas to acknowledge it)."""
 
     runs_without_scripts = True
-    # sent once per client, before its first grant: what the server is (its native commands)
-    # and whether it may evict lock keys
+    # sent once per client, before its first grant: what the server is; what may evict keys
     first_requests: tuple[Command, ...] = (("HELLO",), ("INFO", "memory"))
 
     def __init__(
@@ -334,10 +349,9 @@ class AsyncOneServer(AsyncTopology):
     async def request(
         self, commands: list[Command], noscript: Command | None, timeout: float, key: str
     ) -> tuple[list[Any], int | None]:
-        """Send ``commands`` (then WAIT for the replicas, on the same connection: WAIT counts
-        the writes of its own connection) within ``timeout`` seconds: their replies (error
-        replies as values), and how many replicas acknowledged them (None without
-        ``min_replicas``; an error reply to WAIT is raised)."""
+        """Send ``commands``, then WAIT for the replicas on the same connection (WAIT counts its
+        own connection's writes), within ``timeout`` seconds: their replies (error replies as
+        values), and the replicas that acknowledged (None without ``min_replicas``)."""
         self._loop.check()
         wait = self._wait
         replies = await self.requester.request(
@@ -443,7 +457,8 @@ class AsyncOneServer(AsyncTopology):
     ) -> Granted | Busy:
         """One try at the lock, ended by the caller's ``deadline`` (None: none) plus one
         request timeout however often the server fails to answer. ``GaveBack`` when the grant
-        came too late to be used."""
+        came too late to be used; a ``LockConnectionError`` caused by ``NoReply`` when an
+        attempt got no reply (it may still grant: ``replies.unanswered``)."""
         if not self.server_checked:
             await natives.check_server(self, spec.keys.lock)
         mode = self.mode
@@ -452,6 +467,7 @@ class AsyncOneServer(AsyncTopology):
         key, wait = spec.acquire_keys[0], self._wait
         commands, noscript = kind.acquire_request(spec, holder, depth, block, waiter, mode.commands)
         attempt, first = 1, None
+        no_reply: NoReply | None = None  # an attempt sent that got no reply: it may still grant
         while True:
             sent_at = time.monotonic()
             try:
@@ -463,10 +479,13 @@ class AsyncOneServer(AsyncTopology):
                 acked = int(raised(replies.pop())) if wait else None
                 result = kind.acquire_result(replies)
             except (TimeoutError, ConnectionError) as exc:
+                if isinstance(exc, NoReply):
+                    no_reply = exc
                 if attempt < ATTEMPTS and self.time_left(deadline) > 0:
                     attempt, first = attempt + 1, exc
                     continue
-                raise translate_error(unanswered(first, exc), spec.what) from exc
+                # the cause: a NoReply if any attempt got none (it may still grant)
+                raise translate_error(reported(first, exc), spec.what) from no_reply or exc
             except RedisError as exc:
                 if not await natives.refused(self, exc, key):
                     raise translate_error(exc, spec.what) from exc
@@ -493,20 +512,26 @@ class AsyncOneServer(AsyncTopology):
         raise AssertionError("unreachable")
 
     async def release(
-        self, spec: LeaseSpec, holder: str, leaving: str = "", timeout: float | None = None
+        self,
+        spec: LeaseSpec,
+        holder: str,
+        leaving: str = "",
+        timeout: float | None = None,
+        *,
+        depth: int = 1,
     ) -> Released:
         """Release ``holder``'s grant (``leaving``: a queue entry removed first, a simple lock's
         waiter giving up), within ``timeout`` seconds (default: one request timeout)."""
         mode = self.mode
         kind = spec.kind if not mode.no_scripts else await natives.stand_in(self, spec)
-        commands, noscript = kind.release_request(spec, holder, leaving, mode.commands)
+        commands, noscript = kind.release_request(spec, holder, leaving, mode.commands, depth)
         bound = self.request_timeout if timeout is None else timeout
         try:
             replies, _ = await self.request(commands, noscript, bound, spec.release_keys[0])
             return kind.release_result(replies)
         except RedisError as exc:
             if await natives.refused(self, exc, spec.release_keys[0]):  # nothing ran: again
-                return await self.release(spec, holder, leaving, timeout)
+                return await self.release(spec, holder, leaving, timeout, depth=depth)
             raise translate_error(exc, spec.what) from exc
 
     async def renew(
@@ -555,7 +580,7 @@ class AsyncOneServer(AsyncTopology):
                 if attempt < ATTEMPTS and time.monotonic() < end:
                     first = exc
                     continue
-                raise translate_error(unanswered(first, exc), spec.what) from exc
+                raise translate_error(reported(first, exc), spec.what) from exc
             except RedisError as exc:
                 raise translate_error(exc, spec.what) from exc
             if isinstance(replies[0], RedisError):
@@ -611,7 +636,7 @@ class AsyncCluster(AsyncOneServer):
     def __init__(self, redis: AsyncRedisCluster, request_timeout: float, counters: Counters):
         # one waiter per node, made as channels on it are first watched
         super().__init__(redis, {}, request_timeout, counters)
-        self._guard = AsyncStateLock()
+        self.watches = AsyncClusterWaiters(redis, self.requester, request_timeout, self.waiters)
 
     def slot_of(self, key: str) -> int:
         return key_slot(key.encode())
@@ -619,29 +644,28 @@ class AsyncCluster(AsyncOneServer):
     def one_call(self, keys: Sequence[str]) -> bool:
         return len({self.slot_of(key) for key in keys}) == 1
 
-    @asynccontextmanager
-    async def watch(
+    def watch(
         self, channel: str, what: str, timeout: float | None = None
-    ) -> AsyncIterator[Watch]:
+    ) -> contextlib.AbstractAsyncContextManager[Watch]:
         self._loop.check()
-        async with self._shard_waiter(channel).watch(channel, what, timeout=timeout) as watch:
-            yield watch
+        return self.watches.watch(channel, what, timeout)
 
-    def _shard_waiter(self, channel: str) -> AsyncWaiter:
-        """The waiter on the node that serves ``channel``'s slot: sharded pub/sub messages are
-        only delivered by that node."""
-        cluster = self.redis
-        assert isinstance(cluster, AsyncRedisCluster)
-        node = cluster.get_node_from_key(channel)
-        if node is None:
-            raise LockConnectionError(f"no Cluster node serves {channel!r}")
-        with self._guard:
-            waiter = self.waiters.get(node.name)
-            if waiter is None:
-                redis = async_node_client(node, self.request_timeout)
-                waiter = AsyncWaiter(redis, confirm_timeout=self.request_timeout, sharded=True)
-                self.waiters[node.name] = waiter
-        return waiter
+    async def wait(self, watch: Watch, timeout: float) -> bool:
+        """As ``AsyncTopology.wait``; a watch whose slot moved (``Watch.moved``) first follows
+        it, and then returns at once: the caller re-checks (a release may have granted it the
+        lock meanwhile). While no node takes the subscription (a failover under way), it is
+        tried again every ``FOLLOW_PAUSE`` seconds, until ``timeout``."""
+        end = time.monotonic() + timeout
+        woken = watch.moved or await super().wait(watch, timeout)
+        while watch.moved:
+            if await self.watches.follow(watch, end - time.monotonic()):
+                return True
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            watch.event.clear()
+            await watch.event.wait(min(FOLLOW_PAUSE, left))
+        return woken
 
 
 async def scan_node(
@@ -678,7 +702,7 @@ def server_address(redis: AsyncRedis | AsyncRedisCluster) -> str:
     return f"{options.get('host', 'localhost')}:{options.get('port', 6379)}"
 
 
-def unanswered(first: RedisError | None, last: RedisError) -> RedisError:
+def reported(first: RedisError | None, last: RedisError) -> RedisError:
     """What to report of a request sent again after ``first`` failed, and failed again with
     ``last``: ``first`` if ``last`` timed out too, which tells nothing new (the re-send is on a
     new connection; the first was on the one in use: "connected, but no reply", not "no answer

@@ -32,7 +32,7 @@ from .._core.quorum import (
     tally,
     validity,
 )
-from .._core.replies import GONE, RENEWED, Busy, Granted, translate_error
+from .._core.replies import GONE, RENEWED, Busy, Granted, translate_error, unanswered
 from .._core.stats import Counters
 from .._keys import MAX_TTL, renew_keys, ttl_to_ms
 from .._scripts import FENCE_RAISE, INSPECT, RENEW, Script
@@ -61,6 +61,7 @@ class SyncQuorum(SyncTopology):
     ) -> None:
         super().__init__(request_timeout, counters, owned=nodes)
         self.nodes = nodes
+        self.node_count = len(nodes)
         self.waiters = waiters
         # None: derived per lock from its ttl (_core/quorum.node_timeout)
         self.fixed_node_timeout = node_timeout
@@ -74,7 +75,7 @@ class SyncQuorum(SyncTopology):
         failed with (a node silent for ``timeout`` seconds counts as failed)."""
         self._loop.check()
         replies = self.requester.fan_out(self.nodes, command, timeout)
-        return [translate_error(r, what) if isinstance(r, RedisError) else r for r in replies]
+        return [_failed(r, what) if isinstance(r, RedisError) else r for r in replies]
 
     def fan_out_script(
         self,
@@ -83,15 +84,19 @@ class SyncQuorum(SyncTopology):
         args: Sequence[Any],
         timeout: float,
         what: str = "",
+        nodes: Sequence[SyncRedis] | None = None,
     ) -> list[Any]:
-        """``fan_out`` of a script by EVALSHA; nodes that answer NOSCRIPT (restarted, or SCRIPT
-        FLUSH) get the source in a second, smaller round."""
+        """``fan_out`` of a script by EVALSHA (to ``nodes``, default every node); nodes that
+        answer NOSCRIPT (restarted, or SCRIPT FLUSH) get the source in a second, smaller
+        round."""
         self._loop.check()
-        replies = self.requester.fan_out(self.nodes, script.evalsha(keys, args), timeout)
+        nodes = self.nodes if nodes is None else nodes
+        replies = self.requester.fan_out(nodes, script.evalsha(keys, args), timeout)
         missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
         if missing:
-            nodes = [self.nodes[i] for i in missing]
-            again = self.requester.fan_out(nodes, script.eval(keys, args), timeout)
+            again = self.requester.fan_out(
+                [nodes[i] for i in missing], script.eval(keys, args), timeout
+            )
             for i, reply in zip(missing, again, strict=True):
                 replies[i] = reply
         what = what or script.name
@@ -99,7 +104,7 @@ class SyncQuorum(SyncTopology):
         if refusals:
             self.mode.no_scripts = f"the Redlock nodes refuse them ({refusals[0]})"
             raise self.scripts_required(what, "Redlock's tokens are raised on a majority by one")
-        return [translate_error(r, what) if isinstance(r, RedisError) else r for r in replies]
+        return [_failed(r, what) if isinstance(r, RedisError) else r for r in replies]
 
     def try_acquire(
         self,
@@ -119,6 +124,7 @@ class SyncQuorum(SyncTopology):
         script = spec.kind.acquire_script
         args = spec.acquire_args(holder, depth, block, waiter, self.publish_command)
         timeout = self.node_timeout(spec.ttl)
+        no_reply: BaseException | None = None  # a node was sent a request and did not answer
         for attempt in range(1, ATTEMPTS + 1):
             sent_at = time.monotonic()
             replies = self.fan_out_script(script, spec.acquire_keys, args, timeout, spec.what)
@@ -126,9 +132,12 @@ class SyncQuorum(SyncTopology):
             try:
                 outcome = acquire_outcome(replies, spec.ttl, time.monotonic() - sent_at)
                 break
-            except LockConnectionError:
+            except LockConnectionError as exc:
+                silent = [r for r in replies if isinstance(r, LockError) and unanswered(r)]
+                no_reply = silent[0].__cause__ if silent else no_reply
                 if attempt == ATTEMPTS or (deadline is not None and time.monotonic() >= deadline):
-                    raise
+                    # (the nodes that did not answer may still grant: replies.unanswered)
+                    raise exc from no_reply
         result = outcome.result
         if isinstance(result, Granted) and depth == 0 and not SYNC_LAZY_TOKEN:
             # asyncio cannot do the write-back later, inside the ``token`` property
@@ -154,13 +163,21 @@ class SyncQuorum(SyncTopology):
             self.warn_of_hazards(reply, f"Redlock node {server_address(node)}")
 
     def release(
-        self, spec: LeaseSpec, holder: str, leaving: str = "", timeout: float | None = None
+        self,
+        spec: LeaseSpec,
+        holder: str,
+        leaving: str = "",
+        timeout: float | None = None,
+        *,
+        depth: int = 1,
     ) -> Released:
         """Release on every node (each within the node timeout, whatever ``timeout``). A round
         in which too few nodes answered to decide is sent once more, as an acquire's is: with
-        a node timeout of a few ms, a moment's stall of this process is no outage."""
+        a node timeout of a few ms, a moment's stall of this process is no outage. (A node that
+        answered late may have applied the first round: a reentrant release carries ``depth``,
+        the holds before it, so that the second round does not leave a hold twice.)"""
         script = spec.kind.release_script
-        args = spec.release_args(holder, leaving, self.publish_command)
+        args = spec.release_args(holder, leaving, self.publish_command, depth)
         timeout, what = self.node_timeout(spec.ttl), f"release of {spec.what}"
         replies = self.fan_out_script(script, spec.release_keys, args, timeout, what)
         try:
@@ -169,6 +186,19 @@ class SyncQuorum(SyncTopology):
             again = self.fan_out_script(script, spec.release_keys, args, timeout, what)
             owned = owned_by_quorum(first_answers(replies, again), HELD, what)
         return Released.RELEASED if owned else Released.NOT_HELD
+
+    def release_at(self, spec: LeaseSpec, holder: str, node: int, timeout: float) -> Released:
+        script = spec.kind.release_script
+        # depth 1: each try leaves one hold (a reentrant grant answers "still held" until its
+        # last), which a give-back repeats until none is left
+        args = spec.release_args(holder, "", self.publish_command, 1)
+        what = f"release of {spec.what}"
+        [reply] = self.fan_out_script(
+            script, spec.release_keys, args, timeout, what, [self.nodes[node]]
+        )
+        if isinstance(reply, LockError):
+            raise reply
+        return Released.of(reply)
 
     def renew(
         self,
@@ -282,3 +312,11 @@ class SyncQuorum(SyncTopology):
 
     def run(self, script: Script, keys: Sequence[str], args: Sequence[Any], what: str) -> Any:
         raise TypeError(f"{what}: Redlock mode has no one server to run it on")
+
+
+def _failed(error: RedisError, what: str) -> LockError:
+    """A node's failure as the ``LockError`` of ``what``, caused by it (a ``NoReply`` says that
+    the node may still run the request: ``replies.unanswered``)."""
+    failure = translate_error(error, what)
+    failure.__cause__ = error
+    return failure

@@ -22,7 +22,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterator, Awaitable, Sequence
-from contextlib import contextmanager
 from typing import Any, Final
 
 from redis.crc import key_slot
@@ -31,7 +30,6 @@ from redis.exceptions import ConnectionError, RedisError, TimeoutError
 from .._backend import (
     SyncDetached,
     SyncLoopGuard,
-    SyncStateLock,
     sync_checkpoint,
     sync_shield,
     sync_wait_done,
@@ -44,6 +42,7 @@ from .._core.natives import ScriptMode
 from .._core.replies import (
     Busy,
     Granted,
+    NoReply,
     check_replicated,
     renew_reply,
     reserved_block,
@@ -52,13 +51,15 @@ from .._core.replies import (
 from .._core.stats import Counters
 from .._keys import ttl_to_ms
 from .._scripts import INSPECT, RENEW, Script
-from .._transport import SyncClusterNode, SyncRedis, SyncRedisCluster, sync_node_client
-from ..errors import LockConnectionError, LockError, ScriptsRequired
+from .._transport import SyncClusterNode, SyncRedis, SyncRedisCluster
+from ..errors import LockError, ScriptsRequired
 from . import natives
 from .transport import SyncRequester
-from .waiter import Waiter, Watch
+from .waiter import SyncClusterWaiters, Waiter, Watch
 
 ATTEMPTS: Final = 2
+# seconds between two tries at subscribing a waiter where its slot moved, while none succeeds
+FOLLOW_PAUSE: Final = 0.5
 
 server_logger = logging.getLogger("fencelock.server")
 waiter_logger = logging.getLogger("fencelock.waiter")
@@ -84,6 +85,9 @@ class SyncTopology(abc.ABC):
     # a plain lock can be held here without scripts, where the server has the native commands
     runs_without_scripts = False
     publish_command = "PUBLISH"
+    # the servers a late give-back must reach, each on its own (``release_at``): Redlock's nodes;
+    # elsewhere one, the server of the name's keys
+    node_count = 1
 
     waiters: dict[object, Waiter]
     # whether the servers' eviction policy was looked at (once per client, at the first acquire)
@@ -196,6 +200,11 @@ class SyncTopology(abc.ABC):
         except (RedisError, LockError):  # unreachable: the lease expires on its own
             return False
 
+    def release_at(self, spec: LeaseSpec, holder: str, node: int, timeout: float) -> Released:
+        """Release ``holder``'s grant on server ``node`` only (< ``node_count``), within
+        ``timeout`` seconds: one try of a late give-back (``giveback.py``)."""
+        return self.release(spec, holder, timeout=timeout)
+
     def abandon(self) -> None:
         """The client was dropped unclosed: the listeners end by themselves (they only set
         flags here: this runs in the garbage collector)."""
@@ -233,8 +242,15 @@ class SyncTopology(abc.ABC):
 
     @abc.abstractmethod
     def release(
-        self, spec: LeaseSpec, holder: str, leaving: str = "", timeout: float | None = None
-    ) -> Released: ...
+        self,
+        spec: LeaseSpec,
+        holder: str,
+        leaving: str = "",
+        timeout: float | None = None,
+        *,
+        depth: int = 1,
+    ) -> Released:
+        """``depth``: the holds a reentrant holder has before this release (1: its last)."""
 
     @abc.abstractmethod
     def renew(
@@ -305,8 +321,7 @@ class SyncOneServer(SyncTopology):
     grant and extension waits for that many replicas to acknowledge it)."""
 
     runs_without_scripts = True
-    # sent once per client, before its first grant: what the server is (its native commands)
-    # and whether it may evict lock keys
+    # sent once per client, before its first grant: what the server is; what may evict keys
     first_requests: tuple[Command, ...] = (("HELLO",), ("INFO", "memory"))
 
     def __init__(
@@ -335,10 +350,9 @@ class SyncOneServer(SyncTopology):
     def request(
         self, commands: list[Command], noscript: Command | None, timeout: float, key: str
     ) -> tuple[list[Any], int | None]:
-        """Send ``commands`` (then WAIT for the replicas, on the same connection: WAIT counts
-        the writes of its own connection) within ``timeout`` seconds: their replies (error
-        replies as values), and how many replicas acknowledged them (None without
-        ``min_replicas``; an error reply to WAIT is raised)."""
+        """Send ``commands``, then WAIT for the replicas on the same connection (WAIT counts its
+        own connection's writes), within ``timeout`` seconds: their replies (error replies as
+        values), and the replicas that acknowledged (None without ``min_replicas``)."""
         self._loop.check()
         wait = self._wait
         replies = self.requester.request(
@@ -444,7 +458,8 @@ class SyncOneServer(SyncTopology):
     ) -> Granted | Busy:
         """One try at the lock, ended by the caller's ``deadline`` (None: none) plus one
         request timeout however often the server fails to answer. ``GaveBack`` when the grant
-        came too late to be used."""
+        came too late to be used; a ``LockConnectionError`` caused by ``NoReply`` when an
+        attempt got no reply (it may still grant: ``replies.unanswered``)."""
         if not self.server_checked:
             natives.check_server(self, spec.keys.lock)
         mode = self.mode
@@ -453,6 +468,7 @@ class SyncOneServer(SyncTopology):
         key, wait = spec.acquire_keys[0], self._wait
         commands, noscript = kind.acquire_request(spec, holder, depth, block, waiter, mode.commands)
         attempt, first = 1, None
+        no_reply: NoReply | None = None  # an attempt sent that got no reply: it may still grant
         while True:
             sent_at = time.monotonic()
             try:
@@ -464,10 +480,13 @@ class SyncOneServer(SyncTopology):
                 acked = int(raised(replies.pop())) if wait else None
                 result = kind.acquire_result(replies)
             except (TimeoutError, ConnectionError) as exc:
+                if isinstance(exc, NoReply):
+                    no_reply = exc
                 if attempt < ATTEMPTS and self.time_left(deadline) > 0:
                     attempt, first = attempt + 1, exc
                     continue
-                raise translate_error(unanswered(first, exc), spec.what) from exc
+                # the cause: a NoReply if any attempt got none (it may still grant)
+                raise translate_error(reported(first, exc), spec.what) from no_reply or exc
             except RedisError as exc:
                 if not natives.refused(self, exc, key):
                     raise translate_error(exc, spec.what) from exc
@@ -494,20 +513,26 @@ class SyncOneServer(SyncTopology):
         raise AssertionError("unreachable")
 
     def release(
-        self, spec: LeaseSpec, holder: str, leaving: str = "", timeout: float | None = None
+        self,
+        spec: LeaseSpec,
+        holder: str,
+        leaving: str = "",
+        timeout: float | None = None,
+        *,
+        depth: int = 1,
     ) -> Released:
         """Release ``holder``'s grant (``leaving``: a queue entry removed first, a simple lock's
         waiter giving up), within ``timeout`` seconds (default: one request timeout)."""
         mode = self.mode
         kind = spec.kind if not mode.no_scripts else natives.stand_in(self, spec)
-        commands, noscript = kind.release_request(spec, holder, leaving, mode.commands)
+        commands, noscript = kind.release_request(spec, holder, leaving, mode.commands, depth)
         bound = self.request_timeout if timeout is None else timeout
         try:
             replies, _ = self.request(commands, noscript, bound, spec.release_keys[0])
             return kind.release_result(replies)
         except RedisError as exc:
             if natives.refused(self, exc, spec.release_keys[0]):  # nothing ran: again
-                return self.release(spec, holder, leaving, timeout)
+                return self.release(spec, holder, leaving, timeout, depth=depth)
             raise translate_error(exc, spec.what) from exc
 
     def renew(
@@ -556,7 +581,7 @@ class SyncOneServer(SyncTopology):
                 if attempt < ATTEMPTS and time.monotonic() < end:
                     first = exc
                     continue
-                raise translate_error(unanswered(first, exc), spec.what) from exc
+                raise translate_error(reported(first, exc), spec.what) from exc
             except RedisError as exc:
                 raise translate_error(exc, spec.what) from exc
             if isinstance(replies[0], RedisError):
@@ -612,7 +637,7 @@ class SyncCluster(SyncOneServer):
     def __init__(self, redis: SyncRedisCluster, request_timeout: float, counters: Counters):
         # one waiter per node, made as channels on it are first watched
         super().__init__(redis, {}, request_timeout, counters)
-        self._guard = SyncStateLock()
+        self.watches = SyncClusterWaiters(redis, self.requester, request_timeout, self.waiters)
 
     def slot_of(self, key: str) -> int:
         return key_slot(key.encode())
@@ -620,29 +645,28 @@ class SyncCluster(SyncOneServer):
     def one_call(self, keys: Sequence[str]) -> bool:
         return len({self.slot_of(key) for key in keys}) == 1
 
-    @contextmanager
     def watch(
         self, channel: str, what: str, timeout: float | None = None
-    ) -> Iterator[Watch]:
+    ) -> contextlib.AbstractContextManager[Watch]:
         self._loop.check()
-        with self._shard_waiter(channel).watch(channel, what, timeout=timeout) as watch:
-            yield watch
+        return self.watches.watch(channel, what, timeout)
 
-    def _shard_waiter(self, channel: str) -> Waiter:
-        """The waiter on the node that serves ``channel``'s slot: sharded pub/sub messages are
-        only delivered by that node."""
-        cluster = self.redis
-        assert isinstance(cluster, SyncRedisCluster)
-        node = cluster.get_node_from_key(channel)
-        if node is None:
-            raise LockConnectionError(f"no Cluster node serves {channel!r}")
-        with self._guard:
-            waiter = self.waiters.get(node.name)
-            if waiter is None:
-                redis = sync_node_client(node, self.request_timeout)
-                waiter = Waiter(redis, confirm_timeout=self.request_timeout, sharded=True)
-                self.waiters[node.name] = waiter
-        return waiter
+    def wait(self, watch: Watch, timeout: float) -> bool:
+        """As ``AsyncTopology.wait``; a watch whose slot moved (``Watch.moved``) first follows
+        it, and then returns at once: the caller re-checks (a release may have granted it the
+        lock meanwhile). While no node takes the subscription (a failover under way), it is
+        tried again every ``FOLLOW_PAUSE`` seconds, until ``timeout``."""
+        end = time.monotonic() + timeout
+        woken = watch.moved or super().wait(watch, timeout)
+        while watch.moved:
+            if self.watches.follow(watch, end - time.monotonic()):
+                return True
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            watch.event.clear()
+            watch.event.wait(min(FOLLOW_PAUSE, left))
+        return woken
 
 
 def scan_node(
@@ -679,7 +703,7 @@ def server_address(redis: SyncRedis | SyncRedisCluster) -> str:
     return f"{options.get('host', 'localhost')}:{options.get('port', 6379)}"
 
 
-def unanswered(first: RedisError | None, last: RedisError) -> RedisError:
+def reported(first: RedisError | None, last: RedisError) -> RedisError:
     """What to report of a request sent again after ``first`` failed, and failed again with
     ``last``: ``first`` if ``last`` timed out too, which tells nothing new (the re-send is on a
     new connection; the first was on the one in use: "connected, but no reply", not "no answer
