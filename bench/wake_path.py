@@ -172,7 +172,7 @@ class FencelockSide(Side):
         _wrap(self.client._wiring.topology, "wait", self._make_wait)
         if listener:
             _wrap(self.waiter, "_dispatch", self._make_dispatch)
-            _wrap(self.waiter, "_unwatch", self._make_unwatch)
+            _wrap(self.waiter, "unwatch", self._make_unwatch)
 
     def _make_try(self, original: Callable[..., Any]) -> Callable[..., Any]:
         def try_(*args: Any, **kwargs: Any) -> Any:

@@ -31,7 +31,7 @@ def test_waiters_follow_a_cluster_that_changes_under_them() -> None:
 def _grant(
     worker: str, requested: float, start: float, end: float, released: bool, name: str = "n"
 ) -> Grant:
-    return Grant(worker, name, 1, requested, start, end, "release", released)
+    return Grant(worker, name, 1, requested, start, end, ended_by="release", released=released)
 
 
 def test_wake_latencies_count_from_the_release_or_when_the_slot_was_served_again() -> None:
