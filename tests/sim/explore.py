@@ -565,11 +565,12 @@ of the stored result; no caller left waiting while a result is stored or nobody 
 {date}. `tests/explore/` runs the CI budget in the test suite ({ci}); the table is the long run,
 `python -m tests.sim.explore --long --write-docs` ({long}).
 
-**Proof that it bites.** Three past fixes undone, one script broken, and seven bugs the
-watchdog's path could plausibly have (the renewal script, the watchdog, the cancel policy),
-each in a scratch copy for one run (`tests/sim/mutants.py`; `python -m tests.sim.explore
---mutants`): the explorer must find each within the CI budget, in a configuration today's code
-passes (`tests/explore/test_mutants.py`).
+**Proof that it bites.** Three past fixes undone, three scripts broken (a release that
+compares no holder token, and two that lose a wake-up: a release publishes only to the waiters
+the queue holds), and seven bugs the watchdog's path could plausibly have (the renewal script,
+the watchdog, the cancel policy), each in a scratch copy for one run (`tests/sim/mutants.py`;
+`python -m tests.sim.explore --mutants`): the explorer must find each within the CI budget, in a
+configuration today's code passes (`tests/explore/test_mutants.py`).
 
 {mutants}
 
