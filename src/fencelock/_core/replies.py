@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Final
 from urllib.parse import quote, unquote
 
 import redis.exceptions
@@ -190,13 +192,20 @@ def renewed_all(answers: Sequence[int | LockError]) -> int | LockError:
     return TAKEN if TAKEN in answers else GONE
 
 
+# What prelude.lua's lock_value reads: a holder token (no space) and ASCII digits
+_LOCK_VALUE: Final = re.compile(r"(\S+) ([0-9]+)", re.ASCII)
+
+
 def lock_value(value: str | bytes) -> tuple[str, int | None]:
     """A simple lock's value as (holder token, fencing token): ``'holder token'``, or the
-    holder token alone where it was taken without scripts (its token is the counter's: None)."""
+    holder token alone where it was taken without scripts (its token is the counter's: None).
+    Read as the scripts read it (prelude.lua): any other value is all holder."""
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")
-    holder, _, token = value.partition(" ")
-    return holder, int(token) if token.isdigit() else None
+    found = _LOCK_VALUE.fullmatch(value)
+    if found is None:
+        return value, None
+    return found[1], int(found[2])
 
 
 def holds(reply: object, holder: str) -> bool:
