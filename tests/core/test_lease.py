@@ -10,7 +10,7 @@ from importlib.resources import files
 
 import pytest
 
-from fencelock._core.kinds import AllOf, LeaseSpec, Mutex, Permits, Reentrant, Released
+from fencelock._core.kinds import AllOf, LeaseSpec, Mutex, Permits, Reentrant, Released, renewal
 from fencelock._core.lease import (
     LOCK_WORDS,
     Exit,
@@ -63,6 +63,15 @@ def test_spec_sends_what_each_script_documents(reentrant: bool, acquire: str, re
     assert len(s.acquire_args("tok", 0, 1, "w", "PUBLISH")) == _documented(acquire, "ARGV")
     assert len(s.release_keys) == _documented(release, "KEYS")
     assert len(s.release_args("tok", "", "PUBLISH", 1)) == _documented(release, "ARGV")
+
+
+def test_a_renewal_names_a_counter_only_where_the_lock_key_holds_no_token() -> None:
+    # renew.lua's KEYS: a simple lock's key holds its token, and stands for its counter too (a
+    # key named that does not exist would be refused during a Cluster's slot migration)
+    simple, reentrant = LockKeys.for_name("job"), LockKeys.for_name("re")
+    keys, args = renewal([spec(), spec(reentrant=True, name="re")], ["a", "b"], [100, 200])
+    assert keys == [simple.lock, simple.lock, reentrant.lock, reentrant.fence]
+    assert args == ["a", 100, "b", 200]
 
 
 def test_acquire_keys_include_the_queue_of_waiters() -> None:

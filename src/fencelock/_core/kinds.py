@@ -145,6 +145,8 @@ class Kind:
     wakes_one: bool = True
     # what scripts do for it, for the error where none runs (``without_scripts`` is None)
     why_scripts: str = "its grants are made by scripts"
+    # its lock key holds the grant's fencing token ('holder token'): a renewal needs no counter
+    token_in_key: bool = False
 
     def keys(self, name: str, prefix: str) -> LockKeys:
         return LockKeys.for_name(name, prefix)
@@ -254,6 +256,7 @@ class Mutex(Kind):
     primitive: str = LOCK
     acquire_script: Script = ACQUIRE
     release_script: Script = RELEASE
+    token_in_key: bool = True
     # its release wakes whoever listens on its channel even when no waiter is queued (they
     # listen without queueing: an election's observers, compute_once's waiters); else a release
     # publishes only to the waiters its queue holds
@@ -284,6 +287,7 @@ class NativeMutex(Mutex):
 
     wakes_one: bool = False
     on_quorum: bool = False
+    token_in_key: bool = False  # (the holder token alone: its token is the counter's)
 
     def without_scripts(self) -> Kind | None:
         return self
@@ -494,6 +498,7 @@ class AllOf(Kind):
     release_script: Script = MULTI_RELEASE
     local_handoff: bool = False
     always_queued: bool = True
+    token_in_key: bool = True  # each name's, as a Mutex's
     on_quorum: bool = False
     why_scripts: str = "every name or none is decided in one script"
     names: tuple[str, ...] = ()
@@ -606,13 +611,15 @@ def renewal(
 ) -> tuple[list[str], list[str | int]]:
     """renew.lua's KEYS and ARGV for a batch of grants (``holders[i]``'s of ``specs[i]``, for
     ``ttls_ms[i]``): every key each grant renews (a multi-lock's: one per name)."""
-    locks: list[str] = []
+    keys: list[str] = []
     args: list[str | int] = []
     for spec, holder, ttl_ms in zip(specs, holders, ttls_ms, strict=True):
         for key in spec.renewed_keys:
-            locks.append(key)
+            # a lock key that holds its token stands for its counter too: the script then names
+            # no key a Cluster's slot migration has yet to move (TRYAGAIN until it ends)
+            keys += (key, key) if spec.kind.token_in_key else renew_keys([key])
             args += (holder, ttl_ms)
-    return renew_keys(locks), args
+    return keys, args
 
 
 def per_grant(

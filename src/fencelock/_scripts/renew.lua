@@ -7,7 +7,9 @@
 -- KEYS[2i-1]   lock key i: a string (simple lock: 'holder token', or the holder token alone when
 --              taken without scripts), a hash holder -> hold count (reentrant), or a sorted set
 --              holder -> lease end in ms (a semaphore's permits, semaphore.lua)
--- KEYS[2i]     fencing counter of lock i (prelude.lua)
+-- KEYS[2i]     fencing counter of lock i (prelude.lua), or lock key i again where it holds its
+--              token ('holder token': no counter to keep, and no key named that a Cluster's
+--              slot migration could leave behind, which the server refuses, TRYAGAIN)
 -- ARGV[2i-1]   holder token of lock i
 -- ARGV[2i]     new ttl of lock i in milliseconds
 --

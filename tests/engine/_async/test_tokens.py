@@ -175,7 +175,7 @@ async def test_an_older_release_s_grant_is_kept_and_released_by_a_newer_holder(
     raw.set(KEYS.fence, granted, px=10_000)
     assert await lock.held()
     await lock.extend(30)
-    assert 10_000 < raw.pttl(KEYS.lock) <= 30_000 and raw.pttl(KEYS.fence) > 10_000
+    assert 10_000 < raw.pttl(KEYS.lock) <= 30_000
     other = async_client_b.lock("job", ttl=10)
     assert not await other.acquire(timeout=0)
     info = await async_client.inspect("job")

@@ -176,7 +176,7 @@ def test_an_older_release_s_grant_is_kept_and_released_by_a_newer_holder(
     raw.set(KEYS.fence, granted, px=10_000)
     assert lock.held()
     lock.extend(30)
-    assert 10_000 < raw.pttl(KEYS.lock) <= 30_000 and raw.pttl(KEYS.fence) > 10_000
+    assert 10_000 < raw.pttl(KEYS.lock) <= 30_000
     other = sync_client_b.lock("job", ttl=10)
     assert not other.acquire(timeout=0)
     info = sync_client.inspect("job")
