@@ -339,22 +339,28 @@ class AsyncResults:
             found = await self._look(call, claim=True)  # (a build may have ended meanwhile)
             if _next(found, call, None) is Step.HIT:
                 self._wiring.counters.add(compute_hits=1)
-                return found.value or b"", events.HIT
-            token = lease.token()
-            self._wiring.counters.add(compute_builds=1, compute_takeovers=int(taking_over))
-            if taking_over and events.on:
-                events.emit(events.TookOver(call.spec.primitive, call.name))
-            try:
-                with running(token):
-                    result = await async_result(call.compute)
-                data = encoded(call.codec, result, call.max_size, call.name)
-            except Exception as exc:
-                flight.failure = failure_args(exc)
-                await self._failed(call, token, flight.failure)
-                raise
-            return await self._stored(call, token, data), events.BUILT
-        finally:
-            await async_shield(_release(lease))  # (a waiter takes over if nothing was stored)
+                had: tuple[Any, str] = (found.value or b"", events.HIT)
+            else:
+                token = lease.token()
+                self._wiring.counters.add(compute_builds=1, compute_takeovers=int(taking_over))
+                if taking_over and events.on:
+                    events.emit(events.TookOver(call.spec.primitive, call.name))
+                try:
+                    with running(token):
+                        result = await async_result(call.compute)
+                    data = encoded(call.codec, result, call.max_size, call.name)
+                except Exception as exc:
+                    flight.failure = failure_args(exc)
+                    await self._failed(call, token, flight.failure)
+                    raise
+                had = (await self._stored(call, token, data), events.BUILT)
+        except BaseException as error:
+            # (a waiter takes over if nothing was stored) in the background when the caller was
+            # cancelled; not at all in a call closed for good, whose lease ends by itself
+            await self._wiring.topology.detached.clean_up(_release(lease), error)
+            raise
+        await async_shield(_release(lease))
+        return had
 
     async def _store(self, call: _Call, token: int, *args: str | bytes | int) -> object:
         topology, keys = self._wiring.topology, call.keys
