@@ -114,6 +114,24 @@ async def test_a_counter_ahead_of_the_clock_is_counted_on(
     assert raw.pttl(KEYS.fence) > 10**9
 
 
+async def test_a_release_keeps_a_token_the_clock_has_not_passed(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    # The server's clock stepped back during the hold (here: the held token moved ahead of it
+    # instead): the release reads the clock and keeps the token in the counter, so the next
+    # grant counts on from it rather than from the clock.
+    lock = async_client.lock("job", ttl=10)
+    assert await lock.acquire(timeout=0)
+    ahead = 4 * 10**15  # the year 2096 in microseconds
+    raw.set(KEYS.lock, f"{lock.holder} {ahead}", keepttl=True)
+    await lock.release()
+    assert not raw.exists(KEYS.lock) and raw.get(KEYS.fence) == str(ahead)
+    assert raw.pttl(KEYS.fence) > 10**9  # until the clock passes it
+    assert await lock.acquire(timeout=0)
+    assert lock.token == ahead + 1
+    await lock.release()
+
+
 @pytest.mark.parametrize("reentrant", [False, True], ids=["simple", "reentrant"])
 async def test_no_key_is_left_once_the_names_are_idle(
     async_client: AsyncLockClient, raw: redis.Redis, reentrant: bool
