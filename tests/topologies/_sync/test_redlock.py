@@ -25,6 +25,8 @@ from tests.engine._sync.test_late_grants import connected
 KEYS = LockKeys.for_name("job")
 # generous per-node timeout: these tests are about quorum logic, not about a loaded CI machine
 NODE_TIMEOUT = 0.5
+# the node timeout of a test whose nodes are resumed while a request waits for them
+SLOW_NODE = 3.0
 
 
 def make_client(servers: Sequence[EmbeddedServer], **kwargs: object) -> LockClient:
@@ -419,6 +421,35 @@ def test_a_reentrant_release_sent_again_leaves_its_hold_once(
     assert holders(redlock) == [None] * 5
     client.close()
     rival.close()
+
+
+def test_a_release_sent_again_after_no_answer_is_no_loss(
+    redlock: list[EmbeddedServer],
+) -> None:
+    """Three of five nodes stopped with the release in their sockets: the round is undecided,
+    and sent again. Resumed, they run the first round, then answer the second "not held": the
+    first deleted the grant. The release succeeded on every node; it was reported as a lost
+    lease (issue 29)."""
+    client = make_client(redlock, node_timeout=SLOW_NODE)
+    lock = client.lock("job", ttl=60)
+    # (the scripts cached on every node: a first round answered NOSCRIPT would have run nothing)
+    assert lock.acquire(timeout=0)
+    lock.release()
+    assert lock.acquire(timeout=0)
+    slow = redlock[2:]
+    for srv in slow:
+        srv.pause()
+    try:
+        release = SyncCall(lock.release)
+        # the first round went unanswered there: the second's connections wait to be accepted
+        sync_until(lambda: any(srv.waiting_connections() for srv in slow))
+    finally:
+        for srv in slow:
+            srv.resume()
+    release.result()  # no LockLost
+    assert not lock.lost and client.statistics().losses == 0
+    assert holders(redlock) == [None] * 5
+    client.close()
 
 
 def test_script_flush_on_some_nodes_is_survived(redlock: list[EmbeddedServer]) -> None:
