@@ -34,6 +34,7 @@ import os
 import time
 import weakref
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, Final
 
 from redis.exceptions import (
@@ -47,7 +48,7 @@ from redis.exceptions import (
 )
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .._backend import async_cancelled, async_sleep
+from .._backend import async_at_once, async_cancelled, async_sleep
 from .._core.replies import NoReply
 from .._core.resp import Packer
 from .._transport import (
@@ -268,32 +269,36 @@ class AsyncRequester:
         """Send ``command`` to every node at once; per node, its reply or the ``RedisError`` it
         raised (a node silent for ``timeout`` seconds gets a ``NoReply``).
 
-        Connecting is not part of ``timeout``: a node's connection is made first, bounded by its
-        own connect timeout, and ``timeout`` counts from the writes (a fresh client's first
-        handshake must not eat a node timeout of a few milliseconds). Past it, a reply already
-        arrived is still taken."""
+        Connecting is not part of ``timeout``: every node's connection is made first, all at
+        once, each bounded by its own connect timeout, and ``timeout`` counts from the writes
+        (a fresh client's first handshake must not eat a node timeout of a few milliseconds).
+        Past it, a reply already arrived is still taken."""
+        servers = [self._server(node) for node in nodes]
+        made = await self._connections(servers)
         replies: list[Any] = [None] * len(nodes)
+        waiting: list[tuple[int, _Server, AsyncConnection]] = []  # connected, not sent yet
+        for i, (server, conn) in enumerate(zip(servers, made, strict=True)):
+            if isinstance(conn, RedisError):
+                replies[i] = conn
+            else:
+                waiting.append((i, server, conn))
         sent: list[tuple[int, _Server, AsyncConnection]] = []
         packer, data = None, b""
         try:
-            for i, node in enumerate(nodes):
-                server = self._server(node)
-                try:
-                    conn = await self._slot_and_connection(server)
-                except RedisError as exc:
-                    replies[i] = exc
-                    continue
+            while waiting:
+                i, server, conn = waiting[0]
                 if server.packer is not packer:
                     packer, data = server.packer, server.packer.pack((command,))
                 try:
                     await conn.send_packed_command([data], False)
                 except RedisError as exc:
-                    await self._end(server, conn, ok=False)
+                    del waiting[0]
                     replies[i] = exc
+                    await self._end(server, conn, ok=False)
                     continue
-                sent.append((i, server, conn))
+                sent.append(waiting.pop(0))
         except BaseException as exc:
-            for _, server, conn in sent:
+            for _, server, conn in sent + waiting:
                 await self._end(server, conn, ok=False, error=exc)
             raise
         deadline = time.monotonic() + timeout
@@ -321,6 +326,40 @@ class AsyncRequester:
         if cancelled is not None:
             raise cancelled
         return replies
+
+    async def _connections(self, servers: Sequence[_Server]) -> list[Any]:
+        """Per server, a connection of ours with its slot taken, or the ``RedisError`` that
+        kept it from one, each by the server's connect timeout: idle ones, as a rule; where one
+        is to be made, all at once (one after another, servers that do not answer would cost a
+        connect timeout each, and a lock call that many past its bound)."""
+
+        async def unused(i: int, conn: AsyncConnection) -> None:
+            await self._end(servers[i], conn, ok=False)
+
+        calls = [partial(self._slot_and_connection, server) for server in servers]
+        made: list[Any] = []
+        if all(server.idle for server in servers):
+            try:
+                for call in calls:
+                    try:
+                        made.append(await call())
+                    except RedisError as exc:
+                        made.append(exc)
+            except BaseException:
+                for i, conn in enumerate(made):
+                    if not isinstance(conn, RedisError):
+                        await unused(i, conn)
+                raise
+            return made
+        made = await async_at_once(calls, unused)
+        failure = next((c for c in made if isinstance(c, BaseException)
+                        and not isinstance(c, RedisError)), None)  # fmt: skip
+        if failure is not None:  # (not a server's failure: a bug, an interrupt)
+            for i, conn in enumerate(made):
+                if not isinstance(conn, BaseException):
+                    await unused(i, conn)
+            raise failure
+        return made
 
     async def _slot_and_connection(self, server: _Server) -> AsyncConnection:
         deadline = time.monotonic() + server.template.connect_timeout

@@ -528,6 +528,39 @@ def test_slow_nodes_behind_a_proxy(
     client.close()
 
 
+def connections(server: EmbeddedServer) -> int:
+    """How many clients ``server`` has (this probe's included)."""
+    with server.client() as probe:
+        return len(probe.client_list())
+
+
+def test_nodes_slow_to_connect_are_connected_to_at_once(
+    redlock: list[EmbeddedServer], proxies: list[TcpProxy]
+) -> None:
+    """Three of five nodes take connections and answer nothing on them (as slow as a dropped
+    SYN): a fresh client connects to all of them at once, so that a round costs one connect
+    timeout, however many nodes are that slow. It connected to one after another, each given
+    its connect timeout: an acquire(timeout=t) took t plus a connect timeout per slow node
+    (issue 29)."""
+    slow, hung = redlock[:3], proxies[:3]
+    for proxy in hung:
+        proxy.blackhole()
+    # (a Redlock node's connect timeout is its node timeout: longer than the wait below, so
+    # that one connection after another, the second is not tried before that wait fails)
+    client = LockClient.from_url([p.url for p in proxies], node_timeout=100.0)
+    before = [connections(srv) for srv in slow]
+    call = SyncCall(lambda: client.lock("job", ttl=600).acquire(timeout=0))
+    try:
+        # (a proxy connects to its server as it takes a connection)
+        sync_until(lambda: [connections(srv) for srv in slow] == [n + 1 for n in before])
+    finally:
+        for proxy in hung:
+            proxy.reset()  # the handshakes fail at once
+    with pytest.raises(fencelock.LockConnectionError, match="3 of 5 nodes unreachable"):
+        call.result()
+    client.close()
+
+
 def test_no_grant_with_a_non_positive_validity(
     redlock: list[EmbeddedServer], proxies: list[TcpProxy]
 ) -> None:
