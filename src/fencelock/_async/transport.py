@@ -333,24 +333,25 @@ class AsyncRequester:
         is to be made, all at once (one after another, servers that do not answer would cost a
         connect timeout each, and a lock call that many past its bound)."""
 
+        made: list[Any] = []
+        if all(server.idle for server in servers):  # (the hot path: no task, no thread)
+            try:
+                for server in servers:
+                    try:
+                        made.append(await self._slot_and_connection(server))
+                    except RedisError as exc:
+                        made.append(exc)
+            except BaseException:
+                for server, conn in zip(servers, made, strict=False):  # (those made)
+                    if not isinstance(conn, RedisError):
+                        await self._end(server, conn, ok=False)
+                raise
+            return made
+
         async def unused(i: int, conn: AsyncConnection) -> None:
             await self._end(servers[i], conn, ok=False)
 
         calls = [partial(self._slot_and_connection, server) for server in servers]
-        made: list[Any] = []
-        if all(server.idle for server in servers):
-            try:
-                for call in calls:
-                    try:
-                        made.append(await call())
-                    except RedisError as exc:
-                        made.append(exc)
-            except BaseException:
-                for i, conn in enumerate(made):
-                    if not isinstance(conn, RedisError):
-                        await unused(i, conn)
-                raise
-            return made
         made = await async_at_once(calls, unused)
         failure = next((c for c in made if isinstance(c, BaseException)
                         and not isinstance(c, RedisError)), None)  # fmt: skip
