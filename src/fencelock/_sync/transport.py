@@ -83,7 +83,7 @@ AGAIN_AFTER: Final = 0.05  # seconds between two sends while the cluster answers
 class _Server:
     """fencelock's own connections to one server."""
 
-    __slots__ = ("idle", "packer", "slots", "template")
+    __slots__ = ("idle", "packer", "slots", "template", "unreachable_until")
 
     def __init__(self, template: Template, packer: Packer) -> None:
         self.template = template
@@ -91,6 +91,8 @@ class _Server:
         size = template.max_connections
         self.slots = SyncSlots(size) if size < UNLIMITED else None
         self.idle: list[SyncConnection] = []
+        # a fan-out could not connect to it: not tried again before (monotonic time)
+        self.unreachable_until = 0.0
 
     def take(self, deadline: float) -> None:
         if self.slots is not None:
@@ -364,12 +366,20 @@ class SyncRequester:
         return made
 
     def _slot_and_connection(self, server: _Server) -> SyncConnection:
-        deadline = time.monotonic() + server.template.connect_timeout
+        """A fan-out's connection to ``server``, its slot taken, by its connect timeout. A
+        server it could not connect to is not tried again for one connect timeout: the rounds
+        of one call (one sent again, the give-back after it) cost it one in all, not one each."""
+        now, connect = time.monotonic(), server.template.connect_timeout
+        if now < server.unreachable_until:
+            raise ConnectionError("connecting failed a moment ago: not tried again yet")
+        deadline = now + connect
         server.take(deadline)
         try:
             return self._connected(server, deadline)
-        except BaseException:
+        except BaseException as exc:
             server.free()
+            if isinstance(exc, ConnectionError | RedisTimeoutError):
+                server.unreachable_until = time.monotonic() + connect
             raise
 
     def _end(

@@ -560,6 +560,30 @@ async def test_nodes_slow_to_connect_are_connected_to_at_once(
     await client.close()
 
 
+async def test_nodes_slow_to_connect_cost_a_call_one_connect_timeout(
+    redlock: list[EmbeddedServer], proxies: list[TcpProxy]
+) -> None:
+    """Three of five nodes take connections and answer nothing on them: the call's first round
+    waits one connect timeout for them, and its other rounds (the give-back of what the two
+    others granted, sent twice: undecided) do not try them again, so an acquire(timeout=t)
+    takes t and one connect timeout at most. Each round connected anew, a connect timeout each
+    (issue 29)."""
+    slow, hung = redlock[:3], proxies[:3]
+    for proxy in hung:
+        proxy.blackhole()
+    # (long: the rounds after the first come well within it, however loaded the machine)
+    client = AsyncLockClient.from_url([p.url for p in proxies], node_timeout=5.0)
+    before = [connections(srv) for srv in slow]
+    with pytest.raises(fencelock.LockConnectionError, match="3 of 5 nodes unreachable"):
+        await client.lock("job", ttl=600).acquire(timeout=0)
+    # one connection tried per slow node (its proxy keeps it open to the server meanwhile)
+    assert [connections(srv) for srv in slow] == [n + 1 for n in before]
+    assert holders(redlock[3:]) == [None, None]  # given back where it was granted
+    for proxy in hung:
+        proxy.reset()
+    await client.close()
+
+
 async def test_no_grant_with_a_non_positive_validity(
     redlock: list[EmbeddedServer], proxies: list[TcpProxy]
 ) -> None:
