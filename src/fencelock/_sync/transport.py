@@ -94,6 +94,9 @@ class _Server:
         # a fan-out could not connect to it: not tried again before (monotonic time)
         self.unreachable_until = 0.0
 
+    def reachable(self) -> bool:
+        return time.monotonic() >= self.unreachable_until
+
     def take(self, deadline: float) -> None:
         if self.slots is not None:
             sync_take(self.slots, deadline)
@@ -332,54 +335,61 @@ class SyncRequester:
 
     def _connections(self, servers: Sequence[_Server]) -> list[Any]:
         """Per server, a connection of ours with its slot taken, or the ``RedisError`` that
-        kept it from one, each by the server's connect timeout: idle ones, as a rule; where one
-        is to be made, all at once (one after another, servers that do not answer would cost a
-        connect timeout each, and a lock call that many past its bound)."""
+        kept it from one, each by the server's connect timeout: idle ones (the hot path), and
+        those not to be tried now, in this task; where more than one connection is to be made,
+        those all at once (one after another, servers that do not answer would cost a connect
+        timeout each, and a lock call that many past its bound)."""
+        made: list[Any] = [None] * len(servers)
+        to_make: list[int] = []
+        try:
+            for i, server in enumerate(servers):
+                if len(servers) == 1 or server.idle or not server.reachable():
+                    made[i] = self._slot_and_connection(server)
+                else:
+                    to_make.append(i)
+            if len(to_make) == 1:
+                made[to_make[0]] = self._slot_and_connection(servers[to_make[0]])
+            elif to_make:
 
-        made: list[Any] = []
-        if all(server.idle for server in servers):  # (the hot path: no task, no thread)
-            try:
-                for server in servers:
-                    try:
-                        made.append(self._slot_and_connection(server))
-                    except RedisError as exc:
-                        made.append(exc)
-            except BaseException:
-                for server, conn in zip(servers, made, strict=False):  # (those made)
-                    if not isinstance(conn, RedisError):
-                        self._end(server, conn, ok=False)
-                raise
-            return made
+                def unused(n: int, conn: object) -> None:
+                    if isinstance(conn, SyncConnection):
+                        self._end(servers[to_make[n]], conn, ok=False)
 
-        def unused(i: int, conn: SyncConnection) -> None:
-            self._end(servers[i], conn, ok=False)
-
-        calls = [partial(self._slot_and_connection, server) for server in servers]
-        made = sync_at_once(calls, unused)
-        failure = next((c for c in made if isinstance(c, BaseException)
-                        and not isinstance(c, RedisError)), None)  # fmt: skip
-        if failure is not None:  # (not a server's failure: a bug, an interrupt)
-            for i, conn in enumerate(made):
-                if not isinstance(conn, BaseException):
-                    unused(i, conn)
-            raise failure
+                calls = [partial(self._slot_and_connection, servers[i]) for i in to_make]
+                for i, conn in zip(to_make, sync_at_once(calls, unused), strict=True):
+                    made[i] = conn
+                failure = next((c for c in made if isinstance(c, BaseException)
+                                and not isinstance(c, RedisError)), None)  # fmt: skip
+                if failure is not None:  # (not a server's failure: a bug, an interrupt)
+                    raise failure
+        except BaseException:
+            for server, conn in zip(servers, made, strict=True):
+                if conn is not None and not isinstance(conn, BaseException):
+                    self._end(server, conn, ok=False)
+            raise
         return made
 
-    def _slot_and_connection(self, server: _Server) -> SyncConnection:
-        """A fan-out's connection to ``server``, its slot taken, by its connect timeout. A
-        server it could not connect to is not tried again for one connect timeout: the rounds
-        of one call (one sent again, the give-back after it) cost it one in all, not one each."""
-        now, connect = time.monotonic(), server.template.connect_timeout
-        if now < server.unreachable_until:
-            raise ConnectionError("connecting failed a moment ago: not tried again yet")
-        deadline = now + connect
-        server.take(deadline)
+    def _slot_and_connection(self, server: _Server) -> SyncConnection | RedisError:
+        """A fan-out's connection to ``server``, its slot taken, by its connect timeout, or the
+        ``RedisError`` that kept it from one. A server it could not connect to is not tried
+        again for one connect timeout: the rounds of one call (one sent again, the give-back
+        after it) cost it one in all, not one each."""
+        if not server.reachable():
+            return ConnectionError("connecting failed a moment ago: not tried again yet")
+        connect = server.template.connect_timeout
+        deadline = time.monotonic() + connect
+        try:
+            server.take(deadline)
+        except RedisError as exc:
+            return exc
         try:
             return self._connected(server, deadline)
         except BaseException as exc:
             server.free()
             if isinstance(exc, ConnectionError | RedisTimeoutError):
                 server.unreachable_until = time.monotonic() + connect
+            if isinstance(exc, RedisError):
+                return exc
             raise
 
     def _end(
