@@ -34,7 +34,6 @@ import os
 import time
 import weakref
 from collections.abc import Sequence
-from functools import partial
 from typing import Any, Final
 
 from redis.exceptions import (
@@ -104,6 +103,42 @@ class _Server:
         if self.slots is not None:
             self.slots.release()
 
+    async def connected(self, deadline: float) -> AsyncConnection:
+        """An idle connection of ours to the server, else a new one, ready by ``deadline``."""
+        try:
+            conn = self.idle.pop()
+        except IndexError:
+            conn = self.template.make()
+        try:
+            await async_connect(conn, deadline)
+        except BaseException as exc:
+            await async_drop(conn, exc)
+            raise
+        return conn
+
+    async def fan_out_connection(self) -> AsyncConnection | RedisError:
+        """A fan-out's connection to the server, its slot taken, by its connect timeout, or
+        the ``RedisError`` that kept it from one. A server it could not connect to is not tried
+        again for one connect timeout: the rounds of one call (one sent again, the give-back
+        after it) cost it one in all, not one each."""
+        if not self.reachable():
+            return ConnectionError("connecting failed a moment ago: not tried again yet")
+        connect = self.template.connect_timeout
+        deadline = time.monotonic() + connect
+        try:
+            await self.take(deadline)
+        except RedisError as exc:
+            return exc
+        try:
+            return await self.connected(deadline)
+        except BaseException as exc:
+            self.free()
+            if isinstance(exc, ConnectionError | RedisTimeoutError):
+                self.unreachable_until = time.monotonic() + connect
+            if isinstance(exc, RedisError):
+                return exc
+            raise
+
 
 class AsyncRequester:
     """Requests bounded by a deadline of their own, on connections of their own (see above).
@@ -156,7 +191,7 @@ class AsyncRequester:
             await async_take(slots, deadline)
         handed = moved = False
         try:
-            conn = await self._connected(server, deadline)
+            conn = await server.connected(deadline)
             replies: list[Any] = []
             try:
                 # Sent here, not in a helper: the hot path of every lock call stays short.
@@ -199,19 +234,6 @@ class AsyncRequester:
             except RedisTimeoutError as exc:  # (sent once already)
                 raise NoReply(str(exc)) from exc
         return replies
-
-    async def _connected(self, server: _Server, deadline: float) -> AsyncConnection:
-        """An idle connection of ours to ``server``, else a new one, ready by ``deadline``."""
-        try:
-            conn = server.idle.pop()
-        except IndexError:
-            conn = server.template.make()
-        try:
-            await async_connect(conn, deadline)
-        except BaseException as exc:
-            await async_drop(conn, exc)
-            raise
-        return conn
 
     async def _rest(
         self,
@@ -343,18 +365,18 @@ class AsyncRequester:
         try:
             for i, server in enumerate(servers):
                 if len(servers) == 1 or server.idle or not server.reachable():
-                    made[i] = await self._slot_and_connection(server)
+                    made[i] = await server.fan_out_connection()
                 else:
                     to_make.append(i)
             if len(to_make) == 1:
-                made[to_make[0]] = await self._slot_and_connection(servers[to_make[0]])
+                made[to_make[0]] = await servers[to_make[0]].fan_out_connection()
             elif to_make:
 
                 async def unused(n: int, conn: object) -> None:
                     if isinstance(conn, AsyncConnection):
                         await self._end(servers[to_make[n]], conn, ok=False)
 
-                calls = [partial(self._slot_and_connection, servers[i]) for i in to_make]
+                calls = [servers[i].fan_out_connection for i in to_make]
                 for i, conn in zip(to_make, await async_at_once(calls, unused), strict=True):
                     made[i] = conn
                 failure = next((c for c in made if isinstance(c, BaseException)
@@ -367,29 +389,6 @@ class AsyncRequester:
                     await self._end(server, conn, ok=False)
             raise
         return made
-
-    async def _slot_and_connection(self, server: _Server) -> AsyncConnection | RedisError:
-        """A fan-out's connection to ``server``, its slot taken, by its connect timeout, or the
-        ``RedisError`` that kept it from one. A server it could not connect to is not tried
-        again for one connect timeout: the rounds of one call (one sent again, the give-back
-        after it) cost it one in all, not one each."""
-        if not server.reachable():
-            return ConnectionError("connecting failed a moment ago: not tried again yet")
-        connect = server.template.connect_timeout
-        deadline = time.monotonic() + connect
-        try:
-            await server.take(deadline)
-        except RedisError as exc:
-            return exc
-        try:
-            return await self._connected(server, deadline)
-        except BaseException as exc:
-            server.free()
-            if isinstance(exc, ConnectionError | RedisTimeoutError):
-                server.unreachable_until = time.monotonic() + connect
-            if isinstance(exc, RedisError):
-                return exc
-            raise
 
     async def _end(
         self, server: _Server, conn: AsyncConnection, ok: bool, error: BaseException | None = None
