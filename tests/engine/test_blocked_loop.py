@@ -18,13 +18,17 @@ import fencelock
 from fencelock import _events as events
 from fencelock import metrics
 from fencelock._async.client import AsyncLockClient
+from fencelock._keys import LockKeys
 from fencelock._transport import AsyncRedisCluster
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.topology import Cluster
 from tests.concurrency import async_until
+from tests.conftest import _binary
+from tests.engine._async.test_late_grants import connected
 
 TTL = 1.0
 BLOCKED = 3.0  # three ttls
+MAKER = "fencelock-watchdog-connect"  # the thread that makes the renewal connections
 
 
 async def test_a_blocked_loop_keeps_its_lease_and_nobody_else_gets_in(
@@ -116,3 +120,41 @@ async def test_a_cluster_clients_renewal_connections_are_made_off_the_loop(
     finally:
         await client.close()
         await user.aclose()
+
+
+async def test_renewal_connections_that_cannot_be_made_yet_are_made_again(
+    server_kind: str,
+) -> None:
+    """A Cluster of one node, stopped with an acquire in its socket: the late grant's give-back
+    is the client's first use of the renewal thread, whose cluster client cannot be made while
+    the node answers nothing. It is made again, and the give-back done, once the node answers
+    (issue 29). Made on the loop, it blocked the loop, then failed the acquire with redis-py's
+    RedisClusterException."""
+    key = LockKeys.for_name("late-job").lock
+    with Cluster(_binary(server_kind), masters=1, replicas_per_master=0) as cluster:
+        (node,) = cluster.masters
+        user = AsyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=5)
+        client = AsyncLockClient(user, socket_timeout=0.5)
+        try:
+            lock = client.lock("late-job", ttl=300)
+            given = await connected(client, lock)
+            makers: set[threading.Thread] = set()
+
+            def made_again() -> bool:  # (each maker lives one connect timeout at least)
+                makers.update(t for t in threading.enumerate() if t.name == MAKER)
+                return len(makers) >= 2
+
+            node.pause()
+            try:
+                with pytest.raises(fencelock.LockConnectionError):
+                    await lock.acquire(timeout=0)
+                await async_until(made_again)
+            finally:
+                node.resume()
+            await async_until(lambda: client.statistics().giving_back == 0)
+            assert client.statistics().given_back == given + 1
+            with node.client() as probe:
+                assert probe.exists(key) == 0
+        finally:
+            await client.close()
+            await user.aclose()
