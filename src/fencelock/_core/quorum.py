@@ -89,11 +89,12 @@ def two_rounds(
     may have taken the freed node since, after our release), or it did not, and our grant was
     gone there before the second came (expired, or never granted there: "not held" cannot tell
     these apart). The lease settles it: its local deadline comes before any node can have
-    expired our grant (drift allowed for), so a first round sent before it found our grant
-    standing on the majority that granted or renewed it, and no other holder can have held a
-    majority before the release went out. Whoever holds such a node now took it after our hold
-    had ended. A release sent after the local deadline gets no such allowance: another holder
-    may have taken a majority once our lease ran out, and only the nodes' own answers count.
+    expired our grant (drift allowed for), so when a first round went out before it, our grant
+    still stood on the majority that granted or renewed it, and no other holder can have held
+    a majority until then. Whoever holds such a node now took it after the release went out,
+    when our hold had ended. A release sent after the local deadline gets no such allowance:
+    another holder may have taken a majority once our lease ran out, and only the nodes' own
+    answers count.
     (A node that loses its data, restarted without persistence, is outside what Redlock
     promises: its "not held" could hide that loss, as its grant to another holder could.)"""
     answers: list[object] = []
