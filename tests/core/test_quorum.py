@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from fencelock import LockConnectionError, LockError
-from fencelock._core.quorum import Tally, first_answers, first_error, owned_by_quorum, tally
+from fencelock._core.kinds import Released
+from fencelock._core.quorum import Tally, first_error, owned_by_quorum, tally, two_rounds
+from fencelock._core.replies import NoReply
 
 DOWN = LockConnectionError("down")
 
@@ -55,8 +57,37 @@ def test_first_error_only_when_every_node_failed() -> None:
 def test_a_second_round_fills_in_only_the_nodes_that_failed_the_first() -> None:
     down = LockConnectionError("node timeout")
     # node 0 released in the first round: its "not held" to the second must not count
-    merged = first_answers([1, down, down], [0, 1, down])
+    merged = two_rounds([1, down, down], [0, 1, down], (1,), in_lease=True)
     assert merged[:2] == [1, 1] and merged[2] is down
     assert owned_by_quorum(merged, (1,), "release") is True
     with pytest.raises(LockConnectionError):
         owned_by_quorum([1, down, down], (1,), "release")  # one round alone: undecided
+
+
+def silent() -> LockConnectionError:
+    """A node's failure to answer a request it was sent (it may have run it)."""
+    error = LockConnectionError("release: TimeoutError: no reply")
+    error.__cause__ = NoReply("no reply")
+    return error
+
+
+def test_not_held_after_no_answer_is_released_only_within_the_lease() -> None:
+    """A node that got the first round and did not answer it may have applied it: its "not
+    held" to the second is its own release's doing, if the release went out within the lease
+    (issue 29); after it, another holder may have taken the node: "not held" it is."""
+    first = [1, 1, silent(), silent(), silent()]
+    merged = two_rounds(first, [0, 0, 0, 0, 0], (1,), in_lease=True)
+    assert merged == [1, 1, Released.RELEASED, Released.RELEASED, Released.RELEASED]
+    assert owned_by_quorum(merged, (1,), "release") is True
+    late = two_rounds(first, [0, 0, 0, 0, 0], (1,), in_lease=False)
+    assert late == [1, 1, 0, 0, 0] and owned_by_quorum(late, (1,), "release") is False
+    # a node the first round never reached (refused, unreachable) did not apply it
+    unreached = two_rounds([1, DOWN, DOWN, silent(), silent()], [0] * 5, (1,), in_lease=True)
+    assert unreached == [1, 0, 0, Released.RELEASED, Released.RELEASED]
+    assert owned_by_quorum(unreached, (1,), "release") is True
+    unreached = two_rounds([1, DOWN, DOWN, DOWN, silent()], [0] * 5, (1,), in_lease=True)
+    assert unreached == [1, 0, 0, 0, Released.RELEASED]
+    assert owned_by_quorum(unreached, (1,), "release") is False
+    # a second round that failed too, or that says "held", is taken as it is
+    again = two_rounds([1, silent(), silent()], [0, DOWN, 1], (1,), in_lease=True)
+    assert again[0] == 1 and again[1] is DOWN and again[2] == 1

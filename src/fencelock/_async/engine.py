@@ -302,7 +302,9 @@ class AsyncLease:
                 depth = grant.depth
                 grant.left_once()
                 topology = self.wiring.topology
-                leave = topology.release(self.spec, grant.holder, depth=depth)
+                leave = topology.release(
+                    self.spec, grant.holder, depth=depth, held_until=grant.held_until
+                )
                 released = await async_shield(leave)
                 if released == Released.NOT_HELD:
                     why = self.declare_lost(grant, "at release")

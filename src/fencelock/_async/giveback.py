@@ -16,6 +16,7 @@ import logging
 import math
 import random
 import time
+from typing import TYPE_CHECKING
 
 from redis.exceptions import TimeoutError
 
@@ -25,7 +26,9 @@ from .._core.giveback import LateGiveBack
 from .._core.kinds import LeaseSpec, Released
 from .._core.stats import Counters
 from ..errors import LockConnectionError, LockError
-from .topology import AsyncTopology
+
+if TYPE_CHECKING:
+    from .watchdog import AsyncServers
 
 logger = logging.getLogger("fencelock.release")
 
@@ -33,7 +36,7 @@ logger = logging.getLogger("fencelock.release")
 class LateGiveBacks:
     """The give-backs left of one client, by holder token and server."""
 
-    def __init__(self, topology: AsyncTopology, counters: Counters) -> None:
+    def __init__(self, topology: AsyncServers, counters: Counters) -> None:
         self._topology = topology
         self._counters = counters
         self._guard = AsyncStateLock()

@@ -50,11 +50,12 @@ async def give_up(lease: AsyncLease, grant: Grant) -> bool:
     else:
         sent_at = time.monotonic()
         try:
-            released = await topology.release(spec, grant.holder)
+            held_until = grant.held_until
+            released = await topology.release(spec, grant.holder, held_until=held_until)
             while released is Released.STILL_HELD:
                 # The server counts more holds than this lock did: a re-entry applied whose
                 # reply was lost (LockConnectionError). They are all this lock's: leave them.
-                released = await topology.release(spec, grant.holder)
+                released = await topology.release(spec, grant.holder, held_until=held_until)
             await async_checkpoint()  # a cancellation redis.asyncio swallowed
         except LockConnectionError:
             # unanswered: the grant may be held still, and nobody would release it once the

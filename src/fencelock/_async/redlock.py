@@ -23,12 +23,12 @@ from .._core.kinds import Kind, LeaseSpec, Released
 from .._core.natives import scripts_refused
 from .._core.quorum import (
     acquire_outcome,
-    first_answers,
     node_timeout,
     owned_by_quorum,
     quorum,
     renew_answers,
     tally,
+    two_rounds,
     validity,
 )
 from .._core.replies import GONE, RENEWED, Busy, Granted, translate_error, unanswered
@@ -169,21 +169,26 @@ class AsyncQuorum(AsyncTopology):
         timeout: float | None = None,
         *,
         depth: int = 1,
+        held_until: float | None = None,
     ) -> Released:
         """Release on every node (each within the node timeout, whatever ``timeout``). A round
         in which too few nodes answered to decide is sent once more, as an acquire's is: with
-        a node timeout of a few ms, a moment's stall of this process is no outage. (A node that
-        answered late may have applied the first round: a reentrant release carries ``depth``,
-        the holds before it, so that the second round does not leave a hold twice.)"""
+        a node timeout of a few ms, a moment's stall of this process is no outage. A node that
+        did not answer the first round may have applied it: a reentrant release carries
+        ``depth``, the holds before it, so that the second round does not leave a hold twice,
+        and a "not held" to the second counts as released if the first went out before
+        ``held_until``, the lease's local deadline (``_core/quorum.two_rounds`` says why)."""
         script = spec.kind.release_script
         args = spec.release_args(holder, leaving, self.publish_command, depth)
         timeout, what = self.node_timeout(spec.ttl), f"release of {spec.what}"
+        sent_at = time.monotonic()
         replies = await self.fan_out_script(script, spec.release_keys, args, timeout, what)
         try:
             owned = owned_by_quorum(replies, HELD, what)
         except LockConnectionError:  # undecided: once more
             again = await self.fan_out_script(script, spec.release_keys, args, timeout, what)
-            owned = owned_by_quorum(first_answers(replies, again), HELD, what)
+            in_lease = held_until is not None and sent_at < held_until
+            owned = owned_by_quorum(two_rounds(replies, again, HELD, in_lease), HELD, what)
         return Released.RELEASED if owned else Released.NOT_HELD
 
     async def release_at(self, spec: LeaseSpec, holder: str, node: int, timeout: float) -> Released:

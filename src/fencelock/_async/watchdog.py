@@ -28,14 +28,14 @@ import sys
 import time
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
 from .. import _events as events
 from .._backend import AsyncBackground, AsyncEvent, AsyncStateLock
-from .._core.kinds import LeaseSpec
+from .._core.kinds import LeaseSpec, Released
 from .._core.lease import Grant
 from .._core.replies import RENEWED, TAKEN
 from .._core.stats import Counters
@@ -49,7 +49,6 @@ from .._core.timing import (
 )
 from ..errors import LockError
 from .giveback import LateGiveBacks
-from .topology import AsyncTopology
 
 logger = logging.getLogger("fencelock.watchdog")
 
@@ -64,6 +63,33 @@ class Lose(Protocol):
 # found, other_holder)`` (the asyncio client renews in a thread, and declares losses on its
 # loop: _offloop.py)
 Deliver = Callable[[Lose, Grant, str, bool], object]
+
+
+class AsyncServers(Protocol):
+    """What the watchdog asks of the servers: an ``AsyncTopology``'s renewals and late
+    give-backs (the asyncio client's renewal thread asks them of a twin of its topology, made
+    in a thread of its own: ``_offloop.DeferredTwin``)."""
+
+    @property
+    def request_timeout(self) -> float: ...
+
+    @property
+    def node_count(self) -> int: ...
+
+    def slot_of(self, key: str) -> int: ...
+
+    async def renew(
+        self,
+        specs: Sequence[LeaseSpec],
+        holders: Sequence[str],
+        ttls: Sequence[float],
+        timeout: float,
+        what: str = ...,
+    ) -> Sequence[int | LockError]: ...
+
+    async def release_at(
+        self, spec: LeaseSpec, holder: str, node: int, timeout: float
+    ) -> Released: ...
 
 
 class AsyncRenewer(Protocol):
@@ -100,7 +126,7 @@ class Lease:
 
 
 class AsyncWatchdog:
-    def __init__(self, topology: AsyncTopology, counters: Counters) -> None:
+    def __init__(self, topology: AsyncServers, counters: Counters) -> None:
         self._topology = topology
         self._counters = counters
         self._guard = AsyncStateLock()

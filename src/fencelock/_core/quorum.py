@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import LockConnectionError, LockError, LockLost
-from .replies import RENEWED, Busy, Granted, acquire_reply, renew_reply
+from .kinds import Released
+from .replies import RENEWED, Busy, Granted, acquire_reply, renew_reply, unanswered
 from .timing import drift
 
 
@@ -72,14 +73,40 @@ def owned_by_quorum(replies: Sequence[object], held: Sequence[int], what: str) -
     return tally(owned_answers(replies, held)).outcome(len(replies), what)
 
 
-def first_answers(earlier: Sequence[object], later: Sequence[object]) -> list[object]:
-    """Per node, its first answer of two rounds of one request: a node that answered the first
-    keeps that answer (a release it applied answers "not held" to the second), one that failed
-    it gets the second's reply."""
-    return [
-        new if isinstance(old, BaseException) else old
-        for old, new in zip(earlier, later, strict=True)
-    ]
+def two_rounds(
+    first: Sequence[object], again: Sequence[object], held: Sequence[int], in_lease: bool
+) -> list[object]:
+    """Per node, what two rounds of one release amount to (the second sent because the first
+    left the outcome undecided). A node that answered the first keeps that answer (a release it
+    applied answers "not held" to the second); one that failed it gets the second's reply, but
+    for one case: a node the first round reached without an answer coming back (``unanswered``:
+    it may have applied it), whose answer to the second is "not held", counts as having held
+    the lock (``Released.RELEASED``) when the first round went out within the lease
+    (``in_lease``: before its local deadline).
+
+    Why that never reports a release for a lock another holder had taken: between the two
+    rounds, on such a node, either the first round ran there (our grant deleted; another holder
+    may have taken the freed node since, after our release), or it did not, and our grant was
+    gone there before the second came (expired, or never granted there: "not held" cannot tell
+    these apart). The lease settles it: its local deadline comes before any node can have
+    expired our grant (drift allowed for), so when a first round went out before it, our grant
+    still stood on the majority that granted or renewed it, and no other holder can have held
+    a majority until then. Whoever holds such a node now took it after the release went out,
+    when our hold had ended. A release sent after the local deadline gets no such allowance:
+    another holder may have taken a majority once our lease ran out, and only the nodes' own
+    answers count.
+    (A node that loses its data, restarted without persistence, is outside what Redlock
+    promises: its "not held" could hide that loss, as its grant to another holder could.)"""
+    answers: list[object] = []
+    for old, new in zip(first, again, strict=True):
+        not_held = not isinstance(new, BaseException) and new not in held
+        if not isinstance(old, BaseException):
+            answers.append(old)
+        elif in_lease and not_held and unanswered(old):
+            answers.append(Released.RELEASED)
+        else:
+            answers.append(new)
+    return answers
 
 
 def tally(answers: Sequence[bool | BaseException]) -> Tally:

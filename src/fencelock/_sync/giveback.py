@@ -17,6 +17,7 @@ import logging
 import math
 import random
 import time
+from typing import TYPE_CHECKING
 
 from redis.exceptions import TimeoutError
 
@@ -26,7 +27,9 @@ from .._core.giveback import LateGiveBack
 from .._core.kinds import LeaseSpec, Released
 from .._core.stats import Counters
 from ..errors import LockConnectionError, LockError
-from .topology import SyncTopology
+
+if TYPE_CHECKING:
+    from .watchdog import SyncServers
 
 logger = logging.getLogger("fencelock.release")
 
@@ -34,7 +37,7 @@ logger = logging.getLogger("fencelock.release")
 class LateGiveBacks:
     """The give-backs left of one client, by holder token and server."""
 
-    def __init__(self, topology: SyncTopology, counters: Counters) -> None:
+    def __init__(self, topology: SyncServers, counters: Counters) -> None:
         self._topology = topology
         self._counters = counters
         self._guard = SyncStateLock()

@@ -51,11 +51,12 @@ def give_up(lease: Lease, grant: Grant) -> bool:
     else:
         sent_at = time.monotonic()
         try:
-            released = topology.release(spec, grant.holder)
+            held_until = grant.held_until
+            released = topology.release(spec, grant.holder, held_until=held_until)
             while released is Released.STILL_HELD:
                 # The server counts more holds than this lock did: a re-entry applied whose
                 # reply was lost (LockConnectionError). They are all this lock's: leave them.
-                released = topology.release(spec, grant.holder)
+                released = topology.release(spec, grant.holder, held_until=held_until)
             sync_checkpoint()  # a cancellation redis.asyncio swallowed
         except LockConnectionError:
             # unanswered: the grant may be held still, and nobody would release it once the

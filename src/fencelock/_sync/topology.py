@@ -249,8 +249,11 @@ class SyncTopology(abc.ABC):
         timeout: float | None = None,
         *,
         depth: int = 1,
+        held_until: float | None = None,
     ) -> Released:
-        """``depth``: the holds a reentrant holder has before this release (1: its last)."""
+        """``depth``: the holds a reentrant holder has before this release (1: its last);
+        ``held_until``: the local deadline of the lease released, if known (Redlock decides a
+        release that a node answered late by it)."""
 
     @abc.abstractmethod
     def renew(
@@ -520,9 +523,11 @@ class SyncOneServer(SyncTopology):
         timeout: float | None = None,
         *,
         depth: int = 1,
+        held_until: float | None = None,
     ) -> Released:
         """Release ``holder``'s grant (``leaving``: a queue entry removed first, a simple lock's
-        waiter giving up), within ``timeout`` seconds (default: one request timeout)."""
+        waiter giving up), within ``timeout`` seconds (default: one request timeout). (One
+        server's answer is final, whatever ``held_until``.)"""
         mode = self.mode
         kind = spec.kind if not mode.no_scripts else natives.stand_in(self, spec)
         commands, noscript = kind.release_request(spec, holder, leaving, mode.commands, depth)
