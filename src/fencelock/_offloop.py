@@ -61,10 +61,17 @@ def renewal_twin(topology: AsyncTopology, counters: Counters) -> SyncTopology:
         return SyncCluster(sync_cluster_like(topology.redis, timeout), timeout, counters)
     assert isinstance(topology, AsyncOneServer) and isinstance(topology.redis, AsyncRedis)
     redis = sync_client_like(topology.redis, timeout)
-    replicas, replica_timeout = topology.min_replicas, topology.replica_timeout
+    protocol = topology.protocol
     # (the client's own ScriptMode: what the one learns, the other knows)
     return SyncOneServer(
-        redis, {}, timeout, counters, replicas, replica_timeout, [redis], topology.mode
+        redis,
+        {},
+        timeout,
+        counters,
+        protocol.mode,
+        min_replicas=protocol.min_replicas,
+        replica_timeout=protocol.replica_timeout,
+        owned=[redis],
     )
 
 

@@ -14,7 +14,7 @@ MODULES = sorted(SRC.rglob("*.py"))
 TOPOLOGY_CLASSES = {"AsyncTopology", "AsyncOneServer", "AsyncCluster", "AsyncQuorum"}
 # the topologies, and what builds them: connect.py from the user's clients, _offloop.py the
 # renewal thread's sync twin of the client's topology
-TOPOLOGY_MODULES = {"topology.py", "redlock.py", "natives.py", "connect.py", "_offloop.py"}
+TOPOLOGY_MODULES = {"topology.py", "redlock.py", "protocol.py", "connect.py", "_offloop.py"}
 
 
 def lines(path: Path) -> int:

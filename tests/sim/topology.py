@@ -124,7 +124,7 @@ def sim_client(
             counters,
         )
     # (the eviction-policy check, one INFO per client, is left out: it only logs)
-    topology.server_checked = True
+    topology.protocol.server_checked = True
     wiring = AsyncWiring(
         topology,
         AsyncLocalQueues(max_handoffs, counters),

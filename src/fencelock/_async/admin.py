@@ -170,8 +170,7 @@ class AsyncOperators:
     def _check(self, call: str) -> None:
         self._state.check()
         topology = self._topology
-        if topology.mode.no_scripts:
-            raise topology.scripts_required(call, "the operators' views are read by scripts")
+        topology.protocol.require_scripts(call, "the operators' views are read by scripts")
 
     async def inspect(self, name: str) -> LockInfo | None:
         self._check("inspect()")

@@ -169,7 +169,7 @@ async def _wait(
     # wake="one": queued in Redis by the re-tries below, woken on a channel of its own
     # (a semaphore's waiters always queue: the queue is its first come, first served order;
     # without scripts nobody queues: a release wakes every waiter)
-    kind = topology.running(spec.kind)
+    kind = topology.protocol.running(spec.kind)
     wake_one = kind.always_queued or (parts.wake_one and kind.wakes_one)
     waiter = new_waiter_id() if wake_one else ""
     channel = f"{spec.keys.channel}:{waiter}" if waiter else spec.keys.channel

@@ -148,8 +148,7 @@ def refuse_unmade(wiring: AsyncWiring, kind: Kind, words: Words, name: str) -> N
             f"a {words.noun} needs one master or a Cluster: Redlock is for the lock and the "
             "election only (docs/modes.md says why)"
         )
-    if topology.mode.no_scripts and kind.without_scripts() is None:
-        raise topology.scripts_required(kind.describe(words.noun, name), kind.why_scripts)
+    topology.protocol.require_kind(kind, kind.describe(words.noun, name))
 
 
 class AsyncLease:

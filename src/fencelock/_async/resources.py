@@ -60,9 +60,9 @@ class AsyncResources:
         topology = self._topology
         if redis is None and not topology.one_counter:
             raise TypeError(f"{what} in Redlock mode needs redis=: the server of the resource")
-        if redis is None and topology.mode.no_scripts:
+        if redis is None:
             why = "it compares and writes in one script; redis= may name a server that runs them"
-            raise topology.scripts_required(what, why)
+            topology.protocol.require_scripts(what, why)
         if redis is not None and not isinstance(redis, AsyncRedis | AsyncRedisCluster):
             expected = AsyncRedis.__module__ + ".Redis"
             raise TypeError(f"redis must be a {expected}, not {described(redis)}")

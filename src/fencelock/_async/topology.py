@@ -9,9 +9,9 @@ Every request is bounded by the deadline of the call it serves: a request that t
 whose connection broke (a Sentinel failover closes every client connection), is sent once more,
 in the time left. With the same holder token it cannot count twice (acquire.lua).
 
-A topology runs the requests a grant's kind gives it (``_core/kinds.py``): scripts, or, in a
-client that runs none (``ScriptMode``: made so, or refused by the server), the plain commands of
-the kind that stands in (``Kind.without_scripts``); one server only (``runs_without_scripts``).
+A topology runs the requests a grant's kind gives it (``_core/kinds.py``) as its protocol
+(``protocol.py``, one per client) says: scripts, or the native commands of the kind that stands
+in, WAIT for replicas, the server check before the first grant.
 """
 
 from __future__ import annotations
@@ -35,9 +35,8 @@ from .._backend import (
     async_shield,
     async_wait_done,
 )
-from .._core.hazards import memory, per_node
 from .._core.inspection import NodeView, inspect_reply
-from .._core.kinds import Command, Kind, LeaseSpec, Released, per_grant, raised, renewal
+from .._core.kinds import Kind, LeaseSpec, Released, per_grant, raised, renewal
 from .._core.lease import arrived_late, time_left
 from .._core.natives import ScriptMode
 from .._core.replies import (
@@ -53,7 +52,7 @@ from .._keys import ttl_to_ms
 from .._scripts import INSPECT, RENEW, Script
 from .._transport import AsyncClusterNode, AsyncRedis, AsyncRedisCluster, async_node_client
 from ..errors import LockConnectionError, LockError, ScriptsRequired
-from . import natives
+from .protocol import AsyncProtocol
 from .transport import AsyncRequester
 from .waiter import AsyncWaiter, Watch
 
@@ -80,20 +79,16 @@ class AsyncTopology(abc.ABC):
     jitters = False
     # every server that holds a name holds its one fencing counter (not so for Redlock's nodes)
     one_counter = True
-    # a plain lock can be held here without scripts, where the server has the native commands
-    runs_without_scripts = False
     publish_command = "PUBLISH"
 
     waiters: dict[object, AsyncWaiter]
-    # whether the servers' eviction policy was looked at (once per client, at the first acquire)
-    server_checked = False
+    protocol: AsyncProtocol
 
     def __init__(
         self,
         request_timeout: float,
         counters: Counters,
         owned: Sequence[AsyncRedis] = (),
-        mode: ScriptMode | None = None,
     ) -> None:
         # one request's bound ("one request timeout" in the README): waiting for a connection,
         # connecting and the reply included
@@ -102,8 +97,6 @@ class AsyncTopology(abc.ABC):
         self.owned = list(owned)  # fencelock's own clients: closed with the topology
         # every request goes through it (closed when a dropped client is reaped, too)
         self.requester = AsyncRequester(request_timeout)
-        # whether the client runs scripts, and what its server has natively (the client's own)
-        self.mode = ScriptMode("auto", self.publish_command) if mode is None else mode
         # give-backs left to finish when their caller was cancelled (finished by close(), or
         # as the loop shuts down)
         self.detached = AsyncDetached(request_timeout)
@@ -132,44 +125,9 @@ class AsyncTopology(abc.ABC):
             counters.add(waiting=-1, wakeups=int(woken), polls=int(not woken))
         return woken
 
-    def warn_of_hazards(self, info: object, where: str) -> None:
-        """Warn of what a server's ``INFO memory`` shows threatening the locks (eviction, a
-        server nearly full): ``fencelock doctor``'s rules (_core/hazards.py), once per client.
-        (INFO, not CONFIG GET: managed servers refuse CONFIG, and it would show an ACL user
-        passwords.)"""
-        if isinstance(info, Exception):  # refused (an ACL without +info), or down
-            server_logger.debug("fencelock: %s: cannot read its memory settings: %s", where, info)
-            return
-        for node, reply in per_node(info):
-            at = node or where
-            for finding in memory(reply, at):
-                server_logger.warning("fencelock: %s: %s", at, finding.line(), extra={"server": at})
-
     def supports(self, kind: Kind) -> bool:
         """Whether grants of ``kind`` can be made here."""
         return True
-
-    def running(self, kind: Kind) -> Kind:
-        """The kind whose requests this client sends for grants of ``kind``: ``kind``, or, in a
-        client that runs no scripts, the kind that stands in for it (if none can, ``kind``,
-        whose requests are then refused)."""
-        if not self.mode.no_scripts:
-            return kind
-        return kind.without_scripts() or kind
-
-    def scripts_required(self, what: str, why: str = "") -> ScriptsRequired:
-        """The error of ``what``, which needs scripts (``why``: what they do for it)."""
-        because = f": {why}" if why else ""
-        return ScriptsRequired(
-            f"{what} needs Lua scripts{because}. This client runs none: "
-            f"{self.mode.no_scripts} (docs/modes.md, 'Without scripts')"
-        )
-
-    def require_scripts(self, what: str, why: str) -> None:
-        """``ScriptsRequired`` (of ``what``, because ``why``) when this client runs no
-        scripts (docs/modes.md)."""
-        if self.mode.no_scripts:
-            raise self.scripts_required(what, why)
 
     @property
     def read_timeout(self) -> float:
@@ -303,91 +261,54 @@ class AsyncOneServer(AsyncTopology):
     """One server's word is final: a plain Redis, or a Sentinel master (``min_replicas``: every
     grant and extension waits for that many replicas to acknowledge it)."""
 
-    runs_without_scripts = True
-    # sent once per client, before its first grant: what the server is (its native commands)
-    # and whether it may evict lock keys
-    first_requests: tuple[Command, ...] = (("HELLO",), ("INFO", "memory"))
-
     def __init__(
         self,
         redis: AsyncRedis | AsyncRedisCluster,
         waiters: dict[object, AsyncWaiter],
         request_timeout: float,
         counters: Counters,
+        mode: ScriptMode | None = None,
+        *,
         min_replicas: int = 0,
         replica_timeout: float = 1.0,
         owned: Sequence[AsyncRedis] = (),
-        mode: ScriptMode | None = None,
     ) -> None:
-        super().__init__(request_timeout, counters, owned, mode)
+        super().__init__(request_timeout, counters, owned)
         self.redis = redis
         self.waiters = waiters
-        self.min_replicas = min_replicas
-        self.replica_timeout = replica_timeout
-        self._wait: tuple[tuple[Any, ...], ...] = ()
-        self.polls = False  # waiters re-try instead of listening: subscribing was refused
+        mode = ScriptMode("auto", self.publish_command) if mode is None else mode
+        self.protocol = AsyncProtocol(
+            self,
+            mode,
+            request_timeout,
+            one_server=not isinstance(redis, AsyncRedisCluster),
+            min_replicas=min_replicas,
+            replica_timeout=replica_timeout,
+        )
         if min_replicas:
             # no local hand-off, no grant by a release: one script cannot wait for replicas
             self.local_handoff = self.grants_by_release = False
-            self._wait = (("WAIT", min_replicas, ttl_to_ms(replica_timeout)),)
 
-    async def request(
-        self, commands: list[Command], noscript: Command | None, timeout: float, key: str
-    ) -> tuple[list[Any], int | None]:
-        """Send ``commands`` (then WAIT for the replicas, on the same connection: WAIT counts
-        the writes of its own connection) within ``timeout`` seconds: their replies (error
-        replies as values), and how many replicas acknowledged them (None without
-        ``min_replicas``; an error reply to WAIT is raised)."""
+    async def send(
+        self,
+        commands: Sequence[Sequence[Any]],
+        timeout: float,
+        key: str,
+        noscript: Sequence[Any] | None = None,
+    ) -> list[Any]:
+        """Send ``commands`` on one connection to the server of ``key`` within ``timeout``
+        seconds: their replies, error replies as values (``noscript``: sent instead of the first
+        command if the server answers NOSCRIPT)."""
         self._loop.check()
-        wait = self._wait
-        replies = await self.requester.request(
-            self.redis, [*commands, *wait] if wait else commands, timeout, key, noscript
-        )
-        return replies, int(raised(replies.pop())) if wait else None
+        return await self.requester.request(self.redis, commands, timeout, key, noscript)
 
     @property
     def address(self) -> str:
         return server_address(self.redis)
 
-    async def ask(self, commands: list[Command], key: str) -> list[Any]:
-        """Send ``commands`` within one request timeout (no WAIT: they write nothing)."""
-        self._loop.check()
-        return await self.requester.request(self.redis, commands, self.request_timeout, key)
-
-    async def script(
-        self,
-        script: Script,
-        keys: Sequence[str],
-        args: Sequence[Any],
-        timeout: float,
-        what: str,
-        *,
-        read: bool = False,
-    ) -> tuple[Any, int | None]:
-        """Run ``script`` within ``timeout`` seconds: its reply (an error reply raised), and how
-        many replicas acknowledged it (None without ``min_replicas``, and for a ``read``: a
-        read has nothing for replicas to acknowledge, and with none attached a WAIT would hold
-        it for the whole replica timeout). ``ScriptsRequired`` where no script runs."""
-        if self.mode.no_scripts:
-            raise self.scripts_required(what)
-        self._loop.check()
-        commands, noscript = [script.evalsha(keys, args)], script.eval(keys, args)
-        try:
-            if read:
-                [reply] = await self.requester.request(
-                    self.redis, commands, timeout, keys[0], noscript
-                )
-                return raised(reply), None
-            replies, acked = await self.request(commands, noscript, timeout, keys[0])
-            return raised(replies[0]), acked
-        except RedisError as exc:
-            if await natives.refused(self, exc, keys[0]):
-                raise self.scripts_required(what) from exc
-            raise
-
     async def run(self, script: Script, keys: Sequence[str], args: Sequence[Any], what: str) -> Any:
         try:
-            reply, _ = await self.script(script, keys, args, self.request_timeout, what)
+            reply, _ = await self.protocol.script(script, keys, args, self.request_timeout, what)
         except RedisError as exc:
             raise translate_error(exc, what) from exc
         return reply
@@ -402,7 +323,9 @@ class AsyncOneServer(AsyncTopology):
         read: bool = False,
     ) -> list[Any]:
         try:
-            reply, _ = await self.script(script, keys, args, self.request_timeout, what, read=read)
+            reply, _ = await self.protocol.script(
+                script, keys, args, self.request_timeout, what, read=read
+            )
         except RedisError as exc:
             return [translate_error(exc, what)]
         return [reply]
@@ -416,7 +339,8 @@ class AsyncOneServer(AsyncTopology):
 
     async def publish(self, channel: str, message: str) -> None:
         try:
-            await self.ask([(self.publish_command, channel, message)], channel)
+            command = (self.publish_command, channel, message)
+            await self.send([command], self.request_timeout, channel)
         except RedisError as exc:
             raise translate_error(exc, f"publish on {channel!r}") from exc
 
@@ -444,13 +368,13 @@ class AsyncOneServer(AsyncTopology):
         """One try at the lock, ended by the caller's ``deadline`` (None: none) plus one
         request timeout however often the server fails to answer. ``GaveBack`` when the grant
         came too late to be used."""
-        if not self.server_checked:
-            await natives.check_server(self, spec.keys.lock)
-        mode = self.mode
-        kind = spec.kind if not mode.no_scripts else await natives.stand_in(self, spec)
+        protocol = self.protocol
+        if not protocol.server_checked:
+            await protocol.check_server(spec.keys.lock)
+        kind = spec.kind if protocol.runs_scripts else await protocol.stand_in(spec)
         self._loop.check()
-        key, wait = spec.acquire_keys[0], self._wait
-        commands, noscript = kind.acquire_request(spec, holder, depth, block, waiter, mode.commands)
+        key, wait, spelled = spec.acquire_keys[0], protocol.wait, protocol.commands
+        commands, noscript = kind.acquire_request(spec, holder, depth, block, waiter, spelled)
         attempt, first = 1, None
         while True:
             sent_at = time.monotonic()
@@ -468,18 +392,18 @@ class AsyncOneServer(AsyncTopology):
                     continue
                 raise translate_error(unanswered(first, exc), spec.what) from exc
             except RedisError as exc:
-                if not await natives.refused(self, exc, key):
+                if not await protocol.refused(exc, key):
                     raise translate_error(exc, spec.what) from exc
                 # nothing ran: again, without scripts
-                kind = await natives.stand_in(self, spec)
+                kind = await protocol.stand_in(spec)
                 commands, noscript = kind.acquire_request(
-                    spec, holder, depth, block, waiter, mode.commands
+                    spec, holder, depth, block, waiter, protocol.commands
                 )
                 continue
             await async_checkpoint()
             if isinstance(result, Busy):
                 return result
-            check_replicated(acked, self.min_replicas, f"grant of {spec.what}")
+            check_replicated(acked, protocol.min_replicas, f"grant of {spec.what}")
             if depth == 0 and arrived_late(sent_at, spec.ttl, time.monotonic()):
                 await async_shield(self.give_back(spec, holder, deadline))
                 raise GaveBack
@@ -497,15 +421,15 @@ class AsyncOneServer(AsyncTopology):
     ) -> Released:
         """Release ``holder``'s grant (``leaving``: a queue entry removed first, a simple lock's
         waiter giving up), within ``timeout`` seconds (default: one request timeout)."""
-        mode = self.mode
-        kind = spec.kind if not mode.no_scripts else await natives.stand_in(self, spec)
-        commands, noscript = kind.release_request(spec, holder, leaving, mode.commands)
+        protocol = self.protocol
+        kind = await protocol.kind_of(spec)
+        commands, noscript = kind.release_request(spec, holder, leaving, protocol.commands)
         bound = self.request_timeout if timeout is None else timeout
         try:
-            replies, _ = await self.request(commands, noscript, bound, spec.release_keys[0])
+            replies, _ = await protocol.request(commands, noscript, bound, spec.release_keys[0])
             return kind.release_result(replies)
         except RedisError as exc:
-            if await natives.refused(self, exc, spec.release_keys[0]):  # nothing ran: again
+            if await protocol.refused(exc, spec.release_keys[0]):  # nothing ran: again
                 return await self.release(spec, holder, leaving, timeout)
             raise translate_error(exc, spec.what) from exc
 
@@ -521,21 +445,21 @@ class AsyncOneServer(AsyncTopology):
         ``ttls[i]`` seconds): per lease, ``RENEWED``, ``GONE`` or ``TAKEN`` (replies.py), or
         the error that kept it from being renewed. Raises when the server cannot be reached,
         or the replicas did not acknowledge (a failover could undo the renewal)."""
-        mode = self.mode
+        protocol = self.protocol
         ttls_ms = [ttl_to_ms(ttl) for ttl in ttls]
-        renewed = await natives.renew_natively(self, specs, holders, ttls_ms, timeout, what)
+        renewed = await protocol.renew_natively(specs, holders, ttls_ms, timeout, what)
         if renewed is not None:
             return renewed
         keys, args = renewal(specs, holders, ttls_ms)
         try:
-            reply, acked = await self.script(RENEW, keys, args, timeout, what)
+            reply, acked = await protocol.script(RENEW, keys, args, timeout, what)
         except ScriptsRequired:
-            if not mode.auto:
+            if not protocol.switches:
                 raise
             return await self.renew(specs, holders, ttls, timeout, what)  # (refused just now)
         except RedisError as exc:
             raise translate_error(exc, what) from exc
-        check_replicated(acked, self.min_replicas, what)
+        check_replicated(acked, protocol.min_replicas, what)
         return per_grant(specs, renew_reply(reply, len(keys) // 2))
 
     async def held(self, spec: LeaseSpec, holder: str) -> bool:
@@ -570,16 +494,16 @@ class AsyncOneServer(AsyncTopology):
     ) -> Granted | Busy:
         """One request: the lease of ``holder``'s grant restarts at ``ttl_ms`` and a block of
         fencing tokens is reserved for a streak of local hand-offs."""
-        mode = self.mode
-        kind = spec.kind if not mode.no_scripts else await natives.stand_in(self, spec)
-        commands, noscript = kind.handoff_request(spec, holder, ttl_ms, block, mode.commands)
+        protocol = self.protocol
+        kind = await protocol.kind_of(spec)
+        commands, noscript = kind.handoff_request(spec, holder, ttl_ms, block, protocol.commands)
         try:
-            replies, _ = await self.request(
+            replies, _ = await protocol.request(
                 commands, noscript, self.request_timeout, spec.acquire_keys[0]
             )
             return kind.handoff_result(replies)
         except RedisError as exc:
-            if await natives.refused(self, exc, spec.acquire_keys[0]):  # nothing ran: again
+            if await protocol.refused(exc, spec.acquire_keys[0]):  # nothing ran: again
                 return await self.hand_off(spec, holder, ttl_ms, block)
             raise translate_error(exc, spec.what) from exc
 
@@ -595,7 +519,7 @@ class AsyncOneServer(AsyncTopology):
         re-trying instead (at the end of the holder's lease, or every ``max_poll``) where
         subscribing is refused: a watch never set."""
         self._loop.check()
-        return natives.watch(self, channel, what, timeout)
+        return self.protocol.watch(self.waiters[0].watch(channel, what, timeout=timeout))
 
 
 class AsyncCluster(AsyncOneServer):
@@ -604,9 +528,6 @@ class AsyncCluster(AsyncOneServer):
 
     # a plain PUBLISH on a Cluster is broadcast to every node
     publish_command = "SPUBLISH"
-    runs_without_scripts = False
-    # (no HELLO: its nodes may run different versions, so no native command is relied on)
-    first_requests = (("INFO", "memory"),)
 
     def __init__(self, redis: AsyncRedisCluster, request_timeout: float, counters: Counters):
         # one waiter per node, made as channels on it are first watched

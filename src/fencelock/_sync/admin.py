@@ -171,8 +171,7 @@ class Operators:
     def _check(self, call: str) -> None:
         self._state.check()
         topology = self._topology
-        if topology.mode.no_scripts:
-            raise topology.scripts_required(call, "the operators' views are read by scripts")
+        topology.protocol.require_scripts(call, "the operators' views are read by scripts")
 
     def inspect(self, name: str) -> LockInfo | None:
         self._check("inspect()")

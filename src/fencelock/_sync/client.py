@@ -138,7 +138,7 @@ class LockClient(FencedWrites, Computes, admin.OperatorCalls):
         order given, the names are taken sorted and deduplicated, so two multi-locks sharing
         names can never deadlock. ``multi.tokens``: the fencing token of each name."""
         canonical = canonical_names(names)
-        self._wiring.topology.require_scripts(
+        self._wiring.topology.protocol.require_scripts(
             "a multi-lock", "its names are taken all or none by scripts"
         )
         made = self._options("multi_lock", canonical[0], ttl, options)
@@ -174,7 +174,7 @@ class LockClient(FencedWrites, Computes, admin.OperatorCalls):
         ``leader()`` shows of it (default: the client's). ``on_lost_policy``: as a lock's
         (default "cancel" under asyncio, "raise" with threads)."""
         refuse_unknown("election", mistyped, ("timeout", "label", "on_lost", "on_lost_policy"))
-        self._wiring.topology.require_scripts(
+        self._wiring.topology.protocol.require_scripts(
             "an election", "leader() and observe() read the term by scripts"
         )
         policy = DEFAULT_POLICY if on_lost_policy is None else on_lost_policy

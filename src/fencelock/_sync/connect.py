@@ -69,10 +69,10 @@ def connect(
             {0: waiter},
             timeout,
             counters,
-            options.min_replicas,
-            options.replica_timeout,
+            ScriptMode(options.scripts, SyncOneServer.publish_command),
+            min_replicas=options.min_replicas,
+            replica_timeout=options.replica_timeout,
             owned=[own],
-            mode=ScriptMode(options.scripts, SyncOneServer.publish_command),
         )
     if not isinstance(redis, list | tuple) or not redis:
         raise TypeError(

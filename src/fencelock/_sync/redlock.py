@@ -21,7 +21,7 @@ from redis.exceptions import NoScriptError, RedisError
 from .._backend import SYNC_LAZY_TOKEN, sync_checkpoint, sync_shield
 from .._core.inspection import NodeView, inspect_reply, majority_view
 from .._core.kinds import Kind, LeaseSpec, Released
-from .._core.natives import scripts_refused
+from .._core.natives import ScriptMode, scripts_refused
 from .._core.quorum import (
     acquire_outcome,
     first_answers,
@@ -38,6 +38,7 @@ from .._keys import MAX_TTL, renew_keys, ttl_to_ms
 from .._scripts import FENCE_RAISE, INSPECT, RENEW, Script
 from .._transport import SyncRedis
 from ..errors import LockConnectionError, LockError
+from .protocol import SyncProtocol, warn_of_hazards
 from .topology import ATTEMPTS, SyncTopology, scan_node, server_address
 from .waiter import Waiter, Watch
 
@@ -60,6 +61,9 @@ class SyncQuorum(SyncTopology):
         node_timeout: float | None,
     ) -> None:
         super().__init__(request_timeout, counters, owned=nodes)
+        self.protocol = SyncProtocol(
+            None, ScriptMode("auto", self.publish_command), request_timeout, one_server=False
+        )
         self.nodes = nodes
         self.waiters = waiters
         # None: derived per lock from its ttl (_core/quorum.node_timeout)
@@ -97,8 +101,9 @@ class SyncQuorum(SyncTopology):
         what = what or script.name
         refusals = [r for r in replies if isinstance(r, RedisError) and scripts_refused(r)]
         if refusals:
-            self.mode.no_scripts = f"the Redlock nodes refuse them ({refusals[0]})"
-            raise self.scripts_required(what, "Redlock's tokens are raised on a majority by one")
+            raise self.protocol.refused_everywhere(
+                refusals[0], what, "Redlock's tokens are raised on a majority by one"
+            )
         return [translate_error(r, what) if isinstance(r, RedisError) else r for r in replies]
 
     def try_acquire(
@@ -114,7 +119,7 @@ class SyncQuorum(SyncTopology):
         """Ask every node at once; a majority within the validity grants. A round in which too
         few nodes could be reached to decide is no vote: it is sent once more while the caller's
         ``deadline`` has time left."""
-        if not self.server_checked:
+        if not self.protocol.server_checked:
             self._check_servers()
         script = spec.kind.acquire_script
         args = spec.acquire_args(holder, depth, block, waiter, self.publish_command)
@@ -148,10 +153,10 @@ class SyncQuorum(SyncTopology):
 
     def _check_servers(self) -> None:
         """Once per client, before its first grant: can any node evict lock keys?"""
-        self.server_checked = True
+        self.protocol.server_checked = True
         replies = self.fan_out(("INFO", "memory"), self.request_timeout, "")
         for node, reply in zip(self.nodes, replies, strict=True):
-            self.warn_of_hazards(reply, f"Redlock node {server_address(node)}")
+            warn_of_hazards(reply, f"Redlock node {server_address(node)}")
 
     def release(
         self, spec: LeaseSpec, holder: str, leaving: str = "", timeout: float | None = None
