@@ -127,6 +127,7 @@ def sim_client(
     topology.protocol.server_checked = True
     wiring = AsyncWiring(
         topology,
+        topology.grants,
         AsyncLocalQueues(max_handoffs, counters),
         AsyncWatchdog(topology, counters),
         counters,

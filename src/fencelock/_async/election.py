@@ -80,7 +80,7 @@ class AsyncElection(AsyncLeased):
             await async_shield(self._announce())
         except BaseException as error:
             # cancelled or interrupted just as it won: it did not win, as far as the caller knows
-            await lease.wiring.topology.detached.clean_up(_resign_quietly(lease), error)
+            await lease.wiring.grants.detached.clean_up(_resign_quietly(lease), error)
             raise
         return True
 

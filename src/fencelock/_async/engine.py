@@ -62,6 +62,7 @@ from .._core.stats import Counters
 from .._keys import MIN_LEASE, validate_ttl
 from ..errors import ClientClosed, LockError, LockLost, LockNotOwned
 from . import contention, handoff
+from .grants import AsyncGrants
 from .singleflight import AsyncLocalQueues
 from .topology import AsyncTopology
 from .watchdog import AsyncRenewer
@@ -91,6 +92,7 @@ class AsyncWiring:
     """What the primitive objects of one client share, handed to each by the client."""
 
     topology: AsyncTopology
+    grants: AsyncGrants  # the engine's questions about a grant
     queues: AsyncLocalQueues
     watchdog: AsyncRenewer
     counters: Counters
@@ -114,6 +116,7 @@ class AsyncWiring:
         """The wiring of a new ``client``."""
         return cls(
             topology,
+            topology.grants,
             AsyncLocalQueues(options.max_handoffs, counters),
             async_watchdog(topology, counters),
             counters,
@@ -299,8 +302,8 @@ class AsyncLease:
         with async_call_scope():
             if grant.depth > 1:
                 grant.left_once()
-                topology = self.wiring.topology
-                released = await async_shield(topology.release(self.spec, grant.holder))
+                grants = self.wiring.grants
+                released = await async_shield(grants.release(self.spec, grant.holder))
                 if released == Released.NOT_HELD:
                     why = self.declare_lost(grant, "at release")
                     raise LockLost(f"{self.what()} was no longer held: {EXPLAINED[why]}")
@@ -325,9 +328,9 @@ class AsyncLease:
         new_ttl = self.options.ttl if ttl is None else validate_ttl(ttl, minimum=MIN_LEASE)
         grant = self.owned_grant("extend")
         sent_at = time.monotonic()
-        topology = self.wiring.topology
-        [held] = await topology.renew(
-            [self.spec], [grant.holder], [new_ttl], topology.request_timeout, self.what()
+        grants = self.wiring.grants
+        [held] = await grants.renew(
+            [self.spec], [grant.holder], [new_ttl], grants.request_timeout, self.what()
         )
         if isinstance(held, LockError):
             raise held
@@ -387,7 +390,7 @@ class AsyncLease:
         grant = self.grant()
         if grant is None or self.is_lost(grant):
             return False
-        ok = await self.wiring.topology.held(self.spec, grant.holder)
+        ok = await self.wiring.grants.held(self.spec, grant.holder)
         if not ok:
             self.declare_lost(grant, "by held()")
         return ok and not self.is_lost(grant)  # the deadline may have passed meanwhile
@@ -405,8 +408,8 @@ class AsyncLease:
     async def _confirm_token(self, grant: Grant) -> int:
         if not self.is_lost(grant):
             # the lease must still be ours once the write-back is done, not only before
-            topology = self.wiring.topology
-            confirmed = await topology.confirm(self.spec, grant.holder, grant.fence)
+            grants = self.wiring.grants
+            confirmed = await grants.confirm(self.spec, grant.holder, grant.fence)
             if confirmed and not self.is_lost(grant):
                 grant.confirm()
                 return grant.fence

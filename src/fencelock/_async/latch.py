@@ -107,7 +107,7 @@ class _Participant:
         gen = max(state.gen, 1) if gen is None else gen
         if done(state, gen):
             return True
-        what, bound = self._lease.what(), topology.time_left(deadline)
+        what, bound = self._lease.what(), self._lease.wiring.grants.time_left(deadline)
         async with topology.watch(self._keys.channel, what, bound) as watch:
             while True:
                 # subscribed (and confirmed) before this look: any change after it wakes us

@@ -62,22 +62,22 @@ class AsyncLock(AsyncLeased):
         """Whether the server shows the grant of ``holder`` (a holder token) holding the lock."""
         lease = self._lease
         lease.wiring.state.check()
-        return await lease.wiring.topology.held(lease.spec, holder)
+        return await lease.wiring.grants.held(lease.spec, holder)
 
     async def release_by(self, holder: str) -> bool:
         """Release the grant of ``holder``, made by another lock object; False if it has none."""
         lease = self._lease
         lease.wiring.state.check()
-        released = await lease.wiring.topology.release(lease.spec, holder)
+        released = await lease.wiring.grants.release(lease.spec, holder)
         return released != Released.NOT_HELD
 
     async def extend_by(self, holder: str, ttl: float) -> bool:
         """Reset the lease of ``holder``'s grant to ``ttl`` seconds; False if it has none."""
         lease = self._lease
         lease.wiring.state.check()
-        topology, spec = lease.wiring.topology, lease.spec
+        grants, spec = lease.wiring.grants, lease.spec
         ttl = validate_ttl(ttl, minimum=MIN_LEASE)
-        [held] = await topology.renew([spec], [holder], [ttl], topology.request_timeout, spec.what)
+        [held] = await grants.renew([spec], [holder], [ttl], grants.request_timeout, spec.what)
         if isinstance(held, LockError):
             raise held
         return held == RENEWED

@@ -217,7 +217,7 @@ class _Composed:
             AsyncLock(wiring, replace(options, name=name), reentrant=False) for name in names
         )
         self.holding = False
-        self.detached = wiring.topology.detached
+        self.detached = wiring.grants.detached
 
     async def acquire(self, timeout: object) -> bool:
         wait = self.options.wait(timeout)

@@ -1,13 +1,10 @@
 """Where a lock's keys live, and how its requests get there: one server or a Cluster (this
 module), or a Redlock quorum (``quorum.py``).
 
-A topology answers the few questions the lock's lifecycle asks (try to acquire, release, renew
-a batch, is it held, watch a wake-up channel) and says what it can do (capability flags). The
-lock (``lock.py``, ``contention.py``, ``handoff.py``) runs the lifecycle once for all of them.
-
-Every request is bounded by the deadline of the call it serves: a request that timed out, or
-whose connection broke (a Sentinel failover closes every client connection), is sent once more,
-in the time left. With the same holder token it cannot count twice (acquire.lua).
+A topology reaches the servers (``send``: to the server of a key; ``send_all``: to every
+node), watches wake-up channels, runs the primitives' and operators' own scripts, and says what
+it can do (capability flags). The engine's questions about a grant are its ``grants``
+(``grants.py``), written once for every topology.
 
 A topology runs the requests a grant's kind gives it (``_core/kinds.py``) as its protocol
 (``protocol.py``, one per client) says: scripts, or the native commands of the kind that stands
@@ -19,39 +16,29 @@ from __future__ import annotations
 import abc
 import contextlib
 import logging
-import time
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any, Final
 
 from redis.crc import key_slot
-from redis.exceptions import ConnectionError, RedisError, TimeoutError
+from redis.exceptions import RedisError
 
 from .._backend import (
-    AsyncDetached,
     AsyncLoopGuard,
     AsyncStateLock,
-    async_checkpoint,
-    async_shield,
-    async_wait_done,
 )
 from .._core.inspection import NodeView, inspect_reply
-from .._core.kinds import Kind, LeaseSpec, Released, per_grant, raised, renewal
-from .._core.lease import arrived_late, time_left
+from .._core.kinds import Kind
 from .._core.natives import ScriptMode
 from .._core.replies import (
-    Busy,
-    Granted,
-    check_replicated,
-    renew_reply,
-    reserved_block,
     translate_error,
 )
 from .._core.stats import Counters
-from .._keys import ttl_to_ms
-from .._scripts import INSPECT, RENEW, Script
+from .._scripts import INSPECT, Script
 from .._transport import AsyncClusterNode, AsyncRedis, AsyncRedisCluster, async_node_client
-from ..errors import LockConnectionError, LockError, ScriptsRequired
+from ..errors import LockConnectionError, LockError
+from .grants import AsyncGrants
 from .protocol import AsyncProtocol
 from .transport import AsyncRequester
 from .waiter import AsyncWaiter, Watch
@@ -60,12 +47,6 @@ ATTEMPTS: Final = 2
 
 server_logger = logging.getLogger("fencelock.server")
 waiter_logger = logging.getLogger("fencelock.waiter")
-
-
-class GaveBack(Exception):
-    """A grant came back after its lease and was given back. Its holder token must not be used
-    again: the give-back (or a copy redis-py re-sent) may reach the server later still, and it
-    would delete a grant made later to the same token."""
 
 
 class AsyncTopology(abc.ABC):
@@ -83,6 +64,7 @@ class AsyncTopology(abc.ABC):
 
     waiters: dict[object, AsyncWaiter]
     protocol: AsyncProtocol
+    grants: AsyncGrants
 
     def __init__(
         self,
@@ -97,13 +79,20 @@ class AsyncTopology(abc.ABC):
         self.owned = list(owned)  # fencelock's own clients: closed with the topology
         # every request goes through it (closed when a dropped client is reaped, too)
         self.requester = AsyncRequester(request_timeout)
-        # give-backs left to finish when their caller was cancelled (finished by close(), or
-        # as the loop shuts down)
-        self.detached = AsyncDetached(request_timeout)
         self._loop = AsyncLoopGuard()
 
-    def time_left(self, deadline: float | None) -> float:
-        return time_left(deadline, self.request_timeout, time.monotonic())
+    @property
+    def addresses(self) -> list[str]:
+        return [self.address]
+
+    @property
+    @abc.abstractmethod
+    def address(self) -> str: ...
+
+    @abc.abstractmethod
+    async def send_all(
+        self, command: Sequence[Any], timeout: float, only: Sequence[int] = ()
+    ) -> list[Any]: ...
 
     def slot_of(self, key: str) -> int:
         """The Cluster slot of ``key``: one multi-key script call must stay within one slot.
@@ -134,25 +123,6 @@ class AsyncTopology(abc.ABC):
         """One operator's request's bound (inspect, SCAN, force_release)."""
         return self.request_timeout
 
-    async def give_back(
-        self,
-        spec: LeaseSpec,
-        holder: str,
-        deadline: float | None = None,
-        after: Awaitable[object] | None = None,
-    ) -> bool:
-        """Give back what ``holder`` may have been granted, best effort, within what is left of
-        the bound of the call whose ``deadline`` it serves (``after``: a request of that call
-        still in flight, answered or cut off by its own bound first, so that the give-back
-        cannot overtake it). No time left (the server did not answer for all that): not sent,
-        and the lease expires on its own."""
-        if after is not None:
-            await async_wait_done(after)
-        try:
-            return (await self.release(spec, holder, timeout=self.time_left(deadline))).freed
-        except (RedisError, LockError):  # unreachable: the lease expires on its own
-            return False
-
     def abandon(self) -> None:
         """The client was dropped unclosed: the listeners end by themselves (they only set
         flags here: this runs in the garbage collector)."""
@@ -164,7 +134,7 @@ class AsyncTopology(abc.ABC):
         return [node.connection_pool for node in self.owned]
 
     async def close(self) -> None:
-        await self.detached.close()  # the give-backs first
+        await self.grants.detached.close()  # the give-backs first
         await self.requester.close()
         for waiter in list(self.waiters.values()):
             await waiter.close()
@@ -173,46 +143,6 @@ class AsyncTopology(abc.ABC):
             await node.aclose()
             # a pool of fencelock's own is not closed by aclose()
             await node.connection_pool.disconnect()
-
-    # -- the interface: what differs --------------------------------------------------------
-
-    @abc.abstractmethod
-    async def try_acquire(
-        self,
-        spec: LeaseSpec,
-        holder: str,
-        depth: int = 0,
-        block: int = 1,
-        waiter: str = "",
-        *,
-        deadline: float | None = None,
-    ) -> Granted | Busy: ...
-
-    @abc.abstractmethod
-    async def release(
-        self, spec: LeaseSpec, holder: str, leaving: str = "", timeout: float | None = None
-    ) -> Released: ...
-
-    @abc.abstractmethod
-    async def renew(
-        self,
-        specs: Sequence[LeaseSpec],
-        holders: Sequence[str],
-        ttls: Sequence[float],
-        timeout: float,
-        what: str = "the renewal",
-    ) -> Sequence[int | LockError]: ...
-
-    @abc.abstractmethod
-    async def held(self, spec: LeaseSpec, holder: str) -> bool: ...
-
-    @abc.abstractmethod
-    async def hand_off(
-        self, spec: LeaseSpec, holder: str, ttl_ms: int, block: int
-    ) -> Granted | Busy: ...
-
-    @abc.abstractmethod
-    async def confirm(self, spec: LeaseSpec, holder: str, fence: int) -> bool: ...
 
     @abc.abstractmethod
     def watch(
@@ -285,26 +215,26 @@ class AsyncOneServer(AsyncTopology):
             min_replicas=min_replicas,
             replica_timeout=replica_timeout,
         )
+        # (the requester's own method: the hot path of every acquire stays short)
+        self.send = partial(self.requester.request, redis)
+        self.grants = AsyncGrants(self.protocol, request_timeout, self.send)
         if min_replicas:
             # no local hand-off, no grant by a release: one script cannot wait for replicas
             self.local_handoff = self.grants_by_release = False
 
-    async def send(
-        self,
-        commands: Sequence[Sequence[Any]],
-        timeout: float,
-        key: str,
-        noscript: Sequence[Any] | None = None,
-    ) -> list[Any]:
-        """Send ``commands`` on one connection to the server of ``key`` within ``timeout``
-        seconds: their replies, error replies as values (``noscript``: sent instead of the first
-        command if the server answers NOSCRIPT)."""
-        self._loop.check()
-        return await self.requester.request(self.redis, commands, timeout, key, noscript)
-
     @property
     def address(self) -> str:
         return server_address(self.redis)
+
+    async def send_all(
+        self, command: Sequence[Any], timeout: float, only: Sequence[int] = ()
+    ) -> list[Any]:
+        """``command`` to the server (a Cluster: to every master)."""
+        return await self.requester.fan_out(self._nodes(), command, timeout)
+
+    def _nodes(self) -> Sequence[AsyncRedis | AsyncClusterNode]:
+        redis = self.redis
+        return redis.get_primaries() if isinstance(redis, AsyncRedisCluster) else [redis]
 
     async def run(self, script: Script, keys: Sequence[str], args: Sequence[Any], what: str) -> Any:
         try:
@@ -345,170 +275,9 @@ class AsyncOneServer(AsyncTopology):
             raise translate_error(exc, f"publish on {channel!r}") from exc
 
     async def scan(self, match: str, count: int) -> AsyncIterator[bytes]:
-        redis = self.redis
-        nodes: Sequence[AsyncRedis | AsyncClusterNode] = (
-            redis.get_primaries() if isinstance(redis, AsyncRedisCluster) else [redis]
-        )
-        for node in nodes:
+        for node in self._nodes():
             async for key in scan_node(self.requester, node, match, count, self.request_timeout):
                 yield key
-
-    # -- the lock's questions ---------------------------------------------------------------
-
-    async def try_acquire(
-        self,
-        spec: LeaseSpec,
-        holder: str,
-        depth: int = 0,
-        block: int = 1,
-        waiter: str = "",
-        *,
-        deadline: float | None = None,
-    ) -> Granted | Busy:
-        """One try at the lock, ended by the caller's ``deadline`` (None: none) plus one
-        request timeout however often the server fails to answer. ``GaveBack`` when the grant
-        came too late to be used."""
-        protocol = self.protocol
-        if not protocol.server_checked:
-            await protocol.check_server(spec.keys.lock)
-        kind = spec.kind if protocol.runs_scripts else await protocol.stand_in(spec)
-        self._loop.check()
-        key, wait, spelled = spec.acquire_keys[0], protocol.wait, protocol.commands
-        commands, noscript = kind.acquire_request(spec, holder, depth, block, waiter, spelled)
-        attempt, first = 1, None
-        while True:
-            sent_at = time.monotonic()
-            try:
-                # (not through self.request: the hot path of every acquire stays short)
-                sent = [*commands, *wait] if wait else commands
-                replies = await self.requester.request(
-                    self.redis, sent, self.time_left(deadline), key, noscript
-                )
-                acked = int(raised(replies.pop())) if wait else None
-                result = kind.acquire_result(replies)
-            except (TimeoutError, ConnectionError) as exc:
-                if attempt < ATTEMPTS and self.time_left(deadline) > 0:
-                    attempt, first = attempt + 1, exc
-                    continue
-                raise translate_error(unanswered(first, exc), spec.what) from exc
-            except RedisError as exc:
-                if not await protocol.refused(exc, key):
-                    raise translate_error(exc, spec.what) from exc
-                # nothing ran: again, without scripts
-                kind = await protocol.stand_in(spec)
-                commands, noscript = kind.acquire_request(
-                    spec, holder, depth, block, waiter, protocol.commands
-                )
-                continue
-            await async_checkpoint()
-            if isinstance(result, Busy):
-                return result
-            check_replicated(acked, protocol.min_replicas, f"grant of {spec.what}")
-            if depth == 0 and arrived_late(sent_at, spec.ttl, time.monotonic()):
-                await async_shield(self.give_back(spec, holder, deadline))
-                raise GaveBack
-            granted = reserved_block(result.fence, block)
-            return Granted(
-                granted.fence,
-                reserved=granted.reserved,
-                sent_at=sent_at,
-                more_fences=result.more_fences,
-            )
-        raise AssertionError("unreachable")
-
-    async def release(
-        self, spec: LeaseSpec, holder: str, leaving: str = "", timeout: float | None = None
-    ) -> Released:
-        """Release ``holder``'s grant (``leaving``: a queue entry removed first, a simple lock's
-        waiter giving up), within ``timeout`` seconds (default: one request timeout)."""
-        protocol = self.protocol
-        kind = await protocol.kind_of(spec)
-        commands, noscript = kind.release_request(spec, holder, leaving, protocol.commands)
-        bound = self.request_timeout if timeout is None else timeout
-        try:
-            replies, _ = await protocol.request(commands, noscript, bound, spec.release_keys[0])
-            return kind.release_result(replies)
-        except RedisError as exc:
-            if await protocol.refused(exc, spec.release_keys[0]):  # nothing ran: again
-                return await self.release(spec, holder, leaving, timeout)
-            raise translate_error(exc, spec.what) from exc
-
-    async def renew(
-        self,
-        specs: Sequence[LeaseSpec],
-        holders: Sequence[str],
-        ttls: Sequence[float],
-        timeout: float,
-        what: str = "the renewal",
-    ) -> list[int | LockError]:
-        """Renew a batch of leases (each ``specs[i]``'s grant of ``holders[i]``, for
-        ``ttls[i]`` seconds): per lease, ``RENEWED``, ``GONE`` or ``TAKEN`` (replies.py), or
-        the error that kept it from being renewed. Raises when the server cannot be reached,
-        or the replicas did not acknowledge (a failover could undo the renewal)."""
-        protocol = self.protocol
-        ttls_ms = [ttl_to_ms(ttl) for ttl in ttls]
-        renewed = await protocol.renew_natively(specs, holders, ttls_ms, timeout, what)
-        if renewed is not None:
-            return renewed
-        keys, args = renewal(specs, holders, ttls_ms)
-        try:
-            reply, acked = await protocol.script(RENEW, keys, args, timeout, what)
-        except ScriptsRequired:
-            if not protocol.switches:
-                raise
-            return await self.renew(specs, holders, ttls, timeout, what)  # (refused just now)
-        except RedisError as exc:
-            raise translate_error(exc, what) from exc
-        check_replicated(acked, protocol.min_replicas, what)
-        return per_grant(specs, renew_reply(reply, len(keys) // 2))
-
-    async def held(self, spec: LeaseSpec, holder: str) -> bool:
-        """Whether the server shows ``holder`` holding the grant. A read is safe to send again,
-        within one request timeout in all."""
-        key, kind = spec.keys.lock, spec.kind
-        commands = kind.held_commands(spec.keys, holder)
-        self._loop.check()
-        end = time.monotonic() + self.request_timeout
-        first = None
-        for attempt in range(1, ATTEMPTS + 1):
-            try:
-                replies = await self.requester.request(
-                    self.redis, commands, end - time.monotonic(), key
-                )
-            except (TimeoutError, ConnectionError) as exc:
-                if attempt < ATTEMPTS and time.monotonic() < end:
-                    first = exc
-                    continue
-                raise translate_error(unanswered(first, exc), spec.what) from exc
-            except RedisError as exc:
-                raise translate_error(exc, spec.what) from exc
-            if isinstance(replies[0], RedisError):
-                if "WRONGTYPE" in str(replies[0]):
-                    return False  # a grant of another kind holds the name now
-                raise translate_error(replies[0], spec.what) from replies[0]
-            return kind.held_reply(replies, holder)
-        raise AssertionError("unreachable")
-
-    async def hand_off(
-        self, spec: LeaseSpec, holder: str, ttl_ms: int, block: int
-    ) -> Granted | Busy:
-        """One request: the lease of ``holder``'s grant restarts at ``ttl_ms`` and a block of
-        fencing tokens is reserved for a streak of local hand-offs."""
-        protocol = self.protocol
-        kind = await protocol.kind_of(spec)
-        commands, noscript = kind.handoff_request(spec, holder, ttl_ms, block, protocol.commands)
-        try:
-            replies, _ = await protocol.request(
-                commands, noscript, self.request_timeout, spec.acquire_keys[0]
-            )
-            return kind.handoff_result(replies)
-        except RedisError as exc:
-            if await protocol.refused(exc, spec.acquire_keys[0]):  # nothing ran: again
-                return await self.hand_off(spec, holder, ttl_ms, block)
-            raise translate_error(exc, spec.what) from exc
-
-    async def confirm(self, spec: LeaseSpec, holder: str, fence: int) -> bool:
-        raise AssertionError("one server's tokens need no confirmation")
 
     def watch(
         self, channel: str, what: str, timeout: float | None = None
@@ -597,11 +366,3 @@ def server_address(redis: AsyncRedis | AsyncRedisCluster) -> str:
     if "path" in options:
         return str(options["path"])
     return f"{options.get('host', 'localhost')}:{options.get('port', 6379)}"
-
-
-def unanswered(first: RedisError | None, last: RedisError) -> RedisError:
-    """What to report of a request sent again after ``first`` failed, and failed again with
-    ``last``: ``first`` if ``last`` timed out too, which tells nothing new (the re-send is on a
-    new connection; the first was on the one in use: "connected, but no reply", not "no answer
-    while connecting", of a server that hangs)."""
-    return first if first is not None and isinstance(last, TimeoutError) else last

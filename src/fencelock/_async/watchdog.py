@@ -94,7 +94,9 @@ class Lease:
 
 class AsyncWatchdog:
     def __init__(self, topology: AsyncTopology, counters: Counters) -> None:
-        self._topology = topology
+        # what it asks: the grants' renewal, and which slot a lease's key is in (batches)
+        self._grants = topology.grants
+        self._slot_of = topology.slot_of
         self._counters = counters
         self._guard = AsyncStateLock()
         self._wake = AsyncEvent()
@@ -131,7 +133,7 @@ class AsyncWatchdog:
         lease = Lease(
             grant,
             spec,
-            self._topology.slot_of(spec.keys.lock),
+            self._slot_of(spec.keys.lock),
             weakref.WeakMethod(lose, dropped),
             renew_at,
             deliver,
@@ -210,13 +212,13 @@ class AsyncWatchdog:
         # loss is to be signalled (and the socket timeout may be longer than the whole ttl);
         # within one request timeout, so that a failure is known (and re-tried) before it.
         left = min(lease.grant.deadline for lease in batch) - sent_at
-        left = min(left, self._topology.request_timeout)
+        left = min(left, self._grants.request_timeout)
         self._counters.add(renewal_calls=1)
         # (a lease that runs out meanwhile was lost for want of an answer)
         failing = [lease.grant.renewal_sent() for lease in batch]
         held: list[Any]
         try:
-            held = list(await self._topology.renew(specs, holders, [s.ttl for s in specs], left))
+            held = list(await self._grants.renew(specs, holders, [s.ttl for s in specs], left))
         except LockError as exc:  # unreachable, or not acknowledged by the replicas
             held = [exc] * len(batch)
         now = time.monotonic()

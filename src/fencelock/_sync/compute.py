@@ -311,7 +311,7 @@ class Results:
         wiring = self._wiring
         topology = wiring.topology
         channel, what = call.keys.channel, call.spec.what
-        with topology.watch(channel, what, topology.time_left(deadline)) as watch:
+        with topology.watch(channel, what, wiring.grants.time_left(deadline)) as watch:
             while True:
                 watch.event.clear()  # subscribed before this look: a store after it wakes us
                 sent_at = time.monotonic()

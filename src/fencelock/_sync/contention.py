@@ -40,8 +40,8 @@ from .._labels import label_now
 from .._transport import sync_inflight
 from ..errors import LockError, LockLost, NotReplicated
 from . import handoff
+from .grants import GaveBack
 from .singleflight import Ticket
-from .topology import GaveBack
 from .waiter import Watch
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def take(lease: Lease, deadline: float | None) -> Grant | None:
         if handed is not None or not ticket.turn:
             return handed
     # The head of the local queue: the one that talks to Redis.
-    topology, spec = lease.wiring.topology, lease.spec
+    grants, spec = lease.wiring.grants, lease.spec
     while True:
         holder = new_holder_token(label)
         try:
@@ -68,7 +68,7 @@ def take(lease: Lease, deadline: float | None) -> Grant | None:
             polite = queues.take_yield(line, sent_at)
             result: Granted | Busy = Busy(None)
             if polite is None or remaining(deadline, sent_at) == 0:
-                result = topology.try_acquire(
+                result = grants.try_acquire(
                     spec, holder, block=_block(lease), deadline=deadline
                 )
             # else this client's last release woke another client (let it take its turn
@@ -92,8 +92,8 @@ def take(lease: Lease, deadline: float | None) -> Grant | None:
                 after = sync_inflight()
                 # (in the background: within one request timeout, the call's may have passed)
                 within = None if sync_cancelled(error) else deadline
-                giving = topology.give_back(spec, holder, within, after)
-                topology.detached.clean_up(giving, error)
+                giving = grants.give_back(spec, holder, within, after)
+                grants.detached.clean_up(giving, error)
             finally:
                 queues.pass_turn(line, ticket)
             raise
@@ -109,19 +109,19 @@ def take(lease: Lease, deadline: float | None) -> Grant | None:
 def reenter(lease: Lease, grant: Grant) -> None:
     """A reentrant lock that holds ``grant`` takes one more hold of it (one request)."""
     lease.check()
-    topology = lease.wiring.topology
+    grants = lease.wiring.grants
     sent_at = time.monotonic()
     try:
         # one server answers a count that is not ours (LockLost), never "busy", to a re-entry;
         # Redlock answers "busy" when a majority did not let it in
-        result = topology.try_acquire(lease.spec, grant.holder, grant.depth)
+        result = grants.try_acquire(lease.spec, grant.holder, grant.depth)
         if isinstance(result, Busy):
             raise LockLost(f"{lease.what()}: a majority of nodes refused the re-entry")
     except LockLost:
         lease.declare_lost(grant, "at re-entry")
         raise
     except NotReplicated:
-        sync_shield(topology.release(lease.spec, grant.holder))  # the extra hold
+        sync_shield(grants.release(lease.spec, grant.holder))  # the extra hold
         raise
     grant.reentered(sent_at, lease.spec.ttl)
 
@@ -146,7 +146,7 @@ def _wait_in_line(lease: Lease, ticket: Ticket, deadline: float | None) -> Grant
         ticket.event.wait(None)  # set by now, or within one request (a hand-off script)
     except BaseException as error:
         if queues.leave(line, ticket):  # it reached us as we were leaving: pass it on
-            lease.wiring.topology.detached.clean_up(_pass_on(lease, ticket), error)
+            lease.wiring.grants.detached.clean_up(_pass_on(lease, ticket), error)
         raise
     return ticket.grant
 
@@ -181,7 +181,7 @@ def _wait(
         entry = kind.waiter_entry(waiter, channel, holder, spec.ttl_ms, block, grants)
     result: Granted | Busy = Busy(None)
     # (confirmed within the call's bound: its deadline plus one request timeout)
-    with topology.watch(channel, spec.what, topology.time_left(deadline)) as watch:
+    with topology.watch(channel, spec.what, parts.grants.time_left(deadline)) as watch:
         try:
             if polite:
                 left = remaining(deadline, time.monotonic())
@@ -191,7 +191,7 @@ def _wait(
             if entry:  # cancelled or failed: leave the queue, giving back what it was granted
                 # (after the try in flight, if any)
                 leave = _leave_queue(lease, holder, entry, deadline, sync_inflight())
-                topology.detached.clean_up(leave, error)
+                parts.grants.detached.clean_up(leave, error)
             raise
     if isinstance(result, Busy) and entry:  # timed out
         sync_shield(_leave_queue(lease, holder, entry, deadline, None))
@@ -213,7 +213,7 @@ def _wait_for_grant(
         # Subscribed (and confirmed) before this re-try: a release after it wakes us.
         watch.event.clear()
         sent_at = time.monotonic()
-        result = topology.try_acquire(
+        result = parts.grants.try_acquire(
             spec, holder, block=block, waiter=entry, deadline=deadline
         )
         if isinstance(result, Granted):  # its lease runs from its own request
@@ -251,11 +251,11 @@ def _leave_queue(
     gives back what a release may have granted it meanwhile, and passes on a wake-up it got but
     will not use (release.lua). Within what is left of the acquire's bound, after ``after`` (a
     re-try of the waiter still in flight: its grant must not come after this)."""
-    topology = lease.wiring.topology
+    grants = lease.wiring.grants
     if after is not None:
         sync_wait_done(after)
     with contextlib.suppress(RedisError, LockError):
-        topology.release(lease.spec, holder, entry, topology.time_left(deadline))
+        grants.release(lease.spec, holder, entry, grants.time_left(deadline))
 
 
 def _block(lease: Lease) -> int:

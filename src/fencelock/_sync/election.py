@@ -81,7 +81,7 @@ class Election(Leased):
             sync_shield(self._announce())
         except BaseException as error:
             # cancelled or interrupted just as it won: it did not win, as far as the caller knows
-            lease.wiring.topology.detached.clean_up(_resign_quietly(lease), error)
+            lease.wiring.grants.detached.clean_up(_resign_quietly(lease), error)
             raise
         return True
 

@@ -63,6 +63,7 @@ from .._core.stats import Counters
 from .._keys import MIN_LEASE, validate_ttl
 from ..errors import ClientClosed, LockError, LockLost, LockNotOwned
 from . import contention, handoff
+from .grants import SyncGrants
 from .singleflight import LocalQueues
 from .topology import SyncTopology
 from .watchdog import SyncRenewer
@@ -92,6 +93,7 @@ class Wiring:
     """What the primitive objects of one client share, handed to each by the client."""
 
     topology: SyncTopology
+    grants: SyncGrants  # the engine's questions about a grant
     queues: LocalQueues
     watchdog: SyncRenewer
     counters: Counters
@@ -115,6 +117,7 @@ class Wiring:
         """The wiring of a new ``client``."""
         return cls(
             topology,
+            topology.grants,
             LocalQueues(options.max_handoffs, counters),
             sync_watchdog(topology, counters),
             counters,
@@ -300,8 +303,8 @@ class Lease:
         with sync_call_scope():
             if grant.depth > 1:
                 grant.left_once()
-                topology = self.wiring.topology
-                released = sync_shield(topology.release(self.spec, grant.holder))
+                grants = self.wiring.grants
+                released = sync_shield(grants.release(self.spec, grant.holder))
                 if released == Released.NOT_HELD:
                     why = self.declare_lost(grant, "at release")
                     raise LockLost(f"{self.what()} was no longer held: {EXPLAINED[why]}")
@@ -326,9 +329,9 @@ class Lease:
         new_ttl = self.options.ttl if ttl is None else validate_ttl(ttl, minimum=MIN_LEASE)
         grant = self.owned_grant("extend")
         sent_at = time.monotonic()
-        topology = self.wiring.topology
-        [held] = topology.renew(
-            [self.spec], [grant.holder], [new_ttl], topology.request_timeout, self.what()
+        grants = self.wiring.grants
+        [held] = grants.renew(
+            [self.spec], [grant.holder], [new_ttl], grants.request_timeout, self.what()
         )
         if isinstance(held, LockError):
             raise held
@@ -388,7 +391,7 @@ class Lease:
         grant = self.grant()
         if grant is None or self.is_lost(grant):
             return False
-        ok = self.wiring.topology.held(self.spec, grant.holder)
+        ok = self.wiring.grants.held(self.spec, grant.holder)
         if not ok:
             self.declare_lost(grant, "by held()")
         return ok and not self.is_lost(grant)  # the deadline may have passed meanwhile
@@ -406,8 +409,8 @@ class Lease:
     def _confirm_token(self, grant: Grant) -> int:
         if not self.is_lost(grant):
             # the lease must still be ours once the write-back is done, not only before
-            topology = self.wiring.topology
-            confirmed = topology.confirm(self.spec, grant.holder, grant.fence)
+            grants = self.wiring.grants
+            confirmed = grants.confirm(self.spec, grant.holder, grant.fence)
             if confirmed and not self.is_lost(grant):
                 grant.confirm()
                 return grant.fence

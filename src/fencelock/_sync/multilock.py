@@ -218,7 +218,7 @@ class _Composed:
             Lock(wiring, replace(options, name=name), reentrant=False) for name in names
         )
         self.holding = False
-        self.detached = wiring.topology.detached
+        self.detached = wiring.grants.detached
 
     def acquire(self, timeout: object) -> bool:
         wait = self.options.wait(timeout)

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-from redis.exceptions import NoPermissionError, RedisError
+from redis.exceptions import NoPermissionError, NoScriptError, RedisError
 
 from .._core.hazards import memory, per_node
 from .._core.kinds import Command, Kind, LeaseSpec, raised
@@ -44,10 +44,23 @@ CLUSTER_CHECK: tuple[Command, ...] = (("INFO", "memory"),)
 
 
 class SyncEndpoint(Protocol):
-    """The one server a protocol's requests go to (on a Cluster: the node of ``key``)."""
+    """Where a protocol's requests go: the one server of a key (on a Cluster: the node of
+    ``key``), or every node of a Redlock quorum."""
 
     @property
     def address(self) -> str: ...
+
+    @property
+    def addresses(self) -> list[str]:
+        """Every node's, in the order of ``send_all``'s replies."""
+        ...
+
+    def send_all(
+        self, command: Sequence[Any], timeout: float, only: Sequence[int] = ()
+    ) -> list[Any]:
+        """``command`` to every node at once (``only``: to these of them): per node its reply
+        or the ``RedisError`` it failed with (silent for ``timeout`` seconds: timed out)."""
+        ...
 
     def send(
         self,
@@ -72,18 +85,20 @@ def warn_of_hazards(info: object, where: str) -> None:
 
 
 class SyncProtocol:
-    """A client's way of speaking to its servers (see the module's docstring). ``server``: the
-    one server (None for Redlock, whose nodes a majority decides); ``one_server``: not a Cluster
-    (the only place the script-free mode serves); ``mode``: shared with the asyncio client's
-    renewal twin (``_offloop.py``), so that what one learns the other knows."""
+    """A client's way of speaking to its servers (see the module's docstring). ``server``: where
+    the requests go; ``one_server``: one plain server (the only place the script-free mode
+    serves: not a Cluster, not Redlock); ``mode``: shared with the asyncio client's
+    renewal twin (``_offloop.py``), so that what one learns the other knows; ``quorum``: the
+    requests go to every Redlock node, and a majority decides."""
 
     def __init__(
         self,
-        server: SyncEndpoint | None,
+        server: SyncEndpoint,
         mode: ScriptMode,
         request_timeout: float,
         *,
         one_server: bool = True,
+        quorum: bool = False,
         min_replicas: int = 0,
         replica_timeout: float = 1.0,
     ) -> None:
@@ -91,6 +106,7 @@ class SyncProtocol:
         self.mode = mode
         self.request_timeout = request_timeout  # the server check's bound
         self.one_server = one_server
+        self.quorum = quorum
         self.min_replicas = min_replicas
         self.replica_timeout = replica_timeout
         self.first_requests = ONE_SERVER_CHECK if one_server else CLUSTER_CHECK
@@ -153,11 +169,42 @@ class SyncProtocol:
         self.mode.no_scripts = f"the Redlock nodes refuse them ({error})"
         return self.scripts_required(what, why)
 
-    # -- one server's requests --------------------------------------------------------------
+    # -- requests ------------------------------------------------------------------------------
 
-    def _server(self) -> SyncEndpoint:
-        assert self.server is not None, "Redlock's nodes are asked by a majority"
-        return self.server
+    def request_all(
+        self, commands: list[Command], noscript: Command | None, timeout: float, what: str
+    ) -> list[list[Any] | LockError]:
+        """``commands`` (one command: each kind's request on a quorum is one) on every node at
+        once, each within ``timeout`` seconds: per node its replies, or the ``LockError`` of
+        ``what`` it failed with. Nodes that answer NOSCRIPT (restarted, or SCRIPT FLUSH) get
+        ``noscript`` in a second, smaller round; nodes that refuse scripts make this client
+        run none (``ScriptsRequired``: Redlock's tokens are raised on a majority by one)."""
+        [command] = commands
+        server = self.server
+        replies = server.send_all(command, timeout)
+        missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        if missing and noscript is not None:
+            again = server.send_all(noscript, timeout, missing)
+            for i, reply in zip(missing, again, strict=True):
+                replies[i] = reply
+        refusals = [r for r in replies if isinstance(r, RedisError) and scripts_refused(r)]
+        if refusals:
+            raise self.refused_everywhere(
+                refusals[0], what, "Redlock's tokens are raised on a majority by one"
+            )
+        return [translate_error(r, what) if isinstance(r, RedisError) else [r] for r in replies]
+
+    def check_servers(self, key: str) -> None:
+        """Once per client, before its first grant: the server check (``check_server``), of
+        the one server, or of every Redlock node (can any evict lock keys?)."""
+        if not self.quorum:
+            self.check_server(key)
+            return
+        self.server_checked = True
+        server = self.server
+        replies = server.send_all(("INFO", "memory"), self.request_timeout)
+        for where, reply in zip(server.addresses, replies, strict=True):
+            warn_of_hazards(reply, f"Redlock node {where}")
 
     def request(
         self, commands: list[Command], noscript: Command | None, timeout: float, key: str
@@ -167,7 +214,7 @@ class SyncProtocol:
         replies as values), and how many replicas acknowledged them (None without
         ``min_replicas``; an error reply to WAIT is raised)."""
         wait = self.wait
-        replies = self._server().send(
+        replies = self.server.send(
             [*commands, *wait] if wait else commands, timeout, key, noscript
         )
         return replies, int(raised(replies.pop())) if wait else None
@@ -191,7 +238,7 @@ class SyncProtocol:
         commands, noscript = [script.evalsha(keys, args)], script.eval(keys, args)
         try:
             if read:
-                [reply] = self._server().send(commands, timeout, keys[0], noscript)
+                [reply] = self.server.send(commands, timeout, keys[0], noscript)
                 return raised(reply), None
             replies, acked = self.request(commands, noscript, timeout, keys[0])
             return raised(replies[0]), acked
@@ -205,7 +252,7 @@ class SyncProtocol:
         (``HELLO``: any user may send it), and can it evict lock keys? (On a Cluster, its
         default node answers.) A failure here is the acquire's to report."""
         self.server_checked = True
-        server = self._server()
+        server = self.server
         mode, where = self.mode, server.address
         try:
             *hello, info = server.send(list(self.first_requests), self.request_timeout, key)
@@ -226,7 +273,7 @@ class SyncProtocol:
         the server has natively: asked now if it was not yet; ``key``: a key of the call)."""
         if not scripts_refused(error):
             return False
-        mode, where = self.mode, self._server().address
+        mode, where = self.mode, self.server.address
         if mode.auto and not mode.no_scripts:
             mode.no_scripts = f"{where} refuses them ({error})"
             if not mode.detected and self.one_server:
@@ -329,7 +376,7 @@ class SyncProtocol:
                 waiter_logger.warning(
                     "fencelock: %s: subscribing is refused (%s): waiters re-try at the end of "
                     "the holder's lease, or every max_poll",
-                    self._server().address,
+                    self.server.address,
                     exc,
                     extra={"event": "subscribe_refused"},
                 )

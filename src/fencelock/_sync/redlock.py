@@ -1,49 +1,37 @@
 # GENERATED from src/fencelock/_async/redlock.py by tools/gen_sync.py: edit that file instead.
 """Redlock: several independent masters, and a majority decides (``_core/quorum.py``).
 
-Every request goes to all nodes at once, each bounded by a per-node timeout. A grant's fencing
-token is the largest counter among the granting nodes, and is safe to use only once a majority's
-counters were raised to it (fence_raise.lua): the asyncio API does that inside acquire, the sync
-API at the first read of ``lock.token``. No local hand-off and no grant by a release script: one
+Every request goes to all nodes at once, each bounded by a per-node timeout; the grants
+(``grants.py``) are the one server's, decided by a majority. A grant's fencing token is the
+largest counter among the granting nodes, and is safe to use only once a majority's counters
+were raised to it (fence_raise.lua): the asyncio API does that inside acquire, the sync API at
+the first read of ``lock.token``. No local hand-off and no grant by a release script: one
 script on one node cannot speak for a majority.
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import RedisError
 
-from .._backend import SYNC_LAZY_TOKEN, sync_checkpoint, sync_shield
 from .._core.inspection import NodeView, inspect_reply, majority_view
-from .._core.kinds import Kind, LeaseSpec, Released
-from .._core.natives import ScriptMode, scripts_refused
-from .._core.quorum import (
-    acquire_outcome,
-    first_answers,
-    node_timeout,
-    owned_by_quorum,
-    quorum,
-    renew_answers,
-    tally,
-    validity,
-)
-from .._core.replies import GONE, RENEWED, Busy, Granted, translate_error
+from .._core.kinds import Kind
+from .._core.natives import ScriptMode
+from .._core.quorum import node_timeout, quorum
+from .._core.replies import translate_error
 from .._core.stats import Counters
-from .._keys import MAX_TTL, renew_keys, ttl_to_ms
-from .._scripts import FENCE_RAISE, INSPECT, RENEW, Script
+from .._keys import MAX_TTL
+from .._scripts import INSPECT, Script
 from .._transport import SyncRedis
 from ..errors import LockConnectionError, LockError
-from .protocol import SyncProtocol, warn_of_hazards
-from .topology import ATTEMPTS, SyncTopology, scan_node, server_address
+from .grants import SyncGrants
+from .protocol import SyncProtocol
+from .topology import SyncTopology, scan_node, server_address
 from .waiter import Waiter, Watch
-
-# the release replies of a holder that held the lock on that node
-HELD = (Released.RELEASED, Released.STILL_HELD, Released.WOKE, Released.GRANTED)
 
 
 class SyncQuorum(SyncTopology):
@@ -61,174 +49,48 @@ class SyncQuorum(SyncTopology):
         node_timeout: float | None,
     ) -> None:
         super().__init__(request_timeout, counters, owned=nodes)
-        self.protocol = SyncProtocol(
-            None, ScriptMode("auto", self.publish_command), request_timeout, one_server=False
-        )
         self.nodes = nodes
         self.waiters = waiters
         # None: derived per lock from its ttl (_core/quorum.node_timeout)
         self.fixed_node_timeout = node_timeout
+        mode = ScriptMode("auto", self.publish_command)
+        self.protocol = SyncProtocol(self, mode, request_timeout, one_server=False, quorum=True)
+        self.grants = SyncGrants(
+            self.protocol, request_timeout, None, node_timeout=self.node_timeout
+        )
 
     def node_timeout(self, ttl: float) -> float:
         """How long one node may take to answer a request about a lock of ``ttl``."""
         return self.fixed_node_timeout or node_timeout(ttl)
 
+    @property
+    def address(self) -> str:
+        return "the Redlock nodes"
+
+    @property
+    def addresses(self) -> list[str]:
+        return [server_address(node) for node in self.nodes]
+
+    def send(
+        self,
+        commands: Sequence[Sequence[Any]],
+        timeout: float,
+        key: str,
+        noscript: Sequence[Any] | None = None,
+    ) -> list[Any]:
+        raise TypeError("Redlock mode has no one server to send a request to")
+
+    def send_all(
+        self, command: Sequence[Any], timeout: float, only: Sequence[int] = ()
+    ) -> list[Any]:
+        nodes = [self.nodes[i] for i in only] if only else self.nodes
+        return self.requester.fan_out(nodes, command, timeout)
+
     def fan_out(self, command: Sequence[Any], timeout: float, what: str) -> list[Any]:
         """Send ``command`` to every node at once; per node its reply, or the ``LockError`` it
         failed with (a node silent for ``timeout`` seconds counts as failed)."""
-        self._loop.check()
-        replies = self.requester.fan_out(self.nodes, command, timeout)
+        replies = self.send_all(command, timeout)
         return [translate_error(r, what) if isinstance(r, RedisError) else r for r in replies]
-
-    def fan_out_script(
-        self,
-        script: Script,
-        keys: Sequence[str],
-        args: Sequence[Any],
-        timeout: float,
-        what: str = "",
-    ) -> list[Any]:
-        """``fan_out`` of a script by EVALSHA; nodes that answer NOSCRIPT (restarted, or SCRIPT
-        FLUSH) get the source in a second, smaller round."""
-        self._loop.check()
-        replies = self.requester.fan_out(self.nodes, script.evalsha(keys, args), timeout)
-        missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
-        if missing:
-            nodes = [self.nodes[i] for i in missing]
-            again = self.requester.fan_out(nodes, script.eval(keys, args), timeout)
-            for i, reply in zip(missing, again, strict=True):
-                replies[i] = reply
-        what = what or script.name
-        refusals = [r for r in replies if isinstance(r, RedisError) and scripts_refused(r)]
-        if refusals:
-            raise self.protocol.refused_everywhere(
-                refusals[0], what, "Redlock's tokens are raised on a majority by one"
-            )
-        return [translate_error(r, what) if isinstance(r, RedisError) else r for r in replies]
-
-    def try_acquire(
-        self,
-        spec: LeaseSpec,
-        holder: str,
-        depth: int = 0,
-        block: int = 1,
-        waiter: str = "",
-        *,
-        deadline: float | None = None,
-    ) -> Granted | Busy:
-        """Ask every node at once; a majority within the validity grants. A round in which too
-        few nodes could be reached to decide is no vote: it is sent once more while the caller's
-        ``deadline`` has time left."""
-        if not self.protocol.server_checked:
-            self._check_servers()
-        script = spec.kind.acquire_script
-        args = spec.acquire_args(holder, depth, block, waiter, self.publish_command)
-        timeout = self.node_timeout(spec.ttl)
-        for attempt in range(1, ATTEMPTS + 1):
-            sent_at = time.monotonic()
-            replies = self.fan_out_script(script, spec.acquire_keys, args, timeout, spec.what)
-            sync_checkpoint()
-            try:
-                outcome = acquire_outcome(replies, spec.ttl, time.monotonic() - sent_at)
-                break
-            except LockConnectionError:
-                if attempt == ATTEMPTS or (deadline is not None and time.monotonic() >= deadline):
-                    raise
-        result = outcome.result
-        if isinstance(result, Granted) and depth == 0 and not SYNC_LAZY_TOKEN:
-            # asyncio cannot do the write-back later, inside the ``token`` property
-            try:
-                confirmed = self.confirm(spec, holder, result.fence)
-            except LockConnectionError:
-                confirmed = False
-            # not confirmed: given back below, so a re-try may well succeed at once (a pttl
-            # unknown would make a waiter wait a whole ttl for its fallback re-try)
-            result = Granted(result.fence) if confirmed else Busy(0.0)
-        if isinstance(result, Busy):
-            if depth == 0 and outcome.touched:
-                # some nodes may have granted (or still will): give it back on all of them
-                sync_shield(self.give_back(spec, holder))
-            return result
-        return Granted(result.fence, result.confirmed, sent_at=sent_at)  # the lease: this round
-
-    def _check_servers(self) -> None:
-        """Once per client, before its first grant: can any node evict lock keys?"""
-        self.protocol.server_checked = True
-        replies = self.fan_out(("INFO", "memory"), self.request_timeout, "")
-        for node, reply in zip(self.nodes, replies, strict=True):
-            warn_of_hazards(reply, f"Redlock node {server_address(node)}")
-
-    def release(
-        self, spec: LeaseSpec, holder: str, leaving: str = "", timeout: float | None = None
-    ) -> Released:
-        """Release on every node (each within the node timeout, whatever ``timeout``). A round
-        in which too few nodes answered to decide is sent once more, as an acquire's is: with
-        a node timeout of a few ms, a moment's stall of this process is no outage."""
-        script = spec.kind.release_script
-        args = spec.release_args(holder, leaving, self.publish_command)
-        timeout, what = self.node_timeout(spec.ttl), f"release of {spec.what}"
-        replies = self.fan_out_script(script, spec.release_keys, args, timeout, what)
-        try:
-            owned = owned_by_quorum(replies, HELD, what)
-        except LockConnectionError:  # undecided: once more
-            again = self.fan_out_script(script, spec.release_keys, args, timeout, what)
-            owned = owned_by_quorum(first_answers(replies, again), HELD, what)
-        return Released.RELEASED if owned else Released.NOT_HELD
-
-    def renew(
-        self,
-        specs: Sequence[LeaseSpec],
-        holders: Sequence[str],
-        ttls: Sequence[float],
-        timeout: float,
-        what: str = "the renewal",
-    ) -> list[int | LockError]:
-        """Per lease: renewed by a majority in time (``RENEWED``), refused by enough nodes that
-        no majority can hold it (``GONE``: whether another holder has a majority is not told),
-        or unknown (the ``LockConnectionError`` saying why)."""
-        timeout = min(timeout, *(self.node_timeout(ttl) for ttl in ttls))
-        keys = renew_keys([spec.keys.lock for spec in specs])
-        args = [arg for pair in zip(holders, map(ttl_to_ms, ttls), strict=True) for arg in pair]
-        sent_at = time.monotonic()
-        replies = self.fan_out_script(RENEW, keys, args, timeout, what)
-        elapsed = time.monotonic() - sent_at
-        held: list[int | LockError] = []
-        for ttl, answers in zip(ttls, renew_answers(replies, len(specs)), strict=True):
-            try:
-                ok = tally(answers).outcome(len(replies), what)
-            except LockConnectionError as exc:
-                held.append(exc)
-                continue
-            if ok and validity(ttl, elapsed) <= 0:
-                held.append(LockConnectionError(f"{what}: the nodes answered too late"))
-            else:
-                held.append(RENEWED if ok else GONE)
-        return held
-
-    def held(self, spec: LeaseSpec, holder: str) -> bool:
-        kind = spec.kind
-        [command] = kind.held_commands(spec.keys, holder)
-        replies = self.fan_out(command, self.node_timeout(spec.ttl), spec.what)
-        answers: list[bool | BaseException] = []
-        for r in replies:
-            if not isinstance(r, BaseException):
-                answers.append(kind.held_reply([r], holder))
-            else:  # WRONGTYPE: a lock of the other kind holds the name on that node, not ours
-                answers.append(False if "WRONGTYPE" in str(r) else r)
-        return tally(answers).outcome(len(replies), f"held {spec.what}")
-
-    def hand_off(
-        self, spec: LeaseSpec, holder: str, ttl_ms: int, block: int
-    ) -> Granted | Busy:
-        raise AssertionError("Redlock grants need a majority: no local hand-off")
-
-    def confirm(self, spec: LeaseSpec, holder: str, fence: int) -> bool:
-        """Raise a majority's counters to ``fence`` (see fence_raise.lua). False when a majority
-        no longer holds the grant; LockConnectionError when unknown."""
-        replies = self.fan_out_script(
-            FENCE_RAISE, spec.acquire_keys[:2], (holder, fence), self.node_timeout(spec.ttl)
-        )
-        return owned_by_quorum(replies, (1,), f"token of {spec.what}")
 
     @contextmanager
     def watch(
@@ -261,7 +123,11 @@ class SyncQuorum(SyncTopology):
         *,
         read: bool = False,
     ) -> list[Any]:
-        return self.fan_out_script(script, keys, args, self.read_timeout, what)
+        request = [script.evalsha(keys, args)]
+        answers = self.protocol.request_all(
+            request, script.eval(keys, args), self.read_timeout, what or script.name
+        )
+        return [a if isinstance(a, LockError) else a[0] for a in answers]
 
     def view(self, keys: Sequence[str], listed: int, what: str) -> NodeView | None:
         replies = self.run_all(INSPECT, keys, (listed,), what, read=True)

@@ -36,7 +36,7 @@ from typing import Any, Final
 from redis.exceptions import AskError, ConnectionError, NoScriptError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .._backend import sync_cancelled
+from .._backend import SyncLoopGuard, sync_cancelled
 from .._core.resp import Packer
 from .._transport import (
     SyncClusterNode,
@@ -91,6 +91,7 @@ class SyncRequester:
         self._servers: dict[object, _Server] = {}
         self._packers: dict[tuple[str, str], Packer] = {}  # one per encoding in use
         self._closed = False
+        self._loop = SyncLoopGuard()  # its connections are the first loop's
         _requesters.add(self)
 
     def _server(self, target: SyncRedis | SyncClusterNode) -> _Server:
@@ -115,6 +116,7 @@ class SyncRequester:
         ``timeout`` seconds, connecting included (at once, sending nothing, if none is left).
         ``noscript``: sent instead of the first command (an EVALSHA) if the server answers
         NOSCRIPT."""
+        self._loop.check()
         if timeout <= 0:
             raise RedisTimeoutError("no time left to send the request")
         deadline = time.monotonic() + timeout
@@ -227,6 +229,7 @@ class SyncRequester:
         own connect timeout, and ``timeout`` counts from the writes (a fresh client's first
         handshake must not eat a node timeout of a few milliseconds). Past it, a reply already
         arrived is still taken."""
+        self._loop.check()
         replies: list[Any] = [None] * len(nodes)
         sent: list[tuple[int, _Server, SyncConnection]] = []
         packer, data = None, b""
