@@ -157,7 +157,7 @@ class FencelockSide(Side):
     def __init__(self, url: str, name: str, listener: bool = True) -> None:
         self.client = fencelock.LockClient.from_url(url, socket_timeout=SOCKET_TIMEOUT)
         self.lock = self.client.lock(name, ttl=TTL)
-        self.waiter = self.client._wiring.topology.waiters[0]
+        self.waiter = self.client._wiring.topology.route.waiters[0]
         self.parked: Parked | None = None
         self.busy = False
         self.tries: list[tuple[float, float, bool]] = []

@@ -27,20 +27,21 @@ import contextlib
 import logging
 import threading
 import weakref
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
 from . import _events as events
-from ._async.redlock import AsyncQuorum
-from ._async.topology import AsyncCluster, AsyncOneServer, AsyncTopology
+from ._async.topology import AsyncTopology
 from ._async.watchdog import Lose
 from ._core.kinds import LeaseSpec
 from ._core.lease import Grant
+from ._core.routing import CLUSTER
 from ._core.stats import Counters
-from ._sync.redlock import SyncQuorum
-from ._sync.topology import SyncCluster, SyncOneServer, SyncTopology
+from ._sync.routes import route as sync_route
+from ._sync.topology import SyncTopology
 from ._sync.watchdog import Watchdog as SyncWatchdog
-from ._transport import AsyncRedis, AsyncRedisCluster, sync_client_like, sync_cluster_like
+from ._transport import sync_client_like, sync_cluster_like
 
 logger = logging.getLogger("fencelock.watchdog")
 
@@ -51,28 +52,15 @@ MONITOR_PERIOD_MAX = 0.1
 
 def renewal_twin(topology: AsyncTopology, counters: Counters) -> SyncTopology:
     """A sync topology over the same servers as ``topology``, on connections of its own: what
-    the renewal thread renews with (one request at a time, batched: a few connections)."""
-    timeout = topology.request_timeout
-    if isinstance(topology, AsyncQuorum):
-        nodes = [sync_client_like(node, timeout) for node in topology.nodes]
-        return SyncQuorum(nodes, {}, timeout, counters, topology.fixed_node_timeout)
-    if isinstance(topology, AsyncCluster):
-        assert isinstance(topology.redis, AsyncRedisCluster)
-        return SyncCluster(sync_cluster_like(topology.redis, timeout), timeout, counters)
-    assert isinstance(topology, AsyncOneServer) and isinstance(topology.redis, AsyncRedis)
-    redis = sync_client_like(topology.redis, timeout)
-    protocol = topology.protocol
+    the renewal thread renews with (one request at a time, batched: a few connections). Made
+    from the route's settings, with sync clients of the same servers."""
+    settings = topology.route.settings
+    timeout = settings.request_timeout
+    like = sync_cluster_like if settings.shape == CLUSTER else sync_client_like
+    servers = tuple(like(server, timeout) for server in settings.servers)
+    twin = replace(settings, servers=servers, owned=True, listens=False)
     # (the client's own ScriptMode: what the one learns, the other knows)
-    return SyncOneServer(
-        redis,
-        {},
-        timeout,
-        counters,
-        protocol.mode,
-        min_replicas=protocol.min_replicas,
-        replica_timeout=protocol.replica_timeout,
-        owned=[redis],
-    )
+    return SyncTopology(sync_route(twin), counters, topology.protocol.mode)
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop, lose: Lose, grant: Grant, found: str,

@@ -11,10 +11,16 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "fencelock"
 MODULES = sorted(SRC.rglob("*.py"))
-TOPOLOGY_CLASSES = {"AsyncTopology", "AsyncOneServer", "AsyncCluster", "AsyncQuorum"}
+TOPOLOGY_CLASSES = {
+    "AsyncTopology",
+    "AsyncRoute",
+    "AsyncOneServerRoute",
+    "AsyncClusterRoute",
+    "AsyncQuorumRoute",
+}
 # the topologies, and what builds them: connect.py from the user's clients, _offloop.py the
 # renewal thread's sync twin of the client's topology
-TOPOLOGY_MODULES = {"topology.py", "redlock.py", "protocol.py", "connect.py", "_offloop.py"}
+TOPOLOGY_MODULES = {"topology.py", "routes.py", "protocol.py", "connect.py", "_offloop.py"}
 
 
 def lines(path: Path) -> int:

@@ -17,8 +17,8 @@ twice (acquire.lua). A grant that came back after its lease is given back (``Gav
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Final, Protocol
+from collections.abc import Awaitable, Sequence
+from typing import Any, Final
 
 from redis.exceptions import ConnectionError, RedisError, TimeoutError
 
@@ -47,25 +47,14 @@ from .._core.replies import (
     reserved_block,
     translate_error,
 )
+from .._core.routing import QUORUM
 from .._keys import ttl_to_ms
 from .._scripts import FENCE_RAISE, RENEW
 from ..errors import LockConnectionError, LockError, ScriptsRequired
 from .protocol import AsyncProtocol
+from .routes import AsyncRoute
 
 ATTEMPTS: Final = 2
-
-
-class AsyncSend(Protocol):
-    """A request to the server of ``key``: the replies to ``commands``, error replies as values
-    (``noscript``: sent instead of the first command if the server answers NOSCRIPT)."""
-
-    async def __call__(
-        self,
-        commands: Sequence[Sequence[Any]],
-        timeout: float,
-        key: str,
-        noscript: Sequence[Any] | None = None,
-    ) -> list[Any]: ...
 
 
 class GaveBack(Exception):
@@ -75,35 +64,23 @@ class GaveBack(Exception):
 
 
 class AsyncGrants:
-    """The engine's questions for one client (see the module's docstring). ``send``: a request
-    to the server of its key (``send(commands, timeout, key, noscript)``: its replies, error
-    replies as values), or, for a Redlock quorum, None: the protocol sends every request to
-    every node, and a majority decides; ``node_timeout``: how long one node may take to answer
-    about a grant of a ttl (Redlock)."""
+    """The engine's questions for one client (see the module's docstring), over its
+    ``route`` (one server's: a request sent to the server of its key; a Redlock quorum's:
+    every request to every node, through the protocol, and a majority decides)."""
 
-    def __init__(
-        self,
-        protocol: AsyncProtocol,
-        request_timeout: float,
-        send: AsyncSend | None,
-        *,
-        node_timeout: Callable[[float], float] | None = None,
-    ) -> None:
+    def __init__(self, protocol: AsyncProtocol, route: AsyncRoute) -> None:
         self.protocol = protocol
-        self.request_timeout = request_timeout
-        self._send = send
-        self.majority = send is None  # whether a majority of several servers decides
-        self._node_timeout = node_timeout
+        self._route = route
+        self.request_timeout = route.request_timeout
+        # whether a majority of several servers decides
+        self.majority = route.settings.shape == QUORUM
+        self._bound = route.node_timeout  # one request's bound about a grant of a ttl
         # give-backs left to finish when their caller was cancelled (finished by close(), or
         # as the loop shuts down)
-        self.detached = AsyncDetached(request_timeout)
+        self.detached = AsyncDetached(route.request_timeout)
 
     def time_left(self, deadline: float | None) -> float:
         return time_left(deadline, self.request_timeout, time.monotonic())
-
-    def _bound(self, ttl: float) -> float:
-        """One request's bound about a grant of ``ttl``: a node's own timeout on a quorum."""
-        return self.request_timeout if self._node_timeout is None else self._node_timeout(ttl)
 
     async def _ask(
         self, commands: list[Any], noscript: Any, timeout: float, key: str, what: str
@@ -139,8 +116,7 @@ class AsyncGrants:
         if self.majority:
             request = (commands, noscript)
             return await self._acquire_by_majority(spec, kind, holder, depth, request, deadline)
-        send, key, wait = self._send, spec.acquire_keys[0], protocol.wait
-        assert send is not None
+        send, key, wait = self._route.send, spec.acquire_keys[0], protocol.wait
         attempt, first = 1, None
         while True:
             sent_at = time.monotonic()
@@ -355,8 +331,7 @@ class AsyncGrants:
         if self.majority:
             answers = await self.protocol.request_all(commands, None, self._bound(spec.ttl), what)
             return decided([_holds(kind, a, holder) for a in answers], f"held {what}")
-        send = self._send
-        assert send is not None
+        send = self._route.send
         end = time.monotonic() + self.request_timeout
         first = None
         for attempt in range(1, ATTEMPTS + 1):

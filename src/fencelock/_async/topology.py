@@ -1,107 +1,80 @@
-"""Where a lock's keys live, and how its requests get there: one server or a Cluster (this
-module), or a Redlock quorum (``quorum.py``).
-
-A topology reaches the servers (``send``: to the server of a key; ``send_all``: to every
-node), watches wake-up channels, runs the primitives' and operators' own scripts, and says what
-it can do (capability flags). The engine's questions about a grant are its ``grants``
-(``grants.py``), written once for every topology.
-
-A topology runs the requests a grant's kind gives it (``_core/kinds.py``) as its protocol
-(``protocol.py``, one per client) says: scripts, or the native commands of the kind that stands
-in, WAIT for replicas, the server check before the first grant.
+"""A client's topology: its route (``routes.py``: where the keys live and how to reach them),
+its protocol (``protocol.py``: what is sent, the only place that knows the script mode) and its
+grants (``grants.py``: the engine's questions, over a one-or-majority decision), composed once
+for every route. Besides those, it serves the primitives' and operators' own scripts (``run``,
+``run_all``, ``view``, ``publish``, ``scan``), the wait on a watched channel, and says what the
+route can do.
 """
 
 from __future__ import annotations
 
-import abc
 import contextlib
-import logging
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
-from functools import partial
-from typing import Any, Final
+from typing import Any
 
-from redis.crc import key_slot
 from redis.exceptions import RedisError
 
-from .._backend import (
-    AsyncLoopGuard,
-    AsyncStateLock,
-)
-from .._core.inspection import NodeView, inspect_reply
+from .._core.inspection import NodeView, inspect_reply, majority_view
 from .._core.kinds import Kind
 from .._core.natives import ScriptMode
-from .._core.replies import (
-    translate_error,
-)
+from .._core.replies import translate_error
+from .._core.routing import ONE, QUORUM
 from .._core.stats import Counters
+from .._keys import MAX_TTL
 from .._scripts import INSPECT, Script
-from .._transport import AsyncClusterNode, AsyncRedis, AsyncRedisCluster, async_node_client
-from ..errors import LockConnectionError, LockError
+from ..errors import LockError
 from .grants import AsyncGrants
 from .protocol import AsyncProtocol
+from .routes import AsyncRoute
 from .transport import AsyncRequester
-from .waiter import AsyncWaiter, Watch
-
-ATTEMPTS: Final = 2
-
-server_logger = logging.getLogger("fencelock.server")
-waiter_logger = logging.getLogger("fencelock.waiter")
+from .waiter import Watch
 
 
-class AsyncTopology(abc.ABC):
-    """What the lock asks of where its keys live, and what every topology shares."""
+class AsyncTopology:
+    """One client's route, protocol and grants (see the module's docstring). ``mode``: the
+    client's script mode (shared with its renewal twin: what one learns, the other knows)."""
 
-    # a release may hand the lock to a local waiter with one script (singleflight.py)
-    local_handoff = True
-    # a release script may grant the lock to the first queued waiter (wake="one")
-    grants_by_release = True
-    # contenders re-try after a random pause, so that split votes do not repeat (Redlock)
-    jitters = False
-    # every server that holds a name holds its one fencing counter (not so for Redlock's nodes)
-    one_counter = True
-    publish_command = "PUBLISH"
-
-    waiters: dict[object, AsyncWaiter]
-    protocol: AsyncProtocol
-    grants: AsyncGrants
-
-    def __init__(
-        self,
-        request_timeout: float,
-        counters: Counters,
-        owned: Sequence[AsyncRedis] = (),
-    ) -> None:
-        # one request's bound ("one request timeout" in the README): waiting for a connection,
-        # connecting and the reply included
-        self.request_timeout = request_timeout
+    def __init__(self, route: AsyncRoute, counters: Counters, mode: ScriptMode | None = None):
+        settings = route.settings
+        self.route = route
         self.counters = counters
-        self.owned = list(owned)  # fencelock's own clients: closed with the topology
-        # every request goes through it (closed when a dropped client is reaped, too)
-        self.requester = AsyncRequester(request_timeout)
-        self._loop = AsyncLoopGuard()
+        self.request_timeout = settings.request_timeout
+        self.quorum = settings.shape == QUORUM
+        publish = self.publish_command = route.publish_command
+        self.protocol = AsyncProtocol(
+            route,
+            ScriptMode("auto", publish) if mode is None else mode,
+            settings.request_timeout,
+            one_server=settings.shape == ONE,
+            quorum=self.quorum,
+            min_replicas=settings.min_replicas,
+            replica_timeout=settings.replica_timeout,
+        )
+        self.grants = AsyncGrants(self.protocol, route)
+        # what the route can do (routes.AsyncRoute says what each means)
+        self.local_handoff = route.local_handoff
+        self.grants_by_release = route.grants_by_release
+        self.jitters = route.jitters
+        self.one_counter = route.one_counter
+        self.slot_of = route.slot_of
+        self.one_call = route.one_call
+        # one operator's request's bound (inspect, SCAN, force_release): on a quorum a node's
+        # own, so that a node down does not hold up the majority's answer
+        self.read_timeout = route.node_timeout(MAX_TTL)
 
-    @property
-    def addresses(self) -> list[str]:
-        return [self.address]
+    def supports(self, kind: Kind) -> bool:
+        """Whether grants of ``kind`` can be made here (Redlock: the kinds a majority can hold)."""
+        return kind.on_quorum or not self.quorum
 
-    @property
-    @abc.abstractmethod
-    def address(self) -> str: ...
-
-    @abc.abstractmethod
-    async def send_all(
-        self, command: Sequence[Any], timeout: float, only: Sequence[int] = ()
-    ) -> list[Any]: ...
-
-    def slot_of(self, key: str) -> int:
-        """The Cluster slot of ``key``: one multi-key script call must stay within one slot.
-        (0 elsewhere: everything can share a call.)"""
-        return 0
-
-    def one_call(self, keys: Sequence[str]) -> bool:
-        """Whether one script call can reach every key of ``keys`` (on a Cluster: one slot)."""
-        return True
+    def watch(
+        self, channel: str, what: str, timeout: float | None = None
+    ) -> contextlib.AbstractAsyncContextManager[Watch]:
+        """Subscribe to a wake-up channel and yield what a message on it sets. The
+        subscription is confirmed within ``timeout`` seconds (None: one request timeout);
+        ``what``: the object that waits, for errors. A client that runs no scripts waits by
+        re-trying instead (at the end of the holder's lease, or every ``max_poll``) where
+        subscribing is refused: a watch never set."""
+        return self.protocol.watch(self.route.watch(channel, what, timeout))
 
     async def wait(self, watch: Watch, timeout: float) -> bool:
         """Wait for a message on a watched channel, at most ``timeout`` seconds."""
@@ -114,129 +87,13 @@ class AsyncTopology(abc.ABC):
             counters.add(waiting=-1, wakeups=int(woken), polls=int(not woken))
         return woken
 
-    def supports(self, kind: Kind) -> bool:
-        """Whether grants of ``kind`` can be made here."""
-        return True
-
-    @property
-    def read_timeout(self) -> float:
-        """One operator's request's bound (inspect, SCAN, force_release)."""
-        return self.request_timeout
-
-    def abandon(self) -> None:
-        """The client was dropped unclosed: the listeners end by themselves (they only set
-        flags here: this runs in the garbage collector)."""
-        for waiter in list(self.waiters.values()):
-            waiter.abandon()
-
-    def pools(self) -> list[Any]:
-        """The connection pools of fencelock's own clients (reaped when dropped unclosed)."""
-        return [node.connection_pool for node in self.owned]
-
-    async def close(self) -> None:
-        await self.grants.detached.close()  # the give-backs first
-        await self.requester.close()
-        for waiter in list(self.waiters.values()):
-            await waiter.close()
-            await waiter.redis.connection_pool.disconnect()  # its own pool
-        for node in self.owned:
-            await node.aclose()
-            # a pool of fencelock's own is not closed by aclose()
-            await node.connection_pool.disconnect()
-
-    @abc.abstractmethod
-    def watch(
-        self, channel: str, what: str, timeout: float | None = None
-    ) -> contextlib.AbstractAsyncContextManager[Watch]: ...
-
     # -- what the operators' tools and the primitives' own scripts need ------------------------
 
-    @abc.abstractmethod
-    async def run_all(
-        self,
-        script: Script,
-        keys: Sequence[str],
-        args: Sequence[Any],
-        what: str,
-        *,
-        read: bool = False,
-    ) -> list[Any]:
-        """``script``'s reply from every server that may hold ``keys`` (one, or each Redlock
-        node), each within one request's bound (``read``: a read, sent without WAIT). A server's
-        failure is the ``LockError`` of ``what`` in the list, not raised."""
-
-    @abc.abstractmethod
-    async def view(self, keys: Sequence[str], listed: int, what: str) -> NodeView | None:
-        """The grant at ``keys`` (inspect.lua's) as the servers show it (Redlock: a majority);
-        None when not held."""
-
-    @abc.abstractmethod
-    async def publish(self, channel: str, message: str) -> None:
-        """Publish ``message`` on ``channel`` wherever its waiters listen, best effort, within
-        one request's bound."""
-
-    @abc.abstractmethod
-    def scan(self, match: str, count: int) -> AsyncIterator[bytes]:
-        """Every key matching ``match`` on every server (SCAN, each call within one request's
-        bound). A server that fails raises, unless the others answered enough for the listing
-        to be whole (Redlock: a held name is on a majority)."""
-
-    @abc.abstractmethod
     async def run(self, script: Script, keys: Sequence[str], args: Sequence[Any], what: str) -> Any:
         """``script``'s reply from the one server of ``keys``, within one request timeout; a
         failure raised as the ``LockError`` of ``what``."""
-
-
-class AsyncOneServer(AsyncTopology):
-    """One server's word is final: a plain Redis, or a Sentinel master (``min_replicas``: every
-    grant and extension waits for that many replicas to acknowledge it)."""
-
-    def __init__(
-        self,
-        redis: AsyncRedis | AsyncRedisCluster,
-        waiters: dict[object, AsyncWaiter],
-        request_timeout: float,
-        counters: Counters,
-        mode: ScriptMode | None = None,
-        *,
-        min_replicas: int = 0,
-        replica_timeout: float = 1.0,
-        owned: Sequence[AsyncRedis] = (),
-    ) -> None:
-        super().__init__(request_timeout, counters, owned)
-        self.redis = redis
-        self.waiters = waiters
-        mode = ScriptMode("auto", self.publish_command) if mode is None else mode
-        self.protocol = AsyncProtocol(
-            self,
-            mode,
-            request_timeout,
-            one_server=not isinstance(redis, AsyncRedisCluster),
-            min_replicas=min_replicas,
-            replica_timeout=replica_timeout,
-        )
-        # (the requester's own method: the hot path of every acquire stays short)
-        self.send = partial(self.requester.request, redis)
-        self.grants = AsyncGrants(self.protocol, request_timeout, self.send)
-        if min_replicas:
-            # no local hand-off, no grant by a release: one script cannot wait for replicas
-            self.local_handoff = self.grants_by_release = False
-
-    @property
-    def address(self) -> str:
-        return server_address(self.redis)
-
-    async def send_all(
-        self, command: Sequence[Any], timeout: float, only: Sequence[int] = ()
-    ) -> list[Any]:
-        """``command`` to the server (a Cluster: to every master)."""
-        return await self.requester.fan_out(self._nodes(), command, timeout)
-
-    def _nodes(self) -> Sequence[AsyncRedis | AsyncClusterNode]:
-        redis = self.redis
-        return redis.get_primaries() if isinstance(redis, AsyncRedisCluster) else [redis]
-
-    async def run(self, script: Script, keys: Sequence[str], args: Sequence[Any], what: str) -> Any:
+        if self.quorum:
+            raise TypeError(f"{what}: Redlock mode has no one server to run it on")
         try:
             reply, _ = await self.protocol.script(script, keys, args, self.request_timeout, what)
         except RedisError as exc:
@@ -252,6 +109,15 @@ class AsyncOneServer(AsyncTopology):
         *,
         read: bool = False,
     ) -> list[Any]:
+        """``script``'s reply from every server that may hold ``keys`` (one, or each Redlock
+        node), each within one request's bound (``read``: a read, sent without WAIT). A server's
+        failure is the ``LockError`` of ``what`` in the list, not raised."""
+        if self.quorum:
+            request = [script.evalsha(keys, args)]
+            answers = await self.protocol.request_all(
+                request, script.eval(keys, args), self.read_timeout, what or script.name
+            )
+            return [a if isinstance(a, LockError) else a[0] for a in answers]
         try:
             reply, _ = await self.protocol.script(
                 script, keys, args, self.request_timeout, what, read=read
@@ -261,108 +127,48 @@ class AsyncOneServer(AsyncTopology):
         return [reply]
 
     async def view(self, keys: Sequence[str], listed: int, what: str) -> NodeView | None:
-        [reply] = await self.run_all(INSPECT, keys, (listed,), what, read=True)
+        """The grant at ``keys`` (inspect.lua's) as the servers show it (Redlock: a majority);
+        None when not held."""
+        replies = await self.run_all(INSPECT, keys, (listed,), what, read=True)
+        if self.quorum:
+            return majority_view(
+                [r if isinstance(r, LockError) else inspect_reply(r) for r in replies]
+            )
+        [reply] = replies
         if isinstance(reply, LockError):
             raise reply
         view = inspect_reply(reply)
         return view if view.holder else None
 
     async def publish(self, channel: str, message: str) -> None:
+        """Publish ``message`` on ``channel`` wherever its waiters listen, best effort, within
+        one request's bound."""
+        command = (self.publish_command, channel, message)
+        if self.quorum:
+            await self.route.send_all(command, self.read_timeout)
+            return
         try:
-            command = (self.publish_command, channel, message)
-            await self.send([command], self.request_timeout, channel)
+            await self.route.send([command], self.request_timeout, channel)
         except RedisError as exc:
             raise translate_error(exc, f"publish on {channel!r}") from exc
 
-    async def scan(self, match: str, count: int) -> AsyncIterator[bytes]:
-        for node in self._nodes():
-            async for key in scan_node(self.requester, node, match, count, self.request_timeout):
-                yield key
+    def scan(self, match: str, count: int) -> AsyncIterator[bytes]:
+        """Every key matching ``match`` on every server (SCAN, each call within one operator's
+        request's bound)."""
+        return self.route.scan(match, count, self.read_timeout)
 
-    def watch(
-        self, channel: str, what: str, timeout: float | None = None
-    ) -> contextlib.AbstractAsyncContextManager[Watch]:
-        """Subscribe to a lock's wake-up channel and yield what a message on it sets. The
-        subscription is confirmed within ``timeout`` seconds (None: one request timeout);
-        ``what``: the object that waits, for errors. A client that runs no scripts waits by
-        re-trying instead (at the end of the holder's lease, or every ``max_poll``) where
-        subscribing is refused: a watch never set."""
-        self._loop.check()
-        return self.protocol.watch(self.waiters[0].watch(channel, what, timeout=timeout))
+    # -- resources -----------------------------------------------------------------------------
 
+    def abandon(self) -> None:
+        self.route.abandon()
 
-class AsyncCluster(AsyncOneServer):
-    """A ``RedisCluster``: each lock lives on the node of its hash slot (every key of a lock is
-    in one slot, thanks to the hash tag); wake-ups use sharded pub/sub, renewals batch per slot."""
+    def pools(self) -> list[Any]:
+        return self.route.pools()
 
-    # a plain PUBLISH on a Cluster is broadcast to every node
-    publish_command = "SPUBLISH"
+    @property
+    def requester(self) -> AsyncRequester:
+        return self.route.requester
 
-    def __init__(self, redis: AsyncRedisCluster, request_timeout: float, counters: Counters):
-        # one waiter per node, made as channels on it are first watched
-        super().__init__(redis, {}, request_timeout, counters)
-        self._guard = AsyncStateLock()
-
-    def slot_of(self, key: str) -> int:
-        return key_slot(key.encode())
-
-    def one_call(self, keys: Sequence[str]) -> bool:
-        return len({self.slot_of(key) for key in keys}) == 1
-
-    @asynccontextmanager
-    async def watch(
-        self, channel: str, what: str, timeout: float | None = None
-    ) -> AsyncIterator[Watch]:
-        self._loop.check()
-        async with self._shard_waiter(channel).watch(channel, what, timeout=timeout) as watch:
-            yield watch
-
-    def _shard_waiter(self, channel: str) -> AsyncWaiter:
-        """The waiter on the node that serves ``channel``'s slot: sharded pub/sub messages are
-        only delivered by that node."""
-        cluster = self.redis
-        assert isinstance(cluster, AsyncRedisCluster)
-        node = cluster.get_node_from_key(channel)
-        if node is None:
-            raise LockConnectionError(f"no Cluster node serves {channel!r}")
-        with self._guard:
-            waiter = self.waiters.get(node.name)
-            if waiter is None:
-                redis = async_node_client(node, self.request_timeout)
-                waiter = AsyncWaiter(redis, confirm_timeout=self.request_timeout, sharded=True)
-                self.waiters[node.name] = waiter
-        return waiter
-
-
-async def scan_node(
-    requester: AsyncRequester,
-    node: AsyncRedis | AsyncClusterNode,
-    match: str,
-    count: int,
-    timeout: float,
-) -> AsyncIterator[bytes]:
-    """The keys of one server matching ``match`` (SCAN, each call within ``timeout``)."""
-    cursor = 0
-    while True:
-        command = ("SCAN", cursor, "MATCH", match, "COUNT", count)
-        [reply] = await requester.fan_out([node], command, timeout)
-        if isinstance(reply, RedisError):
-            # (the server, not the pattern: that is fencelock's key layout, not the user's)
-            where = node.name if isinstance(node, AsyncClusterNode) else server_address(node)
-            raise translate_error(reply, f"listing the names held on {where}")
-        cursor = int(reply[0])
-        for key in reply[1]:
-            yield key
-        if cursor == 0:
-            return
-
-
-def server_address(redis: AsyncRedis | AsyncRedisCluster) -> str:
-    """host:port (or the socket path) of a client's server, for messages."""
-    pool = getattr(redis, "connection_pool", None)  # (a RedisCluster has one per node)
-    if pool is None:
-        return "the Cluster's default node"
-    options = pool.connection_kwargs
-    if "path" in options:
-        return str(options["path"])
-    return f"{options.get('host', 'localhost')}:{options.get('port', 6379)}"
+    async def close(self) -> None:
+        await self.grants.detached.close()  # the give-backs first
+        await self.route.close()

@@ -455,7 +455,10 @@ async def test_user_client_without_timeouts_is_bounded(
 
     user = AsyncRedis(port=server.port, socket_timeout=None, socket_connect_timeout=None)
     client = AsyncLockClient(user, socket_timeout=2.0)
-    assert client._wiring.topology.redis.connection_pool.connection_kwargs["socket_timeout"] == 2.0
+    assert (
+        client._wiring.topology.route.redis.connection_pool.connection_kwargs["socket_timeout"]
+        == 2.0
+    )
     assert user.connection_pool.connection_kwargs.get("socket_timeout") is None  # untouched
     async with client.lock("bounded", ttl=5):
         pass
