@@ -61,7 +61,8 @@ def register(view: View) -> None:
     VIEWS[view.family] = view
 
 
-def _inspected(keys: LockKeys) -> tuple[str, str, str]:
+def inspected(keys: LockKeys) -> tuple[str, str, str]:
+    """The keys inspect.lua reads of a lock."""
     return (keys.lock, keys.fence, keys.queue)
 
 
@@ -71,7 +72,7 @@ async def lock_info(
     """The lock of ``name`` as its server (Redlock: a majority of nodes) shows it; None: not
     held. ``what``: who asks, for errors (default: the lock)."""
     keys = LockKeys.for_name(name, prefix)
-    view = await topology.view(_inspected(keys), MAX_WAITERS_LISTED, what or f"lock {name!r}")
+    view = await topology.view(inspected(keys), MAX_WAITERS_LISTED, what or f"lock {name!r}")
     return None if view is None else view.info(name)
 
 
@@ -116,7 +117,7 @@ async def force_release(
     if token is not None and not topology.one_counter:
         # Redlock: the nodes' counters differ, so a token names the grant the majority shows,
         # and each node releases only that grant's holder token
-        view = await topology.view(_inspected(keys), MAX_WAITERS_LISTED, what)
+        view = await topology.view(inspected(keys), MAX_WAITERS_LISTED, what)
         if view is None:
             return _logged(ForceReleased(name, ForceOutcome.NOT_HELD, None, None, None), token)
         if view.counter != token:

@@ -19,9 +19,11 @@ from .._core.options import (
     DEFAULT,
     DEFAULT_MAX_HANDOFFS,
     DEFAULT_SOCKET_TIMEOUT,
+    MULTI_LOCK_KEYWORDS,
     ClientOptions,
     LeaseKeywords,
     LeaseOptions,
+    MultiLockKeywords,
     refuse_unknown,
 )
 from .._core.replies import new_waiter_id
@@ -108,7 +110,12 @@ class AsyncLockClient(AsyncFencedWrites, AsyncComputes, admin.AsyncOperatorCalls
         return cls(from_urls(url, socket_timeout), socket_timeout=socket_timeout, **kwargs)
 
     def _options(
-        self, call: str, name: object, ttl: object, given: LeaseKeywords, own: tuple[str, ...] = ()
+        self,
+        call: str,
+        name: object,
+        ttl: object,
+        given: LeaseKeywords | MultiLockKeywords,
+        own: tuple[str, ...] = (),
     ) -> LeaseOptions:
         """The options of the object ``call`` (the factory) makes; ``own``: its other keywords."""
         self._wiring.state.check()
@@ -131,11 +138,13 @@ class AsyncLockClient(AsyncFencedWrites, AsyncComputes, admin.AsyncOperatorCalls
         return AsyncLock(self._wiring, made, reentrant=reentrant)
 
     def multi_lock(
-        self, names: Iterable[str], ttl: float = 30.0, **options: Unpack[LeaseKeywords]
+        self, names: Iterable[str], ttl: float = 30.0, **options: Unpack[MultiLockKeywords]
     ) -> AsyncMultiLock:
         """One lock over several ``names``, taken all or none (docs/multilock.md). Whatever the
         order given, the names are taken sorted and deduplicated, so two multi-locks sharing
-        names can never deadlock. ``multi.tokens``: the fencing token of each name."""
+        names can never deadlock. ``multi.tokens``: the fencing token of each name. No
+        ``on_lost_policy``: its block ends by none (a ``TypeError``, not ignored)."""
+        refuse_unknown("multi_lock", options, MULTI_LOCK_KEYWORDS)
         canonical = canonical_names(names)
         self._wiring.topology.protocol.require_scripts(
             "a multi-lock", "its names are taken all or none by scripts"

@@ -35,12 +35,14 @@ Failure timeline of a lease, and what each step guards against:
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import itertools
 import logging
 import os
 import time
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,17 +57,20 @@ from .._backend import (
     sync_spawn,
     sync_watchdog,
 )
+from .._core.inspection import NodeView
 from .._core.kinds import Kind, LeaseSpec, Released
 from .._core.lease import EXPLAINED, Grant, Words, loss_reason, should_cancel
 from .._core.options import DEFAULT, ClientOptions, LeaseOptions
 from .._core.replies import RENEWED, TAKEN
 from .._core.stats import Counters
 from .._keys import MIN_LEASE, validate_ttl
+from .._scripts import Script
 from ..errors import ClientClosed, LockError, LockLost, LockNotOwned
 from . import contention, handoff
 from .grants import SyncGrants
 from .singleflight import LocalQueues
 from .topology import SyncTopology
+from .waiter import Watch
 from .watchdog import SyncRenewer
 
 logger = logging.getLogger("fencelock.lease")
@@ -140,6 +145,19 @@ class Wiring:
             spec = LeaseSpec.of(kind, options.name, self.prefix, options.ttl, words)
             self.specs[key] = spec
         return spec
+
+
+def fits_one_lease(wiring: Wiring, kind: Kind, keys: Sequence[str]) -> bool:
+    """Whether one grant of ``kind`` can hold ``keys``: the client's servers can make it, and
+    one script call reaches every key (on a Cluster: one slot)."""
+    topology = wiring.topology
+    return topology.supports(kind) and topology.one_call(keys)
+
+
+def clean_up(wiring: Wiring, aw: Any, error: BaseException) -> None:
+    """Finish ``aw`` (a coroutine: a give-back, a release) after ``error``: in the background
+    when the caller was cancelled (``AsyncDetached``; in a thread it has run already)."""
+    wiring.grants.detached.clean_up(aw, error)
 
 
 def refuse_unmade(wiring: Wiring, kind: Kind, words: Words, name: str) -> None:
@@ -435,6 +453,73 @@ class Lease:
         grant = self.owned_grant("check")
         if self.is_lost(grant):
             raise LockLost(f"{self.what()}: the lease is lost: {EXPLAINED[grant.loss]}")
+
+    # -- the door to the servers, for the primitive that holds it ------------------------------
+    # (a primitive asks its lease, never the client's topology: engine.py is the only door)
+
+    def run(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """The primitive's own ``script`` on the server of its name, within one request
+        timeout; a failure raised as the ``LockError`` of this object."""
+        self.wiring.state.check()
+        return self.wiring.topology.run(script, keys, args, self.what())
+
+    def read(self, script: Script, keys: Sequence[str], args: Sequence[Any] = ()) -> Any:
+        """A read-only ``script``'s reply (sent without WAIT) from the server of its name; a
+        failure raised."""
+        self.wiring.state.check()
+        [reply] = self.wiring.topology.run_all(script, keys, args, self.what(), read=True)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    def view(self, keys: Sequence[str], listed: int) -> NodeView | None:
+        """The grant at ``keys`` as the servers show it (Redlock: a majority); None when none
+        is held."""
+        self.wiring.state.check()
+        return self.wiring.topology.view(keys, listed, self.what())
+
+    @property
+    def publish_command(self) -> str:
+        """How a script publishes on this client's servers (PUBLISH; SPUBLISH on a Cluster)."""
+        return self.wiring.topology.publish_command
+
+    def publish(self, channel: str, message: str) -> None:
+        """Publish ``message`` on ``channel``, best effort, within one request's bound."""
+        self.wiring.topology.publish(channel, message)
+
+    def watch(
+        self, channel: str, deadline: float | None = None
+    ) -> contextlib.AbstractContextManager[Watch]:
+        """Subscribe to ``channel`` (confirmed within what is left of the bound of a call whose
+        ``deadline`` it serves: see ``topology.watch``)."""
+        bound = self.wiring.grants.time_left(deadline)
+        return self.wiring.topology.watch(channel, self.what(), bound)
+
+    def wait(self, watch: Watch, timeout: float) -> bool:
+        """Wait for a message on a watched channel, at most ``timeout`` seconds."""
+        return self.wiring.topology.wait(watch, timeout)
+
+    def clean_up(self, aw: Any, error: BaseException) -> None:
+        """``clean_up`` (above) of this object's client."""
+        clean_up(self.wiring, aw, error)
+
+    def held_by(self, holder: str) -> bool:
+        """Whether the server shows the grant of ``holder`` (a holder token) holding it."""
+        self.wiring.state.check()
+        return self.wiring.grants.held(self.spec, holder)
+
+    def release_by(self, holder: str) -> bool:
+        """Release the grant of ``holder``, made by another object; False if it has none."""
+        self.wiring.state.check()
+        return self.wiring.grants.release(self.spec, holder) != Released.NOT_HELD
+
+    def renew_by(self, holder: str, ttl: float) -> int | LockError:
+        """Reset the lease of ``holder``'s grant to ``ttl`` seconds: ``RENEWED``, ``GONE``,
+        ``TAKEN``, or the error that kept it from being renewed."""
+        self.wiring.state.check()
+        grants, spec = self.wiring.grants, self.spec
+        [held] = grants.renew([spec], [holder], [ttl], grants.request_timeout, spec.what)
+        return held
 
     def remaining(self) -> float:
         """Seconds of the current lease left by the local deadline (0: none held, or lost)."""

@@ -106,19 +106,18 @@ class Semaphore(Leased):
         are under the new limit."""
         limit = validate_permits("limit", limit)
         lease = self._lease
-        lease.wiring.state.check()
-        spec, topology = lease.spec, lease.wiring.topology
-        args = (limit, spec.keys.channel, topology.publish_command)
-        topology.run(SEMAPHORE_LIMIT, spec.release_keys, args, spec.what)
+        spec = lease.spec
+        args = (limit, spec.keys.channel, lease.publish_command)
+        lease.run(SEMAPHORE_LIMIT, spec.release_keys, args)
         self.limit = limit
 
 
 def read_state(lease: Lease) -> SemaphoreState:
     """What the server shows of the semaphore (or read-write lock) of ``lease``."""
-    lease.wiring.state.check()
     keys = lease.spec.keys
     assert isinstance(keys, SemaphoreKeys)
-    return state_of(lease.wiring.topology, keys, lease.spec.what)
+    names = (keys.lock, keys.state, keys.fence, keys.queue)
+    return semaphore_state(lease.read(SEMAPHORE_STATE, names))
 
 
 def state_of(topology: SyncTopology, keys: SemaphoreKeys, what: str) -> SemaphoreState:
