@@ -161,21 +161,26 @@ def minimal_sync_cycle(
     def fan_out(command: tuple[Any, ...]) -> list[Any]:
         """Write ``command`` to one connection of every node (each as soon as it is taken from
         its pool, so the first node starts working at once), then read every reply (an error
-        reply or a timeout counts as a no; every read is bounded by the socket timeout)."""
-        conns = []
+        reply, a timeout, or a connection that cannot be made again in time, after one that
+        timed out was dropped, counts as a no; every read is bounded by the socket timeout)."""
+        conns: list[tuple[Any, Any]] = []
         replies: list[Any] = []
         try:
             for pool in pools:
-                conn = pool.get_connection()
-                conns.append(conn)
+                try:
+                    conn = pool.get_connection()
+                except RedisError as exc:
+                    replies.append(exc)
+                    continue
+                conns.append((pool, conn))
                 conn.send_command(*command)  # type: ignore[no-untyped-call]
-            for conn in conns:
+            for _, conn in conns:
                 try:
                     replies.append(conn.read_response())
                 except RedisError as exc:
                     replies.append(exc)
         finally:
-            for pool, conn in zip(pools, conns, strict=False):
+            for pool, conn in conns:
                 pool.release(conn)
         return replies
 

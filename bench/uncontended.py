@@ -78,6 +78,7 @@ from ._common import (
 
 LOCK_NAME: Final = "bench"
 MINIMAL_KEY: Final = "bench:minimal:lock"
+REDIS_PY_KEY: Final = "bench:redis-py:lock"
 
 
 # -- the variants ----------------------------------------------------------------------------
@@ -145,6 +146,61 @@ def minimal_async_cycle(client: redis.asyncio.Redis, sha: str, delete: str = "")
             raise BenchError(f"minimal async: {MINIMAL_KEY!r} was not ours at release")
 
     return cycle
+
+
+def redis_py_sync_cycle(client: redis.Redis) -> SyncCycle:
+    """redis-py's own ``Lock``: ``client.lock(name, timeout=TTL)``, the lease fencelock's cycle
+    has, its other options redis-py's defaults (a ``uuid1`` token kept thread-locally, ``SET NX
+    PX``, its compare-and-delete script through ``Script``)."""
+    lock = client.lock(REDIS_PY_KEY, timeout=TTL)
+
+    def cycle() -> None:
+        if not lock.acquire(blocking=False):
+            raise BenchError(f"redis-py Lock sync: {REDIS_PY_KEY!r} was busy")
+        lock.release()
+
+    return cycle
+
+
+def redis_py_async_cycle(client: redis.asyncio.Redis) -> AsyncCycle:
+    lock = client.lock(REDIS_PY_KEY, timeout=TTL)
+
+    async def cycle() -> None:
+        if not await lock.acquire(blocking=False):
+            raise BenchError(f"redis-py Lock async: {REDIS_PY_KEY!r} was busy")
+        await lock.release()
+
+    return cycle
+
+
+def default_cycles(
+    url: str, runner: asyncio.Runner, stack: ExitStack
+) -> tuple[dict[str, SyncCycle], dict[str, AsyncCycle]]:
+    """The sync and the asyncio cycles of fencelock, the minimum and redis-py's ``Lock`` by
+    name, each on a client with its defaults (``LockClient.from_url(url)``, a default
+    ``redis.Redis``: no socket timeout), which ``stack`` closes; the asyncio clients made on
+    ``runner``'s loop (``bench.regress``, ``bench.breakdown``)."""
+    client = stack.enter_context(fencelock.LockClient.from_url(url))
+    plain = stack.enter_context(redis.Redis.from_url(url))
+    sha: str = plain.script_load(MINIMAL_RELEASE)
+
+    async def make() -> tuple[fencelock.asyncio.LockClient, redis.asyncio.Redis]:
+        return fencelock.asyncio.LockClient.from_url(url), redis.asyncio.Redis.from_url(url)
+
+    aclient, aplain = runner.run(make())
+    stack.callback(lambda: runner.run(aclient.close()))
+    stack.callback(lambda: runner.run(aplain.aclose()))
+    sync = {
+        "fencelock": fencelock_sync_cycle(client),
+        "minimal": minimal_sync_cycle(plain, sha),
+        "redis-py Lock": redis_py_sync_cycle(plain),
+    }
+    asyncio_ = {
+        "fencelock": fencelock_async_cycle(aclient),
+        "minimal": minimal_async_cycle(aplain, sha),
+        "redis-py Lock": redis_py_async_cycle(aplain),
+    }
+    return sync, asyncio_
 
 
 @contextmanager

@@ -201,6 +201,15 @@ def cluster(server_kind: str) -> Iterator[Cluster]:
         yield built
 
 
+@pytest.fixture(scope="session")
+def moving_cluster(server_kind: str) -> Iterator[Cluster]:
+    """A Cluster of its own for the tests that move slots and fail masters over: they leave it
+    changed (three masters with a replica each), and each finds where its names are now. A
+    node timeout of 1 s: a killed master is replaced sooner."""
+    with Cluster(_binary(server_kind), node_timeout_ms=1000) as built:
+        yield built
+
+
 @pytest.fixture
 def sentinel_setup(server_kind: str) -> Iterator[SentinelSetup]:
     """A master, a replica and a sentinel of this test's own (tests fail them over)."""

@@ -9,17 +9,33 @@ grant
     ended. A re-entry (``reenter``) is part of its grant.
 belief
     The part of a grant during which its holder, by its own knowledge, held the lock: from the
-    acquire until ``release`` was called, the worker was killed, or it was told of a loss
-    (``lost`` from ``on_lost``, ``check_failed``, ``cancelled``, or a ``write_refused``),
-    whichever came first. A paused (SIGSTOPped) holder keeps believing: that is what a pause is.
+    acquire until ``release`` was called, the worker was killed, it was told of a loss (``lost``
+    from ``on_lost``, ``check_failed``, ``cancelled``, or a ``write_refused``), or, for a lock
+    that is not renewed, its lease ended by its own clock (``until`` of the acquire or of the
+    last re-entry: ``lease_end``), whichever came first. A holder knows when its lease ends
+    (``check()`` fails from then on, ``remaining()`` is 0), and fencelock promises no
+    exclusion past it: a holder slow to call ``release()`` (a loaded machine, a long gap after
+    its last ``check()``) holds nothing meanwhile, and fencing refuses its late writes. The
+    renewed kinds (``history.RENEWED_KINDS``) have no known end: a renewal moves it unrecorded,
+    so their belief lasts until release or a loss told, and every loss must be told; except a
+    grant whose lease had ended already when its acquire returned (``until`` not after the
+    ``acquire`` event: ``remaining()`` was 0; under load the hand-over can outlast a lease),
+    which no renewal revives. A paused (SIGSTOPped) holder keeps believing within its lease:
+    that is what a pause is.
 overlap
     Two grants of one name, by different workers, whose beliefs intersect: two holders inside
     the critical section at once, each by its own belief.
 superseded write
-    A write a grant sent after a newer grant of the same name (see loss) had returned: the
-    holder was overtaken. Fencing refuses it when the newer holder has written first; one that
-    arrives before the newer holder's first write is not stale in the resource's eyes and is
-    accepted (and then usually lost, see lost updates).
+    A write of a grant answered after a newer grant of the same name (see loss) had returned:
+    the holder was overtaken with the write sent or in flight (the time a worker records as
+    sent comes before the request leaves: a SIGSTOP can fall between, and the write then
+    reaches the resource after the newer grant). Fencing refuses it when the newer holder has
+    written first; one that arrives before the newer holder's first write is not stale in the
+    resource's eyes and is accepted (and then usually lost, see lost updates). Unfenced: one
+    accepted although a newer holder's write had been accepted before it was sent (a stale
+    write accepted, too). A scenario cannot make the newer holder write first: on a loaded
+    machine its own lease may end before it writes, and then nothing can refuse the overtaken
+    holder's write.
 stale write accepted
     A write accepted with a token lower than the token of a write accepted before it was sent
     (per key). The fenced resource must refuse every such write: this must be 0 always.
@@ -108,6 +124,9 @@ class Grant:
     requested: float  # acquire called
     start: float  # acquire returned
     hold_end: float = float("inf")
+    # when its lease ends by the holder's clock, as last known (acquire, re-entry); inf: not
+    # recorded, or a renewed lock's (moved by renewals)
+    lease_end: float = float("inf")
     ended_by: str = ""  # "release", "killed", "exit", "end of history"
     released: bool | None = None  # release() returned (True) or raised (False)
     release_error: str = ""
@@ -123,7 +142,7 @@ class Grant:
     @property
     def belief_end(self) -> float:
         told = [t for t, kind in self.signals if kind != h.RELEASE_FAILED and t <= self.hold_end]
-        return min([self.hold_end, *told])
+        return min([self.hold_end, self.lease_end, *told])
 
     def __repr__(self) -> str:
         return (
@@ -181,6 +200,7 @@ class NameReport:
     writes: list[Write] = field(default_factory=list)
     superseded_accepted: list[Write] = field(default_factory=list)
     superseded_refused: list[Write] = field(default_factory=list)
+    unfenced: list[Write] = field(default_factory=list)  # superseded, accepted, and stale
     refused_not_superseded: list[Write] = field(default_factory=list)
     stale_accepted: list[Write] = field(default_factory=list)
     final_value: int | None = None
@@ -263,6 +283,14 @@ class Report:
 def grants(events: Sequence[Event]) -> list[Grant]:
     """Every grant of the history, with its hold, signals, checks and writes, by start time."""
     events = sorted(events, key=lambda e: e.t)
+    # (a renewed lock's lease goes on past the end known at its grant, unless that end had
+    # passed already when the holder got the grant: no renewal revives a lease that ended)
+    renewed = {e.name for e in events if e.kind == h.CONFIG and e.detail in h.RENEWED_KINDS}
+
+    def lease_ends(grant: Grant, e: Event) -> None:
+        if e.until is not None and (e.name not in renewed or e.until <= e.t):
+            grant.lease_end = e.until
+
     current: dict[str, Grant] = {}  # worker -> its latest grant (kept after release, for results)
     sent: dict[str, Event] = {}  # worker -> its write waiting for an answer
     result: list[Grant] = []
@@ -278,6 +306,7 @@ def grants(events: Sequence[Event]) -> list[Grant]:
             if grant is not None:
                 close(grant, e.t, "acquired again")
             grant = Grant(e.worker, e.name, e.token, e.t if e.t0 is None else e.t0, e.t)
+            lease_ends(grant, e)
             current[e.worker] = grant
             result.append(grant)
         elif e.kind == h.ACQUIRE_FAILED:
@@ -298,6 +327,7 @@ def grants(events: Sequence[Event]) -> list[Grant]:
             grant.signals.append((e.t, e.kind))
         elif e.kind in (h.READ, h.REENTER):
             grant.steps.append((e.t, e.kind))
+            lease_ends(grant, e)
         elif e.kind == h.LOOP_BLOCKED:
             grant.blocks.append((e.t, float("inf")))
         elif e.kind == h.LOOP_RESUMED and grant.blocks:
@@ -404,13 +434,14 @@ def losses(grant_list: Sequence[Grant]) -> list[Loss]:
 
 
 def superseded_writes(grant_list: Sequence[Grant]) -> list[Write]:
-    """Writes a grant sent after another worker had been granted the same name."""
+    """Writes of a grant answered after another worker had been granted the same name (see
+    "superseded write" in the module's docstring)."""
     found: list[Write] = []
     for group in by_name(grant_list).values():
         for grant in group:
             taken = taken_over_at(grant, group)
             if taken is not None:
-                found.extend(w for w in grant.writes if w.sent > taken)
+                found.extend(w for w in grant.writes if w.done > taken)
     return found
 
 
@@ -659,6 +690,8 @@ def check(events: Sequence[Event]) -> Report:
             elif w.outcome == h.WRITE_REFUSED:
                 r.refused_not_superseded.append(w)
         r.stale_accepted = stale_accepted(r.writes)
+        stale = set(map(id, r.stale_accepted))
+        r.unfenced = [w for w in r.superseded_accepted if id(w) in stale]
         if r.final_value is not None:
             accepted = r.count(h.WRITE_ACCEPTED)
             unknown = r.count("")

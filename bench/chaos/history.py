@@ -40,9 +40,11 @@ ASYNC_KINDS: Final = (ASYNC_CANCEL,)
 # Recorded by the harness before the workers start: one per lock name.
 CONFIG: Final = "config"  # name; value = ttl in ms; detail = lock kind
 # A worker's steps ("worker" is its id, "name" the lock name).
-ACQUIRE: Final = "acquire"  # acquire returned True; token; t0 = when acquire was called
+ACQUIRE: Final = "acquire"  # acquire returned True; token; t0 = when acquire was called;
+#   until = when its lease ends by the holder's own clock (time.monotonic() + lock.remaining())
 ACQUIRE_FAILED: Final = "acquire_failed"  # False or an error; t0; detail = why
-REENTER: Final = "reenter"  # a reentrant lock acquired again (same token)
+REENTER: Final = "reenter"  # a reentrant lock acquired again (same token); until, as acquire's
+#   (the re-entry restarted the lease)
 READ: Final = "read"  # the counter's value read from the resource; value
 CHECK_PASSED: Final = "check_passed"  # lock.check() returned
 CHECK_FAILED: Final = "check_failed"  # lock.check() raised LockLost
@@ -98,6 +100,7 @@ class Event:
     t0: float | None = None  # when the operation began (acquire called, write sent)
     detail: str = ""
     scope: str = ""  # faults only: HOLDER or SERVER
+    until: float | None = None  # when a grant's lease ends by its holder's clock, as known then
 
     def to_json(self) -> str:
         data = {k: v for k, v in asdict(self).items() if v not in (None, "")}

@@ -10,9 +10,11 @@ counters vanish), ``pause_node`` (SIGSTOP: a hung node). On the network, through
 proxy: ``slow_network`` (delay), ``drop_network`` (connections reset), ``blackhole_network``
 (data held until healed). ``clock_jump`` moves a node's wall clock forward
 (libfaketime). ``sentinel_failover`` and ``cluster_failover`` kill a master whose replica lags
-(``lag_replicas``: paused, behind a write burst) and wait for the promotion. ``flush_node``
-(FLUSHALL) and ``delete_counters`` (a DEL of the fencing counters by hand) lose data without a
-restart.
+(``lag_replicas``: paused, behind a write burst) and wait for the promotion. ``move_slots``
+moves the locks' slots to another master and back, ``manual_failover`` fails their master over
+by hand (CLUSTER FAILOVER): a Cluster that changes under the locks without losing anything.
+``flush_node`` (FLUSHALL) and ``delete_counters`` (a DEL of the fencing counters by hand) lose
+data without a restart.
 """
 
 from __future__ import annotations
@@ -25,12 +27,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-import redis
+from redis.crc import key_slot
 
 from fencelock._keys import LockKeys, escape
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.proxy import TcpProxy
-from fencelock_tools.servers.topology import REPLICA_ROLES, probe, wait_until
+from fencelock_tools.servers.topology import probe
 
 from . import history as h
 from .topologies import ClusterTopology, NodeClock, SentinelTopology
@@ -362,7 +364,7 @@ def cluster_failover(
     cluster = topology.cluster
     key = LockKeys.for_name(name).lock
     old = cluster.master_for_key(key)
-    replicas = [n for n in cluster.nodes if n is not old and _replica_of(n, old)]
+    replicas = cluster.replicas_now(old)
     try:
         lag_replicas(old, replicas, escape(name))
         wait_new_grants(run, lag)
@@ -371,29 +373,36 @@ def cluster_failover(
     finally:
         for replica in replicas:
             replica.resume()
-
-    def promoted() -> str | None:
-        return None if cluster.master_for_key(key) is not old else f"{old.port} still master"
-
-    wait_until(promoted, 30, "promotion")
-    cluster.wait_ready(timeout=30)
-    if not rejoin:
-        return
-    old.start()  # for the next failover
-
-    def rejoined() -> str | None:
-        with probe(old.port) as client:
-            info = client.info("replication")
-        if info["role"] not in REPLICA_ROLES or info.get("master_link_status") != "up":
-            return f"{old.port} is {info['role']}, link {info.get('master_link_status')}"
-        return None
-
-    wait_until(rejoined, 30, f"{old.port} replicating again")
-    cluster.wait_ready(timeout=30)
+    cluster.wait_promoted(old, key_slot(key.encode()), timeout=30)
+    if rejoin:  # for the next failover
+        cluster.rejoin(old, timeout=30)
 
 
-def _replica_of(node: EmbeddedServer, master: EmbeddedServer) -> bool:
-    with contextlib.suppress(redis.exceptions.RedisError), probe(node.port) as client:
-        info = client.info("replication")
-        return info["role"] in REPLICA_ROLES and int(info.get("master_port", 0)) == master.port
-    return False
+def move_slots(run: Run, topology: ClusterTopology, *, atomic: bool) -> None:
+    """Move the slot of every lock's keys to another master, then back (``Cluster.move_slot``:
+    the classic migration, or ``atomic``), each way one fault on the servers, a ttl of work in
+    between: the keys move with their slot, and the waiters must follow it."""
+    cluster = topology.cluster
+    slots = sorted(
+        {key_slot(k.fence.encode()) for n in run.names for k in lock_keys(run.kind_of[n], n)}
+    )
+    home = {slot: cluster.master_for_slot(slot) for slot in slots}
+    how = "atomically (CLUSTER MIGRATESLOTS)" if atomic else "(SETSLOT, MIGRATE)"
+    for way in ("away", "back"):
+        with run.fault(f"move the {len(slots)} slots of the locks {way} {how}", h.SERVER):
+            for slot in slots:
+                target = home[slot]
+                if way == "away":
+                    target = next(m for m in cluster.running_masters() if m is not home[slot])
+                cluster.move_slot(slot, target, atomic=atomic)
+        run.sleep(run.ttl)
+
+
+def manual_failover(run: Run, topology: ClusterTopology, name: str) -> None:
+    """CLUSTER FAILOVER on the replica of ``name``'s master: it takes over once it has every
+    write of the master, which becomes its replica (nothing is lost)."""
+    cluster = topology.cluster
+    master = cluster.master_for_key(LockKeys.for_name(name).lock)
+    (replica,) = cluster.replicas_now(master)
+    with run.fault(f"CLUSTER FAILOVER: {replica.port} takes over from {master.port}", h.SERVER):
+        cluster.failover(replica)

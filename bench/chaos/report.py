@@ -12,6 +12,7 @@ from .scenarios import (
     FAILS_CHECK,
     FENCED,
     FREE_IN_TTL,
+    GIVEN_BACK,
     INCREASING,
     KEPT,
     NO_OVERLAP,
@@ -161,7 +162,7 @@ def violations(result: Result) -> list[str]:
             for grant, t in r.late_checks:
                 found.append(f"{where}: {FAILS_CHECK}: {grant} passed check() at {t:.3f}")
         if FENCED in scenario.promises:
-            for w in r.superseded_accepted:
+            for w in r.unfenced:
                 found.append(f"{where}: {FENCED}: {w}")
         if TOLD_STALE in scenario.promises and not r.superseded_refused:
             found.append(f"{where}: {TOLD_STALE}: no overtaken write was refused")
@@ -180,6 +181,13 @@ def violations(result: Result) -> list[str]:
                 if rec.fault.scope == h.HOLDER and late:
                     found.append(
                         f"{where}: {FREE_IN_TTL}: {seconds(rec.seconds)} after {rec.fault.detail}"
+                    )
+        if GIVEN_BACK in scenario.promises:
+            for rec in r.recoveries:
+                late = rec.seconds is None or rec.seconds > scenario.ttl / 2
+                if rec.fault.scope == h.SERVER and late:
+                    found.append(
+                        f"{where}: {GIVEN_BACK}: {seconds(rec.seconds)} after {rec.fault.detail}"
                     )
     return found
 

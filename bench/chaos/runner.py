@@ -51,6 +51,8 @@ SAFETY_MARGIN: Final = 120.0  # a worker stops by itself this long after its run
 # a worker asks again after this (an acquire that returns False is recorded): waiters re-ask
 # often enough to measure recovery, and see the end of a run soon
 ACQUIRE_TIMEOUT: Final = 1.0
+# the longest the harness waits for its workers to have made their clients
+WORKERS_START: Final = 60.0
 
 _context: multiprocessing.context.ForkServerContext | None = None
 _context_lock = threading.Lock()
@@ -228,6 +230,7 @@ class Run:
         )
         handle = WorkerHandle(worker_id, name, kind, slot, process)
         self.handles.append(handle)
+        self.phases[slot] = workers.STARTING
         process.start()
         return handle
 
@@ -238,9 +241,17 @@ class Run:
         worker.process.join(timeout)
 
     def start_workers(self) -> None:
+        """Start every worker, and wait until each has made its client (at most
+        ``WORKERS_START``): on a loaded machine that takes seconds (once 20 s), and a schedule
+        begun meanwhile would fault workers that do not run yet, and leave them no time."""
         for name in self.names:
             for _ in range(self.mode.workers_per_kind):
                 self.spawn(name, self.kind_of[name])
+
+        def started() -> bool:
+            return all(self.phase(w) != workers.STARTING for w in self.handles)
+
+        self.wait_for(started, WORKERS_START)
 
     def stop_workers(self) -> None:
         """Ask every worker to stop after its round; SIGKILL (recorded) whoever is late."""

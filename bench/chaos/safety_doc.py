@@ -53,7 +53,10 @@ are the other primitives, each used as a mutex so that every promise of the lock
 them: `semaphore`, a semaphore of one permit with `auto_renew=True`; `rw_write`, the write side
 of a read-write lock; and `multi_lock`, a multi-lock of the name and a second name (its own
 hash slot). Redlock runs the lock kinds and the multi-lock only: semaphores and read-write
-locks need one master or a Cluster ([semaphore.md](semaphore.md)). A fault on a holder hits one
+locks need one master or a Cluster ([semaphore.md](semaphore.md)). Its clients have a node
+timeout of 150 ms, which also bounds connecting to a node: the default at the suite's 1 s ttl
+(5 ms, connecting within 50 ms) is meant for a network, and on a loaded 2-vCPU machine an
+asyncio client could not reconnect in time and was granted nothing. A fault on a holder hits one
 holder of each name; a fault on servers or the network hits all of them. The blocked event loop
 (`*/holder-loop-block`) runs `async_cancel` only: a sync worker has no event loop to block.
 """
@@ -67,8 +70,15 @@ COLUMNS = """\
 - **faults**: faults injected that concern this lock (a fault on servers concerns every lock).
 - **overlaps**: pairs of grants by different workers whose *beliefs* intersect. A worker
   believes it holds the lock from the moment `acquire` returned until it calls `release()`, is
-  killed, or is told of a loss (`on_lost`, a failing `check()`, a refused write). A SIGSTOPped
-  holder keeps believing: that is what a pause is.
+  killed, or is told of a loss (`on_lost`, a failing `check()`, a refused write), and, without
+  `auto_renew`, no longer than its lease by its own clock (`remaining()` at the grant or its
+  last re-entry). Past that end its `check()` fails and fencelock promises it nothing: a
+  holder slow to release (a paused process, a loaded machine) holds nothing meanwhile, and
+  its late writes are counted as overtaken writes. An `auto_renew` lease has no end known in
+  advance (each renewal moves it), so such a holder believes until its release or a loss it
+  is told of (not at all if its lease had ended when its `acquire` returned: on a loaded
+  machine the hand-over can outlast a lease, and no renewal revives it), and a SIGSTOPped one
+  keeps believing: that is what a pause is.
 - **overtaken writes refused / accepted**: writes a holder sent after a newer grant of its lock
   had returned. Fencing refuses each one that arrives after the newer holder's first write. One
   that arrives before it is not stale in the resource's eyes and is accepted, and is then
@@ -242,20 +252,25 @@ def render(
     return "\n".join(parts).rstrip() + "\n"
 
 
-# The section of the deterministic simulation (``python -m tests.sim.explore --write-docs``
-# writes it): kept as it is when the chaos run rewrites the page.
+# The sections other tools write, kept as they are when the chaos run rewrites the page: the
+# deterministic simulation's (``python -m tests.sim.explore --write-docs``) and the Cluster's
+# that changes under its waiters (``python -m bench.reshard --write-docs``).
 SIMULATION = ("<!-- explore:begin -->", "<!-- explore:end -->")
+RESHARD = ("<!-- reshard:begin -->", "<!-- reshard:end -->")
 
 
 def with_simulation(rendered: str, current: str) -> str:
-    """``rendered`` with the simulation's section of ``current`` (the page as it is) put back
-    before "Scenarios"."""
-    begin, end = SIMULATION
-    if begin not in current:
+    """``rendered`` with the sections of ``current`` (the page as it is) that other tools write
+    put back before "Scenarios"."""
+    blocks = [
+        begin + current.split(begin, 1)[1].split(end, 1)[0] + end + "\n\n"
+        for begin, end in (SIMULATION, RESHARD)
+        if begin in current
+    ]
+    if not blocks:
         return rendered
-    block = begin + current.split(begin, 1)[1].split(end, 1)[0] + end + "\n\n"
     head, tail = rendered.split("## Scenarios\n", 1)
-    return f"{head}{block}## Scenarios\n{tail}"
+    return f"{head}{''.join(blocks)}## Scenarios\n{tail}"
 
 
 SINKS = """\
@@ -322,7 +337,7 @@ FINDINGS = """\
 - **Fencing holds everywhere**: no stale write was accepted in any scenario. Every overlap that
   a pause causes ends in a failing `check()` (paused while working) or a refused write (paused
   between `check()` and the write): the pause scenarios check that no write of an overtaken
-  holder is accepted.
+  holder is accepted once a newer holder has written.
 - **Where overlaps come from**: a paused holder (every mode: a lease is a lease), a server
   restarted without persistence, a failover that loses grants (Sentinel or Cluster without
   `min_replicas`), and a Redlock node whose clock jumps. In the last three the old holder's
@@ -341,9 +356,12 @@ FINDINGS = """\
   retries (calls took seconds with nodes down, and a lease could run out while its token was
   written back), the sync pub/sub listener dying on redis-py errors after a server restart,
   a late `on_lost` while a renewal hung, `on_lost_policy="cancel"` ending a block with
-  `CancelledError` instead of `LockLost`, and a lease counted from the wrong request after a
-  re-send. What each looked like and how it was fixed: [benchmarks.md, "The chaos suite: what
-  it found"](benchmarks.md#the-chaos-suite-what-it-found).
+  `CancelledError` instead of `LockLost`, a lease counted from the wrong request after a
+  re-send, and, with two CPU burners beside the short run, a Redlock reentrant release sent
+  again that left a hold twice (the lock freed under its holder), an `auto_renew` grant that
+  came back late renewed only after its lease had ended, and asyncio replies taken for
+  timeouts when the event loop got to them late. What each looked like and how it was fixed:
+  [benchmarks.md, "The chaos suite: what it found"](benchmarks.md#the-chaos-suite-what-it-found).
 
 ## Not covered yet
 

@@ -3,6 +3,7 @@
 One process per worker, so that a nemesis can SIGKILL or SIGSTOP a holder for real. Each worker
 records every step to its own JSONL file (``history.Recorder``) with ``time.monotonic()``, and
 ``on_lost`` records the loss signal from whatever thread it runs on (the watchdog, or ``check()``).
+A grant, and a re-entry, record when the lease ends by the worker's own clock (``lease_end``).
 
 Kinds ``default``, ``auto_renew`` and ``reentrant`` drive the sync API (``Worker``), and so do
 ``semaphore``, ``rw_write`` and ``multi_lock``: the other primitives, each held as a mutex (a
@@ -70,6 +71,7 @@ from .topologies import (
 )
 
 # The phase of a worker, in its slot of the shared array.
+STARTING: Final = -1  # started, its client not made yet (the harness waits for it)
 IDLE: Final = 0  # not holding (acquiring, or between rounds)
 WORKING: Final = 1  # holding: read the counter, working, check() not yet called
 CHECKED: Final = 2  # check() passed, the write not yet sent
@@ -129,6 +131,13 @@ def new_lock(
     return client.lock(
         name, ttl, auto_renew=kind == AUTO_RENEW, reentrant=kind == REENTRANT, **lost
     )
+
+
+def lease_end(lock: SyncLock | fencelock.asyncio.Lock) -> float:
+    """When the grant's lease ends by this process's clock, as the library knows it now: what
+    ``check()`` goes by. (A renewal moves it later, unrecorded: the checker uses it only for
+    locks that are not renewed.)"""
+    return time.monotonic() + lock.remaining()
 
 
 def token_of(lock: SyncLock, name: str) -> int:
@@ -244,9 +253,10 @@ class _Worker:
     def stopped(self) -> bool:
         return self.stop is not None and bool(self.stop[0])
 
-    def granted(self, token: int, asked: float, detail: str) -> None:
-        """The acquire returned a grant: recorded, counted, and shown as held (WORKING)."""
-        self.record(h.ACQUIRE, token=token, t0=asked, detail=detail)
+    def granted(self, token: int, asked: float, detail: str, until: float | None) -> None:
+        """The acquire returned a grant: recorded (``until``: its lease's end by this
+        process's clock, ``lease_end``), counted, and shown as held (WORKING)."""
+        self.record(h.ACQUIRE, token=token, t0=asked, detail=detail, until=until)
         self.grants[self.slot] += 1
         self.phases[self.slot] = WORKING
 
@@ -302,6 +312,7 @@ class Worker(_Worker):
         self.client = make_client(self.spec.client)
         self.resource = redis.Redis(port=self.spec.resource_port, **RESOURCE_OPTIONS)
         self.sink = open_sink(self.spec.sink, self.spec.name, self.client)
+        self.phases[self.slot] = IDLE  # (started)
         try:
             while not stopping():
                 self.round()
@@ -335,7 +346,7 @@ class Worker(_Worker):
                 lock.release()  # nothing was handed out: this is no grant
             return
         took = f"acquire() {returned - asked:.3f} s, token {time.monotonic() - returned:.3f} s"
-        self.granted(self.token, asked, took)
+        self.granted(self.token, asked, took, lease_end(lock))
         try:
             self.hold(lock, self.token)
         finally:
@@ -350,7 +361,8 @@ class Worker(_Worker):
         if spec.kind == REENTRANT:
             try:
                 inner = lock.acquire(timeout=0)
-                self.record(h.REENTER, token=token, detail="" if inner else "refused")
+                until = lease_end(lock) if inner else None  # (a re-entry restarts the lease)
+                self.record(h.REENTER, token=token, detail="" if inner else "refused", until=until)
             except fencelock.LockError as exc:
                 self.record(h.REENTER, token=token, detail=type(exc).__name__)
         value = self.read(token, self.sink.read())
@@ -401,7 +413,7 @@ class VersionedWorker(Worker):
             time.sleep(self.backoff())
             return
         self.token = version
-        self.granted(version, asked, "read")
+        self.granted(version, asked, "read", None)
         try:
             read = self.read(version, raw)
             for nap in self.naps(self.rng.uniform(*spec.work)):
@@ -487,6 +499,7 @@ class AsyncWorker(_Worker):
             task.set_name(f"chaos-{self.spec.worker}")
         self.client = make_async_client(self.spec.client)
         self.resource = redis.asyncio.Redis(port=self.spec.resource_port, **RESOURCE_OPTIONS)
+        self.phases[self.slot] = IDLE  # (started)
         try:
             while not stopping():
                 await self.round()
@@ -541,7 +554,7 @@ class AsyncWorker(_Worker):
         returned = time.monotonic()
         token = self.token = lock.token  # no I/O under asyncio: Redlock's write-back is done
         self.step, self.cancel_recorded = "read", False
-        self.granted(token, asked, f"acquire() {returned - asked:.3f} s")
+        self.granted(token, asked, f"acquire() {returned - asked:.3f} s", lease_end(lock))
         try:
             value = self.read(token, await self.resource.get(self.key))
             self.step = "work"

@@ -17,17 +17,18 @@ from fencelock_tools.servers.embedded import EmbeddedServer, find_server
 
 from .._common import server_description
 from . import DOC, IMG, ROOT
-from .goals import Goal, goals
+from .goals import Goal, goals, goals_34
 from .plots import plot_all
 from .render import environment, replace_section, section
 from .run import REDLOCK_NODES, Results, Settings, describe, run_all, say
 
 
-def print_summary(r: Results, g: list[Goal]) -> None:
-    print("\nGoals of issue 5:")
-    for x in g:
-        verdict = "-" if x.met is None else ("met" if x.met else "NOT met")
-        print(f"  {x.workload}  {x.goal:<62} {verdict:<8} {x.figure}")
+def print_summary(r: Results, g: list[Goal], g34: list[Goal]) -> None:
+    for issue, found in (("5", g), ("34", g34)):
+        print(f"\nGoals of issue {issue}:")
+        for x in found:
+            verdict = "-" if x.met is None else ("met" if x.met else "NOT met")
+            print(f"  {x.workload:<6} {x.goal:<62} {verdict:<8} {x.figure}")
     for title, lines in (
         ("P1", [f"{v.name}: {describe_variant(v)}" for v in r.p1]),
         ("P2", [f"{x.label}: {describe_handoff(x)}" for x in r.p2]),
@@ -35,6 +36,7 @@ def print_summary(r: Results, g: list[Goal]) -> None:
         ("P4", [f"{v.name}: {describe_variant(v)}" for v in r.p4]),
         ("P5", [f"{x.label}: {describe(x)}" for x in r.p5]),
         ("P6", [f"{x.label}: {describe_memory(x)}" for x in r.p6]),
+        ("P6, bench.footprint", [f"{label}: {found}" for label, found in r.footprints.items()]),
     ):
         print(f"\n{title}")
         for line in lines:
@@ -66,12 +68,12 @@ def main(argv: list[str] | None = None) -> int:
         say(f"server: {server}; Redlock: {' '.join(n.url for n in nodes)}")
         run_all(main_server.url, [n.url for n in nodes], settings, results)
     results.minutes = (time.monotonic() - started) / 60
-    found = goals(results)
-    print_summary(results, found)
+    found, found_34 = goals(results), goals_34(results)
+    print_summary(results, found, found_34)
     if not args.no_write:
         plots = plot_all(results)
         env = environment(server, args.server, settings, args.quick)
-        text = section(results, found, env, settings, plots)
+        text = section(results, found, found_34, env, settings, plots)
         DOC.write_text(replace_section(DOC.read_text(), text))
         say(f"\nwrote {DOC.relative_to(ROOT)} and {len(plots)} plots in {IMG.relative_to(ROOT)}")
     say(f"done in {results.minutes:.1f} minutes")

@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from fencelock_tools.benchmark import LocalResult, Variant
 
+from ..footprint import Footprint
 from .run import Results
 
 T = TypeVar("T")
@@ -170,6 +171,54 @@ def goals(r: Results) -> list[Goal]:
                 m.lock_key,
                 m.lock_key <= limit,
             )
+    return found
+
+
+def goals_34(r: Results) -> list[Goal]:
+    """Issue 34's goals that this run measures (the primitives' are ``bench.regress``'s)."""
+    found: list[Goal] = []
+
+    def add(workload: str, goal: str, ratio: float, met: bool, extra: str = "") -> None:
+        figure = "-" if math.isnan(ratio) else f"{ratio:.2f}x{extra}"
+        found.append(Goal(workload, goal, figure, None if math.isnan(ratio) else met))
+
+    for workload, mode, name in (("P1", "sync", "sync"), ("P1a", "asyncio", "async")):
+        ours = find_variant(r.p1, f"fencelock {name}")
+        for base, floor in ((f"redis-py Lock {name}", 1.0), (f"minimal {name}", 0.95)):
+            other = find_variant(r.p1, base)
+            ratio = median_rate(ours) / median_rate(other)
+            extra = f" (per-run median {paired(ours, other):.2f}x)"
+            add(workload, f"{mode} >= {floor:g}x {base}", ratio, ratio >= floor, extra)
+    fl = _find(r.p2, lambda x: x.label == "fencelock" and bool(x.runs))
+    prl = _find(r.p2, lambda x: x.label == "python-redis-lock" and bool(x.runs))
+    if fl is not None:
+        rel = fl.p50.median / prl.p50.median if prl is not None else math.nan
+        add("P2", "fair: hand-off p50 <= 0.6x python-redis-lock's", rel, rel <= 0.6,
+            f" ({ms(fl.p50.median)})")  # fmt: skip
+        p99 = fl.p99.median
+        found.append(Goal("P2", "fair: hand-off p99 <= 1 ms", ms(p99), p99 <= 0.001))
+        share = fl.min_share.median
+        found.append(Goal("P2", "fair: lowest share >= 0.95", f"{share:.2f}", share >= 0.95))
+    for mode, name in (("sync", "sync"), ("asyncio", "async")):
+        ours = find_variant(r.p4, f"fencelock {name}")
+        fan_out = find_variant(r.p4, f"minimal {name}")
+        ratio = median_rate(ours) / median_rate(fan_out)
+        add("P4", f"{mode} >= 0.9x the pipelined fan-out", ratio, ratio >= 0.9,
+            f" (per-run median {paired(ours, fan_out):.2f}x)")  # fmt: skip
+    mine, peer = r.footprints.get("fencelock"), r.footprints.get("redis-py Lock")
+    if isinstance(mine, Footprint) and isinstance(peer, Footprint):
+        ratio = mine.held_bytes / peer.held_bytes
+        add("memory", "per held lock <= redis-py's Lock (used_memory)", ratio, ratio <= 1.0,
+            f" ({mine.held_bytes:.0f} B, {mine.held_keys:.2f} keys; redis-py's"
+            f" {peer.held_bytes:.0f} B, {peer.held_keys:.2f})")  # fmt: skip
+        found.append(
+            Goal(
+                "memory",
+                "0 once idle (right after the release)",
+                f"{mine.idle_bytes:.0f} B, {mine.idle_keys:.2f} keys per name",
+                mine.idle_keys == 0,
+            )
+        )
     return found
 
 

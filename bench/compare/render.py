@@ -17,6 +17,7 @@ import redis
 
 import fencelock
 from fencelock_tools.benchmark import (
+    COUNTER_COMMANDS,
     HandoffResult,
     LocalResult,
     MemoryResult,
@@ -26,9 +27,11 @@ from fencelock_tools.benchmark import (
 )
 
 from .. import peers
+from ..footprint import TTL as footprint_ttl
+from ..footprint import Footprint
 from . import ROOT
 from .goals import Goal, find_variant, median_rate, ms, paired
-from .run import REDLOCK_NODES, Results, Settings
+from .run import REDLOCK_NODES, CycleCosts, Results, Settings
 
 HEADING = "## Contention and peers (issue 5)"
 
@@ -47,13 +50,28 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return lines
 
 
-def rate_table(variants: Sequence[Variant], baseline: dict[str, str]) -> list[str]:
+def trips_text(value: float | None) -> str:
+    return "?" if value is None else f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def rate_table(
+    variants: Sequence[Variant],
+    baseline: dict[str, str],
+    costs: dict[str, CycleCosts],
+    workload: str,
+    peer: dict[str, str] | None = None,
+) -> list[str]:
+    """One line per variant: its rate, client and server CPU, server commands and round trips
+    per cycle, and its ratio to the ``baseline`` of its mode (and to the ``peer``)."""
     rows = []
     for v in variants:
         s = Spread.of(v.rates)
         mode = "sync" if v.name.endswith(" sync") else "async"
-        base = find_variant(variants, baseline[mode])
-        ratio = s.median / median_rate(base)
+        cost = costs.get(f"{workload} {v.name}", CycleCosts())
+        ratios = []
+        for against in (baseline, *([peer] if peer else [])):
+            base = find_variant(variants, against[mode])
+            ratios.append(f"{s.median / median_rate(base):.2f} ({paired(v, base):.2f})")
         rows.append(
             [
                 v.name,
@@ -63,7 +81,10 @@ def rate_table(variants: Sequence[Variant], baseline: dict[str, str]) -> list[st
                 noise(s),
                 num(1e6 / s.median, 0),
                 num(statistics.median(v.cpu), 0),
-                f"{ratio:.2f} ({paired(v, base):.2f})",
+                num(cost.median("server_us"), 0),
+                num(cost.median("commands"), 1),
+                trips_text(cost.trips),
+                *ratios,
             ]
         )
     return table(
@@ -75,7 +96,11 @@ def rate_table(variants: Sequence[Variant], baseline: dict[str, str]) -> list[st
             "noise",
             "us/cycle",
             "client CPU us/cycle",
+            "server CPU us/cycle",
+            "server commands/cycle",
+            "round trips/cycle",
             "/ minimal (per-run median)",
+            *(["/ redis-py Lock (per-run median)"] if peer else []),
         ],
         rows,
     )
@@ -99,6 +124,10 @@ def p2_table(results: Sequence[HandoffResult]) -> list[str]:
                 f"{x.min_share.median:.2f} ({x.min_share.low:.2f})",
                 str(x.lost_updates),
                 str(x.overlaps),
+                num(x.waits("cpu_us").median, 0),
+                num(x.server_cpu.median, 0),
+                num(x.commands.median, 1),
+                num(x.waits("requests").median - COUNTER_COMMANDS, 2),
             ]
         )
     return table(
@@ -113,6 +142,10 @@ def p2_table(results: Sequence[HandoffResult]) -> list[str]:
             "lowest share (worst run)",
             "lost updates",
             "overlaps",
+            "client CPU us/grant",
+            "server CPU us/grant",
+            "server commands/grant",
+            "round trips/grant",
         ],
         rows,
     )
@@ -196,15 +229,27 @@ def p5_table(results: Sequence[RenewalResult]) -> list[str]:
     )
 
 
-def p6_table(results: Sequence[MemoryResult]) -> list[str]:
+def footprint_cells(found: Footprint | str | None) -> list[str]:
+    if not isinstance(found, Footprint):
+        return [found or "-", "-", "-", "-"]
+    return [
+        f"{found.held_bytes:.0f}",
+        f"{found.held_keys:.2f}",
+        f"{found.idle_bytes:.0f}",
+        f"{found.idle_keys:.2f}",
+    ]
+
+
+def p6_table(results: Sequence[MemoryResult], footprints: dict[str, Footprint | str]) -> list[str]:
     rows = []
     for x in results:
+        own = footprint_cells(footprints.get(x.label))
         if x.error:
-            rows.append([x.label, f"failed: {x.error}", "-", "-", "-"])
+            rows.append([x.label, f"failed: {x.error}", "-", "-", "-", *own])
             continue
         keys = "<br>".join(f"`{k}` {v:.0f} B" for k, v in x.per_key.items())
         left = "<br>".join(f"`{k}` ({100 * v:.0f}%)" for k, v in x.left_behind.items()) or "-"
-        rows.append([x.label, keys, f"{x.total:.0f}", f"{x.used_memory:.0f}", left])
+        rows.append([x.label, keys, f"{x.total:.0f}", f"{x.used_memory:.0f}", left, *own])
     return table(
         [
             "lock",
@@ -212,6 +257,10 @@ def p6_table(results: Sequence[MemoryResult]) -> list[str]:
             "bytes per held lock",
             "used_memory growth",
             "left after release",
+            "used_memory per held lock (bench.footprint)",
+            "keys per held lock",
+            "used_memory per name right after release",
+            "keys per name right after release",
         ],
         rows,
     )
@@ -271,7 +320,29 @@ def environment(server: str, kind: str | None, s: Settings, quick: bool) -> list
     ]
 
 
-def section(r: Results, g: list[Goal], env: list[str], s: Settings, plots: dict[str, str]) -> str:
+def goals_table(found: list[Goal]) -> list[str]:
+    return table(
+        ["", "goal", "figure", ""],
+        [
+            [
+                x.workload,
+                x.goal,
+                x.figure,
+                "-" if x.met is None else ("met" if x.met else "**not met**"),
+            ]
+            for x in found
+        ],
+    )
+
+
+def section(
+    r: Results,
+    g: list[Goal],
+    g34: list[Goal],
+    env: list[str],
+    s: Settings,
+    plots: dict[str, str],
+) -> str:
     out: list[str] = [HEADING, ""]
     out += [
         "fencelock against redis-py's `Lock` (default `sleep=0.1`, and `sleep=0.001`),"
@@ -289,27 +360,26 @@ def section(r: Results, g: list[Goal], env: list[str], s: Settings, plots: dict[
         out += ["Skipped peers:", ""]
         out += [f"- {label}: {reason}" for label, reason in r.skipped.items()]
         out.append("")
-    out += ["### Goals", ""]
-    out += table(
-        ["", "goal", "figure", ""],
-        [
-            [
-                x.workload,
-                x.goal,
-                x.figure,
-                "-" if x.met is None else ("met" if x.met else "**not met**"),
-            ]
-            for x in g
-        ],
-    )
+    out += ["### Goals", "", *goals_table(g), ""]
+    out += ["### Goals of issue 34", "", *goals_table(g34), ""]
     out += [
         "",
         "### P1: uncontended acquire+release, one server",
         "",
         "One client takes and gives back a lock nobody else wants (`acquire(0)`, `release()`).",
-        "`minimal` is `bench.uncontended`'s loop: `SET NX PX` and an `EVALSHA` compare-and-delete.",
+        "`minimal` is `bench.uncontended`'s loop: `SET NX PX` and an `EVALSHA` compare-and-delete."
+        " Server CPU: the server's `used_cpu_sys + used_cpu_user` over each run, per cycle;"
+        " server commands: `INFO commandstats` calls (a script's own commands included); round"
+        " trips: the requests the client wrote per cycle (`bench/trips.py`; `?`: a client that"
+        " does not write through redis-py's connections).",
         "",
-        *rate_table(r.p1, {"sync": "minimal sync", "async": "minimal async"}),
+        *rate_table(
+            r.p1,
+            {"sync": "minimal sync", "async": "minimal async"},
+            r.costs,
+            "P1",
+            {"sync": "redis-py Lock sync", "async": "redis-py Lock async"},
+        ),
         "",
         plots.get("p1", ""),
         "",
@@ -320,7 +390,9 @@ def section(r: Results, g: list[Goal], env: list[str], s: Settings, plots: dict[
         " clock); re-acquisitions by the process that just released are not hand-offs and are"
         " counted apart. Share: a worker's grants against a fair share (1.0). Lost updates:"
         " grants minus the final value of a GET/+1/SET counter updated under the lock. Overlaps:"
-        " a grant that began before the previous one's release (must be 0).",
+        " a grant that began before the previous one's release (must be 0). Per grant: the 4"
+        " processes' CPU, the server's CPU and commands (the counter's GET and SET left out),"
+        " and the requests written (the same two left out).",
         "",
         *p2_table(r.p2),
         "",
@@ -339,9 +411,11 @@ def section(r: Results, g: list[Goal], env: list[str], s: Settings, plots: dict[
         "",
         f"### P4: Redlock over {REDLOCK_NODES} masters, uncontended",
         "",
-        "`minimal` is `bench.redlock`'s fan-out (send to all 5, read all 5; 3 needed).",
+        "`minimal` is `bench.redlock`'s fan-out (send to all 5, read all 5; 3 needed). Server"
+        " CPU and commands: the 5 servers' summed; round trips: on the busiest server (a"
+        " request written to the 5 at once counts 1).",
         "",
-        *rate_table(r.p4, {"sync": "minimal sync", "async": "minimal async"}),
+        *rate_table(r.p4, {"sync": "minimal sync", "async": "minimal async"}, r.costs, "P4"),
         "",
         plots.get("p4", ""),
         "",
@@ -362,10 +436,14 @@ def section(r: Results, g: list[Goal], env: list[str], s: Settings, plots: dict[
         "### P6: Redis memory per held lock",
         "",
         "Names of 12 characters. `MEMORY USAGE` of every key a held lock has (fencelock: the"
-        " lock key, and the fencing counter, which stays after the release: one per name ever"
-        " locked), and the growth of `used_memory` per lock.",
+        " lock key, and the fencing counter, which stays after the release until it expires),"
+        f" and the growth of `used_memory` per lock, {s.memory_locks:,} held. Then"
+        f" `bench.footprint`, {s.footprint_locks:,} held at once (leases of"
+        f" {footprint_ttl:g} s): the growth of `used_memory` and of the keys per held lock,"
+        " and what is left per name right after every lock was released (the keys counted,"
+        " whatever their names; asyncio-only clients are not measured).",
         "",
-        *p6_table(r.p6),
+        *p6_table(r.p6, r.footprints),
         "",
         plots.get("p6", ""),
         "",

@@ -21,6 +21,7 @@ import redis
 from fencelock_tools.benchmark import READY_TIMEOUT, order_for, server_description
 from fencelock_tools.servers.embedded import EmbeddedServer, ServerNotFound, find_server
 
+from .. import peers
 from . import DATABASES, ROWS, WORKLOADS, Row
 from .report import Results, as_json, markdown
 from .sides import (
@@ -38,6 +39,7 @@ PROCESSES: Final = 4  # P2
 HOLD: Final = 0.001  # P2, s
 # a worker connects, warms every variant up and counts round trips before it answers
 STARTUP_TIMEOUT: Final = 300.0
+MEMORY_TIMEOUT: Final = 600.0  # 10,000 locks taken and given back, one by one, on a loaded box
 
 
 @dataclass(frozen=True)
@@ -46,10 +48,11 @@ class Settings:
     seconds: float = 0.25  # per variant per round
     p2_seconds: float = 1.0
     warmup: float = 0.3
+    memory_locks: int = 10_000
 
     @classmethod
     def quick(cls) -> Settings:
-        return cls(rounds=4, seconds=0.1, p2_seconds=0.5, warmup=0.1)
+        return cls(rounds=4, seconds=0.1, p2_seconds=0.5, warmup=0.1, memory_locks=2000)
 
     def describe(self, workloads: Sequence[str]) -> str:
         p2 = (
@@ -58,11 +61,16 @@ class Settings:
             if "P2" in workloads
             else ""
         )
+        memory = (
+            f"; memory: {self.memory_locks:,} locks held at once, once per side after the rounds"
+            if "memory" in workloads
+            else ""
+        )
         return (
             f"{self.rounds} rounds; in each, per workload, old's and new's fencelock runs back to"
             f" back, then their floors (which side, and which pair, goes first alternates);"
             f" {self.seconds:g} s per run{p2}, after {self.warmup:g} s of warm-up; medians over"
-            " the rounds"
+            f" the rounds{memory}"
         )
 
 
@@ -127,24 +135,48 @@ def ask(worker: Worker, request: dict[str, Any], timeout: float) -> Any:
     return reply["result"]
 
 
+def side_by_side(
+    sides: list[Worker], floors_first: bool, floor: bool = True
+) -> list[tuple[Worker, str]]:
+    """The runs of one round of a row: A's and B's fencelock back to back, then B's and A's
+    floors (or the floors first), so that each pair compared is measured side by side."""
+    a, b = sides
+    if not floor:
+        return [(a, "lib"), (b, "lib")]
+    first, second = ("floor", "lib") if floors_first else ("lib", "floor")
+    return [(a, first), (b, first), (b, second), (a, second)]
+
+
 def cycles_round(
     row: Row, sides: list[Worker], floors_first: bool, settings: Settings
 ) -> dict[str, Any]:
-    """One round of a row: A's and B's fencelock runs back to back, then B's and A's floors
-    (or the floors first), so that each pair compared is measured side by side."""
-    a, b = sides
-    first, second = ("floor", "lib") if floors_first else ("lib", "floor")
-    found: dict[str, Any] = {a.label: {}, b.label: {}}
-    for worker, which in ((a, first), (b, first), (b, second), (a, second)):
+    found: dict[str, Any] = {worker.label: {} for worker in sides}
+    for worker, which in side_by_side(sides, floors_first):
         request = {"op": "measure", "row": row.key, "which": which, "seconds": settings.seconds}
         found[worker.label][which] = ask(worker, request, READY_TIMEOUT + 4 * settings.seconds)
     return found
 
 
-def p2_round(sides: list[Worker], settings: Settings) -> dict[str, Any]:
-    request = {"op": "p2", "seconds": settings.p2_seconds}
+def p2_round(
+    row: Row, sides: list[Worker], floors_first: bool, settings: Settings, floor: bool
+) -> dict[str, Any]:
+    """A P2 round: fencelock's runs, and python-redis-lock's when it is installed."""
+    found: dict[str, Any] = {worker.label: {"floor": None} for worker in sides}
     timeout = 3 * READY_TIMEOUT + settings.p2_seconds  # spawns its processes, which may be slow
-    return {worker.label: ask(worker, request, timeout) for worker in sides}
+    for worker, which in side_by_side(sides, floors_first, floor):
+        request = {"op": "p2", "row": row.key, "which": which, "seconds": settings.p2_seconds}
+        found[worker.label][which] = ask(worker, request, timeout)
+    return found
+
+
+def memory_pass(row: Row, workers: dict[str, Worker], settings: Settings) -> dict[str, Any]:
+    """The memory row, once per side (a count, not a rate: no rounds), in the order of a
+    round."""
+    found: dict[str, Any] = {label: {} for label in workers}
+    for worker, which in side_by_side([workers["old"], workers["new"]], floors_first=False):
+        request = {"op": "memory", "which": which, "locks": settings.memory_locks}
+        found[worker.label][which] = ask(worker, request, MEMORY_TIMEOUT)
+    return found
 
 
 def run_rounds(
@@ -155,22 +187,31 @@ def run_rounds(
     started: float,
 ) -> None:
     """Every round runs every row (in an order rotated by the round) on both sides, which goes
-    first alternating; a row that fails on a side is not run again."""
-    for round_ in range(settings.rounds):
+    first alternating; a row that fails on a side is not run again. Then the memory row."""
+    p2_floor = results.p2_floor is None
+    timed = [row for row in rows if row.workload != "memory"]
+    for round_ in range(settings.rounds if timed else 0):
         # every row runs every round: alternating by round alternates each row's runs
         sides = [workers["old"], workers["new"]][:: 1 if round_ % 2 == 0 else -1]
         floors_first = round_ // 2 % 2 == 1  # of period 4, so all four orders come in turn
-        for row in order_for(round_, rows):
+        for row in order_for(round_, timed):
             if row.key in results.failed:
                 continue
             try:
-                if row.key == "P2":
-                    results.add(row.key, p2_round(sides, settings))
+                if row.workload == "P2":
+                    results.add(row.key, p2_round(row, sides, floors_first, settings, p2_floor))
                 else:
                     results.add(row.key, cycles_round(row, sides, floors_first, settings))
             except WorkloadFailed as exc:
                 results.failed[row.key] = str(exc)
         say(f"  round {round_ + 1}/{settings.rounds} done, {time.monotonic() - started:.0f} s")
+    for row in rows:
+        if row.workload == "memory":
+            try:
+                results.add(row.key, memory_pass(row, workers, settings))
+            except WorkloadFailed as exc:
+                results.failed[row.key] = str(exc)
+            say(f"  {row.key} done, {time.monotonic() - started:.0f} s")
 
 
 def run(
@@ -180,6 +221,10 @@ def run(
     old, new = ref_source(ref), working_tree_source()
     rows = [row for row in ROWS if row.workload in workloads]
     results = Results(rows)
+    if "P2" in workloads:
+        results.p2_floor = peers.unavailable(peers.PRL)
+        if results.p2_floor is not None:
+            say(f"  P2 without its floor: {results.p2_floor}")
     say(f"bench.regress: old = {old.description}, new = {new.description}")
     with ExitStack() as stack:
         tmp = Path(tempfile.mkdtemp(prefix="fencelock-regress-"))
@@ -203,7 +248,7 @@ def run(
         say(f"  both sides ready, {time.monotonic() - started:.0f} s")
         run_rounds(workers, rows, settings, results, started)
         servers = server_description(one.url) + (
-            f", 1 server for P1, P2, P3 and the primitives, {MASTERS} masters for P4"
+            f", 1 server for P1-P3, the primitives and memory, {MASTERS} masters for P4"
             if masters
             else ", 1 server"
         )
@@ -219,6 +264,7 @@ def run(
         "load": ", ".join(f"{v:.2f}" for v in load),
         "method": settings.describe(workloads),
         "settings": vars(settings),
+        "p2_floor": results.p2_floor,
         "files": files,
         "wall": time.monotonic() - started,
     }
@@ -228,8 +274,8 @@ def run(
 def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Settings, list[str]]:
     parser = argparse.ArgumentParser(
         prog="python -m bench.regress",
-        description="The working tree's fencelock against a git ref's on the hot paths (P1, P2, "
-        "P4 and the primitives), interleaved in one run; prints the ratios new/old.",
+        description="The working tree's fencelock against a git ref's on the hot paths (P1-P4, "
+        "the primitives) and in memory, interleaved in one run; prints the ratios new/old.",
     )
     parser.add_argument(
         "ref", help="what to compare the working tree with: a commit, a branch, HEAD~3"
@@ -244,6 +290,9 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Settings, list[st
     parser.add_argument("--p2-seconds", type=float, help="one P2 run, s (default 1)")
     parser.add_argument("--warmup", type=float, help="per variant before the rounds, s (0.3)")
     parser.add_argument(
+        "--memory-locks", type=int, help="locks the memory row holds (10,000; --quick 2,000)"
+    )
+    parser.add_argument(
         "--only",
         default=",".join(WORKLOADS),
         help=f"workloads, comma-separated (default: {','.join(WORKLOADS)})",
@@ -257,10 +306,12 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, Settings, list[st
     args = parser.parse_args(argv)
     settings = Settings.quick() if args.quick else Settings()
     given = {"rounds": args.rounds, "seconds": args.seconds, "p2_seconds": args.p2_seconds,
-             "warmup": args.warmup}  # fmt: skip
+             "warmup": args.warmup, "memory_locks": args.memory_locks}  # fmt: skip
     settings = replace(settings, **{k: v for k, v in given.items() if v is not None})
     if settings.rounds < 1 or settings.seconds <= 0 or settings.p2_seconds <= 0:
         parser.error("--rounds must be >= 1, --seconds and --p2-seconds > 0")
+    if settings.memory_locks < 1:
+        parser.error("--memory-locks must be >= 1")
     if settings.warmup < 0:
         parser.error("--warmup must be >= 0")
     workloads = [w.strip() for w in args.only.split(",") if w.strip()]

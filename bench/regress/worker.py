@@ -3,8 +3,10 @@
     python -m bench.regress.worker CONFIG_JSON     (started by bench.regress, never by hand)
 
 It builds the rows it is asked for, warms them up, counts their round trips and says so in one
-JSON line on stdout; then it answers each request (a JSON line on stdin) with one JSON line.
-Anything else it prints goes to stderr.
+JSON line on stdout; then it answers each request (a JSON line on stdin) with one JSON line: a
+run of a row's fencelock or floor (its rate, and per cycle the client's CPU, the servers' CPU and
+commands: ``bench.trips``), a P2 run, or the memory row (``bench.footprint``). Anything else it
+prints goes to stderr.
 """
 
 from __future__ import annotations
@@ -14,9 +16,8 @@ import gc
 import json
 import sys
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -24,20 +25,18 @@ from typing import Any, Final, TextIO
 
 import redis
 import redis.asyncio
-import redis.asyncio.connection
-import redis.connection
 
 import fencelock
 import fencelock.asyncio
 import fencelock_tools
 from fencelock_tools.benchmark import (
-    BATCH,
     COUNTER_COMMANDS,
     PREFIX,
     AsyncCycle,
     FencelockAsyncLocks,
     FencelockLocks,
     Sample,
+    SyncFactory,
     Target,
     Variant,
     handoff_run,
@@ -48,7 +47,7 @@ from fencelock_tools.benchmark import (
     time_sync,
 )
 
-from .._common import MINIMAL_RELEASE
+from ..trips import Costs, Counted, ServerWatch, round_trips
 from . import ROWS
 
 P2_NAME: Final = f"{PREFIX}-p2-regress"
@@ -70,103 +69,41 @@ def check_origin(root: str, tools: str) -> None:
             raise WrongTree(f"{module.__name__} imported from {found}, not from under {expected}")
 
 
-# -- round trips -----------------------------------------------------------------------------
-
-
-class RequestCounter:
-    """Requests written by redis-py's connections, sync and asyncio, by server port, while
-    installed. ``send_packed_command`` runs once per command and once per pipeline; what a
-    script runs inside the server is no request of the client's, and is never counted."""
-
-    def __init__(self) -> None:
-        self.by_port: Counter[int] = Counter()
-        self._saved: list[tuple[type, Any]] = []
-
-    def install(self) -> None:
-        by_port = self.by_port
-        sync_class = redis.connection.AbstractConnection
-        async_class = redis.asyncio.connection.AbstractConnection
-        sync_send: Callable[..., Any] = sync_class.send_packed_command  # (untyped in redis-py)
-        async_send = async_class.send_packed_command
-
-        def send(conn: Any, *args: Any, **kwargs: Any) -> Any:
-            by_port[getattr(conn, "port", 0)] += 1
-            return sync_send(conn, *args, **kwargs)
-
-        async def async_send_counted(conn: Any, *args: Any, **kwargs: Any) -> Any:
-            by_port[getattr(conn, "port", 0)] += 1
-            return await async_send(conn, *args, **kwargs)
-
-        self._saved = [(sync_class, sync_send), (async_class, async_send)]
-        setattr(sync_class, "send_packed_command", send)  # noqa: B010 (a method, patched)
-        setattr(async_class, "send_packed_command", async_send_counted)  # noqa: B010
-
-    def uninstall(self) -> None:
-        for cls, method in self._saved:
-            setattr(cls, "send_packed_command", method)  # noqa: B010
-        self._saved = []
-
-    @property
-    def total(self) -> int:
-        return sum(self.by_port.values())
-
-    @contextmanager
-    def counting(self) -> Iterator[Counter[int]]:
-        self.by_port.clear()
-        self.install()
-        try:
-            yield self.by_port
-        finally:
-            self.uninstall()
-
-
-def round_trips(variant: Variant) -> float | None:
-    """Requests per cycle on the busiest server, over one batch of cycles (a timing loop asked
-    for 0 s runs exactly one batch, ``BATCH`` cycles). None when nothing went through redis-py's
-    connections (a library that writes to its sockets some other way)."""
-    counter = RequestCounter()
-    with counter.counting() as by_port:
-        variant.measure(0.0)
-    return max(by_port.values()) / BATCH if by_port else None
-
-
-class CountingLocks(FencelockLocks):
-    """P2's client in each spawned process: it checks where that process's fencelock came from,
-    and reports the requests the process wrote and its CPU time (microseconds) as its
-    ``wait_counts``, which ``handoff_run`` sums over the window (fencelock's own wait counts are
-    left out: older trees have none)."""
-
-    def __init__(self, target: Target, ttl: float, *, root: str, tools: str) -> None:
-        check_origin(root, tools)
-        self.counter = RequestCounter()
-        self.counter.install()  # for the life of the process
-        super().__init__(target, ttl)
-
-    def wait_counts(self) -> dict[str, int]:
-        return {"requests": self.counter.total, "cpu_us": round(1e6 * time.process_time())}
-
-
 # -- the rows --------------------------------------------------------------------------------
 
 
 @dataclass
 class Measured:
-    """One row's fencelock variant and its floor, in this process."""
+    """One row's fencelock variant and its floor, in this process: each run gives its rate, the
+    client's CPU and the servers' CPU and commands per cycle."""
 
-    lib: Variant
-    floor: Variant
-    trips: list[float | None] = field(default_factory=list)  # round trips of each
-    cycles: bool = True  # each variant runs cycles, whose round trips can be counted (not P3)
+    lib: Callable[[float], Costs]
+    floor: Callable[[float], Costs]
+    # the two timing loops, whose requests per cycle are counted (P3's runs are not cycles)
+    loops: tuple[Callable[[float], Sample], Callable[[float], Sample]] | None = None
+    trips: list[float | None] = field(default_factory=lambda: [None, None])
+
+    @classmethod
+    def cycles(cls, lib: Variant, floor: Variant, watch: ServerWatch) -> Measured:
+        return cls(
+            partial(watch.measure, lib.measure),
+            partial(watch.measure, floor.measure),
+            (lib.measure, floor.measure),
+        )
 
     def run(self, which: str, seconds: float) -> list[float]:
-        """cycles/s and client CPU us per cycle of ``which`` ("lib" or "floor")."""
+        """``which`` ("lib" or "floor"): [cycles/s, client CPU us, server CPU us, commands]."""
         gc.collect()  # each run from the same heap state
-        sample = (self.lib if which == "lib" else self.floor).measure(seconds)
-        return [sample.rate, sample.cpu_us]
+        return (self.lib if which == "lib" else self.floor)(seconds).as_list()
 
 
 def on_loop(runner: asyncio.Runner, cycle: AsyncCycle) -> Callable[[float], Sample]:
     return lambda seconds: runner.run(time_async(cycle, seconds))
+
+
+def watch_of(urls: list[str], stack: ExitStack) -> ServerWatch:
+    """A client per server for its INFO, apart from the clients measured."""
+    return ServerWatch([stack.enter_context(redis.Redis.from_url(url)) for url in urls])
 
 
 # The builders import the bench modules they use when called: a module that needs what a side's
@@ -174,30 +111,22 @@ def on_loop(runner: asyncio.Runner, cycle: AsyncCycle) -> Callable[[float], Samp
 
 
 def build_p1(url: str, runner: asyncio.Runner, stack: ExitStack) -> dict[str, Measured]:
-    """fencelock's and the floor's clients with their defaults (the floor's: ``redis.Redis()``'s,
-    no socket timeout)."""
+    """fencelock's and the floors' clients with their defaults (the floors': ``redis.Redis()``'s,
+    no socket timeout): the hand-written minimum, and redis-py's own ``Lock``."""
     from .. import uncontended
 
-    client = stack.enter_context(fencelock.LockClient.from_url(url))
-    plain = stack.enter_context(redis.Redis.from_url(url))
-    sha: str = plain.script_load(MINIMAL_RELEASE)
-
-    async def make() -> tuple[fencelock.asyncio.LockClient, redis.asyncio.Redis]:
-        return fencelock.asyncio.LockClient.from_url(url), redis.asyncio.Redis.from_url(url)
-
-    aclient, aplain = runner.run(make())
-    stack.callback(lambda: runner.run(aclient.close()))
-    stack.callback(lambda: runner.run(aplain.aclose()))
-    return {
-        "P1 sync": Measured(
-            Variant("fencelock", partial(time_sync, uncontended.fencelock_sync_cycle(client))),
-            Variant("floor", partial(time_sync, uncontended.minimal_sync_cycle(plain, sha))),
-        ),
-        "P1 asyncio": Measured(
-            Variant("fencelock", on_loop(runner, uncontended.fencelock_async_cycle(aclient))),
-            Variant("floor", on_loop(runner, uncontended.minimal_async_cycle(aplain, sha))),
-        ),
+    sync, asyncio_ = uncontended.default_cycles(url, runner, stack)
+    watch = watch_of([url], stack)
+    timed = {
+        "sync": {name: Variant(name, partial(time_sync, loop)) for name, loop in sync.items()},
+        "asyncio": {name: Variant(name, on_loop(runner, loop)) for name, loop in asyncio_.items()},
     }
+    measured = {}
+    for mode, loops in timed.items():
+        lib = loops["fencelock"]
+        measured[f"P1 {mode}"] = Measured.cycles(lib, loops["minimal"], watch)
+        measured[f"P1 {mode}, redis-py"] = Measured.cycles(lib, loops["redis-py Lock"], watch)
+    return measured
 
 
 def build_p4(urls: list[str], runner: asyncio.Runner, stack: ExitStack) -> dict[str, Measured]:
@@ -212,32 +141,40 @@ def build_p4(urls: list[str], runner: asyncio.Runner, stack: ExitStack) -> dict[
     aclient = runner.run(make())
     stack.callback(lambda: runner.run(aclient.close()))
     floors = {v.name: v for v in minimal_fan_out(urls)(runner, stack)}
+    watch = watch_of(urls, stack)  # the 5 servers' CPU, summed
     return {
-        "P4 sync": Measured(
+        "P4 sync": Measured.cycles(
             Variant("fencelock", partial(time_sync, redlock.fencelock_sync_cycle(client))),
             floors["minimal sync"],
+            watch,
         ),
-        "P4 asyncio": Measured(
+        "P4 asyncio": Measured.cycles(
             Variant("fencelock", on_loop(runner, redlock.fencelock_async_cycle(aclient))),
             floors["minimal async"],
+            watch,
         ),
     }
 
 
-def p3_variant(
-    name: str, run: Callable[..., Any], factory: Callable[..., Any], url: str
-) -> Variant:
-    """A P3 contender as a variant: acquisitions/s of ``P3_WORKERS`` threads (or tasks) of one
-    client on one name, and this process's CPU per acquisition."""
+def p3_run(
+    run: Callable[..., Any], factory: Callable[..., Any], url: str
+) -> Callable[[float], Costs]:
+    """A P3 contender: acquisitions/s of ``P3_WORKERS`` threads (or tasks) of one client on one
+    name, this process's CPU per acquisition, and the server's per acquisition in the window."""
 
-    def measure(seconds: float) -> Sample:
+    def measure(seconds: float) -> Costs:
         cpu = time.process_time()
         # (at least a short run: --warmup 0 asks for none, and a rate needs one)
         done = run(factory, url, P3_NAME, P3_WORKERS, max(seconds, 0.05), P3_WARMUP)
-        cpu_us = 1e6 * (time.process_time() - cpu) / max(done.acquisitions, 1)
-        return Sample(done.acquisitions / done.seconds, cpu_us)
+        count = max(done.acquisitions, 1)
+        return Costs(
+            done.acquisitions / done.seconds,
+            1e6 * (time.process_time() - cpu) / count,
+            1e6 * done.server.cpu / count,
+            done.server.total / count,
+        )
 
-    return Variant(name, measure)
+    return measure
 
 
 def build_p3(url: str) -> dict[str, Measured]:
@@ -247,14 +184,10 @@ def build_p3(url: str) -> dict[str, Measured]:
 
     return {
         "P3 threads": Measured(
-            p3_variant("fencelock", threads_run, FencelockLocks, url),
-            p3_variant("redis-py", threads_run, RedisPyLocks, url),
-            cycles=False,
+            p3_run(threads_run, FencelockLocks, url), p3_run(threads_run, RedisPyLocks, url)
         ),
         "P3 tasks": Measured(
-            p3_variant("fencelock", tasks_run, FencelockAsyncLocks, url),
-            p3_variant("redis-py", tasks_run, RedisPyAsyncLocks, url),
-            cycles=False,
+            p3_run(tasks_run, FencelockAsyncLocks, url), p3_run(tasks_run, RedisPyAsyncLocks, url)
         ),
     }
 
@@ -265,23 +198,40 @@ def build_primitives(url: str, stack: ExitStack) -> dict[str, Measured]:
     client = stack.enter_context(fencelock.LockClient.from_url(url))
     plain = stack.enter_context(redis.Redis.from_url(url))
     made, floors = semaphore.primitives(client), semaphore.minimal_cycles(plain)
+    watch = watch_of([url], stack)
     return {
-        row: Measured(
+        row: Measured.cycles(
             Variant("fencelock", partial(time_sync, semaphore.fencelock_cycle(make, fresh=True))),
             Variant("floor", partial(time_sync, floors[row])),
+            watch,
         )
         for row, make in made.items()
     }
 
 
-def p2(config: dict[str, Any], seconds: float) -> dict[str, Any]:
-    """One P2 run; its figures per grant."""
-    factory = partial(CountingLocks, root=config["root"], tools=config["tools"])
+def checked_counted(
+    target: Target, ttl: float, *, make: SyncFactory, root: str, tools: str
+) -> Counted:
+    """P2's client in each spawned process, which checks first where that process's fencelock
+    came from."""
+    check_origin(root, tools)
+    return Counted(target, ttl, make=make)
+
+
+def p2(config: dict[str, Any], key: str, which: str, seconds: float) -> dict[str, Any]:
+    """One P2 run of the row ``key``: fencelock with the row's lock options, or (``which`` is
+    "floor") python-redis-lock; its figures per grant."""
+    from ..peers import PrlLocks
+
+    row = next(row for row in ROWS if row.key == key)
+    make = partial(FencelockLocks, **row.options) if which == "lib" else PrlLocks
+    factory = partial(checked_counted, make=make, root=config["root"], tools=config["tools"])
     run = handoff_run(factory, config["url"], P2_NAME, config["processes"], config["hold"], seconds)
 
     def ms(q: float) -> float | None:
         return 1e3 * percentile(run.handoffs, q) if run.handoffs else None
 
+    grants = run.same + len(run.handoffs)  # every grant that followed another
     return {
         "throughput": run.throughput,
         "min_share": min(run.shares),
@@ -291,10 +241,30 @@ def p2(config: dict[str, Any], seconds: float) -> dict[str, Any]:
         "p99_ms": ms(99),
         "grants": run.total,
         "handoffs": len(run.handoffs),
+        "retaken": run.same / grants if grants else None,
         # the counter's GET and SET are the workload's, not the lock's
         "requests": run.per_grant(run.waits["requests"]) - COUNTER_COMMANDS,
         "cpu_us": run.per_grant(run.waits["cpu_us"]),
+        "server_us": run.cpu_us_per_acquisition,
+        "commands": run.commands_per_acquisition,
     }
+
+
+def memory(config: dict[str, Any], which: str, locks: int) -> dict[str, float]:
+    """What ``locks`` held locks and then their idle names take (``bench.footprint``):
+    fencelock's, or (``which`` is "floor") redis-py's ``Lock``'s, each with its defaults."""
+    from ..footprint import TTL, footprint
+    from ..peers import RedisPyLock
+
+    url = config["url"]
+    with ExitStack() as stack:
+        plain = stack.enter_context(redis.Redis.from_url(url))
+        if which == "lib":
+            client = stack.enter_context(fencelock.LockClient.from_url(url))
+            return footprint(plain, lambda name: client.lock(name, ttl=TTL), locks).as_dict()
+        return footprint(
+            plain, lambda name: RedisPyLock(plain.lock(name, timeout=TTL)), locks
+        ).as_dict()
 
 
 # -- the conversation ------------------------------------------------------------------------
@@ -308,7 +278,7 @@ def build(
     config: dict[str, Any], runner: asyncio.Runner, stack: ExitStack
 ) -> tuple[dict[str, Measured], dict[str, str]]:
     """The rows asked for, warmed up and their round trips counted; and the error of each that
-    could not be built (P2 has nothing to build: each run spawns its processes)."""
+    could not be built (P2 and the memory row have nothing to build: each run makes its own)."""
     builders: dict[str, Callable[[], dict[str, Measured]]] = {
         "P1": lambda: build_p1(config["url"], runner, stack),
         "P4": lambda: build_p4(config["redlock"], runner, stack),
@@ -329,10 +299,10 @@ def build(
                 continue
             measured = found[row.key]
             try:
-                for variant in (measured.lib, measured.floor):
-                    variant.measure(config["warmup"])
-                variants = (measured.lib, measured.floor)
-                measured.trips = [round_trips(v) if measured.cycles else None for v in variants]
+                for run in (measured.lib, measured.floor):
+                    run(config["warmup"])
+                if measured.loops is not None:
+                    measured.trips = [round_trips(loop) for loop in measured.loops]
             except Exception as exc:
                 failed[row.key] = error_text(exc)
             else:
@@ -368,7 +338,10 @@ def serve(config: dict[str, Any], out: TextIO) -> int:
                 break
             try:
                 if request["op"] == "p2":
-                    reply({"result": p2(config, request["seconds"])})
+                    found = p2(config, request["row"], request["which"], request["seconds"])
+                    reply({"result": found})
+                elif request["op"] == "memory":
+                    reply({"result": memory(config, request["which"], request["locks"])})
                 else:
                     measured = built[request["row"]]
                     reply({"result": measured.run(request["which"], request["seconds"])})

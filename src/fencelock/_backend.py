@@ -73,13 +73,24 @@ def sync_cancelled(error: BaseException) -> bool:
     return False
 
 
-async def async_wait_done(aw: Awaitable[object]) -> None:
-    """Wait until ``aw`` (a request left in flight, bounded by its own timer) has ended, however."""
-    await asyncio.wait((asyncio.ensure_future(aw),))
+def closed_for_good(error: BaseException) -> bool:
+    """Whether ``error`` ends a call that is closed for good: the garbage collector closes a
+    call left suspended in a loop closed without cancelling it. It throws in ``GeneratorExit``,
+    which redis-py's code, closed on the way, may have turned into another error ('no running
+    event loop': its ``disconnect()`` needs a running loop). Nothing can run any more."""
+    return isinstance(error, GeneratorExit) or asyncio._get_running_loop() is None
 
 
-def sync_wait_done(aw: object) -> None:
-    return None
+async def async_wait_done(aw: Awaitable[object]) -> bool:
+    """Wait until ``aw`` (a request left in flight, bounded by its own timer) has ended, however;
+    whether it got its reply (else the server may still run it)."""
+    task = asyncio.ensure_future(aw)
+    await asyncio.wait((task,))
+    return not task.cancelled() and task.exception() is None
+
+
+def sync_wait_done(aw: object) -> bool:
+    return True  # (a thread's call is never left half-way: there is never a request to wait for)
 
 
 class AsyncDetached:
@@ -100,10 +111,9 @@ class AsyncDetached:
     async def clean_up(self, aw: Coroutine[Any, Any, object], error: BaseException) -> None:
         """Run ``aw``, the clean-up of a call that failed with ``error``: to its end; in the
         background when the caller was cancelled (it gets control back at once); not at all
-        when the call is closed for good (``GeneratorExit``: the garbage collector closes a call
-        left suspended when its loop was closed; nothing can run any more, and the leases end
-        by themselves)."""
-        if isinstance(error, GeneratorExit):
+        when the call is closed for good (``closed_for_good``: nothing can run any more, and
+        the leases end by themselves)."""
+        if closed_for_good(error):
             aw.close()
         elif async_cancelled(error):
             self._add(aw)
@@ -319,30 +329,43 @@ class SyncLoopGuard:
 
 
 class AsyncEvent:
+    """Each wait is a future, not a task: a wait left suspended in a loop closed without
+    cancelling its tasks leaves no task behind, never started ('coroutine was never awaited'
+    in the garbage collector), and waking one there schedules nothing."""
+
+    __slots__ = ("_set", "_waiters")
+
     def __init__(self) -> None:
-        self._event = asyncio.Event()
+        self._set = False
+        self._waiters: set[asyncio.Future[None]] = set()
 
     def set(self) -> None:
-        self._event.set()
+        self._set = True
+        waiters, self._waiters = self._waiters, set()
+        for waiter in waiters:
+            # (a closed loop: the garbage collector is closing a call that woke another)
+            if not waiter.done() and not waiter.get_loop().is_closed():
+                waiter.set_result(None)
 
     def clear(self) -> None:
-        self._event.clear()
+        self._set = False
 
     def is_set(self) -> bool:
-        return self._event.is_set()
+        return self._set
 
     async def wait(self, timeout: float | None) -> bool:
-        if self._event.is_set():
+        if self._set:
             return True
-        # Not asyncio.timeout()/wait_for(): on Python 3.11 they can swallow a cancellation that
-        # arrives as the timer fires, and a waiter that ignores cancellation may take the lock.
-        waiter = asyncio.ensure_future(self._event.wait())
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.add(waiter)
         try:
+            # Not asyncio.timeout()/wait_for(): on Python 3.11 they can swallow a cancellation
+            # that arrives as the timer fires, and a waiter that ignores cancellation may take
+            # the lock.
             await asyncio.wait((waiter,), timeout=timeout)
         finally:
-            if not waiter.get_loop().is_closed():  # (else closed by the garbage collector)
-                waiter.cancel()
-        return self._event.is_set()
+            self._waiters.discard(waiter)
+        return self._set
 
 
 class SyncEvent:

@@ -72,7 +72,8 @@ def _on_loop(loop: asyncio.AbstractEventLoop, lose: Lose, grant: Grant, found: s
 
 class OffLoopWatchdog:
     """The asyncio client's watchdog: the sync watchdog's thread over ``renewal_twin`` (made at
-    the first lease), and ``LoopMonitor``. The same calls as the watchdog of the loop."""
+    the first lease, or the first late give-back), and ``LoopMonitor``. The same calls as the
+    watchdog of the loop."""
 
     def __init__(self, topology: AsyncTopology, counters: Counters) -> None:
         self._topology = topology
@@ -82,6 +83,7 @@ class OffLoopWatchdog:
         self._watchdog: SyncWatchdog | None = None
         self._ttls: weakref.WeakKeyDictionary[Grant, float] = weakref.WeakKeyDictionary()
         self._monitor = LoopMonitor(self._shortest)
+        self._closed = False
 
     def __len__(self) -> int:
         return 0 if self._watchdog is None else len(self._watchdog)
@@ -89,13 +91,16 @@ class OffLoopWatchdog:
     def _shortest(self) -> float | None:
         return min(self._ttls.values(), default=None)
 
-    def track(self, grant: Grant, spec: LeaseSpec, lose: Lose) -> None:
-        loop = asyncio.get_running_loop()
+    def _worker(self) -> SyncWatchdog:
         with self._guard:
             if self._watchdog is None:
                 self._twin = renewal_twin(self._topology, self._counters)
                 self._watchdog = SyncWatchdog(self._twin, self._counters)
-            watchdog = self._watchdog
+            return self._watchdog
+
+    def track(self, grant: Grant, spec: LeaseSpec, lose: Lose) -> None:
+        loop = asyncio.get_running_loop()
+        watchdog = self._worker()
         self._ttls[grant] = spec.ttl
         watchdog.track(grant, spec, lose, deliver=partial(_on_loop, loop))
         self._monitor.watch(loop, spec.ttl)
@@ -105,7 +110,17 @@ class OffLoopWatchdog:
         if self._watchdog is not None:
             self._watchdog.untrack(grant)
 
+    def give_back_late(self, spec: LeaseSpec, holder: str) -> None:
+        """Given back by the renewal thread too, off the loop (``giveback.py``)."""
+        if not self._closed:
+            self._worker().give_back_late(spec, holder)
+
+    def abandon(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.abandon()
+
     async def close(self) -> None:
+        self._closed = True  # (a clean-up still running may hand a give-back over: too late)
         self._monitor.stop()
         self._ttls.clear()
         watchdog, twin = self._watchdog, self._twin

@@ -34,7 +34,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ._backend import consume
+from ._backend import closed_for_good, consume
 from ._core.replies import DatabaseRefusal
 
 if TYPE_CHECKING:
@@ -280,12 +280,16 @@ def sync_read(conn: SyncConnection, deadline: float) -> Any:
     raise RedisTimeoutError(NO_REPLY)
 
 
-async def async_drop(conn: AsyncConnection) -> None:
-    """Close ``conn``: it may have a late reply pending, or be broken."""
-    await conn.disconnect(nowait=True)
+async def async_drop(conn: AsyncConnection, error: BaseException | None = None) -> None:
+    """Close ``conn``: it may have a late reply pending, or be broken. Not when ``error``, what
+    ended its request, closes the call for good (``closed_for_good``): redis-py's
+    ``disconnect()`` needs a running loop, and the connection goes with its loop."""
+    if error is None or not closed_for_good(error):
+        await conn.disconnect(nowait=True)
 
 
-def sync_drop(conn: SyncConnection) -> None:
+def sync_drop(conn: SyncConnection, error: BaseException | None = None) -> None:
+    # (a thread's call is never closed from outside: it always drops)
     conn.disconnect()  # type: ignore[no-untyped-call]
 
 
@@ -294,11 +298,20 @@ class _Expiry:
     cancelled and ``TimeoutError(what)`` raised, unless the task was cancelled by someone else
     too (that cancellation goes on). No task, no future: one timer.
 
+    What was there when the loop saw the deadline pass wins: the timer cancels one loop step
+    later, after the wake-ups of the I/O that step found (the loop runs I/O callbacks before
+    timers, and the task they wake after both). A loop that runs late (a busy loop, a loaded
+    machine) would otherwise take a reply that had come in time for a timeout, and close its
+    connection: with Redlock's node timeouts of a few ms, a client under load would spend its
+    time reconnecting.
+
     Not ``asyncio.timeout()``: on Python 3.11 it compares the task's cancellation requests with
     0, not with their count on entry, so a task that carries stale ones (after a TaskGroup
     failure it caught) gets a cancellation for a timeout."""
 
     __slots__ = ("_baseline", "_deadline", "_expired", "_task", "_timer", "_what")
+
+    _timer: asyncio.Handle  # the deadline's timer, then the cancellation one step later
 
     def __init__(self, deadline: float, what: str) -> None:
         self._deadline = deadline
@@ -313,6 +326,9 @@ class _Expiry:
         self._timer = asyncio.get_running_loop().call_later(left, self._expire)
 
     def _expire(self) -> None:
+        self._timer = self._task.get_loop().call_soon(self._cancel)
+
+    def _cancel(self) -> None:
         self._expired = True
         self._task.cancel()
 
@@ -336,6 +352,13 @@ def sync_within(timeout: float, call: Callable[..., T], *args: Any) -> T:
     return call(*args)
 
 
+# What redis-py's cluster client raises, instead of a ConnectionError, when another task or
+# thread closes its connections under a command in flight (it does so on a failover's
+# CLUSTERDOWN or a node's failure): "'NoneType' object has no attribute 'writelines'" (seen in
+# python -m bench.reshard, a master killed). A broken connection, for fencelock's callers.
+_CLOSED_UNDER = (AttributeError, RuntimeError)
+
+
 async def async_one(
     redis: redis.asyncio.Redis | redis.asyncio.RedisCluster, command: Sequence[Any]
 ) -> list[Any]:
@@ -345,6 +368,8 @@ async def async_one(
         return [await redis.execute_command(*command)]
     except redis_exceptions.ResponseError as exc:
         return [exc]
+    except _CLOSED_UNDER as exc:
+        raise redis_exceptions.ConnectionError(f"{type(exc).__name__}: {exc}") from exc
 
 
 def sync_one(redis: redis.Redis | redis.RedisCluster, command: Sequence[Any]) -> list[Any]:
@@ -352,6 +377,8 @@ def sync_one(redis: redis.Redis | redis.RedisCluster, command: Sequence[Any]) ->
         return [redis.execute_command(*command)]  # type: ignore[no-untyped-call]
     except redis_exceptions.ResponseError as exc:
         return [exc]
+    except _CLOSED_UNDER as exc:
+        raise redis_exceptions.ConnectionError(f"{type(exc).__name__}: {exc}") from exc
 
 
 # A request whose caller was cancelled while it was in flight: it goes on within its bound (it

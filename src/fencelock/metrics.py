@@ -28,6 +28,9 @@ fencelock_wakeups_total                   counter    primitive           wake-up
 fencelock_compute_seconds                 histogram  primitive, outcome  a compute_once or
                                                                          idempotent call
 fencelock_takeovers_total                 counter    primitive           builds taken over
+fencelock_given_back_total                counter    primitive           grants a silent
+                                                                         server made or kept,
+                                                                         given back late
 fencelock_stale_writes_refused_total      counter                        fenced_set refusals
 fencelock_event_loop_stall_seconds        histogram                      asyncio loops blocked
 fencelock_held_locks                      gauge                          grants held now
@@ -110,6 +113,13 @@ _METRICS = (
         ("primitive",),
         "Builds taken over from a builder whose lease ended without a result",
     ),
+    _Metric(
+        "given_back",
+        COUNTER,
+        ("primitive",),
+        "Grants a silent server made (an acquire left unanswered) or kept (a release left "
+        "unanswered), given back once it answered again",
+    ),
 )
 _STALE = _Metric("stale_writes_refused", COUNTER, (), "Writes fenced_set refused: a stale token")
 _STALL = _Metric(
@@ -184,6 +194,8 @@ def _listener(
             records["compute"](event.seconds, {**labels, "outcome": event.outcome})
         elif isinstance(event, events.TookOver):
             records["takeovers"](1, labels)
+        elif isinstance(event, events.GivenBack):
+            records["given_back"](1, labels)
         else:
             records["wakeups"](1, labels)
 

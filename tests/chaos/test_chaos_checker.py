@@ -14,7 +14,7 @@ from bench.chaos import checker, report
 from bench.chaos import history as h
 from bench.chaos.history import Event
 from bench.chaos.runner import Result
-from bench.chaos.scenarios import ALWAYS, BY_NAME, KEPT, NO_OVERLAP, STALL_REPORTED
+from bench.chaos.scenarios import ALWAYS, BY_NAME, FENCED, KEPT, NO_OVERLAP, STALL_REPORTED
 
 NAME = "job"
 
@@ -35,9 +35,17 @@ class Story:
         self.events.append(Event(t, worker, kind, **fields))
         return self
 
-    def acquire(self, worker: str, token: int, at: float, asked: float | None = None) -> Story:
+    def acquire(
+        self,
+        worker: str,
+        token: int,
+        at: float,
+        asked: float | None = None,
+        until: float | None = None,
+    ) -> Story:
         self.tokens[worker] = token
-        return self.add(at, worker, h.ACQUIRE, token=token, t0=at if asked is None else asked)
+        t0 = at if asked is None else asked
+        return self.add(at, worker, h.ACQUIRE, token=token, t0=t0, until=until)
 
     def write(self, worker: str, value: int, at: float, outcome: str = h.WRITE_ACCEPTED) -> Story:
         self.add(at, worker, h.WRITE_ATTEMPT, value=value)
@@ -141,6 +149,18 @@ def test_refused_stale_write_is_not_a_stale_write_accepted() -> None:
     assert r.losses[0].signalled == checker.IN_TIME  # the refused write told it
 
 
+def test_a_write_paused_in_flight_and_refused_is_an_overtaken_write_refused() -> None:
+    # w0 recorded its write as sent at 0.5, was stopped before the request left, and its write
+    # reached the resource after w1's grant and write: refused (seen in holder-pause-http)
+    s = Story().acquire("w0", 1, 0.0)
+    s.add(0.5, "w0", h.WRITE_ATTEMPT, value=1)
+    s.acquire("w1", 2, 1.2).write("w1", 1, 1.3).release("w1", 1.4)
+    s.add(3.3, "w0", h.WRITE_REFUSED, value=1, t0=0.5).release("w0", 3.4, error="LockLost")
+    r = s.final(1).report()
+    assert [w.worker for w in r.superseded_refused] == ["w0"]
+    assert r.refused_not_superseded == []
+
+
 def test_same_token_written_twice_by_its_grant_is_fine() -> None:
     s = Story().acquire("w0", 1, 0.0).write("w0", 1, 0.1).write("w0", 2, 0.2).release("w0", 0.3)
     r = s.final(2).report()
@@ -215,6 +235,90 @@ def test_overlap_ends_at_the_signal_of_the_earlier_holder() -> None:
     s.release("w1", 2.0).release("w0", 3.0, error="LockLost")
     (o,) = s.report().overlaps
     assert (o.start, o.end) == (1.0, 1.25)
+
+
+def test_a_holder_stops_believing_when_its_lease_ends_by_its_own_clock() -> None:
+    # w0 (no renewal) knew its lease ended at 0.988; slow to release (a loaded machine), it
+    # called release() at 1.05, after w1 was granted at 1.0: no overlap, a loss all the same
+    s = Story().acquire("w0", 1, 0.0, until=0.988).add(0.5, "w0", h.CHECK_PASSED)
+    s.acquire("w1", 2, 1.0, asked=0.7).release("w1", 1.2)
+    s.release("w0", 1.05, error="LockLost").final(0)
+    r = s.report()
+    assert r.overlaps == []
+    assert [(loss.grant.worker, loss.how) for loss in r.losses] == [("w0", "taken over")]
+    assert broken_promises(s, "redlock5/slow-network") == []  # "no overlapping holds" holds
+
+
+def test_an_overlap_inside_the_holders_known_lease_is_still_reported() -> None:
+    # w1 granted at 0.9, while w0's lease still ran by its own clock (until 0.988): that is an
+    # overlap fencelock promises against, whenever w0 released
+    s = Story().acquire("w0", 1, 0.0, until=0.988).acquire("w1", 2, 0.9, asked=0.7)
+    s.release("w1", 1.2).release("w0", 1.05, error="LockLost").final(0)
+    (o,) = s.report().overlaps
+    assert (o.earlier.worker, o.later.worker, o.start, o.end) == ("w0", "w1", 0.9, 0.988)
+    assert any(NO_OVERLAP in line for line in broken_promises(s, "redlock5/slow-network"))
+
+
+def test_a_re_entry_restarts_the_known_lease() -> None:
+    s = Story(kind="reentrant").acquire("w0", 1, 0.0, until=0.988)
+    s.add(0.2, "w0", h.REENTER, until=1.188)
+    s.acquire("w1", 2, 1.0, asked=0.7).release("w1", 1.3).release("w0", 1.25).final(0)
+    (o,) = s.report().overlaps
+    assert (o.start, o.end) == (1.0, 1.188)
+    refused = Story(kind="reentrant").acquire("w0", 1, 0.0, until=0.988)
+    refused.add(0.2, "w0", h.REENTER, detail="refused")  # (no until: the lease is unchanged)
+    refused.acquire("w1", 2, 1.0, asked=0.7).release("w1", 1.3).release("w0", 1.25).final(0)
+    assert refused.report().overlaps == []
+
+
+def test_a_renewed_lock_believes_past_the_end_known_at_its_grant() -> None:
+    # its watchdog moves the end: until release, or a loss told (and each loss must be told)
+    s = Story(kind="auto_renew").acquire("w0", 1, 0.0, until=0.988)
+    s.acquire("w1", 2, 1.0, asked=0.7).release("w1", 1.2).release("w0", 1.5).final(0)
+    r = s.report()
+    (o,) = r.overlaps
+    assert (o.start, o.end) == (1.0, 1.2)
+    assert [loss.grant.worker for loss in r.unsignalled] == ["w0"]
+
+
+def test_a_renewed_grant_handed_over_after_its_lease_ended_is_not_believed() -> None:
+    # w0's acquire returned at 2.0 a grant whose lease had ended (remaining() 0: until 2.0), the
+    # hand-over slower than the lease; w1 was granted meanwhile; w0 was told at 2.05
+    s = Story(kind=h.ASYNC_CANCEL).acquire("w1", 3, 1.5, asked=1.2, until=2.5)
+    s.acquire("w0", 2, 2.0, asked=0.5, until=2.0).add(2.05, "w0", h.LOST)
+    s.release("w0", 2.06, error="LockLost").release("w1", 2.4).final(0)
+    assert s.report().overlaps == []
+    # the same grant with a lease left when it was handed over: believed until told
+    s2 = Story(kind=h.ASYNC_CANCEL).acquire("w1", 3, 1.5, asked=1.2, until=2.5)
+    s2.acquire("w0", 2, 2.0, asked=0.5, until=2.1).add(2.05, "w0", h.LOST)
+    s2.release("w0", 2.06, error="LockLost").release("w1", 2.4).final(0)
+    (o,) = s2.report().overlaps
+    assert (o.earlier.worker, o.later.worker, o.start, o.end) == ("w1", "w0", 2.0, 2.05)
+
+
+def test_an_overtaken_write_is_unfenced_only_once_a_newer_holder_has_written() -> None:
+    def paused(successor_writes: bool) -> Story:
+        # w0 passed check(), then was paused past its lease; w1 was granted meanwhile
+        s = Story().acquire("w0", 1, 0.0, until=0.988).add(0.5, "w0", h.CHECK_PASSED)
+        s.acquire("w1", 2, 1.2, asked=0.6, until=2.1).add(1.25, "w1", h.READ, value=0)
+        if successor_writes:
+            s.write("w1", 1, 1.3).release("w1", 1.4)
+        else:  # (a loaded machine: its lease ran out before it could write)
+            s.add(1.3, "w1", h.CHECK_FAILED).release("w1", 1.4, error="LockLost")
+        s.write("w0", 1, 2.5).release("w0", 2.6, error="LockLost")
+        return s.final(1)
+
+    scenario = "single/holder-pause"
+    nothing_to_refuse = paused(successor_writes=False)
+    r = nothing_to_refuse.report()
+    assert [w.worker for w in r.superseded_accepted] == ["w0"]  # (counted in the table)
+    assert r.unfenced == [] and r.stale_accepted == []
+    assert broken_promises(nothing_to_refuse, scenario) == []
+    refusable = paused(successor_writes=True)
+    r = refusable.report()
+    assert [w.worker for w in r.unfenced] == ["w0"]
+    broken = broken_promises(refusable, scenario)
+    assert any(FENCED in line for line in broken) and any(ALWAYS[0] in line for line in broken)
 
 
 def test_stale_write_accepted_is_reported() -> None:

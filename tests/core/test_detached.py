@@ -86,3 +86,18 @@ def test_close_waits_for_the_clean_ups_within_its_timeout_and_cancels_the_rest()
         assert sorted(outcomes) == ["hung cancelled", "quick"]
 
     asyncio.run(main())
+
+
+def test_a_call_closed_for_good_starts_no_clean_up_whatever_the_code_below_raised() -> None:
+    """The garbage collector closes a call suspended in redis-py's code: redis-py's
+    ``disconnect()`` raises 'no running event loop' on the way up, instead of ``GeneratorExit``.
+    No loop runs: the clean-up is closed unstarted all the same (it was started on no loop at
+    all, and the call then yielded in the collector: 'coroutine ignored GeneratorExit')."""
+    detached = AsyncDetached(timeout=5)
+
+    async def clean_up() -> None:
+        raise AssertionError("ran")
+
+    step = detached.clean_up(clean_up(), RuntimeError("no running event loop"))
+    with pytest.raises(StopIteration):
+        step.send(None)  # done in one step, with no loop at all

@@ -62,7 +62,7 @@ def test_spec_sends_what_each_script_documents(reentrant: bool, acquire: str, re
     assert len(s.acquire_keys) == _documented(acquire, "KEYS")
     assert len(s.acquire_args("tok", 0, 1, "w", "PUBLISH")) == _documented(acquire, "ARGV")
     assert len(s.release_keys) == _documented(release, "KEYS")
-    assert len(s.release_args("tok", "", "PUBLISH")) == _documented(release, "ARGV")
+    assert len(s.release_args("tok", "", "PUBLISH", 1)) == _documented(release, "ARGV")
 
 
 def test_simple_acquire_keys_include_the_queue_of_waiters() -> None:
@@ -85,7 +85,7 @@ def test_semaphore_scripts_take_what_they_document() -> None:
         "semaphore_acquire", "ARGV"
     )
     assert len(s.release_keys) == _documented("semaphore_release", "KEYS")
-    assert len(s.release_args("tok", "", "PUBLISH")) == _documented("semaphore_release", "ARGV")
+    assert len(s.release_args("tok", "", "PUBLISH", 1)) == _documented("semaphore_release", "ARGV")
 
 
 def test_a_multi_lock_sends_what_its_scripts_document() -> None:
@@ -97,7 +97,7 @@ def test_a_multi_lock_sends_what_its_scripts_document() -> None:
     assert s.acquire_keys == s.release_keys
     assert s.acquire_keys == tuple(k for m in members for k in (m.lock, m.fence, m.queue))
     acquire = s.acquire_args("tok", 0, 1, ">ch", "PUBLISH")
-    release = s.release_args("tok", "", "PUBLISH")
+    release = s.release_args("tok", "", "PUBLISH", 1)
     assert len(acquire) == _documented("multi_acquire", "ARGV") + len(names)
     assert len(release) == _documented("multi_release", "ARGV") + len(names)
     assert acquire[-3:] == release[-3:] == tuple(m.channel for m in members)
@@ -131,13 +131,16 @@ def test_acquire_args_in_script_order() -> None:
     assert spec(reentrant=True).acquire_args("tok", 2, 3, "w1", "P") == ("tok", 10_000, 2, 3)
 
 
-def test_release_args_carry_the_leaving_entry_for_simple_locks_only() -> None:
+def test_release_args_carry_a_simple_locks_waiter_entry_a_reentrant_locks_holds() -> None:
     channel = LockKeys.for_name("job").channel
-    assert spec().release_args("tok", "w1", "SPUBLISH") == ("tok", channel, "SPUBLISH", "w1")
-    assert spec(reentrant=True).release_args("tok", "w1", "PUBLISH") == (
+    # release.lua: holder, channel, publish command, the waiter's entry
+    assert spec().release_args("tok", "w1", "SPUBLISH", 1) == ("tok", channel, "SPUBLISH", "w1")
+    # reentrant_release.lua: holder, channel, publish command, the holds before this release
+    assert spec(reentrant=True).release_args("tok", "w1", "PUBLISH", 3) == (
         "tok",
         channel,
         "PUBLISH",
+        3,
     )
 
 

@@ -23,6 +23,7 @@ from fencelock._core.replies import (
     TAKEN,
     Busy,
     Granted,
+    NoReply,
     acquire_reply,
     check_replicated,
     fenced_set_reply,
@@ -34,6 +35,7 @@ from fencelock._core.replies import (
     renewed_all,
     reserved_block,
     translate_error,
+    unanswered,
 )
 from fencelock._core.stats import Counters, Statistics
 from fencelock.errors import NotReplicated
@@ -179,6 +181,7 @@ def test_fenced_set_reply() -> None:
     [
         (ConnectionError("refused"), LockConnectionError, "ConnectionError: refused"),
         (TimeoutError("timed out"), LockConnectionError, "TimeoutError"),
+        (NoReply("no reply in time"), LockConnectionError, "TimeoutError: no reply in time"),
         (BusyLoadingError("loading"), LockConnectionError, "loading"),  # still starting up
         (MovedError("3999 127.0.0.1:6381"), LockError, "pass a RedisCluster client"),
         (AskError("3999 127.0.0.1:6381"), LockError, "pass a RedisCluster client"),
@@ -192,6 +195,16 @@ def test_translate_error(error: Exception, kind: type[LockError], says: str) -> 
     assert type(translated) is kind
     assert str(translated).startswith("fencelock:{job}:lock: ")
     assert says in str(translated)
+
+
+def test_a_call_is_unanswered_when_its_error_comes_of_a_request_without_a_reply() -> None:
+    silent = NoReply("no reply in time")
+    failure = translate_error(silent, "lock 'job'")
+    assert not unanswered(failure)
+    failure.__cause__ = silent  # (raise ... from: the topology's)
+    assert unanswered(failure)
+    failure.__cause__ = ConnectionError("refused")  # nothing was sent
+    assert not unanswered(failure)
 
 
 # -- counters and statistics -----------------------------------------------------------------------

@@ -12,6 +12,7 @@ from fencelock._core.timing import (
     RENEW_BATCH,
     RENEW_RETRY,
     drift,
+    first_renewal,
     handoff_needs_refresh,
     lease_deadline,
     next_renewal,
@@ -75,6 +76,14 @@ def test_renewal_after_a_third_of_the_lease() -> None:
     assert first == pytest.approx(NOW + 3.0)
     # if it fails, a second try a third later still falls inside the lease
     assert next_renewal(first, 9.0) < lease_deadline(NOW, 9.0)
+
+
+def test_the_first_renewal_is_a_third_into_the_lease_however_late_the_grant_came() -> None:
+    # a lease of 9 s whose request left at NOW: due 3 s into it (less the drift allowance)
+    deadline = lease_deadline(NOW, 9.0)
+    assert first_renewal(deadline, 9.0) == pytest.approx(NOW + 3.0 - drift(9.0))
+    # its reply came back at NOW + 7 (2 s of lease left): due then already, not at NOW + 10
+    assert first_renewal(deadline, 9.0) < NOW + 7.0 < deadline < next_renewal(NOW + 7.0, 9.0)
 
 
 @pytest.mark.parametrize(

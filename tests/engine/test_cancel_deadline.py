@@ -16,12 +16,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
-import redis
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import async_until
+from tests.engine._async.test_late_grants import connected, held_keys
 
 HOUR = 3600.0
 
@@ -33,12 +33,6 @@ async def slow(fresh_server: EmbeddedServer) -> AsyncIterator[AsyncLockClient]:
     yield client
     fresh_server.resume()
     await client.close()
-
-
-def held_keys(server: EmbeddedServer) -> list[bytes]:
-    """The keys of grants held and waiters queued (not counters, a latch's state...)."""
-    with redis.Redis(port=server.port) as raw:
-        return sorted(k for k in raw.keys("fencelock:*") if k.endswith((b":lock", b":waiters")))
 
 
 async def stopped_call(
@@ -116,7 +110,10 @@ async def test_every_call_returns_at_the_deadline(
 async def test_a_waiter_cancelled_while_the_server_hangs_leaves_the_queue(
     slow: AsyncLockClient, fresh_server: EmbeddedServer
 ) -> None:
-    holder = slow.lock("busy", ttl=30)
+    # The holder is another client's: behind a holder of its own client the waiter would wait
+    # in the local queue until that lease ran out (30 s), not in the queue in Redis.
+    other = AsyncLockClient.from_url(fresh_server.url)
+    holder = other.lock("busy", ttl=30)
     assert await holder.acquire(timeout=0)
     waiter = slow.lock("busy", ttl=30)
     task = asyncio.ensure_future(waiter.acquire(timeout=None))
@@ -129,7 +126,33 @@ async def test_a_waiter_cancelled_while_the_server_hangs_leaves_the_queue(
     finally:
         fresh_server.resume()
     await holder.release()
+    await other.close()
     await async_until(lambda: held_keys(fresh_server) == [])  # its entry left, nothing granted
+
+
+async def test_a_cancelled_acquire_whose_request_then_times_out_is_given_back_late(
+    fresh_server: EmbeddedServer,
+) -> None:
+    """The request in flight of a cancelled acquire outlives the caller and then its own bound
+    (1 s), with the server still stopped: what the server grants when it runs again is given
+    back by the client's watchdog (issue 29)."""
+    client = AsyncLockClient.from_url(fresh_server.url, socket_timeout=1.0)
+    try:
+        lock = client.lock("hung", ttl=HOUR)
+        given = await connected(client, lock)
+        fresh_server.pause()
+        try:
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(lock.acquire(timeout=None), 0.2)
+            # the request, then the give-back after it, got no answer: it waits for one
+            await async_until(lambda: client.statistics().giving_back == 1)
+        finally:
+            fresh_server.resume()
+        await async_until(lambda: client.statistics().giving_back == 0)
+        assert client.statistics().given_back == given + 1
+        assert held_keys(fresh_server) == []
+    finally:
+        await client.close()
 
 
 async def test_close_lets_the_give_backs_finish(fresh_server: EmbeddedServer) -> None:

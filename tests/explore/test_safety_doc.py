@@ -1,11 +1,12 @@
-"""docs/safety.md has two writers: the chaos run rewrites the page, the explorer its own section
-(``python -m tests.sim.explore --write-docs``). Neither may drop the other's."""
+"""docs/safety.md has three writers: the chaos run rewrites the page, the explorer its own section
+(``python -m tests.sim.explore --write-docs``), and so does the Cluster's resharding run
+(``python -m bench.reshard --write-docs``). None may drop another's."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from bench.chaos.safety_doc import SIMULATION, with_simulation
+from bench.chaos.safety_doc import RESHARD, SIMULATION, with_simulation
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "safety.md"
 
@@ -20,6 +21,15 @@ def test_the_chaos_page_keeps_the_simulations_section_before_the_scenarios() -> 
         "## Scenarios\nnew\n"
     )
     assert with_simulation(rendered, "# a page without it\n") == rendered
+
+
+def test_the_chaos_page_keeps_the_resharding_section_too() -> None:
+    (begin, end), (rbegin, rend) = SIMULATION, RESHARD
+    current = f"# old\n\n{begin}\nsim\n{end}\n\n{rbegin}\nmoves\n{rend}\n\n## Scenarios\nold\n"
+    page = with_simulation("# new\n\n## Scenarios\nnew\n", current)
+    assert page == (
+        f"# new\n\n{begin}\nsim\n{end}\n\n{rbegin}\nmoves\n{rend}\n\n## Scenarios\nnew\n"
+    )
 
 
 def test_the_page_has_the_simulations_section() -> None:

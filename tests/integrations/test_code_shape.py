@@ -32,7 +32,7 @@ LAYERS: list[set[str]] = [
     {"protocol"},  # what is sent: scripts or native commands (the script mode)
     {"grants"},  # the engine's questions, one or a majority deciding
     {"topology"},  # route + protocol + grants, and the primitives' own scripts
-    {"engine", "contention", "handoff", "singleflight", "watchdog"},  # the lease engine
+    {"engine", "contention", "handoff", "singleflight", "watchdog", "giveback"},  # the engine
     {"leased", "admin", "connect"},  # what every primitive shares; the operators; the making
     {"lock", "semaphore", "rw_lock", "election", "multilock", "latch", "compute", "periodic"},
     {"resources"},  # the fenced writes and versioned values: the client's, over the topology

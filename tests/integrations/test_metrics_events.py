@@ -24,6 +24,7 @@ def emit_one_of_each() -> None:
         events.Renewal("lock", NAME, False),
         events.HandedOff("lock", NAME),
         events.WokenUp("lock", NAME),
+        events.GivenBack("lock", NAME),
         events.StaleWriteRefused("resource", 6),
         events.ComputeEnded("compute", NAME, "hit", 0.001),
         events.ComputeEnded("compute", NAME, "built", 0.25),
@@ -57,6 +58,7 @@ def check_one_of_each(exported: Exported) -> None:
     assert exported.count("renewal_failures", **labels) == 1
     assert exported.count("handoffs", **labels) == 1
     assert exported.count("wakeups", **labels) == 1
+    assert exported.count("given_back", **labels) == 1
     assert exported.count("stale_writes_refused") == 1
     computed = {"primitive": "compute", "name": NAME}
     assert exported.count("compute", **computed, outcome="hit") == 1

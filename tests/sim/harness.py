@@ -1,6 +1,7 @@
 """Running the real lock code in the simulation without exploring: ``simulate`` runs a few
 processes, each an ``async def`` given its ``SimClient``, to their end on the default schedule
-(every message delivered in the order sent, time moved only when nothing is in flight). A test
+(every message delivered in the order sent, time moved only when nothing is in flight), or on
+a test's own ``chooser`` (tests/engine/test_engine.py's ``LateReplies``). A test
 reads the outcome from the world (its log, its servers) and from what its processes recorded;
 an assertion that fails in a process fails the test.
 """
@@ -13,7 +14,7 @@ from typing import Any
 
 from .loop import deterministic, virtual_monotonic
 from .topology import SimClient, sim_client
-from .world import Option, World
+from .world import Chooser, Option, World
 
 Main = Callable[[SimClient], Awaitable[Any]]
 
@@ -31,11 +32,17 @@ def running(world: World) -> Iterator[None]:
 
 
 def simulate(
-    *mains: Main, world: World | None = None, max_steps: int = 10_000, **client: Any
+    *mains: Main,
+    world: World | None = None,
+    max_steps: int = 10_000,
+    chooser: Chooser | None = None,
+    **client: Any,
 ) -> World:
     """Run one process per ``main`` (named p0, p1...) until every one has returned, and raise
-    the first error one raised. ``client``: ``sim_client``'s options."""
+    the first error one raised. ``chooser``: the schedule (default: the default one);
+    ``client``: ``sim_client``'s options."""
     world = world or World()
+    chooser = chooser or _Default()
     tasks = []
     for i, main in enumerate(mains):
         process = world.process(f"p{i}")
@@ -52,7 +59,7 @@ def simulate(
     with running(world):
         try:
             steps = 0
-            while world.step(_Default(), stop=lambda: all(p.done for p in world.processes)):
+            while world.step(chooser, stop=lambda: all(p.done for p in world.processes)):
                 steps += 1
                 if steps > max_steps:
                     raise AssertionError(f"no end after {max_steps} steps")

@@ -289,14 +289,17 @@ def test_reentrant_enter_leave_and_each_kind_busy_for_the_other(pair: Pair) -> N
     assert pair.script(scripts.ACQUIRE, acquire, [h2, LONG, 1, "w2"])[0] == 0  # a hash: busy
     pair.script(scripts.INSPECT, acquire, [10])
     pair.step("HGETALL", k.lock)
-    assert pair.script(scripts.REENTRANT_RELEASE, release, [h2, k.channel, "PUBLISH"]) == 0
-    assert pair.script(scripts.REENTRANT_RELEASE, release, [h1, k.channel, "PUBLISH"]) == 2
+    assert pair.script(scripts.REENTRANT_RELEASE, release, [h2, k.channel, "PUBLISH", 1]) == 0
+    assert pair.script(scripts.REENTRANT_RELEASE, release, [h1, k.channel, "PUBLISH", 2]) == 2
+    # the same release sent again (its reply was late): the hold it left is not left twice
+    assert pair.script(scripts.REENTRANT_RELEASE, release, [h1, k.channel, "PUBLISH", 2]) == 2
+    assert pair.step("HGET", k.lock, h1) == b"1"
     pair.send_to("w2", "SUBSCRIBE", f"{k.channel}:w2")
-    assert pair.script(scripts.REENTRANT_RELEASE, release, [h1, k.channel, "PUBLISH"]) == 3
+    assert pair.script(scripts.REENTRANT_RELEASE, release, [h1, k.channel, "PUBLISH", 1]) == 3
     pair.drain("w2")
     pair.script(scripts.ACQUIRE, acquire, [h2, LONG, 1, "w2"])
     assert pair.script(scripts.REENTRANT_ACQUIRE, acquire[:2], [h1, LONG, 0, 1])[0] == 0
-    assert pair.script(scripts.REENTRANT_RELEASE, release, [h1, k.channel, "PUBLISH"]) == 0
+    assert pair.script(scripts.REENTRANT_RELEASE, release, [h1, k.channel, "PUBLISH", 1]) == 0
 
 
 def test_hand_off_fence_raise_and_force_release(pair: Pair) -> None:
@@ -725,7 +728,7 @@ WEIGHTED_OPS = [
     ),
     (4, st.tuples(st.just("release"), names, releasers, st.sampled_from(WAITS))),
     (2, st.tuples(st.just("r_acquire"), names, holders, st.integers(0, 2))),
-    (2, st.tuples(st.just("r_release"), names, releasers)),
+    (2, st.tuples(st.just("r_release"), names, releasers, st.integers(1, 3))),
     (
         2,
         st.tuples(
@@ -842,9 +845,9 @@ class Stream:
         args = [HOLDERS[holder], LONG, depth, 1]
         self.grant("lock", name, holder, scripts.REENTRANT_ACQUIRE, lock_keys(name)[1][:2], args)
 
-    def r_release(self, name: str, pick: str) -> None:
+    def r_release(self, name: str, pick: str, depth: int) -> None:
         k, _, release = lock_keys(name)
-        args = [self.holder("lock", name, pick), k.channel, "PUBLISH"]
+        args = [self.holder("lock", name, pick), k.channel, "PUBLISH", depth]
         self.script(scripts.REENTRANT_RELEASE, release, args)
 
     def renew(self, leases: list[tuple[str, bool, str]]) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.crc import key_slot
 
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.proxy import TcpProxy
@@ -83,6 +84,23 @@ def test_cluster_replica_takes_over_a_stopped_master(server_kind: str) -> None:
             client.close()
 
 
+def test_cluster_meets_again_a_node_whose_handshake_was_dropped(server_kind: str) -> None:
+    """A handshake that times out (a loaded machine, a node timeout of 1 s) is dropped by the
+    node, not retried, and the cluster never assembled (seen once in the chaos run under load:
+    "node ... knows 3 of 6 nodes" for 28 s). Shown with a replica every other node forgot."""
+    with Cluster(_binary(server_kind)) as cluster:
+        (replica,) = cluster.replicas_of(cluster.masters[0])
+        forgotten = cluster.node_ids[replica.port]
+        for node in cluster.nodes:
+            if node is not replica:  # (banned from their gossip for 60 s)
+                with node.client() as client:
+                    client.execute_command("CLUSTER", "FORGET", forgotten)
+        with cluster.masters[0].client(decode_responses=True) as client:
+            assert forgotten not in client.execute_command("CLUSTER", "NODES")
+            cluster.wait_met(timeout=30)
+            assert forgotten in client.execute_command("CLUSTER", "NODES")
+
+
 def test_cluster_stops_its_nodes_when_startup_fails(server_kind: str) -> None:
     before = _children()
     cluster = Cluster(_binary(server_kind))
@@ -92,6 +110,45 @@ def test_cluster_stops_its_nodes_when_startup_fails(server_kind: str) -> None:
     assert len(cluster.nodes) == 6
     assert _children() == before
     assert all(node.process is None for node in cluster.nodes)
+
+
+def _views(cluster: Cluster, slot: int) -> set[int]:
+    """The master of ``slot`` in the view of every running node: one port when they agree."""
+    ports = set()
+    for node in cluster.nodes:
+        if node.process is None:
+            continue
+        with probe(node.port) as client:
+            for first, last, master, *_ in client.execute_command("CLUSTER", "SLOTS"):
+                if first <= slot <= last:
+                    ports.add(int(master[1]))
+    return ports
+
+
+@pytest.mark.parametrize("atomic", [False, True], ids=["classic", "atomic"])
+def test_cluster_moves_a_slot_with_its_keys(moving_cluster: Cluster, atomic: bool) -> None:
+    if atomic and not moving_cluster.migrates_atomically:
+        pytest.skip("this server has no atomic slot migration (CLUSTER MIGRATESLOTS: Valkey 9)")
+    keys = [f"{{moved}}:{i}" for i in range(150)]  # more than one batch of MIGRATE
+    slot = key_slot(keys[0].encode())
+    client = moving_cluster.client(decode_responses=True)
+    try:
+        for key in keys:
+            client.set(key, key)
+        source = moving_cluster.master_for_slot(slot)
+        target = next(m for m in moving_cluster.running_masters() if m is not source)
+        moving_cluster.move_slot(slot, target, atomic=atomic)
+        assert _views(moving_cluster, slot) == {target.port}
+        with target.client(decode_responses=True) as new, source.client() as old:
+            assert sorted(new.keys("{moved}:*")) == sorted(keys)
+            assert old.keys("{moved}:*") == []
+        assert [client.get(key) for key in keys] == keys  # (the client follows MOVED)
+        moving_cluster.move_slot(slot, source, atomic=atomic)  # and back
+        assert _views(moving_cluster, slot) == {source.port}
+        assert [client.get(key) for key in keys] == keys
+    finally:
+        client.delete(*keys)
+        client.close()
 
 
 # -- sentinel --------------------------------------------------------------------------------------

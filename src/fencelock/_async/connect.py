@@ -128,9 +128,11 @@ def abandoned(name: str | None, watchdog: AsyncRenewer, topology: AsyncTopology)
     """A client was collected unclosed. Run by the garbage collector, in whatever thread, maybe
     while that thread holds a lock of ours: so it takes no lock and waits for nothing. The
     pub/sub listeners are told to stop (they end within a read and close their connection); the
-    watchdog ends with its last lease; the rest: see async_reap. ``name`` None: a client of
-    fencelock.compat, which the application never saw, so there is nothing to warn it of."""
+    watchdog ends with its last lease, its late give-backs within one request timeout; the rest:
+    see async_reap. ``name`` None: a client of fencelock.compat, which the application never
+    saw, so there is nothing to warn it of."""
     if name is not None:
         warnings.warn(f"unclosed {name}: call close()", ResourceWarning, stacklevel=2)
     topology.abandon()
+    watchdog.abandon()
     async_reap(lambda: close(watchdog, topology), topology.requester, topology.pools())

@@ -10,7 +10,9 @@ wake-up message then carries the fencing token.
 Failure timeline: cancelled, interrupted or failed with a request in flight, an acquire may have
 been granted: a shielded give-back with its holder token runs before the error propagates. A
 waiter that gives up leaves the queue in Redis with one script that also gives back what a
-release granted it meanwhile.
+release granted it meanwhile. A request that got no reply may grant later still (a server that
+resumes runs what waits in its sockets): its give-back is the client's watchdog's, until the
+server answers again (``giveback.py``).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from .._backend import (
 )
 from .._core.lease import Grant, granted, reserve, trusted_release_grant
 from .._core.quorum import retry_jitter
-from .._core.replies import Busy, Granted, new_holder_token, new_waiter_id
+from .._core.replies import Busy, Granted, new_holder_token, new_waiter_id, unanswered
 from .._core.timing import remaining, retry_delay
 from .._labels import label_now
 from .._transport import async_inflight
@@ -91,7 +93,7 @@ async def take(lease: AsyncLease, deadline: float | None) -> Grant | None:
                 after = async_inflight()
                 # (in the background: within one request timeout, the call's may have passed)
                 within = None if async_cancelled(error) else deadline
-                giving = grants.give_back(spec, holder, within, after)
+                giving = _give_back(lease, holder, within, after, unanswered(error))
                 await grants.detached.clean_up(giving, error)
             finally:
                 queues.pass_turn(line, ticket)
@@ -103,6 +105,25 @@ async def take(lease: AsyncLease, deadline: float | None) -> Grant | None:
     queues.holding(line, ticket, grant)
     logger.debug("%r acquired, token %d", lease.name, grant.fence)
     return grant
+
+
+async def _give_back(
+    lease: AsyncLease,
+    holder: str,
+    deadline: float | None,
+    after: Awaitable[object] | None,
+    late: bool,
+) -> None:
+    """Give back what ``holder`` may have been granted, after ``after`` (a request of the call
+    still in flight), within what is left of the bound of the call whose ``deadline`` it
+    serves. ``late``: a request of it got no reply (nor did ``after``, if it ends so): it may
+    grant later than anything sent now, so the client's watchdog gives it back again, until
+    the server answers."""
+    if after is not None and not await async_wait_done(after):
+        late = True
+    await lease.wiring.grants.give_back(lease.spec, holder, deadline)
+    if late:
+        lease.wiring.watchdog.give_back_late(lease.spec, holder)
 
 
 async def reenter(lease: AsyncLease, grant: Grant) -> None:
@@ -120,7 +141,8 @@ async def reenter(lease: AsyncLease, grant: Grant) -> None:
         lease.declare_lost(grant, "at re-entry")
         raise
     except NotReplicated:
-        await async_shield(grants.release(lease.spec, grant.holder))  # the extra hold
+        extra = grants.release(lease.spec, grant.holder, depth=grant.depth + 1)
+        await async_shield(extra)  # the hold it just took
         raise
     grant.reentered(sent_at, lease.spec.ttl)
 
@@ -251,8 +273,8 @@ async def _leave_queue(
     will not use (release.lua). Within what is left of the acquire's bound, after ``after`` (a
     re-try of the waiter still in flight: its grant must not come after this)."""
     grants = lease.wiring.grants
-    if after is not None:
-        await async_wait_done(after)
+    if after is not None and not await async_wait_done(after):
+        lease.wiring.watchdog.give_back_late(lease.spec, holder)  # (the re-try may grant late)
     with contextlib.suppress(RedisError, LockError):
         await grants.release(lease.spec, holder, entry, grants.time_left(deadline))
 

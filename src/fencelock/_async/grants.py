@@ -42,10 +42,12 @@ from .._core.quorum import (
 from .._core.replies import (
     Busy,
     Granted,
+    NoReply,
     check_replicated,
     renew_reply,
     reserved_block,
     translate_error,
+    unanswered,
 )
 from .._core.routing import QUORUM
 from .._keys import ttl_to_ms
@@ -74,6 +76,9 @@ class AsyncGrants:
         self.request_timeout = route.request_timeout
         # whether a majority of several servers decides
         self.majority = route.settings.shape == QUORUM
+        # the servers a late give-back must reach, each on its own (``release_at``): Redlock's
+        # nodes; elsewhere one, the server of the name's keys
+        self.node_count = len(route.addresses) if self.majority else 1
         self._bound = route.node_timeout  # one request's bound about a grant of a ttl
         # give-backs left to finish when their caller was cancelled (finished by close(), or
         # as the loop shuts down)
@@ -106,7 +111,8 @@ class AsyncGrants:
     ) -> Granted | Busy:
         """One try at the grant, ended by the caller's ``deadline`` (None: none) plus one
         request timeout however often the servers fail to answer. ``GaveBack`` when the grant
-        came too late to be used."""
+        came too late to be used; a ``LockConnectionError`` caused by ``NoReply`` when a request
+        got no reply (it may still grant: ``replies.unanswered``)."""
         protocol = self.protocol
         if not protocol.server_checked:
             await protocol.check_servers(spec.keys.lock)
@@ -118,6 +124,7 @@ class AsyncGrants:
             return await self._acquire_by_majority(spec, kind, holder, depth, request, deadline)
         send, key, wait = self._route.send, spec.acquire_keys[0], protocol.wait
         attempt, first = 1, None
+        no_reply: NoReply | None = None  # an attempt sent that got no reply: it may still grant
         while True:
             sent_at = time.monotonic()
             try:
@@ -127,10 +134,13 @@ class AsyncGrants:
                 acked = int(raised(replies.pop())) if wait else None
                 result = kind.acquire_result(replies)
             except (TimeoutError, ConnectionError) as exc:
+                if isinstance(exc, NoReply):
+                    no_reply = exc
                 if attempt < ATTEMPTS and self.time_left(deadline) > 0:
                     attempt, first = attempt + 1, exc
                     continue
-                raise translate_error(unanswered(first, exc), spec.what) from exc
+                # the cause: a NoReply if any attempt got none (it may still grant)
+                raise translate_error(reported(first, exc), spec.what) from no_reply or exc
             except RedisError as exc:
                 if not await protocol.refused(exc, key):
                     raise translate_error(exc, spec.what) from exc
@@ -168,6 +178,7 @@ class AsyncGrants:
         few nodes could be reached to decide is no vote: it is sent once more while the
         caller's ``deadline`` has time left."""
         timeout = self._bound(spec.ttl)
+        no_reply: BaseException | None = None  # a node was sent a request and did not answer
         for attempt in range(1, ATTEMPTS + 1):
             sent_at = time.monotonic()
             answers = await self.protocol.request_all(*request, timeout, spec.what)
@@ -176,9 +187,12 @@ class AsyncGrants:
             try:
                 outcome = acquire_outcome(results, spec.ttl, time.monotonic() - sent_at)
                 break
-            except LockConnectionError:
+            except LockConnectionError as exc:
+                silent = [a for a in answers if isinstance(a, LockError) and unanswered(a)]
+                no_reply = silent[0].__cause__ if silent else no_reply
                 if attempt == ATTEMPTS or (deadline is not None and time.monotonic() >= deadline):
-                    raise
+                    # (the nodes that did not answer may still grant: replies.unanswered)
+                    raise exc from no_reply
         result = outcome.result
         if isinstance(result, Granted) and depth == 0 and not ASYNC_LAZY_TOKEN:
             # asyncio cannot do the write-back later, inside the ``token`` property
@@ -214,15 +228,24 @@ class AsyncGrants:
     # -- release, hand-off, give-back ---------------------------------------------------------
 
     async def release(
-        self, spec: LeaseSpec, holder: str, leaving: str = "", timeout: float | None = None
+        self,
+        spec: LeaseSpec,
+        holder: str,
+        leaving: str = "",
+        timeout: float | None = None,
+        *,
+        depth: int = 1,
     ) -> Released:
         """Release ``holder``'s grant (``leaving``: a queue entry removed first, a simple lock's
         waiter giving up), within ``timeout`` seconds (default: one request timeout; on a
         quorum, each node within its own timeout). A quorum's round in which too few nodes
-        answered to decide is sent once more, as an acquire's is."""
+        answered to decide is sent once more, as an acquire's is: with a node timeout of a few
+        ms, a moment's stall of this process is no outage. (A node that answered late may have
+        applied the first round: a reentrant release carries ``depth``, the holds before it,
+        so that the second round does not leave a hold twice.)"""
         protocol = self.protocol
         kind = await protocol.kind_of(spec)
-        commands, noscript = kind.release_request(spec, holder, leaving, protocol.commands)
+        commands, noscript = kind.release_request(spec, holder, leaving, protocol.commands, depth)
         key = spec.release_keys[0]
         what = f"release of {spec.what}" if self.majority else spec.what
         bound = self._bound(spec.ttl) if self.majority or timeout is None else timeout
@@ -239,8 +262,24 @@ class AsyncGrants:
             return released(first_answers(results, again), what)
         except RedisError as exc:
             if await protocol.refused(exc, key):  # nothing ran: again
-                return await self.release(spec, holder, leaving, timeout)
+                return await self.release(spec, holder, leaving, timeout, depth=depth)
             raise translate_error(exc, spec.what) from exc
+
+    async def release_at(self, spec: LeaseSpec, holder: str, node: int, timeout: float) -> Released:
+        """Release ``holder``'s grant on server ``node`` only (< ``node_count``), within
+        ``timeout`` seconds: one try of a late give-back (``giveback.py``)."""
+        if not self.majority:
+            return await self.release(spec, holder, timeout=timeout)
+        kind = spec.kind  # (scripts: a Redlock client runs no other)
+        # depth 1: each try leaves one hold (a reentrant grant answers "still held" until its
+        # last), which a give-back repeats until none is left
+        commands, noscript = kind.release_request(spec, holder, "", self.protocol.commands, 1)
+        what = f"release of {spec.what}"
+        [answer] = await self.protocol.request_all(commands, noscript, timeout, what, [node])
+        reply = _released(kind, answer)
+        if isinstance(reply, LockError):
+            raise reply
+        return reply
 
     async def hand_off(
         self, spec: LeaseSpec, holder: str, ttl_ms: int, block: int
@@ -341,7 +380,7 @@ class AsyncGrants:
                 if attempt < ATTEMPTS and time.monotonic() < end:
                     first = exc
                     continue
-                raise translate_error(unanswered(first, exc), what) from exc
+                raise translate_error(reported(first, exc), what) from exc
             except RedisError as exc:
                 raise translate_error(exc, what) from exc
             answer = _holds(kind, replies, holder)
@@ -379,7 +418,7 @@ def _holds(kind: Kind, replies: list[Any] | LockError, holder: str) -> bool | Ba
     return kind.held_reply(replies, holder)
 
 
-def unanswered(first: RedisError | None, last: RedisError) -> RedisError:
+def reported(first: RedisError | None, last: RedisError) -> RedisError:
     """What to report of a request sent again after ``first`` failed, and failed again with
     ``last``: ``first`` if ``last`` timed out too, which tells nothing new (the re-send is on a
     new connection; the first was on the one in use: "connected, but no reply", not "no answer

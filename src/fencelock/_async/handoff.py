@@ -20,7 +20,7 @@ from .._core.lease import Grant, granted, handoff_within_block
 from .._core.replies import Busy, reserved_block
 from .._core.timing import yield_after_release
 from .._transport import async_inflight
-from ..errors import LockError
+from ..errors import LockConnectionError, LockError
 from .singleflight import Ticket
 
 if TYPE_CHECKING:
@@ -56,6 +56,11 @@ async def give_up(lease: AsyncLease, grant: Grant) -> bool:
                 # reply was lost (LockConnectionError). They are all this lock's: leave them.
                 released = await grants.release(spec, grant.holder)
             await async_checkpoint()  # a cancellation redis.asyncio swallowed
+        except LockConnectionError:
+            # unanswered: the grant may be held still, and nobody would release it once the
+            # server answers again (a release that went out runs before: harmless)
+            parts.watchdog.give_back_late(spec, grant.holder)
+            raise
         except LockError:
             raise
         except BaseException as error:

@@ -54,10 +54,6 @@ class AsyncLock(AsyncLeased):
         grant = self._lease.grant()
         return None if grant is None else grant.holder
 
-    def remaining(self) -> float:
-        """Seconds of the current lease left, by this process's clock (0: none held, or lost)."""
-        return self._lease.remaining()
-
     async def held_by(self, holder: str) -> bool:
         """Whether the server shows the grant of ``holder`` (a holder token) holding the lock."""
         return await self._lease.held_by(holder)

@@ -135,6 +135,11 @@ class AsyncMultiLock:
         instant: no request to the server."""
         self._way.check()
 
+    def remaining(self) -> float:
+        """Seconds left of the first lease to end, by this process's clock (0: not held, or
+        one lost): ``check()`` passes until then. Local and instant."""
+        return self._way.remaining()
+
     async def held(self) -> bool:
         """Whether every name is still held (asks the server: one request, or one per name
         where they do not share a server)."""
@@ -190,6 +195,9 @@ class _OneScript:
 
     def check(self) -> None:
         self.lease.check()
+
+    def remaining(self) -> float:
+        return self.lease.remaining()
 
     async def held(self) -> bool:
         return await self.lease.held()
@@ -268,6 +276,11 @@ class _Composed:
         self._owned("check")
         for lock in self.locks:
             lock.check()
+
+    def remaining(self) -> float:
+        if not self.holding:
+            return 0.0
+        return min(lock.remaining() for lock in self.locks)
 
     async def held(self) -> bool:
         if not self.holding:

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from redis.crc import key_slot
 from redis.exceptions import RedisError
@@ -30,16 +31,13 @@ from .._backend import AsyncLoopGuard, AsyncStateLock
 from .._core.quorum import NODE_TIMEOUT_MAX, node_timeout, quorum
 from .._core.replies import translate_error
 from .._core.routing import CLUSTER, QUORUM, RouteSettings
-from .._transport import (
-    AsyncClusterNode,
-    AsyncRedis,
-    AsyncRedisCluster,
-    async_node_client,
-    async_own_client,
-)
+from .._transport import AsyncClusterNode, AsyncRedis, AsyncRedisCluster, async_own_client
 from ..errors import LockConnectionError, LockError
 from .transport import AsyncRequester
-from .waiter import AsyncWaiter, Watch
+from .waiter import AsyncClusterWaiters, AsyncWaiter, Watch
+
+# seconds between two tries at subscribing a waiter where its slot moved, while none succeeds
+FOLLOW_PAUSE: Final = 0.5
 
 
 class AsyncSend(Protocol):
@@ -109,6 +107,13 @@ class AsyncRoute(abc.ABC):
         confirmed within ``timeout`` seconds (None: one request timeout); ``what``: the object
         that waits, for errors."""
 
+    async def follow(self, watch: Watch, timeout: float) -> bool:
+        """Subscribe a watch whose channel moved (``Watch.moved``: a Cluster's slot) where it
+        is served now, trying again every ``FOLLOW_PAUSE`` seconds while no node takes it (a
+        failover under way), until ``timeout``: whether it is subscribed. (Only a Cluster's
+        channels move.)"""
+        return False
+
     @abc.abstractmethod
     def scan(self, match: str, count: int, timeout: float) -> AsyncIterator[bytes]:
         """Every key matching ``match`` on every node (SCAN, each call within ``timeout``). A
@@ -155,16 +160,14 @@ class AsyncRoute(abc.ABC):
     def _owned(self) -> tuple[Any, ...]:
         return self.settings.servers if self.settings.owned else ()
 
-    def _waiter(
-        self, key: object, client: Callable[[], AsyncRedis], timeout: float, sharded: bool = False
-    ) -> AsyncWaiter:
+    def _waiter(self, key: object, client: Callable[[], AsyncRedis], timeout: float) -> AsyncWaiter:
         """The waiter of ``key`` (a node), made once over a client of its own (``client()``:
         its pub/sub connection has a pool of its own, as in the requests' pool it would take
         a connection they may be waiting for)."""
         with self._guard:
             waiter = self.waiters.get(key)
             if waiter is None:
-                waiter = AsyncWaiter(client(), confirm_timeout=timeout, sharded=sharded)
+                waiter = AsyncWaiter(client(), confirm_timeout=timeout)
                 self.waiters[key] = waiter
         return waiter
 
@@ -210,10 +213,17 @@ class AsyncOneServerRoute(AsyncRoute):
 
 class AsyncClusterRoute(AsyncOneServerRoute):
     """A ``RedisCluster``: each key on the node of its hash slot; wake-ups by sharded pub/sub
-    on that node (one waiter per node, made as channels on it are first watched)."""
+    on that node (one waiter per node, made as channels on it are first watched), following
+    their slot when it moves (``waiter.AsyncClusterWaiters``)."""
 
     # a plain PUBLISH on a Cluster is broadcast to every node
     publish_command = "SPUBLISH"
+
+    def __init__(self, settings: RouteSettings) -> None:
+        super().__init__(settings)
+        self.watches = AsyncClusterWaiters(
+            self.redis, self.requester, self.request_timeout, self.waiters
+        )
 
     def _nodes(self) -> Sequence[AsyncRedis | AsyncClusterNode]:
         return self.redis.get_primaries()  # type: ignore[no-any-return]
@@ -228,20 +238,22 @@ class AsyncClusterRoute(AsyncOneServerRoute):
         if self.settings.owned:  # (the renewal twin's own Cluster client)
             await self.redis.aclose()
 
-    @asynccontextmanager
-    async def watch(
+    def watch(
         self, channel: str, what: str, timeout: float | None = None
-    ) -> AsyncIterator[Watch]:
+    ) -> contextlib.AbstractAsyncContextManager[Watch]:
         self._loop.check()
-        # sharded pub/sub messages are only delivered by the node that serves the slot
-        node = self.redis.get_node_from_key(channel)
-        if node is None:
-            raise LockConnectionError(f"no Cluster node serves {channel!r}")
-        bound = self.request_timeout
-        client = partial(async_node_client, node, bound)
-        waiter = self._waiter(node.name, client, bound, sharded=True)
-        async with waiter.watch(channel, what, timeout=timeout) as watch:
-            yield watch
+        return self.watches.watch(channel, what, timeout)
+
+    async def follow(self, watch: Watch, timeout: float) -> bool:
+        end = time.monotonic() + timeout
+        while True:
+            if await self.watches.follow(watch, end - time.monotonic()):
+                return True
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            watch.event.clear()
+            await watch.event.wait(min(FOLLOW_PAUSE, left))
 
 
 class AsyncQuorumRoute(AsyncRoute):

@@ -9,6 +9,7 @@ route can do.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -77,7 +78,17 @@ class AsyncTopology:
         return self.protocol.watch(self.route.watch(channel, what, timeout))
 
     async def wait(self, watch: Watch, timeout: float) -> bool:
-        """Wait for a message on a watched channel, at most ``timeout`` seconds."""
+        """Wait for a message on a watched channel, at most ``timeout`` seconds. A watch whose
+        channel moved (``Watch.moved``: a Cluster's slot) first follows it (``route.follow``),
+        and then returns at once: the caller re-checks (a release may have granted it the lock
+        meanwhile)."""
+        end = time.monotonic() + timeout
+        woken = watch.moved or await self._listen(watch, timeout)
+        if watch.moved:
+            return await self.route.follow(watch, end - time.monotonic()) or woken
+        return woken
+
+    async def _listen(self, watch: Watch, timeout: float) -> bool:
         counters = self.counters
         counters.add(waiting=1)
         woken = False

@@ -10,9 +10,13 @@
   end, within their deadline.
 * NOSCRIPT (SCRIPT FLUSH, a restart: nothing ran) is answered by sending the script's EVAL once.
 * A connection that failed, or timed out with a reply maybe still to come, is closed: never
-  reused with a late reply pending.
-* On a Cluster, a request goes to the node of its key's slot; MOVED, ASK or a node that failed
-  over send it through the cluster client, which re-learns the slots, in the time left.
+  reused with a late reply pending. A request sent that got no reply in time raises
+  ``NoReply``: the server, silent, may still run it (an acquire's grant is then given back
+  late: ``_core/giveback.py``). A connection the server closed ran it or not by then.
+* On a Cluster, a request goes to the node of its key's slot; MOVED, ASK, TRYAGAIN, CLUSTERDOWN
+  or a node that failed over send it through the cluster client, which re-learns the slots, in
+  the time left; while a migration or a failover keeps answering TRYAGAIN or CLUSTERDOWN
+  (nothing ran), again after a pause, until the deadline.
 * Redlock's fan-out writes to every node at once, then reads the replies, all bounded by one
   node timeout counted from the writes.
 * asyncio: a caller cancelled with its request in flight gets the cancellation at once, while
@@ -32,10 +36,19 @@ import weakref
 from collections.abc import Sequence
 from typing import Any, Final
 
-from redis.exceptions import AskError, ConnectionError, NoScriptError, RedisError
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    ClusterError,
+    ConnectionError,
+    NoScriptError,
+    RedisError,
+    TryAgainError,
+)
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .._backend import AsyncLoopGuard, async_cancelled
+from .._backend import AsyncLoopGuard, async_cancelled, async_sleep
+from .._core.replies import NoReply
 from .._core.resp import Packer
 from .._transport import (
     AsyncClusterNode,
@@ -57,6 +70,12 @@ from .._transport import (
 
 # A pool of this size (redis-py's default) sets no limit: its requests take no slot.
 UNLIMITED: Final = 2**31
+# A Cluster node's replies that mean "not here" (MOVED is an AskError) or "not now": TRYAGAIN (a
+# request whose keys a migration has split between two nodes), CLUSTERDOWN (a failover under
+# way). Nothing ran: the request goes through the cluster client, which follows them.
+REDIRECTED: Final = (AskError, TryAgainError, ClusterDownError)
+NOT_NOW: Final = (TryAgainError, ClusterDownError)
+AGAIN_AFTER: Final = 0.05  # seconds between two sends while the cluster answers "not now"
 
 
 class _Server:
@@ -112,7 +131,8 @@ class AsyncRequester:
     ) -> list[Any]:
         """Send ``commands`` on one connection (a pipeline; on a Cluster, to the node of
         ``key``) and return their replies, error replies included; ``TimeoutError`` after
-        ``timeout`` seconds, connecting included (at once, sending nothing, if none is left).
+        ``timeout`` seconds, connecting included (at once, sending nothing, if none is left),
+        ``NoReply`` if the commands were sent by then.
         ``noscript``: sent instead of the first command (an EVALSHA) if the server answers
         NOSCRIPT."""
         self._loop.check()
@@ -149,21 +169,31 @@ class AsyncRequester:
                     async_carry_on(self._rest(server, conn, replies, len(commands), deadline))
                     handed = True
                     raise
-                await async_drop(conn)  # else late replies come next
-                if cluster is None or not isinstance(exc, ConnectionError):
+                await async_drop(conn, exc)  # else late replies come next
+                if cluster is not None and isinstance(exc, ConnectionError):
+                    moved = True  # the node failed over
+                elif isinstance(exc, RedisTimeoutError):  # sent: the server may still run it
+                    raise NoReply(str(exc)) from exc
+                else:
                     raise
-                moved = True  # the node failed over
             else:
                 if self._closed:
                     await async_drop(conn)
                 else:
                     server.idle.append(conn)
-                moved = cluster is not None and isinstance(replies[0], AskError)  # (MOVED too)
+                moved = cluster is not None and isinstance(replies[0], REDIRECTED)
+        except ConnectionError:  # (from connecting: the node is gone, say after a failover)
+            if cluster is None:
+                raise
+            moved = True
         finally:
             if not handed and slots is not None:
                 slots.release()
         if moved and cluster is not None:
-            return await self._rerouted(cluster, commands, deadline, noscript)
+            try:
+                return await self._rerouted(cluster, commands, deadline, noscript)
+            except RedisTimeoutError as exc:  # (sent once already)
+                raise NoReply(str(exc)) from exc
         return replies
 
     async def _connected(self, server: _Server, deadline: float) -> AsyncConnection:
@@ -174,8 +204,8 @@ class AsyncRequester:
             conn = server.template.make()
         try:
             await async_connect(conn, deadline)
-        except BaseException:
-            await async_drop(conn)
+        except BaseException as exc:
+            await async_drop(conn, exc)
             raise
         return conn
 
@@ -192,8 +222,8 @@ class AsyncRequester:
         try:
             while len(replies) < count:
                 replies.append(await async_read(conn, deadline))
-        except BaseException:
-            await async_drop(conn)
+        except BaseException as exc:
+            await async_drop(conn, exc)
             raise
         else:
             server.idle.append(conn)
@@ -207,13 +237,29 @@ class AsyncRequester:
         deadline: float,
         noscript: Sequence[Any] | None,
     ) -> list[Any]:
-        """Through the cluster client, which re-learns which node serves the slot, in the time
-        left."""
+        """Through the cluster client, which re-learns which node serves the slot (and sends it
+        again on TRYAGAIN and CLUSTERDOWN a few times), in the time left: again, after a pause,
+        while the cluster answers "not now" and the deadline allows."""
         assert len(commands) == 1  # (no WAIT on a Cluster)
-        replies = await async_within(deadline - time.monotonic(), async_one, cluster, commands[0])
-        if noscript is not None and isinstance(replies[0], NoScriptError):
-            replies = await async_within(deadline - time.monotonic(), async_one, cluster, noscript)
-        return replies
+        while True:
+            try:
+                replies = await async_within(
+                    deadline - time.monotonic(), async_one, cluster, commands[0]
+                )
+                if noscript is not None and isinstance(replies[0], NoScriptError):
+                    replies = await async_within(
+                        deadline - time.monotonic(), async_one, cluster, noscript
+                    )
+            except ClusterError:  # redis-py's "TTL exhausted": redirected at each of its tries
+                if deadline - time.monotonic() <= AGAIN_AFTER:
+                    raise
+            else:
+                if (
+                    not isinstance(replies[0], NOT_NOW)
+                    or deadline - time.monotonic() <= AGAIN_AFTER
+                ):
+                    return replies
+            await async_sleep(AGAIN_AFTER)
 
     async def fan_out(
         self,
@@ -222,7 +268,7 @@ class AsyncRequester:
         timeout: float,
     ) -> list[Any]:
         """Send ``command`` to every node at once; per node, its reply or the ``RedisError`` it
-        raised (a node silent for ``timeout`` seconds gets a ``TimeoutError``).
+        raised (a node silent for ``timeout`` seconds gets a ``NoReply``).
 
         Connecting is not part of ``timeout``: a node's connection is made first, bounded by its
         own connect timeout, and ``timeout`` counts from the writes (a fresh client's first
@@ -249,9 +295,9 @@ class AsyncRequester:
                     replies[i] = exc
                     continue
                 sent.append((i, server, conn))
-        except BaseException:
+        except BaseException as exc:
             for _, server, conn in sent:
-                await self._end(server, conn, ok=False)
+                await self._end(server, conn, ok=False, error=exc)
             raise
         deadline = time.monotonic() + timeout
         cancelled: BaseException | None = None
@@ -260,7 +306,8 @@ class AsyncRequester:
                 try:
                     replies[i] = await async_read(conn, deadline)
                 except RedisError as exc:  # timed out (a reply may come late), or broken
-                    replies[i] = exc
+                    timed_out = isinstance(exc, RedisTimeoutError)
+                    replies[i] = NoReply(str(exc)) if timed_out else exc
                     await self._end(server, conn, ok=False)
                 except BaseException as exc:
                     if async_cancelled(exc):
@@ -269,7 +316,7 @@ class AsyncRequester:
                         cancelled = exc
                         continue
                     for _, other, left in sent[n:]:
-                        await self._end(other, left, ok=False)
+                        await self._end(other, left, ok=False, error=exc)
                     raise
                 else:
                     await self._end(server, conn, ok=True)
@@ -287,14 +334,16 @@ class AsyncRequester:
             server.free()
             raise
 
-    async def _end(self, server: _Server, conn: AsyncConnection, ok: bool) -> None:
-        """A fan-out's request on ``conn`` ended: its slot is free, and ``conn`` is kept if
-        ``ok`` (else closed: broken, or a late reply may come)."""
+    async def _end(
+        self, server: _Server, conn: AsyncConnection, ok: bool, error: BaseException | None = None
+    ) -> None:
+        """A fan-out's request on ``conn`` ended (with ``error``, if it failed): its slot is
+        free, and ``conn`` is kept if ``ok`` (else closed: broken, or a late reply may come)."""
         server.free()
         if ok and not self._closed:
             server.idle.append(conn)
         else:
-            await async_drop(conn)
+            await async_drop(conn, error)
 
     async def close(self) -> None:
         """Close the idle connections; those in use are closed as their requests end."""

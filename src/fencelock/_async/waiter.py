@@ -11,6 +11,13 @@ its SUBSCRIBE went out would leave the next waiter matched to the wrong confirma
 Messages are lost when the pub/sub connection drops: the listener re-makes it (redis-py
 re-subscribes every channel first), confirms that with a PING, and only then wakes every waiter
 to re-try once (``_resubscribe``).
+
+On a Cluster a channel lives where its slot lives, and the slot can move (a migration, a
+failover): the node then ends the subscription itself (an unsolicited SUNSUBSCRIBE, which
+redis-py only passes on), answers a new SSUBSCRIBE with MOVED, or is gone. Each of these marks
+the watch ``moved``: it is subscribed nowhere, and its next wait subscribes it where the slot is
+now, then re-tries (``AsyncClusterWaiters.follow``): a release may have granted it the lock
+meanwhile, on the new master.
 """
 
 from __future__ import annotations
@@ -19,12 +26,14 @@ import contextlib
 import itertools
 import logging
 import os
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import redis.exceptions
-from redis.exceptions import RedisError
+from redis.exceptions import AskError, ClusterCrossSlotError, RedisClusterException, RedisError
 
 from .._backend import (
     AsyncBackground,
@@ -34,8 +43,18 @@ from .._backend import (
     async_checkpoint,
 )
 from .._core.replies import translate_error
-from .._transport import AsyncPubSub, AsyncRedis
+from .._transport import (
+    AsyncClusterNode,
+    AsyncPubSub,
+    AsyncRedis,
+    AsyncRedisCluster,
+    async_node_client,
+    async_node_of,
+)
 from ..errors import LockConnectionError
+
+if TYPE_CHECKING:
+    from .transport import AsyncRequester
 
 logger = logging.getLogger("fencelock.waiter")
 
@@ -50,6 +69,22 @@ _REMADE = (RuntimeError, ValueError, OSError, AttributeError)
 # How long the listener blocks in one read or pause: how soon it notices, with nothing to read,
 # that its client was dropped (close() wakes it instead: see _interrupt).
 _READ_TIMEOUT = 0.5
+# (Sharded) a refusal of an SSUBSCRIBE that means "not subscribed here": the slot is elsewhere
+# (MOVED), or redis-py's re-subscription of every channel at once was refused (CROSSSLOT)
+_NOT_HERE = (AskError, ClusterCrossSlotError)
+
+
+def _drop(pubsub: AsyncPubSub | None, channels: list[str] | None) -> None:
+    """Forget ``channels`` (None: all) in redis-py's list of shard channels, which it
+    re-subscribes in one SSUBSCRIBE when it re-makes the connection (refused across slots)."""
+    if pubsub is None:
+        return
+    if channels is None:
+        pubsub.shard_channels.clear()
+        pubsub.pending_unsubscribe_shard_channels.clear()
+    for key in (k for c in channels or () for k in (c, c.encode())):
+        pubsub.shard_channels.pop(key, None)
+        pubsub.pending_unsubscribe_shard_channels.discard(key)
 
 
 def _subscribing(what: str) -> str:
@@ -62,6 +97,9 @@ class Watch:
 
     event: AsyncEvent = field(default_factory=AsyncEvent)
     grant: str | None = None  # the last grant a release announced on the channel
+    # (Cluster) its channel's slot left the node it was subscribed on, or that node's
+    # connection broke: subscribed nowhere until ``AsyncClusterWaiters.follow``
+    moved: bool = False
 
 
 class AsyncWaiter:
@@ -130,6 +168,19 @@ class AsyncWaiter:
         caller's bound), and never longer than one request timeout. ``what``: the object that
         waits, for errors (the channel is a key: never shown)."""
         watch = Watch() if watch is None else watch
+        await self.subscribe(channel, what, watch, timeout)
+        try:
+            yield watch
+        finally:
+            await self.unwatch(channel, watch)
+
+    async def subscribe(
+        self, channel: str, what: str, watch: Watch, timeout: float | None = None
+    ) -> bool:
+        """Subscribe ``watch`` to ``channel``, active on the server when this returns True (see
+        ``watch``); ``unwatch`` ends it. False: the node does not serve the channel's slot
+        (sharded: it answered MOVED), and ``watch`` is not subscribed here. Raises
+        ``LockError`` when the server cannot be reached or refuses (the watch not kept)."""
         ready = AsyncEvent()
         nonce = f"fencelock-{os.getpid()}-{next(self._nonces)}"
         self._reset_after_fork()
@@ -163,19 +214,25 @@ class AsyncWaiter:
                 raise LockConnectionError(f"{_subscribing(what)}: no confirmation in time")
             with self._guard:
                 refusal = self._refusals.pop(nonce, None)
+            if self._sharded and isinstance(refusal, _NOT_HERE):
+                self._forget(channel, watch)
+                return False
             if refusal is not None:
                 raise translate_error(refusal, _subscribing(what)) from refusal
-            yield watch
+            return True
+        except BaseException:
+            await self.unwatch(channel, watch)
+            raise
         finally:
             with self._guard:
                 self._pings.pop(nonce, None)
                 self._refusals.pop(nonce, None)
-            await self._unwatch(channel, watch)
 
-    async def _unwatch(self, channel: str, watch: Watch) -> None:
+    async def unwatch(self, channel: str, watch: Watch) -> None:
+        """End ``watch``'s subscription to ``channel`` (nothing if it has none here)."""
         with self._guard:
             watchers = self._watchers.get(channel)
-            if watchers is None:
+            if watchers is None or watch not in watchers:
                 return
             watchers.discard(watch)
             if watchers:
@@ -187,6 +244,28 @@ class AsyncWaiter:
             # entry is gone, and a lock's channel is re-checked for new watchers first.
             self._unwatched.add(channel)
 
+    def _forget(self, channel: str, *watches: Watch) -> None:
+        """(Sharded) ``watches`` of ``channel`` are not subscribed here: its slot is elsewhere.
+        The last one gone, the channel is forgotten (``_drop``), never SUNSUBSCRIBEd here: the
+        node would answer MOVED, which the listener cannot tell from a refusal of an SSUBSCRIBE."""
+        with self._guard:
+            watchers = self._watchers.get(channel, set())
+            watchers.difference_update(watches)
+            if watchers:
+                return
+            self._watchers.pop(channel, None)
+            self._unwatched.discard(channel)
+            _drop(self._pubsub, [channel])
+
+    def _move_out(self, channel: str) -> None:
+        """(Sharded) ``channel``'s slot left this node: its watches are woken, ``moved``."""
+        with self._guard:
+            watches = list(self._watchers.get(channel, ()))
+        self._forget(channel, *watches)
+        for watch in watches:
+            watch.moved = True
+            watch.event.set()
+
     async def _unsubscribe_unwatched(self, pubsub: AsyncPubSub) -> None:
         async with self._mutex:  # a new watcher's SUBSCRIBE is sent before or after, not amid
             with self._guard:
@@ -196,7 +275,8 @@ class AsyncWaiter:
                 # A failure means the connection is gone, and the subscriptions with it.
                 with contextlib.suppress(redis.exceptions.RedisError, *_REMADE):
                     if self._sharded:
-                        await pubsub.sunsubscribe(*channels)
+                        for channel in channels:  # (one per command: one slot per SUNSUBSCRIBE)
+                            await pubsub.sunsubscribe(channel)
                     else:
                         await pubsub.unsubscribe(*channels)
 
@@ -216,6 +296,11 @@ class AsyncWaiter:
                 ready = self._pings.pop(data, None)
                 if ready is not None:
                     ready.set()
+            # By the server (the slot moved), or the reply to the listener's SUNSUBSCRIBE sent
+            # just before a new watcher's SSUBSCRIBE (following it costs one SSUBSCRIBE more).
+            moved = kind == "sunsubscribe" and channel in self._watchers.keys() | self._unwatched
+        if moved and isinstance(channel, str):
+            self._move_out(channel)
 
     async def _listen(self) -> None:
         pubsub = self._pubsub
@@ -224,6 +309,8 @@ class AsyncWaiter:
             if self._unwatched:
                 await self._unsubscribe_unwatched(pubsub)
             if self._broken:
+                if self._sharded:
+                    await self._move_all_out()
                 await self._resubscribe(pubsub)
             if not pubsub.subscribed:  # nothing to read until a watcher subscribes, or close()
                 await self._pause(pubsub)
@@ -244,6 +331,10 @@ class AsyncWaiter:
                         self._refusals[nonce] = exc
                 for ready in pending.values():
                     ready.set()
+                # (sharded: redis-py re-subscribed every channel in one SSUBSCRIBE on a re-made
+                # connection, refused when they span slots: as if broken, each watch follows)
+                if self._sharded and isinstance(exc, ClusterCrossSlotError):
+                    self._broken = True
                 continue
             except Exception:
                 # redis-py's PubSub can trip over itself while its connection is being re-made
@@ -285,6 +376,15 @@ class AsyncWaiter:
             with self._guard:
                 self._pings.pop(nonce, None)
             await self._pause()  # still unreachable: again after a pause
+
+    async def _move_all_out(self) -> None:
+        """(Sharded) The connection broke, its node maybe gone (a failover): all watches move."""
+        async with self._mutex:  # not amid a watcher's SSUBSCRIBE and its PING
+            with self._guard:
+                channels = [*self._watchers, *self._unwatched]
+            for channel in channels:
+                self._move_out(channel)
+            _drop(self._pubsub, None)
 
     def _wake_all(self) -> None:
         """Wake every waiter to re-try at once, and confirm the subscriptions the
@@ -334,3 +434,98 @@ class AsyncWaiter:
         if pubsub is not None and self._pid == os.getpid():
             with contextlib.suppress(redis.exceptions.RedisError):
                 await pubsub.aclose()
+
+
+class AsyncClusterWaiters:
+    """The wake-up subscriptions of one Cluster client: each channel watched on the node that
+    serves its slot now (sharded pub/sub is delivered there only), one ``AsyncWaiter`` per node
+    (``waiters``, by node name). A watch whose slot moved (``Watch.moved``) subscribes again
+    where the cluster client finds the slot now (``follow``)."""
+
+    def __init__(
+        self,
+        cluster: AsyncRedisCluster,
+        requester: AsyncRequester,
+        request_timeout: float,
+        waiters: dict[object, AsyncWaiter],
+    ) -> None:
+        self.cluster = cluster
+        self.requester = requester
+        self.request_timeout = request_timeout
+        self.waiters = waiters
+        self._guard = AsyncStateLock()
+        # watch -> its channel, what waits (for errors), and the waiter it is subscribed on (None:
+        # nowhere, moved)
+        self._at: dict[Watch, tuple[str, str, AsyncWaiter | None]] = {}
+
+    @asynccontextmanager
+    async def watch(self, channel: str, what: str, timeout: float | None) -> AsyncIterator[Watch]:
+        """As ``AsyncWaiter.watch``, on the node of ``channel``'s slot; a node that answers
+        MOVED, or cannot be reached, leaves the watch ``moved`` (the waiter re-tries, then
+        follows the slot as it waits)."""
+        watch = Watch()
+        end = time.monotonic() + (self.request_timeout if timeout is None else timeout)
+        self._at[watch] = (channel, what, None)
+        try:
+            if not await self._subscribe(watch, end - time.monotonic()):
+                await self.follow(watch, end - time.monotonic())
+            yield watch
+        finally:
+            _, _, waiter = self._at.pop(watch)
+            if waiter is not None:
+                await waiter.unwatch(channel, watch)
+
+    async def follow(self, watch: Watch, timeout: float) -> bool:
+        """Subscribe a ``moved`` watch where its channel's slot is now, within ``timeout``
+        seconds: whether it is (else it stays ``moved``). The cluster client learns where the
+        slot is from a read of the channel's slot (MOVED, or a failed node: it looks again)."""
+        channel, _, _ = self._at[watch]
+        end = time.monotonic() + timeout
+        with contextlib.suppress(RedisError, RedisClusterException):  # (then: where it was)
+            await self.requester.request(self.cluster, [("EXISTS", channel)], timeout, channel)
+        return await self._subscribe(watch, end - time.monotonic())
+
+    async def _subscribe(self, watch: Watch, timeout: float) -> bool:
+        """Subscribe ``watch`` on the node the cluster client names for its channel, if that
+        node is the slot's master once the subscription is active: whether it is (else
+        ``moved``: the node answered MOVED, could not be reached, or was a replica)."""
+        channel, what, _ = self._at[watch]
+        end = time.monotonic() + timeout
+        node = async_node_of(self.cluster, channel)
+        watch.moved = False
+        waiter = None
+        if node is not None and timeout > 0:
+            waiter = self._waiter(node)
+            subscribed = False
+            with contextlib.suppress(LockConnectionError):
+                subscribed = await waiter.subscribe(channel, what, watch, timeout)
+            if subscribed and not await self._serves(node, channel, end):
+                # A replica (its master failed over just before) takes an SSUBSCRIBE and gets
+                # the master's messages, but the master does not count it as listening: the
+                # grant a release made to this waiter would be taken back and made to the next
+                # one, while this waiter took it from the message too. A master tells its
+                # subscribers when it loses the slot later (SUNSUBSCRIBE).
+                await waiter.unwatch(channel, watch)
+                subscribed = False
+            if not subscribed:
+                waiter = None
+        self._at[watch] = (channel, what, waiter)
+        if waiter is None:
+            watch.moved = True
+        return waiter is not None
+
+    async def _serves(self, node: AsyncClusterNode, channel: str, end: float) -> bool:
+        """Whether ``node`` serves ``channel``'s slot (a read of it, which a replica answers
+        MOVED)."""
+        [reply] = await self.requester.fan_out([node], ("EXISTS", channel), end - time.monotonic())
+        return not isinstance(reply, RedisError)
+
+    def _waiter(self, node: AsyncClusterNode) -> AsyncWaiter:
+        """The waiter on ``node`` (made at its first watch)."""
+        with self._guard:
+            waiter = self.waiters.get(node.name)
+            if waiter is None:
+                redis = async_node_client(node, self.request_timeout)
+                waiter = AsyncWaiter(redis, confirm_timeout=self.request_timeout, sharded=True)
+                self.waiters[node.name] = waiter
+        return waiter

@@ -87,6 +87,16 @@ class WokenUp:
 
 
 @dataclass(frozen=True, slots=True)
+class GivenBack:
+    """A grant given back by the client's watchdog once a silent server answered again: made
+    after its acquire's request went unanswered, or left by a release that got no answer
+    (Redlock: per node)."""
+
+    primitive: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class StaleWriteRefused:
     """``fenced_set`` refused a write: a newer token had written the resource already."""
 
@@ -129,6 +139,7 @@ Event = (
     | Renewal
     | HandedOff
     | WokenUp
+    | GivenBack
     | StaleWriteRefused
     | LoopStalled
     | ComputeEnded

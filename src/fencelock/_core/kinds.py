@@ -161,8 +161,9 @@ class Kind:
         return (holder, spec.ttl_ms, block, entry)
 
     def release_args(
-        self, spec: LeaseSpec, holder: str, leaving: str, publish: str
+        self, spec: LeaseSpec, holder: str, leaving: str, publish: str, depth: int
     ) -> tuple[str | int, ...]:
+        """``depth``: the holds ``holder`` has before this release (1: its last)."""
         return (holder, spec.keys.channel, publish, leaving)
 
     def held_commands(self, keys: LockKeys, holder: str) -> list[tuple[str, ...]]:
@@ -216,10 +217,10 @@ class Kind:
         return acquire_reply(raised(replies[0]))
 
     def release_request(
-        self, spec: LeaseSpec, holder: str, leaving: str, server: ServerCommands
+        self, spec: LeaseSpec, holder: str, leaving: str, server: ServerCommands, depth: int
     ) -> Request:
         script, keys = self.release_script, spec.release_keys
-        args = self.release_args(spec, holder, leaving, server.publish)
+        args = self.release_args(spec, holder, leaving, server.publish, depth)
         return [script.evalsha(keys, args)], script.eval(keys, args)
 
     def release_result(self, replies: Sequence[Any]) -> Released:
@@ -328,7 +329,7 @@ class NativeMutex(Mutex):
         return Busy(0.0 if left == -2 else left / 1000 if left >= 0 else None)
 
     def release_request(
-        self, spec: LeaseSpec, holder: str, leaving: str, server: ServerCommands
+        self, spec: LeaseSpec, holder: str, leaving: str, server: ServerCommands, depth: int
     ) -> Request:
         keys = spec.keys
         # Two commands, not one script: the wake-up is sent even when nothing was deleted
@@ -387,9 +388,10 @@ class Reentrant(Kind):
         return (holder, spec.ttl_ms, depth, block)
 
     def release_args(
-        self, spec: LeaseSpec, holder: str, leaving: str, publish: str
+        self, spec: LeaseSpec, holder: str, leaving: str, publish: str, depth: int
     ) -> tuple[str | int, ...]:
-        return (holder, spec.keys.channel, publish)
+        # (the depth makes a release sent again harmless: reentrant_release.lua)
+        return (holder, spec.keys.channel, publish, depth)
 
     def held_commands(self, keys: LockKeys, holder: str) -> list[tuple[str, ...]]:
         return [("HEXISTS", keys.lock, holder)]
@@ -498,7 +500,7 @@ class AllOf(Kind):
         return (holder, spec.ttl_ms, entry, publish, *spec.keys.channels)
 
     def release_args(
-        self, spec: LeaseSpec, holder: str, leaving: str, publish: str
+        self, spec: LeaseSpec, holder: str, leaving: str, publish: str, depth: int
     ) -> tuple[str | int, ...]:
         assert isinstance(spec.keys, MultiKeys)
         return (holder, leaving, publish, *spec.keys.channels)
@@ -578,8 +580,10 @@ class LeaseSpec:
     ) -> tuple[str | int, ...]:
         return self.kind.acquire_args(self, holder, depth, block, entry, publish)
 
-    def release_args(self, holder: str, leaving: str, publish: str) -> tuple[str | int, ...]:
-        return self.kind.release_args(self, holder, leaving, publish)
+    def release_args(
+        self, holder: str, leaving: str, publish: str, depth: int
+    ) -> tuple[str | int, ...]:
+        return self.kind.release_args(self, holder, leaving, publish, depth)
 
 
 def renewal(

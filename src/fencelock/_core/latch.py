@@ -98,7 +98,7 @@ class Participant(ScoredLease):
                 self.keep_ms)  # fmt: skip
 
     def release_args(
-        self, spec: LeaseSpec, holder: str, leaving: str, publish: str
+        self, spec: LeaseSpec, holder: str, leaving: str, publish: str, depth: int
     ) -> tuple[str | int, ...]:
         return (holder, spec.keys.channel, publish, self.keep_ms)
 

@@ -275,12 +275,26 @@ class DatabaseRefusal(redis.exceptions.ResponseError):
         self.reply = reply
 
 
+class NoReply(redis.exceptions.TimeoutError):
+    """A request that was sent got no reply in time. The server may still run it: a paused one
+    runs what waits in its sockets as soon as it resumes (raised by ``_async/transport.py``; an
+    acquire's grant that may come so is given back late: ``_core/giveback.py``). A server that
+    closed the connection instead ran it or not by then: what it granted is given back at once."""
+
+
+def unanswered(error: BaseException) -> bool:
+    """Whether ``error`` ended a call with a request of it left without a reply (``NoReply``,
+    the cause of the call's ``LockConnectionError``)."""
+    return isinstance(error.__cause__, NoReply)
+
+
 def translate_error(exc: redis.exceptions.RedisError, what: str) -> LockError:
     """The typed error for a failure of a request about ``what`` (a key or a server)."""
     if isinstance(exc, DatabaseRefusal):  # the client's setting, whatever the request was about
         return DatabaseRefused(exc.db, exc.reply)
     if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
-        return LockConnectionError(f"{what}: {type(exc).__name__}: {exc}")
+        kind = "TimeoutError" if isinstance(exc, NoReply) else type(exc).__name__
+        return LockConnectionError(f"{what}: {kind}: {exc}")
     message = str(exc)
     if isinstance(exc, redis.exceptions.AskError):  # MOVED/ASK: a Cluster node, with a plain client
         return LockError(

@@ -29,6 +29,10 @@ class Statistics:
     compute_waits: int = 0  # calls that waited for another caller's build
     compute_takeovers: int = 0  # builds by a caller whose builder's lease ended without a result
     compute_queued: int = 0  # calls waiting now for a call of this client that asked first
+    # give-backs waiting now for a server to answer again: an acquire got no answer (it may
+    # still grant), or a release did (Redlock: per node; _async/giveback.py)
+    giving_back: int = 0
+    given_back: int = 0  # grants those give-backs found, and released
 
 
 _NAMES = frozenset(f.name for f in fields(Statistics))

@@ -67,6 +67,14 @@ def next_renewal(sent_at: float, ttl: float) -> float:
     return sent_at + ttl * RENEW_FRACTION
 
 
+def first_renewal(deadline: float, ttl: float) -> float:
+    """When a lease that ends at ``deadline`` is first renewed: a third of the way into it,
+    counted back from its deadline, not from when the watchdog takes it on. A grant whose reply
+    came back late (or whose tracking took long) is renewed that much sooner: at once, when a
+    third of its lease has passed already."""
+    return deadline - ttl * (1 - RENEW_FRACTION)
+
+
 def renewal_due(renew_at: float, ttl: float, now: float) -> bool:
     """Whether a lease goes into the renewal round happening ``now``. Leases due within the next
     sixth of their ttl join it early (harmless: the lease just restarts sooner), so leases taken

@@ -320,9 +320,11 @@ class Lease:
         grant = self.owned_grant(words.release)
         with sync_call_scope():
             if grant.depth > 1:
+                depth = grant.depth
                 grant.left_once()
                 grants = self.wiring.grants
-                released = sync_shield(grants.release(self.spec, grant.holder))
+                leave = grants.release(self.spec, grant.holder, depth=depth)
+                released = sync_shield(leave)
                 if released == Released.NOT_HELD:
                     why = self.declare_lost(grant, "at release")
                     raise LockLost(f"{self.what()} was no longer held: {EXPLAINED[why]}")

@@ -1,7 +1,7 @@
 # GENERATED from src/fencelock/_async/leased.py by tools/gen_sync.py: edit that file instead.
 """What every primitive object that holds a lease offers, each method the engine's: one meaning
-for ``release``, ``extend``, ``held``, ``token``, ``lost``, ``check`` and ``with`` on the lock,
-the semaphore, the read-write sides and the election. Each primitive brings its own
+for ``release``, ``extend``, ``held``, ``token``, ``lost``, ``check``, ``remaining`` and ``with``
+on the lock, the semaphore, the read-write sides and the election. Each primitive brings its own
 ``acquire`` (keyword-only, its own options) and nothing here is overridden.
 """
 
@@ -85,6 +85,11 @@ class Leased:
         """Return if the lease is still certainly held, else raise ``LockLost`` (``LockNotOwned``
         if this object never held it). Local and instant: no request to the server."""
         self._lease.check()
+
+    def remaining(self) -> float:
+        """Seconds of the current lease left, by this process's clock (0: none held, or lost):
+        ``check()`` passes until then. Local and instant: no request to the server."""
+        return self._lease.remaining()
 
     def __enter__(self) -> Self:
         """Acquire within the object's timeout, else ``LockTimeout``."""

@@ -136,6 +136,11 @@ class MultiLock:
         instant: no request to the server."""
         self._way.check()
 
+    def remaining(self) -> float:
+        """Seconds left of the first lease to end, by this process's clock (0: not held, or
+        one lost): ``check()`` passes until then. Local and instant."""
+        return self._way.remaining()
+
     def held(self) -> bool:
         """Whether every name is still held (asks the server: one request, or one per name
         where they do not share a server)."""
@@ -191,6 +196,9 @@ class _OneScript:
 
     def check(self) -> None:
         self.lease.check()
+
+    def remaining(self) -> float:
+        return self.lease.remaining()
 
     def held(self) -> bool:
         return self.lease.held()
@@ -269,6 +277,11 @@ class _Composed:
         self._owned("check")
         for lock in self.locks:
             lock.check()
+
+    def remaining(self) -> float:
+        if not self.holding:
+            return 0.0
+        return min(lock.remaining() for lock in self.locks)
 
     def held(self) -> bool:
         if not self.holding:

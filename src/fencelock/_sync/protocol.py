@@ -172,19 +172,27 @@ class SyncProtocol:
     # -- requests ------------------------------------------------------------------------------
 
     def request_all(
-        self, commands: list[Command], noscript: Command | None, timeout: float, what: str
+        self,
+        commands: list[Command],
+        noscript: Command | None,
+        timeout: float,
+        what: str,
+        only: Sequence[int] = (),
     ) -> list[list[Any] | LockError]:
         """``commands`` (one command: each kind's request on a quorum is one) on every node at
-        once, each within ``timeout`` seconds: per node its replies, or the ``LockError`` of
-        ``what`` it failed with. Nodes that answer NOSCRIPT (restarted, or SCRIPT FLUSH) get
-        ``noscript`` in a second, smaller round; nodes that refuse scripts make this client
-        run none (``ScriptsRequired``: Redlock's tokens are raised on a majority by one)."""
+        once (``only``: on these of them), each within ``timeout`` seconds: per node its
+        replies, or the ``LockError`` of ``what`` it failed with (caused by the node's error: a
+        ``NoReply`` says the node may still run it, ``replies.unanswered``). Nodes that answer
+        NOSCRIPT (restarted, or SCRIPT FLUSH) get ``noscript`` in a second, smaller round;
+        nodes that refuse scripts make this client run none (``ScriptsRequired``: Redlock's
+        tokens are raised on a majority by one)."""
         [command] = commands
         server = self.server
-        replies = server.send_all(command, timeout)
+        replies = server.send_all(command, timeout, only)
         missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
         if missing and noscript is not None:
-            again = server.send_all(noscript, timeout, missing)
+            nodes = [only[i] for i in missing] if only else missing
+            again = server.send_all(noscript, timeout, nodes)
             for i, reply in zip(missing, again, strict=True):
                 replies[i] = reply
         refusals = [r for r in replies if isinstance(r, RedisError) and scripts_refused(r)]
@@ -192,7 +200,7 @@ class SyncProtocol:
             raise self.refused_everywhere(
                 refusals[0], what, "Redlock's tokens are raised on a majority by one"
             )
-        return [translate_error(r, what) if isinstance(r, RedisError) else [r] for r in replies]
+        return [_failed(r, what) if isinstance(r, RedisError) else [r] for r in replies]
 
     def check_servers(self, key: str) -> None:
         """Once per client, before its first grant: the server check (``check_server``), of
@@ -382,3 +390,11 @@ class SyncProtocol:
                 )
                 watch = Watch()
             yield watch
+
+
+def _failed(error: RedisError, what: str) -> LockError:
+    """A node's failure as the ``LockError`` of ``what``, caused by it (a ``NoReply`` says that
+    the node may still run the request: ``replies.unanswered``)."""
+    failure = translate_error(error, what)
+    failure.__cause__ = error
+    return failure

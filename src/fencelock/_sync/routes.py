@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import time
 from collections.abc import Iterator, Callable, Sequence
 from contextlib import contextmanager
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from redis.crc import key_slot
 from redis.exceptions import RedisError
@@ -31,16 +32,13 @@ from .._backend import SyncLoopGuard, SyncStateLock
 from .._core.quorum import NODE_TIMEOUT_MAX, node_timeout, quorum
 from .._core.replies import translate_error
 from .._core.routing import CLUSTER, QUORUM, RouteSettings
-from .._transport import (
-    SyncClusterNode,
-    SyncRedis,
-    SyncRedisCluster,
-    sync_node_client,
-    sync_own_client,
-)
+from .._transport import SyncClusterNode, SyncRedis, SyncRedisCluster, sync_own_client
 from ..errors import LockConnectionError, LockError
 from .transport import SyncRequester
-from .waiter import Waiter, Watch
+from .waiter import SyncClusterWaiters, Waiter, Watch
+
+# seconds between two tries at subscribing a waiter where its slot moved, while none succeeds
+FOLLOW_PAUSE: Final = 0.5
 
 
 class SyncSend(Protocol):
@@ -110,6 +108,13 @@ class SyncRoute(abc.ABC):
         confirmed within ``timeout`` seconds (None: one request timeout); ``what``: the object
         that waits, for errors."""
 
+    def follow(self, watch: Watch, timeout: float) -> bool:
+        """Subscribe a watch whose channel moved (``Watch.moved``: a Cluster's slot) where it
+        is served now, trying again every ``FOLLOW_PAUSE`` seconds while no node takes it (a
+        failover under way), until ``timeout``: whether it is subscribed. (Only a Cluster's
+        channels move.)"""
+        return False
+
     @abc.abstractmethod
     def scan(self, match: str, count: int, timeout: float) -> Iterator[bytes]:
         """Every key matching ``match`` on every node (SCAN, each call within ``timeout``). A
@@ -156,16 +161,14 @@ class SyncRoute(abc.ABC):
     def _owned(self) -> tuple[Any, ...]:
         return self.settings.servers if self.settings.owned else ()
 
-    def _waiter(
-        self, key: object, client: Callable[[], SyncRedis], timeout: float, sharded: bool = False
-    ) -> Waiter:
+    def _waiter(self, key: object, client: Callable[[], SyncRedis], timeout: float) -> Waiter:
         """The waiter of ``key`` (a node), made once over a client of its own (``client()``:
         its pub/sub connection has a pool of its own, as in the requests' pool it would take
         a connection they may be waiting for)."""
         with self._guard:
             waiter = self.waiters.get(key)
             if waiter is None:
-                waiter = Waiter(client(), confirm_timeout=timeout, sharded=sharded)
+                waiter = Waiter(client(), confirm_timeout=timeout)
                 self.waiters[key] = waiter
         return waiter
 
@@ -211,10 +214,17 @@ class SyncOneServerRoute(SyncRoute):
 
 class SyncClusterRoute(SyncOneServerRoute):
     """A ``RedisCluster``: each key on the node of its hash slot; wake-ups by sharded pub/sub
-    on that node (one waiter per node, made as channels on it are first watched)."""
+    on that node (one waiter per node, made as channels on it are first watched), following
+    their slot when it moves (``waiter.AsyncClusterWaiters``)."""
 
     # a plain PUBLISH on a Cluster is broadcast to every node
     publish_command = "SPUBLISH"
+
+    def __init__(self, settings: RouteSettings) -> None:
+        super().__init__(settings)
+        self.watches = SyncClusterWaiters(
+            self.redis, self.requester, self.request_timeout, self.waiters
+        )
 
     def _nodes(self) -> Sequence[SyncRedis | SyncClusterNode]:
         return self.redis.get_primaries()  # type: ignore[no-any-return]
@@ -229,20 +239,22 @@ class SyncClusterRoute(SyncOneServerRoute):
         if self.settings.owned:  # (the renewal twin's own Cluster client)
             self.redis.close()
 
-    @contextmanager
     def watch(
         self, channel: str, what: str, timeout: float | None = None
-    ) -> Iterator[Watch]:
+    ) -> contextlib.AbstractContextManager[Watch]:
         self._loop.check()
-        # sharded pub/sub messages are only delivered by the node that serves the slot
-        node = self.redis.get_node_from_key(channel)
-        if node is None:
-            raise LockConnectionError(f"no Cluster node serves {channel!r}")
-        bound = self.request_timeout
-        client = partial(sync_node_client, node, bound)
-        waiter = self._waiter(node.name, client, bound, sharded=True)
-        with waiter.watch(channel, what, timeout=timeout) as watch:
-            yield watch
+        return self.watches.watch(channel, what, timeout)
+
+    def follow(self, watch: Watch, timeout: float) -> bool:
+        end = time.monotonic() + timeout
+        while True:
+            if self.watches.follow(watch, end - time.monotonic()):
+                return True
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            watch.event.clear()
+            watch.event.wait(min(FOLLOW_PAUSE, left))
 
 
 class SyncQuorumRoute(SyncRoute):

@@ -11,9 +11,13 @@
   end, within their deadline.
 * NOSCRIPT (SCRIPT FLUSH, a restart: nothing ran) is answered by sending the script's EVAL once.
 * A connection that failed, or timed out with a reply maybe still to come, is closed: never
-  reused with a late reply pending.
-* On a Cluster, a request goes to the node of its key's slot; MOVED, ASK or a node that failed
-  over send it through the cluster client, which re-learns the slots, in the time left.
+  reused with a late reply pending. A request sent that got no reply in time raises
+  ``NoReply``: the server, silent, may still run it (an acquire's grant is then given back
+  late: ``_core/giveback.py``). A connection the server closed ran it or not by then.
+* On a Cluster, a request goes to the node of its key's slot; MOVED, ASK, TRYAGAIN, CLUSTERDOWN
+  or a node that failed over send it through the cluster client, which re-learns the slots, in
+  the time left; while a migration or a failover keeps answering TRYAGAIN or CLUSTERDOWN
+  (nothing ran), again after a pause, until the deadline.
 * Redlock's fan-out writes to every node at once, then reads the replies, all bounded by one
   node timeout counted from the writes.
 * asyncio: a caller cancelled with its request in flight gets the cancellation at once, while
@@ -33,10 +37,19 @@ import weakref
 from collections.abc import Sequence
 from typing import Any, Final
 
-from redis.exceptions import AskError, ConnectionError, NoScriptError, RedisError
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    ClusterError,
+    ConnectionError,
+    NoScriptError,
+    RedisError,
+    TryAgainError,
+)
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .._backend import SyncLoopGuard, sync_cancelled
+from .._backend import SyncLoopGuard, sync_cancelled, sync_sleep
+from .._core.replies import NoReply
 from .._core.resp import Packer
 from .._transport import (
     SyncClusterNode,
@@ -58,6 +71,12 @@ from .._transport import (
 
 # A pool of this size (redis-py's default) sets no limit: its requests take no slot.
 UNLIMITED: Final = 2**31
+# A Cluster node's replies that mean "not here" (MOVED is an AskError) or "not now": TRYAGAIN (a
+# request whose keys a migration has split between two nodes), CLUSTERDOWN (a failover under
+# way). Nothing ran: the request goes through the cluster client, which follows them.
+REDIRECTED: Final = (AskError, TryAgainError, ClusterDownError)
+NOT_NOW: Final = (TryAgainError, ClusterDownError)
+AGAIN_AFTER: Final = 0.05  # seconds between two sends while the cluster answers "not now"
 
 
 class _Server:
@@ -113,7 +132,8 @@ class SyncRequester:
     ) -> list[Any]:
         """Send ``commands`` on one connection (a pipeline; on a Cluster, to the node of
         ``key``) and return their replies, error replies included; ``TimeoutError`` after
-        ``timeout`` seconds, connecting included (at once, sending nothing, if none is left).
+        ``timeout`` seconds, connecting included (at once, sending nothing, if none is left),
+        ``NoReply`` if the commands were sent by then.
         ``noscript``: sent instead of the first command (an EVALSHA) if the server answers
         NOSCRIPT."""
         self._loop.check()
@@ -150,21 +170,31 @@ class SyncRequester:
                     sync_carry_on(self._rest(server, conn, replies, len(commands), deadline))
                     handed = True
                     raise
-                sync_drop(conn)  # else late replies come next
-                if cluster is None or not isinstance(exc, ConnectionError):
+                sync_drop(conn, exc)  # else late replies come next
+                if cluster is not None and isinstance(exc, ConnectionError):
+                    moved = True  # the node failed over
+                elif isinstance(exc, RedisTimeoutError):  # sent: the server may still run it
+                    raise NoReply(str(exc)) from exc
+                else:
                     raise
-                moved = True  # the node failed over
             else:
                 if self._closed:
                     sync_drop(conn)
                 else:
                     server.idle.append(conn)
-                moved = cluster is not None and isinstance(replies[0], AskError)  # (MOVED too)
+                moved = cluster is not None and isinstance(replies[0], REDIRECTED)
+        except ConnectionError:  # (from connecting: the node is gone, say after a failover)
+            if cluster is None:
+                raise
+            moved = True
         finally:
             if not handed and slots is not None:
                 slots.release()
         if moved and cluster is not None:
-            return self._rerouted(cluster, commands, deadline, noscript)
+            try:
+                return self._rerouted(cluster, commands, deadline, noscript)
+            except RedisTimeoutError as exc:  # (sent once already)
+                raise NoReply(str(exc)) from exc
         return replies
 
     def _connected(self, server: _Server, deadline: float) -> SyncConnection:
@@ -175,8 +205,8 @@ class SyncRequester:
             conn = server.template.make()
         try:
             sync_connect(conn, deadline)
-        except BaseException:
-            sync_drop(conn)
+        except BaseException as exc:
+            sync_drop(conn, exc)
             raise
         return conn
 
@@ -193,8 +223,8 @@ class SyncRequester:
         try:
             while len(replies) < count:
                 replies.append(sync_read(conn, deadline))
-        except BaseException:
-            sync_drop(conn)
+        except BaseException as exc:
+            sync_drop(conn, exc)
             raise
         else:
             server.idle.append(conn)
@@ -208,13 +238,29 @@ class SyncRequester:
         deadline: float,
         noscript: Sequence[Any] | None,
     ) -> list[Any]:
-        """Through the cluster client, which re-learns which node serves the slot, in the time
-        left."""
+        """Through the cluster client, which re-learns which node serves the slot (and sends it
+        again on TRYAGAIN and CLUSTERDOWN a few times), in the time left: again, after a pause,
+        while the cluster answers "not now" and the deadline allows."""
         assert len(commands) == 1  # (no WAIT on a Cluster)
-        replies = sync_within(deadline - time.monotonic(), sync_one, cluster, commands[0])
-        if noscript is not None and isinstance(replies[0], NoScriptError):
-            replies = sync_within(deadline - time.monotonic(), sync_one, cluster, noscript)
-        return replies
+        while True:
+            try:
+                replies = sync_within(
+                    deadline - time.monotonic(), sync_one, cluster, commands[0]
+                )
+                if noscript is not None and isinstance(replies[0], NoScriptError):
+                    replies = sync_within(
+                        deadline - time.monotonic(), sync_one, cluster, noscript
+                    )
+            except ClusterError:  # redis-py's "TTL exhausted": redirected at each of its tries
+                if deadline - time.monotonic() <= AGAIN_AFTER:
+                    raise
+            else:
+                if (
+                    not isinstance(replies[0], NOT_NOW)
+                    or deadline - time.monotonic() <= AGAIN_AFTER
+                ):
+                    return replies
+            sync_sleep(AGAIN_AFTER)
 
     def fan_out(
         self,
@@ -223,7 +269,7 @@ class SyncRequester:
         timeout: float,
     ) -> list[Any]:
         """Send ``command`` to every node at once; per node, its reply or the ``RedisError`` it
-        raised (a node silent for ``timeout`` seconds gets a ``TimeoutError``).
+        raised (a node silent for ``timeout`` seconds gets a ``NoReply``).
 
         Connecting is not part of ``timeout``: a node's connection is made first, bounded by its
         own connect timeout, and ``timeout`` counts from the writes (a fresh client's first
@@ -250,9 +296,9 @@ class SyncRequester:
                     replies[i] = exc
                     continue
                 sent.append((i, server, conn))
-        except BaseException:
+        except BaseException as exc:
             for _, server, conn in sent:
-                self._end(server, conn, ok=False)
+                self._end(server, conn, ok=False, error=exc)
             raise
         deadline = time.monotonic() + timeout
         cancelled: BaseException | None = None
@@ -261,7 +307,8 @@ class SyncRequester:
                 try:
                     replies[i] = sync_read(conn, deadline)
                 except RedisError as exc:  # timed out (a reply may come late), or broken
-                    replies[i] = exc
+                    timed_out = isinstance(exc, RedisTimeoutError)
+                    replies[i] = NoReply(str(exc)) if timed_out else exc
                     self._end(server, conn, ok=False)
                 except BaseException as exc:
                     if sync_cancelled(exc):
@@ -270,7 +317,7 @@ class SyncRequester:
                         cancelled = exc
                         continue
                     for _, other, left in sent[n:]:
-                        self._end(other, left, ok=False)
+                        self._end(other, left, ok=False, error=exc)
                     raise
                 else:
                     self._end(server, conn, ok=True)
@@ -288,14 +335,16 @@ class SyncRequester:
             server.free()
             raise
 
-    def _end(self, server: _Server, conn: SyncConnection, ok: bool) -> None:
-        """A fan-out's request on ``conn`` ended: its slot is free, and ``conn`` is kept if
-        ``ok`` (else closed: broken, or a late reply may come)."""
+    def _end(
+        self, server: _Server, conn: SyncConnection, ok: bool, error: BaseException | None = None
+    ) -> None:
+        """A fan-out's request on ``conn`` ended (with ``error``, if it failed): its slot is
+        free, and ``conn`` is kept if ``ok`` (else closed: broken, or a late reply may come)."""
         server.free()
         if ok and not self._closed:
             server.idle.append(conn)
         else:
-            sync_drop(conn)
+            sync_drop(conn, error)
 
     def close(self) -> None:
         """Close the idle connections; those in use are closed as their requests end."""

@@ -8,11 +8,12 @@ finds the lock gone or held by another holder declares it lost at once. When ren
 (server down, network cut) the lease is declared lost at its local deadline, counted on this
 host's monotonic clock from when the last successful renewal was *sent*, minus a drift allowance:
 no later than the moment another client could acquire it. One task (asyncio) or one thread
-(sync) serves every lease of the client: 10,000 leases are not 10,000 timers.
+(sync) serves every lease of the client: 10,000 leases are not 10,000 timers. Between its
+renewals it gives back the grants a silent server may still make (``giveback.py``).
 
 Nothing here keeps a lock or the client alive: a lease record reaches its lock object only through a
 weak reference (to the method that declares the loss), and the worker runs only while there are
-leases. A lock object
+leases, or give-backs left. A lock object
 dropped while held is no longer renewed (a ResourceWarning says so) and its lease runs out on the
 server by its ttl; it is not deleted: the drop may have been a mistake elsewhere, and expiry is
 the outcome the server guarantees anyway.
@@ -41,12 +42,14 @@ from .._core.replies import RENEWED, TAKEN
 from .._core.stats import Counters
 from .._core.timing import (
     RENEW_RETRY,
+    first_renewal,
     next_renewal,
     renewal_batches,
     renewal_late,
     renewal_retry,
 )
 from ..errors import LockError
+from .giveback import LateGiveBacks
 from .topology import SyncTopology
 
 logger = logging.getLogger("fencelock.watchdog")
@@ -72,6 +75,10 @@ class SyncRenewer(Protocol):
     def track(self, grant: Grant, spec: LeaseSpec, lose: Lose) -> None: ...
 
     def untrack(self, grant: Grant) -> None: ...
+
+    def give_back_late(self, spec: LeaseSpec, holder: str) -> None: ...
+
+    def abandon(self) -> None: ...
 
     def close(self) -> None: ...
 
@@ -106,6 +113,7 @@ class Watchdog:
         self._closing = False
         self._running = False  # a worker runs, or has been started (under _guard)
         self._leases: dict[Grant, Lease] = {}
+        self._late = LateGiveBacks(self._grants, counters)  # tried between the renewals
         self._sleep_until = math.inf  # monotonic time the worker sleeps until
 
     def __len__(self) -> int:
@@ -117,6 +125,7 @@ class Watchdog:
             # thread does not exist here, and its locks may have been held by that thread.
             self._pid = os.getpid()
             self._leases = {}
+            self._late = LateGiveBacks(self._grants, self._counters)
             self._guard = SyncStateLock()
             self._wake = SyncEvent()
             self._worker = SyncBackground("fencelock-watchdog")
@@ -129,7 +138,7 @@ class Watchdog:
         """Renew ``grant`` every ttl/3 until untracked; ``lose`` (a bound method of the lock
         object, held weakly) declares it lost, through ``deliver`` if given."""
         self._reset_after_fork()
-        renew_at = next_renewal(time.monotonic(), spec.ttl)
+        renew_at = first_renewal(grant.deadline, spec.ttl)
         dropped = partial(_dropped, self._leases, grant, spec, _user_site())
         lease = Lease(
             grant,
@@ -143,8 +152,11 @@ class Watchdog:
             self._leases[grant] = lease
             # Wake the worker only if it sleeps past this lease's first renewal: waking it for
             # every acquire would make it rescan all leases each time.
-            wake = renew_at < self._sleep_until
-            start, self._running = not self._running, True
+            self._start_or_wake(renew_at < self._sleep_until)
+
+    def _start_or_wake(self, wake: bool) -> None:
+        """(Under ``_guard``) start the worker, or wake it if ``wake``."""
+        start, self._running = not self._running, True
         if start:
             self._closing = False
             self._worker.start(self._run)
@@ -155,13 +167,30 @@ class Watchdog:
         with self._guard:
             self._leases.pop(grant, None)
 
+    def give_back_late(self, spec: LeaseSpec, holder: str) -> None:
+        """Give back what ``holder`` may still hold once the server answers again: an acquire
+        of it got no reply (it may still grant), or its release did, and its call has ended
+        (``giveback.py``)."""
+        self._reset_after_fork()
+        if self._late.add(spec, holder):
+            with self._guard:
+                self._start_or_wake(True)
+
+    def abandon(self) -> None:
+        """The client was dropped unclosed: the worker ends (as at close, without waiting for
+        it; from the garbage collector: it only sets flags)."""
+        self._late.end_by(time.monotonic() + self._grants.request_timeout)
+        self._closing = True
+
     def _run(self) -> None:
         while True:
             with self._guard:
                 # leases of lock objects that were dropped: no longer renewed (see _dropped)
                 for grant in [g for g, le in self._leases.items() if le.lose() is None]:
                     del self._leases[grant]
-                if self._closing or not self._leases:
+                if self._closing:
+                    self._leases.clear()  # the client closes: only the give-backs go on
+                if not (self._leases or self._late):
                     # Done: a lease tracked from now on starts a new worker. Ending here lets a
                     # dropped client go, with no thread or task of it left behind.
                     self._running = False
@@ -188,9 +217,15 @@ class Watchdog:
             self._expire(ends)
             self._renew(batch)
         self._expire(ends)
+        if self._late:
+            self._late.try_due(self._next_due())  # (never holding up a renewal)
+        self._sleep_until = min(self._next_due(), self._late.next_due())
+
+    def _next_due(self) -> float:
+        """When a lease is next to be renewed, or declared lost."""
         with self._guard:
             times = [min(le.renew_at, le.grant.deadline) for le in self._leases.values()]
-            self._sleep_until = min(times, default=math.inf)
+        return min(times, default=math.inf)
 
     def _expire(self, ends: list[tuple[float, int, Lease]]) -> None:
         """Declare lost the leases whose deadline has passed (``ends``: a heap of the round's
@@ -254,9 +289,12 @@ class Watchdog:
             lose(lease.grant, found, other_holder=other_holder)
 
     def close(self) -> None:
+        # the give-backs left get one request timeout more
+        wait = self._grants.request_timeout if self._late else 0.0
+        self._late.end_by(time.monotonic() + wait)
         self._closing = True
         self._wake.set()
-        self._worker.stop(2.0)
+        self._worker.stop(2.0 + wait)
         with self._guard:
             self._leases.clear()
             self._running = False

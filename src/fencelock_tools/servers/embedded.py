@@ -136,7 +136,16 @@ class EmbeddedServer:
         return path.read_text(errors="replace") if path.exists() else ""
 
     def pause(self) -> None:
+        """SIGSTOP, returning once the server is stopped (Linux: its state in /proc, for at most
+        5 s): a signal is delivered when the process is next scheduled, which on a loaded
+        machine can come after what a test sends to a server it takes for stopped."""
         os.kill(self.pid, signal.SIGSTOP)
+        stat = Path(f"/proc/{self.pid}/stat")
+        end = time.monotonic() + 5
+        while stat.exists() and time.monotonic() < end:
+            if stat.read_text().rpartition(")")[2].split()[0] in ("T", "t"):
+                return
+            time.sleep(0.001)
 
     def resume(self) -> None:
         os.kill(self.pid, signal.SIGCONT)

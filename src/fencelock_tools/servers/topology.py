@@ -221,6 +221,213 @@ class Cluster:
     def master_for_key(self, key: str | bytes) -> EmbeddedServer:
         return self.master_for_slot(key_slot(key.encode() if isinstance(key, str) else key))
 
+    def running_masters(self) -> list[EmbeddedServer]:
+        """The running nodes that are masters now (ROLE)."""
+        masters = []
+        for node in self.nodes:
+            if _alive(node):
+                with probe(node.port, timeout=1) as client:
+                    if command(client, "ROLE")[0] == "master":
+                        masters.append(node)
+        return masters
+
+    def replicas_now(self, master: EmbeddedServer) -> list[EmbeddedServer]:
+        """The running nodes that replicate ``master`` now."""
+        found = []
+        for node in self.nodes:
+            if node is not master and _alive(node):
+                with probe(node.port, timeout=1) as client:
+                    info = client.info("replication")
+                if info["role"] in REPLICA_ROLES and int(info.get("master_port", 0)) == master.port:
+                    found.append(node)
+        return found
+
+    # -- changes: slots that move, masters that fail over ----------------------------------------
+
+    @property
+    def migrates_atomically(self) -> bool:
+        """Whether the servers have atomic slot migration (``CLUSTER MIGRATESLOTS``: Valkey 9)."""
+        node = next(node for node in self.nodes if _alive(node))
+        with probe(node.port) as client:
+            return any("MIGRATESLOTS" in line for line in command(client, "CLUSTER", "HELP"))
+
+    def start_migration(self, slot: int, target: EmbeddedServer) -> EmbeddedServer:
+        """The classic migration's first step: ``slot`` IMPORTING on ``target``, then MIGRATING on
+        its owner (in that order, as valkey-cli does: a client redirected by ASK finds the target
+        ready). Returns the owner (the source)."""
+        source = self.master_for_slot(slot)
+        if source is target:
+            raise ValueError(f"{target.port} serves slot {slot} already")
+        with probe(target.port) as to, probe(source.port) as frm:
+            command(to, "CLUSTER", "SETSLOT", slot, "IMPORTING", self.node_ids[source.port])
+            command(frm, "CLUSTER", "SETSLOT", slot, "MIGRATING", self.node_ids[target.port])
+        return source
+
+    def migrate_keys(self, slot: int, target: EmbeddedServer, count: int | None = None) -> int:
+        """MIGRATE the keys of ``slot`` (all, or the first ``count``) from its owner to ``target``,
+        a migration being started (``start_migration``). Returns how many moved."""
+        source = self.master_for_slot(slot)
+        moved = 0
+        with probe(source.port, timeout=10) as client:
+            while count is None or moved < count:
+                batch = 100 if count is None else min(100, count - moved)
+                keys = command(client, "CLUSTER", "GETKEYSINSLOT", slot, batch)
+                if not keys:
+                    break
+                command(client, "MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "REPLACE",
+                        "KEYS", *keys)  # fmt: skip
+                moved += len(keys)
+        return moved
+
+    def finish_migration(
+        self, slot: int, target: EmbeddedServer, timeout: float = 30.0, *, wait: bool = True
+    ) -> None:
+        """The classic migration's last step: ``target`` owns ``slot`` (SETSLOT NODE on the
+        target, then on the source, then on every other master), and (``wait``) every running
+        node says so before this returns."""
+        source = self.master_for_slot(slot)
+        masters = [target, *(m for m in self.running_masters() if m is not target)]
+        masters.sort(key=lambda m: 0 if m is target else 1 if m is source else 2)
+        for master in masters:
+            with probe(master.port) as client:
+                command(client, "CLUSTER", "SETSLOT", slot, "NODE", self.node_ids[target.port])
+        if wait:
+            self.wait_owner(slot, target, timeout)
+
+    def move_slot(
+        self, slot: int, target: EmbeddedServer, *, atomic: bool = False, timeout: float = 30.0
+    ) -> None:
+        """Move ``slot`` and its keys to the master ``target``: the classic way (SETSLOT
+        IMPORTING/MIGRATING, MIGRATE of its keys, SETSLOT NODE on every master), or ``atomic``
+        (``CLUSTER MIGRATESLOTS`` on the owner: Valkey 9, see ``migrates_atomically``). Returns
+        once every running node names ``target`` as the slot's owner."""
+        if not atomic:
+            self.start_migration(slot, target)
+            self.migrate_keys(slot, target)
+            self.finish_migration(slot, target, timeout)
+            return
+        source = self.master_for_slot(slot)
+        if source is target:
+            raise ValueError(f"{target.port} serves slot {slot} already")
+        with probe(source.port) as client:
+            command(client, "CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", slot, slot,
+                    "NODE", self.node_ids[target.port])  # fmt: skip
+        self.wait_owner(slot, target, timeout)
+
+    def wait_owner(self, slot: int, owner: EmbeddedServer, timeout: float = 30.0) -> None:
+        """Until every running node names ``owner`` as the master of ``slot``, and it serves."""
+
+        def problem() -> str | None:
+            for node in self.nodes:
+                if not _alive(node):
+                    continue
+                with probe(node.port, timeout=1) as client:
+                    ranges = command(client, "CLUSTER", "SLOTS")
+                named = [int(m[1]) for first, last, m, *_ in ranges if first <= slot <= last]
+                if named != [owner.port]:
+                    return f"node {node.port} names {named} for slot {slot}"
+            return None
+
+        wait_until(problem, timeout, f"slot {slot} served by {owner.port}")
+
+    def failover(
+        self, replica: EmbeddedServer, *, takeover: bool = False, timeout: float = 30.0
+    ) -> None:
+        """A manual failover: ``replica`` (CLUSTER FAILOVER, or its TAKEOVER form, which needs no
+        votes) becomes the master of its master's slots, once it has all of its master's writes;
+        returns once every running node says so and the cluster serves. A plain failover is
+        asked again while the masters refuse their votes (they voted for a replica of that shard
+        within the last two node timeouts)."""
+        deadline = time.monotonic() + timeout
+        master = self._master_of(replica)
+        slot = self._a_slot_of(master)
+        self.wait_synced(master, timeout)
+        asked = ("CLUSTER", "FAILOVER", *(("TAKEOVER",) if takeover else ()))
+        while True:
+            with probe(replica.port) as client:
+                if command(client, "ROLE")[0] != "master":  # (not promoted late by the last ask)
+                    command(client, *asked)
+            try:
+                # (a manual failover that gets no votes gives up after 5 s: asked again)
+                self.wait_owner(slot, replica, min(2 * self.node_timeout_ms / 1000, timeout))
+                break
+            except TopologyTimeout:
+                if time.monotonic() > deadline:
+                    raise
+        self.wait_ready(deadline - time.monotonic())
+
+    def wait_synced(self, master: EmbeddedServer, timeout: float = 30.0) -> None:
+        """Until every replica of ``master`` has all of its writes made before the call
+        (replication offsets: a replica at or past the master's, read first, while writes go
+        on)."""
+
+        def lagging() -> str | None:
+            with probe(master.port) as client:
+                offset = int(client.info("replication")["master_repl_offset"])
+            for replica in self.replicas_now(master):
+                with probe(replica.port) as client:
+                    got = int(client.info("replication").get("slave_repl_offset", -1))
+                if got < offset:
+                    return f"replica {replica.port} at {got}, master at {offset}"
+            return None
+
+        wait_until(lagging, timeout, f"the replicas of {master.port} in sync")
+
+    def kill_master(self, master: EmbeddedServer, timeout: float = 30.0) -> EmbeddedServer:
+        """SIGKILL ``master``; returns its replica once the cluster has promoted it (after the
+        node timeout) and serves again. ``rejoin`` brings the killed node back, as a replica."""
+        slot = self._a_slot_of(master)
+        master.kill()
+        return self.wait_promoted(master, slot, timeout)
+
+    def wait_promoted(
+        self, old: EmbeddedServer, slot: int, timeout: float = 30.0
+    ) -> EmbeddedServer:
+        """After ``old``, the master of ``slot``, was stopped: until the cluster has promoted a
+        replica in its place (every running node names it) and serves; returns it."""
+        deadline = time.monotonic() + timeout
+        wait_until(
+            lambda: None if self.master_for_slot(slot) is not old else f"{old.port} still named",
+            timeout,
+            f"a replica of {old.port} promoted",
+        )
+        promoted = self.master_for_slot(slot)
+        self.wait_owner(slot, promoted, deadline - time.monotonic())
+        self.wait_ready(deadline - time.monotonic())
+        return promoted
+
+    def rejoin(self, node: EmbeddedServer, timeout: float = 30.0) -> None:
+        """Start a killed ``node`` again: it keeps its cluster configuration (not its data) and
+        rejoins as a replica of the master that took its place; returns once it replicates, its
+        link up, and the cluster serves."""
+        deadline = time.monotonic() + timeout
+        if node.process is None:
+            node.start()
+
+        def replicating() -> str | None:
+            with probe(node.port) as client:
+                info = client.info("replication")
+            if info["role"] not in REPLICA_ROLES or info.get("master_link_status") != "up":
+                return f"{node.port} is {info['role']}, link {info.get('master_link_status')}"
+            return None
+
+        wait_until(replicating, timeout, f"{node.port} replicating")
+        self.wait_ready(deadline - time.monotonic())
+
+    def _master_of(self, replica: EmbeddedServer) -> EmbeddedServer:
+        with probe(replica.port) as client:
+            info = client.info("replication")
+        if info["role"] not in REPLICA_ROLES:
+            raise ValueError(f"{replica.port} is not a replica")
+        return self.node_at(int(info["master_port"]))
+
+    def _a_slot_of(self, master: EmbeddedServer) -> int:
+        with probe(master.port) as client:
+            for first, _last, owner, *_ in command(client, "CLUSTER", "SLOTS"):
+                if int(owner[1]) == master.port:
+                    return int(first)
+        raise ValueError(f"{master.port} serves no slot")
+
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self, timeout: float = 30.0) -> Cluster:
@@ -266,7 +473,7 @@ class Cluster:
                     clients[0], "CLUSTER", "MEET", "127.0.0.1", node.port, self.bus_ports[node.port]
                 )
             # CLUSTER REPLICATE needs the master in the replica's node table, out of handshake.
-            wait_until(self._meet_problem, deadline - time.monotonic(), "all nodes met")
+            self.wait_met(deadline - time.monotonic())
             for master in self.masters:
                 for replica in self.replicas_of(master):
                     with probe(replica.port) as client:
@@ -274,6 +481,23 @@ class Cluster:
         finally:
             for client in clients:
                 client.close()
+
+    def wait_met(self, timeout: float) -> None:
+        """Wait until every node knows every other. A node meets again each node it does not
+        list: a handshake that times out (within the node timeout, which a loaded machine can
+        miss) is dropped, not retried."""
+
+        def met() -> str | None:
+            for node in self.nodes:
+                with probe(node.port) as client:
+                    listed = command(client, "CLUSTER", "NODES")
+                    for other in self.nodes:
+                        if other is not node and f":{other.port}@" not in listed:
+                            bus = self.bus_ports[other.port]
+                            command(client, "CLUSTER", "MEET", "127.0.0.1", other.port, bus)
+            return self._meet_problem()
+
+        wait_until(met, timeout, "all nodes met")
 
     def _meet_problem(self) -> str | None:
         for node in self.nodes:

@@ -179,10 +179,11 @@ async def test_a_known_loss_is_not_masked_by_a_failed_release(
 async def test_many_leases_one_watchdog_batched(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
-    locks = [async_client.lock(f"many-{i}", ttl=1.5, auto_renew=True) for i in range(250)]
+    # (a ttl that a loaded machine's watchdog, seen 1.4 s late, does not outrun)
+    locks = [async_client.lock(f"many-{i}", ttl=4.5, auto_renew=True) for i in range(250)]
     for lock in locks:
         assert await lock.acquire(timeout=0)
-    await async_until(lambda: async_client.statistics().renewals >= 3 * 250)
+    await async_until(lambda: async_client.statistics().renewals >= 2 * 250)
     stats = async_client.statistics()
     # batches of at most 100 locks: 250 due together take 3 calls, not 250
     assert stats.renewal_calls <= stats.renewals / 50

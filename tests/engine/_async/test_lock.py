@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ import redis
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
+from fencelock._core.timing import drift
 from fencelock._keys import LockKeys
 from fencelock._transport import AsyncRedis
 from fencelock_tools.servers.embedded import EmbeddedServer
@@ -199,13 +201,19 @@ async def test_waiter_is_woken_by_release_message(
 async def test_fallback_retry_at_holder_ttl(
     async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
 ) -> None:
-    # A lock that expires (no release, no message) is retaken by the fallback re-try.
-    holder = async_client_b.lock("expire", ttl=0.2)
-    await holder.acquire(timeout=0)
+    # A lock that expires (no release, no message) is retaken by the fallback re-try. Its
+    # holder renews it until the waiter waits (else it may expire first, under load), then
+    # stops: its client is closed, which releases nothing.
+    holder = async_client_b.lock("expire", ttl=1.0, auto_renew=True)
+    assert await holder.acquire(timeout=0)
+    token = holder.token
     waiter = async_client.lock("expire", ttl=10)
-    assert await waiter.acquire(timeout=30)
+    call = AsyncCall(lambda: waiter.acquire(timeout=30))
+    await async_until(lambda: async_client.statistics().waiting == 1)
+    await async_client_b.close()
+    assert await call.result()
     assert async_client.statistics().polls >= 1 and async_client.statistics().wakeups == 0
-    assert waiter.token > holder.token
+    assert waiter.token > token
     await waiter.release()
 
 
@@ -587,6 +595,51 @@ async def test_reprs_and_messages_use_the_public_names(async_client: AsyncLockCl
     assert repr(client).endswith(" closed>")
     with pytest.raises(fencelock.ClientClosed, match=rf"^this {api}LockClient is closed"):
         client.lock("r")
+
+
+async def lease_left_is_the_local_deadline(objects: Sequence[Any], ttl: float) -> None:
+    """Each object's ``remaining()`` is its lease's local deadline (the one ``check()`` reads)
+    less now: the lease counts from its acquire request, sent between the call and its return,
+    less the drift allowance. 0 before the acquire and after the release."""
+    for obj in objects:
+        assert obj.remaining() == 0, obj
+        asked = time.monotonic()
+        assert await obj.acquire(timeout=0)
+        returned = before = time.monotonic()
+        left = obj.remaining()
+        after = time.monotonic()
+        # the deadline is left + an instant in [before, after], and in [asked, returned] + lease
+        lease = ttl - drift(ttl)
+        assert asked + lease <= after + left and before + left <= returned + lease, obj
+        await obj.release()
+        assert obj.remaining() == 0, obj
+
+
+async def test_every_primitive_tells_its_lease_left_by_its_own_clock(
+    async_client: AsyncLockClient,
+) -> None:
+    ttl = 20.0
+    objects = [
+        async_client.lock("left", ttl),
+        async_client.lock("left-re", ttl, reentrant=True),
+        async_client.semaphore("left-s", 2, ttl),
+        async_client.rw_lock("left-r", ttl).read(),
+        async_client.rw_lock("left-w", ttl).write(),
+        async_client.multi_lock(["left-a", "left-b"], ttl),  # one script
+        async_client.election("left-e", ttl),
+    ]
+    await lease_left_is_the_local_deadline(objects, ttl)
+
+
+async def test_a_redlock_lock_and_a_composed_multi_lock_tell_their_lease_left(
+    redlock: list[EmbeddedServer],
+) -> None:
+    client = AsyncLockClient.from_url([s.url for s in redlock])
+    ttl = 20.0
+    # (a multi-lock over Redlock is a lock per name: the first lease to end)
+    objects = [client.lock("left", ttl), client.multi_lock(["left-a", "left-b"], ttl)]
+    await lease_left_is_the_local_deadline(objects, ttl)
+    await client.close()
 
 
 async def test_a_closed_client_refuses_every_call(server: EmbeddedServer, raw: redis.Redis) -> None:

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ import redis
 
 import fencelock
 from fencelock._sync.client import LockClient
+from fencelock._core.timing import drift
 from fencelock._keys import LockKeys
 from fencelock._transport import SyncRedis
 from fencelock_tools.servers.embedded import EmbeddedServer
@@ -200,13 +202,19 @@ def test_waiter_is_woken_by_release_message(
 def test_fallback_retry_at_holder_ttl(
     sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
 ) -> None:
-    # A lock that expires (no release, no message) is retaken by the fallback re-try.
-    holder = sync_client_b.lock("expire", ttl=0.2)
-    holder.acquire(timeout=0)
+    # A lock that expires (no release, no message) is retaken by the fallback re-try. Its
+    # holder renews it until the waiter waits (else it may expire first, under load), then
+    # stops: its client is closed, which releases nothing.
+    holder = sync_client_b.lock("expire", ttl=1.0, auto_renew=True)
+    assert holder.acquire(timeout=0)
+    token = holder.token
     waiter = sync_client.lock("expire", ttl=10)
-    assert waiter.acquire(timeout=30)
+    call = SyncCall(lambda: waiter.acquire(timeout=30))
+    sync_until(lambda: sync_client.statistics().waiting == 1)
+    sync_client_b.close()
+    assert call.result()
     assert sync_client.statistics().polls >= 1 and sync_client.statistics().wakeups == 0
-    assert waiter.token > holder.token
+    assert waiter.token > token
     waiter.release()
 
 
@@ -588,6 +596,51 @@ def test_reprs_and_messages_use_the_public_names(sync_client: LockClient) -> Non
     assert repr(client).endswith(" closed>")
     with pytest.raises(fencelock.ClientClosed, match=rf"^this {api}LockClient is closed"):
         client.lock("r")
+
+
+def lease_left_is_the_local_deadline(objects: Sequence[Any], ttl: float) -> None:
+    """Each object's ``remaining()`` is its lease's local deadline (the one ``check()`` reads)
+    less now: the lease counts from its acquire request, sent between the call and its return,
+    less the drift allowance. 0 before the acquire and after the release."""
+    for obj in objects:
+        assert obj.remaining() == 0, obj
+        asked = time.monotonic()
+        assert obj.acquire(timeout=0)
+        returned = before = time.monotonic()
+        left = obj.remaining()
+        after = time.monotonic()
+        # the deadline is left + an instant in [before, after], and in [asked, returned] + lease
+        lease = ttl - drift(ttl)
+        assert asked + lease <= after + left and before + left <= returned + lease, obj
+        obj.release()
+        assert obj.remaining() == 0, obj
+
+
+def test_every_primitive_tells_its_lease_left_by_its_own_clock(
+    sync_client: LockClient,
+) -> None:
+    ttl = 20.0
+    objects = [
+        sync_client.lock("left", ttl),
+        sync_client.lock("left-re", ttl, reentrant=True),
+        sync_client.semaphore("left-s", 2, ttl),
+        sync_client.rw_lock("left-r", ttl).read(),
+        sync_client.rw_lock("left-w", ttl).write(),
+        sync_client.multi_lock(["left-a", "left-b"], ttl),  # one script
+        sync_client.election("left-e", ttl),
+    ]
+    lease_left_is_the_local_deadline(objects, ttl)
+
+
+def test_a_redlock_lock_and_a_composed_multi_lock_tell_their_lease_left(
+    redlock: list[EmbeddedServer],
+) -> None:
+    client = LockClient.from_url([s.url for s in redlock])
+    ttl = 20.0
+    # (a multi-lock over Redlock is a lock per name: the first lease to end)
+    objects = [client.lock("left", ttl), client.multi_lock(["left-a", "left-b"], ttl)]
+    lease_left_is_the_local_deadline(objects, ttl)
+    client.close()
 
 
 def test_a_closed_client_refuses_every_call(server: EmbeddedServer, raw: redis.Redis) -> None:

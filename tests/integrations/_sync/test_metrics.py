@@ -22,6 +22,7 @@ from fencelock._core.compute import COMPUTE, ComputeKeys
 from fencelock._keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer, free_port
 from tests.concurrency import SyncCall, sync_until
+from tests.engine._sync.test_late_grants import connected
 from tests.exported import Exported
 
 
@@ -184,6 +185,26 @@ def test_renewals_a_hung_server_leaves_unanswered_are_unreachable(
         labels = lock_labels("m-hung")
         assert exported.count("lost_leases", **labels, reason="unreachable") == 1
         assert exported.count("renewal_failures", **labels) >= 1
+    finally:
+        client.close()
+
+
+def test_a_grant_given_back_late_is_counted(
+    exported: Exported, fresh_server: EmbeddedServer
+) -> None:
+    client = LockClient.from_url(fresh_server.url, socket_timeout=1.0)
+    lock = client.lock("m-late", ttl=300)
+    try:
+        connected(client, lock)
+        given = exported.count("given_back", **lock_labels("m-late"))
+        fresh_server.pause()
+        try:
+            with pytest.raises(fencelock.LockConnectionError):
+                lock.acquire(timeout=0)  # the server grants it once resumed
+        finally:
+            fresh_server.resume()
+        sync_until(lambda: client.statistics().giving_back == 0)
+        assert exported.count("given_back", **lock_labels("m-late")) == given + 1
     finally:
         client.close()
 

@@ -143,7 +143,8 @@ async def test_over_redlock_the_record_is_on_the_resource_server(
     redlock: list[EmbeddedServer],
 ) -> None:
     urls = [srv.url for srv in redlock]
-    async with AsyncLockClient.from_url(urls) as client:  # type: ignore[arg-type]
+    # (a node timeout a loaded machine does not outrun: the default is 50 ms at most)
+    async with AsyncLockClient.from_url(urls, node_timeout=0.5) as client:  # type: ignore[arg-type]
         with pytest.raises(TypeError, match="redis="):
             client.once_per("r-job", PERIOD)
         resource = AsyncRedis(port=redlock[0].port, socket_timeout=5)

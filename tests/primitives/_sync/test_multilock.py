@@ -20,6 +20,10 @@ from fencelock._scripts import MULTI_ACQUIRE
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import SyncCall, sync_together, sync_until, evalsha_calls
 
+# Redlock's node timeout here: the default (at most 50 ms, connecting too) is shorter than a
+# loaded machine's stalls, and these tests are not about it
+NODE_TIMEOUT = 0.5
+
 
 def held_keys(raw: redis.Redis, names: list[str]) -> list[str]:
     return [n for n in names if raw.exists(LockKeys.for_name(n).lock)]
@@ -184,8 +188,8 @@ def test_a_lost_member_makes_the_multi_lock_lost(
 
 
 def test_redlock_members_compose_the_same_way(redlock: list[EmbeddedServer]) -> None:
-    client = LockClient.from_url([s.url for s in redlock])
-    other = LockClient.from_url([s.url for s in redlock])
+    client = LockClient.from_url([s.url for s in redlock], node_timeout=NODE_TIMEOUT)
+    other = LockClient.from_url([s.url for s in redlock], node_timeout=NODE_TIMEOUT)
     busy = other.lock("m-rl-b", ttl=10)
     assert busy.acquire()
     multi = client.multi_lock(["m-rl-b", "m-rl-a"], ttl=10)
@@ -361,9 +365,9 @@ def test_the_watchdog_declares_a_multi_lock_lost_when_one_name_is(
 def test_a_composed_multi_lock_calls_on_lost_with_itself(
     redlock: list[EmbeddedServer],
 ) -> None:
-    client = LockClient.from_url([s.url for s in redlock])
+    client = LockClient.from_url([s.url for s in redlock], node_timeout=NODE_TIMEOUT)
     told: list[object] = []
-    multi = client.multi_lock(["m-cl-a", "m-cl-b"], ttl=0.6, auto_renew=True, on_lost=told.append)
+    multi = client.multi_lock(["m-cl-a", "m-cl-b"], ttl=3, auto_renew=True, on_lost=told.append)
     probes = [srv.client() for srv in redlock]
     try:
         assert multi.acquire()
