@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from fencelock._async.client import AsyncLockClient
+from fencelock._sync.client import LockClient
+
 SRC = Path(__file__).resolve().parents[2] / "src" / "fencelock"
 MODULES = sorted(SRC.rglob("*.py"))
 TOPOLOGY_CLASSES = {
@@ -165,3 +168,11 @@ def test_the_kinds_table_lists_each_kind_of_the_module_once() -> None:
     ]
     # (ScoredLease is the base of the kinds kept in a sorted set, named below the table)
     assert sorted(listed) == sorted(set(made) - {"ScoredLease"})
+
+
+def test_the_client_holds_its_sides_rather_than_inheriting_them() -> None:
+    """The client's fenced writes, computed results and operators' calls are objects it holds
+    (``resources.AsyncResources``, ``compute.AsyncResults``, ``admin.AsyncOperators``): no
+    base class forwards to them (issue 32: such bases were moves to fit a line count)."""
+    assert AsyncLockClient.__mro__ == (AsyncLockClient, object)
+    assert LockClient.__mro__ == (LockClient, object)

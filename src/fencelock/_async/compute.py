@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from functools import partial, wraps
 from typing import Any, TypeVar, cast
@@ -41,8 +41,6 @@ from .._core.compute import (
     COMPUTE_LOOK,
     COMPUTE_STORE,
     IDEMPOTENT,
-    MAX_SIZE,
-    AsyncCompute,
     Codec,
     ComputeKeys,
     Found,
@@ -77,7 +75,6 @@ from .topology import AsyncTopology
 # a build's lease, in the messages: "builder 'report' ..."
 BUILDER = Words("builder", holding="building this result", acquire="build", release="store")
 
-T = TypeVar("T")
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 logger = logging.getLogger("fencelock.compute")
@@ -409,114 +406,29 @@ async def _release(lease: AsyncLease) -> None:
         logger.debug("fencelock: %s: not released: %s", lease.what(), error)
 
 
-class AsyncComputes:
-    """A lock client's ``compute_once``, ``idempotent``, ``computed`` and ``forget``."""
+def computed(
+    results: AsyncResults,
+    compute_once: Callable[..., Awaitable[Any]],
+    key: KeyOf,
+    ask: dict[str, Any],
+) -> Callable[[_F], _F]:
+    """The decorator of ``LockClient.computed``: each call's result by ``compute_once`` (the
+    client's) of the key ``key`` makes of the call's arguments; ``ask``: its other arguments,
+    checked now."""
+    results.call(COMPUTE, "key", _unused, **ask)
 
-    def __init__(self, results: AsyncResults) -> None:
-        self._results = results
+    def decorate(fn: _F) -> _F:
+        check_compute(fn, threads=not ASYNC_CAN_CANCEL)
+        signature = check_key_of(key, fn)
 
-    async def compute_once(
-        self,
-        key: str,
-        compute: AsyncCompute[T],
-        *,
-        fresh_for: float,
-        stale_for: float = 0.0,
-        ttl: float = 30.0,
-        timeout: float | None = None,
-        codec: Codec | None = None,
-        max_size: int = MAX_SIZE,
-    ) -> T:
-        """The result of ``compute()`` for ``key``, computed once across every process: the
-        stored one while it is younger than ``fresh_for`` seconds; else one caller runs
-        ``compute`` under a lease of ``ttl`` (renewed while it runs) and stores its result,
-        and every other caller waits for it (up to ``timeout``: ``LockTimeout``) and returns
-        it. With ``stale_for``, a result up to that much older is returned at once while one
-        caller refreshes it. ``codec``: how the result is stored (JSON by default), at most
-        ``max_size`` bytes (``ResultError``). Waiters of a build that raised get
-        ``ComputeFailed``. docs/compute_once.md."""
-        call = self._results.call(
-            COMPUTE,
-            key,
-            compute,
-            fresh_for=fresh_for,
-            stale_for=stale_for,
-            ttl=ttl,
-            timeout=timeout,
-            codec=codec,
-            max_size=max_size,
-        )
-        return cast(T, await self._results.get(call))
+        @wraps(fn)
+        async def cached(*args: Any, **kwargs: Any) -> Any:
+            name = key_for(key, signature, args, kwargs)
+            return await compute_once(name, partial(fn, *args, **kwargs), **ask)
 
-    async def idempotent(
-        self,
-        key: str,
-        compute: AsyncCompute[T],
-        *,
-        fingerprint: str | bytes | None = None,
-        keep_for: float = 86400.0,
-        timeout: float | None = None,
-        ttl: float = 30.0,
-        codec: Codec | None = None,
-        max_size: int = MAX_SIZE,
-    ) -> T:
-        """Run ``compute`` once per idempotency ``key`` (as the IETF Idempotency-Key draft
-        says): a repeat while it runs waits for it (up to ``timeout``), a repeat within
-        ``keep_for`` seconds after gets its stored result, a repeat with another
-        ``fingerprint`` (the request body's digest; None: not checked) is refused with
-        ``FingerprintMismatch``, and a first attempt that died is taken over when its lease of
-        ``ttl`` ends, with a larger fencing token. The rest as ``compute_once``'s."""
-        call = self._results.call(
-            IDEMPOTENT,
-            key,
-            compute,
-            fresh_for=keep_for,
-            stale_for=0.0,
-            ttl=ttl,
-            timeout=timeout,
-            codec=codec,
-            max_size=max_size,
-            fingerprint=fingerprint,
-        )
-        return cast(T, await self._results.get(call))
+        return cast(_F, cached)
 
-    def computed(
-        self,
-        key: KeyOf,
-        *,
-        fresh_for: float,
-        stale_for: float = 0.0,
-        ttl: float = 30.0,
-        timeout: float | None = None,
-        codec: Codec | None = None,
-        max_size: int = MAX_SIZE,
-    ) -> Callable[[_F], _F]:
-        """A decorator: the function's result computed once across processes per key, with
-        ``compute_once``. ``key``: a template of the function's parameters
-        (``"report:{user_id}"``), or a function of its arguments that returns the key."""
-        ask: dict[str, Any] = {"fresh_for": fresh_for, "stale_for": stale_for, "ttl": ttl}
-        ask.update(timeout=timeout, codec=codec, max_size=max_size)
-        self._results.call(COMPUTE, "key", _unused, **ask)  # checks them now
-
-        def decorate(fn: _F) -> _F:
-            check_compute(fn, threads=not ASYNC_CAN_CANCEL)
-            signature = check_key_of(key, fn)
-
-            @wraps(fn)
-            async def cached(*args: Any, **kwargs: Any) -> Any:
-                name = key_for(key, signature, args, kwargs)
-                return await self.compute_once(name, partial(fn, *args, **kwargs), **ask)
-
-            return cast(_F, cached)
-
-        return decorate
-
-    async def forget(self, key: str) -> bool:
-        """Drop the result stored for ``key`` (after a write to what it was computed from):
-        the next call builds afresh, and a build under way now cannot store its result (it
-        may have read the data before the write; its caller still gets it). True if a stored
-        result was dropped."""
-        return await self._results.forget(key)
+    return decorate
 
 
 def _unused() -> None:
