@@ -22,10 +22,12 @@ from .._core.options import (
     DEFAULT_MAX_HANDOFFS,
     DEFAULT_SOCKET_TIMEOUT,
     MULTI_LOCK_KEYWORDS,
+    PARTICIPANT_KEYWORDS,
     ClientOptions,
     LeaseKeywords,
     LeaseOptions,
     MultiLockKeywords,
+    ParticipantKeywords,
     refuse_unknown,
 )
 from .._core.replies import new_waiter_id
@@ -203,7 +205,7 @@ class AsyncLockClient:
         *,
         participant: str | None = None,
         keep: float = LATCH_KEEP,
-        **options: Unpack[LeaseKeywords],
+        **options: Unpack[ParticipantKeywords],
     ) -> AsyncLatch:
         """A countdown latch of ``count`` on ``name``, as one participant (docs/latch.md): it
         counts down once per generation by its id (``participant``, default a new one), and
@@ -218,7 +220,7 @@ class AsyncLockClient:
         ttl: float = 30.0,
         *,
         keep: float = LATCH_KEEP,
-        **options: Unpack[LeaseKeywords],
+        **options: Unpack[ParticipantKeywords],
     ) -> AsyncBarrier:
         """A double barrier of ``parties`` on ``name``, as one participant (docs/latch.md):
         ``enter()`` waits for them all, ``leave()`` for all to leave; each holds a lease of
@@ -227,11 +229,18 @@ class AsyncLockClient:
         return AsyncBarrier(self._wiring, made, parties, ttl_to_ms(max(keep, made.ttl)))
 
     def _participant(
-        self, call: str, name: str, ttl: float, participant: str | None, given: LeaseKeywords
+        self,
+        call: str,
+        name: str,
+        ttl: float,
+        participant: str | None,
+        given: ParticipantKeywords,
     ) -> LeaseOptions:
-        """A participant's options: renewed, labelled with its id (its holder token's label)."""
-        label = new_waiter_id() if participant is None else participant
+        """A participant's options: renewed, labelled with its id (its holder token's label);
+        the lease options it does not take refused (``ParticipantKeywords``), not ignored."""
         own = ("participant", "keep") if call == "latch" else ("keep",)
+        refuse_unknown(call, given, (*own, *PARTICIPANT_KEYWORDS))
+        label = new_waiter_id() if participant is None else participant
         return self._options(call, name, ttl, {**given, "auto_renew": True, "label": label}, own)
 
     def at_most(

@@ -54,7 +54,7 @@ from .._core.options import DEFAULT, LeaseOptions
 from .._keys import validate_name
 from ..errors import LockError, LockLost, LockNotOwned, LockTimeout
 from .engine import AsyncLease, AsyncWiring, clean_up, fits_one_lease
-from .leased import keyword_only
+from .leased import end_lost_block, keyword_only
 from .lock import AsyncLock
 
 WORDS = Words("multi-lock")
@@ -161,9 +161,8 @@ class AsyncMultiLock:
         try:
             await self.release()
         except LockLost as loss:
-            if exc is None:
-                raise
-            exc.add_note(f"fencelock: {loss}")  # the body's own error is the one to see
+            # as every block over a lost lease ends, by the one policy a multi-lock has
+            end_lost_block(loss, exc, "raise", by_us=False)
 
 
 class _OneScript:

@@ -63,9 +63,19 @@ class MultiLockKeywords(_Keywords, total=False):
     label: Any
 
 
+class ParticipantKeywords(TypedDict, total=False):
+    """A latch's or a barrier's: its participant's lease is always renewed and labelled by its
+    id, and ends by no ``with`` block's policy (the barrier's block enters and leaves:
+    docs/latch.md), so neither ``auto_renew``, ``label`` nor ``on_lost_policy`` is taken."""
+
+    timeout: float | None
+    on_lost: Callable[[Any], object] | None
+
+
 LEASE_KEYWORDS: Final = tuple(LeaseKeywords.__annotations__)  # (in the order above)
 _LEASE_KEYWORDS: Final = frozenset(LEASE_KEYWORDS)
 MULTI_LOCK_KEYWORDS: Final = tuple(MultiLockKeywords.__annotations__)
+PARTICIPANT_KEYWORDS: Final = tuple(ParticipantKeywords.__annotations__)
 
 
 def refuse_unknown(call: str, given: Iterable[str], accepted: Sequence[str]) -> None:

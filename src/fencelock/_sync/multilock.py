@@ -55,7 +55,7 @@ from .._core.options import DEFAULT, LeaseOptions
 from .._keys import validate_name
 from ..errors import LockError, LockLost, LockNotOwned, LockTimeout
 from .engine import Lease, Wiring, clean_up, fits_one_lease
-from .leased import keyword_only
+from .leased import end_lost_block, keyword_only
 from .lock import Lock
 
 WORDS = Words("multi-lock")
@@ -162,9 +162,8 @@ class MultiLock:
         try:
             self.release()
         except LockLost as loss:
-            if exc is None:
-                raise
-            exc.add_note(f"fencelock: {loss}")  # the body's own error is the one to see
+            # as every block over a lost lease ends, by the one policy a multi-lock has
+            end_lost_block(loss, exc, "raise", by_us=False)
 
 
 class _OneScript:
