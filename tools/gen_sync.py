@@ -38,7 +38,7 @@ REPLACEMENTS = {
     "AsyncElection": "Election",
     "AsyncSemaphore": "Semaphore",
     "AsyncLease": "Lease",
-    "AsyncLeased": "Leased",
+    "AsyncLeaseFacade": "LeaseFacade",
     "AsyncWiring": "Wiring",
     "AsyncResources": "Resources",
     "AsyncOperators": "Operators",

@@ -36,7 +36,7 @@ from .._keys import LockKeys
 from ..errors import LockError, LockTimeout
 from . import admin
 from .engine import AsyncLease, AsyncWiring
-from .leased import AsyncLeased, keyword_only
+from .leased import AsyncLeaseFacade, keyword_only
 from .lock import MUTEX
 
 logger = logging.getLogger("fencelock.election")
@@ -59,7 +59,7 @@ async def _resign_quietly(lease: AsyncLease) -> None:
         await lease.release()
 
 
-class AsyncElection(AsyncLeased):
+class AsyncElection(AsyncLeaseFacade):
     """``LockClient.election(name)``: ``campaign()`` to lead, ``resign()``, ``leader()``,
     ``observe()``; ``async with`` campaigns on entry and resigns on exit. It also has
     ``acquire()`` (a campaign that returns whether it won), ``lost``, ``check()``, ``held()``

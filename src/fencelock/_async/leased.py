@@ -36,7 +36,7 @@ def end_lost_block(loss: LockError, exc: BaseException | None, policy: str, by_u
         exc.add_note(f"fencelock: {loss}")
 
 
-class AsyncLeased:
+class AsyncLeaseFacade:
     """The API of a primitive object over its lease engine (``self._lease``)."""
 
     __slots__ = ("__weakref__", "_lease")

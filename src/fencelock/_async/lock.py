@@ -16,13 +16,13 @@ from .._core.replies import RENEWED
 from .._keys import MIN_LEASE, validate_ttl
 from ..errors import LockError
 from .engine import AsyncLease, AsyncWiring
-from .leased import AsyncLeased, keyword_only
+from .leased import AsyncLeaseFacade, keyword_only
 
 MUTEX = Mutex()
 REENTRANT = Reentrant()
 
 
-class AsyncLock(AsyncLeased):
+class AsyncLock(AsyncLeaseFacade):
     """``LockClient.lock(name)``: acquire/release/extend, ``with``, ``token``, ``lost``,
     ``check()``, ``held()``; a grant belongs to the object, whichever task or thread took it."""
 

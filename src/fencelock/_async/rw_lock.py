@@ -28,7 +28,7 @@ from .._core.options import DEFAULT, LeaseOptions
 from .._scripts import RW_DOWNGRADE
 from ..errors import LockLost
 from .engine import AsyncLease, AsyncWiring, refuse_unmade
-from .leased import AsyncLeased, keyword_only
+from .leased import AsyncLeaseFacade, keyword_only
 
 READ = Permits.rw_side(1)
 WRITE = Permits.rw_side(WRITE_PERMITS)
@@ -57,7 +57,7 @@ class AsyncReadWriteLock:
         return AsyncRWSide(self._wiring, self._options, writer=True)
 
 
-class AsyncRWSide(AsyncLeased):
+class AsyncRWSide(AsyncLeaseFacade):
     """One side of a read-write lock: a lock object (with, acquire, release, token, lost...)."""
 
     __slots__ = ("writer",)

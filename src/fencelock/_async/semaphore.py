@@ -31,7 +31,7 @@ from .._keys import SemaphoreKeys
 from .._scripts import SEMAPHORE_LIMIT, SEMAPHORE_STATE
 from . import admin
 from .engine import AsyncLease, AsyncWiring
-from .leased import AsyncLeased, keyword_only
+from .leased import AsyncLeaseFacade, keyword_only
 from .topology import AsyncTopology
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -48,7 +48,7 @@ def validate_permits(arg: str, value: object) -> int:
 WORDS = Words("semaphore")
 
 
-class AsyncSemaphore(AsyncLeased):
+class AsyncSemaphore(AsyncLeaseFacade):
     """At most ``limit`` permits of a name held at once (``LockClient.semaphore``)."""
 
     __slots__ = ("limit",)

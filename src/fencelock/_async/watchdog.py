@@ -83,9 +83,10 @@ class AsyncRenewer(Protocol):
 
 
 @dataclass(eq=False, slots=True)
-class Lease:
-    """A lease to renew: its grant (whose deadline a renewal moves), what the renew script
-    needs, and how to declare it lost (a weak reference: the lock object may be dropped)."""
+class Tracked:
+    """A lease the watchdog renews, as it tracks it (the lease itself: ``engine.AsyncLease``):
+    its grant (whose deadline a renewal moves), what the renew script needs, and how to declare
+    it lost (a weak reference: the lock object may be dropped)."""
 
     grant: Grant
     spec: LeaseSpec
@@ -111,7 +112,7 @@ class AsyncWatchdog:
         self._pid = os.getpid()
         self._closing = False
         self._running = False  # a worker runs, or has been started (under _guard)
-        self._leases: dict[Grant, Lease] = {}
+        self._leases: dict[Grant, Tracked] = {}
         self._late = LateGiveBacks(self._grants, counters)  # tried between the renewals
         self._sleep_until = math.inf  # monotonic time the worker sleeps until
 
@@ -139,7 +140,7 @@ class AsyncWatchdog:
         self._reset_after_fork()
         renew_at = first_renewal(grant.deadline, spec.ttl)
         dropped = partial(_dropped, self._leases, grant, spec, _user_site())
-        lease = Lease(
+        lease = Tracked(
             grant,
             spec,
             self._slot_of(spec.keys.lock),
@@ -226,7 +227,7 @@ class AsyncWatchdog:
             times = [min(le.renew_at, le.grant.deadline) for le in self._leases.values()]
         return min(times, default=math.inf)
 
-    def _expire(self, ends: list[tuple[float, int, Lease]]) -> None:
+    def _expire(self, ends: list[tuple[float, int, Tracked]]) -> None:
         """Declare lost the leases whose deadline has passed (``ends``: a heap of the round's
         deadlines; a lease renewed since is skipped)."""
         now = time.monotonic()
@@ -235,7 +236,7 @@ class AsyncWatchdog:
             if now >= lease.grant.deadline:
                 self._lose(lease, "by its local deadline, no renewal confirmed")
 
-    async def _renew(self, batch: list[Lease]) -> None:
+    async def _renew(self, batch: list[Tracked]) -> None:
         with self._guard:  # not the ones declared lost, released or dropped meanwhile
             batch = [le for le in batch if le.grant in self._leases and le.lose() is not None]
         if not batch:
@@ -275,7 +276,7 @@ class AsyncWatchdog:
             if events.on:
                 events.emit(events.Renewal(spec.primitive, spec.name, ok == RENEWED))
 
-    def _lose(self, lease: Lease, found: str, *, other_holder: bool = False) -> None:
+    def _lose(self, lease: Tracked, found: str, *, other_holder: bool = False) -> None:
         with self._guard:
             if self._leases.pop(lease.grant, None) is None:
                 return  # released meanwhile: a renewal answered after release is no loss
@@ -299,7 +300,7 @@ class AsyncWatchdog:
             self._running = False
 
 
-def _log_late(lease: Lease, left: float, failed: bool) -> None:
+def _log_late(lease: Tracked, left: float, failed: bool) -> None:
     spec = lease.spec
     why = "after renewals that got no answer" if failed else "the watchdog ran late"
     logger.warning(
@@ -329,7 +330,7 @@ def _user_site() -> tuple[str, int]:
 
 
 def _dropped(
-    leases: dict[Grant, Lease], grant: Grant, spec: LeaseSpec, site: tuple[str, int], _: object
+    leases: dict[Grant, Tracked], grant: Grant, spec: LeaseSpec, site: tuple[str, int], _: object
 ) -> None:
     """A lock object was collected: warn if it still held a renewed lease, at the line that took
     it (``site``). (Called by the garbage collector, in whatever thread, maybe inside a section

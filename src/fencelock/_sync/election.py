@@ -37,7 +37,7 @@ from .._keys import LockKeys
 from ..errors import LockError, LockTimeout
 from . import admin
 from .engine import Lease, Wiring
-from .leased import Leased, keyword_only
+from .leased import LeaseFacade, keyword_only
 from .lock import MUTEX
 
 logger = logging.getLogger("fencelock.election")
@@ -60,7 +60,7 @@ def _resign_quietly(lease: Lease) -> None:
         lease.release()
 
 
-class Election(Leased):
+class Election(LeaseFacade):
     """``LockClient.election(name)``: ``campaign()`` to lead, ``resign()``, ``leader()``,
     ``observe()``; ``async with`` campaigns on entry and resigns on exit. It also has
     ``acquire()`` (a campaign that returns whether it won), ``lost``, ``check()``, ``held()``

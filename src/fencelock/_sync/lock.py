@@ -17,13 +17,13 @@ from .._core.replies import RENEWED
 from .._keys import MIN_LEASE, validate_ttl
 from ..errors import LockError
 from .engine import Lease, Wiring
-from .leased import Leased, keyword_only
+from .leased import LeaseFacade, keyword_only
 
 MUTEX = Mutex()
 REENTRANT = Reentrant()
 
 
-class Lock(Leased):
+class Lock(LeaseFacade):
     """``LockClient.lock(name)``: acquire/release/extend, ``with``, ``token``, ``lost``,
     ``check()``, ``held()``; a grant belongs to the object, whichever task or thread took it."""
 

@@ -29,7 +29,7 @@ from .._core.options import DEFAULT, LeaseOptions
 from .._scripts import RW_DOWNGRADE
 from ..errors import LockLost
 from .engine import Lease, Wiring, refuse_unmade
-from .leased import Leased, keyword_only
+from .leased import LeaseFacade, keyword_only
 
 READ = Permits.rw_side(1)
 WRITE = Permits.rw_side(WRITE_PERMITS)
@@ -58,7 +58,7 @@ class ReadWriteLock:
         return RWSide(self._wiring, self._options, writer=True)
 
 
-class RWSide(Leased):
+class RWSide(LeaseFacade):
     """One side of a read-write lock: a lock object (with, acquire, release, token, lost...)."""
 
     __slots__ = ("writer",)

@@ -32,7 +32,7 @@ from .._keys import SemaphoreKeys
 from .._scripts import SEMAPHORE_LIMIT, SEMAPHORE_STATE
 from . import admin
 from .engine import Lease, Wiring
-from .leased import Leased, keyword_only
+from .leased import LeaseFacade, keyword_only
 from .topology import SyncTopology
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -49,7 +49,7 @@ def validate_permits(arg: str, value: object) -> int:
 WORDS = Words("semaphore")
 
 
-class Semaphore(Leased):
+class Semaphore(LeaseFacade):
     """At most ``limit`` permits of a name held at once (``LockClient.semaphore``)."""
 
     __slots__ = ("limit",)
