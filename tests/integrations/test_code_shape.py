@@ -45,9 +45,6 @@ RANK = {module: rank for rank, layer in enumerate(LAYERS) for module in layer}
 PRIMITIVES = LAYERS[7]
 # what a primitive never reaches: it asks its lease (engine.py is the only door)
 BELOW_THE_ENGINE = {"transport", "waiter", "routes", "protocol", "grants"}
-# (compute_once looks and stores without a lease of its own, through the client's topology:
-# not yet through a door of the engine's)
-FACADES = PRIMITIVES - {"compute", "periodic"}
 
 
 def imports(path: Path) -> list[tuple[int, str]]:
@@ -86,14 +83,14 @@ def test_nothing_imports_upward(path: Path) -> None:
 
 @pytest.mark.parametrize("path", sorted(PRIMITIVES), ids=str)
 def test_a_primitive_asks_its_lease_only(path: str) -> None:
-    """No primitive imports the route, the protocol, the grants or the transport; no facade
-    reaches the wiring's topology or grants: it asks its lease (``engine.AsyncLease``)."""
+    """No primitive imports the route, the protocol, the grants or the transport, nor reaches
+    the wiring's topology or grants: it asks its lease (``engine.AsyncLease``), or the engine
+    (``engine.run_script``) for a call that holds none."""
     source = SRC / "_async" / f"{path}.py"
     below = [m for _, m in imports(source) if m[1:].split(".")[0] in BELOW_THE_ENGINE]
     assert below == []
     text = source.read_text()
-    if path in FACADES:
-        assert "wiring.topology" not in text and "wiring.grants" not in text
+    assert "wiring.topology" not in text and "wiring.grants" not in text
 
 
 def test_the_core_imports_nothing_of_ours_above_it() -> None:

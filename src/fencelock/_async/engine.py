@@ -153,6 +153,16 @@ def fits_one_lease(wiring: AsyncWiring, kind: Kind, keys: Sequence[str]) -> bool
     return topology.supports(kind) and topology.one_call(keys)
 
 
+async def run_script(
+    wiring: AsyncWiring, script: Script, keys: Sequence[str], args: Sequence[Any], what: str
+) -> Any:
+    """``script`` on the server of ``keys``, within one request timeout, for ``what`` (an
+    object, or a call without one: its failure is the ``LockError`` of ``what``); refused once
+    the client is closed. The door of a call that holds no lease (``AsyncLease.run``'s too)."""
+    wiring.state.check()
+    return await wiring.topology.run(script, keys, args, what)
+
+
 async def clean_up(wiring: AsyncWiring, aw: Any, error: BaseException) -> None:
     """Finish ``aw`` (a coroutine: a give-back, a release) after ``error``: in the background
     when the caller was cancelled (``AsyncDetached``; in a thread it has run already)."""
@@ -461,8 +471,7 @@ class AsyncLease:
     async def run(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """The primitive's own ``script`` on the server of its name, within one request
         timeout; a failure raised as the ``LockError`` of this object."""
-        self.wiring.state.check()
-        return await self.wiring.topology.run(script, keys, args, self.what())
+        return await run_script(self.wiring, script, keys, args, self.what())
 
     async def read(self, script: Script, keys: Sequence[str], args: Sequence[Any] = ()) -> Any:
         """A read-only ``script``'s reply (sent without WAIT) from the server of its name; a

@@ -70,7 +70,7 @@ from .._keys import ttl_to_ms, validate_name, validate_timeout, validate_ttl
 from .._labels import holder_label
 from ..errors import ComputeFailed, FingerprintMismatch, LockError, LockTimeout
 from . import admin
-from .engine import Lease, Wiring, refuse_unmade
+from .engine import Lease, Wiring, refuse_unmade, run_script
 from .topology import SyncTopology
 
 # a build's lease, in the messages: "builder 'report' ..."
@@ -93,8 +93,9 @@ _COUNTED = {
 class _Call:
     """One call's arguments, checked."""
 
-    options: LeaseOptions  # the builder's lease (its ttl; name: the key)
-    spec: LeaseSpec
+    # the builder's lease, held only while this call builds; what the call asks the servers
+    # otherwise (looks, waits, stores) goes through it too (engine.py is the only door)
+    lease: Lease
     compute: Any
     fresh_for: float
     stale_for: float
@@ -102,6 +103,14 @@ class _Call:
     codec: Codec
     max_size: int
     fingerprint: bytes | None
+
+    @property
+    def options(self) -> LeaseOptions:  # (its ttl; name: the key)
+        return self.lease.options
+
+    @property
+    def spec(self) -> LeaseSpec:
+        return self.lease.spec
 
     @property
     def name(self) -> str:
@@ -190,10 +199,8 @@ class Results:
             label=label,
             threads=not SYNC_CAN_CANCEL,
         )
-        refuse_unmade(wiring, kind, BUILDER, options.name)
         return _Call(
-            options,
-            wiring.spec(kind, options, BUILDER),
+            Lease(self, wiring, options, wiring.spec(kind, options, BUILDER)),
             check_compute(compute, threads=not SYNC_CAN_CANCEL),
             validate_ttl(fresh_for, "fresh_for" if family == COMPUTE else "keep_for"),
             validate_ttl(stale_for, "stale_for", minimum=0.0),
@@ -284,31 +291,24 @@ class Results:
         wiring, name = self._wiring, validate_name(key, "key")
         refuse_unmade(wiring, BUILDERS[COMPUTE], BUILDER, name)
         keys = keys_of_families(name, wiring.prefix)
-        return bool(wiring.topology.run(COMPUTE_FORGET, keys, (), f"forget {name!r}"))
+        return bool(run_script(wiring, COMPUTE_FORGET, keys, (), f"forget {name!r}"))
 
     def _look(self, call: _Call, *, claim: bool = False) -> Found:
         """What the server has for the key now. ``claim``: the builder of an idempotent call
         records its request's fingerprint (a write)."""
-        wiring = self._wiring
-        wiring.state.check()
-        keys, what = call.keys.looked(), call.spec.what
+        keys = call.keys.looked()
         if claim and call.fingerprint is not None:
             args = (call.fingerprint, ttl_to_ms(call.fresh_for))
-            return found_reply(wiring.topology.run(COMPUTE_LOOK, keys, args, what))
-        [reply] = wiring.topology.run_all(COMPUTE_LOOK, keys, ("", 1), what, read=True)
-        if isinstance(reply, Exception):
-            raise reply
-        return found_reply(reply)
+            return found_reply(call.lease.run(COMPUTE_LOOK, keys, args))
+        return found_reply(call.lease.read(COMPUTE_LOOK, keys, ("", 1)))
 
     def _wait(
         self, call: _Call, deadline: float | None, waited_for: int | None
     ) -> tuple[Found, int | None]:
         """Wait while another caller builds: what is found once it stored, failed or its lease
         ended, and the token of the build waited for. ``LockTimeout`` past ``deadline``."""
-        wiring = self._wiring
-        topology = wiring.topology
-        channel, what = call.keys.channel, call.spec.what
-        with topology.watch(channel, what, wiring.grants.time_left(deadline)) as watch:
+        wiring, lease = self._wiring, call.lease
+        with lease.watch(call.keys.channel, deadline) as watch:
             while True:
                 watch.event.clear()  # subscribed before this look: a store after it wakes us
                 sent_at = time.monotonic()
@@ -324,7 +324,7 @@ class Results:
                 # until the lease's end at the latest: a builder that died publishes nothing
                 ends, ttl = found.lease_left, call.options.ttl
                 delay = retry_delay(ends, left, wiring.max_poll, ttl, now - sent_at)
-                topology.wait(watch, delay)
+                lease.wait(watch, delay)
 
     def _build(self, call: _Call, flight: _Flight, *, taking_over: bool) -> Any:
         """Build the result under the builder's lease, store it, and return it as stored (and
@@ -355,9 +355,9 @@ class Results:
             sync_shield(_release(lease))  # (a waiter takes over if nothing was stored)
 
     def _store(self, call: _Call, token: int, *args: str | bytes | int) -> object:
-        topology, keys = self._wiring.topology, call.keys
-        args = (token, *args, keys.channel, topology.publish_command)
-        return topology.run(COMPUTE_STORE, keys.stored(), args, call.spec.what)
+        lease, keys = call.lease, call.keys
+        args = (token, *args, keys.channel, lease.publish_command)
+        return lease.run(COMPUTE_STORE, keys.stored(), args)
 
     def _stored(self, call: _Call, token: int, data: bytes) -> bytes:
         """Store ``data``, built with ``token``: the result as stored, or, refused (a newer

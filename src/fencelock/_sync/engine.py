@@ -154,6 +154,16 @@ def fits_one_lease(wiring: Wiring, kind: Kind, keys: Sequence[str]) -> bool:
     return topology.supports(kind) and topology.one_call(keys)
 
 
+def run_script(
+    wiring: Wiring, script: Script, keys: Sequence[str], args: Sequence[Any], what: str
+) -> Any:
+    """``script`` on the server of ``keys``, within one request timeout, for ``what`` (an
+    object, or a call without one: its failure is the ``LockError`` of ``what``); refused once
+    the client is closed. The door of a call that holds no lease (``AsyncLease.run``'s too)."""
+    wiring.state.check()
+    return wiring.topology.run(script, keys, args, what)
+
+
 def clean_up(wiring: Wiring, aw: Any, error: BaseException) -> None:
     """Finish ``aw`` (a coroutine: a give-back, a release) after ``error``: in the background
     when the caller was cancelled (``AsyncDetached``; in a thread it has run already)."""
@@ -462,8 +472,7 @@ class Lease:
     def run(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """The primitive's own ``script`` on the server of its name, within one request
         timeout; a failure raised as the ``LockError`` of this object."""
-        self.wiring.state.check()
-        return self.wiring.topology.run(script, keys, args, self.what())
+        return run_script(self.wiring, script, keys, args, self.what())
 
     def read(self, script: Script, keys: Sequence[str], args: Sequence[Any] = ()) -> Any:
         """A read-only ``script``'s reply (sent without WAIT) from the server of its name; a
