@@ -157,7 +157,7 @@ class FencelockSide(Side):
     def __init__(self, url: str, name: str, listener: bool = True) -> None:
         self.client = fencelock.LockClient.from_url(url, socket_timeout=SOCKET_TIMEOUT)
         self.lock = self.client.lock(name, ttl=TTL)
-        self.waiter = self.client._wiring.topology.waiters[0]
+        self.waiter = self.client._wiring.topology.route.waiters[0]
         self.parked: Parked | None = None
         self.busy = False
         self.tries: list[tuple[float, float, bool]] = []
@@ -591,9 +591,9 @@ def _round_trip_worker(url: str, n: int, gap: float, out: Any) -> None:
                     raise BenchError("SET NX: the key was there")
 
             def acquire_script() -> None:
-                topology = locks._wiring.topology
+                grants = locks._wiring.grants
                 holder = secrets.token_urlsafe(20)
-                if not isinstance(topology.try_acquire(lock._lease.spec, holder), Granted):
+                if not isinstance(grants.try_acquire(lock._lease.spec, holder), Granted):
                     raise BenchError("fencelock: the lock was busy")
 
             samples: dict[str, list[float]] = {}

@@ -31,20 +31,21 @@ import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
 from . import _events as events
-from ._async.redlock import AsyncQuorum
-from ._async.topology import AsyncCluster, AsyncOneServer, AsyncTopology
+from ._async.topology import AsyncTopology
 from ._async.watchdog import Lose
 from ._core.kinds import LeaseSpec, Released
 from ._core.lease import Grant
+from ._core.routing import CLUSTER
 from ._core.stats import Counters
-from ._sync.redlock import SyncQuorum
-from ._sync.topology import SyncCluster, SyncOneServer, SyncTopology
+from ._sync.routes import route as sync_route
+from ._sync.topology import SyncTopology
 from ._sync.watchdog import Watchdog as SyncWatchdog
-from ._transport import AsyncRedis, AsyncRedisCluster, sync_client_like, sync_cluster_like
+from ._transport import sync_client_like, sync_cluster_like
 from .errors import LockConnectionError, LockError
 
 logger = logging.getLogger("fencelock.watchdog")
@@ -57,29 +58,31 @@ MONITOR_PERIOD_MAX = 0.1
 def renewal_twin(topology: AsyncTopology, counters: Counters) -> Callable[[], SyncTopology]:
     """How to make a sync topology over the same servers as ``topology``, on connections of
     its own: what the renewal thread renews with (one request at a time, batched: a few
-    connections). What it needs of the asyncio client is read now, on the client's loop; the
-    making, a Cluster's discovery of its slots (I/O), is the call's."""
-    timeout = topology.request_timeout
-    if isinstance(topology, AsyncQuorum):
-        nodes = [sync_client_like(node, timeout) for node in topology.nodes]
-        return partial(SyncQuorum, nodes, {}, timeout, counters, topology.fixed_node_timeout)
-    if isinstance(topology, AsyncCluster):
-        assert isinstance(topology.redis, AsyncRedisCluster)
-        cluster = sync_cluster_like(topology.redis, timeout)
-        return lambda: SyncCluster(cluster(), timeout, counters)
-    assert isinstance(topology, AsyncOneServer) and isinstance(topology.redis, AsyncRedis)
-    redis = sync_client_like(topology.redis, timeout)
-    replicas, replica_timeout = topology.min_replicas, topology.replica_timeout
+    connections). Made from the route's settings, with sync clients of the same servers: what
+    it needs of the asyncio client is read now, on the client's loop; the making, a Cluster
+    client's discovery of its slots (I/O), is the call's."""
+    settings = topology.route.settings
+    timeout = settings.request_timeout
     # (the client's own ScriptMode: what the one learns, the other knows)
-    return partial(
-        SyncOneServer, redis, {}, timeout, counters, replicas, replica_timeout, [redis],
-        topology.mode,
-    )  # fmt: skip
+    mode = topology.protocol.mode
+    clients: tuple[Any, ...] = ()
+    clusters: list[Callable[[], Any]] = []
+    if settings.shape == CLUSTER:
+        clusters = [sync_cluster_like(server, timeout) for server in settings.servers]
+    else:
+        clients = tuple(sync_client_like(server, timeout) for server in settings.servers)
+
+    def make() -> SyncTopology:
+        servers = clients + tuple(cluster() for cluster in clusters)
+        twin = replace(settings, servers=servers, owned=True, listens=False)
+        return SyncTopology(sync_route(twin), counters, mode)
+
+    return make
 
 
 class DeferredTwin:
-    """The renewal thread's servers: ``renewal_twin`` of the client's topology, made in a
-    thread of its own from the first lease on, never on the loop. A Cluster's twin is a
+    """The renewal thread's grants: those of ``renewal_twin`` of the client's topology, made
+    in a thread of its own from the first lease on, never on the loop. A Cluster's twin is a
     ``RedisCluster``, which discovers the slots as it is made: a round trip to a node, and a
     timeout more for each node that does not answer first, which no task of the loop may wait
     for. The renewals keep their schedule: the first is due a third of the way into the lease,
@@ -89,10 +92,9 @@ class DeferredTwin:
     next request."""
 
     def __init__(self, topology: AsyncTopology, counters: Counters) -> None:
-        self._topology = topology
         self._make = renewal_twin(topology, counters)
-        self.request_timeout = topology.request_timeout
-        self.node_count = topology.node_count
+        self.request_timeout = topology.grants.request_timeout
+        self.node_count = topology.grants.node_count
         self._closed = False
         self._maker, self._twin = self._start()
 
@@ -108,9 +110,6 @@ class DeferredTwin:
         maker = threading.Thread(target=make, name="fencelock-watchdog-connect", daemon=True)
         maker.start()
         return maker, twin
-
-    def slot_of(self, key: str) -> int:
-        return self._topology.slot_of(key)  # (the same rule on both sides: no I/O)
 
     def _ready(self, timeout: float) -> SyncTopology:
         """(In the renewal thread) the twin, made within ``timeout`` seconds."""
@@ -138,12 +137,12 @@ class DeferredTwin:
     ) -> Sequence[int | LockError]:
         end = time.monotonic() + timeout
         twin = self._ready(timeout)
-        return twin.renew(specs, holders, ttls, end - time.monotonic(), what)
+        return twin.grants.renew(specs, holders, ttls, end - time.monotonic(), what)
 
     def release_at(self, spec: LeaseSpec, holder: str, node: int, timeout: float) -> Released:
         end = time.monotonic() + timeout
         twin = self._ready(timeout)
-        return twin.release_at(spec, holder, node, end - time.monotonic())
+        return twin.grants.release_at(spec, holder, node, end - time.monotonic())
 
     def close(self) -> None:
         """Close the twin: now, or as soon as it is made."""
@@ -188,7 +187,8 @@ class OffLoopWatchdog:
         with self._guard:
             if self._watchdog is None:
                 self._twin = DeferredTwin(self._topology, self._counters)
-                self._watchdog = SyncWatchdog(self._twin, self._counters)
+                slot_of = self._topology.slot_of  # (the same rule on both sides: no I/O)
+                self._watchdog = SyncWatchdog(self._twin, slot_of, self._counters)
             return self._watchdog
 
     def track(self, grant: Grant, spec: LeaseSpec, lose: Lose) -> None:

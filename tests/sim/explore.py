@@ -502,7 +502,7 @@ that interleavings are explored on purpose and every run replays exactly, step b
   `valkey-server` and to the simulation, and compares every reply.
 - **The processes**: each simulated client process runs on an asyncio event loop of its own
   (asyncio's loop with no I/O and a virtual clock, which `time.monotonic()` reads too), with the
-  library's own topologies (`AsyncOneServer`, `AsyncQuorum`), requester (its own connections,
+  library's own routes (`AsyncOneServerRoute`, `AsyncQuorumRoute`), requester (its own connections,
   RESP written once per request, raw RESP3 replies) and pub/sub waiter over simulated redis-py
   connections and pub/sub.
   Holder tokens, waiter ids and Redlock's re-try jitter come from a seed.

@@ -47,7 +47,7 @@ from redis.exceptions import (
 )
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .._backend import async_at_once, async_cancelled, async_sleep
+from .._backend import AsyncLoopGuard, async_at_once, async_cancelled, async_sleep
 from .._core.replies import NoReply
 from .._core.resp import Packer
 from .._transport import (
@@ -150,6 +150,7 @@ class AsyncRequester:
         self._servers: dict[object, _Server] = {}
         self._packers: dict[tuple[str, str], Packer] = {}  # one per encoding in use
         self._closed = False
+        self._loop = AsyncLoopGuard()  # its connections are the first loop's
         _requesters.add(self)
 
     def _server(self, target: AsyncRedis | AsyncClusterNode) -> _Server:
@@ -175,6 +176,7 @@ class AsyncRequester:
         ``NoReply`` if the commands were sent by then.
         ``noscript``: sent instead of the first command (an EVALSHA) if the server answers
         NOSCRIPT."""
+        self._loop.check()
         if timeout <= 0:
             raise RedisTimeoutError("no time left to send the request")
         deadline = time.monotonic() + timeout
@@ -300,6 +302,7 @@ class AsyncRequester:
         once, each bounded by its own connect timeout, and ``timeout`` counts from the writes
         (a fresh client's first handshake must not eat a node timeout of a few milliseconds).
         Past it, a reply already arrived is still taken."""
+        self._loop.check()
         servers = [self._server(node) for node in nodes]
         made = await self._connections(servers)
         replies: list[Any] = [None] * len(nodes)

@@ -48,7 +48,7 @@ from redis.exceptions import (
 )
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .._backend import sync_at_once, sync_cancelled, sync_sleep
+from .._backend import SyncLoopGuard, sync_at_once, sync_cancelled, sync_sleep
 from .._core.replies import NoReply
 from .._core.resp import Packer
 from .._transport import (
@@ -151,6 +151,7 @@ class SyncRequester:
         self._servers: dict[object, _Server] = {}
         self._packers: dict[tuple[str, str], Packer] = {}  # one per encoding in use
         self._closed = False
+        self._loop = SyncLoopGuard()  # its connections are the first loop's
         _requesters.add(self)
 
     def _server(self, target: SyncRedis | SyncClusterNode) -> _Server:
@@ -176,6 +177,7 @@ class SyncRequester:
         ``NoReply`` if the commands were sent by then.
         ``noscript``: sent instead of the first command (an EVALSHA) if the server answers
         NOSCRIPT."""
+        self._loop.check()
         if timeout <= 0:
             raise RedisTimeoutError("no time left to send the request")
         deadline = time.monotonic() + timeout
@@ -301,6 +303,7 @@ class SyncRequester:
         once, each bounded by its own connect timeout, and ``timeout`` counts from the writes
         (a fresh client's first handshake must not eat a node timeout of a few milliseconds).
         Past it, a reply already arrived is still taken."""
+        self._loop.check()
         servers = [self._server(node) for node in nodes]
         made = self._connections(servers)
         replies: list[Any] = [None] * len(nodes)
