@@ -599,7 +599,7 @@ FINDINGS_TEXT = """\
 - `redlock --seed 124` (first seen as `redlock 0.10,46.2`): a Redlock waiter granted by a
   majority whose token could not be confirmed in time gave the grant back (as it must) and
   then waited a whole ttl while the name was free: such a grant, or one that came too late,
-  now answers busy with a pttl of 0 (`redlock.py`, `_core/quorum.py`).
+  now answers busy with a pttl of 0 (`grants.py`, `_core/quorum.py`).
 - `semaphore --seed 61` (a holder paused, one crashed holding, the first queued waiter
   crashed): with no permit held, a busy reply carried the whole ttl as its pttl instead of the
   dead waiter's remaining turn (`semaphore_acquire.lua`: `ipairs({lease, turn})` stopped at
