@@ -167,8 +167,9 @@ class FencelockSide(Side):
         self.readable = NAN
         self.parser: object = None
         self.listener = listener
-        # (the topology is this client's alone: wrapping it stamps this client's tries only)
-        _wrap(self.client._wiring.topology, "try_acquire", self._make_try)
+        # (the grants and topology are this client's alone: wrapping them stamps this client's
+        # tries and waits only)
+        _wrap(self.client._wiring.grants, "try_acquire", self._make_try)
         _wrap(self.client._wiring.topology, "wait", self._make_wait)
         if listener:
             _wrap(self.waiter, "_dispatch", self._make_dispatch)
