@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from redis.crc import key_slot
 
 from fencelock._keys import LockKeys, escape
-from fencelock_tools.servers.embedded import EmbeddedServer
+from fencelock_tools.servers.embedded import EmbeddedServer, wait_stopped
 from fencelock_tools.servers.proxy import TcpProxy
 from fencelock_tools.servers.topology import probe
 
@@ -51,16 +51,6 @@ class NoHolder(RuntimeError):
 # -- holders -------------------------------------------------------------------------------------
 
 
-def _stopped(pid: int) -> bool:
-    """Whether the process shows as stopped (state T) in /proc."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            # the state follows the command name, which is in parentheses and may hold spaces
-            return stat.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
-    except (OSError, IndexError):
-        return False
-
-
 def _freeze_holder(
     run: Run, name: str, phases: Sequence[int], timeout: float
 ) -> WorkerHandle | None:
@@ -71,9 +61,7 @@ def _freeze_holder(
         if holder is None:
             return None
         os.kill(holder.pid, signal.SIGSTOP)
-        limit = time.monotonic() + STOP_CONFIRM
-        while not _stopped(holder.pid) and time.monotonic() < limit:
-            time.sleep(0.001)
+        wait_stopped(holder.pid, STOP_CONFIRM)
         if run.phase(holder) in phases:  # stopped where we wanted it
             return holder
         os.kill(holder.pid, signal.SIGCONT)  # it moved on before the signal landed: again

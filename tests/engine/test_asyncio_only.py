@@ -90,7 +90,7 @@ async def test_cancel_anywhere_while_waiting(
     for steps in range(40):
         assert not await cancel_after(steps, lambda: waiter.acquire(timeout=None))
         assert raw.get(KEY) == holder_value  # the holder's lock is never touched
-    assert async_client._wiring.topology.waiters[0]._watchers == {}  # every wait unsubscribed
+    assert async_client._wiring.topology.route.waiters[0]._watchers == {}  # every wait unsubscribed
     await holder.release()
 
 
@@ -99,12 +99,12 @@ async def test_cancel_after_server_executed(
     async_client: AsyncLockClient, raw: redis.Redis, monkeypatch: pytest.MonkeyPatch, script: object
 ) -> None:
     """Cancellation arriving just as the reply does: the server acted, the caller never saw it."""
-    requester = async_client._wiring.topology.requester  # every request of a lock goes through it
-    real_request = requester.request
+    route = async_client._wiring.topology.route  # every request of a lock goes through it
+    real_request = route.send
 
     async def request_then_cancel(*args: Any, **kwargs: Any) -> Any:
         replies = await real_request(*args, **kwargs)
-        commands = args[1]
+        commands = args[0]
         if commands[0][:2] == ("EVALSHA", script.sha):  # type: ignore[attr-defined]
             raise asyncio.CancelledError
         return replies
@@ -112,7 +112,7 @@ async def test_cancel_after_server_executed(
     lock = async_client.lock("cancel", ttl=30)
     if script is RELEASE:
         await lock.acquire(timeout=0)
-    monkeypatch.setattr(requester, "request", request_then_cancel)
+    monkeypatch.setattr(route, "send", request_then_cancel)
     with pytest.raises(asyncio.CancelledError):
         if script is ACQUIRE:
             await lock.acquire(timeout=0)

@@ -502,7 +502,7 @@ that interleavings are explored on purpose and every run replays exactly, step b
   `valkey-server` and to the simulation, and compares every reply.
 - **The processes**: each simulated client process runs on an asyncio event loop of its own
   (asyncio's loop with no I/O and a virtual clock, which `time.monotonic()` reads too), with the
-  library's own topologies (`AsyncOneServer`, `AsyncQuorum`), requester (its own connections,
+  library's own routes (`AsyncOneServerRoute`, `AsyncQuorumRoute`), requester (its own connections,
   RESP written once per request, raw RESP3 replies) and pub/sub waiter over simulated redis-py
   connections and pub/sub.
   Holder tokens, waiter ids and Redlock's re-try jitter come from a seed.
@@ -600,7 +600,7 @@ FINDINGS_TEXT = """\
 - `redlock --seed 124` (first seen as `redlock 0.10,46.2`): a Redlock waiter granted by a
   majority whose token could not be confirmed in time gave the grant back (as it must) and
   then waited a whole ttl while the name was free: such a grant, or one that came too late,
-  now answers busy with a pttl of 0 (`redlock.py`, `_core/quorum.py`).
+  now answers busy with a pttl of 0 (`grants.py`, `_core/quorum.py`).
 - `semaphore --seed 61` (a holder paused, one crashed holding, the first queued waiter
   crashed): with no permit held, a busy reply carried the whole ttl as its pttl instead of the
   dead waiter's remaining turn (`semaphore_acquire.lua`: `ipairs({lease, turn})` stopped at

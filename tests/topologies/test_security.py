@@ -737,7 +737,7 @@ def test_rediss_url(tls_server: tuple[EmbeddedServer, int], certificates: dict[s
     url = rediss_url(port, certificates["ca.crt"])
     with LockClient.from_url(url) as a, LockClient.from_url(url) as b:
         assert (
-            a._wiring.topology.redis.connection_pool.connection_class
+            a._wiring.topology.route.redis.connection_pool.connection_class
             is redis.connection.SSLConnection
         )
         lock = a.lock("tls", 10)
@@ -773,12 +773,13 @@ def test_tls_client_passed_in_without_timeouts(
         ssl_ca_certs=str(certificates["ca.crt"]),
     )
     with given, LockClient(given) as client:
-        assert client._wiring.topology.redis is not given  # its own pool, with timeouts ...
+        assert client._wiring.topology.route.redis is not given  # its own pool, with timeouts ...
         assert (
-            client._wiring.topology.redis.connection_pool.connection_kwargs["socket_timeout"] == 5
+            client._wiring.topology.route.redis.connection_pool.connection_kwargs["socket_timeout"]
+            == 5
         )
         assert (
-            client._wiring.topology.redis.connection_pool.connection_class
+            client._wiring.topology.route.redis.connection_pool.connection_class
             is redis.connection.SSLConnection
         )
         lock = client.lock("tls-given", 10)  # ... that still speaks TLS

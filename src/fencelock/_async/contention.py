@@ -48,8 +48,8 @@ from .._labels import label_now
 from .._transport import async_inflight
 from ..errors import LockError, LockLost, NotReplicated
 from . import handoff
+from .grants import GaveBack
 from .singleflight import Ticket
-from .topology import GaveBack
 from .waiter import Watch
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ async def take(lease: AsyncLease, deadline: float | None) -> Grant | None:
         if handed is not None or not ticket.turn:
             return handed
     # The head of the local queue: the one that talks to Redis.
-    topology, spec = lease.wiring.topology, lease.spec
+    grants, spec = lease.wiring.grants, lease.spec
     while True:
         holder = new_holder_token(label)
         try:
@@ -76,7 +76,7 @@ async def take(lease: AsyncLease, deadline: float | None) -> Grant | None:
             polite = queues.take_yield(line, sent_at)
             result: Granted | Busy = Busy(None)
             if polite is None or remaining(deadline, sent_at) == 0:
-                result = await topology.try_acquire(
+                result = await grants.try_acquire(
                     spec, holder, block=_block(lease), deadline=deadline
                 )
             # else this client's last release woke another client (let it take its turn
@@ -101,7 +101,7 @@ async def take(lease: AsyncLease, deadline: float | None) -> Grant | None:
                 # (in the background: within one request timeout, the call's may have passed)
                 within = None if async_cancelled(error) else deadline
                 giving = _give_back(lease, holder, within, after, unanswered(error))
-                await topology.detached.clean_up(giving, error)
+                await grants.detached.clean_up(giving, error)
             finally:
                 queues.pass_turn(line, ticket)
             raise
@@ -128,7 +128,7 @@ async def _give_back(
     the server answers."""
     if after is not None and not await async_wait_done(after):
         late = True
-    await lease.wiring.topology.give_back(lease.spec, holder, deadline)
+    await lease.wiring.grants.give_back(lease.spec, holder, deadline)
     if late:
         lease.wiring.watchdog.give_back_late(lease.spec, holder)
 
@@ -136,19 +136,19 @@ async def _give_back(
 async def reenter(lease: AsyncLease, grant: Grant) -> None:
     """A reentrant lock that holds ``grant`` takes one more hold of it (one request)."""
     lease.check()
-    topology = lease.wiring.topology
+    grants = lease.wiring.grants
     sent_at = time.monotonic()
     try:
         # one server answers a count that is not ours (LockLost), never "busy", to a re-entry;
         # Redlock answers "busy" when a majority did not let it in
-        result = await topology.try_acquire(lease.spec, grant.holder, grant.depth)
+        result = await grants.try_acquire(lease.spec, grant.holder, grant.depth)
         if isinstance(result, Busy):
             raise LockLost(f"{lease.what()}: a majority of nodes refused the re-entry")
     except LockLost:
         lease.declare_lost(grant, "at re-entry")
         raise
     except NotReplicated:
-        extra = topology.release(lease.spec, grant.holder, depth=grant.depth + 1)
+        extra = grants.release(lease.spec, grant.holder, depth=grant.depth + 1)
         await async_shield(extra)  # the hold it just took
         raise
     grant.reentered(sent_at, lease.spec.ttl)
@@ -174,7 +174,7 @@ async def _wait_in_line(lease: AsyncLease, ticket: Ticket, deadline: float | Non
         await ticket.event.wait(None)  # set by now, or within one request (a hand-off script)
     except BaseException as error:
         if queues.leave(line, ticket):  # it reached us as we were leaving: pass it on
-            await lease.wiring.topology.detached.clean_up(_pass_on(lease, ticket), error)
+            await lease.wiring.grants.detached.clean_up(_pass_on(lease, ticket), error)
         raise
     return ticket.grant
 
@@ -199,7 +199,7 @@ async def _wait(
     # (a semaphore's waiters always queue: the queue is its first come, first served order);
     # else woken on the lock's channel with every other such waiter, for which the re-tries
     # keep '*' in the queue (a release with nobody queued publishes nothing)
-    kind = topology.running(spec.kind)
+    kind = topology.protocol.running(spec.kind)
     wake_one = kind.always_queued or (parts.wake_one and kind.wakes_one)
     waiter = new_waiter_id() if wake_one else ""
     channel = f"{spec.keys.channel}:{waiter}" if waiter else spec.keys.channel
@@ -210,7 +210,7 @@ async def _wait(
         entry = kind.waiter_entry(waiter, channel, holder, spec.ttl_ms, block, grants)
     result: Granted | Busy = Busy(None)
     # (confirmed within the call's bound: its deadline plus one request timeout)
-    async with topology.watch(channel, spec.what, topology.time_left(deadline)) as watch:
+    async with topology.watch(channel, spec.what, parts.grants.time_left(deadline)) as watch:
         try:
             if polite:
                 left = remaining(deadline, time.monotonic())
@@ -220,7 +220,7 @@ async def _wait(
             if waiter:  # cancelled or failed: leave the queue, giving back what it was granted
                 # (after the try in flight, if any; '*' stays for the other waiters)
                 leave = _leave_queue(lease, holder, entry, deadline, async_inflight())
-                await topology.detached.clean_up(leave, error)
+                await parts.grants.detached.clean_up(leave, error)
             raise
     if isinstance(result, Busy) and waiter:  # timed out
         await async_shield(_leave_queue(lease, holder, entry, deadline, None))
@@ -242,7 +242,7 @@ async def _wait_for_grant(
         # Subscribed (and confirmed) before this re-try: a release after it wakes us.
         watch.event.clear()
         sent_at = time.monotonic()
-        result = await topology.try_acquire(
+        result = await parts.grants.try_acquire(
             spec, holder, block=block, waiter=entry, deadline=deadline
         )
         if isinstance(result, Granted):  # its lease runs from its own request
@@ -280,11 +280,11 @@ async def _leave_queue(
     gives back what a release may have granted it meanwhile, and passes on a wake-up it got but
     will not use (release.lua). Within what is left of the acquire's bound, after ``after`` (a
     re-try of the waiter still in flight: its grant must not come after this)."""
-    topology = lease.wiring.topology
+    grants = lease.wiring.grants
     if after is not None and not await async_wait_done(after):
         lease.wiring.watchdog.give_back_late(lease.spec, holder)  # (the re-try may grant late)
     with contextlib.suppress(RedisError, LockError):
-        await topology.release(lease.spec, holder, entry, topology.time_left(deadline))
+        await grants.release(lease.spec, holder, entry, grants.time_left(deadline))
 
 
 def _block(lease: AsyncLease) -> int:

@@ -31,13 +31,15 @@ from typing import Final, Never
 
 from .._backend import SYNC_CAN_CANCEL, sync_shield
 from .._core.election import Leader, leader_of, next_look, same_term
+from .._core.inspection import MAX_WAITERS_LISTED
 from .._core.kinds import Mutex
 from .._core.lease import Words
 from .._core.options import DEFAULT, LeaseOptions
+from .._keys import LockKeys
 from ..errors import LockError, LockTimeout
 from . import admin
 from .engine import Lease, Wiring
-from .leased import Leased, keyword_only
+from .leased import LeaseFacade, keyword_only
 
 logger = logging.getLogger("fencelock.election")
 
@@ -61,7 +63,7 @@ def _resign_quietly(lease: Lease) -> None:
         lease.release()
 
 
-class Election(Leased):
+class Election(LeaseFacade):
     """``LockClient.election(name)``: ``campaign()`` to lead, ``resign()``, ``leader()``,
     ``observe()``; ``async with`` campaigns on entry and resigns on exit. It also has
     ``acquire()`` (a campaign that returns whether it won), ``lost``, ``check()``, ``held()``
@@ -84,7 +86,7 @@ class Election(Leased):
             sync_shield(self._announce())
         except BaseException as error:
             # cancelled or interrupted just as it won: it did not win, as far as the caller knows
-            lease.wiring.topology.detached.clean_up(_resign_quietly(lease), error)
+            lease.clean_up(_resign_quietly(lease), error)
             raise
         return True
 
@@ -119,10 +121,11 @@ class Election(Leased):
     def leader(self) -> Leader | None:
         """Who leads now as the server shows it (Redlock: a majority): label, term, ttl left;
         None when nobody does. One request, within one request timeout."""
-        wiring = self._lease.wiring
-        wiring.state.check()
-        info = admin.lock_info(wiring.topology, wiring.prefix, self.name, self._lease.what())
-        return leader_of(info)
+        lease = self._lease
+        keys = lease.spec.keys
+        assert isinstance(keys, LockKeys)
+        view = lease.view(admin.inspected(keys), MAX_WAITERS_LISTED)
+        return leader_of(None if view is None else view.info(self.name))
 
     def observe(self) -> Iterator[Leader | None]:
         """The leadership now, then each change of it (a new term, or nobody leading), as it
@@ -131,13 +134,12 @@ class Election(Leased):
         seen as one (the terms yielded increase). Runs until closed: use ``aclosing``/``break``.
         """
         lease = self._lease
-        topology = lease.wiring.topology
         last: Leader | _Unseen | None = _Unseen()
         # a first look before subscribing: a redis.asyncio RedisCluster learns its slots (which
         # say which node to subscribe on) from its first command
         self.leader()
         # subscribed (and confirmed) before the looks that count: any change after it wakes us
-        with topology.watch(lease.spec.keys.channel, lease.what()) as watch:
+        with lease.watch(lease.spec.keys.channel) as watch:
             while True:
                 watch.event.clear()
                 now = self.leader()
@@ -150,6 +152,6 @@ class Election(Leased):
         """Publish the new term on the lock's channel (best effort: observers look again within
         a ttl anyway), within one request timeout."""
         try:
-            self._lease.wiring.topology.publish(self._lease.spec.keys.channel, ELECTED)
+            self._lease.publish(self._lease.spec.keys.channel, ELECTED)
         except (LockError, OSError) as exc:
             logger.debug("fencelock: could not announce the election of %r: %s", self.name, exc)

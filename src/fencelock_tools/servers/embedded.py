@@ -55,6 +55,29 @@ def free_port() -> int:
         return port
 
 
+def stopped(pid: int) -> bool:
+    """Whether the process shows as stopped (state T) in /proc (Linux; False elsewhere, or once
+    it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            # the state follows the command name, which is in parentheses and may hold spaces
+            return stat.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
+
+
+def wait_stopped(pid: int, timeout: float) -> bool:
+    """Wait, for at most ``timeout`` seconds, until a process sent SIGSTOP is stopped: the
+    signal is delivered when the process is next scheduled, which on a loaded machine can
+    come after what the sender does next. Whether it is."""
+    end = time.monotonic() + timeout
+    while not stopped(pid):
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.001)
+    return True
+
+
 class _PortTaken(RuntimeError):
     pass
 
@@ -136,19 +159,25 @@ class EmbeddedServer:
         return path.read_text(errors="replace") if path.exists() else ""
 
     def pause(self) -> None:
-        """SIGSTOP, returning once the server is stopped (Linux: its state in /proc, for at most
-        5 s): a signal is delivered when the process is next scheduled, which on a loaded
-        machine can come after what a test sends to a server it takes for stopped."""
+        """SIGSTOP, returning once the server is stopped (``wait_stopped``, for at most 5 s): a
+        test must not send to a server it takes for stopped while it still runs."""
         os.kill(self.pid, signal.SIGSTOP)
-        stat = Path(f"/proc/{self.pid}/stat")
-        end = time.monotonic() + 5
-        while stat.exists() and time.monotonic() < end:
-            if stat.read_text().rpartition(")")[2].split()[0] in ("T", "t"):
-                return
-            time.sleep(0.001)
+        wait_stopped(self.pid, 5)
 
     def resume(self) -> None:
         os.kill(self.pid, signal.SIGCONT)
+
+    def waiting_connections(self) -> int:
+        """Connections made to the server that it has not accepted yet (Linux: the length of
+        its listening socket's accept queue, in /proc/net/tcp): a paused server's new
+        connections wait there, and are accepted once it resumes, after it has read what
+        waited on the connections it had."""
+        port = f":{self.port:04X}"
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[1].endswith(port) and fields[3] == "0A":  # (0A: listening)
+                return int(fields[4].split(":")[1], 16)  # tx_queue:rx_queue, rx the accepts due
+        return 0
 
     def kill(self) -> None:
         """SIGKILL, as a crash: the data is gone (no persistence); ``start()`` brings the server

@@ -219,17 +219,17 @@ async def test_reentrant_retry_does_not_count_twice(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
     lock = async_client.lock("retry", ttl=10, reentrant=True)
-    first = await lock._lease.wiring.topology.try_acquire(lock._lease.spec, "holder", 0)
+    first = await lock._lease.wiring.grants.try_acquire(lock._lease.spec, "holder", 0)
     assert (
-        await lock._lease.wiring.topology.try_acquire(lock._lease.spec, "holder", 0) == first
+        await lock._lease.wiring.grants.try_acquire(lock._lease.spec, "holder", 0) == first
     )  # the same request again: no second hold
     assert raw.hget(key("retry"), "holder") == "1"
     assert (
-        await lock._lease.wiring.topology.try_acquire(lock._lease.spec, "holder", 1) == first
+        await lock._lease.wiring.grants.try_acquire(lock._lease.spec, "holder", 1) == first
     )  # a real re-entry
     assert raw.hget(key("retry"), "holder") == "2"
     with pytest.raises(fencelock.LockLost):
-        await lock._lease.wiring.topology.try_acquire(
+        await lock._lease.wiring.grants.try_acquire(
             lock._lease.spec, "holder", 5
         )  # a holder whose count is not the server's has lost it
 

@@ -285,17 +285,17 @@ async def test_acquire_retry_with_same_holder_reextends(
 ) -> None:
     # What the library does after a timed-out request: send it again with the same holder token.
     lock = async_client.lock("retry", ttl=10)
-    first = await lock._lease.wiring.topology.try_acquire(
+    first = await lock._lease.wiring.grants.try_acquire(
         lock._lease.spec, "holder-token-of-the-first-attempt"
     )
     raw.pexpire(key("retry"), 500)
-    again = await lock._lease.wiring.topology.try_acquire(
+    again = await lock._lease.wiring.grants.try_acquire(
         lock._lease.spec, "holder-token-of-the-first-attempt"
     )
     assert first == again  # the same grant, the same fencing token
     assert raw.pttl(key("retry")) > 500
     assert not isinstance(
-        await lock._lease.wiring.topology.try_acquire(lock._lease.spec, "another-holder"),
+        await lock._lease.wiring.grants.try_acquire(lock._lease.spec, "another-holder"),
         type(first),
     )
 
@@ -464,7 +464,10 @@ async def test_user_client_without_timeouts_is_bounded(
 
     user = AsyncRedis(port=server.port, socket_timeout=None, socket_connect_timeout=None)
     client = AsyncLockClient(user, socket_timeout=2.0)
-    assert client._wiring.topology.redis.connection_pool.connection_kwargs["socket_timeout"] == 2.0
+    assert (
+        client._wiring.topology.route.redis.connection_pool.connection_kwargs["socket_timeout"]
+        == 2.0
+    )
     assert user.connection_pool.connection_kwargs.get("socket_timeout") is None  # untouched
     async with client.lock("bounded", ttl=5):
         pass
@@ -481,14 +484,14 @@ async def test_a_token_given_back_is_never_used_again(server: EmbeddedServer) ->
         await client.lock("warm-up", ttl=10).acquire(timeout=0)  # connected, scripts cached
         lock = client.lock("late", ttl=0.2)
         holders: list[str] = []
-        topology = lock._lease.wiring.topology
-        original = topology.try_acquire
+        grants = lock._lease.wiring.grants
+        original = grants.try_acquire
 
         async def recording(spec: Any, holder: str, *args: Any, **kwargs: Any) -> Any:
             holders.append(holder)
             return await original(spec, holder, *args, **kwargs)
 
-        topology.try_acquire = recording  # type: ignore[method-assign]
+        grants.try_acquire = recording  # type: ignore[method-assign]
         proxy.delay(0.15)  # every grant comes back after its 0.2 s lease
         assert not await lock.acquire(timeout=2.0)
         proxy.normal()

@@ -220,17 +220,17 @@ def test_reentrant_retry_does_not_count_twice(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
     lock = sync_client.lock("retry", ttl=10, reentrant=True)
-    first = lock._lease.wiring.topology.try_acquire(lock._lease.spec, "holder", 0)
+    first = lock._lease.wiring.grants.try_acquire(lock._lease.spec, "holder", 0)
     assert (
-        lock._lease.wiring.topology.try_acquire(lock._lease.spec, "holder", 0) == first
+        lock._lease.wiring.grants.try_acquire(lock._lease.spec, "holder", 0) == first
     )  # the same request again: no second hold
     assert raw.hget(key("retry"), "holder") == "1"
     assert (
-        lock._lease.wiring.topology.try_acquire(lock._lease.spec, "holder", 1) == first
+        lock._lease.wiring.grants.try_acquire(lock._lease.spec, "holder", 1) == first
     )  # a real re-entry
     assert raw.hget(key("retry"), "holder") == "2"
     with pytest.raises(fencelock.LockLost):
-        lock._lease.wiring.topology.try_acquire(
+        lock._lease.wiring.grants.try_acquire(
             lock._lease.spec, "holder", 5
         )  # a holder whose count is not the server's has lost it
 

@@ -34,6 +34,22 @@ async def test_the_latch_opens_when_every_participant_counted_down(
     assert await waiter.count() == 0
 
 
+@pytest.mark.parametrize("keyword", ["on_lost_policy", "auto_renew", "label"])
+async def test_lease_options_a_participant_does_not_take_are_refused(
+    async_client: AsyncLockClient, keyword: str
+) -> None:
+    """A participant's lease is always renewed, labelled by its id, and ends by no block's
+    policy: those keywords were accepted and ignored; each is refused now, naming what is
+    taken."""
+    given = {keyword: "cancel" if keyword == "on_lost_policy" else True}
+    with pytest.raises(TypeError, match=rf"latch\(\) got an unexpected keyword .*'{keyword}'"):
+        async_client.latch("l", 2, **given)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"\(its keywords: keep, timeout, on_lost\)"):
+        async_client.barrier("b", 2, **given)  # type: ignore[arg-type]
+    latch = async_client.latch("l", 2, participant="p", timeout=1.0, on_lost=print)
+    assert (latch.participant, latch.count_from) == ("p", 2)
+
+
 async def test_a_retried_count_down_counts_once(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:

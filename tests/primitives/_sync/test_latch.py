@@ -35,6 +35,22 @@ def test_the_latch_opens_when_every_participant_counted_down(
     assert waiter.count() == 0
 
 
+@pytest.mark.parametrize("keyword", ["on_lost_policy", "auto_renew", "label"])
+def test_lease_options_a_participant_does_not_take_are_refused(
+    sync_client: LockClient, keyword: str
+) -> None:
+    """A participant's lease is always renewed, labelled by its id, and ends by no block's
+    policy: those keywords were accepted and ignored; each is refused now, naming what is
+    taken."""
+    given = {keyword: "cancel" if keyword == "on_lost_policy" else True}
+    with pytest.raises(TypeError, match=rf"latch\(\) got an unexpected keyword .*'{keyword}'"):
+        sync_client.latch("l", 2, **given)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"\(its keywords: keep, timeout, on_lost\)"):
+        sync_client.barrier("b", 2, **given)  # type: ignore[arg-type]
+    latch = sync_client.latch("l", 2, participant="p", timeout=1.0, on_lost=print)
+    assert (latch.participant, latch.count_from) == ("p", 2)
+
+
 def test_a_retried_count_down_counts_once(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:

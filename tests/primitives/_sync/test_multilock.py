@@ -43,6 +43,14 @@ def woken(server: EmbeddedServer, raw: redis.Redis) -> Iterator[LockClient]:
         client.close()
 
 
+def test_an_on_lost_policy_is_refused_not_ignored(sync_client: LockClient) -> None:
+    """Its block ends by the policy of none of its names (docs/multilock.md): asked for one,
+    the multi-lock says so, with the keywords it takes, rather than ignoring it."""
+    with pytest.raises(TypeError, match=r"multi_lock\(\) got an unexpected keyword .*on_lost_poli"):
+        sync_client.multi_lock(["a", "b"], on_lost_policy="cancel")  # type: ignore[call-arg]
+    assert sync_client.multi_lock(["a", "b"], label="worker").names == ("a", "b")
+
+
 def test_names_are_taken_sorted_and_deduplicated(sync_client: LockClient) -> None:
     multi = sync_client.multi_lock(["m-c", "m-a", "m-b", "m-a"], ttl=10)
     assert multi.names == ("m-a", "m-b", "m-c")

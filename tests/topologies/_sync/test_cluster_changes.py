@@ -160,7 +160,7 @@ def test_a_subscription_sent_where_the_slot_was_follows_moved(
     channel = LockKeys.for_name(name).channel
     target = other_master(moving_cluster, slot_of(name))
     moving_cluster.move_slot(slot_of(name), target)  # behind the client's back
-    with waiting._wiring.topology.watch(channel, 10) as watch:
+    with waiting._wiring.topology.watch(channel, "a test's wait", 10) as watch:
         with target.client() as probe:
             assert probe.execute_command("SPUBLISH", channel, "hello") == 1
         assert watch.event.wait(10)
@@ -183,7 +183,7 @@ def test_a_subscription_sent_to_a_demoted_master_moves_to_the_new_one(
     master = moving_cluster.master_for_slot(slot_of(name))
     (replica,) = moving_cluster.replicas_now(master)
     moving_cluster.failover(replica)  # behind the client's back
-    with waiting._wiring.topology.watch(channel, 10) as watch:
+    with waiting._wiring.topology.watch(channel, "a test's wait", 10) as watch:
         with replica.client() as promoted:
             assert promoted.execute_command("SPUBLISH", channel, "hello") == 1
         assert watch.event.wait(10)

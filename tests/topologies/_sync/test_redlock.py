@@ -26,6 +26,8 @@ from tests.engine._sync.test_late_grants import connected
 KEYS = LockKeys.for_name("job")
 # generous per-node timeout: these tests are about quorum logic, not about a loaded CI machine
 NODE_TIMEOUT = 0.5
+# the node timeout of a test whose nodes are resumed while a request waits for them
+SLOW_NODE = 3.0
 
 
 def make_client(servers: Sequence[EmbeddedServer], **kwargs: object) -> LockClient:
@@ -426,6 +428,35 @@ def test_a_reentrant_release_sent_again_leaves_its_hold_once(
     rival.close()
 
 
+def test_a_release_sent_again_after_no_answer_is_no_loss(
+    redlock: list[EmbeddedServer],
+) -> None:
+    """Three of five nodes stopped with the release in their sockets: the round is undecided,
+    and sent again. Resumed, they run the first round, then answer the second "not held": the
+    first deleted the grant. The release succeeded on every node; it was reported as a lost
+    lease (issue 29)."""
+    client = make_client(redlock, node_timeout=SLOW_NODE)
+    lock = client.lock("job", ttl=60)
+    # (the scripts cached on every node: a first round answered NOSCRIPT would have run nothing)
+    assert lock.acquire(timeout=0)
+    lock.release()
+    assert lock.acquire(timeout=0)
+    slow = redlock[2:]
+    for srv in slow:
+        srv.pause()
+    try:
+        release = SyncCall(lock.release)
+        # the first round went unanswered there: the second's connections wait to be accepted
+        sync_until(lambda: any(srv.waiting_connections() for srv in slow))
+    finally:
+        for srv in slow:
+            srv.resume()
+    release.result()  # no LockLost
+    assert not lock.lost and client.statistics().losses == 0
+    assert holders(redlock) == [None] * 5
+    client.close()
+
+
 def test_script_flush_on_some_nodes_is_survived(redlock: list[EmbeddedServer]) -> None:
     client = make_client(redlock)
     lock = client.lock("job", ttl=10)
@@ -499,6 +530,61 @@ def test_slow_nodes_behind_a_proxy(
         lock.acquire(timeout=0)
     with pytest.raises(fencelock.LockConnectionError):
         lock.acquire(timeout=0.5)
+    client.close()
+
+
+def held_connections(server: EmbeddedServer) -> int:
+    """How many connections ``server`` has that never sent a command: a proxy's that holds
+    what its client sent (it connects to its server as it takes a connection, and keeps that
+    open while it holds the data)."""
+    with server.client() as probe:
+        return sum(1 for c in probe.client_list() if c["cmd"] == "NULL")
+
+
+def test_nodes_slow_to_connect_are_connected_to_at_once(
+    redlock: list[EmbeddedServer], proxies: list[TcpProxy]
+) -> None:
+    """Three of five nodes take connections and answer nothing on them (as slow as a dropped
+    SYN): a fresh client connects to all of them at once, so that a round costs one connect
+    timeout, however many nodes are that slow. It connected to one after another, each given
+    its connect timeout: an acquire(timeout=t) took t plus a connect timeout per slow node
+    (issue 29)."""
+    slow, hung = redlock[:3], proxies[:3]
+    for proxy in hung:
+        proxy.blackhole()
+    # (a Redlock node's connect timeout is its node timeout: longer than the wait below, so
+    # that one connection after another, the second is not tried before that wait fails)
+    client = LockClient.from_url([p.url for p in proxies], node_timeout=100.0)
+    call = SyncCall(lambda: client.lock("job", ttl=600).acquire(timeout=0))
+    try:
+        sync_until(lambda: [held_connections(srv) for srv in slow] == [1, 1, 1])
+    finally:
+        for proxy in hung:
+            proxy.reset()  # the handshakes fail at once
+    with pytest.raises(fencelock.LockConnectionError, match="3 of 5 nodes unreachable"):
+        call.result()
+    client.close()
+
+
+def test_nodes_slow_to_connect_cost_a_call_one_connect_timeout(
+    redlock: list[EmbeddedServer], proxies: list[TcpProxy]
+) -> None:
+    """Three of five nodes take connections and answer nothing on them: the call's first round
+    waits one connect timeout for them, and its other rounds (the give-back of what the two
+    others granted, sent twice: undecided) do not try them again, so an acquire(timeout=t)
+    takes t and one connect timeout at most. Each round connected anew, a connect timeout each
+    (issue 29)."""
+    slow, hung = redlock[:3], proxies[:3]
+    for proxy in hung:
+        proxy.blackhole()
+    # (long: the rounds after the first come well within it, however loaded the machine)
+    client = LockClient.from_url([p.url for p in proxies], node_timeout=5.0)
+    with pytest.raises(fencelock.LockConnectionError, match="3 of 5 nodes unreachable"):
+        client.lock("job", ttl=600).acquire(timeout=0)
+    assert [held_connections(srv) for srv in slow] == [1, 1, 1]  # one tried per slow node
+    assert holders(redlock[3:]) == [None, None]  # given back where it was granted
+    for proxy in hung:
+        proxy.reset()
     client.close()
 
 
