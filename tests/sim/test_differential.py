@@ -285,6 +285,34 @@ def test_a_waiter_leaving_passes_its_wake_up_on(pair: Pair) -> None:
     pair.script(scripts.INSPECT, acquire, [10])
 
 
+def test_a_barging_release_wakes_and_a_waiter_in_order_keeps_its_place(pair: Pair) -> None:
+    pair.require_still_clock()
+    k, acquire, release = lock_keys("job")
+    h1, h2, h3 = HOLDERS.values()
+    pair.script(scripts.ACQUIRE, acquire, [h1, LONG, 1, ""])
+    for who in ("w2", "w3"):
+        pair.send_to(who, "SUBSCRIBE", f"{k.channel}:{who}")
+    pair.script(scripts.ACQUIRE, acquire, [h2, LONG, 1, "w2"])
+    pair.script(scripts.ACQUIRE, acquire, [h3, LONG, 1, "w3"])
+    # woken, not granted: w2 stays first in line, and a newcomer takes the name
+    assert pair.script(scripts.RELEASE, release, [h1, k.channel, "PUBLISH", "", "", "1"]) == 3
+    assert pair.drain("w2")[1][2] == b"1"
+    assert pair.script(scripts.ACQUIRE, acquire, [h1, LONG, 1, ""])[0] == 1
+    pair.step("ZRANGE", k.queue, 0, -1, "WITHSCORES")
+    # w2 queues in order now: in its place, ahead of w3, and the next release grants it
+    in_order = f"w2 {LONG} 1 {h2}"
+    busy = pair.script(scripts.ACQUIRE, acquire, [h2, LONG, 1, in_order])
+    assert busy[0] == 0 and busy[2] not in ("", b"")
+    pair.step("ZRANGE", k.queue, 0, -1, "WITHSCORES")
+    assert pair.script(scripts.RELEASE, release, [h1, k.channel, "PUBLISH", "", "", "1"]) == 4
+    assert pair.drain("w2")[0][2].startswith(b"g")
+    # w3 gives up while w2 holds: its entry goes, nobody is woken; then w2 releases
+    assert pair.script(scripts.RELEASE, release, [h3, k.channel, "PUBLISH", "w3", "", "1"]) == 0
+    assert pair.script(scripts.RELEASE, release, [h2, k.channel, "PUBLISH", "", "", "1"]) == 1
+    pair.step("ZRANGE", k.queue, 0, -1, "WITHSCORES")
+    pair.step("GET", k.lock)
+
+
 def test_reentrant_enter_leave_and_each_kind_busy_for_the_other(pair: Pair) -> None:
     pair.require_still_clock()
     k, acquire, release = lock_keys("re")
@@ -735,7 +763,12 @@ WEIGHTED_OPS = [
             st.just("acquire"), names, holders, st.sampled_from(WAITS), st.sampled_from([1, 3])
         ),
     ),
-    (4, st.tuples(st.just("release"), names, releasers, st.sampled_from(WAITS))),
+    (
+        4,
+        st.tuples(
+            st.just("release"), names, releasers, st.sampled_from(WAITS), st.sampled_from("  1")
+        ),
+    ),
     (2, st.tuples(st.just("r_acquire"), names, holders, st.integers(0, 2))),
     (2, st.tuples(st.just("r_release"), names, releasers, st.integers(1, 3))),
     (
@@ -844,11 +877,12 @@ class Stream:
         args = [HOLDERS[holder], LONG, block, self.listening(holder, wait)]
         self.grant("lock", name, holder, scripts.ACQUIRE, lock_keys(name)[1], args)
 
-    def release(self, name: str, pick: str, leaving: str) -> None:
+    def release(self, name: str, pick: str, leaving: str, barge: str) -> None:
         k, _, release = lock_keys(name)
         holder = self.holder("lock", name, pick)
         waiter = self.waiter(pick if pick in HOLDERS else "h1", leaving)
-        self.script(scripts.RELEASE, release, [holder, k.channel, "PUBLISH", waiter])
+        args = [holder, k.channel, "PUBLISH", waiter, "", barge.strip()]
+        self.script(scripts.RELEASE, release, args)
 
     def r_acquire(self, name: str, holder: str, depth: int) -> None:
         args = [HOLDERS[holder], LONG, depth, 1]

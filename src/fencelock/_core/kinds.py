@@ -82,6 +82,12 @@ Command: TypeAlias = tuple[Any, ...]
 # the server answers NOSCRIPT (None: no script in it)
 Request: TypeAlias = tuple[list[Command], Command | None]
 
+# A barging lock's waiter (``fair=False``) is queued by its id alone for this many tries, woken
+# by a release that leaves the name to whoever takes it first; from then on it is queued to be
+# granted the name in order, in the place it queued at (docs/contention.md, "Barging"): once
+# queued, it finds the name taken by another at most this many times.
+BARGED_TRIES: Final = 3
+
 # How long a fencing counter started without a script is kept (NativeMutex): a counter lost or
 # expired is started again from a client's clock, so the longer it lives, the less tokens rely
 # on clocks (docs/modes.md, "Without scripts").
@@ -147,6 +153,10 @@ class Kind:
     why_scripts: str = "its grants are made by scripts"
     # its lock key holds the grant's fencing token ('holder token'): a renewal needs no counter
     token_in_key: bool = False
+    # False: barging (a Mutex's, docs/contention.md, "Barging"): its release wakes the first
+    # queued waiter without granting it the name, which a newcomer (the releaser too) may take
+    # first; the waiter keeps its place, and is queued to be granted after BARGED_TRIES tries
+    fair: bool = True
 
     def keys(self, name: str, prefix: str) -> LockKeys:
         return LockKeys.for_name(name, prefix)
@@ -180,11 +190,21 @@ class Kind:
         return (keys.lock,)
 
     def waiter_entry(
-        self, waiter: str, channel: str, holder: str, ttl_ms: int, block: int, grants: bool
+        self,
+        waiter: str,
+        channel: str,
+        holder: str,
+        ttl_ms: int,
+        block: int,
+        grants: bool,
+        tries: int,
     ) -> str:
-        """A waiter's entry in the queue, woken on ``channel``: one that a release may grant
-        the lock directly when the topology ``grants`` so (serve.lua), else its id."""
-        return queue_entry(waiter, holder, ttl_ms, block) if grants else waiter
+        """A waiter's entry in the queue, woken on ``channel``, for its re-try after ``tries``
+        others (0: the one that queues it): one that a release may grant the lock directly when
+        the topology ``grants`` so (serve.lua), else its id. A barging kind's waiter is queued by
+        its id (woken, not granted) for its first ``BARGED_TRIES`` tries."""
+        in_order = self.fair or tries >= BARGED_TRIES
+        return queue_entry(waiter, holder, ttl_ms, block) if grants and in_order else waiter
 
     def describe(self, noun: str, name: str) -> str:
         """The object in messages: its kind and the name the user gave, never a Redis key."""
@@ -265,7 +285,8 @@ class Mutex(Kind):
     def release_args(
         self, spec: LeaseSpec, holder: str, leaving: str, publish: str, depth: int
     ) -> tuple[str | int, ...]:
-        return (holder, spec.keys.channel, publish, leaving, "1" if self.announces else "")
+        announce, barge = "1" if self.announces else "", "" if self.fair else "1"
+        return (holder, spec.keys.channel, publish, leaving, announce, barge)
 
     def without_scripts(self) -> Kind | None:
         return NATIVE_MUTEX
@@ -537,7 +558,14 @@ class AllOf(Kind):
         return keys.locks
 
     def waiter_entry(
-        self, waiter: str, channel: str, holder: str, ttl_ms: int, block: int, grants: bool
+        self,
+        waiter: str,
+        channel: str,
+        holder: str,
+        ttl_ms: int,
+        block: int,
+        grants: bool,
+        tries: int,
     ) -> str:
         # '>' and the channel to wake it on, whichever name's release serves it (serve.lua)
         return f">{channel}"

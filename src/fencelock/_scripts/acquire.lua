@@ -13,7 +13,9 @@
 -- ARGV[4]  this waiter's entry in KEYS[3], or '' (not waiting): its id when it waits to be woken
 --          alone (wake="one"), or 'id ttl block token' when a release may grant it the lock
 --          (release.lua); '*' when it waits on the lock's channel with others (wake="all", a
---          reentrant lock's waiter)
+--          reentrant lock's waiter). A barging lock's waiter (fair=False) queues by its id for its
+--          first tries (kinds.BARGED_TRIES), then as 'id ttl block token': that entry takes the
+--          place (the score) of its id, and a barging release grants it (serve.lua)
 --
 -- Returns {1, fence} when granted, fence being the last token of the block. When ARGV[1] already
 -- holds the lock (the library retries a request that timed out and the first attempt had in
@@ -33,7 +35,7 @@ if ARGV[3] == '1' and redis.call('EXISTS', KEYS[2]) == 0 then
   fence = t[1] .. string.format('%06d', t[2])
   if redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. fence, 'NX', 'PX', ARGV[2]) then
     if ARGV[4] ~= '' and ARGV[4] ~= '*' then
-      redis.call('ZREM', KEYS[3], ARGV[4])
+      redis.call('ZREM', KEYS[3], ARGV[4], string.match(ARGV[4], '^%S+'))
     end
     return {1, fence}
   end
@@ -47,7 +49,7 @@ if not fence and redis.call('EXISTS', KEYS[1]) == 0 then
   end
   redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. top, 'PX', ARGV[2])
   if ARGV[4] ~= '' and ARGV[4] ~= '*' then
-    redis.call('ZREM', KEYS[3], ARGV[4])
+    redis.call('ZREM', KEYS[3], ARGV[4], string.match(ARGV[4], '^%S+'))
   end
   return {1, top}
 end
@@ -67,7 +69,14 @@ if ARGV[4] ~= '' then
     redis.call('ZADD', KEYS[3], 'NX', '+inf', '*')  -- served after every waiter woken alone
   else
     -- microseconds, as a string: a Lua number would be sent rounded to 14 digits
-    redis.call('ZADD', KEYS[3], 'NX', micros(t or redis.call('TIME')), ARGV[4])
+    local added = redis.call('ZADD', KEYS[3], 'NX', micros(t or redis.call('TIME')), ARGV[4])
+    -- a barging waiter served in order from now on: its entry by id alone gives it its place
+    local id = added == 1 and string.match(ARGV[4], '^(%S+) ')
+    local before = id and redis.call('ZSCORE', KEYS[3], id)
+    if before then
+      redis.call('ZREM', KEYS[3], id)
+      redis.call('ZADD', KEYS[3], 'XX', before, ARGV[4])
+    end
     score = redis.call('ZSCORE', KEYS[3], ARGV[4])
   end
   -- Waiters re-try (and so re-queue) within the holder's ttl at the latest: a queue nobody

@@ -13,6 +13,10 @@
 -- ARGV[5]  '1': publish on ARGV[2] when no queued waiter is served, for those that listen there
 --          without queueing (an election's observers, compute_once's waiters); '' or absent: only
 --          when a waiter is queued
+-- ARGV[6]  '1': a barging lock (fair=False): the release wakes the first queued waiter without
+--          granting it the name (unless it is served in order by now: serve.lua), and its entry
+--          keeps its place; a waiter that leaves wakes the next when the name is free. '' or
+--          absent: the fair lock's release
 --
 -- Returns 1 when released, 3 when released and the wake-up reached a waiting client (the
 -- releaser then lets that waiter have the next turn), 4 when released and granted to a queued
@@ -36,21 +40,23 @@ if ARGV[4] == '' and type(value) == 'string' then
   end
 end
 -- (the preludes' helpers from here on)
-local announce = ARGV[5] or ''
+local announce, barge = ARGV[5] or '', ARGV[6] or ''
 if token then
   forget(KEYS[3], token, t)
-  return serve(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3], announce)
+  return serve(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3], announce, barge)
 end
 local popped = false
 if ARGV[4] ~= '' then
-  popped = redis.call('ZREM', KEYS[2], ARGV[4]) == 0
+  -- (and the entry by id alone that a barging waiter queued with before: acquire.lua)
+  popped = redis.call('ZREM', KEYS[2], ARGV[4], string.match(ARGV[4], '^%S+')) == 0
 end
 local holder, held = simple_holder(KEYS[1], value)
 if holder ~= ARGV[1] then
-  if popped and holder == false then
-    -- A leaving waiter whose entry a release popped (it was woken, and gives up before its
-    -- re-try) finds the lock free: the wake-up it will not use goes to the next waiter.
-    serve(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3], '')
+  if (popped or barge == '1') and holder == false then
+    -- A leaving waiter whose entry a release popped, or a barging lock's (its entry stays
+    -- queued when woken), finds the lock free: the wake-up it may have got and will not use
+    -- goes to the next waiter.
+    serve(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3], '', barge)
   end
   return 0
 end
@@ -58,4 +64,4 @@ redis.call('DEL', KEYS[1])
 if held then
   forget(KEYS[3], held)
 end
-return serve(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3], announce)
+return serve(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3], announce, barge)

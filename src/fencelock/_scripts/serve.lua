@@ -14,11 +14,19 @@
 -- waiters that no longer listen. The wake-up is best effort (without the right to publish,
 -- waiters re-try when the holder's lease would have ended): the lock is released whatever it
 -- answers.
+-- A barging lock's release (`barge` '1': docs/contention.md, "Barging") grants only an entry in
+-- the form 'id ttl block token' (a waiter served in order from now on: acquire.lua); any other
+-- entry it wakes stays queued, its place kept, and is removed only when nobody listens for it.
 -- Returns 1 when nobody was woken, 3 when a waiting client was woken, 4 when a queued waiter was
 -- granted the lock.
-local function serve(lock, queue, fence, channel, publish, announce)
+local function serve(lock, queue, fence, channel, publish, announce, barge)
   for _ = 1, 16 do  -- bounds the script's time when many queued waiters are gone
-    local head = redis.call('ZPOPMIN', queue)
+    local head
+    if barge == '1' then
+      head = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
+    else
+      head = redis.call('ZPOPMIN', queue)
+    end
     if #head == 0 then
       if announce == '1' and heard(publish, channel, '1') then
         return 3
@@ -31,15 +39,19 @@ local function serve(lock, queue, fence, channel, publish, announce)
     if not elsewhere and entry ~= '*' then
       id, ttl, block, token = string.match(entry, '^(%S+) (%d+) (%d+) (%S+)$')
     end
+    local woken
     if entry == '*' then
-      if heard(publish, channel, '1') then
-        return 3
-      end
+      woken = heard(publish, channel, '1')
     elseif id == nil then
-      if heard(publish, elsewhere or (channel .. ':' .. entry), '1') then
-        return 3
-      end
-    else
+      woken = heard(publish, elsewhere or (channel .. ':' .. entry), '1')
+    end
+    if woken then
+      return 3
+    end
+    if barge == '1' then
+      redis.call('ZREM', queue, entry)  -- (as ZPOPMIN: nobody listens for it, or it is granted)
+    end
+    if id ~= nil then
       local top = mint(fence, block, 0)
       if not top then
         -- no token to grant with: let the waiter re-try, and hear of the counter itself

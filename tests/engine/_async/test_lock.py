@@ -561,7 +561,7 @@ async def test_a_mistyped_keyword_names_the_factory_called(
         assert str(refused.value).startswith(expected), str(refused.value)
     with pytest.raises(TypeError, match=r"latch\(\) .*'participnt'; did you mean 'participant'\?"):
         client.latch("kw", 2, participnt="a")
-    with pytest.raises(TypeError, match=r"its keywords: reentrant, timeout, auto_renew, on_lost,"):
+    with pytest.raises(TypeError, match=r"its keywords: reentrant, fair, timeout, auto_renew,"):
         client.lock("kw", threads=True)  # (an argument of the function that checks them)
     made: Any = AsyncLockClient
     api = ASYNC_API  # (not inside the f-string: tools/gen_sync.py renames it in the twin)
