@@ -314,6 +314,11 @@ SPECS: dict[str, Spec] = {
         _spec("lapse", ((DROPPED, BEHIND), (SHORT,)), faults=("pause", "crash", "reset")),
         _spec("handoff", ((LOCAL, LOCAL), (LOCAL,)), faults=("restart", "failover", "pause")),
         _spec(
+            "barging",
+            ((Plan(kind="lock", fair=False),),) * 3,
+            faults=("pause", "crash", "drop", "reset"),
+        ),
+        _spec(
             "reentrant",
             ((Plan(kind="reentrant"),), (Plan(kind="reentrant"),)),
             faults=("pause", "failover", "drop"),
@@ -546,7 +551,9 @@ name with a ttl of 1 s unless said: `lock`, two clients, `auto_renew`, two round
 `expiry`, a holder without renewal that outlives its lease and releases late, against a renewed
 one; `lapse`, a holder that drops its lock without a release, a lock object of the same client
 queued behind it, and another client; `handoff`, two lock objects of one client handing the
-grant on (and extending it) against a third client; `reentrant`, two clients entering twice;
+grant on (and extending it) against a third client; `barging`, three clients of a barging lock
+(`fair=False`: a release wakes the first waiter, whoever asks first takes the name);
+`reentrant`, two clients entering twice;
 `semaphore`, limit 2, three clients; `rwlock`, a writer and two readers; `redlock`, three
 nodes, two clients; `election`, two candidates in `async with` blocks
 (`on_lost_policy="cancel"`). In those, every hold ends before the watchdog's first renewal (a
