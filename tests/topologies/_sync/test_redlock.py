@@ -276,16 +276,16 @@ def test_a_hung_node_costs_a_node_timeout_not_its_hang(
     client.close()
 
 
-@pytest.mark.parametrize("wake", ["all", "one"])
+@pytest.mark.parametrize(("wake", "fair"), [("all", True), ("one", True), ("one", False)])
 def test_release_wakes_a_waiter_through_any_node(
-    redlock: list[EmbeddedServer], wake: str
+    redlock: list[EmbeddedServer], wake: str, fair: bool
 ) -> None:
     holder_client = make_client(redlock, wake=wake)
     waiter_client = make_client(redlock, max_poll=3600, wake=wake)
-    held = holder_client.lock("job", ttl=3600)
+    held = holder_client.lock("job", ttl=3600, fair=fair)
     assert held.acquire(timeout=0)
     redlock[0].kill()  # one node's pub/sub is gone: the others still deliver
-    waiting = waiter_client.lock("job", ttl=10)
+    waiting = waiter_client.lock("job", ttl=10, fair=fair)
 
     def acquire_and_release() -> bool:
         granted = waiting.acquire(timeout=None)
