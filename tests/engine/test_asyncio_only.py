@@ -19,6 +19,7 @@ import redis
 import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock._backend import AsyncEvent
+from fencelock._core.replies import lock_value
 from fencelock._keys import LockKeys
 from fencelock._scripts import ACQUIRE, RELEASE
 from fencelock._transport import async_read, async_select_checked
@@ -26,7 +27,6 @@ from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import async_until, sync_until
 
 KEY = LockKeys.for_name("cancel").lock
-FENCE = LockKeys.for_name("cancel").fence
 
 
 async def settle() -> None:
@@ -381,9 +381,9 @@ async def test_redlock_token_is_written_back_at_acquire(redlock: list[EmbeddedSe
     fences = []
     for srv in redlock:
         with srv.client() as probe:
-            fences.append(probe.get(FENCE))  # written back during acquire
+            fences.append(lock_value(probe.get(KEY))[1])  # written back during acquire
             probe.delete(KEY)
-    assert fences == [str(lock.token).encode()] * 5
+    assert fences == [lock.token] * 5
     await client.close()
 
 

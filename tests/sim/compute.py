@@ -260,8 +260,8 @@ class ComputeScenario(Scenario):
         return json.loads(fields[b"v"]), int(fields[b"f"])
 
     def lease_holder(self) -> bytes | None:
-        holder = self._live(KEYS.lock)
-        return holder if isinstance(holder, bytes) else None
+        holder = self._live(KEYS.lock)  # 'holder token'
+        return holder.partition(b" ")[0] if isinstance(holder, bytes) else None
 
     def _live(self, key: str) -> Any:
         node = self.world.nodes[0]

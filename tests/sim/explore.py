@@ -314,6 +314,11 @@ SPECS: dict[str, Spec] = {
         _spec("lapse", ((DROPPED, BEHIND), (SHORT,)), faults=("pause", "crash", "reset")),
         _spec("handoff", ((LOCAL, LOCAL), (LOCAL,)), faults=("restart", "failover", "pause")),
         _spec(
+            "barging",
+            ((Plan(kind="lock", fair=False),),) * 3,
+            faults=("pause", "crash", "drop", "reset"),
+        ),
+        _spec(
             "reentrant",
             ((Plan(kind="reentrant"),), (Plan(kind="reentrant"),)),
             faults=("pause", "failover", "drop"),
@@ -546,7 +551,9 @@ name with a ttl of 1 s unless said: `lock`, two clients, `auto_renew`, two round
 `expiry`, a holder without renewal that outlives its lease and releases late, against a renewed
 one; `lapse`, a holder that drops its lock without a release, a lock object of the same client
 queued behind it, and another client; `handoff`, two lock objects of one client handing the
-grant on (and extending it) against a third client; `reentrant`, two clients entering twice;
+grant on (and extending it) against a third client; `barging`, three clients of a barging lock
+(`fair=False`: a release wakes the first waiter, whoever asks first takes the name);
+`reentrant`, two clients entering twice;
 `semaphore`, limit 2, three clients; `rwlock`, a writer and two readers; `redlock`, three
 nodes, two clients; `election`, two candidates in `async with` blocks
 (`on_lost_policy="cancel"`). In those, every hold ends before the watchdog's first renewal (a
@@ -565,11 +572,12 @@ of the stored result; no caller left waiting while a result is stored or nobody 
 {date}. `tests/explore/` runs the CI budget in the test suite ({ci}); the table is the long run,
 `python -m tests.sim.explore --long --write-docs` ({long}).
 
-**Proof that it bites.** Three past fixes undone, one script broken, and seven bugs the
-watchdog's path could plausibly have (the renewal script, the watchdog, the cancel policy),
-each in a scratch copy for one run (`tests/sim/mutants.py`; `python -m tests.sim.explore
---mutants`): the explorer must find each within the CI budget, in a configuration today's code
-passes (`tests/explore/test_mutants.py`).
+**Proof that it bites.** Three past fixes undone, three scripts broken (a release that
+compares no holder token, and two that lose a wake-up: a release publishes only to the waiters
+the queue holds), and seven bugs the watchdog's path could plausibly have (the renewal script,
+the watchdog, the cancel policy), each in a scratch copy for one run (`tests/sim/mutants.py`;
+`python -m tests.sim.explore --mutants`): the explorer must find each within the CI budget, in a
+configuration today's code passes (`tests/explore/test_mutants.py`).
 
 {mutants}
 

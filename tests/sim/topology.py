@@ -4,8 +4,8 @@
 gives them redis-py's surface, ``world.py`` the network). A ``SimClient`` is what
 ``LockClient`` wires, wired by hand for one simulated process: the topology, the local queues,
 the watchdog and the counters in an ``AsyncWiring``, and the facades made from it as the client
-makes them (``AsyncLock(wiring, LeaseOptions.checked(...), reentrant=...)``). Nothing in the
-library is replaced: every script, reply, wait and renewal is the library's own.
+makes them (``AsyncLock(wiring, LeaseOptions.checked(...), reentrant=..., fair=...)``).
+Nothing in the library is replaced: every script, reply, wait and renewal is the library's own.
 """
 
 from __future__ import annotations
@@ -58,11 +58,11 @@ class SimClient:
         *,
         timeout: float | None = None,
         reentrant: bool = False,
+        fair: bool = True,
         **given: Any,
     ) -> AsyncLock:
-        return AsyncLock(
-            self.wiring, self._options(name, ttl, timeout, **given), reentrant=reentrant
-        )
+        options = self._options(name, ttl, timeout, **given)
+        return AsyncLock(self.wiring, options, reentrant=reentrant, fair=fair)
 
     def semaphore(
         self, name: str, limit: int, ttl: float, *, timeout: float | None = None, **given: Any

@@ -103,13 +103,20 @@ def test_holder_tokens_are_160_bits_from_secrets(monkeypatch: pytest.MonkeyPatch
     assert asked == [replies.HOLDER_TOKEN_BYTES]
 
 
+def holder_of(value: str) -> str:
+    """The holder token in a simple lock's key ('holder token': the fencing token beside it)."""
+    holder, token = replies.lock_value(value)
+    assert token is not None and value == f"{holder} {token}"
+    return holder
+
+
 def test_stored_holder_tokens_have_that_form(sync_client: LockClient, raw: redis.Redis) -> None:
     keys = LockKeys.for_name("token-form")
     stored = []
     for _ in range(2):
         lock = sync_client.lock("token-form", 10)
         assert lock.acquire(timeout=0)
-        stored.append(raw.get(keys.lock))
+        stored.append(holder_of(raw.get(keys.lock)))
         lock.release()
     reentrant = sync_client.lock("token-form-r", 10, reentrant=True)
     assert reentrant.acquire(timeout=0) and reentrant.acquire(timeout=0)
@@ -119,12 +126,12 @@ def test_stored_holder_tokens_have_that_form(sync_client: LockClient, raw: redis
     # the holder token of a lock handed on locally (it stays in this process)
     first, second = sync_client.lock("token-handoff", 10), sync_client.lock("token-handoff", 10)
     assert first.acquire(timeout=0)
-    stored.append(raw.get(LockKeys.for_name("token-handoff").lock))
+    stored.append(holder_of(raw.get(LockKeys.for_name("token-handoff").lock)))
     waiting = SyncCall(lambda: second.acquire(timeout=10))
     sync_until(lambda: queued(sync_client) == 1)
     first.release()
     assert waiting.result()
-    stored.append(raw.get(LockKeys.for_name("token-handoff").lock))
+    stored.append(holder_of(raw.get(LockKeys.for_name("token-handoff").lock)))
     second.release()
     assert sync_client.statistics().handoffs == 1
     assert len(stored) == 5
@@ -506,8 +513,9 @@ def test_keys_outside_the_acl_user_are_refused_with_a_lock_error(
             assert isinstance(caught.value.__cause__, redis.exceptions.NoPermissionError)
         lock = own.lock("job", 10)  # the same name inside the prefix is fine
         assert lock.acquire(timeout=0)
+        assert admin.keys("*") == ["fencelock:{job}:lock"]
         lock.release()
-    assert admin.keys("*") == ["fencelock:{job}:fence"]
+    assert admin.keys("*") == []  # a free name leaves no key
     assert {obj for _, _, obj in acl_denials(admin)} == {
         "other:{job}:lock",
         "secret:1",

@@ -135,14 +135,22 @@ class AsyncLockClient:
         ttl: float = 30.0,
         *,
         reentrant: bool = False,
+        fair: bool = True,
         **options: Unpack[LeaseKeywords],
     ) -> AsyncLock:
         """A lock on ``name`` (no request is sent until it is acquired); ``reentrant``: the
-        same lock object may acquire it again. ``options``: ``timeout``, ``auto_renew``,
-        ``on_lost``, ``on_lost_policy``, ``label`` (docs/api.md)."""
-        reentrant = validate_flag("reentrant", reentrant)
-        made = self._options("lock", name, ttl, options, ("reentrant",))
-        return AsyncLock(self._wiring, made, reentrant=reentrant)
+        same lock object may acquire it again; ``fair=False``: barging, a release wakes the
+        first waiter and whoever asks first takes the name (docs/contention.md, "Barging").
+        ``options``: ``timeout``, ``auto_renew``, ``on_lost``, ``on_lost_policy``, ``label``
+        (docs/api.md)."""
+        reentrant, fair = validate_flag("reentrant", reentrant), validate_flag("fair", fair)
+        if reentrant and not fair:
+            raise ValueError(
+                "fair=False is for a simple lock: a reentrant lock's release wakes every "
+                "waiter, and any of them or a newcomer may take the name (docs/contention.md)"
+            )
+        made = self._options("lock", name, ttl, options, ("reentrant", "fair"))
+        return AsyncLock(self._wiring, made, reentrant=reentrant, fair=fair)
 
     def multi_lock(
         self, names: Iterable[str], ttl: float = 30.0, **options: Unpack[MultiLockKeywords]

@@ -10,7 +10,8 @@ What it fixes or adds to a lock:
   holder token in Redis and may take its token from a reserved block, so ``leader()`` would
   show neither the new leader nor its term;
 * a new leader announces its term on the name's wake-up channel (best effort), so that
-  ``observe()`` sees it at once. A resignation publishes there already (a release does); an
+  ``observe()`` sees it at once. A resignation publishes there already (its kind's release
+  does, ``CANDIDATE``, whether a candidate waits or not); an
   expiry publishes nothing, so an observer also looks again when the leader's lease would end,
   and at least once per ttl: every change is seen within about one ttl, lost messages or not.
 
@@ -30,6 +31,7 @@ from typing import Final, Never
 from .._backend import ASYNC_CAN_CANCEL, async_shield
 from .._core.election import Leader, leader_of, next_look, same_term
 from .._core.inspection import MAX_WAITERS_LISTED
+from .._core.kinds import Mutex
 from .._core.lease import Words
 from .._core.options import DEFAULT, LeaseOptions
 from .._keys import LockKeys
@@ -37,7 +39,6 @@ from ..errors import LockError, LockTimeout
 from . import admin
 from .engine import AsyncLease, AsyncWiring
 from .leased import AsyncLeaseFacade, keyword_only
-from .lock import MUTEX
 
 logger = logging.getLogger("fencelock.election")
 
@@ -48,6 +49,8 @@ ELECTED: Final = "elected"
 DEFAULT_POLICY: Final = "cancel" if ASYNC_CAN_CANCEL else "raise"
 # what its messages say: a candidate campaigns, leads (is elected) and resigns
 WORDS: Final = Words("candidate", "leading", "campaign", "resign", "elected")
+# a lock whose release publishes whether a candidate waits or not: observers listen unqueued
+CANDIDATE: Final = Mutex(announces=True)
 
 
 class _Unseen:
@@ -68,7 +71,7 @@ class AsyncElection(AsyncLeaseFacade):
     __slots__ = ()
 
     def __init__(self, wiring: AsyncWiring, options: LeaseOptions) -> None:
-        spec = wiring.spec(MUTEX, options, WORDS)
+        spec = wiring.spec(CANDIDATE, options, WORDS)
         self._lease = AsyncLease(self, wiring, options, spec, alone=True)
 
     async def acquire(self, *args: Never, timeout: float | object | None = DEFAULT) -> bool:

@@ -75,7 +75,9 @@ async def give_up(lease: AsyncLease, grant: Grant) -> bool:
             queues.pass_turn(line, grant)
         logger.debug("%r released, token %d: %s", spec.name, grant.fence, released.name)
         now = time.monotonic()
-        if released is Released.WOKE:  # someone elsewhere was woken: let them have the turn
+        if released is Released.WOKE and spec.kind.fair:
+            # someone elsewhere was woken: let them have the turn (a barging lock's releaser
+            # may take the name again at once: docs/contention.md, "Barging")
             queues.yield_to_others(line, now + yield_after_release(now - sent_at), True)
         elif released is Released.GRANTED:  # granted to someone elsewhere: busy for their
             # hold, at most about a ttl (their lock on this name is likely configured alike)

@@ -19,6 +19,7 @@ from .engine import AsyncLease, AsyncWiring
 from .leased import AsyncLeaseFacade, keyword_only
 
 MUTEX = Mutex()
+BARGING = Mutex(fair=False)
 REENTRANT = Reentrant()
 
 
@@ -28,9 +29,11 @@ class AsyncLock(AsyncLeaseFacade):
 
     __slots__ = ("reentrant",)
 
-    def __init__(self, wiring: AsyncWiring, options: LeaseOptions, *, reentrant: bool) -> None:
+    def __init__(
+        self, wiring: AsyncWiring, options: LeaseOptions, *, reentrant: bool, fair: bool
+    ) -> None:
         self.reentrant = reentrant
-        kind = REENTRANT if reentrant else MUTEX
+        kind = REENTRANT if reentrant else MUTEX if fair else BARGING
         self._lease = AsyncLease(self, wiring, options, wiring.spec(kind, options, LOCK_WORDS))
 
     @property

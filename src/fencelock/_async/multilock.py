@@ -220,7 +220,8 @@ class _Composed:
         if on_lost is not None:
             options = replace(options, on_lost=_for_multi(on_lost, multi))
         self.locks = tuple(
-            AsyncLock(wiring, replace(options, name=name), reentrant=False) for name in names
+            AsyncLock(wiring, replace(options, name=name), reentrant=False, fair=True)
+            for name in names
         )
         self.holding = False
         self.wiring = wiring  # (no lease of its own: one per lock)

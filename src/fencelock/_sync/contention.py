@@ -6,7 +6,8 @@ its head talks to Redis. The head tries once; if the lock is busy it subscribes 
 channel, confirms the subscription, and re-tries whenever woken (or when the holder's lease
 ends), until granted or out of time. With wake="one" each re-try keeps the waiter's place in the
 lock's queue in Redis, and on one master the release script itself may grant it the lock: the
-wake-up message then carries the fencing token.
+wake-up message then carries the fencing token (a barging lock's waiter is only woken by it for
+its first tries: kinds.BARGED_TRIES).
 
 Failure timeline: cancelled, interrupted or failed with a request in flight, an acquire may have
 been granted: a shielded give-back with its holder token runs before the error propagates. A
@@ -22,7 +23,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
@@ -34,9 +35,17 @@ from .._backend import (
     sync_sleep,
     sync_wait_done,
 )
+from .._core.kinds import BARGED_TRIES
 from .._core.lease import Grant, granted, reserve, trusted_release_grant
 from .._core.quorum import retry_jitter
-from .._core.replies import Busy, Granted, new_holder_token, new_waiter_id, unanswered
+from .._core.replies import (
+    CHANNEL_WAITERS,
+    Busy,
+    Granted,
+    new_holder_token,
+    new_waiter_id,
+    unanswered,
+)
 from .._core.timing import remaining, retry_delay
 from .._labels import label_now
 from .._transport import sync_inflight
@@ -190,17 +199,24 @@ def _wait(
     parts, spec = lease.wiring, lease.spec
     topology = parts.topology
     # wake="one": queued in Redis by the re-tries below, woken on a channel of its own
-    # (a semaphore's waiters always queue: the queue is its first come, first served order;
-    # without scripts nobody queues: a release wakes every waiter)
+    # (a semaphore's waiters always queue: the queue is its first come, first served order);
+    # else woken on the lock's channel with every other such waiter, for which the re-tries
+    # keep '*' in the queue (a release with nobody queued publishes nothing)
     kind = topology.protocol.running(spec.kind)
     wake_one = kind.always_queued or (parts.wake_one and kind.wakes_one)
     waiter = new_waiter_id() if wake_one else ""
     channel = f"{spec.keys.channel}:{waiter}" if waiter else spec.keys.channel
     block = _block(lease)  # fixed: a grant by a release reserves what the entry says
-    entry = waiter
-    if wake_one:  # (a release may grant a lock's, or a semaphore's permits, by the entry)
+
+    def entry(tries: int) -> str:
+        """This waiter's queue entry for its re-try after ``tries`` others (a barging lock's
+        changes once: kinds.BARGED_TRIES)."""
+        if not wake_one:
+            return CHANNEL_WAITERS
+        # (a release may grant a lock's, or a semaphore's permits, by the entry)
         grants = topology.grants_by_release
-        entry = kind.waiter_entry(waiter, channel, holder, spec.ttl_ms, block, grants)
+        return kind.waiter_entry(waiter, channel, holder, spec.ttl_ms, block, grants, tries)
+
     result: Granted | Busy = Busy(None)
     # (confirmed within the call's bound: its deadline plus one request timeout)
     with topology.watch(channel, spec.what, parts.grants.time_left(deadline)) as watch:
@@ -210,18 +226,24 @@ def _wait(
                 _wait_for_wakeup(lease, watch, polite if left is None else min(polite, left))
             result = _wait_for_grant(lease, holder, block, entry, watch, deadline)
         except BaseException as error:
-            if entry:  # cancelled or failed: leave the queue, giving back what it was granted
-                # (after the try in flight, if any)
-                leave = _leave_queue(lease, holder, entry, deadline, sync_inflight())
+            if waiter:  # cancelled or failed: leave the queue, giving back what it was granted
+                # (after the try in flight, if any; '*' stays for the other waiters; the entry
+                # in order removes a barging waiter's by id too: release.lua)
+                leave = _leave_queue(lease, holder, entry(BARGED_TRIES), deadline, sync_inflight())
                 parts.grants.detached.clean_up(leave, error)
             raise
-    if isinstance(result, Busy) and entry:  # timed out
-        sync_shield(_leave_queue(lease, holder, entry, deadline, None))
+    if isinstance(result, Busy) and waiter:  # timed out
+        sync_shield(_leave_queue(lease, holder, entry(BARGED_TRIES), deadline, None))
     return result
 
 
 def _wait_for_grant(
-    lease: Lease, holder: str, block: int, entry: str, watch: Watch, deadline: float | None
+    lease: Lease,
+    holder: str,
+    block: int,
+    entry: Callable[[int], str],
+    watch: Watch,
+    deadline: float | None,
 ) -> Granted | Busy:
     """Re-try whenever woken (or when the holder's lease ends) until granted or the deadline
     passes. A grant announced by a release is used as it is only when it can be trusted
@@ -229,6 +251,7 @@ def _wait_for_grant(
     parts, spec = lease.wiring, lease.spec
     topology = parts.topology
     result: Granted | Busy = Busy(None)
+    tries = 0
     while True:
         if remaining(deadline, time.monotonic()) == 0:
             return result
@@ -236,8 +259,9 @@ def _wait_for_grant(
         watch.event.clear()
         sent_at = time.monotonic()
         result = parts.grants.try_acquire(
-            spec, holder, block=block, waiter=entry, deadline=deadline
+            spec, holder, block=block, waiter=entry(tries), deadline=deadline
         )
+        tries += 1
         if isinstance(result, Granted):  # its lease runs from its own request
             return result
         queued = result.queued

@@ -11,7 +11,8 @@ What it fixes or adds to a lock:
   holder token in Redis and may take its token from a reserved block, so ``leader()`` would
   show neither the new leader nor its term;
 * a new leader announces its term on the name's wake-up channel (best effort), so that
-  ``observe()`` sees it at once. A resignation publishes there already (a release does); an
+  ``observe()`` sees it at once. A resignation publishes there already (its kind's release
+  does, ``CANDIDATE``, whether a candidate waits or not); an
   expiry publishes nothing, so an observer also looks again when the leader's lease would end,
   and at least once per ttl: every change is seen within about one ttl, lost messages or not.
 
@@ -31,6 +32,7 @@ from typing import Final, Never
 from .._backend import SYNC_CAN_CANCEL, sync_shield
 from .._core.election import Leader, leader_of, next_look, same_term
 from .._core.inspection import MAX_WAITERS_LISTED
+from .._core.kinds import Mutex
 from .._core.lease import Words
 from .._core.options import DEFAULT, LeaseOptions
 from .._keys import LockKeys
@@ -38,7 +40,6 @@ from ..errors import LockError, LockTimeout
 from . import admin
 from .engine import Lease, Wiring
 from .leased import LeaseFacade, keyword_only
-from .lock import MUTEX
 
 logger = logging.getLogger("fencelock.election")
 
@@ -49,6 +50,8 @@ ELECTED: Final = "elected"
 DEFAULT_POLICY: Final = "cancel" if SYNC_CAN_CANCEL else "raise"
 # what its messages say: a candidate campaigns, leads (is elected) and resigns
 WORDS: Final = Words("candidate", "leading", "campaign", "resign", "elected")
+# a lock whose release publishes whether a candidate waits or not: observers listen unqueued
+CANDIDATE: Final = Mutex(announces=True)
 
 
 class _Unseen:
@@ -69,7 +72,7 @@ class Election(LeaseFacade):
     __slots__ = ()
 
     def __init__(self, wiring: Wiring, options: LeaseOptions) -> None:
-        spec = wiring.spec(MUTEX, options, WORDS)
+        spec = wiring.spec(CANDIDATE, options, WORDS)
         self._lease = Lease(self, wiring, options, spec, alone=True)
 
     def acquire(self, *args: Never, timeout: float | object | None = DEFAULT) -> bool:

@@ -20,6 +20,7 @@ from .engine import Lease, Wiring
 from .leased import LeaseFacade, keyword_only
 
 MUTEX = Mutex()
+BARGING = Mutex(fair=False)
 REENTRANT = Reentrant()
 
 
@@ -29,9 +30,11 @@ class Lock(LeaseFacade):
 
     __slots__ = ("reentrant",)
 
-    def __init__(self, wiring: Wiring, options: LeaseOptions, *, reentrant: bool) -> None:
+    def __init__(
+        self, wiring: Wiring, options: LeaseOptions, *, reentrant: bool, fair: bool
+    ) -> None:
         self.reentrant = reentrant
-        kind = REENTRANT if reentrant else MUTEX
+        kind = REENTRANT if reentrant else MUTEX if fair else BARGING
         self._lease = Lease(self, wiring, options, wiring.spec(kind, options, LOCK_WORDS))
 
     @property

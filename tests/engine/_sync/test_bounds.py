@@ -199,7 +199,7 @@ def test_a_decoding_client_waits_and_is_woken(
     client = LockClient(user, max_poll=3600.0)
     other = LockClient.from_url(server.url)
     waiter_is_woken(client, other)
-    assert isinstance(user.get("fencelock:{decoded}:fence"), str)  # theirs still decodes
+    assert isinstance(user.get("fencelock:{decoded}:lock"), str)  # theirs still decodes
     client.close()
     other.close()
     user.close()

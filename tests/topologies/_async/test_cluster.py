@@ -67,16 +67,17 @@ async def test_locks_across_shards(cluster_client: AsyncLockClient, cluster: Clu
     await other.release()
 
 
-@pytest.mark.parametrize("wake", ["all", "one"])
+@pytest.mark.parametrize(("wake", "fair"), [("all", True), ("one", True), ("one", False)])
 async def test_release_wakes_a_waiter_by_sharded_pubsub(
-    cluster_client: AsyncLockClient, cluster: Cluster, wake: str
+    cluster_client: AsyncLockClient, cluster: Cluster, wake: str, fair: bool
 ) -> None:
+    # (fair=False: a barging release wakes the waiter without granting it; it re-tries)
     redis = AsyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=5)
     waiter_client = AsyncLockClient(redis, max_poll=3600, wake=wake)
     for name in NAMES[:3]:
-        held = cluster_client.lock(name, ttl=3600)
+        held = cluster_client.lock(name, ttl=3600, fair=fair)
         assert await held.acquire(timeout=0)
-        waiting = waiter_client.lock(name, ttl=10)
+        waiting = waiter_client.lock(name, ttl=10, fair=fair)
 
         async def acquire_and_release() -> bool:
             granted = await waiting.acquire(timeout=None)  # noqa: B023 (awaited within the iteration)

@@ -14,6 +14,7 @@ import pytest
 import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock._async.lock import AsyncLock
+from fencelock._core.replies import lock_value
 from fencelock._keys import LockKeys
 from fencelock._transport import AsyncRedis
 from fencelock_tools.servers.embedded import EmbeddedServer
@@ -33,20 +34,24 @@ def make_client(servers: Sequence[EmbeddedServer], **kwargs: object) -> AsyncLoc
     return AsyncLockClient.from_url([s.url for s in servers], **options)  # type: ignore[arg-type]
 
 
-def holders(servers: Sequence[EmbeddedServer], key: str = KEYS.lock) -> list[bytes | None]:
+def holders(servers: Sequence[EmbeddedServer], key: str = KEYS.lock) -> list[str | None]:
     """The holder token each live node has for ``key`` (None: not held there)."""
     found = []
     for srv in servers:
         with srv.client() as probe:
-            found.append(probe.get(key))
+            value = probe.get(key)
+            found.append(None if value is None else lock_value(value)[0])
     return found
 
 
 def counters(servers: Sequence[EmbeddedServer]) -> list[int]:
+    """The token each node has for the lock: its key's, else its counter's (0: none)."""
     found = []
     for srv in servers:
         with srv.client() as probe:
-            found.append(int(probe.get(KEYS.fence) or 0))
+            value = probe.get(KEYS.lock)
+            token = None if value is None else lock_value(value)[1]
+            found.append(token or int(probe.get(KEYS.fence) or 0))
     return found
 
 
@@ -89,7 +94,7 @@ async def test_a_split_vote_is_given_back_everywhere(redlock: list[EmbeddedServe
     client = make_client(redlock)
     lock = client.lock("job", ttl=10)
     assert not await lock.acquire(timeout=0)
-    assert holders(redlock) == [b"someone-else"] * 3 + [None, None]
+    assert holders(redlock) == ["someone-else"] * 3 + [None, None]
     await client.close()
 
 
@@ -262,7 +267,7 @@ async def test_a_hung_node_costs_a_node_timeout_not_its_hang(
         for _ in range(2):
             await acquire()
             assert lock.holder is not None
-            assert holders(live) == [lock.holder.encode()] * 4
+            assert holders(live) == [lock.holder] * 4
             await lock.release()
             assert holders(live) == [None] * 4
     finally:
@@ -270,16 +275,16 @@ async def test_a_hung_node_costs_a_node_timeout_not_its_hang(
     await client.close()
 
 
-@pytest.mark.parametrize("wake", ["all", "one"])
+@pytest.mark.parametrize(("wake", "fair"), [("all", True), ("one", True), ("one", False)])
 async def test_release_wakes_a_waiter_through_any_node(
-    redlock: list[EmbeddedServer], wake: str
+    redlock: list[EmbeddedServer], wake: str, fair: bool
 ) -> None:
     holder_client = make_client(redlock, wake=wake)
     waiter_client = make_client(redlock, max_poll=3600, wake=wake)
-    held = holder_client.lock("job", ttl=3600)
+    held = holder_client.lock("job", ttl=3600, fair=fair)
     assert await held.acquire(timeout=0)
     redlock[0].kill()  # one node's pub/sub is gone: the others still deliver
-    waiting = waiter_client.lock("job", ttl=10)
+    waiting = waiter_client.lock("job", ttl=10, fair=fair)
 
     async def acquire_and_release() -> bool:
         granted = await waiting.acquire(timeout=None)
@@ -356,7 +361,7 @@ async def test_release_never_deletes_another_holders_lock(redlock: list[Embedded
             probe.set(KEYS.lock, "successor", px=60_000)
     with pytest.raises(fencelock.LockLost):
         await lock.release()
-    assert holders(redlock)[:3] == [b"successor"] * 3
+    assert holders(redlock)[:3] == ["successor"] * 3
     await client.close()
 
 

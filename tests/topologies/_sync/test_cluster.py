@@ -68,16 +68,17 @@ def test_locks_across_shards(cluster_client: LockClient, cluster: Cluster) -> No
     other.release()
 
 
-@pytest.mark.parametrize("wake", ["all", "one"])
+@pytest.mark.parametrize(("wake", "fair"), [("all", True), ("one", True), ("one", False)])
 def test_release_wakes_a_waiter_by_sharded_pubsub(
-    cluster_client: LockClient, cluster: Cluster, wake: str
+    cluster_client: LockClient, cluster: Cluster, wake: str, fair: bool
 ) -> None:
+    # (fair=False: a barging release wakes the waiter without granting it; it re-tries)
     redis = SyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=5)
     waiter_client = LockClient(redis, max_poll=3600, wake=wake)
     for name in NAMES[:3]:
-        held = cluster_client.lock(name, ttl=3600)
+        held = cluster_client.lock(name, ttl=3600, fair=fair)
         assert held.acquire(timeout=0)
-        waiting = waiter_client.lock(name, ttl=10)
+        waiting = waiter_client.lock(name, ttl=10, fair=fair)
 
         def acquire_and_release() -> bool:
             granted = waiting.acquire(timeout=None)  # noqa: B023 (awaited within the iteration)
