@@ -198,7 +198,7 @@ async def _wait(
     block = _block(lease)  # fixed: a grant by a release reserves what the entry says
     entry = waiter
     if wake_one:  # (a release may grant a lock's, or a semaphore's permits, by the entry)
-        grants = topology.grants_by_release
+        grants = topology.traits.grants_by_release
         entry = kind.waiter_entry(waiter, channel, holder, spec.ttl_ms, block, grants)
     result: Granted | Busy = Busy(None)
     # (confirmed within the call's bound: its deadline plus one request timeout)
@@ -240,7 +240,7 @@ async def _wait_for_grant(
         if isinstance(result, Granted):  # its lease runs from its own request
             return result
         queued = result.queued
-        if topology.jitters:  # Redlock: contenders that split the nodes must not collide again
+        if topology.traits.jitters:  # Redlock: contenders splitting the nodes must not collide
             await async_sleep(retry_jitter(parts.max_poll))
         now = time.monotonic()
         delay = retry_delay(
@@ -283,5 +283,5 @@ def _block(lease: AsyncLease) -> int:
     """Fencing tokens to reserve with a grant (see ``reserve``): one for a kind whose grants are
     never handed on (a multi-lock's script takes one token per name whatever it is asked)."""
     parts = lease.wiring
-    local = parts.topology.local_handoff and lease.spec.kind.local_handoff
+    local = parts.topology.traits.local_handoff and lease.spec.kind.local_handoff
     return reserve(not local, parts.queues.handoffs_ahead(lease.line) if local else 0)
