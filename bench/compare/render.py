@@ -348,8 +348,8 @@ def section(
         "fencelock against redis-py's `Lock` (default `sleep=0.1`, and `sleep=0.001`),"
         " python-redis-lock, pottery, aioredlock and minimal hand-written loops, on the same"
         " servers in one run. How each peer waits is in `bench/peers.py`; each workload's method"
-        " is in the docstring of `src/fencelock_tools/benchmark.py`, the same code"
-        " `fencelock bench` runs against your own server. This section is written by"
+        " is in the docstring of `tools/fencelock-tools/src/fencelock_tools/benchmark.py`, the"
+        " same code `fencelock bench` runs against your own server. This section is written by"
         f" `python -m bench.compare` (it took {r.minutes:.1f} minutes); re-running it replaces"
         " only this section.",
         "",
