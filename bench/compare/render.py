@@ -304,7 +304,8 @@ def environment(server: str, kind: str | None, s: Settings, quick: bool) -> list
     command += f" --server {kind}" if kind else ""
     return [
         f"Measured {datetime.date.today().isoformat()} with `{command}`"
-        f" (`pip install -e '.[bench]'` first) on {os.cpu_count()} CPUs ({cpu_model()}),"
+        f" (`pip install -e '.[bench]' -e ./tools/fencelock-tools` first) on {os.cpu_count()}"
+        f" CPUs ({cpu_model()}),"
         f" `nproc` = {len(os.sched_getaffinity(0))}; server: {server}, started by the script"
         f" (1 for P1-P3, P5, P6; {REDLOCK_NODES} for P4); Python {platform.python_version()},"
         f" redis-py {redis.__version__}, hiredis"
