@@ -512,4 +512,4 @@ def async_watchdog(topology: Any, counters: Any) -> Any:
 def sync_watchdog(topology: Any, counters: Any) -> Any:
     from ._sync.watchdog import Watchdog
 
-    return Watchdog(topology.grants, topology.slot_of, counters)
+    return Watchdog(topology.grants, topology.traits.slot_of, counters)

@@ -187,7 +187,7 @@ class OffLoopWatchdog:
         with self._guard:
             if self._watchdog is None:
                 self._twin = DeferredTwin(self._topology, self._counters)
-                slot_of = self._topology.slot_of  # (the same rule on both sides: no I/O)
+                slot_of = self._topology.traits.slot_of  # (the same rule on both sides: no I/O)
                 self._watchdog = SyncWatchdog(self._twin, slot_of, self._counters)
             return self._watchdog
 

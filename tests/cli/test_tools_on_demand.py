@@ -58,6 +58,9 @@ def test_demo_and_bench_without_the_tools_say_what_to_install(argv: list[str]) -
     assert done.returncode == 69, done.stderr
     assert f"fencelock {argv[0]}: needs fencelock's tools" in done.stderr
     assert INSTALL in done.stderr
+    assert "in a clone of fencelock's repository: pip install -e ./tools/fencelock-tools" in (
+        done.stderr
+    )
     assert "Traceback" not in done.stderr
 
 

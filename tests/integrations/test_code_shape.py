@@ -93,6 +93,62 @@ def test_a_primitive_asks_its_lease_only(path: str) -> None:
     assert "wiring.topology" not in text and "wiring.grants" not in text
 
 
+# What the layers above the topology reach of it (the engine, the primitives, the operators,
+# the resources and the client; connect.py makes and closes it), each member one concern:
+# the engine's questions, the script mode's refusals, what the route is and can do (one
+# value), the primitives' and operators' own scripts, and the wake-ups. A new member is a new
+# concern to name here, not a flag or a timeout added beside the others (issue 32: at most
+# about ten).
+TOPOLOGY_SURFACE = {
+    "grants": "the engine's questions (engine.AsyncWiring, the watchdog's making)",
+    "protocol": "what needs scripts: require_kind, require_scripts, running",
+    "traits": "what the route is and can do (_core/routing.RouteTraits)",
+    "run": "a script on the server of its keys, its failure raised",
+    "run_all": "a script on every server of its keys, failures as values",
+    "view": "a grant as the servers show it (Redlock: a majority)",
+    "publish": "a wake-up message",
+    "scan": "the keys of every server (the operators' listing)",
+    "watch": "a wake-up channel subscribed",
+    "wait": "a message on a watched channel waited for",
+}
+ABOVE_THE_TOPOLOGY = [
+    path
+    for path in sorted((SRC / "_async").glob("[!_]*.py"))
+    if RANK.get(path.stem, -1) > RANK["topology"] and path.stem != "connect"
+] + [SRC / "_backend.py"]  # (the sync and asyncio watchdogs' making)
+
+
+def test_the_topology_is_reached_through_a_few_members() -> None:
+    """Every ``topology.<member>`` (``wiring.topology``, ``self._topology``) reached above
+    the topology is one of ``TOPOLOGY_SURFACE``'s, and the topology is only ever held under
+    that name (so that no member is reached unseen)."""
+    reached: dict[str, set[str]] = {}
+    renamed = []
+    for path in ABOVE_THE_TOPOLOGY:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and _is_topology(node.value):
+                reached.setdefault(node.attr, set()).add(path.stem)
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute):
+                held = node.value.attr in ("topology", "_topology")
+                names = {getattr(t, "id", getattr(t, "attr", "")) for t in node.targets}
+                if held and not names <= {"topology", "_topology"}:
+                    renamed.append(f"{path.stem}:{node.lineno}")
+            annotation = ast.unparse(node.annotation or node) if isinstance(node, ast.arg) else ""
+            if "Topology" in annotation and getattr(node, "arg", "") != "topology":
+                renamed.append(f"{path.stem}:{node.lineno}")
+    assert renamed == []
+    assert {m: sorted(reached[m]) for m in sorted(reached)} == {
+        m: sorted(reached.get(m, ())) for m in sorted(TOPOLOGY_SURFACE)
+    }
+    assert len(TOPOLOGY_SURFACE) <= 10
+
+
+def _is_topology(node: ast.expr) -> bool:
+    if isinstance(node, ast.Name):
+        return node.id == "topology"
+    return isinstance(node, ast.Attribute) and node.attr in ("topology", "_topology")
+
+
 def test_the_core_imports_nothing_of_ours_above_it() -> None:
     """The pure rules (_core/) import only each other and the plain values beside them."""
     allowed = {"..errors", ".._keys", "..._keys", "..._scripts", ".._scripts", ".._labels"}

@@ -133,7 +133,7 @@ def sim_client(
         topology,
         topology.grants,
         AsyncLocalQueues(max_handoffs, counters),
-        AsyncWatchdog(topology.grants, topology.slot_of, counters),
+        AsyncWatchdog(topology.grants, topology.traits.slot_of, counters),
         counters,
         ClientState(f"SimClient of {process.name}"),
         AsyncStateLock(),

@@ -83,7 +83,7 @@ async def inspect(topology: AsyncTopology, prefix: str, name: str) -> LockInfo |
     for view in VIEWS.values():
         if info is not None:
             return info
-        if topology.supports(view.kind):
+        if topology.traits.supports(view.kind):
             info = await view.read(topology, prefix, name)
     return info
 
@@ -114,7 +114,7 @@ async def force_release(
     keys = LockKeys.for_name(name, prefix)
     what = f"lock {name!r}"
     holder, only = "", "" if token is None else str(token)
-    if token is not None and not topology.one_counter:
+    if token is not None and not topology.traits.one_counter:
         # Redlock: the nodes' counters differ, so a token names the grant the majority shows,
         # and each node releases only that grant's holder token
         view = await topology.view(inspected(keys), MAX_WAITERS_LISTED, what)
@@ -125,7 +125,7 @@ async def force_release(
             outcome = ForceOutcome.TOKEN_MISMATCH
             return _logged(ForceReleased(name, outcome, *found, view.counter), token)
         holder, only = view.holder, ""
-    args = (only, holder, keys.channel, topology.publish_command)
+    args = (only, holder, keys.channel, topology.traits.publish_command)
     script_keys = (keys.lock, keys.queue, keys.fence)
     replies = await topology.run_all(FORCE_RELEASE, script_keys, args, f"force_release of {what}")
     results = [force_reply(name, r) for r in replies if not isinstance(r, LockError)]

@@ -48,7 +48,7 @@ def connect(
     """The topology for ``redis`` (no request is sent: nothing to close if this refuses)."""
     settings = route_settings(redis, options)
     made = route(settings)
-    return AsyncTopology(made, counters, ScriptMode(options.scripts, made.publish_command))
+    return AsyncTopology(made, counters, ScriptMode(options.scripts, made.traits.publish_command))
 
 
 def route_settings(

@@ -213,7 +213,7 @@ async def _wait(
         if not wake_one:
             return CHANNEL_WAITERS
         # (a release may grant a lock's, or a semaphore's permits, by the entry)
-        grants = topology.grants_by_release
+        grants = topology.traits.grants_by_release
         return kind.waiter_entry(waiter, channel, holder, spec.ttl_ms, block, grants, tries)
 
     result: Granted | Busy = Busy(None)
@@ -264,7 +264,7 @@ async def _wait_for_grant(
         if isinstance(result, Granted):  # its lease runs from its own request
             return result
         queued = result.queued
-        if topology.jitters:  # Redlock: contenders that split the nodes must not collide again
+        if topology.traits.jitters:  # Redlock: contenders splitting the nodes must not collide
             await async_sleep(retry_jitter(parts.max_poll))
         now = time.monotonic()
         delay = retry_delay(
@@ -307,5 +307,5 @@ def _block(lease: AsyncLease) -> int:
     """Fencing tokens to reserve with a grant (see ``reserve``): one for a kind whose grants are
     never handed on (a multi-lock's script takes one token per name whatever it is asked)."""
     parts = lease.wiring
-    local = parts.topology.local_handoff and lease.spec.kind.local_handoff
+    local = parts.topology.traits.local_handoff and lease.spec.kind.local_handoff
     return reserve(not local, parts.queues.handoffs_ahead(lease.line) if local else 0)

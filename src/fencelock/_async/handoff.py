@@ -36,7 +36,7 @@ async def give_up(lease: AsyncLease, grant: Grant) -> bool:
     parts, spec = lease.wiring, lease.spec
     queues, line, grants = parts.queues, lease.line, parts.grants
     ticket = None
-    if not grant.lost and parts.topology.local_handoff and spec.kind.local_handoff:
+    if not grant.lost and parts.topology.traits.local_handoff and spec.kind.local_handoff:
         ticket = queues.next_for_handoff(line, grant)
     if ticket is not None:
         handed = handoff_within_block(grant, ticket.lease.spec.ttl, time.monotonic())

@@ -58,7 +58,7 @@ class AsyncResources:
         client's own server, which Redlock mode does not have)."""
         self._state.check()
         topology = self._topology
-        if redis is None and not topology.one_counter:
+        if redis is None and not topology.traits.one_counter:
             raise TypeError(f"{what} in Redlock mode needs redis=: the server of the resource")
         if redis is None:
             why = "it compares and writes in one script; redis= may name a server that runs them"

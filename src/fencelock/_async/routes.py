@@ -24,13 +24,12 @@ from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any, Final, Protocol
 
-from redis.crc import key_slot
 from redis.exceptions import RedisError
 
 from .._backend import AsyncLoopGuard, AsyncStateLock
 from .._core.quorum import NODE_TIMEOUT_MAX, node_timeout, quorum
 from .._core.replies import translate_error
-from .._core.routing import CLUSTER, QUORUM, RouteSettings
+from .._core.routing import CLUSTER, QUORUM, RouteSettings, RouteTraits
 from .._transport import AsyncClusterNode, AsyncRedis, AsyncRedisCluster, async_own_client
 from ..errors import LockConnectionError, LockError
 from .transport import AsyncRequester
@@ -55,24 +54,17 @@ class AsyncSend(Protocol):
 
 
 class AsyncRoute(abc.ABC):
-    """Where the keys live (see the module's docstring). What it can do is said by its class:
-    ``local_handoff`` (a release may hand the grant to a local waiter with one script),
-    ``grants_by_release`` (a release script may grant the first queued waiter), ``jitters``
-    (contenders re-try after a random pause, so that split votes do not repeat),
-    ``one_counter`` (every server that holds a name holds its one fencing counter),
-    ``publish_command``."""
-
-    local_handoff = True
-    grants_by_release = True
-    jitters = False
-    one_counter = True
-    publish_command = "PUBLISH"
+    """Where the keys live (see the module's docstring). What it is and can do follows from
+    its settings: ``traits`` (``RouteTraits``: a hand-off to a local waiter, a grant by a
+    release, the jitter of re-tries, one fencing counter, a majority, Cluster slots, how a
+    script publishes)."""
 
     # a request to the server of a key (Redlock: none, a majority decides)
     send: AsyncSend
 
     def __init__(self, settings: RouteSettings) -> None:
         self.settings = settings
+        self.traits = RouteTraits.of(settings)
         # one request's bound ("one request timeout" in the README): waiting for a connection,
         # connecting and the reply included
         self.request_timeout = settings.request_timeout
@@ -125,15 +117,6 @@ class AsyncRoute(abc.ABC):
         request timeout (Redlock: a node's own timeout)."""
         return self.request_timeout
 
-    def slot_of(self, key: str) -> int:
-        """The Cluster slot of ``key``: one multi-key script call must stay within one slot.
-        (0 elsewhere: everything can share a call.)"""
-        return 0
-
-    def one_call(self, keys: Sequence[str]) -> bool:
-        """Whether one script call can reach every key of ``keys`` (on a Cluster: one slot)."""
-        return len({self.slot_of(key) for key in keys}) <= 1
-
     def abandon(self) -> None:
         """The client was dropped unclosed: the listeners end by themselves (they only set
         flags here: this runs in the garbage collector)."""
@@ -184,8 +167,6 @@ class AsyncOneServerRoute(AsyncRoute):
         if settings.listens and settings.shape != CLUSTER:  # (a Cluster's: one per node)
             timeout = settings.request_timeout
             self._waiter(0, partial(async_own_client, self.redis, timeout), timeout)
-        if settings.min_replicas:
-            self.local_handoff = self.grants_by_release = False
 
     @property
     def address(self) -> str:
@@ -216,9 +197,6 @@ class AsyncClusterRoute(AsyncOneServerRoute):
     on that node (one waiter per node, made as channels on it are first watched), following
     their slot when it moves (``waiter.AsyncClusterWaiters``)."""
 
-    # a plain PUBLISH on a Cluster is broadcast to every node
-    publish_command = "SPUBLISH"
-
     def __init__(self, settings: RouteSettings) -> None:
         super().__init__(settings)
         self.watches = AsyncClusterWaiters(
@@ -227,9 +205,6 @@ class AsyncClusterRoute(AsyncOneServerRoute):
 
     def _nodes(self) -> Sequence[AsyncRedis | AsyncClusterNode]:
         return self.redis.get_primaries()  # type: ignore[no-any-return]
-
-    def slot_of(self, key: str) -> int:
-        return key_slot(key.encode())
 
     def pools(self) -> list[Any]:
         return []  # (a Cluster client's are its nodes', closed by its aclose)
@@ -259,11 +234,6 @@ class AsyncClusterRoute(AsyncOneServerRoute):
 class AsyncQuorumRoute(AsyncRoute):
     """Redlock's independent masters: every command to all of them at once, each within its
     node timeout; wake-ups from any of them."""
-
-    local_handoff = False
-    grants_by_release = False
-    jitters = True
-    one_counter = False
 
     def __init__(self, settings: RouteSettings) -> None:
         super().__init__(settings)

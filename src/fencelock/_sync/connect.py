@@ -49,7 +49,7 @@ def connect(
     """The topology for ``redis`` (no request is sent: nothing to close if this refuses)."""
     settings = route_settings(redis, options)
     made = route(settings)
-    return SyncTopology(made, counters, ScriptMode(options.scripts, made.publish_command))
+    return SyncTopology(made, counters, ScriptMode(options.scripts, made.traits.publish_command))
 
 
 def route_settings(

@@ -150,8 +150,8 @@ class Wiring:
 def fits_one_lease(wiring: Wiring, kind: Kind, keys: Sequence[str]) -> bool:
     """Whether one grant of ``kind`` can hold ``keys``: the client's servers can make it, and
     one script call reaches every key (on a Cluster: one slot)."""
-    topology = wiring.topology
-    return topology.supports(kind) and topology.one_call(keys)
+    traits = wiring.topology.traits
+    return traits.supports(kind) and traits.one_call(keys)
 
 
 def run_script(
@@ -175,7 +175,7 @@ def refuse_unmade(wiring: Wiring, kind: Kind, words: Words, name: str) -> None:
     cannot grant that kind, or it needs scripts where none runs."""
     wiring.state.check()
     topology = wiring.topology
-    if not topology.supports(kind):
+    if not topology.traits.supports(kind):
         raise TypeError(
             f"a {words.noun} needs one master or a Cluster: Redlock is for the lock and the "
             "election only (docs/modes.md says why)"
@@ -494,7 +494,7 @@ class Lease:
     @property
     def publish_command(self) -> str:
         """How a script publishes on this client's servers (PUBLISH; SPUBLISH on a Cluster)."""
-        return self.wiring.topology.publish_command
+        return self.wiring.topology.traits.publish_command
 
     def publish(self, channel: str, message: str) -> None:
         """Publish ``message`` on ``channel``, best effort, within one request's bound."""

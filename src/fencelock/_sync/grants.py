@@ -50,7 +50,6 @@ from .._core.replies import (
     translate_error,
     unanswered,
 )
-from .._core.routing import QUORUM
 from .._keys import ttl_to_ms
 from .._scripts import FENCE_RAISE, RENEW
 from ..errors import LockConnectionError, LockError, ScriptsRequired
@@ -76,7 +75,7 @@ class SyncGrants:
         self._route = route
         self.request_timeout = route.request_timeout
         # whether a majority of several servers decides
-        self.majority = route.settings.shape == QUORUM
+        self.majority = route.traits.majority
         # the servers a late give-back must reach, each on its own (``release_at``): Redlock's
         # nodes; elsewhere one, the server of the name's keys
         self.node_count = len(route.addresses) if self.majority else 1

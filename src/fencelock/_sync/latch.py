@@ -37,10 +37,10 @@ from .._core.lease import Words
 from .._core.options import DEFAULT, LeaseOptions
 from .._core.timing import remaining
 from .._scripts import Script
-from ..errors import LockNotOwned, LockTimeout
+from ..errors import LockLost, LockNotOwned, LockTimeout
 from . import admin
 from .engine import Lease, Wiring
-from .leased import keyword_only
+from .leased import end_lost_block, keyword_only
 from .topology import SyncTopology
 
 LATCH_KEEP = 86_400.0  # seconds an unused latch stays in Redis, by default
@@ -233,7 +233,11 @@ class Barrier(_Participant):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.leave()
+        try:
+            self.leave()
+        except LockLost as loss:
+            # as every block over a lost lease ends (a participant takes no on_lost_policy)
+            end_lost_block(loss, exc, "raise", by_us=False)
 
 
 def _all_left(state: LatchState, gen: int) -> bool:

@@ -3,8 +3,13 @@
 its protocol (``protocol.py``: what is sent, the only place that knows the script mode) and its
 grants (``grants.py``: the engine's questions, over a one-or-majority decision), composed once
 for every route. Besides those, it serves the primitives' and operators' own scripts (``run``,
-``run_all``, ``view``, ``publish``, ``scan``), the wait on a watched channel, and says what the
-route can do.
+``run_all``, ``view``, ``publish``, ``scan``) and the wait on a watched channel; what the route
+is and can do is its ``traits``, one value.
+
+What the layers above reach of it (``tests/integrations/test_code_shape.py`` counts them):
+``grants`` (the engine's questions), ``protocol`` (what needs scripts: ``require_kind``,
+``require_scripts``, ``running``), ``traits``, the scripts' runner (``run``, ``run_all``,
+``view``, ``publish``, ``scan``) and the wake-ups (``watch``, ``wait``).
 """
 
 from __future__ import annotations
@@ -17,10 +22,9 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from .._core.inspection import NodeView, inspect_reply, majority_view
-from .._core.kinds import Kind
 from .._core.natives import ScriptMode
 from .._core.replies import translate_error
-from .._core.routing import ONE, QUORUM
+from .._core.routing import ONE
 from .._core.stats import Counters
 from .._keys import MAX_TTL
 from .._scripts import INSPECT, Script
@@ -41,32 +45,20 @@ class SyncTopology:
         self.route = route
         self.counters = counters
         self.request_timeout = settings.request_timeout
-        self.quorum = settings.shape == QUORUM
-        publish = self.publish_command = route.publish_command
+        traits = self.traits = route.traits
         self.protocol = SyncProtocol(
             route,
-            ScriptMode("auto", publish) if mode is None else mode,
+            ScriptMode("auto", traits.publish_command) if mode is None else mode,
             settings.request_timeout,
             one_server=settings.shape == ONE,
-            quorum=self.quorum,
+            quorum=traits.majority,
             min_replicas=settings.min_replicas,
             replica_timeout=settings.replica_timeout,
         )
         self.grants = SyncGrants(self.protocol, route)
-        # what the route can do (routes.AsyncRoute says what each means)
-        self.local_handoff = route.local_handoff
-        self.grants_by_release = route.grants_by_release
-        self.jitters = route.jitters
-        self.one_counter = route.one_counter
-        self.slot_of = route.slot_of
-        self.one_call = route.one_call
         # one operator's request's bound (inspect, SCAN, force_release): on a quorum a node's
         # own, so that a node down does not hold up the majority's answer
         self.read_timeout = route.node_timeout(MAX_TTL)
-
-    def supports(self, kind: Kind) -> bool:
-        """Whether grants of ``kind`` can be made here (Redlock: the kinds a majority can hold)."""
-        return kind.on_quorum or not self.quorum
 
     def watch(
         self, channel: str, what: str, timeout: float | None = None
@@ -104,7 +96,7 @@ class SyncTopology:
     def run(self, script: Script, keys: Sequence[str], args: Sequence[Any], what: str) -> Any:
         """``script``'s reply from the one server of ``keys``, within one request timeout; a
         failure raised as the ``LockError`` of ``what``."""
-        if self.quorum:
+        if self.traits.majority:
             raise TypeError(f"{what}: Redlock mode has no one server to run it on")
         try:
             reply, _ = self.protocol.script(script, keys, args, self.request_timeout, what)
@@ -124,7 +116,7 @@ class SyncTopology:
         """``script``'s reply from every server that may hold ``keys`` (one, or each Redlock
         node), each within one request's bound (``read``: a read, sent without WAIT). A server's
         failure is the ``LockError`` of ``what`` in the list, not raised."""
-        if self.quorum:
+        if self.traits.majority:
             request = [script.evalsha(keys, args)]
             answers = self.protocol.request_all(
                 request, script.eval(keys, args), self.read_timeout, what or script.name
@@ -142,7 +134,7 @@ class SyncTopology:
         """The grant at ``keys`` (inspect.lua's) as the servers show it (Redlock: a majority);
         None when not held."""
         replies = self.run_all(INSPECT, keys, (listed,), what, read=True)
-        if self.quorum:
+        if self.traits.majority:
             return majority_view(
                 [r if isinstance(r, LockError) else inspect_reply(r) for r in replies]
             )
@@ -155,8 +147,8 @@ class SyncTopology:
     def publish(self, channel: str, message: str) -> None:
         """Publish ``message`` on ``channel`` wherever its waiters listen, best effort, within
         one request's bound."""
-        command = (self.publish_command, channel, message)
-        if self.quorum:
+        command = (self.traits.publish_command, channel, message)
+        if self.traits.majority:
             self.route.send_all(command, self.read_timeout)
             return
         try:

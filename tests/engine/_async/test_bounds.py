@@ -185,7 +185,7 @@ async def waiter_is_woken(client: AsyncLockClient, other: AsyncLockClient) -> No
     # woken by the message, never by a timer (Redlock: each node's message may wake a re-try)
     assert client.statistics().polls == 0
     assert client.statistics().wakeups == 1 or (
-        client._wiring.topology.quorum and client.statistics().wakeups > 1
+        client._wiring.topology.traits.majority and client.statistics().wakeups > 1
     )
 
 

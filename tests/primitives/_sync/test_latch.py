@@ -259,3 +259,20 @@ def test_a_barrier_as_a_context_manager(sync_client: LockClient) -> None:
     assert barrier.parties == 1
     info = sync_client.inspect("b-with")
     assert info is None or info.holders == ()
+
+
+def test_a_barrier_block_over_a_lost_lease_ends_as_every_leased_block(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    """The loss is raised when the body ended normally, and noted on the body's own error
+    when it raised one (the body's error is the one to see), as a lock's block does: a
+    barrier's block replaced the body's error with the LockLost of its leave."""
+    lease_key = LatchKeys.for_latch("b-lost").lock
+    with pytest.raises(fencelock.LockLost):
+        with sync_client.barrier("b-lost", 1, ttl=10):
+            assert raw.delete(lease_key) == 1  # the participant's lease is gone
+    with pytest.raises(KeyError) as raised:
+        with sync_client.barrier("b-lost", 1, ttl=10):
+            assert raw.delete(lease_key) == 1
+            raise KeyError("the body's own")
+    assert any("fencelock:" in note for note in getattr(raised.value, "__notes__", ()))
