@@ -19,7 +19,7 @@ from fencelock._async.transport import AsyncRequester
 from fencelock._keys import LockKeys
 from fencelock._transport import AsyncRedis
 from fencelock_tools.servers.embedded import EmbeddedServer
-from tests.concurrency import ASYNC_API, AsyncCall, async_until, async_workers
+from tests.concurrency import ASYNC_API, RENEWED_TTL, AsyncCall, async_until, async_workers
 
 
 def key(name: str) -> str:
@@ -29,13 +29,13 @@ def key(name: str) -> str:
 async def test_watchdog_keeps_lease_alive_past_ttl(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
-    lock = async_client.lock("renewed", ttl=0.6, auto_renew=True)
+    lock = async_client.lock("renewed", ttl=RENEWED_TTL, auto_renew=True)
     async with lock:
         # three renewals at ttl/3 each: the lease has outlived its original ttl
         await async_until(lambda: async_client.statistics().renewals >= 4)
         assert await lock.held() and not lock.lost
         lock.check()
-        assert 0 < raw.pttl(key("renewed")) <= 600
+        assert 0 < raw.pttl(key("renewed")) <= RENEWED_TTL * 1000
     assert not raw.exists(key("renewed"))
     assert len(async_client._wiring.watchdog) == 0  # released: no longer renewed
 
@@ -238,7 +238,9 @@ async def test_reentrant_lock_is_renewed_and_loss_seen(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
     seen: list[AsyncLock] = []
-    lock = async_client.lock("rr", ttl=0.6, reentrant=True, auto_renew=True, on_lost=seen.append)
+    lock = async_client.lock(
+        "rr", ttl=RENEWED_TTL, reentrant=True, auto_renew=True, on_lost=seen.append
+    )
     await lock.acquire(timeout=0)
     await lock.acquire(timeout=0)
     await async_until(lambda: async_client.statistics().renewals >= 3)

@@ -20,7 +20,7 @@ from fencelock._sync.transport import SyncRequester
 from fencelock._keys import LockKeys
 from fencelock._transport import SyncRedis
 from fencelock_tools.servers.embedded import EmbeddedServer
-from tests.concurrency import SYNC_API, SyncCall, sync_until, sync_workers
+from tests.concurrency import SYNC_API, RENEWED_TTL, SyncCall, sync_until, sync_workers
 
 
 def key(name: str) -> str:
@@ -30,13 +30,13 @@ def key(name: str) -> str:
 def test_watchdog_keeps_lease_alive_past_ttl(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
-    lock = sync_client.lock("renewed", ttl=0.6, auto_renew=True)
+    lock = sync_client.lock("renewed", ttl=RENEWED_TTL, auto_renew=True)
     with lock:
         # three renewals at ttl/3 each: the lease has outlived its original ttl
         sync_until(lambda: sync_client.statistics().renewals >= 4)
         assert lock.held() and not lock.lost
         lock.check()
-        assert 0 < raw.pttl(key("renewed")) <= 600
+        assert 0 < raw.pttl(key("renewed")) <= RENEWED_TTL * 1000
     assert not raw.exists(key("renewed"))
     assert len(sync_client._wiring.watchdog) == 0  # released: no longer renewed
 
@@ -239,7 +239,9 @@ def test_reentrant_lock_is_renewed_and_loss_seen(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
     seen: list[Lock] = []
-    lock = sync_client.lock("rr", ttl=0.6, reentrant=True, auto_renew=True, on_lost=seen.append)
+    lock = sync_client.lock(
+        "rr", ttl=RENEWED_TTL, reentrant=True, auto_renew=True, on_lost=seen.append
+    )
     lock.acquire(timeout=0)
     lock.acquire(timeout=0)
     sync_until(lambda: sync_client.statistics().renewals >= 3)

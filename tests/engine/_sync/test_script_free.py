@@ -22,7 +22,7 @@ from fencelock._core.natives import ServerCommands
 from fencelock._keys import LockKeys
 from fencelock.errors import LockLost, ScriptsRequired
 from fencelock_tools.servers.embedded import EmbeddedServer
-from tests.concurrency import SyncCall, sync_until, evalsha_calls
+from tests.concurrency import RENEWED_TTL, SyncCall, sync_until, evalsha_calls
 
 ROOT = Path(__file__).resolve().parents[3]
 NAME = "plain"
@@ -179,7 +179,7 @@ def test_a_lagging_clock_still_counts_on_from_a_scripted_grant(
 
 def test_auto_renew_without_scripts(no_scripts: str) -> None:
     with LockClient.from_url(no_scripts, scripts="never") as client:
-        lock = client.lock(NAME, ttl=0.3, auto_renew=True)
+        lock = client.lock(NAME, ttl=RENEWED_TTL, auto_renew=True)
         assert lock.acquire(timeout=0)
         sync_until(lambda: client.statistics().renewals >= 4)  # past the first lease
         assert lock.held() and not lock.lost

@@ -16,7 +16,7 @@ from fencelock._async.semaphore import AsyncSemaphore
 from fencelock._backend import async_sleep
 from fencelock._keys import SemaphoreKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
-from tests.concurrency import AsyncCall, async_together, async_until, evalsha_calls
+from tests.concurrency import RENEWED_TTL, AsyncCall, async_together, async_until, evalsha_calls
 
 
 @pytest.fixture
@@ -87,7 +87,7 @@ async def test_waiters_are_served_first_come_first_served(
 async def test_auto_renewed_permits_live_as_long_as_the_work(
     async_client: AsyncLockClient,
 ) -> None:
-    permit = async_client.semaphore("s-renew", 1, ttl=0.3, auto_renew=True)
+    permit = async_client.semaphore("s-renew", 1, ttl=RENEWED_TTL, auto_renew=True)
     async with permit:
         await async_until(lambda: async_client.statistics().renewals >= 3)
         assert await permit.held()

@@ -18,7 +18,7 @@ from fencelock._backend import sync_sleep
 from fencelock._keys import LockKeys
 from fencelock._scripts import MULTI_ACQUIRE
 from fencelock_tools.servers.embedded import EmbeddedServer
-from tests.concurrency import SyncCall, sync_together, sync_until, evalsha_calls
+from tests.concurrency import RENEWED_TTL, SyncCall, sync_together, sync_until, evalsha_calls
 
 # Redlock's node timeout here: the default (at most 50 ms, connecting too) is shorter than a
 # loaded machine's stalls, and these tests are not about it
@@ -162,7 +162,7 @@ def test_auto_renew_keeps_every_name(
     sync_client: LockClient, sync_client_b: LockClient
 ) -> None:
     names = ["m-r1", "m-r2", "m-r3"]
-    multi = sync_client.multi_lock(names, ttl=0.3, auto_renew=True)
+    multi = sync_client.multi_lock(names, ttl=RENEWED_TTL, auto_renew=True)
     with multi:
         sync_until(lambda: sync_client.statistics().renewals >= 3 * len(names))
         assert multi.held() and not multi.lost

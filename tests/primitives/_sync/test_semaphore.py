@@ -17,7 +17,7 @@ from fencelock._sync.semaphore import Semaphore
 from fencelock._backend import sync_sleep
 from fencelock._keys import SemaphoreKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
-from tests.concurrency import SyncCall, sync_together, sync_until, evalsha_calls
+from tests.concurrency import RENEWED_TTL, SyncCall, sync_together, sync_until, evalsha_calls
 
 
 @pytest.fixture
@@ -88,7 +88,7 @@ def test_waiters_are_served_first_come_first_served(
 def test_auto_renewed_permits_live_as_long_as_the_work(
     sync_client: LockClient,
 ) -> None:
-    permit = sync_client.semaphore("s-renew", 1, ttl=0.3, auto_renew=True)
+    permit = sync_client.semaphore("s-renew", 1, ttl=RENEWED_TTL, auto_renew=True)
     with permit:
         sync_until(lambda: sync_client.statistics().renewals >= 3)
         assert permit.held()
