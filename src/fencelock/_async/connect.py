@@ -35,6 +35,7 @@ from .._transport import (
     async_reap,
 )
 from ..errors import ScriptsRequired
+from .glide_route import glide_settings, recognised
 from .routes import route
 from .topology import AsyncTopology
 from .watchdog import AsyncRenewer
@@ -55,6 +56,8 @@ def route_settings(
     redis: AsyncRedis | AsyncRedisCluster | Sequence[AsyncRedis], options: ClientOptions
 ) -> RouteSettings:
     """The settings of the route to ``redis``, checked, over fencelock's own clients."""
+    if recognised(redis):  # valkey-glide's clients
+        return glide_settings(redis, options)
     expected = AsyncRedis.__module__ + ".Redis"
     if isinstance(redis, ASYNC_OTHER_API) or (
         isinstance(redis, list | tuple) and redis and isinstance(redis[0], ASYNC_OTHER_API)

@@ -36,6 +36,7 @@ from .._transport import (
     sync_reap,
 )
 from ..errors import ScriptsRequired
+from .glide_route import glide_settings, recognised
 from .routes import route
 from .topology import SyncTopology
 from .watchdog import SyncRenewer
@@ -56,6 +57,8 @@ def route_settings(
     redis: SyncRedis | SyncRedisCluster | Sequence[SyncRedis], options: ClientOptions
 ) -> RouteSettings:
     """The settings of the route to ``redis``, checked, over fencelock's own clients."""
+    if recognised(redis):  # valkey-glide's clients
+        return glide_settings(redis, options)
     expected = SyncRedis.__module__ + ".Redis"
     if isinstance(redis, SYNC_OTHER_API) or (
         isinstance(redis, list | tuple) and redis and isinstance(redis[0], SYNC_OTHER_API)
