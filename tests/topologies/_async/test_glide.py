@@ -5,6 +5,7 @@ tools/gen_sync.py."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator
 
 import pytest
@@ -43,6 +44,28 @@ async def test_the_application_client_is_left_open(
     await client.close()
     assert await given.custom_command(["PING"]) == b"PONG"
     assert raw.pubsub_channels() == []  # (its subscriptions' client is closed)
+
+
+async def test_a_dropped_client_closes_the_glide_client_it_made(
+    server: EmbeddedServer, raw: redis.Redis, glide_clients: AsyncClients
+) -> None:
+    """A client dropped unclosed closes its subscriptions' client (its listener ends with it),
+    and leaves the application's open."""
+    other = AsyncLockClient(await glide_clients.glide(server))
+    held = other.lock("dropped", ttl=30)
+    assert await held.acquire(timeout=0)
+    given = await glide_clients.glide(server)
+    before = len(raw.client_list())
+    client = AsyncLockClient(given)
+    assert not await client.lock("dropped", ttl=5).acquire(timeout=0.05)  # a wait: made
+    assert len(raw.client_list()) > before
+    with pytest.warns(ResourceWarning, match="unclosed"):
+        del client
+        gc.collect()
+    await async_until(lambda: len(raw.client_list()) == before)
+    assert await given.custom_command(["PING"]) == b"PONG"
+    await held.release()
+    await other.close()
 
 
 async def test_a_wait_is_woken_through_a_glide_client_of_its_own(

@@ -6,6 +6,7 @@ tools/gen_sync.py."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 
 import pytest
@@ -44,6 +45,28 @@ def test_the_application_client_is_left_open(
     client.close()
     assert given.custom_command(["PING"]) == b"PONG"
     assert raw.pubsub_channels() == []  # (its subscriptions' client is closed)
+
+
+def test_a_dropped_client_closes_the_glide_client_it_made(
+    server: EmbeddedServer, raw: redis.Redis, glide_clients: SyncClients
+) -> None:
+    """A client dropped unclosed closes its subscriptions' client (its listener ends with it),
+    and leaves the application's open."""
+    other = LockClient(glide_clients.glide(server))
+    held = other.lock("dropped", ttl=30)
+    assert held.acquire(timeout=0)
+    given = glide_clients.glide(server)
+    before = len(raw.client_list())
+    client = LockClient(given)
+    assert not client.lock("dropped", ttl=5).acquire(timeout=0.05)  # a wait: made
+    assert len(raw.client_list()) > before
+    with pytest.warns(ResourceWarning, match="unclosed"):
+        del client
+        gc.collect()
+    sync_until(lambda: len(raw.client_list()) == before)
+    assert given.custom_command(["PING"]) == b"PONG"
+    held.release()
+    other.close()
 
 
 def test_a_wait_is_woken_through_a_glide_client_of_its_own(
