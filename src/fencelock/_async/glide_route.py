@@ -178,7 +178,7 @@ class AsyncGlideWaiter:
                 client = await self._connected(end)
                 await client.subscribe({channel}, ms(end - time.monotonic()))
             except BaseException as exc:
-                await self._forget(channel, watch)
+                await self._forget(channel, watch, failed=True)
                 unreachable = (api.TimeoutError, api.ConnectionError, api.ClosingError, RedisError)
                 if isinstance(exc, unreachable):
                     raise LockConnectionError(f"{subscribing}: {exc}") from exc
@@ -212,10 +212,12 @@ class AsyncGlideWaiter:
         async with self._mutex:
             await self._forget(channel, watch)
 
-    async def _forget(self, channel: str, watch: Watch) -> None:
+    async def _forget(self, channel: str, watch: Watch, failed: bool = False) -> None:
         """(Under the mutex) ``watch`` leaves ``channel``; the last one out unsubscribes it,
-        within one request timeout (a failure: the connection is gone, and the subscription
-        with it, or glide re-subscribes none it was told to drop)."""
+        confirmed within one request timeout (a failure: the connection is gone, and the
+        subscription with it, or glide re-subscribes none it was told to drop). After a
+        subscribing that ``failed`` (the server silent, maybe), unconfirmed: the failure's
+        caller is not held up by a second bound."""
         with self._guard:
             watchers = self._watchers.get(channel, set())
             watchers.discard(watch)
@@ -225,7 +227,10 @@ class AsyncGlideWaiter:
         client = self._client
         if client is not None and not self._closed:
             with contextlib.suppress(async_glide().GlideError):
-                await client.unsubscribe({channel}, ms(self._confirm_timeout))
+                if failed:
+                    await client.unsubscribe_lazy({channel})
+                else:
+                    await client.unsubscribe({channel}, ms(self._confirm_timeout))
 
     async def _listen(self) -> None:
         client = self._client

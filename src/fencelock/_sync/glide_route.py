@@ -179,7 +179,7 @@ class SyncGlideWaiter:
                 client = self._connected(end)
                 client.subscribe({channel}, ms(end - time.monotonic()))
             except BaseException as exc:
-                self._forget(channel, watch)
+                self._forget(channel, watch, failed=True)
                 unreachable = (api.TimeoutError, api.ConnectionError, api.ClosingError, RedisError)
                 if isinstance(exc, unreachable):
                     raise LockConnectionError(f"{subscribing}: {exc}") from exc
@@ -213,10 +213,12 @@ class SyncGlideWaiter:
         with self._mutex:
             self._forget(channel, watch)
 
-    def _forget(self, channel: str, watch: Watch) -> None:
+    def _forget(self, channel: str, watch: Watch, failed: bool = False) -> None:
         """(Under the mutex) ``watch`` leaves ``channel``; the last one out unsubscribes it,
-        within one request timeout (a failure: the connection is gone, and the subscription
-        with it, or glide re-subscribes none it was told to drop)."""
+        confirmed within one request timeout (a failure: the connection is gone, and the
+        subscription with it, or glide re-subscribes none it was told to drop). After a
+        subscribing that ``failed`` (the server silent, maybe), unconfirmed: the failure's
+        caller is not held up by a second bound."""
         with self._guard:
             watchers = self._watchers.get(channel, set())
             watchers.discard(watch)
@@ -226,7 +228,10 @@ class SyncGlideWaiter:
         client = self._client
         if client is not None and not self._closed:
             with contextlib.suppress(sync_glide().GlideError):
-                client.unsubscribe({channel}, ms(self._confirm_timeout))
+                if failed:
+                    client.unsubscribe_lazy({channel})
+                else:
+                    client.unsubscribe({channel}, ms(self._confirm_timeout))
 
     def _listen(self) -> None:
         client = self._client
