@@ -12,16 +12,18 @@ import pytest
 
 from fencelock._async.client import AsyncLockClient
 from fencelock._sync.client import LockClient
+from fencelock._transport import AsyncRedisCluster, SyncRedisCluster
 from fencelock_tools.servers.embedded import EmbeddedServer
+from fencelock_tools.servers.topology import Cluster
 
 REDIS_PY: Final = "redis-py"
 GLIDE: Final = "glide"
 LIBRARIES: Final = (REDIS_PY, GLIDE)
 
 
-def _config(server: EmbeddedServer, cluster: bool = False, **settings: Any) -> Any:
+def _config(server: EmbeddedServer | Cluster, cluster: bool = False, **settings: Any) -> Any:
     """glide's configuration of a client of ``server`` (``cluster``: of a cluster client, not
-    connected before its first request), with ``settings``."""
+    connected before its first request unless ``server`` is a Cluster), with ``settings``."""
     from glide_shared.config import (
         GlideClientConfiguration,
         GlideClusterClientConfiguration,
@@ -30,7 +32,8 @@ def _config(server: EmbeddedServer, cluster: bool = False, **settings: Any) -> A
 
     address = [NodeAddress("127.0.0.1", server.port)]
     if cluster:
-        return GlideClusterClientConfiguration(address, lazy_connect=True, **settings)
+        lazy = not isinstance(server, Cluster)
+        return GlideClusterClientConfiguration(address, lazy_connect=lazy, **settings)
     return GlideClientConfiguration(address, **settings)
 
 
@@ -61,16 +64,27 @@ class AsyncClients:
         self._made.append(client)
         return client
 
-    async def glide_cluster(self, server: EmbeddedServer) -> Any:
-        """A glide cluster client, not connected (``server`` is no cluster node)."""
+    async def glide_cluster(self, server: EmbeddedServer | Cluster) -> Any:
+        """A glide cluster client of ``server`` (not connected if it is no Cluster)."""
         glide = pytest.importorskip("glide")
         client = await glide.GlideClusterClient.create(_config(server, cluster=True))
         self._made.append(client)
         return client
 
+    async def of_cluster(self, cluster: Cluster, **options: Any) -> AsyncLockClient:
+        """A client of ``cluster`` with ``options``."""
+        if self.library != REDIS_PY:
+            return AsyncLockClient(await self.glide_cluster(cluster), **options)
+        redis = AsyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=5)
+        self._made.append(redis)
+        return AsyncLockClient(redis, **options)
+
     async def close(self) -> None:
         for client in self._made:
-            await client.close()
+            if isinstance(client, AsyncRedisCluster):
+                await client.aclose()
+            else:
+                await client.close()
 
 
 class SyncClients:
@@ -93,11 +107,18 @@ class SyncClients:
         self._made.append(client)
         return client
 
-    def glide_cluster(self, server: EmbeddedServer) -> Any:
+    def glide_cluster(self, server: EmbeddedServer | Cluster) -> Any:
         glide_sync = pytest.importorskip("glide_sync")
         client = glide_sync.GlideClusterClient.create(_config(server, cluster=True))
         self._made.append(client)
         return client
+
+    def of_cluster(self, cluster: Cluster, **options: Any) -> LockClient:
+        if self.library != REDIS_PY:
+            return LockClient(self.glide_cluster(cluster), **options)
+        redis = SyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=5)
+        self._made.append(redis)
+        return LockClient(redis, **options)
 
     def close(self) -> None:
         for client in self._made:

@@ -146,18 +146,29 @@ def config_for(client: Any, connect_timeout: float) -> Any:
     config = copy.copy(config_of(client))
     config.pubsub_subscriptions = None
     config.lazy_connect = False
-    # (both packages' configurations are glide_shared's)
-    shared = importlib.import_module("glide_shared.config")
-    advanced = copy.copy(config.advanced_config) or shared.AdvancedGlideClientConfiguration()
+    shared = importlib.import_module("glide_shared.config")  # (both packages' configurations)
+    made = (
+        shared.AdvancedGlideClusterClientConfiguration
+        if is_cluster(client)
+        else shared.AdvancedGlideClientConfiguration
+    )
+    advanced = copy.copy(config.advanced_config) or made()
     advanced.connection_timeout = max(1, round(connect_timeout * 1000))
     config.advanced_config = advanced
     return config
 
 
+def is_cluster(client: Any) -> bool:
+    """Whether ``client`` is a glide cluster client (of either package)."""
+    shared = importlib.import_module("glide_shared.config")
+    return isinstance(config_of(client), shared.GlideClusterClientConfiguration)
+
+
 def sync_glide_like(client: Any, connect_timeout: float) -> Callable[[], Any]:
-    """How to make a glide_sync client of the server of ``client`` (an asyncio glide client:
+    """How to make a glide_sync client of the servers of ``client`` (an asyncio glide client:
     its settings read now): the asyncio client's renewal thread's (``_offloop.py``)."""
-    return partial(sync_glide().GlideClient.create, config_for(client, connect_timeout))
+    made = sync_glide().GlideClusterClient if is_cluster(client) else sync_glide().GlideClient
+    return partial(made.create, config_for(client, connect_timeout))
 
 
 def address(client: Any) -> str:

@@ -1,6 +1,7 @@
-"""valkey-glide's clients as a route (docs/glide.md): one server (a ``GlideClient``), or
-Redlock's independent masters (a list of them). What is above the route (the protocol, the
-grants, the engine) is the same as over redis-py's clients.
+"""valkey-glide's clients as a route (docs/glide.md): one server (a ``GlideClient``), Redlock's
+independent masters (a list of them), or a Cluster (a ``GlideClusterClient``: each request to
+the primary of its key's slot, wake-ups by sharded pub/sub). What is above the route (the
+protocol, the grants, the engine) is the same as over redis-py's clients.
 
 * Requests go through the application's glide clients, each a non-atomic batch (the commands
   in order, on the client's one connection to the server, error replies as values) bounded by
@@ -14,7 +15,10 @@ grants, the engine) is the same as over redis-py's clients.
   published after that reaches the waiter. glide re-subscribes by itself after a reconnection;
   a message published meanwhile is lost, and its waiter re-tries at its next poll (the end of
   the holder's lease, or ``max_poll``).
-* A Cluster (``GlideClusterClient``) is refused (``TypeError``): not built yet.
+* On a Cluster, glide follows the slots itself for requests (MOVED, ASK, a failover: within
+  the request's bound). A watch is not followed to where its slot moved, as over redis-py's
+  clients (``Watch.moved`` is never set here): glide's own re-subscribing is relied on, and a
+  waiter whose message was lost meanwhile re-tries at its next poll.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any, Final
 
+from redis.crc import key_slot
 from redis.exceptions import ConnectionError, NoScriptError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -35,7 +40,7 @@ from .._backend import AsyncBackground, AsyncMutex, AsyncStateLock, async_at_onc
 from .._core.options import ClientOptions
 from .._core.quorum import NODE_TIMEOUT_MAX, node_timeout, quorum
 from .._core.replies import NoReply, translate_error
-from .._core.routing import GLIDE, ONE, QUORUM, RouteSettings
+from .._core.routing import CLUSTER, GLIDE, ONE, QUORUM, RouteSettings
 from .._glide import (
     ASYNC_GLIDE,
     address,
@@ -66,9 +71,9 @@ def recognised(redis: object) -> bool:
 
 
 def glide_settings(redis: Any, options: ClientOptions) -> RouteSettings:
-    """The settings of the route to ``redis``: a ``GlideClient`` of this API's package, or a
-    non-empty list of them (Redlock), checked. The clients are the application's: never closed
-    by fencelock."""
+    """The settings of the route to ``redis``: a ``GlideClient`` of this API's package, a
+    non-empty list of them (Redlock), or a ``GlideClusterClient``, checked. The clients are the
+    application's: never closed by fencelock."""
     package = package_of(redis)
     if package != PACKAGE:
         raise TypeError(
@@ -76,23 +81,19 @@ def glide_settings(redis: Any, options: ClientOptions) -> RouteSettings:
             f"{CLIENT} (fencelock.LockClient takes glide_sync's, fencelock.asyncio.LockClient "
             "glide's)"
         )
-    nodes = list(redis) if isinstance(redis, list | tuple) else [redis]
     api = async_glide()
+    quorum = isinstance(redis, list | tuple)
+    nodes = list(redis) if quorum else [redis]
+    cluster = not quorum and isinstance(redis, api.GlideClusterClient)
     for node in nodes:
-        if isinstance(node, api.GlideClusterClient):
-            raise TypeError(
-                "a GlideClusterClient is not supported yet: fencelock takes a glide "
-                f"{CLIENT}, or a list of them (Redlock), or a redis-py RedisCluster "
-                "(docs/glide.md)"
-            )
-        if not isinstance(node, api.GlideClient):
+        if not isinstance(node, api.GlideClusterClient if cluster else api.GlideClient):
             raise TypeError(f"Redlock nodes must be {CLIENT}, not {described(node)}")
         validate_db(config_of(node).database_id or 0)
     if options.min_replicas:
         raise ValueError("min_replicas is not supported with glide clients (docs/glide.md)")
     if options.scripts == "never":
         raise ValueError('scripts="never" is not supported with glide clients (docs/glide.md)')
-    shape = QUORUM if isinstance(redis, list | tuple) else ONE
+    shape = QUORUM if quorum else CLUSTER if cluster else ONE
     return RouteSettings(
         shape,
         tuple(nodes),
@@ -108,20 +109,25 @@ def ms(seconds: float) -> int:
     return max(1, math.ceil(seconds * 1000))
 
 
-async def request(node: Any, commands: Sequence[Sequence[Any]], timeout: float) -> list[Any]:
+async def request(
+    node: Any, commands: Sequence[Sequence[Any]], timeout: float, route: Any = None
+) -> list[Any]:
     """The replies to ``commands``, sent by ``node`` in one non-atomic batch within ``timeout``
     seconds (error replies as redis-py's exceptions, values); ``NoReply`` when it timed out (it
-    may still run), redis-py's ``ConnectionError`` when the client cannot send."""
+    may still run), redis-py's ``ConnectionError`` when the client cannot send. ``route``: a
+    cluster client's, to the one node the batch goes to."""
     if timeout <= 0:
         raise RedisTimeoutError("no time left to send the request")
     api = async_glide()
-    batch = api.Batch(is_atomic=False)
+    if route is None:
+        batch, options = api.Batch(is_atomic=False), api.BatchOptions(timeout=ms(timeout))
+    else:
+        batch = api.ClusterBatch(is_atomic=False)
+        options = api.ClusterBatchOptions(timeout=ms(timeout), route=route)
     for command in commands:
         batch.custom_command([argument(part) for part in command])
     try:
-        replies = await node.exec(
-            batch, raise_on_error=False, options=api.BatchOptions(timeout=ms(timeout))
-        )
+        replies = await node.exec(batch, raise_on_error=False, options=options)
     except api.TimeoutError as exc:
         raise NoReply(f"{address(node)}: no reply within {ms(timeout)} ms") from exc
     except api.RequestError as exc:  # (not a reply: glide could not send it)
@@ -135,9 +141,10 @@ class AsyncGlideWaiter:
     """The wake-up subscriptions of one client on one server, through a glide client of
     fencelock's own (see the module's docstring), made at the first watch within its bound."""
 
-    def __init__(self, server: Any, confirm_timeout: float) -> None:
+    def __init__(self, server: Any, confirm_timeout: float, sharded: bool = False) -> None:
         self.server = server  # the application's client: the settings ours is made from
         self._confirm_timeout = confirm_timeout
+        self._sharded = sharded  # a Cluster's: SSUBSCRIBE, on the node of the channel's slot
         self._client: Any = None
         # our client could not be made (the server is down): not tried again before this
         # (monotonic time), so that every wait does not cost a connect timeout more
@@ -176,7 +183,8 @@ class AsyncGlideWaiter:
                 if time.monotonic() >= end:
                     raise RedisTimeoutError("no time left to subscribe")
                 client = await self._connected(end)
-                await client.subscribe({channel}, ms(end - time.monotonic()))
+                subscribe = client.ssubscribe if self._sharded else client.subscribe
+                await subscribe({channel}, ms(end - time.monotonic()))
             except BaseException as exc:
                 await self._forget(channel, watch, failed=True)
                 unreachable = (api.TimeoutError, api.ConnectionError, api.ClosingError, RedisError)
@@ -198,7 +206,9 @@ class AsyncGlideWaiter:
                 raise ConnectionError("connecting failed a moment ago: not tried again yet")
             config = config_for(self.server, end - started)
             try:
-                self._client = await async_glide().GlideClient.create(config)
+                api = async_glide()
+                made = api.GlideClusterClient if self._sharded else api.GlideClient
+                self._client = await made.create(config)
             except async_glide().GlideError:
                 self._unreachable_until = time.monotonic() + self._confirm_timeout
                 raise
@@ -228,9 +238,11 @@ class AsyncGlideWaiter:
         if client is not None and not self._closed:
             with contextlib.suppress(async_glide().GlideError):
                 if failed:
-                    await client.unsubscribe_lazy({channel})
+                    lazy = client.sunsubscribe_lazy if self._sharded else client.unsubscribe_lazy
+                    await lazy({channel})
                 else:
-                    await client.unsubscribe({channel}, ms(self._confirm_timeout))
+                    confirmed = client.sunsubscribe if self._sharded else client.unsubscribe
+                    await confirmed({channel}, ms(self._confirm_timeout))
 
     async def _listen(self) -> None:
         client = self._client
@@ -269,23 +281,27 @@ class AsyncGlideWaiter:
 
 
 class AsyncGlideRoute(AsyncRoute):
-    """One glide client's server, or Redlock's over several (``settings.shape``): see the
-    module's docstring."""
+    """One glide client's server, Redlock's over several, or a Cluster (``settings.shape``):
+    see the module's docstring."""
 
     def __init__(self, settings: RouteSettings) -> None:
         super().__init__(settings)
         self.nodes: list[Any] = list(settings.servers)
         self.quorum = settings.shape == QUORUM
+        self.sharded = settings.shape == CLUSTER
         if self.quorum:  # (what AsyncQuorumRoute can do, and cannot)
             self.local_handoff = self.grants_by_release = self.one_counter = False
             self.jitters = True
             self.send = _no_one_server
         else:
             self.send = partial(self._send, self.nodes[0])
+        if self.sharded:  # (a plain PUBLISH on a Cluster is broadcast to every node)
+            self.publish_command = "SPUBLISH"
         # Redlock: a hung node must cost a wait about its node timeout
         limit = (settings.node_timeout or NODE_TIMEOUT_MAX) if self.quorum else self.request_timeout
         self.glide_waiters = [
-            AsyncGlideWaiter(node, limit) for node in (self.nodes if settings.listens else ())
+            AsyncGlideWaiter(node, limit, self.sharded)
+            for node in (self.nodes if settings.listens else ())
         ]
 
     async def _send(
@@ -297,9 +313,13 @@ class AsyncGlideRoute(AsyncRoute):
         noscript: Sequence[Any] | None = None,
     ) -> list[Any]:
         end = time.monotonic() + timeout
-        replies = await request(node, commands, timeout)
+        api = async_glide()
+        # (a Cluster: the primary of the key's slot, wherever it is now)
+        route = api.SlotKeyRoute(api.SlotType.PRIMARY, key) if self.sharded else None
+        replies = await request(node, commands, timeout, route)
         if noscript is not None and isinstance(replies[0], NoScriptError):
-            replies = await request(node, [noscript, *commands[1:]], end - time.monotonic())
+            again = [noscript, *commands[1:]]
+            replies = await request(node, again, end - time.monotonic(), route)
         return replies
 
     @property
@@ -310,6 +330,25 @@ class AsyncGlideRoute(AsyncRoute):
     def addresses(self) -> list[str]:
         return [address(node) for node in self.nodes]
 
+    def slot_of(self, key: str) -> int:
+        return key_slot(key.encode()) if self.sharded else 0
+
+    async def _targets(self, timeout: float) -> list[tuple[Any, Any, str]]:
+        """Every node as (client, route, address): a Cluster's primaries (``CLUSTER NODES``,
+        within ``timeout``), each reached through the cluster client by its address."""
+        if not self.sharded:
+            return [(node, None, address(node)) for node in self.nodes]
+        api = async_glide()
+        cluster = self.nodes[0]
+        anyone = api.SlotIdRoute(api.SlotType.PRIMARY, 0)  # (any node knows them all)
+        [nodes] = await request(cluster, [("CLUSTER", "NODES")], timeout, anyone)
+        if isinstance(nodes, RedisError):
+            raise translate_error(nodes, "listing the Cluster's primaries")
+        targets = []
+        for host, port in primaries(nodes):
+            targets.append((cluster, api.ByAddressRoute(host, port), f"{host}:{port}"))
+        return targets
+
     def node_timeout(self, ttl: float) -> float:
         if not self.quorum:
             return self.request_timeout
@@ -318,10 +357,13 @@ class AsyncGlideRoute(AsyncRoute):
     async def send_all(
         self, command: Sequence[Any], timeout: float, only: Sequence[int] = ()
     ) -> list[Any]:
-        nodes = [self.nodes[i] for i in only] if only else self.nodes
-        if len(nodes) == 1:
-            return [await _one(nodes[0], command, timeout)]
-        calls = [partial(_one, node, command, timeout) for node in nodes]
+        targets = await self._targets(timeout)
+        if only:
+            targets = [targets[i] for i in only]
+        if len(targets) == 1:
+            node, route, _ = targets[0]
+            return [await _one(node, command, timeout, route)]
+        calls = [partial(_one, node, command, timeout, route) for node, route, _ in targets]
         replies = await async_at_once(calls, _nothing_to_undo)
         failure = next((r for r in replies if isinstance(r, BaseException)
                         and not isinstance(r, RedisError)), None)  # fmt: skip
@@ -351,14 +393,18 @@ class AsyncGlideRoute(AsyncRoute):
         (Redlock: a held name is on a majority; one server: none may fail)."""
         answered = 0
         failure: LockError | None = None
-        for node in self.nodes:
+        try:
+            targets = await self._targets(timeout)
+        except RedisError as exc:
+            raise translate_error(exc, "listing the Cluster's primaries") from exc
+        for node, route, where in targets:
             try:
                 cursor = 0
                 while True:
                     command = ("SCAN", cursor, "MATCH", match, "COUNT", count)
-                    reply = await _one(node, command, timeout)
+                    reply = await _one(node, command, timeout, route)
                     if isinstance(reply, RedisError):
-                        raise translate_error(reply, f"listing the names held on {address(node)}")
+                        raise translate_error(reply, f"listing the names held on {where}")
                     cursor = int(reply[0])
                     for key in reply[1]:
                         yield key
@@ -367,7 +413,7 @@ class AsyncGlideRoute(AsyncRoute):
                 answered += 1
             except LockError as exc:
                 failure = exc
-        if failure is not None and len(self.nodes) - answered >= quorum(len(self.nodes)):
+        if failure is not None and len(targets) - answered >= quorum(len(targets)):
             raise failure
 
     def abandon(self) -> None:
@@ -387,10 +433,23 @@ class AsyncGlideRoute(AsyncRoute):
             await node.close()
 
 
-async def _one(node: Any, command: Sequence[Any], timeout: float) -> Any:
+def primaries(nodes: bytes) -> list[tuple[str, int]]:
+    """The (host, port) of each primary serving slots that ``CLUSTER NODES`` lists as
+    reachable."""
+    found = []
+    for line in nodes.decode().splitlines():
+        fields = line.split()
+        if len(fields) < 9 or "master" not in fields[2].split(",") or "fail" in fields[2]:
+            continue
+        host, _, port = fields[1].split("@")[0].rpartition(":")
+        found.append((host, int(port)))
+    return found
+
+
+async def _one(node: Any, command: Sequence[Any], timeout: float, route: Any = None) -> Any:
     """The reply to ``command`` sent by ``node``, or the ``RedisError`` it failed with."""
     try:
-        [reply] = await request(node, [command], timeout)
+        [reply] = await request(node, [command], timeout, route)
     except RedisError as exc:
         return exc
     return reply

@@ -1,7 +1,8 @@
 # GENERATED from src/fencelock/_async/glide_route.py by tools/gen_sync.py: edit that file instead.
-"""valkey-glide's clients as a route (docs/glide.md): one server (a ``GlideClient``), or
-Redlock's independent masters (a list of them). What is above the route (the protocol, the
-grants, the engine) is the same as over redis-py's clients.
+"""valkey-glide's clients as a route (docs/glide.md): one server (a ``GlideClient``), Redlock's
+independent masters (a list of them), or a Cluster (a ``GlideClusterClient``: each request to
+the primary of its key's slot, wake-ups by sharded pub/sub). What is above the route (the
+protocol, the grants, the engine) is the same as over redis-py's clients.
 
 * Requests go through the application's glide clients, each a non-atomic batch (the commands
   in order, on the client's one connection to the server, error replies as values) bounded by
@@ -15,7 +16,10 @@ grants, the engine) is the same as over redis-py's clients.
   published after that reaches the waiter. glide re-subscribes by itself after a reconnection;
   a message published meanwhile is lost, and its waiter re-tries at its next poll (the end of
   the holder's lease, or ``max_poll``).
-* A Cluster (``GlideClusterClient``) is refused (``TypeError``): not built yet.
+* On a Cluster, glide follows the slots itself for requests (MOVED, ASK, a failover: within
+  the request's bound). A watch is not followed to where its slot moved, as over redis-py's
+  clients (``Watch.moved`` is never set here): glide's own re-subscribing is relied on, and a
+  waiter whose message was lost meanwhile re-tries at its next poll.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any, Final
 
+from redis.crc import key_slot
 from redis.exceptions import ConnectionError, NoScriptError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -36,7 +41,7 @@ from .._backend import SyncBackground, SyncMutex, SyncStateLock, sync_at_once
 from .._core.options import ClientOptions
 from .._core.quorum import NODE_TIMEOUT_MAX, node_timeout, quorum
 from .._core.replies import NoReply, translate_error
-from .._core.routing import GLIDE, ONE, QUORUM, RouteSettings
+from .._core.routing import CLUSTER, GLIDE, ONE, QUORUM, RouteSettings
 from .._glide import (
     SYNC_GLIDE,
     address,
@@ -67,9 +72,9 @@ def recognised(redis: object) -> bool:
 
 
 def glide_settings(redis: Any, options: ClientOptions) -> RouteSettings:
-    """The settings of the route to ``redis``: a ``GlideClient`` of this API's package, or a
-    non-empty list of them (Redlock), checked. The clients are the application's: never closed
-    by fencelock."""
+    """The settings of the route to ``redis``: a ``GlideClient`` of this API's package, a
+    non-empty list of them (Redlock), or a ``GlideClusterClient``, checked. The clients are the
+    application's: never closed by fencelock."""
     package = package_of(redis)
     if package != PACKAGE:
         raise TypeError(
@@ -77,23 +82,19 @@ def glide_settings(redis: Any, options: ClientOptions) -> RouteSettings:
             f"{CLIENT} (fencelock.LockClient takes glide_sync's, fencelock.asyncio.LockClient "
             "glide's)"
         )
-    nodes = list(redis) if isinstance(redis, list | tuple) else [redis]
     api = sync_glide()
+    quorum = isinstance(redis, list | tuple)
+    nodes = list(redis) if quorum else [redis]
+    cluster = not quorum and isinstance(redis, api.GlideClusterClient)
     for node in nodes:
-        if isinstance(node, api.GlideClusterClient):
-            raise TypeError(
-                "a GlideClusterClient is not supported yet: fencelock takes a glide "
-                f"{CLIENT}, or a list of them (Redlock), or a redis-py RedisCluster "
-                "(docs/glide.md)"
-            )
-        if not isinstance(node, api.GlideClient):
+        if not isinstance(node, api.GlideClusterClient if cluster else api.GlideClient):
             raise TypeError(f"Redlock nodes must be {CLIENT}, not {described(node)}")
         validate_db(config_of(node).database_id or 0)
     if options.min_replicas:
         raise ValueError("min_replicas is not supported with glide clients (docs/glide.md)")
     if options.scripts == "never":
         raise ValueError('scripts="never" is not supported with glide clients (docs/glide.md)')
-    shape = QUORUM if isinstance(redis, list | tuple) else ONE
+    shape = QUORUM if quorum else CLUSTER if cluster else ONE
     return RouteSettings(
         shape,
         tuple(nodes),
@@ -109,20 +110,25 @@ def ms(seconds: float) -> int:
     return max(1, math.ceil(seconds * 1000))
 
 
-def request(node: Any, commands: Sequence[Sequence[Any]], timeout: float) -> list[Any]:
+def request(
+    node: Any, commands: Sequence[Sequence[Any]], timeout: float, route: Any = None
+) -> list[Any]:
     """The replies to ``commands``, sent by ``node`` in one non-atomic batch within ``timeout``
     seconds (error replies as redis-py's exceptions, values); ``NoReply`` when it timed out (it
-    may still run), redis-py's ``ConnectionError`` when the client cannot send."""
+    may still run), redis-py's ``ConnectionError`` when the client cannot send. ``route``: a
+    cluster client's, to the one node the batch goes to."""
     if timeout <= 0:
         raise RedisTimeoutError("no time left to send the request")
     api = sync_glide()
-    batch = api.Batch(is_atomic=False)
+    if route is None:
+        batch, options = api.Batch(is_atomic=False), api.BatchOptions(timeout=ms(timeout))
+    else:
+        batch = api.ClusterBatch(is_atomic=False)
+        options = api.ClusterBatchOptions(timeout=ms(timeout), route=route)
     for command in commands:
         batch.custom_command([argument(part) for part in command])
     try:
-        replies = node.exec(
-            batch, raise_on_error=False, options=api.BatchOptions(timeout=ms(timeout))
-        )
+        replies = node.exec(batch, raise_on_error=False, options=options)
     except api.TimeoutError as exc:
         raise NoReply(f"{address(node)}: no reply within {ms(timeout)} ms") from exc
     except api.RequestError as exc:  # (not a reply: glide could not send it)
@@ -136,9 +142,10 @@ class SyncGlideWaiter:
     """The wake-up subscriptions of one client on one server, through a glide client of
     fencelock's own (see the module's docstring), made at the first watch within its bound."""
 
-    def __init__(self, server: Any, confirm_timeout: float) -> None:
+    def __init__(self, server: Any, confirm_timeout: float, sharded: bool = False) -> None:
         self.server = server  # the application's client: the settings ours is made from
         self._confirm_timeout = confirm_timeout
+        self._sharded = sharded  # a Cluster's: SSUBSCRIBE, on the node of the channel's slot
         self._client: Any = None
         # our client could not be made (the server is down): not tried again before this
         # (monotonic time), so that every wait does not cost a connect timeout more
@@ -177,7 +184,8 @@ class SyncGlideWaiter:
                 if time.monotonic() >= end:
                     raise RedisTimeoutError("no time left to subscribe")
                 client = self._connected(end)
-                client.subscribe({channel}, ms(end - time.monotonic()))
+                subscribe = client.ssubscribe if self._sharded else client.subscribe
+                subscribe({channel}, ms(end - time.monotonic()))
             except BaseException as exc:
                 self._forget(channel, watch, failed=True)
                 unreachable = (api.TimeoutError, api.ConnectionError, api.ClosingError, RedisError)
@@ -199,7 +207,9 @@ class SyncGlideWaiter:
                 raise ConnectionError("connecting failed a moment ago: not tried again yet")
             config = config_for(self.server, end - started)
             try:
-                self._client = sync_glide().GlideClient.create(config)
+                api = sync_glide()
+                made = api.GlideClusterClient if self._sharded else api.GlideClient
+                self._client = made.create(config)
             except sync_glide().GlideError:
                 self._unreachable_until = time.monotonic() + self._confirm_timeout
                 raise
@@ -229,9 +239,11 @@ class SyncGlideWaiter:
         if client is not None and not self._closed:
             with contextlib.suppress(sync_glide().GlideError):
                 if failed:
-                    client.unsubscribe_lazy({channel})
+                    lazy = client.sunsubscribe_lazy if self._sharded else client.unsubscribe_lazy
+                    lazy({channel})
                 else:
-                    client.unsubscribe({channel}, ms(self._confirm_timeout))
+                    confirmed = client.sunsubscribe if self._sharded else client.unsubscribe
+                    confirmed({channel}, ms(self._confirm_timeout))
 
     def _listen(self) -> None:
         client = self._client
@@ -270,23 +282,27 @@ class SyncGlideWaiter:
 
 
 class SyncGlideRoute(SyncRoute):
-    """One glide client's server, or Redlock's over several (``settings.shape``): see the
-    module's docstring."""
+    """One glide client's server, Redlock's over several, or a Cluster (``settings.shape``):
+    see the module's docstring."""
 
     def __init__(self, settings: RouteSettings) -> None:
         super().__init__(settings)
         self.nodes: list[Any] = list(settings.servers)
         self.quorum = settings.shape == QUORUM
+        self.sharded = settings.shape == CLUSTER
         if self.quorum:  # (what AsyncQuorumRoute can do, and cannot)
             self.local_handoff = self.grants_by_release = self.one_counter = False
             self.jitters = True
             self.send = _no_one_server
         else:
             self.send = partial(self._send, self.nodes[0])
+        if self.sharded:  # (a plain PUBLISH on a Cluster is broadcast to every node)
+            self.publish_command = "SPUBLISH"
         # Redlock: a hung node must cost a wait about its node timeout
         limit = (settings.node_timeout or NODE_TIMEOUT_MAX) if self.quorum else self.request_timeout
         self.glide_waiters = [
-            SyncGlideWaiter(node, limit) for node in (self.nodes if settings.listens else ())
+            SyncGlideWaiter(node, limit, self.sharded)
+            for node in (self.nodes if settings.listens else ())
         ]
 
     def _send(
@@ -298,9 +314,13 @@ class SyncGlideRoute(SyncRoute):
         noscript: Sequence[Any] | None = None,
     ) -> list[Any]:
         end = time.monotonic() + timeout
-        replies = request(node, commands, timeout)
+        api = sync_glide()
+        # (a Cluster: the primary of the key's slot, wherever it is now)
+        route = api.SlotKeyRoute(api.SlotType.PRIMARY, key) if self.sharded else None
+        replies = request(node, commands, timeout, route)
         if noscript is not None and isinstance(replies[0], NoScriptError):
-            replies = request(node, [noscript, *commands[1:]], end - time.monotonic())
+            again = [noscript, *commands[1:]]
+            replies = request(node, again, end - time.monotonic(), route)
         return replies
 
     @property
@@ -311,6 +331,25 @@ class SyncGlideRoute(SyncRoute):
     def addresses(self) -> list[str]:
         return [address(node) for node in self.nodes]
 
+    def slot_of(self, key: str) -> int:
+        return key_slot(key.encode()) if self.sharded else 0
+
+    def _targets(self, timeout: float) -> list[tuple[Any, Any, str]]:
+        """Every node as (client, route, address): a Cluster's primaries (``CLUSTER NODES``,
+        within ``timeout``), each reached through the cluster client by its address."""
+        if not self.sharded:
+            return [(node, None, address(node)) for node in self.nodes]
+        api = sync_glide()
+        cluster = self.nodes[0]
+        anyone = api.SlotIdRoute(api.SlotType.PRIMARY, 0)  # (any node knows them all)
+        [nodes] = request(cluster, [("CLUSTER", "NODES")], timeout, anyone)
+        if isinstance(nodes, RedisError):
+            raise translate_error(nodes, "listing the Cluster's primaries")
+        targets = []
+        for host, port in primaries(nodes):
+            targets.append((cluster, api.ByAddressRoute(host, port), f"{host}:{port}"))
+        return targets
+
     def node_timeout(self, ttl: float) -> float:
         if not self.quorum:
             return self.request_timeout
@@ -319,10 +358,13 @@ class SyncGlideRoute(SyncRoute):
     def send_all(
         self, command: Sequence[Any], timeout: float, only: Sequence[int] = ()
     ) -> list[Any]:
-        nodes = [self.nodes[i] for i in only] if only else self.nodes
-        if len(nodes) == 1:
-            return [_one(nodes[0], command, timeout)]
-        calls = [partial(_one, node, command, timeout) for node in nodes]
+        targets = self._targets(timeout)
+        if only:
+            targets = [targets[i] for i in only]
+        if len(targets) == 1:
+            node, route, _ = targets[0]
+            return [_one(node, command, timeout, route)]
+        calls = [partial(_one, node, command, timeout, route) for node, route, _ in targets]
         replies = sync_at_once(calls, _nothing_to_undo)
         failure = next((r for r in replies if isinstance(r, BaseException)
                         and not isinstance(r, RedisError)), None)  # fmt: skip
@@ -352,14 +394,18 @@ class SyncGlideRoute(SyncRoute):
         (Redlock: a held name is on a majority; one server: none may fail)."""
         answered = 0
         failure: LockError | None = None
-        for node in self.nodes:
+        try:
+            targets = self._targets(timeout)
+        except RedisError as exc:
+            raise translate_error(exc, "listing the Cluster's primaries") from exc
+        for node, route, where in targets:
             try:
                 cursor = 0
                 while True:
                     command = ("SCAN", cursor, "MATCH", match, "COUNT", count)
-                    reply = _one(node, command, timeout)
+                    reply = _one(node, command, timeout, route)
                     if isinstance(reply, RedisError):
-                        raise translate_error(reply, f"listing the names held on {address(node)}")
+                        raise translate_error(reply, f"listing the names held on {where}")
                     cursor = int(reply[0])
                     for key in reply[1]:
                         yield key
@@ -368,7 +414,7 @@ class SyncGlideRoute(SyncRoute):
                 answered += 1
             except LockError as exc:
                 failure = exc
-        if failure is not None and len(self.nodes) - answered >= quorum(len(self.nodes)):
+        if failure is not None and len(targets) - answered >= quorum(len(targets)):
             raise failure
 
     def abandon(self) -> None:
@@ -388,10 +434,23 @@ class SyncGlideRoute(SyncRoute):
             node.close()
 
 
-def _one(node: Any, command: Sequence[Any], timeout: float) -> Any:
+def primaries(nodes: bytes) -> list[tuple[str, int]]:
+    """The (host, port) of each primary serving slots that ``CLUSTER NODES`` lists as
+    reachable."""
+    found = []
+    for line in nodes.decode().splitlines():
+        fields = line.split()
+        if len(fields) < 9 or "master" not in fields[2].split(",") or "fail" in fields[2]:
+            continue
+        host, _, port = fields[1].split("@")[0].rpartition(":")
+        found.append((host, int(port)))
+    return found
+
+
+def _one(node: Any, command: Sequence[Any], timeout: float, route: Any = None) -> Any:
     """The reply to ``command`` sent by ``node``, or the ``RedisError`` it failed with."""
     try:
-        [reply] = request(node, [command], timeout)
+        [reply] = request(node, [command], timeout, route)
     except RedisError as exc:
         return exc
     return reply

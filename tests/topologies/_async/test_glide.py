@@ -147,11 +147,10 @@ async def test_a_paused_server_bounds_every_call(
 async def test_what_glide_cannot_do_here_is_refused(
     server: EmbeddedServer, glide_clients: AsyncClients
 ) -> None:
-    cluster = await glide_clients.glide_cluster(server)
-    with pytest.raises(TypeError, match="GlideClusterClient is not supported"):
-        AsyncLockClient(cluster)
+    cluster = await glide_clients.glide_cluster(server)  # (not connected)
     given = await glide_clients.glide(server)
-    with pytest.raises(TypeError, match="Redlock nodes must be"):
-        AsyncLockClient([given, "not a client"])  # type: ignore[list-item]
+    for nodes in ([given, "not a client"], [given, cluster]):
+        with pytest.raises(TypeError, match="Redlock nodes must be"):
+            AsyncLockClient(nodes)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="min_replicas"):
         AsyncLockClient(given, min_replicas=1)

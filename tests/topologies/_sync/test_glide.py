@@ -148,11 +148,10 @@ def test_a_paused_server_bounds_every_call(
 def test_what_glide_cannot_do_here_is_refused(
     server: EmbeddedServer, glide_clients: SyncClients
 ) -> None:
-    cluster = glide_clients.glide_cluster(server)
-    with pytest.raises(TypeError, match="GlideClusterClient is not supported"):
-        LockClient(cluster)
+    cluster = glide_clients.glide_cluster(server)  # (not connected)
     given = glide_clients.glide(server)
-    with pytest.raises(TypeError, match="Redlock nodes must be"):
-        LockClient([given, "not a client"])  # type: ignore[list-item]
+    for nodes in ([given, "not a client"], [given, cluster]):
+        with pytest.raises(TypeError, match="Redlock nodes must be"):
+            LockClient(nodes)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="min_replicas"):
         LockClient(given, min_replicas=1)
