@@ -19,10 +19,10 @@ import copy
 import importlib
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from types import ModuleType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from redis.exceptions import (
     BusyLoadingError,
@@ -33,6 +33,17 @@ from redis.exceptions import (
     RedisError,
     ResponseError,
 )
+
+if TYPE_CHECKING:  # (for the LockClient's signature: never imported at run time)
+    import glide
+    import glide_sync
+
+    AsyncGlideClients: TypeAlias = (
+        glide.GlideClient | glide.GlideClusterClient | Sequence[glide.GlideClient]
+    )
+    SyncGlideClients: TypeAlias = (
+        glide_sync.GlideClient | glide_sync.GlideClusterClient | Sequence[glide_sync.GlideClient]
+    )
 
 # the packages whose clients the asyncio and the sync API accept
 ASYNC_GLIDE: Final = "glide"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .._core.natives import ScriptMode
 from .._core.options import ClientOptions
@@ -40,9 +41,12 @@ from .routes import route
 from .topology import AsyncTopology
 from .watchdog import AsyncRenewer
 
+if TYPE_CHECKING:
+    from .._glide import AsyncGlideClients
+
 
 def connect(
-    redis: AsyncRedis | AsyncRedisCluster | Sequence[AsyncRedis],
+    redis: AsyncRedis | AsyncRedisCluster | Sequence[AsyncRedis] | AsyncGlideClients,
     options: ClientOptions,
     counters: Counters,
 ) -> AsyncTopology:
@@ -53,7 +57,8 @@ def connect(
 
 
 def route_settings(
-    redis: AsyncRedis | AsyncRedisCluster | Sequence[AsyncRedis], options: ClientOptions
+    redis: AsyncRedis | AsyncRedisCluster | Sequence[AsyncRedis] | AsyncGlideClients,
+    options: ClientOptions,
 ) -> RouteSettings:
     """The settings of the route to ``redis``, checked, over fencelock's own clients."""
     if recognised(redis):  # valkey-glide's clients

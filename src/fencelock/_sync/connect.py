@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .._core.natives import ScriptMode
 from .._core.options import ClientOptions
@@ -41,9 +42,12 @@ from .routes import route
 from .topology import SyncTopology
 from .watchdog import SyncRenewer
 
+if TYPE_CHECKING:
+    from .._glide import SyncGlideClients
+
 
 def connect(
-    redis: SyncRedis | SyncRedisCluster | Sequence[SyncRedis],
+    redis: SyncRedis | SyncRedisCluster | Sequence[SyncRedis] | SyncGlideClients,
     options: ClientOptions,
     counters: Counters,
 ) -> SyncTopology:
@@ -54,7 +58,8 @@ def connect(
 
 
 def route_settings(
-    redis: SyncRedis | SyncRedisCluster | Sequence[SyncRedis], options: ClientOptions
+    redis: SyncRedis | SyncRedisCluster | Sequence[SyncRedis] | SyncGlideClients,
+    options: ClientOptions,
 ) -> RouteSettings:
     """The settings of the route to ``redis``, checked, over fencelock's own clients."""
     if recognised(redis):  # valkey-glide's clients
