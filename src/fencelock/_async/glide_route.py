@@ -24,7 +24,6 @@ protocol, the grants, the engine) is the same as over redis-py's clients.
 from __future__ import annotations
 
 import contextlib
-import logging
 import math
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -57,8 +56,6 @@ from .._keys import described, validate_db
 from ..errors import LockConnectionError, LockError
 from .routes import AsyncRoute
 from .waiter import Watch
-
-logger = logging.getLogger("fencelock.waiter")
 
 # the package whose clients this API takes, and what they are called, for messages
 PACKAGE: Final = ASYNC_GLIDE
