@@ -40,8 +40,9 @@ from ._async.topology import AsyncTopology
 from ._async.watchdog import Lose
 from ._core.kinds import LeaseSpec, Released
 from ._core.lease import Grant
-from ._core.routing import CLUSTER
+from ._core.routing import CLUSTER, GLIDE
 from ._core.stats import Counters
+from ._glide import sync_glide_like
 from ._sync.routes import route as sync_route
 from ._sync.topology import SyncTopology
 from ._sync.watchdog import Watchdog as SyncWatchdog
@@ -66,14 +67,16 @@ def renewal_twin(topology: AsyncTopology, counters: Counters) -> Callable[[], Sy
     # (the client's own ScriptMode: what the one learns, the other knows)
     mode = topology.protocol.mode
     clients: tuple[Any, ...] = ()
-    clusters: list[Callable[[], Any]] = []
-    if settings.shape == CLUSTER:
-        clusters = [sync_cluster_like(server, timeout) for server in settings.servers]
+    deferred: list[Callable[[], Any]] = []  # (made in the call: their making is I/O)
+    if settings.client == GLIDE:
+        deferred = [sync_glide_like(server, timeout) for server in settings.servers]
+    elif settings.shape == CLUSTER:
+        deferred = [sync_cluster_like(server, timeout) for server in settings.servers]
     else:
         clients = tuple(sync_client_like(server, timeout) for server in settings.servers)
 
     def make() -> SyncTopology:
-        servers = clients + tuple(cluster() for cluster in clusters)
+        servers = clients + tuple(made() for made in deferred)
         twin = replace(settings, servers=servers, owned=True, listens=False)
         return SyncTopology(sync_route(twin), counters, mode)
 

@@ -31,7 +31,7 @@ TOPOLOGY_MODULES = {"topology.py", "routes.py", "protocol.py", "connect.py", "_o
 # and those below. Adding a module means placing it here.
 LAYERS: list[set[str]] = [
     {"transport", "waiter", "versioned"},  # the transport policy, pub/sub, plain values
-    {"routes"},  # where the keys live, how to reach them
+    {"routes", "glide_route"},  # where the keys live, how to reach them
     {"protocol"},  # what is sent: scripts or native commands (the script mode)
     {"grants"},  # the engine's questions, one or a majority deciding
     {"topology"},  # route + protocol + grants, and the primitives' own scripts

@@ -11,7 +11,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from datetime import timedelta
-from typing import Any, Never, Self, TypeVar, Unpack, cast
+from typing import TYPE_CHECKING, Any, Never, Self, TypeVar, Unpack, cast
 
 from .._backend import ASYNC_CAN_CANCEL, AsyncStateLock, async_public_name
 from .._core.compute import COMPUTE, IDEMPOTENT, MAX_SIZE, AsyncCompute, Codec, KeyOf
@@ -49,6 +49,9 @@ from .rw_lock import AsyncReadWriteLock
 from .semaphore import AsyncSemaphore, at_most
 from .versioned import AsyncVersioned
 
+if TYPE_CHECKING:
+    from .._glide import AsyncGlideClients
+
 T = TypeVar("T")
 _F = TypeVar("_F", bound=Callable[..., Any])
 Server = AsyncRedis | AsyncRedisCluster
@@ -63,7 +66,7 @@ class AsyncLockClient:
 
     def __init__(
         self,
-        redis: Server | Sequence[AsyncRedis],
+        redis: Server | Sequence[AsyncRedis] | AsyncGlideClients,
         *,
         prefix: str = DEFAULT_PREFIX,
         socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,

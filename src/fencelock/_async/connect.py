@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .._core.natives import ScriptMode
 from .._core.options import ClientOptions
@@ -35,13 +36,17 @@ from .._transport import (
     async_reap,
 )
 from ..errors import ScriptsRequired
+from .glide_route import glide_settings, recognised
 from .routes import route
 from .topology import AsyncTopology
 from .watchdog import AsyncRenewer
 
+if TYPE_CHECKING:
+    from .._glide import AsyncGlideClients
+
 
 def connect(
-    redis: AsyncRedis | AsyncRedisCluster | Sequence[AsyncRedis],
+    redis: AsyncRedis | AsyncRedisCluster | Sequence[AsyncRedis] | AsyncGlideClients,
     options: ClientOptions,
     counters: Counters,
 ) -> AsyncTopology:
@@ -52,9 +57,12 @@ def connect(
 
 
 def route_settings(
-    redis: AsyncRedis | AsyncRedisCluster | Sequence[AsyncRedis], options: ClientOptions
+    redis: AsyncRedis | AsyncRedisCluster | Sequence[AsyncRedis] | AsyncGlideClients,
+    options: ClientOptions,
 ) -> RouteSettings:
     """The settings of the route to ``redis``, checked, over fencelock's own clients."""
+    if recognised(redis):  # valkey-glide's clients
+        return glide_settings(redis, options)
     expected = AsyncRedis.__module__ + ".Redis"
     if isinstance(redis, ASYNC_OTHER_API) or (
         isinstance(redis, list | tuple) and redis and isinstance(redis[0], ASYNC_OTHER_API)

@@ -29,7 +29,7 @@ from redis.exceptions import RedisError
 from .._backend import AsyncLoopGuard, AsyncStateLock
 from .._core.quorum import NODE_TIMEOUT_MAX, node_timeout, quorum
 from .._core.replies import translate_error
-from .._core.routing import CLUSTER, QUORUM, RouteSettings, RouteTraits
+from .._core.routing import CLUSTER, GLIDE, QUORUM, RouteSettings, RouteTraits
 from .._transport import AsyncClusterNode, AsyncRedis, AsyncRedisCluster, async_own_client
 from ..errors import LockConnectionError, LockError
 from .transport import AsyncRequester
@@ -299,6 +299,10 @@ async def _no_one_server(*args: Any, **kwargs: Any) -> list[Any]:
 
 def route(settings: RouteSettings) -> AsyncRoute:
     """The route ``settings`` describe (no request is sent)."""
+    if settings.client == GLIDE:
+        from .glide_route import AsyncGlideRoute  # (it imports this module)
+
+        return AsyncGlideRoute(settings)
     if settings.shape == QUORUM:
         return AsyncQuorumRoute(settings)
     if settings.shape == CLUSTER:

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 ONE: Final = "one server"
 CLUSTER: Final = "Cluster"
 QUORUM: Final = "Redlock"
+# the client library of its servers (RouteSettings.client)
+REDIS_PY: Final = "redis-py"
+GLIDE: Final = "valkey-glide"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +39,7 @@ class RouteSettings:
     replica_timeout: float = 1.0
     # whether wake-up channels are watched (not by the renewal twin, which only renews)
     listens: bool = True
+    client: str = REDIS_PY  # the library of ``servers``: whose route serves them
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterator, Callable, Iterable, Sequence
 from datetime import timedelta
-from typing import Any, Never, Self, TypeVar, Unpack, cast
+from typing import TYPE_CHECKING, Any, Never, Self, TypeVar, Unpack, cast
 
 from .._backend import SYNC_CAN_CANCEL, SyncStateLock, sync_public_name
 from .._core.compute import COMPUTE, IDEMPOTENT, MAX_SIZE, SyncCompute, Codec, KeyOf
@@ -50,6 +50,9 @@ from .rw_lock import ReadWriteLock
 from .semaphore import Semaphore, at_most
 from .versioned import Versioned
 
+if TYPE_CHECKING:
+    from .._glide import SyncGlideClients
+
 T = TypeVar("T")
 _F = TypeVar("_F", bound=Callable[..., Any])
 Server = SyncRedis | SyncRedisCluster
@@ -64,7 +67,7 @@ class LockClient:
 
     def __init__(
         self,
-        redis: Server | Sequence[SyncRedis],
+        redis: Server | Sequence[SyncRedis] | SyncGlideClients,
         *,
         prefix: str = DEFAULT_PREFIX,
         socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .._core.natives import ScriptMode
 from .._core.options import ClientOptions
@@ -36,13 +37,17 @@ from .._transport import (
     sync_reap,
 )
 from ..errors import ScriptsRequired
+from .glide_route import glide_settings, recognised
 from .routes import route
 from .topology import SyncTopology
 from .watchdog import SyncRenewer
 
+if TYPE_CHECKING:
+    from .._glide import SyncGlideClients
+
 
 def connect(
-    redis: SyncRedis | SyncRedisCluster | Sequence[SyncRedis],
+    redis: SyncRedis | SyncRedisCluster | Sequence[SyncRedis] | SyncGlideClients,
     options: ClientOptions,
     counters: Counters,
 ) -> SyncTopology:
@@ -53,9 +58,12 @@ def connect(
 
 
 def route_settings(
-    redis: SyncRedis | SyncRedisCluster | Sequence[SyncRedis], options: ClientOptions
+    redis: SyncRedis | SyncRedisCluster | Sequence[SyncRedis] | SyncGlideClients,
+    options: ClientOptions,
 ) -> RouteSettings:
     """The settings of the route to ``redis``, checked, over fencelock's own clients."""
+    if recognised(redis):  # valkey-glide's clients
+        return glide_settings(redis, options)
     expected = SyncRedis.__module__ + ".Redis"
     if isinstance(redis, SYNC_OTHER_API) or (
         isinstance(redis, list | tuple) and redis and isinstance(redis[0], SYNC_OTHER_API)

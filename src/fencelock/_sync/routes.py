@@ -30,7 +30,7 @@ from redis.exceptions import RedisError
 from .._backend import SyncLoopGuard, SyncStateLock
 from .._core.quorum import NODE_TIMEOUT_MAX, node_timeout, quorum
 from .._core.replies import translate_error
-from .._core.routing import CLUSTER, QUORUM, RouteSettings, RouteTraits
+from .._core.routing import CLUSTER, GLIDE, QUORUM, RouteSettings, RouteTraits
 from .._transport import SyncClusterNode, SyncRedis, SyncRedisCluster, sync_own_client
 from ..errors import LockConnectionError, LockError
 from .transport import SyncRequester
@@ -300,6 +300,10 @@ def _no_one_server(*args: Any, **kwargs: Any) -> list[Any]:
 
 def route(settings: RouteSettings) -> SyncRoute:
     """The route ``settings`` describe (no request is sent)."""
+    if settings.client == GLIDE:
+        from .glide_route import SyncGlideRoute  # (it imports this module)
+
+        return SyncGlideRoute(settings)
     if settings.shape == QUORUM:
         return SyncQuorumRoute(settings)
     if settings.shape == CLUSTER:

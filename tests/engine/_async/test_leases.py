@@ -26,6 +26,7 @@ def key(name: str) -> str:
     return LockKeys.for_name(name).lock
 
 
+@pytest.mark.glide
 async def test_watchdog_keeps_lease_alive_past_ttl(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
@@ -40,6 +41,7 @@ async def test_watchdog_keeps_lease_alive_past_ttl(
     assert len(async_client._wiring.watchdog) == 0  # released: no longer renewed
 
 
+@pytest.mark.glide
 async def test_deleted_key_is_signalled(async_client: AsyncLockClient, raw: redis.Redis) -> None:
     seen: list[AsyncLock] = []
     lock = async_client.lock("flushed", ttl=0.6, auto_renew=True, on_lost=seen.append)
@@ -68,6 +70,7 @@ async def test_ignore_policy_carries_on(async_client: AsyncLockClient, raw: redi
     # leaving the block raised nothing, and nothing of anyone else was deleted
 
 
+@pytest.mark.glide
 async def test_taken_over_lock_is_signalled_and_not_touched(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
@@ -176,6 +179,7 @@ async def test_a_known_loss_is_not_masked_by_a_failed_release(
     await client.close()
 
 
+@pytest.mark.glide
 async def test_many_leases_one_watchdog_batched(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
@@ -193,6 +197,7 @@ async def test_many_leases_one_watchdog_batched(
     assert raw.keys("fencelock:*:lock") == []  # only fencing counters, until they expire
 
 
+@pytest.mark.glide
 async def test_reentrant_lock(async_client: AsyncLockClient, raw: redis.Redis) -> None:
     # pitfall 9: code that re-enters takes the lock again instead of waiting for itself
     lock = async_client.lock("again", ttl=10, reentrant=True)

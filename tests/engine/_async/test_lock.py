@@ -30,6 +30,7 @@ def calls(raw: redis.Redis, command: str) -> int:
     return int(stats["calls"]) if stats else 0
 
 
+@pytest.mark.glide
 async def test_acquire_release_roundtrip(async_client: AsyncLockClient, raw: redis.Redis) -> None:
     lock = async_client.lock("job", ttl=10)
     assert not await lock.held()
@@ -44,6 +45,7 @@ async def test_acquire_release_roundtrip(async_client: AsyncLockClient, raw: red
         _ = lock.token
 
 
+@pytest.mark.glide
 async def test_tokens_increase_with_every_grant(async_client: AsyncLockClient) -> None:
     tokens = []
     for i in range(5):
@@ -54,6 +56,7 @@ async def test_tokens_increase_with_every_grant(async_client: AsyncLockClient) -
     assert tokens == sorted(tokens) and len(set(tokens)) == 5 and tokens[0] >= 1
 
 
+@pytest.mark.glide
 async def test_second_holder_is_refused_and_overwrites_nothing(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
@@ -68,6 +71,7 @@ async def test_second_holder_is_refused_and_overwrites_nothing(
     assert raw.get(key("x")) == before and await first.held()
 
 
+@pytest.mark.glide
 async def test_acquire_sets_value_and_ttl_in_one_command(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
@@ -79,6 +83,7 @@ async def test_acquire_sets_value_and_ttl_in_one_command(
     await lock.release()
 
 
+@pytest.mark.glide
 async def test_release_is_one_atomic_script(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
@@ -91,6 +96,7 @@ async def test_release_is_one_atomic_script(
     assert calls(raw, "del") == 1
 
 
+@pytest.mark.glide
 async def test_expired_holder_cannot_delete_successor(
     async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
 ) -> None:
@@ -107,6 +113,7 @@ async def test_expired_holder_cannot_delete_successor(
     await b.release()
 
 
+@pytest.mark.glide
 async def test_extend_keeps_work_alive_and_never_extends_another(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
@@ -129,6 +136,7 @@ async def test_extend_keeps_work_alive_and_never_extends_another(
         await lock.release()
 
 
+@pytest.mark.glide
 async def test_context_manager_releases_on_error(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
@@ -171,6 +179,7 @@ async def test_not_reentrant_by_default(async_client: AsyncLockClient) -> None:
     await lock.release()
 
 
+@pytest.mark.glide
 async def test_busy_wait_gives_up_at_timeout(async_client: AsyncLockClient) -> None:
     holder = async_client.lock("wait", ttl=30)
     await holder.acquire(timeout=0)
@@ -178,6 +187,7 @@ async def test_busy_wait_gives_up_at_timeout(async_client: AsyncLockClient) -> N
     await holder.release()
 
 
+@pytest.mark.glide
 async def test_waiter_is_woken_by_release_message(
     async_client: AsyncLockClient, async_client_b: AsyncLockClient
 ) -> None:
@@ -199,6 +209,7 @@ async def test_waiter_is_woken_by_release_message(
     assert async_client.statistics().wakeups == 1 and async_client.statistics().polls == 0
 
 
+@pytest.mark.glide
 async def test_fallback_retry_at_holder_ttl(
     async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
 ) -> None:
@@ -218,6 +229,7 @@ async def test_fallback_retry_at_holder_ttl(
     await waiter.release()
 
 
+@pytest.mark.glide
 async def test_an_idle_waiter_costs_the_server_nothing(
     async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
 ) -> None:
@@ -266,6 +278,7 @@ async def test_a_release_during_a_pubsub_break_is_not_missed(
         await client.close()
 
 
+@pytest.mark.glide
 async def test_script_flush_is_survived(async_client: AsyncLockClient, raw: redis.Redis) -> None:
     lock = async_client.lock("flush", ttl=10)
     await lock.acquire(timeout=0)
@@ -344,6 +357,7 @@ async def test_fenced_set_validates_token(
     assert raw.keys("*") == []  # nothing written, nothing remembered
 
 
+@pytest.mark.glide
 async def test_lock_key_of_wrong_type(async_client: AsyncLockClient, raw: redis.Redis) -> None:
     raw.rpush(key("typed"), "a")  # neither kind of lock: not fencelock's
     for reentrant in (False, True):

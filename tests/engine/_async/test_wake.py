@@ -19,6 +19,7 @@ from fencelock._keys import LockKeys
 from fencelock._transport import AsyncPubSub
 from fencelock.errors import LockConnectionError, LockError, LockTimeout
 from fencelock_tools.servers.embedded import EmbeddedServer
+from tests.clients import AsyncClients
 from tests.concurrency import AsyncCall, async_running, async_until, evalsha_calls
 
 NAME = "herd"
@@ -27,10 +28,12 @@ QUEUE = KEYS.queue
 
 
 @pytest.fixture
-async def clients(server: EmbeddedServer, raw: redis.Redis) -> AsyncIterator[list[AsyncLockClient]]:
+async def clients(
+    server: EmbeddedServer, raw: redis.Redis, async_clients: AsyncClients
+) -> AsyncIterator[list[AsyncLockClient]]:
     """Four clients (four processes, as far as the lock can tell) that wake one at a time; the
     fallback re-try is an hour away, so only a release message can wake a waiter."""
-    made = [AsyncLockClient.from_url(server.url, wake="one", max_poll=3600.0) for _ in range(4)]
+    made = [await async_clients.of(server, wake="one", max_poll=3600.0) for _ in range(4)]
     try:
         yield made
     finally:
@@ -42,6 +45,7 @@ def queued(raw: redis.Redis) -> list[str]:
     return [str(member) for member in raw.zrange(QUEUE, 0, -1)]
 
 
+@pytest.mark.glide
 async def test_release_wakes_only_the_first_waiter(
     clients: list[AsyncLockClient], raw: redis.Redis
 ) -> None:
@@ -194,6 +198,7 @@ def hold_in_a_call(lock: AsyncLock) -> tuple[AsyncCall, AsyncEvent, AsyncEvent]:
     return AsyncCall(take), taken, done
 
 
+@pytest.mark.glide
 async def test_a_release_grants_the_lock_to_the_first_waiter(
     clients: list[AsyncLockClient], raw: redis.Redis
 ) -> None:

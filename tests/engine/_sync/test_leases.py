@@ -27,6 +27,7 @@ def key(name: str) -> str:
     return LockKeys.for_name(name).lock
 
 
+@pytest.mark.glide
 def test_watchdog_keeps_lease_alive_past_ttl(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
@@ -41,6 +42,7 @@ def test_watchdog_keeps_lease_alive_past_ttl(
     assert len(sync_client._wiring.watchdog) == 0  # released: no longer renewed
 
 
+@pytest.mark.glide
 def test_deleted_key_is_signalled(sync_client: LockClient, raw: redis.Redis) -> None:
     seen: list[Lock] = []
     lock = sync_client.lock("flushed", ttl=0.6, auto_renew=True, on_lost=seen.append)
@@ -69,6 +71,7 @@ def test_ignore_policy_carries_on(sync_client: LockClient, raw: redis.Redis) -> 
     # leaving the block raised nothing, and nothing of anyone else was deleted
 
 
+@pytest.mark.glide
 def test_taken_over_lock_is_signalled_and_not_touched(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
@@ -177,6 +180,7 @@ def test_a_known_loss_is_not_masked_by_a_failed_release(
     client.close()
 
 
+@pytest.mark.glide
 def test_many_leases_one_watchdog_batched(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
@@ -194,6 +198,7 @@ def test_many_leases_one_watchdog_batched(
     assert raw.keys("fencelock:*:lock") == []  # only fencing counters, until they expire
 
 
+@pytest.mark.glide
 def test_reentrant_lock(sync_client: LockClient, raw: redis.Redis) -> None:
     # pitfall 9: code that re-enters takes the lock again instead of waiting for itself
     lock = sync_client.lock("again", ttl=10, reentrant=True)

@@ -31,6 +31,7 @@ def calls(raw: redis.Redis, command: str) -> int:
     return int(stats["calls"]) if stats else 0
 
 
+@pytest.mark.glide
 def test_acquire_release_roundtrip(sync_client: LockClient, raw: redis.Redis) -> None:
     lock = sync_client.lock("job", ttl=10)
     assert not lock.held()
@@ -45,6 +46,7 @@ def test_acquire_release_roundtrip(sync_client: LockClient, raw: redis.Redis) ->
         _ = lock.token
 
 
+@pytest.mark.glide
 def test_tokens_increase_with_every_grant(sync_client: LockClient) -> None:
     tokens = []
     for i in range(5):
@@ -55,6 +57,7 @@ def test_tokens_increase_with_every_grant(sync_client: LockClient) -> None:
     assert tokens == sorted(tokens) and len(set(tokens)) == 5 and tokens[0] >= 1
 
 
+@pytest.mark.glide
 def test_second_holder_is_refused_and_overwrites_nothing(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
@@ -69,6 +72,7 @@ def test_second_holder_is_refused_and_overwrites_nothing(
     assert raw.get(key("x")) == before and first.held()
 
 
+@pytest.mark.glide
 def test_acquire_sets_value_and_ttl_in_one_command(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
@@ -80,6 +84,7 @@ def test_acquire_sets_value_and_ttl_in_one_command(
     lock.release()
 
 
+@pytest.mark.glide
 def test_release_is_one_atomic_script(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
@@ -92,6 +97,7 @@ def test_release_is_one_atomic_script(
     assert calls(raw, "del") == 1
 
 
+@pytest.mark.glide
 def test_expired_holder_cannot_delete_successor(
     sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
 ) -> None:
@@ -108,6 +114,7 @@ def test_expired_holder_cannot_delete_successor(
     b.release()
 
 
+@pytest.mark.glide
 def test_extend_keeps_work_alive_and_never_extends_another(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
@@ -130,6 +137,7 @@ def test_extend_keeps_work_alive_and_never_extends_another(
         lock.release()
 
 
+@pytest.mark.glide
 def test_context_manager_releases_on_error(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
@@ -172,6 +180,7 @@ def test_not_reentrant_by_default(sync_client: LockClient) -> None:
     lock.release()
 
 
+@pytest.mark.glide
 def test_busy_wait_gives_up_at_timeout(sync_client: LockClient) -> None:
     holder = sync_client.lock("wait", ttl=30)
     holder.acquire(timeout=0)
@@ -179,6 +188,7 @@ def test_busy_wait_gives_up_at_timeout(sync_client: LockClient) -> None:
     holder.release()
 
 
+@pytest.mark.glide
 def test_waiter_is_woken_by_release_message(
     sync_client: LockClient, sync_client_b: LockClient
 ) -> None:
@@ -200,6 +210,7 @@ def test_waiter_is_woken_by_release_message(
     assert sync_client.statistics().wakeups == 1 and sync_client.statistics().polls == 0
 
 
+@pytest.mark.glide
 def test_fallback_retry_at_holder_ttl(
     sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
 ) -> None:
@@ -219,6 +230,7 @@ def test_fallback_retry_at_holder_ttl(
     waiter.release()
 
 
+@pytest.mark.glide
 def test_an_idle_waiter_costs_the_server_nothing(
     sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
 ) -> None:
@@ -267,6 +279,7 @@ def test_a_release_during_a_pubsub_break_is_not_missed(
         client.close()
 
 
+@pytest.mark.glide
 def test_script_flush_is_survived(sync_client: LockClient, raw: redis.Redis) -> None:
     lock = sync_client.lock("flush", ttl=10)
     lock.acquire(timeout=0)
@@ -345,6 +358,7 @@ def test_fenced_set_validates_token(
     assert raw.keys("*") == []  # nothing written, nothing remembered
 
 
+@pytest.mark.glide
 def test_lock_key_of_wrong_type(sync_client: LockClient, raw: redis.Redis) -> None:
     raw.rpush(key("typed"), "a")  # neither kind of lock: not fencelock's
     for reentrant in (False, True):

@@ -20,6 +20,7 @@ from fencelock._keys import LockKeys
 from fencelock._transport import SyncPubSub
 from fencelock.errors import LockConnectionError, LockError, LockTimeout
 from fencelock_tools.servers.embedded import EmbeddedServer
+from tests.clients import SyncClients
 from tests.concurrency import SyncCall, sync_running, sync_until, evalsha_calls
 
 NAME = "herd"
@@ -28,10 +29,12 @@ QUEUE = KEYS.queue
 
 
 @pytest.fixture
-def clients(server: EmbeddedServer, raw: redis.Redis) -> Iterator[list[LockClient]]:
+def clients(
+    server: EmbeddedServer, raw: redis.Redis, sync_clients: SyncClients
+) -> Iterator[list[LockClient]]:
     """Four clients (four processes, as far as the lock can tell) that wake one at a time; the
     fallback re-try is an hour away, so only a release message can wake a waiter."""
-    made = [LockClient.from_url(server.url, wake="one", max_poll=3600.0) for _ in range(4)]
+    made = [sync_clients.of(server, wake="one", max_poll=3600.0) for _ in range(4)]
     try:
         yield made
     finally:
@@ -43,6 +46,7 @@ def queued(raw: redis.Redis) -> list[str]:
     return [str(member) for member in raw.zrange(QUEUE, 0, -1)]
 
 
+@pytest.mark.glide
 def test_release_wakes_only_the_first_waiter(
     clients: list[LockClient], raw: redis.Redis
 ) -> None:
@@ -195,6 +199,7 @@ def hold_in_a_call(lock: Lock) -> tuple[SyncCall, SyncEvent, SyncEvent]:
     return SyncCall(take), taken, done
 
 
+@pytest.mark.glide
 def test_a_release_grants_the_lock_to_the_first_waiter(
     clients: list[LockClient], raw: redis.Redis
 ) -> None:

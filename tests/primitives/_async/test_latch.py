@@ -19,6 +19,7 @@ from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import TIMEOUT, AsyncCall, async_until, evalsha_calls
 
 
+@pytest.mark.glide
 async def test_the_latch_opens_when_every_participant_counted_down(
     async_client: AsyncLockClient, async_client_b: AsyncLockClient
 ) -> None:
@@ -88,6 +89,7 @@ async def async_until_missing(latch: AsyncLatch, expected: tuple[str, ...]) -> N
         await async_sleep(0.01)
 
 
+@pytest.mark.glide
 async def test_a_joined_participant_is_renewed_and_leaves_on_count_down(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
@@ -104,6 +106,7 @@ async def test_a_joined_participant_is_renewed_and_leaves_on_count_down(
         await worker.leave()  # left already
 
 
+@pytest.mark.glide
 async def test_reset_starts_a_new_generation(
     async_client: AsyncLockClient, async_client_b: AsyncLockClient
 ) -> None:
@@ -219,6 +222,7 @@ async def test_messages_speak_of_joining_entering_and_leaving(
     assert await barrier.leave(timeout=0)
 
 
+@pytest.mark.glide
 async def test_the_barrier_lets_all_in_then_waits_for_all_to_leave(
     async_client: AsyncLockClient, async_client_b: AsyncLockClient
 ) -> None:

@@ -20,6 +20,7 @@ from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import TIMEOUT, SyncCall, sync_until, evalsha_calls
 
 
+@pytest.mark.glide
 def test_the_latch_opens_when_every_participant_counted_down(
     sync_client: LockClient, sync_client_b: LockClient
 ) -> None:
@@ -89,6 +90,7 @@ def sync_until_missing(latch: Latch, expected: tuple[str, ...]) -> None:
         sync_sleep(0.01)
 
 
+@pytest.mark.glide
 def test_a_joined_participant_is_renewed_and_leaves_on_count_down(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
@@ -105,6 +107,7 @@ def test_a_joined_participant_is_renewed_and_leaves_on_count_down(
         worker.leave()  # left already
 
 
+@pytest.mark.glide
 def test_reset_starts_a_new_generation(
     sync_client: LockClient, sync_client_b: LockClient
 ) -> None:
@@ -220,6 +223,7 @@ def test_messages_speak_of_joining_entering_and_leaving(
     assert barrier.leave(timeout=0)
 
 
+@pytest.mark.glide
 def test_the_barrier_lets_all_in_then_waits_for_all_to_leave(
     sync_client: LockClient, sync_client_b: LockClient
 ) -> None:

@@ -19,6 +19,7 @@ from fencelock._keys import LockKeys
 from fencelock._transport import AsyncRedis
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.proxy import TcpProxy
+from tests.clients import AsyncClients
 from tests.concurrency import AsyncCall, async_until
 from tests.engine._async.test_late_grants import connected
 
@@ -55,8 +56,11 @@ def counters(servers: Sequence[EmbeddedServer]) -> list[int]:
     return found
 
 
-async def test_acquire_and_release_on_every_node(redlock: list[EmbeddedServer]) -> None:
-    client = make_client(redlock)
+@pytest.mark.glide
+async def test_acquire_and_release_on_every_node(
+    redlock: list[EmbeddedServer], async_clients: AsyncClients
+) -> None:
+    client = await async_clients.of(redlock, node_timeout=NODE_TIMEOUT)
     lock = client.lock("job", ttl=10)
     assert await lock.acquire(timeout=0)
     tokens = holders(redlock)
@@ -68,8 +72,14 @@ async def test_acquire_and_release_on_every_node(redlock: list[EmbeddedServer]) 
     await client.close()
 
 
-async def test_a_second_client_is_refused(redlock: list[EmbeddedServer]) -> None:
-    first, second = make_client(redlock), make_client(redlock)
+@pytest.mark.glide
+async def test_a_second_client_is_refused(
+    redlock: list[EmbeddedServer], async_clients: AsyncClients
+) -> None:
+    first, second = (
+        await async_clients.of(redlock, node_timeout=NODE_TIMEOUT),
+        await async_clients.of(redlock, node_timeout=NODE_TIMEOUT),
+    )
     lock = first.lock("job", ttl=10)
     assert await lock.acquire(timeout=0)
     other = second.lock("job", ttl=10)
@@ -98,8 +108,11 @@ async def test_a_split_vote_is_given_back_everywhere(redlock: list[EmbeddedServe
     await client.close()
 
 
-async def test_two_of_five_killed_acquisitions_continue(redlock: list[EmbeddedServer]) -> None:
-    client = make_client(redlock)
+@pytest.mark.glide
+async def test_two_of_five_killed_acquisitions_continue(
+    redlock: list[EmbeddedServer], async_clients: AsyncClients
+) -> None:
+    client = await async_clients.of(redlock, node_timeout=NODE_TIMEOUT)
     lock = client.lock("job", ttl=10)
     seen = []
     for round_ in range(6):
@@ -306,9 +319,12 @@ async def test_release_wakes_a_waiter_through_any_node(
     await waiter_client.close()
 
 
-async def test_a_waiters_lease_runs_from_the_re_try_that_won(redlock: list[EmbeddedServer]) -> None:
-    holder_client = make_client(redlock)
-    waiter_client = make_client(redlock, max_poll=3600)
+@pytest.mark.glide
+async def test_a_waiters_lease_runs_from_the_re_try_that_won(
+    redlock: list[EmbeddedServer], async_clients: AsyncClients
+) -> None:
+    holder_client = await async_clients.of(redlock, node_timeout=NODE_TIMEOUT)
+    waiter_client = await async_clients.of(redlock, node_timeout=NODE_TIMEOUT, max_poll=3600)
     held = holder_client.lock("job", ttl=3600)
     assert await held.acquire(timeout=0)
     waiting = waiter_client.lock("job", ttl=0.5)
@@ -328,8 +344,11 @@ async def test_a_waiters_lease_runs_from_the_re_try_that_won(redlock: list[Embed
     await waiter_client.close()
 
 
-async def test_extend_and_held_go_by_majority(redlock: list[EmbeddedServer]) -> None:
-    client = make_client(redlock)
+@pytest.mark.glide
+async def test_extend_and_held_go_by_majority(
+    redlock: list[EmbeddedServer], async_clients: AsyncClients
+) -> None:
+    client = await async_clients.of(redlock, node_timeout=NODE_TIMEOUT)
     lock = client.lock("job", ttl=5)
     assert await lock.acquire(timeout=0)
     await lock.extend(60)
@@ -352,8 +371,11 @@ async def test_extend_and_held_go_by_majority(redlock: list[EmbeddedServer]) -> 
     await client.close()
 
 
-async def test_release_never_deletes_another_holders_lock(redlock: list[EmbeddedServer]) -> None:
-    client = make_client(redlock)
+@pytest.mark.glide
+async def test_release_never_deletes_another_holders_lock(
+    redlock: list[EmbeddedServer], async_clients: AsyncClients
+) -> None:
+    client = await async_clients.of(redlock, node_timeout=NODE_TIMEOUT)
     lock = client.lock("job", ttl=10)
     assert await lock.acquire(timeout=0)
     for srv in redlock[:3]:
@@ -365,11 +387,13 @@ async def test_release_never_deletes_another_holders_lock(redlock: list[Embedded
     await client.close()
 
 
+@pytest.mark.glide
 async def test_watchdog_renews_by_majority_and_signals_loss(
     redlock: list[EmbeddedServer],
+    async_clients: AsyncClients,
 ) -> None:
     lost: list[AsyncLock] = []
-    client = make_client(redlock)
+    client = await async_clients.of(redlock, node_timeout=NODE_TIMEOUT)
     lock = client.lock("job", ttl=0.6, auto_renew=True, on_lost=lost.append)
     assert await lock.acquire(timeout=0)
     renewals = client.statistics().renewals
@@ -456,8 +480,11 @@ async def test_a_release_sent_again_after_no_answer_is_no_loss(
     await client.close()
 
 
-async def test_script_flush_on_some_nodes_is_survived(redlock: list[EmbeddedServer]) -> None:
-    client = make_client(redlock)
+@pytest.mark.glide
+async def test_script_flush_on_some_nodes_is_survived(
+    redlock: list[EmbeddedServer], async_clients: AsyncClients
+) -> None:
+    client = await async_clients.of(redlock, node_timeout=NODE_TIMEOUT)
     lock = client.lock("job", ttl=10)
     assert await lock.acquire(timeout=0)
     await lock.release()

@@ -20,6 +20,7 @@ from fencelock._keys import LockKeys
 from fencelock._transport import SyncRedis
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.proxy import TcpProxy
+from tests.clients import SyncClients
 from tests.concurrency import SyncCall, sync_until
 from tests.engine._sync.test_late_grants import connected
 
@@ -56,8 +57,11 @@ def counters(servers: Sequence[EmbeddedServer]) -> list[int]:
     return found
 
 
-def test_acquire_and_release_on_every_node(redlock: list[EmbeddedServer]) -> None:
-    client = make_client(redlock)
+@pytest.mark.glide
+def test_acquire_and_release_on_every_node(
+    redlock: list[EmbeddedServer], sync_clients: SyncClients
+) -> None:
+    client = sync_clients.of(redlock, node_timeout=NODE_TIMEOUT)
     lock = client.lock("job", ttl=10)
     assert lock.acquire(timeout=0)
     tokens = holders(redlock)
@@ -69,8 +73,14 @@ def test_acquire_and_release_on_every_node(redlock: list[EmbeddedServer]) -> Non
     client.close()
 
 
-def test_a_second_client_is_refused(redlock: list[EmbeddedServer]) -> None:
-    first, second = make_client(redlock), make_client(redlock)
+@pytest.mark.glide
+def test_a_second_client_is_refused(
+    redlock: list[EmbeddedServer], sync_clients: SyncClients
+) -> None:
+    first, second = (
+        sync_clients.of(redlock, node_timeout=NODE_TIMEOUT),
+        sync_clients.of(redlock, node_timeout=NODE_TIMEOUT),
+    )
     lock = first.lock("job", ttl=10)
     assert lock.acquire(timeout=0)
     other = second.lock("job", ttl=10)
@@ -99,8 +109,11 @@ def test_a_split_vote_is_given_back_everywhere(redlock: list[EmbeddedServer]) ->
     client.close()
 
 
-def test_two_of_five_killed_acquisitions_continue(redlock: list[EmbeddedServer]) -> None:
-    client = make_client(redlock)
+@pytest.mark.glide
+def test_two_of_five_killed_acquisitions_continue(
+    redlock: list[EmbeddedServer], sync_clients: SyncClients
+) -> None:
+    client = sync_clients.of(redlock, node_timeout=NODE_TIMEOUT)
     lock = client.lock("job", ttl=10)
     seen = []
     for round_ in range(6):
@@ -307,9 +320,12 @@ def test_release_wakes_a_waiter_through_any_node(
     waiter_client.close()
 
 
-def test_a_waiters_lease_runs_from_the_re_try_that_won(redlock: list[EmbeddedServer]) -> None:
-    holder_client = make_client(redlock)
-    waiter_client = make_client(redlock, max_poll=3600)
+@pytest.mark.glide
+def test_a_waiters_lease_runs_from_the_re_try_that_won(
+    redlock: list[EmbeddedServer], sync_clients: SyncClients
+) -> None:
+    holder_client = sync_clients.of(redlock, node_timeout=NODE_TIMEOUT)
+    waiter_client = sync_clients.of(redlock, node_timeout=NODE_TIMEOUT, max_poll=3600)
     held = holder_client.lock("job", ttl=3600)
     assert held.acquire(timeout=0)
     waiting = waiter_client.lock("job", ttl=0.5)
@@ -329,8 +345,11 @@ def test_a_waiters_lease_runs_from_the_re_try_that_won(redlock: list[EmbeddedSer
     waiter_client.close()
 
 
-def test_extend_and_held_go_by_majority(redlock: list[EmbeddedServer]) -> None:
-    client = make_client(redlock)
+@pytest.mark.glide
+def test_extend_and_held_go_by_majority(
+    redlock: list[EmbeddedServer], sync_clients: SyncClients
+) -> None:
+    client = sync_clients.of(redlock, node_timeout=NODE_TIMEOUT)
     lock = client.lock("job", ttl=5)
     assert lock.acquire(timeout=0)
     lock.extend(60)
@@ -353,8 +372,11 @@ def test_extend_and_held_go_by_majority(redlock: list[EmbeddedServer]) -> None:
     client.close()
 
 
-def test_release_never_deletes_another_holders_lock(redlock: list[EmbeddedServer]) -> None:
-    client = make_client(redlock)
+@pytest.mark.glide
+def test_release_never_deletes_another_holders_lock(
+    redlock: list[EmbeddedServer], sync_clients: SyncClients
+) -> None:
+    client = sync_clients.of(redlock, node_timeout=NODE_TIMEOUT)
     lock = client.lock("job", ttl=10)
     assert lock.acquire(timeout=0)
     for srv in redlock[:3]:
@@ -366,11 +388,13 @@ def test_release_never_deletes_another_holders_lock(redlock: list[EmbeddedServer
     client.close()
 
 
+@pytest.mark.glide
 def test_watchdog_renews_by_majority_and_signals_loss(
     redlock: list[EmbeddedServer],
+    sync_clients: SyncClients,
 ) -> None:
     lost: list[Lock] = []
-    client = make_client(redlock)
+    client = sync_clients.of(redlock, node_timeout=NODE_TIMEOUT)
     lock = client.lock("job", ttl=0.6, auto_renew=True, on_lost=lost.append)
     assert lock.acquire(timeout=0)
     renewals = client.statistics().renewals
@@ -457,8 +481,11 @@ def test_a_release_sent_again_after_no_answer_is_no_loss(
     client.close()
 
 
-def test_script_flush_on_some_nodes_is_survived(redlock: list[EmbeddedServer]) -> None:
-    client = make_client(redlock)
+@pytest.mark.glide
+def test_script_flush_on_some_nodes_is_survived(
+    redlock: list[EmbeddedServer], sync_clients: SyncClients
+) -> None:
+    client = sync_clients.of(redlock, node_timeout=NODE_TIMEOUT)
     lock = client.lock("job", ttl=10)
     assert lock.acquire(timeout=0)
     lock.release()
