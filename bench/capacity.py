@@ -1,14 +1,15 @@
-"""Capacity: keys and bytes in Redis per held lock and per queued waiter (docs/operations.md).
+"""How much Redis memory locks and waiters take (issues 7 and 34).
 
 python -m bench.capacity [--server redis|valkey ...] [--locks N] [--waiters N]
 
 Starts each server, holds ``--locks`` locks through a real client (simple and reentrant, with
-and without a holder label like ``holder_label()``'s) and reads ``MEMORY USAGE`` of every key
-they have, and the growth of ``used_memory`` per lock. Then one held name gets ``--waiters``
-waiting asyncio clients (each a process, as far as the lock can tell: it queues in Redis and has
-a pub/sub connection of its own) and reads the queue's ``MEMORY USAGE`` per waiter (the slope
-between a quarter and all of them) and ``used_memory`` per waiting client (its connections
-included).
+and without a holder label like ``holder_label()``'s) and reads the keys each held lock has,
+``MEMORY USAGE`` of them, the growth of ``used_memory`` per lock, and what is left per name once
+they are all released; redis-py's ``Lock`` on the same names, for comparison. Then one held name
+gets ``--waiters`` waiting asyncio clients (each a process, as far as the lock can tell: it
+queues in Redis and has a pub/sub connection of its own) and reads the queue's ``MEMORY USAGE``
+per waiter (the slope between a quarter and all of them) and ``used_memory`` per waiting client
+(its connections included).
 """
 
 from __future__ import annotations
@@ -46,30 +47,65 @@ def _usage(raw: redis.Redis, key: str) -> int:
 def held_locks(
     server: EmbeddedServer, count: int, reentrant: bool, label: str | None
 ) -> dict[str, Any]:
-    """Bytes per held lock: MEMORY USAGE of its keys, and used_memory growth."""
+    """Bytes per held lock: its keys, MEMORY USAGE of them, used_memory growth while held and
+    once released."""
     raw = server.client()
     raw.flushall()
     with fencelock.LockClient.from_url(server.url, label=label) as client:
         warm = client.lock("warm-up", 60, reentrant=reentrant)  # connections, scripts
         assert warm.acquire(timeout=0)
         warm.release()
+        raw.flushall()
         before = _used(raw)
-        locks = [client.lock(n, 60, reentrant=reentrant) for n in _names(count, "job")]
+        locks = [client.lock(n, 600, reentrant=reentrant) for n in _names(count, "job")]
         for lock in locks:
             assert lock.acquire(timeout=0)
-        after = _used(raw)
-        keys = [LockKeys.for_name(lock.name) for lock in locks[:100]]
-        lock_key = statistics.median(_usage(raw, k.lock) for k in keys)
-        fence_key = statistics.median(_usage(raw, k.fence) for k in keys)
+        after, keys = _used(raw), raw.dbsize()
+        sample = [LockKeys.for_name(lock.name) for lock in locks[:100]]
+        lock_key = statistics.median(_usage(raw, k.lock) for k in sample)
+        fence_key = statistics.median(_usage(raw, k.fence) for k in sample)
         for lock in locks:
             lock.release()
+        idle, left = _used(raw), raw.dbsize()
     raw.close()
     return {
-        "keys": 2,
+        "keys": keys / count,
         "lock key": lock_key,
         "fence key": fence_key,
         "per lock": lock_key + fence_key,
         "used_memory per lock": (after - before) / count,
+        "keys per idle name": left / count,
+        "used_memory per idle name": (idle - before) / count,
+    }
+
+
+def redis_py_locks(server: EmbeddedServer, count: int) -> dict[str, Any]:
+    """The same for redis-py's ``Lock`` (``r.lock(name, timeout=600)``) on the same names."""
+    raw = server.client()
+    raw.flushall()
+    user = redis.Redis.from_url(server.url)
+    warm = user.lock("warm-up", timeout=60)  # the connection, the release script
+    assert warm.acquire(blocking=False)
+    warm.release()
+    before = _used(raw)
+    locks = [user.lock(n, timeout=600) for n in _names(count, "job")]
+    for lock in locks:
+        assert lock.acquire(blocking=False)
+    after, keys = _used(raw), raw.dbsize()
+    lock_key = statistics.median(_usage(raw, lock.name) for lock in locks[:100])
+    for lock in locks:
+        lock.release()
+    idle, left = _used(raw), raw.dbsize()
+    user.close()
+    raw.close()
+    return {
+        "keys": keys / count,
+        "lock key": lock_key,
+        "fence key": 0,
+        "per lock": lock_key,
+        "used_memory per lock": (after - before) / count,
+        "keys per idle name": left / count,
+        "used_memory per idle name": (idle - before) / count,
     }
 
 
@@ -119,23 +155,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"Python {platform.python_version()}, {args.locks} locks, {args.waiters} waiters")
     print()
     print("| server | lock | keys | lock key | fencing counter | bytes per held lock | "
-          "used_memory per held lock |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
+          "used_memory per held lock | keys, used_memory per name once released |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
     waiting = []
     for kind in args.server or ["redis", "valkey"]:
         with EmbeddedServer(find_server(kind)) as server:
             version = server.client().info("server")
             release = version.get("valkey_version") or version["redis_version"]
             where = f"{kind} {release}"
+            rows = [("redis-py Lock", redis_py_locks(server, args.locks))]
             for reentrant in (False, True):
                 for label in (None, LABEL):
-                    r = held_locks(server, args.locks, reentrant, label)
                     what = ("reentrant" if reentrant else "simple") + (
                         ", labelled" if label else ""
                     )
-                    print(f"| {where} | {what} | {r['keys']} | {r['lock key']:.0f} B | "
-                          f"{r['fence key']:.0f} B | {r['per lock']:.0f} B | "
-                          f"{r['used_memory per lock']:.0f} B |")  # fmt: skip
+                    rows.append((what, held_locks(server, args.locks, reentrant, label)))
+            for what, r in rows:
+                print(f"| {where} | {what} | {r['keys']:g} | {r['lock key']:.0f} B | "
+                      f"{r['fence key']:.0f} B | {r['per lock']:.0f} B | "
+                      f"{r['used_memory per lock']:.0f} B | {r['keys per idle name']:g}, "
+                      f"{r['used_memory per idle name']:.0f} B |")  # fmt: skip
             for label in (None, LABEL):
                 w = asyncio.run(_waiting(server, args.waiters, label))
                 waiting.append((where, label, w))

@@ -272,8 +272,8 @@ def load_script(nodes: Sequence[redis.Redis]) -> str:
 def variants(urls: list[str], runner: asyncio.Runner) -> Iterator[list[Variant]]:
     """The five variants, connected to ``urls``; all clients are closed on exit."""
     # (imported here: the cycles above also run on other trees' fencelock, in bench.regress)
-    from fencelock._async.redlock import AsyncQuorum
-    from fencelock._sync.redlock import SyncQuorum
+    from fencelock._async.routes import AsyncQuorumRoute
+    from fencelock._sync.routes import SyncQuorumRoute
 
     with ExitStack() as stack:
         fl_sync = fencelock.LockClient.from_url(urls)
@@ -302,8 +302,10 @@ def variants(urls: list[str], runner: asyncio.Runner) -> Iterator[list[Variant]]
         for anode in min_async:
             stack.callback(close_async, anode)
 
-        sync_nodes, async_nodes = fl_sync._wiring.topology, fl_async._wiring.topology
-        if not isinstance(sync_nodes, SyncQuorum) or not isinstance(async_nodes, AsyncQuorum):
+        sync_nodes, async_nodes = fl_sync._wiring.topology.route, fl_async._wiring.topology.route
+        if not isinstance(sync_nodes, SyncQuorumRoute) or not isinstance(
+            async_nodes, AsyncQuorumRoute
+        ):
             raise BenchError("fencelock is not in Redlock mode")
         if len(sync_nodes.nodes) != len(urls) or len(async_nodes.nodes) != len(urls):
             raise BenchError("fencelock is not in Redlock mode over every URL")

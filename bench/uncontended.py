@@ -208,9 +208,9 @@ def variants(url: str, runner: asyncio.Runner, scripts: str = "auto") -> Iterato
     """The four variants, connected to ``url``; all clients are closed on exit. ``scripts``:
     the clients' mode ("never": the floor's release is the native compare-and-delete)."""
     # (imported here: the cycles above also run on other trees' fencelock, in bench.regress)
-    from fencelock._async.topology import AsyncOneServer
+    from fencelock._async.routes import AsyncOneServerRoute
     from fencelock._core.natives import ServerCommands
-    from fencelock._sync.topology import SyncOneServer
+    from fencelock._sync.routes import SyncOneServerRoute
 
     with ExitStack() as stack:
         fl_sync = fencelock.LockClient.from_url(url, socket_timeout=SOCKET_TIMEOUT, scripts=scripts)
@@ -233,8 +233,10 @@ def variants(url: str, runner: asyncio.Runner, scripts: str = "auto") -> Iterato
         stack.callback(lambda: runner.run(fl_async.close()))
         stack.callback(lambda: runner.run(min_async.aclose()))
 
-        sync_server, async_server = fl_sync._wiring.topology, fl_async._wiring.topology
-        assert isinstance(sync_server, SyncOneServer) and isinstance(async_server, AsyncOneServer)
+        sync_server = fl_sync._wiring.topology.route
+        async_server = fl_async._wiring.topology.route
+        assert isinstance(sync_server, SyncOneServerRoute)
+        assert isinstance(async_server, AsyncOneServerRoute)
         assert isinstance(sync_server.redis, redis.Redis)
         assert isinstance(async_server.redis, redis.asyncio.Redis)
         check_same_settings(sync_server.redis, [min_sync, async_server.redis, min_async])

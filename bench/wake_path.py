@@ -157,7 +157,7 @@ class FencelockSide(Side):
     def __init__(self, url: str, name: str, listener: bool = True) -> None:
         self.client = fencelock.LockClient.from_url(url, socket_timeout=SOCKET_TIMEOUT)
         self.lock = self.client.lock(name, ttl=TTL)
-        self.waiter = self.client._wiring.topology.waiters[0]
+        self.waiter = self.client._wiring.topology.route.waiters[0]
         self.parked: Parked | None = None
         self.busy = False
         self.tries: list[tuple[float, float, bool]] = []
@@ -167,8 +167,9 @@ class FencelockSide(Side):
         self.readable = NAN
         self.parser: object = None
         self.listener = listener
-        # (the topology is this client's alone: wrapping it stamps this client's tries only)
-        _wrap(self.client._wiring.topology, "try_acquire", self._make_try)
+        # (the grants and topology are this client's alone: wrapping them stamps this client's
+        # tries and waits only)
+        _wrap(self.client._wiring.grants, "try_acquire", self._make_try)
         _wrap(self.client._wiring.topology, "wait", self._make_wait)
         if listener:
             _wrap(self.waiter, "_dispatch", self._make_dispatch)
@@ -591,9 +592,9 @@ def _round_trip_worker(url: str, n: int, gap: float, out: Any) -> None:
                     raise BenchError("SET NX: the key was there")
 
             def acquire_script() -> None:
-                topology = locks._wiring.topology
+                grants = locks._wiring.grants
                 holder = secrets.token_urlsafe(20)
-                if not isinstance(topology.try_acquire(lock._lease.spec, holder), Granted):
+                if not isinstance(grants.try_acquire(lock._lease.spec, holder), Granted):
                     raise BenchError("fencelock: the lock was busy")
 
             samples: dict[str, list[float]] = {}

@@ -16,6 +16,10 @@ import redis.sentinel
 
 TIMEOUT = 30.0
 
+# the ttl of a lease the tests keep renewed: its renewals (every ttl/3) must come in time on a
+# machine loaded well past two CPU burners; 0.3-0.6 s leases were lost there, rightly
+RENEWED_TTL = 1.5
+
 # how the docs name the API's classes, in messages and reprs: fencelock.asyncio.Lock, and Lock
 ASYNC_API = "fencelock.asyncio."
 SYNC_API = ""

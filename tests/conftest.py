@@ -29,6 +29,7 @@ from fencelock_tools.servers.postgres import (
 )
 from fencelock_tools.servers.s3 import S3Server, moto_available
 from fencelock_tools.servers.topology import Cluster, SentinelSetup
+from tests.clients import LIBRARIES, REDIS_PY, AsyncClients, SyncClients
 from tests.exported import Exported
 from tests.traced import Traced
 from tests.worktree import install as install_worktree_guard
@@ -61,6 +62,16 @@ KINDS, LEFT_OUT = _kinds()
 
 def pytest_configure(config: pytest.Config) -> None:
     install_worktree_guard(config)  # a run that leaves files in the work tree fails
+    config.addinivalue_line(
+        "markers", "glide: run over valkey-glide's clients too (the library fixture)"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test marked ``glide`` runs once per client library (tests/clients.py); the others on
+    redis-py's alone, their ids unchanged."""
+    if "library" in metafunc.fixturenames and metafunc.definition.get_closest_marker("glide"):
+        metafunc.parametrize("library", LIBRARIES, indirect=True)
 
 
 def pytest_report_header() -> list[str]:
@@ -109,33 +120,59 @@ def raw(server: EmbeddedServer) -> Iterator[redis.Redis]:
 
 
 @pytest.fixture
-def sync_client(server: EmbeddedServer, raw: redis.Redis) -> Iterator[LockClient]:
-    client = LockClient.from_url(server.url)
+def library(request: pytest.FixtureRequest) -> str:
+    """The client library the test's clients are made over (see pytest_generate_tests)."""
+    return getattr(request, "param", REDIS_PY)
+
+
+@pytest.fixture
+def sync_clients(library: str) -> Iterator[SyncClients]:
+    clients = SyncClients(library)
+    yield clients
+    clients.close()
+
+
+@pytest.fixture
+async def async_clients(library: str) -> AsyncIterator[AsyncClients]:
+    clients = AsyncClients(library)
+    yield clients
+    await clients.close()
+
+
+@pytest.fixture
+def sync_client(
+    server: EmbeddedServer, raw: redis.Redis, sync_clients: SyncClients
+) -> Iterator[LockClient]:
+    client = sync_clients.of(server)
     yield client
     client.close()
 
 
 @pytest.fixture
-async def async_client(server: EmbeddedServer, raw: redis.Redis) -> AsyncIterator[AsyncLockClient]:
-    client = AsyncLockClient.from_url(server.url)
+async def async_client(
+    server: EmbeddedServer, raw: redis.Redis, async_clients: AsyncClients
+) -> AsyncIterator[AsyncLockClient]:
+    client = await async_clients.of(server)
     yield client
     await client.close()
 
 
 @pytest.fixture
-def sync_client_b(server: EmbeddedServer, raw: redis.Redis) -> Iterator[LockClient]:
+def sync_client_b(
+    server: EmbeddedServer, raw: redis.Redis, sync_clients: SyncClients
+) -> Iterator[LockClient]:
     """A second client on the same server: another process, as far as the lock can tell (two
     lock objects of one client queue locally instead, see singleflight.py)."""
-    client = LockClient.from_url(server.url)
+    client = sync_clients.of(server)
     yield client
     client.close()
 
 
 @pytest.fixture
 async def async_client_b(
-    server: EmbeddedServer, raw: redis.Redis
+    server: EmbeddedServer, raw: redis.Redis, async_clients: AsyncClients
 ) -> AsyncIterator[AsyncLockClient]:
-    client = AsyncLockClient.from_url(server.url)
+    client = await async_clients.of(server)
     yield client
     await client.close()
 

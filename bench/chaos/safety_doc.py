@@ -223,8 +223,9 @@ def render(
         f"- Stale writes accepted, all scenarios: **{stale}**. Broken promises: {broken} "
         "(listed per scenario below).",
         "",
-        "Reproduce (from the repository root, after `pip install -e '.[dev]'`; the clock jump "
-        "needs libfaketime, e.g. `apt-get install faketime`):",
+        "Reproduce (from the repository root, after"
+        " `pip install -e '.[dev]' -e ./tools/fencelock-tools`; the clock jump needs libfaketime,"
+        " e.g. `apt-get install faketime`):",
         "",
         "```sh",
         f"{command}                 # this page",

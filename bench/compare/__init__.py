@@ -1,6 +1,6 @@
 """Every comparison of issue 5 in one run: fencelock against other Redis locks, on the same servers.
 
-    pip install -e '.[bench]'
+    pip install -e '.[bench]' -e ./tools/fencelock-tools
     python -m bench.compare            # about 7 minutes; writes docs/benchmarks.md and docs/img/
     python -m bench.compare --quick    # a short smoke run (noisy figures)
     python -m bench.compare --server valkey --no-write

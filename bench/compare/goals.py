@@ -199,6 +199,11 @@ def goals_34(r: Results) -> list[Goal]:
         found.append(Goal("P2", "fair: hand-off p99 <= 1 ms", ms(p99), p99 <= 0.001))
         share = fl.min_share.median
         found.append(Goal("P2", "fair: lowest share >= 0.95", f"{share:.2f}", share >= 0.95))
+    barging = _find(r.p2, lambda x: x.label == "fencelock fair=False" and bool(x.runs))
+    if barging is not None:
+        tp = barging.throughput.median / prl.throughput.median if prl is not None else math.nan
+        add("P2", "barging: throughput >= 1.0x python-redis-lock's", tp, tp >= 1.0,
+            f" ({barging.throughput.median:,.0f}/s)")  # fmt: skip
     for mode, name in (("sync", "sync"), ("asyncio", "async")):
         ours = find_variant(r.p4, f"fencelock {name}")
         fan_out = find_variant(r.p4, f"minimal {name}")

@@ -304,7 +304,8 @@ def environment(server: str, kind: str | None, s: Settings, quick: bool) -> list
     command += f" --server {kind}" if kind else ""
     return [
         f"Measured {datetime.date.today().isoformat()} with `{command}`"
-        f" (`pip install -e '.[bench]'` first) on {os.cpu_count()} CPUs ({cpu_model()}),"
+        f" (`pip install -e '.[bench]' -e ./tools/fencelock-tools` first) on {os.cpu_count()}"
+        f" CPUs ({cpu_model()}),"
         f" `nproc` = {len(os.sched_getaffinity(0))}; server: {server}, started by the script"
         f" (1 for P1-P3, P5, P6; {REDLOCK_NODES} for P4); Python {platform.python_version()},"
         f" redis-py {redis.__version__}, hiredis"
@@ -348,8 +349,8 @@ def section(
         "fencelock against redis-py's `Lock` (default `sleep=0.1`, and `sleep=0.001`),"
         " python-redis-lock, pottery, aioredlock and minimal hand-written loops, on the same"
         " servers in one run. How each peer waits is in `bench/peers.py`; each workload's method"
-        " is in the docstring of `src/fencelock_tools/benchmark.py`, the same code"
-        " `fencelock bench` runs against your own server. This section is written by"
+        " is in the docstring of `tools/fencelock-tools/src/fencelock_tools/benchmark.py`, the"
+        " same code `fencelock bench` runs against your own server. This section is written by"
         f" `python -m bench.compare` (it took {r.minutes:.1f} minutes); re-running it replaces"
         " only this section.",
         "",

@@ -52,7 +52,10 @@ from ..trips import Costs, Counted, ServerWatch, round_trips, watched
 
 REDLOCK_NODES = 5
 # P2's fencelock rows: label -> the options of its locks (``client.lock(name, **options)``)
-P2_FENCELOCK: Final[Mapping[str, Mapping[str, Any]]] = {"fencelock": {}}
+P2_FENCELOCK: Final[Mapping[str, Mapping[str, Any]]] = {
+    "fencelock": {},
+    "fencelock fair=False": {"fair": False},  # barging (docs/contention.md)
+}
 
 
 @dataclass(frozen=True)

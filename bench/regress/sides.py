@@ -17,6 +17,7 @@ from typing import IO, Any, Final
 
 ROOT: Final = Path(__file__).resolve().parent.parent.parent  # the checkout this runs from
 PACKAGE: Final = "src/fencelock"
+TOOLS: Final = ROOT / "tools" / "fencelock-tools" / "src"  # fencelock_tools, of the checkout
 GIT_TIMEOUT: Final = 60.0
 STOP_TIMEOUT: Final = 30.0
 
@@ -117,9 +118,9 @@ class Worker:
         self.root = root
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
-            filter(None, [str(root), str(ROOT / "src"), os.environ.get("PYTHONPATH")])
+            filter(None, [str(root), str(TOOLS), os.environ.get("PYTHONPATH")])
         )
-        config = {**config, "root": str(root), "tools": str(ROOT / "src")}
+        config = {**config, "root": str(root), "tools": str(TOOLS)}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "bench.regress.worker", json.dumps(config)],
             cwd=ROOT,

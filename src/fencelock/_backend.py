@@ -15,7 +15,7 @@ import inspect
 import logging
 import threading
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 
 from .errors import LockError
@@ -61,6 +61,58 @@ async def async_shield(aw: Awaitable[T]) -> T:
 
 def sync_shield(value: T) -> T:
     return value  # a sync call cannot be cancelled half-way by anyone but a signal
+
+
+async def async_at_once(
+    calls: Sequence[Callable[[], Awaitable[T]]], undo: Callable[[int, T], Awaitable[object]]
+) -> list[T | BaseException]:
+    """Run ``calls`` at once, each in a task of its own, until they have all ended: per call,
+    its result or what it raised. A caller cancelled meanwhile cancels those still running,
+    gives what the others made to ``undo`` (with its index), and is cancelled."""
+    tasks = [asyncio.ensure_future(call()) for call in calls]
+    for task in tasks:
+        task.add_done_callback(consume)
+    try:
+        await asyncio.wait(tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()  # (a task cancelled undoes what it made itself)
+        for i, task in enumerate(tasks):
+            if task.done() and not task.cancelled() and task.exception() is None:
+                await undo(i, task.result())
+        raise
+    return [task.exception() or task.result() for task in tasks]
+
+
+def sync_at_once(
+    calls: Sequence[Callable[[], T]], undo: Callable[[int, T], object]
+) -> list[T | BaseException]:
+    # one thread each: a thread's calls block it
+    results: list[Any] = [None] * len(calls)
+
+    def run(i: int) -> None:
+        try:
+            results[i] = calls[i]()
+        except BaseException as exc:
+            results[i] = exc
+
+    threads = [
+        threading.Thread(target=run, args=(i,), name="fencelock-at-once", daemon=True)
+        for i in range(len(calls))
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        for thread in threads:
+            thread.join()
+    except BaseException:  # (a signal's exception: the calls end by their own bounds)
+        for thread in threads:
+            thread.join()
+        for i, result in enumerate(results):
+            if not isinstance(result, BaseException):
+                undo(i, result)
+        raise
+    return results
 
 
 def async_cancelled(error: BaseException) -> bool:
@@ -460,4 +512,4 @@ def async_watchdog(topology: Any, counters: Any) -> Any:
 def sync_watchdog(topology: Any, counters: Any) -> Any:
     from ._sync.watchdog import Watchdog
 
-    return Watchdog(topology, counters)
+    return Watchdog(topology.grants, topology.traits.slot_of, counters)

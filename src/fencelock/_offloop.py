@@ -26,21 +26,28 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 import weakref
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
 from . import _events as events
-from ._async.redlock import AsyncQuorum
-from ._async.topology import AsyncCluster, AsyncOneServer, AsyncTopology
+from ._async.topology import AsyncTopology
 from ._async.watchdog import Lose
-from ._core.kinds import LeaseSpec
+from ._core.kinds import LeaseSpec, Released
 from ._core.lease import Grant
+from ._core.routing import CLUSTER, GLIDE
 from ._core.stats import Counters
-from ._sync.redlock import SyncQuorum
-from ._sync.topology import SyncCluster, SyncOneServer, SyncTopology
+from ._glide import sync_glide_like
+from ._sync.routes import route as sync_route
+from ._sync.topology import SyncTopology
 from ._sync.watchdog import Watchdog as SyncWatchdog
-from ._transport import AsyncRedis, AsyncRedisCluster, sync_client_like, sync_cluster_like
+from ._transport import sync_client_like, sync_cluster_like
+from .errors import LockConnectionError, LockError
 
 logger = logging.getLogger("fencelock.watchdog")
 
@@ -49,23 +56,106 @@ MONITOR_FRACTION = 10
 MONITOR_PERIOD_MAX = 0.1
 
 
-def renewal_twin(topology: AsyncTopology, counters: Counters) -> SyncTopology:
-    """A sync topology over the same servers as ``topology``, on connections of its own: what
-    the renewal thread renews with (one request at a time, batched: a few connections)."""
-    timeout = topology.request_timeout
-    if isinstance(topology, AsyncQuorum):
-        nodes = [sync_client_like(node, timeout) for node in topology.nodes]
-        return SyncQuorum(nodes, {}, timeout, counters, topology.fixed_node_timeout)
-    if isinstance(topology, AsyncCluster):
-        assert isinstance(topology.redis, AsyncRedisCluster)
-        return SyncCluster(sync_cluster_like(topology.redis, timeout), timeout, counters)
-    assert isinstance(topology, AsyncOneServer) and isinstance(topology.redis, AsyncRedis)
-    redis = sync_client_like(topology.redis, timeout)
-    replicas, replica_timeout = topology.min_replicas, topology.replica_timeout
+def renewal_twin(topology: AsyncTopology, counters: Counters) -> Callable[[], SyncTopology]:
+    """How to make a sync topology over the same servers as ``topology``, on connections of
+    its own: what the renewal thread renews with (one request at a time, batched: a few
+    connections). Made from the route's settings, with sync clients of the same servers: what
+    it needs of the asyncio client is read now, on the client's loop; the making, a Cluster
+    client's discovery of its slots (I/O), is the call's."""
+    settings = topology.route.settings
+    timeout = settings.request_timeout
     # (the client's own ScriptMode: what the one learns, the other knows)
-    return SyncOneServer(
-        redis, {}, timeout, counters, replicas, replica_timeout, [redis], topology.mode
-    )
+    mode = topology.protocol.mode
+    clients: tuple[Any, ...] = ()
+    deferred: list[Callable[[], Any]] = []  # (made in the call: their making is I/O)
+    if settings.client == GLIDE:
+        deferred = [sync_glide_like(server, timeout) for server in settings.servers]
+    elif settings.shape == CLUSTER:
+        deferred = [sync_cluster_like(server, timeout) for server in settings.servers]
+    else:
+        clients = tuple(sync_client_like(server, timeout) for server in settings.servers)
+
+    def make() -> SyncTopology:
+        servers = clients + tuple(made() for made in deferred)
+        twin = replace(settings, servers=servers, owned=True, listens=False)
+        return SyncTopology(sync_route(twin), counters, mode)
+
+    return make
+
+
+class DeferredTwin:
+    """The renewal thread's grants: those of ``renewal_twin`` of the client's topology, made
+    in a thread of its own from the first lease on, never on the loop. A Cluster's twin is a
+    ``RedisCluster``, which discovers the slots as it is made: a round trip to a node, and a
+    timeout more for each node that does not answer first, which no task of the loop may wait
+    for. The renewals keep their schedule: the first is due a third of the way into the lease,
+    the twin made meanwhile; a request asked of it before it is ready waits for it within its
+    own bound, and fails as an unanswered one would (tried again, as a renewal is, until the
+    lease's deadline). A twin that could not be made (no node answered) is made again at the
+    next request."""
+
+    def __init__(self, topology: AsyncTopology, counters: Counters) -> None:
+        self._make = renewal_twin(topology, counters)
+        self.request_timeout = topology.grants.request_timeout
+        self.node_count = topology.grants.node_count
+        self._closed = False
+        self._maker, self._twin = self._start()
+
+    def _start(self) -> tuple[threading.Thread, Future[SyncTopology]]:
+        twin: Future[SyncTopology] = Future()
+
+        def make() -> None:
+            try:
+                twin.set_result(self._make())
+            except BaseException as exc:
+                twin.set_exception(exc)
+
+        maker = threading.Thread(target=make, name="fencelock-watchdog-connect", daemon=True)
+        maker.start()
+        return maker, twin
+
+    def _ready(self, timeout: float) -> SyncTopology:
+        """(In the renewal thread) the twin, made within ``timeout`` seconds."""
+        if self._closed:
+            raise LockConnectionError("the client is closed")
+        if not self._twin.done() and not self._maker.is_alive():  # (a forked child's)
+            self._maker, self._twin = self._start()
+        try:
+            return self._twin.result(max(timeout, 0.0))
+        except FutureTimeout:
+            raise LockConnectionError(
+                "the renewal connections are still being made: the servers are slow to answer"
+            ) from None
+        except Exception as exc:
+            self._maker, self._twin = self._start()  # (for the next request)
+            raise LockConnectionError(f"cannot connect to renew the leases: {exc}") from exc
+
+    def renew(
+        self,
+        specs: Sequence[LeaseSpec],
+        holders: Sequence[str],
+        ttls: Sequence[float],
+        timeout: float,
+        what: str = "the renewal",
+    ) -> Sequence[int | LockError]:
+        end = time.monotonic() + timeout
+        twin = self._ready(timeout)
+        return twin.grants.renew(specs, holders, ttls, end - time.monotonic(), what)
+
+    def release_at(self, spec: LeaseSpec, holder: str, node: int, timeout: float) -> Released:
+        end = time.monotonic() + timeout
+        twin = self._ready(timeout)
+        return twin.grants.release_at(spec, holder, node, end - time.monotonic())
+
+    def close(self) -> None:
+        """Close the twin: now, or as soon as it is made."""
+        self._closed = True
+        self._twin.add_done_callback(_close_made)
+
+
+def _close_made(twin: Future[SyncTopology]) -> None:
+    if not twin.cancelled() and twin.exception() is None:
+        twin.result().close()
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop, lose: Lose, grant: Grant, found: str,
@@ -76,7 +166,7 @@ def _on_loop(loop: asyncio.AbstractEventLoop, lose: Lose, grant: Grant, found: s
 
 
 class OffLoopWatchdog:
-    """The asyncio client's watchdog: the sync watchdog's thread over ``renewal_twin`` (made at
+    """The asyncio client's watchdog: the sync watchdog's thread over ``DeferredTwin`` (from
     the first lease, or the first late give-back), and ``LoopMonitor``. The same calls as the
     watchdog of the loop."""
 
@@ -84,7 +174,7 @@ class OffLoopWatchdog:
         self._topology = topology
         self._counters = counters
         self._guard = threading.Lock()
-        self._twin: SyncTopology | None = None
+        self._twin: DeferredTwin | None = None
         self._watchdog: SyncWatchdog | None = None
         self._ttls: weakref.WeakKeyDictionary[Grant, float] = weakref.WeakKeyDictionary()
         self._monitor = LoopMonitor(self._shortest)
@@ -99,8 +189,9 @@ class OffLoopWatchdog:
     def _worker(self) -> SyncWatchdog:
         with self._guard:
             if self._watchdog is None:
-                self._twin = renewal_twin(self._topology, self._counters)
-                self._watchdog = SyncWatchdog(self._twin, self._counters)
+                self._twin = DeferredTwin(self._topology, self._counters)
+                slot_of = self._topology.traits.slot_of  # (the same rule on both sides: no I/O)
+                self._watchdog = SyncWatchdog(self._twin, slot_of, self._counters)
             return self._watchdog
 
     def track(self, grant: Grant, spec: LeaseSpec, lose: Lose) -> None:

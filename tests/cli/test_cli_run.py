@@ -121,6 +121,7 @@ def test_command_sees_the_fencing_token(
         'printf %s "$FENCELOCK_TOKEN" > token; printf %s "$FENCELOCK_NAME" > name; '
         'printf %s "$1" > args'
     )
+    started = server_micros(raw)
     result = run(
         NAME, "--ttl", "5", "--url", server.url, "--", "sh", "-c", script, "sh", "a -- b",
         cwd=tmp_path,
@@ -128,8 +129,7 @@ def test_command_sees_the_fencing_token(
 
     assert result.returncode == 0, result.stderr
     token = int((tmp_path / "token").read_text())
-    assert token > 0
-    assert str(token) == raw.get(KEYS.fence)  # the grant's token, from the server's counter
+    assert started < token < server_micros(raw)  # the grant's token, from the server's clock
     assert (tmp_path / "name").read_text() == NAME
     assert (tmp_path / "args").read_text() == "a -- b"  # COMMAND's arguments passed verbatim
     assert not raw.exists(KEYS.lock)
@@ -151,9 +151,20 @@ def test_url_comes_from_the_environment(
         NAME, "--", "true", cwd=tmp_path, env=_env(FENCELOCK_URL=server.url, REDIS_URL=closed)
     )
     assert first.returncode == 0, first.stderr
+    before = deleted(raw)
     second = run(NAME, "--", "true", cwd=tmp_path, env=_env(REDIS_URL=server.url))
     assert second.returncode == 0, second.stderr
-    assert raw.exists(KEYS.fence)  # granted on this server
+    assert deleted(raw) == before + 1  # granted and released on this server
+
+
+def server_micros(raw: redis.Redis) -> int:
+    seconds, micros = raw.time()
+    return int(seconds) * 1_000_000 + int(micros)
+
+
+def deleted(raw: redis.Redis) -> int:
+    """The DELs the server has run so far, in scripts too (a release deletes a lock it holds)."""
+    return int(raw.info("commandstats").get("cmdstat_del", {}).get("calls", 0))
 
 
 def fencelock_command(*args: str) -> subprocess.CompletedProcess[str]:
@@ -431,16 +442,18 @@ def test_command_ignoring_sigterm_is_killed_after_the_grace_period(
 def test_several_urls_mean_redlock(tmp_path: Path, redlock: list[EmbeddedServer]) -> None:
     urls = [arg for srv in redlock for arg in ("--url", srv.url)]
     script = 'echo "$FENCELOCK_TOKEN" > token; test -n "$FENCELOCK_TOKEN"'
+    before = []
+    for srv in redlock:
+        with srv.client() as probe:
+            before.append(deleted(probe))
     result = run(*urls, NAME, "--", "sh", "-c", script, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     token = (tmp_path / "token").read_text().strip()
     assert int(token) > 0
     granted_and_released = 0
-    for srv in redlock:
-        with srv.client() as probe:
-            granted_and_released += probe.get(KEYS.fence) == token.encode() and not probe.exists(
-                KEYS.lock
-            )
+    for srv, dels in zip(redlock, before, strict=True):
+        with srv.client() as probe:  # (a release deletes the lock where it was granted)
+            granted_and_released += deleted(probe) > dels and not probe.exists(KEYS.lock)
     # on a majority at least: a node slower than the 50 ms node timeout (a loaded machine) may
     # have missed the grant, or may have answered it too late and hold it until the ttl
     assert granted_and_released >= 3

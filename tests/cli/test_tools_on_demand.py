@@ -1,5 +1,6 @@
-"""The library without its tools: ``import fencelock`` and ``fencelock run`` never load the
-fencelock_tools package (demo, benchmarks, throw-away servers), and ``fencelock demo`` /
+"""The library without its tools: ``import fencelock`` (its pytest plugin, ``fencelock.testing``,
+included) and ``fencelock run`` never load the fencelock_tools package (demo, benchmarks,
+throw-away servers), and ``fencelock demo`` /
 ``fencelock bench`` say what to install when they cannot run (status 69, EX_UNAVAILABLE)."""
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ def python(code: str, env: dict[str, str] | None = None) -> subprocess.Completed
 
 def test_import_fencelock_and_its_command_load_no_tools() -> None:
     done = python(
-        "import sys, fencelock, fencelock.asyncio, fencelock.cli; fencelock.cli.build_parser(); "
-        + LOADED
+        "import sys, fencelock, fencelock.asyncio, fencelock.cli, fencelock.testing; "
+        "fencelock.cli.build_parser(); " + LOADED
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
@@ -57,6 +58,9 @@ def test_demo_and_bench_without_the_tools_say_what_to_install(argv: list[str]) -
     assert done.returncode == 69, done.stderr
     assert f"fencelock {argv[0]}: needs fencelock's tools" in done.stderr
     assert INSTALL in done.stderr
+    assert "in a clone of fencelock's repository: pip install -e ./tools/fencelock-tools" in (
+        done.stderr
+    )
     assert "Traceback" not in done.stderr
 
 

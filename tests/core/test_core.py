@@ -9,14 +9,17 @@ from redis.crc import key_slot
 from redis.exceptions import ConnectionError, ResponseError, TimeoutError
 
 from fencelock import LockConnectionError, LockError, StaleToken
+from fencelock._core.kinds import Released
 from fencelock._core.options import refuse_unknown
 from fencelock._core.quorum import (
     NODE_TIMEOUT_MAX,
     NODE_TIMEOUT_MIN,
     acquire_outcome,
+    decided,
     node_timeout,
     owned_answers,
     quorum,
+    released,
     renew_answers,
     retry_jitter,
     tally,
@@ -183,13 +186,44 @@ def test_retry_jitter_is_random_and_bounded() -> None:
     assert all(0.0 <= retry_jitter(0.01) <= 0.01 for _ in range(20))
 
 
+def read(replies: list[object]) -> list[Granted | Busy | BaseException]:
+    """Each node's reply as its kind reads it (``acquire_reply``), or its failure."""
+    results: list[Granted | Busy | BaseException] = []
+    for reply in replies:
+        try:
+            results.append(reply if isinstance(reply, BaseException) else acquire_reply(reply))
+        except LockError as exc:
+            results.append(exc)
+    return results
+
+
+def test_one_server_is_a_majority_of_one() -> None:
+    down = LockConnectionError("down")
+    assert decided([True], "held") is True and decided([False], "held") is False
+    with pytest.raises(LockConnectionError, match=r"^down$"):  # its own failure, as it is
+        decided([down], "held")
+    assert released([Released.STILL_HELD], "release") is Released.STILL_HELD
+    with pytest.raises(LockConnectionError, match=r"^down$"):
+        released([down], "release")
+
+
+def test_a_release_on_several_servers_is_decided_by_a_majority() -> None:
+    down = LockConnectionError("down")
+    held = [Released.WOKE, Released.STILL_HELD, Released.NOT_HELD]
+    assert released(held, "release") is Released.RELEASED
+    gone = [Released.NOT_HELD, Released.NOT_HELD, Released.RELEASED]
+    assert released(gone, "release") is Released.NOT_HELD
+    with pytest.raises(LockConnectionError, match="1 of 3 nodes confirmed, 2 unreachable"):
+        released([Released.RELEASED, down, down], "release")
+
+
 def test_acquire_outcome_needs_a_majority() -> None:
     granted = [[1, 4], [1, 7], [1, 5], [0, 900], LockConnectionError("down")]
-    outcome = acquire_outcome(granted, ttl=10.0, elapsed=0.01)
+    outcome = acquire_outcome(read(granted), ttl=10.0, elapsed=0.01)
     # the proposed token is the largest counter among the granting nodes, not yet confirmed
     assert outcome.result == Granted(7, confirmed=False)
     split = [[1, 4], [1, 7], [0, 900], [0, 800], LockConnectionError("down")]
-    outcome = acquire_outcome(split, ttl=10.0, elapsed=0.01)
+    outcome = acquire_outcome(read(split), ttl=10.0, elapsed=0.01)
     assert isinstance(outcome.result, Busy) and outcome.touched  # give back the two grants
     # the lock frees itself on a majority no later than the longest remaining busy lease
     assert outcome.result.pttl == pytest.approx(0.9)
@@ -197,15 +231,15 @@ def test_acquire_outcome_needs_a_majority() -> None:
 
 def test_acquire_outcome_refuses_a_grant_without_validity() -> None:
     replies = [[1, 1]] * 5
-    outcome = acquire_outcome(replies, ttl=1.0, elapsed=1.0)
+    outcome = acquire_outcome(read(replies), ttl=1.0, elapsed=1.0)
     assert isinstance(outcome.result, Busy) and outcome.touched
     assert outcome.result.pttl == 0.0  # given back, nobody else holds it: re-try at once
 
 
 def test_acquire_outcome_of_a_busy_lock_touches_nothing() -> None:
-    outcome = acquire_outcome([[0, 500]] * 3, ttl=10.0, elapsed=0.0)
+    outcome = acquire_outcome(read([[0, 500]] * 3), ttl=10.0, elapsed=0.0)
     assert outcome.result == Busy(0.5) and not outcome.touched
-    no_expiry = acquire_outcome([[0, 500], [0, -1], [0, 10]], ttl=10.0, elapsed=0.0)
+    no_expiry = acquire_outcome(read([[0, 500], [0, -1], [0, 10]]), ttl=10.0, elapsed=0.0)
     assert no_expiry.result == Busy(None)
 
 
@@ -213,11 +247,11 @@ def test_acquire_outcome_with_every_node_failed_raises_the_telling_error() -> No
     down = LockConnectionError("refused")
     wrong_type = LockError("fencelock:{x}:lock holds a value of another Redis type")
     with pytest.raises(LockConnectionError):
-        acquire_outcome([down, down, down], ttl=10.0, elapsed=0.0)
+        acquire_outcome(read([down, down, down]), ttl=10.0, elapsed=0.0)
     with pytest.raises(LockError, match="another Redis type"):
-        acquire_outcome([down, wrong_type, down], ttl=10.0, elapsed=0.0)
+        acquire_outcome(read([down, wrong_type, down]), ttl=10.0, elapsed=0.0)
     # a majority answered: not granted (the caller retries until its timeout)
-    outcome = acquire_outcome([down, [0, 100], [0, 100]], ttl=10.0, elapsed=0.0)
+    outcome = acquire_outcome(read([down, [0, 100], [0, 100]]), ttl=10.0, elapsed=0.0)
     assert isinstance(outcome.result, Busy) and outcome.touched
 
 
@@ -226,16 +260,16 @@ def test_acquire_outcome_without_a_majority_answering_is_an_outage() -> None:
     # busy, granted or not: too few nodes answered to tell a held lock from a down majority
     for answered in ([0, 100], [1, 5]):
         with pytest.raises(LockConnectionError, match="2 of 3 nodes unreachable, a majority is 2"):
-            acquire_outcome([down, down, answered], ttl=10.0, elapsed=0.0)
+            acquire_outcome(read([down, down, answered]), ttl=10.0, elapsed=0.0)
     # an error reply is an answer: a majority reached is no outage
     wrong_type = LockError("a key holds a value of another Redis type")
-    outcome = acquire_outcome([down, wrong_type, [0, 100]], ttl=10.0, elapsed=0.0)
+    outcome = acquire_outcome(read([down, wrong_type, [0, 100]]), ttl=10.0, elapsed=0.0)
     assert isinstance(outcome.result, Busy)
 
 
 def test_acquire_outcome_counts_a_foreign_hold_count_as_a_failure() -> None:
     # a reentrant re-entry: {-1, count} means this node's hold count is not ours
-    outcome = acquire_outcome([[1, 3], [-1, 2], [-1, 0]], ttl=10.0, elapsed=0.0)
+    outcome = acquire_outcome(read([[1, 3], [-1, 2], [-1, 0]]), ttl=10.0, elapsed=0.0)
     assert isinstance(outcome.result, Busy)
 
 

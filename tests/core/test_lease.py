@@ -10,7 +10,16 @@ from importlib.resources import files
 
 import pytest
 
-from fencelock._core.kinds import AllOf, LeaseSpec, Mutex, Permits, Reentrant, Released
+from fencelock._core.kinds import (
+    BARGED_TRIES,
+    AllOf,
+    LeaseSpec,
+    Mutex,
+    Permits,
+    Reentrant,
+    Released,
+    renewal,
+)
 from fencelock._core.lease import (
     LOCK_WORDS,
     Exit,
@@ -65,11 +74,20 @@ def test_spec_sends_what_each_script_documents(reentrant: bool, acquire: str, re
     assert len(s.release_args("tok", "", "PUBLISH", 1)) == _documented(release, "ARGV")
 
 
-def test_simple_acquire_keys_include_the_queue_of_waiters() -> None:
+def test_a_renewal_names_a_counter_only_where_the_lock_key_holds_no_token() -> None:
+    # renew.lua's KEYS: a simple lock's key holds its token, and stands for its counter too (a
+    # key named that does not exist would be refused during a Cluster's slot migration)
+    simple, reentrant = LockKeys.for_name("job"), LockKeys.for_name("re")
+    keys, args = renewal([spec(), spec(reentrant=True, name="re")], ["a", "b"], [100, 200])
+    assert keys == [simple.lock, simple.lock, reentrant.lock, reentrant.fence]
+    assert args == ["a", 100, "b", 200]
+
+
+def test_acquire_keys_include_the_queue_of_waiters() -> None:
     keys = LockKeys.for_name("job")
     assert spec().acquire_keys == (keys.lock, keys.fence, keys.queue)
-    # reentrant waiters are woken all together: no queue
-    assert spec(reentrant=True).acquire_keys == (keys.lock, keys.fence)
+    # reentrant waiters are woken all together: '*' in the queue stands for them
+    assert spec(reentrant=True).acquire_keys == (keys.lock, keys.fence, keys.queue)
 
 
 @pytest.mark.parametrize("reentrant", [False, True])
@@ -103,7 +121,7 @@ def test_a_multi_lock_sends_what_its_scripts_document() -> None:
     assert acquire[-3:] == release[-3:] == tuple(m.channel for m in members)
     assert s.renewed_keys == tuple(m.lock for m in members)
     assert s.what == "multi-lock ['a', 'b', 'c']"
-    assert s.kind.waiter_entry("w1", "chan:w1", "tok", 10, 1, True) == ">chan:w1"
+    assert s.kind.waiter_entry("w1", "chan:w1", "tok", 10, 1, True, 0) == ">chan:w1"
 
 
 def test_messages_name_the_primitive_and_the_name_never_a_key() -> None:
@@ -127,14 +145,24 @@ def test_ttl_in_milliseconds_is_rounded_and_never_zero(ttl: float, ms: int) -> N
 def test_acquire_args_in_script_order() -> None:
     # acquire.lua: holder, ttl ms, block, waiter entry
     assert spec().acquire_args("tok", 0, 3, "w1", "PUBLISH") == ("tok", 10_000, 3, "w1")
-    # reentrant_acquire.lua: holder, ttl ms, believed hold count, block (no waiter)
-    assert spec(reentrant=True).acquire_args("tok", 2, 3, "w1", "P") == ("tok", 10_000, 2, 3)
+    # reentrant_acquire.lua: holder, ttl ms, believed hold count, block, '*' (a waiter)
+    assert spec(reentrant=True).acquire_args("tok", 2, 3, "*", "P") == ("tok", 10_000, 2, 3, "*")
 
 
 def test_release_args_carry_a_simple_locks_waiter_entry_a_reentrant_locks_holds() -> None:
     channel = LockKeys.for_name("job").channel
-    # release.lua: holder, channel, publish command, the waiter's entry
-    assert spec().release_args("tok", "w1", "SPUBLISH", 1) == ("tok", channel, "SPUBLISH", "w1")
+    # release.lua: holder, channel, publish command, the waiter's entry, whether to announce,
+    # whether it barges
+    assert spec().release_args("tok", "w1", "SPUBLISH", 1) == (
+        "tok",
+        channel,
+        "SPUBLISH",
+        "w1",
+        "",
+        "",
+    )
+    barging = LeaseSpec.of(Mutex(fair=False), "job", "fencelock:", TTL, LOCK_WORDS)
+    assert barging.release_args("tok", "", "PUBLISH", 1)[4:] == ("", "1")
     # reentrant_release.lua: holder, channel, publish command, the holds before this release
     assert spec(reentrant=True).release_args("tok", "w1", "PUBLISH", 3) == (
         "tok",
@@ -467,3 +495,14 @@ def test_a_loss_is_explained_by_what_was_seen() -> None:
     assert loss_reason(ran_out, NOW) == "expired"
     assert loss_reason(grant(deadline=NOW - 1, unanswered=True), NOW) == "unreachable"
     assert loss_reason(grant(deadline=NOW), NOW) == "expired"  # the deadline itself is out
+
+
+def test_a_barging_waiter_queues_by_its_id_for_its_first_tries_then_in_order() -> None:
+    in_order = "w1 10 1 tok"
+    entries = [Mutex(fair=False).waiter_entry("w1", "c", "tok", 10, 1, True, n) for n in range(5)]
+    assert entries == ["w1"] * BARGED_TRIES + [in_order] * (5 - BARGED_TRIES)
+    # a fair lock's waiter queues in order from the start; where no release grants (Redlock,
+    # min_replicas), either by its id alone
+    assert Mutex().waiter_entry("w1", "c", "tok", 10, 1, True, 0) == in_order
+    assert Mutex(fair=False).waiter_entry("w1", "c", "tok", 10, 1, False, 9) == "w1"
+    assert Mutex().waiter_entry("w1", "c", "tok", 10, 1, False, 0) == "w1"

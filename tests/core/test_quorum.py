@@ -6,9 +6,12 @@ from __future__ import annotations
 import pytest
 
 from fencelock import LockConnectionError, LockError
-from fencelock._core.quorum import Tally, first_answers, first_error, owned_by_quorum, tally
+from fencelock._core.kinds import Released
+from fencelock._core.quorum import Tally, first_error, owned_by_quorum, released, tally, two_rounds
+from fencelock._core.replies import NoReply
 
 DOWN = LockConnectionError("down")
+RELEASED, NOT_HELD = Released.RELEASED, Released.NOT_HELD  # a node's answer to a release
 
 
 @pytest.mark.parametrize(
@@ -55,8 +58,41 @@ def test_first_error_only_when_every_node_failed() -> None:
 def test_a_second_round_fills_in_only_the_nodes_that_failed_the_first() -> None:
     down = LockConnectionError("node timeout")
     # node 0 released in the first round: its "not held" to the second must not count
-    merged = first_answers([1, down, down], [0, 1, down])
-    assert merged[:2] == [1, 1] and merged[2] is down
-    assert owned_by_quorum(merged, (1,), "release") is True
+    merged = two_rounds([RELEASED, down, down], [NOT_HELD, RELEASED, down], in_lease=True)
+    assert merged[:2] == [RELEASED, RELEASED] and merged[2] is down
+    assert released(merged, "release") is RELEASED
     with pytest.raises(LockConnectionError):
-        owned_by_quorum([1, down, down], (1,), "release")  # one round alone: undecided
+        released([RELEASED, down, down], "release")  # one round alone: undecided
+
+
+def silent() -> LockConnectionError:
+    """A node's failure to answer a request it was sent (it may have run it)."""
+    error = LockConnectionError("release: TimeoutError: no reply")
+    error.__cause__ = NoReply("no reply")
+    return error
+
+
+def test_not_held_after_no_answer_is_released_only_within_the_lease() -> None:
+    """A node that got the first round and did not answer it may have applied it: its "not
+    held" to the second is its own release's doing, if the release went out within the lease
+    (issue 29); after it, another holder may have taken the node: "not held" it is."""
+    first = [RELEASED, RELEASED, silent(), silent(), silent()]
+    merged = two_rounds(first, [NOT_HELD] * 5, in_lease=True)
+    assert merged == [RELEASED] * 5
+    assert released(merged, "release") is RELEASED
+    late = two_rounds(first, [NOT_HELD] * 5, in_lease=False)
+    assert late == [RELEASED, RELEASED, NOT_HELD, NOT_HELD, NOT_HELD]
+    assert released(late, "release") is NOT_HELD
+    # a node the first round never reached (refused, unreachable) did not apply it
+    unreached = two_rounds(
+        [RELEASED, DOWN, DOWN, silent(), silent()], [NOT_HELD] * 5, in_lease=True
+    )
+    assert unreached == [RELEASED, NOT_HELD, NOT_HELD, RELEASED, RELEASED]
+    assert released(unreached, "release") is RELEASED
+    unreached = two_rounds([RELEASED, DOWN, DOWN, DOWN, silent()], [NOT_HELD] * 5, in_lease=True)
+    assert unreached == [RELEASED, NOT_HELD, NOT_HELD, NOT_HELD, RELEASED]
+    assert released(unreached, "release") is NOT_HELD
+    # a second round that failed too, or that says "held", is taken as it is
+    held = Released.STILL_HELD
+    again = two_rounds([RELEASED, silent(), silent()], [NOT_HELD, DOWN, held], in_lease=True)
+    assert again[0] is RELEASED and again[1] is DOWN and again[2] is held

@@ -28,6 +28,7 @@ from fencelock._core.replies import (
     check_replicated,
     fenced_set_reply,
     holds,
+    lock_value,
     new_waiter_id,
     queue_entry,
     release_grant,
@@ -150,6 +151,30 @@ def test_renew_reply_of_another_size_is_an_error(reply: object) -> None:
 )
 def test_holds(reply: object, held: bool) -> None:
     assert holds(reply, "tok") is held
+
+
+@pytest.mark.parametrize(
+    ("value", "read"),
+    [
+        ("tok 1795948106747642", ("tok", 1795948106747642)),  # a scripted grant's key
+        (b"tok~host%3A1 17", ("tok~host%3A1", 17)),  # a labelled one, raw
+        ("tok", ("tok", None)),  # taken without scripts: the counter has its token
+        # anything else is all holder, as prelude.lua's lock_value reads it
+        ("tok 17 18", ("tok 17 18", None)),
+        ("tok \u00b2", ("tok \u00b2", None)),  # not an ASCII digit
+        ("tok -1", ("tok -1", None)),
+        ("tok ", ("tok ", None)),
+    ],
+)
+def test_a_lock_value_is_read_as_the_scripts_read_it(
+    value: str | bytes, read: tuple[str, int | None]
+) -> None:
+    assert lock_value(value) == read
+
+
+def test_holds_compares_the_holder_token_of_a_value_with_a_token() -> None:
+    assert holds("tok 17", "tok") and holds(b"tok 17", "tok")
+    assert not holds("tok 17", "tok 17") and not holds("tok2 17", "tok")
 
 
 @pytest.mark.parametrize(("acked", "wanted"), [(None, 2), (2, 2), (3, 2), (0, 0)])

@@ -19,6 +19,7 @@ import redis
 import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock._backend import AsyncEvent
+from fencelock._core.replies import lock_value
 from fencelock._keys import LockKeys
 from fencelock._scripts import ACQUIRE, RELEASE
 from fencelock._transport import async_read, async_select_checked
@@ -26,7 +27,6 @@ from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import async_until, sync_until
 
 KEY = LockKeys.for_name("cancel").lock
-FENCE = LockKeys.for_name("cancel").fence
 
 
 async def settle() -> None:
@@ -90,7 +90,7 @@ async def test_cancel_anywhere_while_waiting(
     for steps in range(40):
         assert not await cancel_after(steps, lambda: waiter.acquire(timeout=None))
         assert raw.get(KEY) == holder_value  # the holder's lock is never touched
-    assert async_client._wiring.topology.waiters[0]._watchers == {}  # every wait unsubscribed
+    assert async_client._wiring.topology.route.waiters[0]._watchers == {}  # every wait unsubscribed
     await holder.release()
 
 
@@ -99,12 +99,12 @@ async def test_cancel_after_server_executed(
     async_client: AsyncLockClient, raw: redis.Redis, monkeypatch: pytest.MonkeyPatch, script: object
 ) -> None:
     """Cancellation arriving just as the reply does: the server acted, the caller never saw it."""
-    requester = async_client._wiring.topology.requester  # every request of a lock goes through it
-    real_request = requester.request
+    route = async_client._wiring.topology.route  # every request of a lock goes through it
+    real_request = route.send
 
     async def request_then_cancel(*args: Any, **kwargs: Any) -> Any:
         replies = await real_request(*args, **kwargs)
-        commands = args[1]
+        commands = args[0]
         if commands[0][:2] == ("EVALSHA", script.sha):  # type: ignore[attr-defined]
             raise asyncio.CancelledError
         return replies
@@ -112,7 +112,7 @@ async def test_cancel_after_server_executed(
     lock = async_client.lock("cancel", ttl=30)
     if script is RELEASE:
         await lock.acquire(timeout=0)
-    monkeypatch.setattr(requester, "request", request_then_cancel)
+    monkeypatch.setattr(route, "send", request_then_cancel)
     with pytest.raises(asyncio.CancelledError):
         if script is ACQUIRE:
             await lock.acquire(timeout=0)
@@ -381,9 +381,9 @@ async def test_redlock_token_is_written_back_at_acquire(redlock: list[EmbeddedSe
     fences = []
     for srv in redlock:
         with srv.client() as probe:
-            fences.append(probe.get(FENCE))  # written back during acquire
+            fences.append(lock_value(probe.get(KEY))[1])  # written back during acquire
             probe.delete(KEY)
-    assert fences == [str(lock.token).encode()] * 5
+    assert fences == [lock.token] * 5
     await client.close()
 
 

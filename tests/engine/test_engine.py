@@ -345,17 +345,18 @@ def test_redlock_grants_on_a_majority_with_a_node_down() -> None:
 
 
 def test_the_in_memory_topology_is_the_librarys_own_over_a_simulated_client() -> None:
-    from fencelock._async.redlock import AsyncQuorum
-    from fencelock._async.topology import AsyncOneServer
+    from fencelock._async.routes import AsyncOneServerRoute, AsyncQuorumRoute
+    from fencelock._async.topology import AsyncTopology
     from fencelock._async.waiter import AsyncWaiter
 
     kinds: list[type] = []
 
     async def main(client: SimClient) -> None:
         topology = client.topology
-        kinds.append(type(topology))
-        assert all(type(w) is AsyncWaiter for w in topology.waiters.values())
+        assert type(topology) is AsyncTopology
+        kinds.append(type(topology.route))
+        assert all(type(w) is AsyncWaiter for w in topology.route.waiters.values())
 
     simulate(main)
     simulate(main, world=World(nodes=3), redlock=True)
-    assert kinds == [AsyncOneServer, AsyncQuorum]
+    assert kinds == [AsyncOneServerRoute, AsyncQuorumRoute]

@@ -11,6 +11,7 @@ import pytest
 import redis
 
 import fencelock
+from fencelock._core.replies import lock_value
 from fencelock._keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import TIMEOUT, in_forked_child
@@ -118,11 +119,13 @@ def test_redlock_token_is_written_back_when_first_read(redlock: list[EmbeddedSer
     probes = [srv.client() for srv in redlock]
     lock = client.lock("lazy", ttl=30)
     assert lock.acquire(timeout=0)
-    for probe in probes[:2]:  # two nodes missed this grant's token
-        probe.set(keys.fence, 0)
+    for probe in probes[:2]:  # two nodes granted it a smaller token
+        holder, _ = lock_value(probe.get(keys.lock))
+        probe.set(keys.lock, f"{holder} 1", keepttl=True)
     token = lock.token
     assert token > 0
-    assert [int(p.get(keys.fence) or 0) for p in probes] == [token] * 5  # raised where still held
+    # raised where still held: each node's lock key holds it
+    assert [lock_value(p.get(keys.lock))[1] for p in probes] == [token] * 5
     lock.release()
 
     assert lock.acquire(timeout=0)

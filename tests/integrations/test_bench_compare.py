@@ -7,7 +7,7 @@ from bench.compare import goals, render
 from bench.compare.run import CycleCosts, Results
 from bench.footprint import Footprint
 from bench.trips import Costs
-from fencelock_tools.benchmark import Sample, Variant
+from fencelock_tools.benchmark import HandoffResult, HandoffRun, Sample, Variant
 
 
 def variant(name: str, *rates: float) -> Variant:
@@ -57,3 +57,19 @@ def test_issue_34s_goals_are_judged_on_the_figures() -> None:
     assert memory.met is False and memory.figure.startswith("1.79x (325 B, 2.00 keys")
     assert found["memory", "0 once idle (right after the release)"].met is False
     assert found["P1a", "asyncio >= 1x redis-py Lock async"].met is None  # not measured
+
+
+def handoffs(label: str, acquisitions: int) -> HandoffResult:
+    run = HandoffRun(1.0, acquisitions, acquisitions, acquisitions, [1.0], [0.001], 0, 0)
+    return HandoffResult(label, 4, 0.001, [run])
+
+
+def test_the_barging_locks_throughput_is_judged_against_python_redis_locks() -> None:
+    r = results()
+    r.p2 = [handoffs("python-redis-lock", 1000), handoffs("fencelock fair=False", 1100)]
+    found = {(g.workload, g.goal): g for g in goals.goals_34(r)}
+    barging = found["P2", "barging: throughput >= 1.0x python-redis-lock's"]
+    assert barging.met is True and barging.figure == "1.10x (1,100/s)"
+    r.p2[1] = handoffs("fencelock fair=False", 900)
+    found = {(g.workload, g.goal): g for g in goals.goals_34(r)}
+    assert found["P2", "barging: throughput >= 1.0x python-redis-lock's"].met is False

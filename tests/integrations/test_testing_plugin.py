@@ -14,6 +14,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from fencelock.testing import INSTALL
 from fencelock_tools.servers.embedded import EmbeddedServer, find_server
 
 pytest_plugins = ["pytester"]
@@ -122,6 +123,19 @@ def test_a_suite_without_the_fixtures_starts_no_server(
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     assert starts == []
+
+
+def test_the_plugin_needs_the_tools_only_when_a_fixture_asks(pytester: pytest.Pytester) -> None:
+    """pytest loads the plugin in every suite of an environment with fencelock: a suite runs
+    without fencelock's tools (its throw-away servers) installed, and a test that asks for a
+    server is told what to install."""
+    missing = "import sys\n\nsys.modules['fencelock_tools'] = None  # as if not installed\n"
+    tests = "def test_plain():\n    pass\n\n\ndef test_server(fencelock_server):\n    pass\n"
+    sample(pytester, {"conftest.py": missing, "test_it.py": tests})
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")  # (the plugin loads anew)
+    result.assert_outcomes(passed=1, errors=1)
+    told = "fencelock's fixtures need fencelock's tools ("
+    assert any(line.startswith(told) and line.endswith(INSTALL) for line in result.outlines)
 
 
 HELPERS = """

@@ -14,6 +14,7 @@ import redis
 
 import fencelock
 from fencelock._core.compute import COMPUTE, ComputeKeys
+from fencelock._core.replies import lock_value
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import TIMEOUT, SyncCall, sync_until
 
@@ -67,7 +68,8 @@ def test_a_builder_paused_past_its_lease_cannot_store_over_a_newer_result(
     proc = start(server)
     keys = ComputeKeys.for_compute("report", "fencelock:", COMPUTE)
     try:
-        paused_token = int(raw.get(keys.fence) or 0)
+        paused_token = lock_value(raw.get(keys.lock))[1]  # its lease's key holds it
+        assert paused_token is not None
         os.kill(proc.pid, signal.SIGSTOP)  # its watchdog stops too: the lease runs out
         with fencelock.LockClient.from_url(server.url) as client:
             got = client.compute_once("report", lambda: "from the second", fresh_for=60)

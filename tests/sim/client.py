@@ -1,5 +1,5 @@
 """The part of redis-py's asyncio client that fencelock uses, over the simulated network
-(``world.py``): what the real topologies (``AsyncOneServer``, ``AsyncQuorum``), the real
+(``world.py``): what the real routes (``AsyncOneServerRoute``, ``AsyncQuorumRoute``), the real
 ``AsyncRequester`` and the real ``AsyncWaiter`` call, answering as redis-py answers.
 
 - ``connection_pool``: what fencelock's requester reads to make connections of its own, and

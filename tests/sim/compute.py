@@ -1,5 +1,5 @@
 """The explorer's compute-once configuration (issue 31): processes that each ask for one result
-with ``compute_once`` (the library's own ``AsyncComputes`` over a simulated client), whose
+with ``compute_once`` (the library's own ``AsyncResults`` over a simulated client), whose
 ``compute`` takes virtual time, under the explorer's faults; and what must hold whatever the
 schedule, checked at every step (``ComputeChecker``):
 
@@ -35,13 +35,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import fencelock._async.compute as compute_module
-from fencelock._async.compute import AsyncComputes, AsyncResults
+from fencelock._async.compute import AsyncResults
 from fencelock._context import current_token
 from fencelock._core.compute import (
     COMPUTE,
     COMPUTE_FORGET,
     COMPUTE_LOOK,
     COMPUTE_STORE,
+    MAX_SIZE,
     ComputeKeys,
 )
 from fencelock._keys import DEFAULT_PREFIX
@@ -57,6 +58,16 @@ KEYS = ComputeKeys.for_compute(KEY, DEFAULT_PREFIX, COMPUTE)
 FRESH_FOR = 100.0  # every result stored stays fresh for the whole run
 
 
+async def compute_once(
+    results: AsyncResults, build: Any, *, ttl: float = 30.0, timeout: float | None
+) -> Any:
+    """``client.compute_once(KEY, build, fresh_for=FRESH_FOR, ttl=ttl, timeout=timeout)``: the
+    client's call, over a simulated process's ``AsyncResults``."""
+    ask: dict[str, Any] = {"fresh_for": FRESH_FOR, "stale_for": 0.0, "ttl": ttl}
+    call = results.call(COMPUTE, KEY, build, **ask, timeout=timeout, codec=None, max_size=MAX_SIZE)
+    return await results.get(call)
+
+
 class Caller:
     """One process's calls of ``compute_once``."""
 
@@ -70,7 +81,7 @@ class Caller:
         world = self.scenario.world
         world.log.append(f"{world.clock.now:9.4f}  {self.label}: {what}")
 
-    async def run(self, computes: AsyncComputes) -> None:
+    async def run(self, results: AsyncResults) -> None:
         checker, plan = self.scenario.checker, self.plan
         try:
             await asyncio.sleep(plan.delay)
@@ -78,10 +89,9 @@ class Caller:
                 self.phase = "call"
                 started, paused = self.scenario.world.clock.now, self.process.paused_total
                 try:
-                    value = await computes.compute_once(
-                        KEY, self.build, fresh_for=FRESH_FOR, ttl=self.scenario.spec.ttl,
-                        timeout=plan.timeout,
-                    )  # fmt: skip
+                    value = await compute_once(
+                        results, self.build, ttl=self.scenario.spec.ttl, timeout=plan.timeout
+                    )
                     self.note(f"returned {value!r}")
                     checker.returned(self, value)
                 except LockError as exc:
@@ -238,8 +248,8 @@ class ComputeScenario(Scenario):
     async def _run(self, process: Process, callers: list[Caller]) -> None:
         client = self.client(process)
         # labelled by process: the default label names a task, which differs between runs
-        computes = AsyncComputes(AsyncResults(replace(client.wiring, label=process.name)))
-        await asyncio.gather(*(caller.run(computes) for caller in callers))
+        results = AsyncResults(replace(client.wiring, label=process.name))
+        await asyncio.gather(*(caller.run(results) for caller in callers))
         await client.close()
 
     def stored(self) -> tuple[str, int] | None:
@@ -250,8 +260,8 @@ class ComputeScenario(Scenario):
         return json.loads(fields[b"v"]), int(fields[b"f"])
 
     def lease_holder(self) -> bytes | None:
-        holder = self._live(KEYS.lock)
-        return holder if isinstance(holder, bytes) else None
+        holder = self._live(KEYS.lock)  # 'holder token'
+        return holder.partition(b" ")[0] if isinstance(holder, bytes) else None
 
     def _live(self, key: str) -> Any:
         node = self.world.nodes[0]
@@ -274,7 +284,7 @@ class ComputeProbe:
     async def _main(self) -> None:
         scenario = self.scenario
         client = scenario.client(self.process)
-        computes = AsyncComputes(AsyncResults(replace(client.wiring, label="probe")))
+        results = AsyncResults(replace(client.wiring, label="probe"))
 
         async def build() -> str:
             scenario.checker.built["probe"] = current_token()
@@ -282,7 +292,7 @@ class ComputeProbe:
 
         wait = 1.5 * scenario.spec.ttl + 1
         try:
-            self.result = await computes.compute_once(KEY, build, fresh_for=FRESH_FOR, timeout=wait)
+            self.result = await compute_once(results, build, timeout=wait)
         except LockError as exc:
             self.result = exc
         await client.close()

@@ -314,6 +314,11 @@ SPECS: dict[str, Spec] = {
         _spec("lapse", ((DROPPED, BEHIND), (SHORT,)), faults=("pause", "crash", "reset")),
         _spec("handoff", ((LOCAL, LOCAL), (LOCAL,)), faults=("restart", "failover", "pause")),
         _spec(
+            "barging",
+            ((Plan(kind="lock", fair=False),),) * 3,
+            faults=("pause", "crash", "drop", "reset"),
+        ),
+        _spec(
             "reentrant",
             ((Plan(kind="reentrant"),), (Plan(kind="reentrant"),)),
             faults=("pause", "failover", "drop"),
@@ -502,7 +507,7 @@ that interleavings are explored on purpose and every run replays exactly, step b
   `valkey-server` and to the simulation, and compares every reply.
 - **The processes**: each simulated client process runs on an asyncio event loop of its own
   (asyncio's loop with no I/O and a virtual clock, which `time.monotonic()` reads too), with the
-  library's own topologies (`AsyncOneServer`, `AsyncQuorum`), requester (its own connections,
+  library's own routes (`AsyncOneServerRoute`, `AsyncQuorumRoute`), requester (its own connections,
   RESP written once per request, raw RESP3 replies) and pub/sub waiter over simulated redis-py
   connections and pub/sub.
   Holder tokens, waiter ids and Redlock's re-try jitter come from a seed.
@@ -546,7 +551,9 @@ name with a ttl of 1 s unless said: `lock`, two clients, `auto_renew`, two round
 `expiry`, a holder without renewal that outlives its lease and releases late, against a renewed
 one; `lapse`, a holder that drops its lock without a release, a lock object of the same client
 queued behind it, and another client; `handoff`, two lock objects of one client handing the
-grant on (and extending it) against a third client; `reentrant`, two clients entering twice;
+grant on (and extending it) against a third client; `barging`, three clients of a barging lock
+(`fair=False`: a release wakes the first waiter, whoever asks first takes the name);
+`reentrant`, two clients entering twice;
 `semaphore`, limit 2, three clients; `rwlock`, a writer and two readers; `redlock`, three
 nodes, two clients; `election`, two candidates in `async with` blocks
 (`on_lost_policy="cancel"`). In those, every hold ends before the watchdog's first renewal (a
@@ -565,11 +572,12 @@ of the stored result; no caller left waiting while a result is stored or nobody 
 {date}. `tests/explore/` runs the CI budget in the test suite ({ci}); the table is the long run,
 `python -m tests.sim.explore --long --write-docs` ({long}).
 
-**Proof that it bites.** Three past fixes undone, one script broken, and seven bugs the
-watchdog's path could plausibly have (the renewal script, the watchdog, the cancel policy),
-each in a scratch copy for one run (`tests/sim/mutants.py`; `python -m tests.sim.explore
---mutants`): the explorer must find each within the CI budget, in a configuration today's code
-passes (`tests/explore/test_mutants.py`).
+**Proof that it bites.** Three past fixes undone, three scripts broken (a release that
+compares no holder token, and two that lose a wake-up: a release publishes only to the waiters
+the queue holds), and seven bugs the watchdog's path could plausibly have (the renewal script,
+the watchdog, the cancel policy), each in a scratch copy for one run (`tests/sim/mutants.py`;
+`python -m tests.sim.explore --mutants`): the explorer must find each within the CI budget, in a
+configuration today's code passes (`tests/explore/test_mutants.py`).
 
 {mutants}
 
@@ -599,7 +607,7 @@ FINDINGS_TEXT = """\
 - `redlock --seed 124` (first seen as `redlock 0.10,46.2`): a Redlock waiter granted by a
   majority whose token could not be confirmed in time gave the grant back (as it must) and
   then waited a whole ttl while the name was free: such a grant, or one that came too late,
-  now answers busy with a pttl of 0 (`redlock.py`, `_core/quorum.py`).
+  now answers busy with a pttl of 0 (`grants.py`, `_core/quorum.py`).
 - `semaphore --seed 61` (a holder paused, one crashed holding, the first queued waiter
   crashed): with no permit held, a busy reply carried the whole ttl as its pttl instead of the
   dead waiter's remaining turn (`semaphore_acquire.lua`: `ipairs({lease, turn})` stopped at

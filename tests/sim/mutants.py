@@ -93,8 +93,8 @@ MUTANTS = (
                 handoff,
                 "give_up",
                 handoff,
-                "if not grant.lost and topology.local_handoff",
-                "if topology.local_handoff",
+                "if not grant.lost and parts.topology.traits.local_handoff",
+                "if parts.topology.traits.local_handoff",
             ),
             (handoff, "handoff_within_block", lease, "grant.expired(now)", "False"),
         ),
@@ -133,6 +133,21 @@ MUTANTS = (
         "expiry",
         scripts=((scripts.RELEASE, "if holder ~= ARGV[1] then", "if holder == false then"),),
     ),
+    # -- a release publishes only to the waiters the queue holds (issue 34) -------------------
+    Mutant(
+        "uncontended-release-ignores-the-queue",
+        "release.lua's uncontended path returns without looking at the queue: a queued waiter "
+        "is not served, and waits for the holder's lease end",
+        "lock",
+        scripts=((scripts.RELEASE, "and redis.call('EXISTS', KEYS[2]) == 0 then", "then"),),
+    ),
+    Mutant(
+        "reentrant-waiter-not-queued",
+        "reentrant_acquire.lua does not put the waiters woken together ('*') in the queue: a "
+        "release, which publishes only to queued waiters, wakes none",
+        "reentrant",
+        scripts=((scripts.REENTRANT_ACQUIRE, "if ARGV[5] == '*' then", "if false then"),),
+    ),
     # -- the watchdog's path (issue 29): renewals, and the losses they find -------------------
     Mutant(
         "renew-whoever-holds",
@@ -141,8 +156,8 @@ MUTANTS = (
         scripts=(
             (
                 scripts.RENEW,
-                "redis.call('GET', key) == holder",
-                "redis.call('GET', key) ~= false",
+                "held = counted or string.sub(value, 1, #holder + 1) == holder .. ' '",
+                "held = value ~= false",
             ),
         ),
     ),
@@ -205,8 +220,8 @@ MUTANTS = (
         scripts=(
             (
                 scripts.RENEW,
-                "if held then\n      redis.call('PEXPIRE', key, ttl)",
-                "if held then\n      redis.call('PEXPIRE', key, ttl * 1000)",
+                "if held and kind ~= 'zset' then\n    redis.call('PEXPIRE', key, ttl)",
+                "if held and kind ~= 'zset' then\n    redis.call('PEXPIRE', key, ttl * 1000)",
             ),
         ),
     ),

@@ -38,7 +38,9 @@ The checks (``Checker``), each a ``Violation`` with the step it was seen at:
 - **wake-up**: a waiter is never left waiting while the name is free for it and nothing is in
   flight: the system idle (no message anywhere) for longer than ``patience`` with a waiting
   acquire and a free name is a lost wake-up; after faults that lose messages without the
-  listener noticing, the fallback re-try at the holder's lease end bounds it instead;
+  listener noticing, the fallback re-try at the holder's lease end bounds it instead (as it
+  does after a pause or a crash where a lock barges: its woken waiter may stop before its
+  re-try, and leave the name free);
 - **cancel**: under ``on_lost_policy="cancel"`` (the election, and ``async with`` actors),
   nothing of a block begins after ``on_lost``, and the block ends with ``LockLost``;
 - **bounds**: every call returns within its bound (an acquire: its timeout plus three request
@@ -71,6 +73,8 @@ WRITE_PERMITS = 2**31
 OVERLAPPING = ("restart", "failover", "clock")
 # faults that lose messages without the listener noticing: waiters fall back on lease ends
 SILENT = ("drop", "restart", "failover", "clock", "node-lost")
+# faults that stop a process, woken or not
+STOPPED = ("pause", "crash")
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,7 @@ class Plan:
     delay: float = 0.0  # before the first round
     follows: bool = False  # starts once another actor of its process has acquired (or failed to)
     checks: bool = True  # False: writes without check(), trusting the fence alone
+    fair: bool = True  # False: a barging lock (``client.lock(name, fair=False)``)
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,11 @@ class Spec:
     faults: tuple[str, ...] = ()  # the kinds of fault this configuration injects
     max_handoffs: int = 10
     scenario: Any = None  # what runs it (None: ``Scenario``; compute.py's runs compute_once)
+
+    @property
+    def barging(self) -> bool:
+        """Whether an actor's lock is a barging one (``fair=False``)."""
+        return any(not plan.fair for plans in self.processes for plan in plans)
 
 
 class Violation(Exception):
@@ -185,7 +195,8 @@ class Actor:
         if plan.block:
             given["on_lost_policy"] = "cancel"
         if plan.kind in ("lock", "reentrant"):
-            self.obj = client.lock(NAME, ttl, reentrant=plan.kind == "reentrant", **given)
+            reentrant = plan.kind == "reentrant"
+            self.obj = client.lock(NAME, ttl, reentrant=reentrant, fair=plan.fair, **given)
         elif plan.kind == "semaphore":
             self.obj = client.semaphore(NAME, spec.limit, ttl, **given)
         else:
@@ -421,7 +432,11 @@ class Checker:
     @property
     def patience(self) -> float:
         spec = self.scenario.spec
-        if any(f.split()[0] in SILENT for f in self.scenario.world.faults):
+        # (a barging lock's release wakes its first waiter without granting it the name: if
+        # that waiter stops before its re-try, the name is free until the next waiter's fallback
+        # re-try, where a fair release's grant would hold it for the stopped waiter's lease)
+        silent = SILENT + (STOPPED if spec.barging else ())
+        if any(f.split()[0] in silent for f in self.scenario.world.faults):
             return spec.ttl + 2 * REQUEST_TIMEOUT + 0.6
         return 0.11  # Redlock's re-try jitter and a releaser's polite pause are at most 50 ms
 
@@ -762,8 +777,8 @@ def _holds(node: Node, key: bytes, holder: bytes, now: float) -> bool:
     if entry is None or (entry.expires_at is not None and entry.expires_at < now_ms):
         return False
     value = entry.value
-    if isinstance(value, bytes):
-        return value == holder
+    if isinstance(value, bytes):  # a simple lock: 'holder token'
+        return value.partition(b" ")[0] == holder
     if isinstance(value, dict) and not hasattr(value, "ordered"):
         return holder in value
     score = value.get(holder)  # type: ignore[union-attr]
@@ -794,8 +809,8 @@ def _lease_ends(node: Node, now: float) -> dict[bytes, float]:
         value = entry.value
         if hasattr(value, "ordered"):  # permits: holder -> lease end
             ends = {holder: float(score) for holder, score in value.items()}  # type: ignore[union-attr]
-        else:  # a lock's holder, or a reentrant lock's holders
-            holders = [value] if isinstance(value, bytes) else list(value)
+        else:  # a lock's holder ('holder token'), or a reentrant lock's holders
+            holders = [value.partition(b" ")[0]] if isinstance(value, bytes) else list(value)
             ends = dict.fromkeys(holders, math.inf if expires is None else float(expires))
         for holder, ms in ends.items():
             found[holder] = _world_at(node, ms)

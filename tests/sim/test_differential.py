@@ -246,11 +246,20 @@ def test_a_lock_granted_queued_released_and_granted_to_a_waiter(pair: Pair) -> N
     assert pair.script(scripts.RELEASE, release, [h1, k.channel, "PUBLISH", ""]) == 4
     [_, grant] = pair.drain("w2")
     assert grant[2].startswith(b"g")
-    # the waiter re-confirms its grant, and releases: w3 is gone (nobody hears it), so every
-    # waiter of the channel is woken
+    # the waiter re-confirms its grant; a waiter of the channel ('*': wake="all") queues after
+    # w3; the release: w3 is gone (nobody hears it), so every waiter of the channel is woken
     assert pair.script(scripts.ACQUIRE, acquire, [h2, LONG, 1, ""])[0] == 1
     pair.send_to("all", "SUBSCRIBE", k.channel)
+    busy = pair.script(scripts.ACQUIRE, acquire, [h3, LONG, 1, "*"])
+    assert busy[0] == 0 and busy[2] in ("", b"")
+    pair.script(scripts.INSPECT, acquire, [10])
     assert pair.script(scripts.RELEASE, release, [h2, k.channel, "PUBLISH", ""]) == 3
+    pair.drain("all")
+    # nobody queued: nothing is published (unless the kind announces its releases)
+    assert pair.script(scripts.ACQUIRE, acquire, [h1, LONG, 1, ""])[0] == 1
+    assert pair.script(scripts.RELEASE, release, [h1, k.channel, "PUBLISH", ""]) == 1
+    assert pair.script(scripts.ACQUIRE, acquire, [h1, LONG, 1, ""])[0] == 1
+    assert pair.script(scripts.RELEASE, release, [h1, k.channel, "PUBLISH", "", "1"]) == 3
     pair.drain("all")
     for command in ("PTTL", "TYPE", "GET"):
         pair.step(command, k.lock)
@@ -274,6 +283,34 @@ def test_a_waiter_leaving_passes_its_wake_up_on(pair: Pair) -> None:
     assert pair.drain("w2")[1][2] == b"1"
     assert pair.drain("w3")[1][2].startswith(b"g")
     pair.script(scripts.INSPECT, acquire, [10])
+
+
+def test_a_barging_release_wakes_and_a_waiter_in_order_keeps_its_place(pair: Pair) -> None:
+    pair.require_still_clock()
+    k, acquire, release = lock_keys("job")
+    h1, h2, h3 = HOLDERS.values()
+    pair.script(scripts.ACQUIRE, acquire, [h1, LONG, 1, ""])
+    for who in ("w2", "w3"):
+        pair.send_to(who, "SUBSCRIBE", f"{k.channel}:{who}")
+    pair.script(scripts.ACQUIRE, acquire, [h2, LONG, 1, "w2"])
+    pair.script(scripts.ACQUIRE, acquire, [h3, LONG, 1, "w3"])
+    # woken, not granted: w2 stays first in line, and a newcomer takes the name
+    assert pair.script(scripts.RELEASE, release, [h1, k.channel, "PUBLISH", "", "", "1"]) == 3
+    assert pair.drain("w2")[1][2] == b"1"
+    assert pair.script(scripts.ACQUIRE, acquire, [h1, LONG, 1, ""])[0] == 1
+    pair.step("ZRANGE", k.queue, 0, -1, "WITHSCORES")
+    # w2 queues in order now: in its place, ahead of w3, and the next release grants it
+    in_order = f"w2 {LONG} 1 {h2}"
+    busy = pair.script(scripts.ACQUIRE, acquire, [h2, LONG, 1, in_order])
+    assert busy[0] == 0 and busy[2] not in ("", b"")
+    pair.step("ZRANGE", k.queue, 0, -1, "WITHSCORES")
+    assert pair.script(scripts.RELEASE, release, [h1, k.channel, "PUBLISH", "", "", "1"]) == 4
+    assert pair.drain("w2")[0][2].startswith(b"g")
+    # w3 gives up while w2 holds: its entry goes, nobody is woken; then w2 releases
+    assert pair.script(scripts.RELEASE, release, [h3, k.channel, "PUBLISH", "w3", "", "1"]) == 0
+    assert pair.script(scripts.RELEASE, release, [h2, k.channel, "PUBLISH", "", "", "1"]) == 1
+    pair.step("ZRANGE", k.queue, 0, -1, "WITHSCORES")
+    pair.step("GET", k.lock)
 
 
 def test_reentrant_enter_leave_and_each_kind_busy_for_the_other(pair: Pair) -> None:
@@ -726,7 +763,12 @@ WEIGHTED_OPS = [
             st.just("acquire"), names, holders, st.sampled_from(WAITS), st.sampled_from([1, 3])
         ),
     ),
-    (4, st.tuples(st.just("release"), names, releasers, st.sampled_from(WAITS))),
+    (
+        4,
+        st.tuples(
+            st.just("release"), names, releasers, st.sampled_from(WAITS), st.sampled_from("  1")
+        ),
+    ),
     (2, st.tuples(st.just("r_acquire"), names, holders, st.integers(0, 2))),
     (2, st.tuples(st.just("r_release"), names, releasers, st.integers(1, 3))),
     (
@@ -835,11 +877,12 @@ class Stream:
         args = [HOLDERS[holder], LONG, block, self.listening(holder, wait)]
         self.grant("lock", name, holder, scripts.ACQUIRE, lock_keys(name)[1], args)
 
-    def release(self, name: str, pick: str, leaving: str) -> None:
+    def release(self, name: str, pick: str, leaving: str, barge: str) -> None:
         k, _, release = lock_keys(name)
         holder = self.holder("lock", name, pick)
         waiter = self.waiter(pick if pick in HOLDERS else "h1", leaving)
-        self.script(scripts.RELEASE, release, [holder, k.channel, "PUBLISH", waiter])
+        args = [holder, k.channel, "PUBLISH", waiter, "", barge.strip()]
+        self.script(scripts.RELEASE, release, args)
 
     def r_acquire(self, name: str, holder: str, depth: int) -> None:
         args = [HOLDERS[holder], LONG, depth, 1]

@@ -103,13 +103,20 @@ def test_holder_tokens_are_160_bits_from_secrets(monkeypatch: pytest.MonkeyPatch
     assert asked == [replies.HOLDER_TOKEN_BYTES]
 
 
+def holder_of(value: str) -> str:
+    """The holder token in a simple lock's key ('holder token': the fencing token beside it)."""
+    holder, token = replies.lock_value(value)
+    assert token is not None and value == f"{holder} {token}"
+    return holder
+
+
 def test_stored_holder_tokens_have_that_form(sync_client: LockClient, raw: redis.Redis) -> None:
     keys = LockKeys.for_name("token-form")
     stored = []
     for _ in range(2):
         lock = sync_client.lock("token-form", 10)
         assert lock.acquire(timeout=0)
-        stored.append(raw.get(keys.lock))
+        stored.append(holder_of(raw.get(keys.lock)))
         lock.release()
     reentrant = sync_client.lock("token-form-r", 10, reentrant=True)
     assert reentrant.acquire(timeout=0) and reentrant.acquire(timeout=0)
@@ -119,12 +126,12 @@ def test_stored_holder_tokens_have_that_form(sync_client: LockClient, raw: redis
     # the holder token of a lock handed on locally (it stays in this process)
     first, second = sync_client.lock("token-handoff", 10), sync_client.lock("token-handoff", 10)
     assert first.acquire(timeout=0)
-    stored.append(raw.get(LockKeys.for_name("token-handoff").lock))
+    stored.append(holder_of(raw.get(LockKeys.for_name("token-handoff").lock)))
     waiting = SyncCall(lambda: second.acquire(timeout=10))
     sync_until(lambda: queued(sync_client) == 1)
     first.release()
     assert waiting.result()
-    stored.append(raw.get(LockKeys.for_name("token-handoff").lock))
+    stored.append(holder_of(raw.get(LockKeys.for_name("token-handoff").lock)))
     second.release()
     assert sync_client.statistics().handoffs == 1
     assert len(stored) == 5
@@ -506,8 +513,9 @@ def test_keys_outside_the_acl_user_are_refused_with_a_lock_error(
             assert isinstance(caught.value.__cause__, redis.exceptions.NoPermissionError)
         lock = own.lock("job", 10)  # the same name inside the prefix is fine
         assert lock.acquire(timeout=0)
+        assert admin.keys("*") == ["fencelock:{job}:lock"]
         lock.release()
-    assert admin.keys("*") == ["fencelock:{job}:fence"]
+    assert admin.keys("*") == []  # a free name leaves no key
     assert {obj for _, _, obj in acl_denials(admin)} == {
         "other:{job}:lock",
         "secret:1",
@@ -729,7 +737,7 @@ def test_rediss_url(tls_server: tuple[EmbeddedServer, int], certificates: dict[s
     url = rediss_url(port, certificates["ca.crt"])
     with LockClient.from_url(url) as a, LockClient.from_url(url) as b:
         assert (
-            a._wiring.topology.redis.connection_pool.connection_class
+            a._wiring.topology.route.redis.connection_pool.connection_class
             is redis.connection.SSLConnection
         )
         lock = a.lock("tls", 10)
@@ -765,12 +773,13 @@ def test_tls_client_passed_in_without_timeouts(
         ssl_ca_certs=str(certificates["ca.crt"]),
     )
     with given, LockClient(given) as client:
-        assert client._wiring.topology.redis is not given  # its own pool, with timeouts ...
+        assert client._wiring.topology.route.redis is not given  # its own pool, with timeouts ...
         assert (
-            client._wiring.topology.redis.connection_pool.connection_kwargs["socket_timeout"] == 5
+            client._wiring.topology.route.redis.connection_pool.connection_kwargs["socket_timeout"]
+            == 5
         )
         assert (
-            client._wiring.topology.redis.connection_pool.connection_class
+            client._wiring.topology.route.redis.connection_pool.connection_class
             is redis.connection.SSLConnection
         )
         lock = client.lock("tls-given", 10)  # ... that still speaks TLS

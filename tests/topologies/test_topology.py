@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -19,6 +20,7 @@ from redis.crc import key_slot
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.proxy import TcpProxy
 from fencelock_tools.servers.topology import Cluster, SentinelSetup, TopologyTimeout, probe
+from tests.concurrency import sync_until
 from tests.conftest import _binary
 
 
@@ -193,6 +195,18 @@ def test_sentinel_promotes_the_replica_when_the_master_dies(server_kind: str) ->
             assert master.get("after-promotion") == "1"
         finally:
             master.close()
+
+
+def test_a_paused_servers_new_connections_wait_to_be_accepted(target: EmbeddedServer) -> None:
+    assert target.waiting_connections() == 0
+    target.pause()
+    try:
+        with socket.create_connection(("127.0.0.1", target.port), timeout=5):
+            # (connected by the kernel, not accepted by the stopped server)
+            assert target.waiting_connections() == 1
+    finally:
+        target.resume()
+    sync_until(lambda: target.waiting_connections() == 0)  # accepted once it runs
 
 
 # -- proxy -----------------------------------------------------------------------------------------

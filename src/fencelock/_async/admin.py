@@ -61,7 +61,8 @@ def register(view: View) -> None:
     VIEWS[view.family] = view
 
 
-def _inspected(keys: LockKeys) -> tuple[str, str, str]:
+def inspected(keys: LockKeys) -> tuple[str, str, str]:
+    """The keys inspect.lua reads of a lock."""
     return (keys.lock, keys.fence, keys.queue)
 
 
@@ -71,7 +72,7 @@ async def lock_info(
     """The lock of ``name`` as its server (Redlock: a majority of nodes) shows it; None: not
     held. ``what``: who asks, for errors (default: the lock)."""
     keys = LockKeys.for_name(name, prefix)
-    view = await topology.view(_inspected(keys), MAX_WAITERS_LISTED, what or f"lock {name!r}")
+    view = await topology.view(inspected(keys), MAX_WAITERS_LISTED, what or f"lock {name!r}")
     return None if view is None else view.info(name)
 
 
@@ -82,7 +83,7 @@ async def inspect(topology: AsyncTopology, prefix: str, name: str) -> LockInfo |
     for view in VIEWS.values():
         if info is not None:
             return info
-        if topology.supports(view.kind):
+        if topology.traits.supports(view.kind):
             info = await view.read(topology, prefix, name)
     return info
 
@@ -113,10 +114,10 @@ async def force_release(
     keys = LockKeys.for_name(name, prefix)
     what = f"lock {name!r}"
     holder, only = "", "" if token is None else str(token)
-    if token is not None and not topology.one_counter:
+    if token is not None and not topology.traits.one_counter:
         # Redlock: the nodes' counters differ, so a token names the grant the majority shows,
         # and each node releases only that grant's holder token
-        view = await topology.view(_inspected(keys), MAX_WAITERS_LISTED, what)
+        view = await topology.view(inspected(keys), MAX_WAITERS_LISTED, what)
         if view is None:
             return _logged(ForceReleased(name, ForceOutcome.NOT_HELD, None, None, None), token)
         if view.counter != token:
@@ -124,7 +125,7 @@ async def force_release(
             outcome = ForceOutcome.TOKEN_MISMATCH
             return _logged(ForceReleased(name, outcome, *found, view.counter), token)
         holder, only = view.holder, ""
-    args = (only, holder, keys.channel, topology.publish_command)
+    args = (only, holder, keys.channel, topology.traits.publish_command)
     script_keys = (keys.lock, keys.queue, keys.fence)
     replies = await topology.run_all(FORCE_RELEASE, script_keys, args, f"force_release of {what}")
     results = [force_reply(name, r) for r in replies if not isinstance(r, LockError)]
@@ -170,8 +171,7 @@ class AsyncOperators:
     def _check(self, call: str) -> None:
         self._state.check()
         topology = self._topology
-        if topology.mode.no_scripts:
-            raise topology.scripts_required(call, "the operators' views are read by scripts")
+        topology.protocol.require_scripts(call, "the operators' views are read by scripts")
 
     async def inspect(self, name: str) -> LockInfo | None:
         self._check("inspect()")
@@ -189,34 +189,3 @@ class AsyncOperators:
             token = fencing_token(token)
         self._check("force_release()")
         return await force_release(self._topology, self._prefix, validate_name(name), token)
-
-
-class AsyncOperatorCalls:
-    """The operators' side of a lock client (``LockClient`` has these methods), as
-    ``AsyncFencedWrites`` is its resource side: docs/operations.md."""
-
-    def __init__(self, operators: AsyncOperators) -> None:
-        self._operators = operators
-
-    async def inspect(self, name: str) -> LockInfo | None:
-        """The lock on ``name`` as the server shows it now (Redlock: as a majority of nodes
-        hold it): holder, label, ttl, fencing token, kind, queued waiters; when no lock of that
-        name is held, its semaphore, read-write lock or latch, with every holder. None when
-        nothing is held. One script per kind looked at, each within one request timeout."""
-        return await self._operators.inspect(name)
-
-    async def locks(self, pattern: str = "*") -> AsyncIterator[LockInfo]:
-        """Whatever is held (locks, semaphores, read-write locks, latches) under names that match
-        ``pattern`` (a Redis glob over names), found by SCAN on every server of this client: a
-        name released meanwhile is left out, one taken meanwhile may be. Each SCAN call and each
-        inspection is bounded by one request timeout."""
-        async for info in self._operators.locks(pattern):
-            yield info
-
-    async def force_release(self, name: str, *, token: int | None = None) -> ForceReleased:
-        """An administrator's release of ``name``, whoever holds it; with ``token`` (the
-        fencing token ``inspect`` showed) only if that grant still holds. The waiters are served
-        as by a release; the next grant gets a larger token, so the forced-out holder's fenced
-        writes are refused, and its next renewal, extend, release or held() reports the loss.
-        Logged on the "fencelock.admin" logger."""
-        return await self._operators.force_release(name, token)

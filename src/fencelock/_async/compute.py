@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from functools import partial, wraps
 from typing import Any, TypeVar, cast
@@ -41,8 +41,6 @@ from .._core.compute import (
     COMPUTE_LOOK,
     COMPUTE_STORE,
     IDEMPOTENT,
-    MAX_SIZE,
-    AsyncCompute,
     Codec,
     ComputeKeys,
     Found,
@@ -71,13 +69,12 @@ from .._keys import ttl_to_ms, validate_name, validate_timeout, validate_ttl
 from .._labels import holder_label
 from ..errors import ComputeFailed, FingerprintMismatch, LockError, LockTimeout
 from . import admin
-from .engine import AsyncLease, AsyncWiring, refuse_unmade
+from .engine import AsyncLease, AsyncWiring, refuse_unmade, run_script
 from .topology import AsyncTopology
 
 # a build's lease, in the messages: "builder 'report' ..."
 BUILDER = Words("builder", holding="building this result", acquire="build", release="store")
 
-T = TypeVar("T")
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 logger = logging.getLogger("fencelock.compute")
@@ -95,8 +92,9 @@ _COUNTED = {
 class _Call:
     """One call's arguments, checked."""
 
-    options: LeaseOptions  # the builder's lease (its ttl; name: the key)
-    spec: LeaseSpec
+    # the builder's lease, held only while this call builds; what the call asks the servers
+    # otherwise (looks, waits, stores) goes through it too (engine.py is the only door)
+    lease: AsyncLease
     compute: Any
     fresh_for: float
     stale_for: float
@@ -104,6 +102,14 @@ class _Call:
     codec: Codec
     max_size: int
     fingerprint: bytes | None
+
+    @property
+    def options(self) -> LeaseOptions:  # (its ttl; name: the key)
+        return self.lease.options
+
+    @property
+    def spec(self) -> LeaseSpec:
+        return self.lease.spec
 
     @property
     def name(self) -> str:
@@ -192,10 +198,8 @@ class AsyncResults:
             label=label,
             threads=not ASYNC_CAN_CANCEL,
         )
-        refuse_unmade(wiring, kind, BUILDER, options.name)
         return _Call(
-            options,
-            wiring.spec(kind, options, BUILDER),
+            AsyncLease(self, wiring, options, wiring.spec(kind, options, BUILDER)),
             check_compute(compute, threads=not ASYNC_CAN_CANCEL),
             validate_ttl(fresh_for, "fresh_for" if family == COMPUTE else "keep_for"),
             validate_ttl(stale_for, "stale_for", minimum=0.0),
@@ -286,31 +290,24 @@ class AsyncResults:
         wiring, name = self._wiring, validate_name(key, "key")
         refuse_unmade(wiring, BUILDERS[COMPUTE], BUILDER, name)
         keys = keys_of_families(name, wiring.prefix)
-        return bool(await wiring.topology.run(COMPUTE_FORGET, keys, (), f"forget {name!r}"))
+        return bool(await run_script(wiring, COMPUTE_FORGET, keys, (), f"forget {name!r}"))
 
     async def _look(self, call: _Call, *, claim: bool = False) -> Found:
         """What the server has for the key now. ``claim``: the builder of an idempotent call
         records its request's fingerprint (a write)."""
-        wiring = self._wiring
-        wiring.state.check()
-        keys, what = call.keys.looked(), call.spec.what
+        keys = call.keys.looked()
         if claim and call.fingerprint is not None:
             args = (call.fingerprint, ttl_to_ms(call.fresh_for))
-            return found_reply(await wiring.topology.run(COMPUTE_LOOK, keys, args, what))
-        [reply] = await wiring.topology.run_all(COMPUTE_LOOK, keys, ("", 1), what, read=True)
-        if isinstance(reply, Exception):
-            raise reply
-        return found_reply(reply)
+            return found_reply(await call.lease.run(COMPUTE_LOOK, keys, args))
+        return found_reply(await call.lease.read(COMPUTE_LOOK, keys, ("", 1)))
 
     async def _wait(
         self, call: _Call, deadline: float | None, waited_for: int | None
     ) -> tuple[Found, int | None]:
         """Wait while another caller builds: what is found once it stored, failed or its lease
         ended, and the token of the build waited for. ``LockTimeout`` past ``deadline``."""
-        wiring = self._wiring
-        topology = wiring.topology
-        channel, what = call.keys.channel, call.spec.what
-        async with topology.watch(channel, what, topology.time_left(deadline)) as watch:
+        wiring, lease = self._wiring, call.lease
+        async with lease.watch(call.keys.channel, deadline) as watch:
             while True:
                 watch.event.clear()  # subscribed before this look: a store after it wakes us
                 sent_at = time.monotonic()
@@ -326,7 +323,7 @@ class AsyncResults:
                 # until the lease's end at the latest: a builder that died publishes nothing
                 ends, ttl = found.lease_left, call.options.ttl
                 delay = retry_delay(ends, left, wiring.max_poll, ttl, now - sent_at)
-                await topology.wait(watch, delay)
+                await lease.wait(watch, delay)
 
     async def _build(self, call: _Call, flight: _Flight, *, taking_over: bool) -> Any:
         """Build the result under the builder's lease, store it, and return it as stored (and
@@ -357,15 +354,15 @@ class AsyncResults:
         except BaseException as error:
             # (a waiter takes over if nothing was stored) in the background when the caller was
             # cancelled; not at all in a call closed for good, whose lease ends by itself
-            await self._wiring.topology.detached.clean_up(_release(lease), error)
+            await lease.clean_up(_release(lease), error)
             raise
         await async_shield(_release(lease))
         return had
 
     async def _store(self, call: _Call, token: int, *args: str | bytes | int) -> object:
-        topology, keys = self._wiring.topology, call.keys
-        args = (token, *args, keys.channel, topology.publish_command)
-        return await topology.run(COMPUTE_STORE, keys.stored(), args, call.spec.what)
+        lease, keys = call.lease, call.keys
+        args = (token, *args, keys.channel, lease.publish_command)
+        return await lease.run(COMPUTE_STORE, keys.stored(), args)
 
     async def _stored(self, call: _Call, token: int, data: bytes) -> bytes:
         """Store ``data``, built with ``token``: the result as stored, or, refused (a newer
@@ -415,114 +412,29 @@ async def _release(lease: AsyncLease) -> None:
         logger.debug("fencelock: %s: not released: %s", lease.what(), error)
 
 
-class AsyncComputes:
-    """A lock client's ``compute_once``, ``idempotent``, ``computed`` and ``forget``."""
+def computed(
+    results: AsyncResults,
+    compute_once: Callable[..., Awaitable[Any]],
+    key: KeyOf,
+    ask: dict[str, Any],
+) -> Callable[[_F], _F]:
+    """The decorator of ``LockClient.computed``: each call's result by ``compute_once`` (the
+    client's) of the key ``key`` makes of the call's arguments; ``ask``: its other arguments,
+    checked now."""
+    results.call(COMPUTE, "key", _unused, **ask)
 
-    def __init__(self, results: AsyncResults) -> None:
-        self._results = results
+    def decorate(fn: _F) -> _F:
+        check_compute(fn, threads=not ASYNC_CAN_CANCEL)
+        signature = check_key_of(key, fn)
 
-    async def compute_once(
-        self,
-        key: str,
-        compute: AsyncCompute[T],
-        *,
-        fresh_for: float,
-        stale_for: float = 0.0,
-        ttl: float = 30.0,
-        timeout: float | None = None,
-        codec: Codec | None = None,
-        max_size: int = MAX_SIZE,
-    ) -> T:
-        """The result of ``compute()`` for ``key``, computed once across every process: the
-        stored one while it is younger than ``fresh_for`` seconds; else one caller runs
-        ``compute`` under a lease of ``ttl`` (renewed while it runs) and stores its result,
-        and every other caller waits for it (up to ``timeout``: ``LockTimeout``) and returns
-        it. With ``stale_for``, a result up to that much older is returned at once while one
-        caller refreshes it. ``codec``: how the result is stored (JSON by default), at most
-        ``max_size`` bytes (``ResultError``). Waiters of a build that raised get
-        ``ComputeFailed``. docs/compute_once.md."""
-        call = self._results.call(
-            COMPUTE,
-            key,
-            compute,
-            fresh_for=fresh_for,
-            stale_for=stale_for,
-            ttl=ttl,
-            timeout=timeout,
-            codec=codec,
-            max_size=max_size,
-        )
-        return cast(T, await self._results.get(call))
+        @wraps(fn)
+        async def cached(*args: Any, **kwargs: Any) -> Any:
+            name = key_for(key, signature, args, kwargs)
+            return await compute_once(name, partial(fn, *args, **kwargs), **ask)
 
-    async def idempotent(
-        self,
-        key: str,
-        compute: AsyncCompute[T],
-        *,
-        fingerprint: str | bytes | None = None,
-        keep_for: float = 86400.0,
-        timeout: float | None = None,
-        ttl: float = 30.0,
-        codec: Codec | None = None,
-        max_size: int = MAX_SIZE,
-    ) -> T:
-        """Run ``compute`` once per idempotency ``key`` (as the IETF Idempotency-Key draft
-        says): a repeat while it runs waits for it (up to ``timeout``), a repeat within
-        ``keep_for`` seconds after gets its stored result, a repeat with another
-        ``fingerprint`` (the request body's digest; None: not checked) is refused with
-        ``FingerprintMismatch``, and a first attempt that died is taken over when its lease of
-        ``ttl`` ends, with a larger fencing token. The rest as ``compute_once``'s."""
-        call = self._results.call(
-            IDEMPOTENT,
-            key,
-            compute,
-            fresh_for=keep_for,
-            stale_for=0.0,
-            ttl=ttl,
-            timeout=timeout,
-            codec=codec,
-            max_size=max_size,
-            fingerprint=fingerprint,
-        )
-        return cast(T, await self._results.get(call))
+        return cast(_F, cached)
 
-    def computed(
-        self,
-        key: KeyOf,
-        *,
-        fresh_for: float,
-        stale_for: float = 0.0,
-        ttl: float = 30.0,
-        timeout: float | None = None,
-        codec: Codec | None = None,
-        max_size: int = MAX_SIZE,
-    ) -> Callable[[_F], _F]:
-        """A decorator: the function's result computed once across processes per key, with
-        ``compute_once``. ``key``: a template of the function's parameters
-        (``"report:{user_id}"``), or a function of its arguments that returns the key."""
-        ask: dict[str, Any] = {"fresh_for": fresh_for, "stale_for": stale_for, "ttl": ttl}
-        ask.update(timeout=timeout, codec=codec, max_size=max_size)
-        self._results.call(COMPUTE, "key", _unused, **ask)  # checks them now
-
-        def decorate(fn: _F) -> _F:
-            check_compute(fn, threads=not ASYNC_CAN_CANCEL)
-            signature = check_key_of(key, fn)
-
-            @wraps(fn)
-            async def cached(*args: Any, **kwargs: Any) -> Any:
-                name = key_for(key, signature, args, kwargs)
-                return await self.compute_once(name, partial(fn, *args, **kwargs), **ask)
-
-            return cast(_F, cached)
-
-        return decorate
-
-    async def forget(self, key: str) -> bool:
-        """Drop the result stored for ``key`` (after a write to what it was computed from):
-        the next call builds afresh, and a build under way now cannot store its result (it
-        may have read the data before the write; its caller still gets it). True if a stored
-        result was dropped."""
-        return await self._results.forget(key)
+    return decorate
 
 
 def _unused() -> None:

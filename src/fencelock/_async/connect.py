@@ -6,6 +6,9 @@
 * a list of ``Redis`` (independent masters): Redlock. Every request goes to all nodes at once,
   each bounded by a per-node timeout, and a majority decides (``_core/quorum.py``).
 
+What the user passed is checked and made into the route's settings (``routes.RouteSettings``),
+a value the asyncio client's renewal twin is made from too (``_offloop.py``).
+
 fencelock talks to the servers given through clients of its own (their settings, their own
 pools: see ``async_own_client``); the application's clients are left as they are. Each pub/sub
 connection has a pool of its own: in the requests' pool it would take a connection they may be
@@ -16,10 +19,12 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .._core.natives import ScriptMode
 from .._core.options import ClientOptions
 from .._core.quorum import NODE_TIMEOUT_MAX
+from .._core.routing import CLUSTER, ONE, QUORUM, RouteSettings
 from .._core.stats import Counters
 from .._keys import described, validate_db, validate_url
 from .._transport import (
@@ -31,18 +36,33 @@ from .._transport import (
     async_reap,
 )
 from ..errors import ScriptsRequired
-from .redlock import AsyncQuorum
-from .topology import AsyncCluster, AsyncOneServer, AsyncTopology
-from .waiter import AsyncWaiter
+from .glide_route import glide_settings, recognised
+from .routes import route
+from .topology import AsyncTopology
 from .watchdog import AsyncRenewer
+
+if TYPE_CHECKING:
+    from .._glide import AsyncGlideClients
 
 
 def connect(
-    redis: AsyncRedis | AsyncRedisCluster | Sequence[AsyncRedis],
+    redis: AsyncRedis | AsyncRedisCluster | Sequence[AsyncRedis] | AsyncGlideClients,
     options: ClientOptions,
     counters: Counters,
 ) -> AsyncTopology:
     """The topology for ``redis`` (no request is sent: nothing to close if this refuses)."""
+    settings = route_settings(redis, options)
+    made = route(settings)
+    return AsyncTopology(made, counters, ScriptMode(options.scripts, made.traits.publish_command))
+
+
+def route_settings(
+    redis: AsyncRedis | AsyncRedisCluster | Sequence[AsyncRedis] | AsyncGlideClients,
+    options: ClientOptions,
+) -> RouteSettings:
+    """The settings of the route to ``redis``, checked, over fencelock's own clients."""
+    if recognised(redis):  # valkey-glide's clients
+        return glide_settings(redis, options)
     expected = AsyncRedis.__module__ + ".Redis"
     if isinstance(redis, ASYNC_OTHER_API) or (
         isinstance(redis, list | tuple) and redis and isinstance(redis[0], ASYNC_OTHER_API)
@@ -53,25 +73,21 @@ def connect(
             'scripts="never" is for one server (a Redis, or a Sentinel master): a Cluster and '
             "Redlock need Lua scripts (docs/modes.md, 'Without scripts')"
         )
+    timeout = options.socket_timeout
     if isinstance(redis, AsyncRedisCluster):
         if options.min_replicas:
             raise ValueError("min_replicas is not supported with a RedisCluster")
         # the caller's client: requests are bounded by their deadline (AsyncRequester)
-        return AsyncCluster(redis, options.socket_timeout, counters)
+        return RouteSettings(CLUSTER, (redis,), timeout, owned=False)
     if isinstance(redis, AsyncRedis):
         validate_db(redis.connection_pool.connection_kwargs.get("db", 0))
-        timeout = options.socket_timeout
         own = async_own_client(redis, timeout)
-        waiter = AsyncWaiter(async_own_client(redis, timeout), confirm_timeout=timeout)
-        return AsyncOneServer(
-            own,
-            {0: waiter},
+        return RouteSettings(
+            ONE,
+            (own,),
             timeout,
-            counters,
-            options.min_replicas,
-            options.replica_timeout,
-            owned=[own],
-            mode=ScriptMode(options.scripts, AsyncOneServer.publish_command),
+            min_replicas=options.min_replicas,
+            replica_timeout=options.replica_timeout,
         )
     if not isinstance(redis, list | tuple) or not redis:
         raise TypeError(
@@ -87,11 +103,8 @@ def connect(
     # Every socket of a node is bounded by the node timeout: a hung node must cost an acquire
     # about that, even when a connection has to be made again.
     limit = options.node_timeout or NODE_TIMEOUT_MAX
-    nodes = [async_own_client(node, limit) for node in redis]
-    waiters = [AsyncWaiter(async_own_client(node, limit), confirm_timeout=limit) for node in redis]
-    return AsyncQuorum(
-        nodes, dict(enumerate(waiters)), options.socket_timeout, counters, options.node_timeout
-    )
+    nodes = tuple(async_own_client(node, limit) for node in redis)
+    return RouteSettings(QUORUM, nodes, timeout, node_timeout=options.node_timeout)
 
 
 def from_urls(url: str | Sequence[str], socket_timeout: float) -> AsyncRedis | list[AsyncRedis]:

@@ -10,7 +10,8 @@ What it fixes or adds to a lock:
   holder token in Redis and may take its token from a reserved block, so ``leader()`` would
   show neither the new leader nor its term;
 * a new leader announces its term on the name's wake-up channel (best effort), so that
-  ``observe()`` sees it at once. A resignation publishes there already (a release does); an
+  ``observe()`` sees it at once. A resignation publishes there already (its kind's release
+  does, ``CANDIDATE``, whether a candidate waits or not); an
   expiry publishes nothing, so an observer also looks again when the leader's lease would end,
   and at least once per ttl: every change is seen within about one ttl, lost messages or not.
 
@@ -29,13 +30,15 @@ from typing import Final, Never
 
 from .._backend import ASYNC_CAN_CANCEL, async_shield
 from .._core.election import Leader, leader_of, next_look, same_term
+from .._core.inspection import MAX_WAITERS_LISTED
+from .._core.kinds import Mutex
 from .._core.lease import Words
 from .._core.options import DEFAULT, LeaseOptions
+from .._keys import LockKeys
 from ..errors import LockError, LockTimeout
 from . import admin
 from .engine import AsyncLease, AsyncWiring
-from .leased import AsyncLeased, keyword_only
-from .lock import MUTEX
+from .leased import AsyncLeaseFacade, keyword_only
 
 logger = logging.getLogger("fencelock.election")
 
@@ -46,6 +49,8 @@ ELECTED: Final = "elected"
 DEFAULT_POLICY: Final = "cancel" if ASYNC_CAN_CANCEL else "raise"
 # what its messages say: a candidate campaigns, leads (is elected) and resigns
 WORDS: Final = Words("candidate", "leading", "campaign", "resign", "elected")
+# a lock whose release publishes whether a candidate waits or not: observers listen unqueued
+CANDIDATE: Final = Mutex(announces=True)
 
 
 class _Unseen:
@@ -57,7 +62,7 @@ async def _resign_quietly(lease: AsyncLease) -> None:
         await lease.release()
 
 
-class AsyncElection(AsyncLeased):
+class AsyncElection(AsyncLeaseFacade):
     """``LockClient.election(name)``: ``campaign()`` to lead, ``resign()``, ``leader()``,
     ``observe()``; ``async with`` campaigns on entry and resigns on exit. It also has
     ``acquire()`` (a campaign that returns whether it won), ``lost``, ``check()``, ``held()``
@@ -66,7 +71,7 @@ class AsyncElection(AsyncLeased):
     __slots__ = ()
 
     def __init__(self, wiring: AsyncWiring, options: LeaseOptions) -> None:
-        spec = wiring.spec(MUTEX, options, WORDS)
+        spec = wiring.spec(CANDIDATE, options, WORDS)
         self._lease = AsyncLease(self, wiring, options, spec, alone=True)
 
     async def acquire(self, *args: Never, timeout: float | object | None = DEFAULT) -> bool:
@@ -80,7 +85,7 @@ class AsyncElection(AsyncLeased):
             await async_shield(self._announce())
         except BaseException as error:
             # cancelled or interrupted just as it won: it did not win, as far as the caller knows
-            await lease.wiring.topology.detached.clean_up(_resign_quietly(lease), error)
+            await lease.clean_up(_resign_quietly(lease), error)
             raise
         return True
 
@@ -115,10 +120,11 @@ class AsyncElection(AsyncLeased):
     async def leader(self) -> Leader | None:
         """Who leads now as the server shows it (Redlock: a majority): label, term, ttl left;
         None when nobody does. One request, within one request timeout."""
-        wiring = self._lease.wiring
-        wiring.state.check()
-        info = await admin.lock_info(wiring.topology, wiring.prefix, self.name, self._lease.what())
-        return leader_of(info)
+        lease = self._lease
+        keys = lease.spec.keys
+        assert isinstance(keys, LockKeys)
+        view = await lease.view(admin.inspected(keys), MAX_WAITERS_LISTED)
+        return leader_of(None if view is None else view.info(self.name))
 
     async def observe(self) -> AsyncIterator[Leader | None]:
         """The leadership now, then each change of it (a new term, or nobody leading), as it
@@ -127,13 +133,12 @@ class AsyncElection(AsyncLeased):
         seen as one (the terms yielded increase). Runs until closed: use ``aclosing``/``break``.
         """
         lease = self._lease
-        topology = lease.wiring.topology
         last: Leader | _Unseen | None = _Unseen()
         # a first look before subscribing: a redis.asyncio RedisCluster learns its slots (which
         # say which node to subscribe on) from its first command
         await self.leader()
         # subscribed (and confirmed) before the looks that count: any change after it wakes us
-        async with topology.watch(lease.spec.keys.channel, lease.what()) as watch:
+        async with lease.watch(lease.spec.keys.channel) as watch:
             while True:
                 watch.event.clear()
                 now = await self.leader()
@@ -146,6 +151,6 @@ class AsyncElection(AsyncLeased):
         """Publish the new term on the lock's channel (best effort: observers look again within
         a ttl anyway), within one request timeout."""
         try:
-            await self._lease.wiring.topology.publish(self._lease.spec.keys.channel, ELECTED)
+            await self._lease.publish(self._lease.spec.keys.channel, ELECTED)
         except (LockError, OSError) as exc:
             logger.debug("fencelock: could not announce the election of %r: %s", self.name, exc)

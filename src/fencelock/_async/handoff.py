@@ -34,9 +34,9 @@ async def give_up(lease: AsyncLease, grant: Grant) -> bool:
     """Release ``grant``: hand it to the next local waiter if there is one, else in Redis.
     False if it was no longer held (nothing was deleted)."""
     parts, spec = lease.wiring, lease.spec
-    queues, line, topology = parts.queues, lease.line, parts.topology
+    queues, line, grants = parts.queues, lease.line, parts.grants
     ticket = None
-    if not grant.lost and topology.local_handoff and spec.kind.local_handoff:
+    if not grant.lost and parts.topology.traits.local_handoff and spec.kind.local_handoff:
         ticket = queues.next_for_handoff(line, grant)
     if ticket is not None:
         handed = handoff_within_block(grant, ticket.lease.spec.ttl, time.monotonic())
@@ -50,11 +50,12 @@ async def give_up(lease: AsyncLease, grant: Grant) -> bool:
     else:
         sent_at = time.monotonic()
         try:
-            released = await topology.release(spec, grant.holder)
+            held_until = grant.held_until
+            released = await grants.release(spec, grant.holder, held_until=held_until)
             while released is Released.STILL_HELD:
                 # The server counts more holds than this lock did: a re-entry applied whose
                 # reply was lost (LockConnectionError). They are all this lock's: leave them.
-                released = await topology.release(spec, grant.holder)
+                released = await grants.release(spec, grant.holder, held_until=held_until)
             await async_checkpoint()  # a cancellation redis.asyncio swallowed
         except LockConnectionError:
             # unanswered: the grant may be held still, and nobody would release it once the
@@ -68,15 +69,15 @@ async def give_up(lease: AsyncLease, grant: Grant) -> bool:
             # (a compare-and-delete with our own holder token is safe to repeat), after it; a
             # cancelled caller gets control back at once, and that goes on in the background.
             after = async_inflight()
-            await topology.detached.clean_up(
-                topology.give_back(spec, grant.holder, None, after), error
-            )
+            await grants.detached.clean_up(grants.give_back(spec, grant.holder, None, after), error)
             raise
         finally:
             queues.pass_turn(line, grant)
         logger.debug("%r released, token %d: %s", spec.name, grant.fence, released.name)
         now = time.monotonic()
-        if released is Released.WOKE:  # someone elsewhere was woken: let them have the turn
+        if released is Released.WOKE and spec.kind.fair:
+            # someone elsewhere was woken: let them have the turn (a barging lock's releaser
+            # may take the name again at once: docs/contention.md, "Barging")
             queues.yield_to_others(line, now + yield_after_release(now - sent_at), True)
         elif released is Released.GRANTED:  # granted to someone elsewhere: busy for their
             # hold, at most about a ttl (their lock on this name is likely configured alike)
@@ -93,7 +94,7 @@ async def _hand_to(lease: AsyncLease, grant: Grant, ticket: Ticket) -> bool:
     try:
         block = queues.max_handoffs
         sent_at = time.monotonic()
-        result = await parts.topology.hand_off(spec, grant.holder, to.spec.ttl_ms, block)
+        result = await parts.grants.hand_off(spec, grant.holder, to.spec.ttl_ms, block)
     except BaseException:
         queues.give_turn(ticket)
         raise

@@ -36,10 +36,10 @@ from .._core.lease import Words
 from .._core.options import DEFAULT, LeaseOptions
 from .._core.timing import remaining
 from .._scripts import Script
-from ..errors import LockNotOwned, LockTimeout
+from ..errors import LockLost, LockNotOwned, LockTimeout
 from . import admin
 from .engine import AsyncLease, AsyncWiring
-from .leased import keyword_only
+from .leased import end_lost_block, keyword_only
 from .topology import AsyncTopology
 
 LATCH_KEEP = 86_400.0  # seconds an unused latch stays in Redis, by default
@@ -82,13 +82,10 @@ class _Participant:
         return str(self._lease.options.label)
 
     async def _run(self, script: Script, args: tuple[str | int, ...]) -> object:
-        lease = self._lease
-        lease.wiring.state.check()
-        return await lease.wiring.topology.run(script, self._keys.scripted(), args, lease.what())
+        return await self._lease.run(script, self._keys.scripted(), args)
 
     async def _state(self) -> LatchState:
-        self._lease.wiring.state.check()
-        return await state_of(self._lease.wiring.topology, self._keys, self._lease.what())
+        return latch_state(await self._lease.read(LATCH_STATE, self._keys.scripted()))
 
     async def _until(
         self,
@@ -102,13 +99,12 @@ class _Participant:
         first look): True, or False once ``deadline`` passes. Woken by the latch's channel, and
         looking again at least once per ttl. ``reset_breaks``: ``LatchReset`` when a reset
         abandons that generation."""
-        topology, ttl = self._lease.wiring.topology, self._lease.options.ttl
+        lease, ttl = self._lease, self._lease.options.ttl
         state = await self._state()  # (also how a RedisCluster learns its slots, before watch)
         gen = max(state.gen, 1) if gen is None else gen
         if done(state, gen):
             return True
-        what, bound = self._lease.what(), topology.time_left(deadline)
-        async with topology.watch(self._keys.channel, what, bound) as watch:
+        async with lease.watch(self._keys.channel, deadline) as watch:
             while True:
                 # subscribed (and confirmed) before this look: any change after it wakes us
                 watch.event.clear()
@@ -121,7 +117,7 @@ class _Participant:
                 if left == 0:
                     return False
                 look = state.next_look(ttl)
-                await topology.wait(watch, look if left is None else min(look, left))
+                await lease.wait(watch, look if left is None else min(look, left))
 
 
 def _opened(state: LatchState, gen: int) -> bool:
@@ -150,7 +146,7 @@ class AsyncLatch(_Participant):
     async def count_down(self) -> int:
         """Count this participant down, once in this generation (again: no effect), and end
         its participation if it joined. Returns what is left to count."""
-        publish = self._lease.wiring.topology.publish_command
+        publish = self._lease.publish_command
         args = (self.participant, self.count_from, self._keys.channel, publish, self._kind.keep_ms)
         left, _, _ = count_down_reply(await self._run(LATCH_COUNT_DOWN, args))
         if self._lease.grant() is not None:
@@ -181,8 +177,7 @@ class AsyncLatch(_Participant):
         counted participants count again, joined ones' leases end, and waiters of the last
         generation that never opened get ``LatchReset``."""
         count = self.count_from if count is None else validate_count("count", count)
-        topology = self._lease.wiring.topology
-        args = (count, self._keys.channel, topology.publish_command, self._kind.keep_ms)
+        args = (count, self._keys.channel, self._lease.publish_command, self._kind.keep_ms)
         await self._run(LATCH_RESET, args)
 
 
@@ -237,7 +232,11 @@ class AsyncBarrier(_Participant):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.leave()
+        try:
+            await self.leave()
+        except LockLost as loss:
+            # as every block over a lost lease ends (a participant takes no on_lost_policy)
+            end_lost_block(loss, exc, "raise", by_us=False)
 
 
 def _all_left(state: LatchState, gen: int) -> bool:

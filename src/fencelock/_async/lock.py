@@ -9,28 +9,31 @@ from __future__ import annotations
 
 from typing import Never
 
-from .._core.kinds import Mutex, Reentrant, Released
+from .._core.kinds import Mutex, Reentrant
 from .._core.lease import LOCK_WORDS
 from .._core.options import DEFAULT, LeaseOptions
 from .._core.replies import RENEWED
 from .._keys import MIN_LEASE, validate_ttl
 from ..errors import LockError
 from .engine import AsyncLease, AsyncWiring
-from .leased import AsyncLeased, keyword_only
+from .leased import AsyncLeaseFacade, keyword_only
 
 MUTEX = Mutex()
+BARGING = Mutex(fair=False)
 REENTRANT = Reentrant()
 
 
-class AsyncLock(AsyncLeased):
+class AsyncLock(AsyncLeaseFacade):
     """``LockClient.lock(name)``: acquire/release/extend, ``with``, ``token``, ``lost``,
     ``check()``, ``held()``; a grant belongs to the object, whichever task or thread took it."""
 
     __slots__ = ("reentrant",)
 
-    def __init__(self, wiring: AsyncWiring, options: LeaseOptions, *, reentrant: bool) -> None:
+    def __init__(
+        self, wiring: AsyncWiring, options: LeaseOptions, *, reentrant: bool, fair: bool
+    ) -> None:
         self.reentrant = reentrant
-        kind = REENTRANT if reentrant else MUTEX
+        kind = REENTRANT if reentrant else MUTEX if fair else BARGING
         self._lease = AsyncLease(self, wiring, options, wiring.spec(kind, options, LOCK_WORDS))
 
     @property
@@ -56,24 +59,15 @@ class AsyncLock(AsyncLeased):
 
     async def held_by(self, holder: str) -> bool:
         """Whether the server shows the grant of ``holder`` (a holder token) holding the lock."""
-        lease = self._lease
-        lease.wiring.state.check()
-        return await lease.wiring.topology.held(lease.spec, holder)
+        return await self._lease.held_by(holder)
 
     async def release_by(self, holder: str) -> bool:
         """Release the grant of ``holder``, made by another lock object; False if it has none."""
-        lease = self._lease
-        lease.wiring.state.check()
-        released = await lease.wiring.topology.release(lease.spec, holder)
-        return released != Released.NOT_HELD
+        return await self._lease.release_by(holder)
 
     async def extend_by(self, holder: str, ttl: float) -> bool:
         """Reset the lease of ``holder``'s grant to ``ttl`` seconds; False if it has none."""
-        lease = self._lease
-        lease.wiring.state.check()
-        topology, spec = lease.wiring.topology, lease.spec
-        ttl = validate_ttl(ttl, minimum=MIN_LEASE)
-        [held] = await topology.renew([spec], [holder], [ttl], topology.request_timeout, spec.what)
+        held = await self._lease.renew_by(holder, validate_ttl(ttl, minimum=MIN_LEASE))
         if isinstance(held, LockError):
             raise held
         return held == RENEWED

@@ -53,8 +53,8 @@ from .._core.lease import Words
 from .._core.options import DEFAULT, LeaseOptions
 from .._keys import validate_name
 from ..errors import LockError, LockLost, LockNotOwned, LockTimeout
-from .engine import AsyncLease, AsyncWiring
-from .leased import keyword_only
+from .engine import AsyncLease, AsyncWiring, clean_up, fits_one_lease
+from .leased import end_lost_block, keyword_only
 from .lock import AsyncLock
 
 WORDS = Words("multi-lock")
@@ -84,9 +84,8 @@ class AsyncMultiLock:
         self._options = options
         kind = AllOf(names=names)
         spec = wiring.spec(kind, options, WORDS)
-        topology = wiring.topology
         self._way: _OneScript | _Composed
-        if topology.supports(kind) and topology.one_call(spec.renewed_keys):
+        if fits_one_lease(wiring, kind, spec.renewed_keys):
             self._way = _OneScript(AsyncLease(self, wiring, options, spec), names)
         else:
             self._way = _Composed(wiring, names, options, weakref.ref(self))
@@ -162,9 +161,8 @@ class AsyncMultiLock:
         try:
             await self.release()
         except LockLost as loss:
-            if exc is None:
-                raise
-            exc.add_note(f"fencelock: {loss}")  # the body's own error is the one to see
+            # as every block over a lost lease ends, by the one policy a multi-lock has
+            end_lost_block(loss, exc, "raise", by_us=False)
 
 
 class _OneScript:
@@ -207,7 +205,7 @@ class _OneScript:
 class _Composed:
     """A multi-lock as one lock per name (see the module's docstring)."""
 
-    __slots__ = ("detached", "holding", "locks", "names", "options")
+    __slots__ = ("holding", "locks", "names", "options", "wiring")
 
     def __init__(
         self,
@@ -222,10 +220,11 @@ class _Composed:
         if on_lost is not None:
             options = replace(options, on_lost=_for_multi(on_lost, multi))
         self.locks = tuple(
-            AsyncLock(wiring, replace(options, name=name), reentrant=False) for name in names
+            AsyncLock(wiring, replace(options, name=name), reentrant=False, fair=True)
+            for name in names
         )
         self.holding = False
-        self.detached = wiring.topology.detached
+        self.wiring = wiring  # (no lease of its own: one per lock)
 
     async def acquire(self, timeout: object) -> bool:
         wait = self.options.wait(timeout)
@@ -246,7 +245,7 @@ class _Composed:
                 # (a release that fails too leaves a lease that ends by itself: the error to
                 # see, a cancellation above all, is the one that stopped the acquire; a
                 # cancelled caller gets control back at once, the releases go on meanwhile)
-                await self.detached.clean_up(_release_quietly(taken), error)
+                await clean_up(self.wiring, _release_quietly(taken), error)
                 raise
             if len(taken) < len(self.locks):
                 await async_shield(_release_all(taken))

@@ -58,11 +58,11 @@ class AsyncResources:
         client's own server, which Redlock mode does not have)."""
         self._state.check()
         topology = self._topology
-        if redis is None and not topology.one_counter:
+        if redis is None and not topology.traits.one_counter:
             raise TypeError(f"{what} in Redlock mode needs redis=: the server of the resource")
-        if redis is None and topology.mode.no_scripts:
+        if redis is None:
             why = "it compares and writes in one script; redis= may name a server that runs them"
-            raise topology.scripts_required(what, why)
+            topology.protocol.require_scripts(what, why)
         if redis is not None and not isinstance(redis, AsyncRedis | AsyncRedisCluster):
             expected = AsyncRedis.__module__ + ".Redis"
             raise TypeError(f"redis must be a {expected}, not {described(redis)}")
@@ -119,51 +119,3 @@ class AsyncResources:
     def versioned(self, key: str, redis: Server | None) -> AsyncVersioned:
         key = validate_resource_key(key)
         return AsyncVersioned(key, partial(self.run, self.server(redis, "versioned")))
-
-
-class AsyncFencedWrites:
-    """The resource side of a lock client (``LockClient`` has these methods): writes that a
-    stale holder cannot land, and values written by compare-and-set without a lock."""
-
-    def __init__(self, resources: AsyncResources) -> None:
-        self._resources = resources
-
-    def _resource_server(self, redis: Server | None, what: str) -> Server | None:
-        """The client of a resource's server, checked (None: this client's own)."""
-        return self._resources.server(redis, what)
-
-    async def fenced_set(
-        self, key: str, value: Value, token: int, *, redis: Server | None = None
-    ) -> None:
-        """Write ``value`` to ``key`` only if ``token`` is >= every token seen for ``key``;
-        otherwise raise ``StaleToken`` and write nothing."""
-        await self._resources.fenced_set(key, value, token, redis)
-
-    async def fenced_get(
-        self, key: str, token: int, *, redis: Server | None = None
-    ) -> bytes | None:
-        """The value of ``key`` (bytes; None: no value), read for the holder of ``token``: in the
-        same step every older token is refused from then on (``StaleToken`` here if ``token``
-        is older itself), so no older holder's write can land between this read and this
-        holder's ``fenced_set``."""
-        return await self._resources.fenced_get(key, token, redis)
-
-    async def fenced_update(
-        self,
-        key: str,
-        token: int,
-        fn: Callable[[bytes | None], Value],
-        *,
-        redis: Server | None = None,
-    ) -> Value:
-        """A fenced read-modify-write: ``fenced_get``, then write ``fn(value)`` if ``token`` is
-        still the newest and the value is still the one read (``Conflict`` otherwise: someone
-        wrote it without fencing, or with this token). Returns what was written. Two requests,
-        each within one request timeout."""
-        return await self._resources.fenced_update(key, token, fn, redis)
-
-    def versioned(self, key: str, *, redis: Server | None = None) -> AsyncVersioned:
-        """``key`` as a versioned value, written by compare-and-set without any lock (see
-        ``AsyncVersioned``). ``redis``: the server of the key (this client's by default;
-        required in Redlock mode)."""
-        return self._resources.versioned(key, redis)

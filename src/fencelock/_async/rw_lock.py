@@ -28,7 +28,7 @@ from .._core.options import DEFAULT, LeaseOptions
 from .._scripts import RW_DOWNGRADE
 from ..errors import LockLost
 from .engine import AsyncLease, AsyncWiring, refuse_unmade
-from .leased import AsyncLeased, keyword_only
+from .leased import AsyncLeaseFacade, keyword_only
 
 READ = Permits.rw_side(1)
 WRITE = Permits.rw_side(WRITE_PERMITS)
@@ -57,7 +57,7 @@ class AsyncReadWriteLock:
         return AsyncRWSide(self._wiring, self._options, writer=True)
 
 
-class AsyncRWSide(AsyncLeased):
+class AsyncRWSide(AsyncLeaseFacade):
     """One side of a read-write lock: a lock object (with, acquire, release, token, lost...)."""
 
     __slots__ = ("writer",)
@@ -91,9 +91,9 @@ class AsyncRWSide(AsyncLeased):
         grant = lease.owned_grant("downgrade")
         if lease.spec.kind != WRITE:
             raise TypeError(f"{self!r} holds a read grant: only a write grant can be downgraded")
-        spec, topology = lease.spec, lease.wiring.topology
-        args = (grant.holder, spec.keys.channel, topology.publish_command)
-        if await topology.run(RW_DOWNGRADE, spec.release_keys, args, spec.what) == 0:
+        spec = lease.spec
+        args = (grant.holder, spec.keys.channel, lease.publish_command)
+        if await lease.run(RW_DOWNGRADE, spec.release_keys, args) == 0:
             why = lease.declare_lost(grant, "at downgrade")
             raise LockLost(f"cannot downgrade {spec.what}: {EXPLAINED[why]}")
         lease.use_kind(READ)

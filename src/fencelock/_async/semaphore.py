@@ -31,7 +31,7 @@ from .._keys import SemaphoreKeys
 from .._scripts import SEMAPHORE_LIMIT, SEMAPHORE_STATE
 from . import admin
 from .engine import AsyncLease, AsyncWiring
-from .leased import AsyncLeased, keyword_only
+from .leased import AsyncLeaseFacade, keyword_only
 from .topology import AsyncTopology
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -48,7 +48,7 @@ def validate_permits(arg: str, value: object) -> int:
 WORDS = Words("semaphore")
 
 
-class AsyncSemaphore(AsyncLeased):
+class AsyncSemaphore(AsyncLeaseFacade):
     """At most ``limit`` permits of a name held at once (``LockClient.semaphore``)."""
 
     __slots__ = ("limit",)
@@ -105,19 +105,18 @@ class AsyncSemaphore(AsyncLeased):
         are under the new limit."""
         limit = validate_permits("limit", limit)
         lease = self._lease
-        lease.wiring.state.check()
-        spec, topology = lease.spec, lease.wiring.topology
-        args = (limit, spec.keys.channel, topology.publish_command)
-        await topology.run(SEMAPHORE_LIMIT, spec.release_keys, args, spec.what)
+        spec = lease.spec
+        args = (limit, spec.keys.channel, lease.publish_command)
+        await lease.run(SEMAPHORE_LIMIT, spec.release_keys, args)
         self.limit = limit
 
 
 async def read_state(lease: AsyncLease) -> SemaphoreState:
     """What the server shows of the semaphore (or read-write lock) of ``lease``."""
-    lease.wiring.state.check()
     keys = lease.spec.keys
     assert isinstance(keys, SemaphoreKeys)
-    return await state_of(lease.wiring.topology, keys, lease.spec.what)
+    names = (keys.lock, keys.state, keys.fence, keys.queue)
+    return semaphore_state(await lease.read(SEMAPHORE_STATE, names))
 
 
 async def state_of(topology: AsyncTopology, keys: SemaphoreKeys, what: str) -> SemaphoreState:

@@ -47,7 +47,7 @@ from redis.exceptions import (
 )
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .._backend import async_cancelled, async_sleep
+from .._backend import AsyncLoopGuard, async_at_once, async_cancelled, async_sleep
 from .._core.replies import NoReply
 from .._core.resp import Packer
 from .._transport import (
@@ -81,7 +81,7 @@ AGAIN_AFTER: Final = 0.05  # seconds between two sends while the cluster answers
 class _Server:
     """fencelock's own connections to one server."""
 
-    __slots__ = ("idle", "packer", "slots", "template")
+    __slots__ = ("idle", "packer", "slots", "template", "unreachable_until")
 
     def __init__(self, template: Template, packer: Packer) -> None:
         self.template = template
@@ -89,6 +89,11 @@ class _Server:
         size = template.max_connections
         self.slots = AsyncSlots(size) if size < UNLIMITED else None
         self.idle: list[AsyncConnection] = []
+        # a fan-out could not connect to it: not tried again before (monotonic time)
+        self.unreachable_until = 0.0
+
+    def reachable(self) -> bool:
+        return time.monotonic() >= self.unreachable_until
 
     async def take(self, deadline: float) -> None:
         if self.slots is not None:
@@ -97,6 +102,42 @@ class _Server:
     def free(self) -> None:
         if self.slots is not None:
             self.slots.release()
+
+    async def connected(self, deadline: float) -> AsyncConnection:
+        """An idle connection of ours to the server, else a new one, ready by ``deadline``."""
+        try:
+            conn = self.idle.pop()
+        except IndexError:
+            conn = self.template.make()
+        try:
+            await async_connect(conn, deadline)
+        except BaseException as exc:
+            await async_drop(conn, exc)
+            raise
+        return conn
+
+    async def fan_out_connection(self) -> AsyncConnection | RedisError:
+        """A fan-out's connection to the server, its slot taken, by its connect timeout, or
+        the ``RedisError`` that kept it from one. A server it could not connect to is not tried
+        again for one connect timeout: the rounds of one call (one sent again, the give-back
+        after it) cost it one in all, not one each."""
+        if not self.reachable():
+            return ConnectionError("connecting failed a moment ago: not tried again yet")
+        connect = self.template.connect_timeout
+        deadline = time.monotonic() + connect
+        try:
+            await self.take(deadline)
+        except RedisError as exc:
+            return exc
+        try:
+            return await self.connected(deadline)
+        except BaseException as exc:
+            self.free()
+            if isinstance(exc, ConnectionError | RedisTimeoutError):
+                self.unreachable_until = time.monotonic() + connect
+            if isinstance(exc, RedisError):
+                return exc
+            raise
 
 
 class AsyncRequester:
@@ -109,6 +150,7 @@ class AsyncRequester:
         self._servers: dict[object, _Server] = {}
         self._packers: dict[tuple[str, str], Packer] = {}  # one per encoding in use
         self._closed = False
+        self._loop = AsyncLoopGuard()  # its connections are the first loop's
         _requesters.add(self)
 
     def _server(self, target: AsyncRedis | AsyncClusterNode) -> _Server:
@@ -134,6 +176,7 @@ class AsyncRequester:
         ``NoReply`` if the commands were sent by then.
         ``noscript``: sent instead of the first command (an EVALSHA) if the server answers
         NOSCRIPT."""
+        self._loop.check()
         if timeout <= 0:
             raise RedisTimeoutError("no time left to send the request")
         deadline = time.monotonic() + timeout
@@ -150,7 +193,7 @@ class AsyncRequester:
             await async_take(slots, deadline)
         handed = moved = False
         try:
-            conn = await self._connected(server, deadline)
+            conn = await server.connected(deadline)
             replies: list[Any] = []
             try:
                 # Sent here, not in a helper: the hot path of every lock call stays short.
@@ -193,19 +236,6 @@ class AsyncRequester:
             except RedisTimeoutError as exc:  # (sent once already)
                 raise NoReply(str(exc)) from exc
         return replies
-
-    async def _connected(self, server: _Server, deadline: float) -> AsyncConnection:
-        """An idle connection of ours to ``server``, else a new one, ready by ``deadline``."""
-        try:
-            conn = server.idle.pop()
-        except IndexError:
-            conn = server.template.make()
-        try:
-            await async_connect(conn, deadline)
-        except BaseException as exc:
-            await async_drop(conn, exc)
-            raise
-        return conn
 
     async def _rest(
         self,
@@ -268,32 +298,37 @@ class AsyncRequester:
         """Send ``command`` to every node at once; per node, its reply or the ``RedisError`` it
         raised (a node silent for ``timeout`` seconds gets a ``NoReply``).
 
-        Connecting is not part of ``timeout``: a node's connection is made first, bounded by its
-        own connect timeout, and ``timeout`` counts from the writes (a fresh client's first
-        handshake must not eat a node timeout of a few milliseconds). Past it, a reply already
-        arrived is still taken."""
+        Connecting is not part of ``timeout``: every node's connection is made first, all at
+        once, each bounded by its own connect timeout, and ``timeout`` counts from the writes
+        (a fresh client's first handshake must not eat a node timeout of a few milliseconds).
+        Past it, a reply already arrived is still taken."""
+        self._loop.check()
+        servers = [self._server(node) for node in nodes]
+        made = await self._connections(servers)
         replies: list[Any] = [None] * len(nodes)
+        waiting: list[tuple[int, _Server, AsyncConnection]] = []  # connected, not sent yet
+        for i, (server, conn) in enumerate(zip(servers, made, strict=True)):
+            if isinstance(conn, RedisError):
+                replies[i] = conn
+            else:
+                waiting.append((i, server, conn))
         sent: list[tuple[int, _Server, AsyncConnection]] = []
         packer, data = None, b""
         try:
-            for i, node in enumerate(nodes):
-                server = self._server(node)
-                try:
-                    conn = await self._slot_and_connection(server)
-                except RedisError as exc:
-                    replies[i] = exc
-                    continue
+            while waiting:
+                i, server, conn = waiting[0]
                 if server.packer is not packer:
                     packer, data = server.packer, server.packer.pack((command,))
                 try:
                     await conn.send_packed_command([data], False)
                 except RedisError as exc:
-                    await self._end(server, conn, ok=False)
+                    del waiting[0]
                     replies[i] = exc
+                    await self._end(server, conn, ok=False)
                     continue
-                sent.append((i, server, conn))
+                sent.append(waiting.pop(0))
         except BaseException as exc:
-            for _, server, conn in sent:
+            for _, server, conn in sent + waiting:
                 await self._end(server, conn, ok=False, error=exc)
             raise
         deadline = time.monotonic() + timeout
@@ -322,14 +357,41 @@ class AsyncRequester:
             raise cancelled
         return replies
 
-    async def _slot_and_connection(self, server: _Server) -> AsyncConnection:
-        deadline = time.monotonic() + server.template.connect_timeout
-        await server.take(deadline)
+    async def _connections(self, servers: Sequence[_Server]) -> list[Any]:
+        """Per server, a connection of ours with its slot taken, or the ``RedisError`` that
+        kept it from one, each by the server's connect timeout: idle ones (the hot path), and
+        those not to be tried now, in this task; where more than one connection is to be made,
+        those all at once (one after another, servers that do not answer would cost a connect
+        timeout each, and a lock call that many past its bound)."""
+        made: list[Any] = [None] * len(servers)
+        to_make: list[int] = []
         try:
-            return await self._connected(server, deadline)
+            for i, server in enumerate(servers):
+                if len(servers) == 1 or server.idle or not server.reachable():
+                    made[i] = await server.fan_out_connection()
+                else:
+                    to_make.append(i)
+            if len(to_make) == 1:
+                made[to_make[0]] = await servers[to_make[0]].fan_out_connection()
+            elif to_make:
+
+                async def unused(n: int, conn: object) -> None:
+                    if isinstance(conn, AsyncConnection):
+                        await self._end(servers[to_make[n]], conn, ok=False)
+
+                calls = [servers[i].fan_out_connection for i in to_make]
+                for i, conn in zip(to_make, await async_at_once(calls, unused), strict=True):
+                    made[i] = conn
+                failure = next((c for c in made if isinstance(c, BaseException)
+                                and not isinstance(c, RedisError)), None)  # fmt: skip
+                if failure is not None:  # (not a server's failure: a bug, an interrupt)
+                    raise failure
         except BaseException:
-            server.free()
+            for server, conn in zip(servers, made, strict=True):
+                if conn is not None and not isinstance(conn, BaseException):
+                    await self._end(server, conn, ok=False)
             raise
+        return made
 
     async def _end(
         self, server: _Server, conn: AsyncConnection, ok: bool, error: BaseException | None = None

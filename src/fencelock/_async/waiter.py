@@ -246,8 +246,10 @@ class AsyncWaiter:
 
     def _forget(self, channel: str, *watches: Watch) -> None:
         """(Sharded) ``watches`` of ``channel`` are not subscribed here: its slot is elsewhere.
-        The last one gone, the channel is forgotten (``_drop``), never SUNSUBSCRIBEd here: the
-        node would answer MOVED, which the listener cannot tell from a refusal of an SSUBSCRIBE."""
+        Without watchers left, the channel is forgotten (``_drop``: in redis-py's list too, so
+        that a re-made connection does not SSUBSCRIBE it here again), and it is never
+        SUNSUBSCRIBEd here: this node would answer MOVED, an error reply that the listener
+        cannot tell from a refusal of someone's SSUBSCRIBE."""
         with self._guard:
             watchers = self._watchers.get(channel, set())
             watchers.difference_update(watches)
@@ -258,7 +260,8 @@ class AsyncWaiter:
             _drop(self._pubsub, [channel])
 
     def _move_out(self, channel: str) -> None:
-        """(Sharded) ``channel``'s slot left this node: its watches are woken, ``moved``."""
+        """(Sharded) ``channel``'s slot left this node: its watches are woken, ``moved``, to
+        subscribe where it is now and re-check."""
         with self._guard:
             watches = list(self._watchers.get(channel, ()))
         self._forget(channel, *watches)
@@ -378,7 +381,8 @@ class AsyncWaiter:
             await self._pause()  # still unreachable: again after a pause
 
     async def _move_all_out(self) -> None:
-        """(Sharded) The connection broke, its node maybe gone (a failover): all watches move."""
+        """(Sharded) The connection broke: its node may be gone for good (a failover), so every
+        watch here follows its slot (``_move_out``) rather than wait for the node to return."""
         async with self._mutex:  # not amid a watcher's SSUBSCRIBE and its PING
             with self._guard:
                 channels = [*self._watchers, *self._unwatched]

@@ -4,10 +4,11 @@ finds, and what a caller does next (``next_step``). ``_async/compute.py`` does t
 
 A result is built under a lease (a ``Builder``: a simple lock on keys of its own, renewed by the
 watchdog) and stored with the lease's fencing token by one script (compute_store.lua), which
-refuses a token older than the stored result's or than the counter: a builder whose lease ran
-out cannot overwrite a newer build's result, nor store after a ``forget`` that came while it
-ran. The store publishes on the lease's channel, where a release publishes too: the waiters
-look again when either comes, and when the builder's lease would end (a builder that died).
+refuses a token older than the stored result's, the counter's or the build's under way: a
+builder whose lease ran out cannot overwrite a newer build's result, nor store after a newer
+build began or a ``forget`` came while it ran. The store publishes on the lease's channel, where
+the lease's release publishes too (``Builder``: its waiters do not queue): the waiters look again
+when either comes, and when the builder's lease would end (a builder that died).
 """
 
 from __future__ import annotations
@@ -67,9 +68,9 @@ class ComputeKeys(LockKeys):
         """KEYS of compute_look.lua (and, per family, of compute_forget.lua)."""
         return (self.result, self.lock, self.fence, self.failure)
 
-    def stored(self) -> tuple[str, str, str]:
+    def stored(self) -> tuple[str, str, str, str]:
         """KEYS of compute_store.lua."""
-        return (self.result, self.fence, self.failure)
+        return (self.result, self.fence, self.failure, self.lock)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,7 @@ class Builder(Mutex):
     primitive: str = COMPUTE
     local_handoff: bool = False
     on_quorum: bool = False
+    announces: bool = True  # its waiters listen on the channel without queueing
     why_scripts: str = "its result is stored with its fencing token by a script"
 
     def keys(self, name: str, prefix: str) -> ComputeKeys:

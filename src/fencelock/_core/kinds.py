@@ -9,7 +9,7 @@ an existing one.
 ===============  ====================  ================  ======================================
 kind             keys                  scripts           grant
 ===============  ====================  ================  ======================================
-``Mutex``        string holder token   acquire/release   one holder; local hand-off; wake one
+``Mutex``        string holder, token  acquire/release   one holder; local hand-off; wake one
 ``NativeMutex``  a ``Mutex``'s         none              the same, by plain commands; wakes all
 ``Reentrant``    hash holder -> count  reentrant_*       one holder, counted; wakes every waiter
 ``Permits``      sorted set of leases  semaphore_*       ``take`` of ``limit`` permits per holder
@@ -82,6 +82,12 @@ Command: TypeAlias = tuple[Any, ...]
 # the server answers NOSCRIPT (None: no script in it)
 Request: TypeAlias = tuple[list[Command], Command | None]
 
+# A barging lock's waiter (``fair=False``) is queued by its id alone for this many tries, woken
+# by a release that leaves the name to whoever takes it first; from then on it is queued to be
+# granted the name in order, in the place it queued at (docs/contention.md, "Barging"): once
+# queued, it finds the name taken by another at most this many times.
+BARGED_TRIES: Final = 3
+
 # How long a fencing counter started without a script is kept (NativeMutex): a counter lost or
 # expired is started again from a client's clock, so the longer it lives, the less tokens rely
 # on clocks (docs/modes.md, "Without scripts").
@@ -145,6 +151,12 @@ class Kind:
     wakes_one: bool = True
     # what scripts do for it, for the error where none runs (``without_scripts`` is None)
     why_scripts: str = "its grants are made by scripts"
+    # its lock key holds the grant's fencing token ('holder token'): a renewal needs no counter
+    token_in_key: bool = False
+    # False: barging (a Mutex's, docs/contention.md, "Barging"): its release wakes the first
+    # queued waiter without granting it the name, which a newcomer (the releaser too) may take
+    # first; the waiter keeps its place, and is queued to be granted after BARGED_TRIES tries
+    fair: bool = True
 
     def keys(self, name: str, prefix: str) -> LockKeys:
         return LockKeys.for_name(name, prefix)
@@ -178,11 +190,21 @@ class Kind:
         return (keys.lock,)
 
     def waiter_entry(
-        self, waiter: str, channel: str, holder: str, ttl_ms: int, block: int, grants: bool
+        self,
+        waiter: str,
+        channel: str,
+        holder: str,
+        ttl_ms: int,
+        block: int,
+        grants: bool,
+        tries: int,
     ) -> str:
-        """A waiter's entry in the queue, woken on ``channel``: one that a release may grant
-        the lock directly when the topology ``grants`` so (serve.lua), else its id."""
-        return queue_entry(waiter, holder, ttl_ms, block) if grants else waiter
+        """A waiter's entry in the queue, woken on ``channel``, for its re-try after ``tries``
+        others (0: the one that queues it): one that a release may grant the lock directly when
+        the topology ``grants`` so (serve.lua), else its id. A barging kind's waiter is queued by
+        its id (woken, not granted) for its first ``BARGED_TRIES`` tries."""
+        in_order = self.fair or tries >= BARGED_TRIES
+        return queue_entry(waiter, holder, ttl_ms, block) if grants and in_order else waiter
 
     def describe(self, noun: str, name: str) -> str:
         """The object in messages: its kind and the name the user gave, never a Redis key."""
@@ -254,48 +276,39 @@ class Mutex(Kind):
     primitive: str = LOCK
     acquire_script: Script = ACQUIRE
     release_script: Script = RELEASE
+    token_in_key: bool = True
+    # its release wakes whoever listens on its channel even when no waiter is queued (they
+    # listen without queueing: an election's observers, compute_once's waiters); else a release
+    # publishes only to the waiters its queue holds
+    announces: bool = False
+
+    def release_args(
+        self, spec: LeaseSpec, holder: str, leaving: str, publish: str, depth: int
+    ) -> tuple[str | int, ...]:
+        announce, barge = "1" if self.announces else "", "" if self.fair else "1"
+        return (holder, spec.keys.channel, publish, leaving, announce, barge)
 
     def without_scripts(self) -> Kind | None:
         return NATIVE_MUTEX
-
-    def renew_request(
-        self, spec: LeaseSpec, holder: str, ttl_ms: int, server: ServerCommands
-    ) -> list[Command] | None:
-        if not server.compare_set:
-            return None
-        keys = spec.keys
-        return [
-            ("SET", keys.lock, holder, "IFEQ", holder, "PX", ttl_ms),
-            ("GET", keys.lock),  # (not renewed: gone, or another holder's)
-            # the counter kept at least as long as the lease, as renew.lua keeps it
-            ("PEXPIRE", keys.fence, ttl_ms, "GT"),
-        ]
-
-    def renew_result(self, replies: Sequence[Any], holder: str) -> int:
-        renewed, now = replies[0], replies[1]
-        if isinstance(renewed, Exception):
-            if "WRONGTYPE" not in str(renewed):
-                raise renewed
-            return TAKEN  # a reentrant lock's hash holds the name
-        if ok(renewed):
-            return RENEWED
-        return GONE if raised(now) is None else TAKEN
 
 
 @dataclass(frozen=True, slots=True)
 class NativeMutex(Mutex):
     """A ``Mutex`` held by plain commands, for a client that runs no scripts (docs/modes.md,
     "Without scripts"): on the same keys, so that it and a scripted ``Mutex`` exclude each
-    other. Taken by ``SET NX PX``, its fencing token the counter's ``INCRBY``, released by a
-    compare-and-delete and a ``PUBLISH`` that wakes every waiter (no queue in Redis: a release
-    cannot serve one), renewed and handed on locally by ``SET ... IFEQ``. Each try is one round
-    trip, so a busy try counts the counter up too (tokens skip values). A counter that is not
-    there is started from this client's clock in microseconds (the scripts start it from the
-    server's), so that tokens go on increasing after it is lost. (Its scripts are the
-    ``Mutex``'s, never run.)"""
+    other. Taken by ``SET NX PX`` (its key holds the holder token alone), its fencing token the
+    counter's ``INCRBY``, released by a compare-and-delete and a ``PUBLISH`` that wakes every
+    waiter (a release cannot serve the queue; a waiter puts ``'*'`` in it, for the scripts'
+    releases to wake it), renewed and handed on locally by ``SET ... IFEQ``. Each try is one
+    round trip, so a busy try counts the counter up too (tokens skip values). A counter that is
+    not there is started from this client's clock in microseconds plus the lease (the scripts
+    take the server's), so that tokens go on increasing after it is lost, or after a scripted
+    grant, which keeps its token in the lock key alone. (Its scripts are the ``Mutex``'s,
+    never run.)"""
 
     wakes_one: bool = False
     on_quorum: bool = False
+    token_in_key: bool = False  # (the holder token alone: its token is the counter's)
 
     def without_scripts(self) -> Kind | None:
         return self
@@ -310,12 +323,19 @@ class NativeMutex(Mutex):
         server: ServerCommands,
     ) -> Request:
         keys, ttl = spec.keys, spec.ttl_ms
+        # a waiter's '*' in the queue: a scripted client's release wakes it too (release.lua);
+        # kept as long as a counter, or until the next release takes it
+        waiting: list[Command] = []
+        if entry:
+            keep = max(COUNTER_KEEP_MS, 2 * ttl)
+            waiting = [("ZADD", keys.queue, "NX", "+inf", "*"), ("PEXPIRE", keys.queue, keep)]
         return [
             ("SET", keys.lock, holder, "NX", "PX", ttl),
             # ours, just now or by a request sent before (a re-sent one): its lease restarts
             ("SET", keys.lock, holder, "IFEQ", holder, "PX", ttl),
             *_minted(keys.fence, block, ttl),
             ("PTTL", keys.lock),
+            *waiting,
         ], None
 
     def acquire_result(self, replies: Sequence[Any]) -> Granted | Busy:
@@ -343,6 +363,27 @@ class NativeMutex(Mutex):
         woke = isinstance(heard, int) and heard > 0
         return Released.WOKE if woke else Released.RELEASED
 
+    def renew_request(
+        self, spec: LeaseSpec, holder: str, ttl_ms: int, server: ServerCommands
+    ) -> list[Command] | None:
+        keys = spec.keys
+        return [
+            ("SET", keys.lock, holder, "IFEQ", holder, "PX", ttl_ms),
+            ("GET", keys.lock),  # (not renewed: gone, or another holder's)
+            # the counter kept at least as long as the lease, as renew.lua keeps it
+            ("PEXPIRE", keys.fence, ttl_ms, "GT"),
+        ]
+
+    def renew_result(self, replies: Sequence[Any], holder: str) -> int:
+        renewed, now = replies[0], replies[1]
+        if isinstance(renewed, Exception):
+            if "WRONGTYPE" not in str(renewed):
+                raise renewed
+            return TAKEN  # a reentrant lock's hash holds the name
+        if ok(renewed):
+            return RENEWED
+        return GONE if raised(now) is None else TAKEN
+
     def handoff_request(
         self, spec: LeaseSpec, holder: str, ttl_ms: int, block: int, server: ServerCommands
     ) -> Request:
@@ -358,8 +399,10 @@ class NativeMutex(Mutex):
 
 def _minted(fence: str, block: int, ttl_ms: int) -> list[Command]:
     """Hand out ``block`` tokens from the counter at ``fence`` (the reply to the second: the
-    last of them), starting a counter that is not there from this client's clock."""
-    started = time.time_ns() // 1000
+    last of them), starting a counter that is not there from this client's clock, a lease
+    ahead: a scripted grant keeps its token in the lock key alone (prelude.lua), so a counter
+    started just after it must outrun it with a clock that lags the server's by up to a lease."""
+    started = time.time_ns() // 1000 + ttl_ms * 1000
     keep = max(COUNTER_KEEP_MS, ttl_ms)
     return [("SET", fence, started, "NX", "PX", keep), ("INCRBY", fence, block)]
 
@@ -379,13 +422,10 @@ class Reentrant(Kind):
     wakes_one: bool = False
     why_scripts: str = "its hold count is kept by scripts"
 
-    def acquire_keys(self, keys: LockKeys) -> tuple[str, ...]:
-        return (keys.lock, keys.fence)
-
     def acquire_args(
         self, spec: LeaseSpec, holder: str, depth: int, block: int, entry: str, publish: str
     ) -> tuple[str | int, ...]:
-        return (holder, spec.ttl_ms, depth, block)
+        return (holder, spec.ttl_ms, depth, block, entry)
 
     def release_args(
         self, spec: LeaseSpec, holder: str, leaving: str, publish: str, depth: int
@@ -479,6 +519,7 @@ class AllOf(Kind):
     release_script: Script = MULTI_RELEASE
     local_handoff: bool = False
     always_queued: bool = True
+    token_in_key: bool = True  # each name's, as a Mutex's
     on_quorum: bool = False
     why_scripts: str = "every name or none is decided in one script"
     names: tuple[str, ...] = ()
@@ -517,7 +558,14 @@ class AllOf(Kind):
         return keys.locks
 
     def waiter_entry(
-        self, waiter: str, channel: str, holder: str, ttl_ms: int, block: int, grants: bool
+        self,
+        waiter: str,
+        channel: str,
+        holder: str,
+        ttl_ms: int,
+        block: int,
+        grants: bool,
+        tries: int,
     ) -> str:
         # '>' and the channel to wake it on, whichever name's release serves it (serve.lua)
         return f">{channel}"
@@ -591,13 +639,15 @@ def renewal(
 ) -> tuple[list[str], list[str | int]]:
     """renew.lua's KEYS and ARGV for a batch of grants (``holders[i]``'s of ``specs[i]``, for
     ``ttls_ms[i]``): every key each grant renews (a multi-lock's: one per name)."""
-    locks: list[str] = []
+    keys: list[str] = []
     args: list[str | int] = []
     for spec, holder, ttl_ms in zip(specs, holders, ttls_ms, strict=True):
         for key in spec.renewed_keys:
-            locks.append(key)
+            # a lock key that holds its token stands for its counter too: the script then names
+            # no key a Cluster's slot migration has yet to move (TRYAGAIN until it ends)
+            keys += (key, key) if spec.kind.token_in_key else renew_keys([key])
             args += (holder, ttl_ms)
-    return renew_keys(locks), args
+    return keys, args
 
 
 def per_grant(

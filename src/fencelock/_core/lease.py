@@ -55,6 +55,12 @@ class Grant:
         """Whether the lease must be taken as gone: declared lost, or past its deadline."""
         return self.lost or self.deadline <= now
 
+    @property
+    def held_until(self) -> float | None:
+        """Until when the lease certainly holds, as far as this process knows: its deadline,
+        or None once it was declared lost (a release's allowance: ``_core/quorum.two_rounds``)."""
+        return None if self.lost else self.deadline
+
     def renewed(self, sent_at: float, ttl: float) -> None:
         """A renewal (or extend) sent at ``sent_at`` restarted the lease at ``ttl``."""
         self.deadline = lease_deadline(sent_at, ttl)

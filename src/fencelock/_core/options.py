@@ -40,21 +40,42 @@ class Default:
 DEFAULT: Final = Default()
 
 
-class LeaseKeywords(TypedDict, total=False):
+class _Keywords(TypedDict, total=False):
+    timeout: float | None
+    auto_renew: bool
+    on_lost: Callable[[Any], object] | None
+
+
+class LeaseKeywords(_Keywords, total=False):
     """The keyword options of every primitive (``client.lock(name, ttl, **options)``,
     ``client.semaphore(name, limit, ttl, **options)``...); each is documented in docs/api.md.
     Defaults: ``timeout=None`` (wait as long as it takes), ``auto_renew=False``, ``on_lost=None``,
     ``on_lost_policy="raise"``, ``label``: the client's."""
 
-    timeout: float | None
-    auto_renew: bool
-    on_lost: Callable[[Any], object] | None
     on_lost_policy: str
     label: Any
 
 
+class MultiLockKeywords(_Keywords, total=False):
+    """A multi-lock's: a lease's, but ``on_lost_policy`` (its block ends by the policy of
+    none of its names: docs/multilock.md)."""
+
+    label: Any
+
+
+class ParticipantKeywords(TypedDict, total=False):
+    """A latch's or a barrier's: its participant's lease is always renewed and labelled by its
+    id, and ends by no ``with`` block's policy (the barrier's block enters and leaves:
+    docs/latch.md), so neither ``auto_renew``, ``label`` nor ``on_lost_policy`` is taken."""
+
+    timeout: float | None
+    on_lost: Callable[[Any], object] | None
+
+
 LEASE_KEYWORDS: Final = tuple(LeaseKeywords.__annotations__)  # (in the order above)
 _LEASE_KEYWORDS: Final = frozenset(LEASE_KEYWORDS)
+MULTI_LOCK_KEYWORDS: Final = tuple(MultiLockKeywords.__annotations__)
+PARTICIPANT_KEYWORDS: Final = tuple(ParticipantKeywords.__annotations__)
 
 
 def refuse_unknown(call: str, given: Iterable[str], accepted: Sequence[str]) -> None:

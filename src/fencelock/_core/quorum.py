@@ -1,7 +1,10 @@
-"""Redlock's arithmetic: quorum, validity, per-node timeouts and what N replies mean together.
+"""The one-or-majority decision: what the answers of the servers that hold a name mean
+together, and Redlock's arithmetic (quorum, validity, per-node timeouts).
 
-Every function here is pure: the client sends one request to every node in parallel and hands the
-list of replies (a reply, or the exception that node raised) to these functions to decide.
+Every function here is pure: the client sends one request to every server in parallel
+(``_async/grants.py``) and hands the list of answers (an answer, or the exception that server
+raised) to these functions to decide. One server is a majority of one: its answer is the
+answer, and its failure is raised as it is.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import LockConnectionError, LockError, LockLost
-from .replies import RENEWED, Busy, Granted, acquire_reply, renew_reply
+from .kinds import Released
+from .replies import GONE, RENEWED, Busy, Granted, renew_reply, unanswered
 from .timing import drift
 
 
@@ -64,6 +68,30 @@ class Tally:
         )
 
 
+def decided(answers: Sequence[bool | BaseException], what: str) -> bool:
+    """Does the holder hold it (and did the action apply)? One server's answer (its failure
+    raised), or ``Tally.outcome`` of several."""
+    if len(answers) == 1:
+        [answer] = answers
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+    return tally(answers).outcome(len(answers), what)
+
+
+def released(results: Sequence[Released | BaseException], what: str) -> Released:
+    """What a release amounted to: one server's own reply (its failure raised); on several,
+    ``RELEASED`` when a majority held the grant, ``NOT_HELD`` when enough did not that no
+    majority could (``LockConnectionError`` when too few answered to tell)."""
+    if len(results) == 1:
+        [result] = results
+        if isinstance(result, BaseException):
+            raise result
+        return result
+    owned = [r if isinstance(r, BaseException) else r != Released.NOT_HELD for r in results]
+    return Released.RELEASED if decided(owned, what) else Released.NOT_HELD
+
+
 def owned_by_quorum(replies: Sequence[object], held: Sequence[int], what: str) -> bool:
     """``Tally.outcome`` of the nodes' replies to a script that answers one of ``held`` when the
     holder held the lock (the common case, a majority said so, is decided without the tally)."""
@@ -72,14 +100,41 @@ def owned_by_quorum(replies: Sequence[object], held: Sequence[int], what: str) -
     return tally(owned_answers(replies, held)).outcome(len(replies), what)
 
 
-def first_answers(earlier: Sequence[object], later: Sequence[object]) -> list[object]:
-    """Per node, its first answer of two rounds of one request: a node that answered the first
-    keeps that answer (a release it applied answers "not held" to the second), one that failed
-    it gets the second's reply."""
-    return [
-        new if isinstance(old, BaseException) else old
-        for old, new in zip(earlier, later, strict=True)
-    ]
+def two_rounds(
+    first: Sequence[Released | BaseException],
+    again: Sequence[Released | BaseException],
+    in_lease: bool,
+) -> list[Released | BaseException]:
+    """Per node, what two rounds of one release amount to (the second sent because the first
+    left the outcome undecided). A node that answered the first keeps that answer (a release it
+    applied answers "not held" to the second); one that failed it gets the second's answer, but
+    for one case: a node the first round reached without an answer coming back (``unanswered``:
+    it may have applied it), whose answer to the second is "not held", counts as released
+    (``Released.RELEASED``) when the first round went out within the lease (``in_lease``:
+    before its local deadline).
+
+    Why that never reports a release for a lock another holder had taken: between the two
+    rounds, on such a node, either the first round ran there (our grant deleted; another holder
+    may have taken the freed node since, after our release), or it did not, and our grant was
+    gone there before the second came (expired, or never granted there: "not held" cannot tell
+    these apart). The lease settles it: its local deadline comes before any node can have
+    expired our grant (drift allowed for), so when a first round went out before it, our grant
+    still stood on the majority that granted or renewed it, and no other holder can have held
+    a majority until then. Whoever holds such a node now took it after the release went out,
+    when our hold had ended. A release sent after the local deadline gets no such allowance:
+    another holder may have taken a majority once our lease ran out, and only the nodes' own
+    answers count.
+    (A node that loses its data, restarted without persistence, is outside what Redlock
+    promises: its "not held" could hide that loss, as its grant to another holder could.)"""
+    answers: list[Released | BaseException] = []
+    for old, new in zip(first, again, strict=True):
+        if not isinstance(old, BaseException):
+            answers.append(old)
+        elif in_lease and new == Released.NOT_HELD and unanswered(old):
+            answers.append(Released.RELEASED)
+        else:
+            answers.append(new)
+    return answers
 
 
 def tally(answers: Sequence[bool | BaseException]) -> Tally:
@@ -108,51 +163,62 @@ class QuorumAcquire:
     touched: bool  # some node may hold the grant: release everywhere unless granted
 
 
-def acquire_outcome(replies: Sequence[object], ttl: float, elapsed: float) -> QuorumAcquire:
-    """Decide a Redlock acquire from every node's reply to the acquire script.
+def acquire_outcome(
+    results: Sequence[Granted | Busy | BaseException], ttl: float, elapsed: float
+) -> QuorumAcquire:
+    """Decide a Redlock acquire from every node's result (its kind's reading of its reply, or
+    the exception it failed with, already translated).
 
-    ``replies``: one entry per node, the raw script reply or the (already translated) exception.
     A grant needs a majority and a positive validity; the fencing token proposed is the largest
     counter value among the granting nodes (it still has to be written back to a majority before
-    anyone may use it: ``confirm_outcome``). ``LockConnectionError`` when fewer than a majority
-    of nodes could be reached (``Busy`` is for a majority that answered without granting).
+    anyone may use it: ``confirm``). ``LockConnectionError`` when fewer than a majority of nodes
+    could be reached (``Busy`` is for a majority that answered without granting). A node whose
+    reentrant hold count is not ours (``LockLost``) did not grant, and counts as failed.
     """
-    need = quorum(len(replies))
-    # the common case first, without building a result per node: a majority granted
-    fences = [int(r[1]) for r in replies if type(r) is list and r[0] == 1]
+    need = quorum(len(results))
+    # the common case first, without a pass per node: a majority granted
+    fences = [r.fence for r in results if type(r) is Granted]
     if len(fences) >= need and validity(ttl, elapsed) > 0:
         return QuorumAcquire(Granted(max(fences), confirmed=False), touched=True)
-    fences = []
-    pttls: list[float | None] = []
-    failed = 0
-    for reply in replies:
-        if isinstance(reply, BaseException):
-            failed += 1
-            continue
-        try:
-            result = acquire_reply(reply)
-        except LockLost:  # reentrant: this node's hold count is not ours
-            failed += 1
-            continue
-        if isinstance(result, Granted):
-            fences.append(result.fence)
-        else:
-            pttls.append(result.pttl)
-    error = first_error(replies)
+    pttls = [r.pttl for r in results if type(r) is Busy]
+    lost = [r for r in results if isinstance(r, LockLost)]
+    error = first_error([r for r in results if not isinstance(r, LockLost)] + [None] * len(lost))
     if error is not None:
         raise error
-    down = [r for r in replies if isinstance(r, LockConnectionError)]
-    if len(replies) - len(down) < need:
+    down = [r for r in results if isinstance(r, LockConnectionError)]
+    if len(results) - len(down) < need:
         # Without a majority answering, "busy" cannot be told from "down": an outage, which
         # acquire reports rather than waiting out its timeout as if the lock were held.
         raise LockConnectionError(
-            f"{len(down)} of {len(replies)} nodes unreachable, a majority is {need}: {down[0]}"
+            f"{len(down)} of {len(results)} nodes unreachable, a majority is {need}: {down[0]}"
         )
     known = [p for p in pttls if p is not None]
     # the lock frees itself on a majority no later than the busy nodes' longest remaining lease
     # (none busy: the nodes that answered granted it, too late; given back, it is free at once)
     pttl = max(known, default=0.0) if len(known) == len(pttls) else None
+    failed = len(results) - len(fences) - len(pttls)
     return QuorumAcquire(Busy(pttl), touched=bool(fences) or failed > 0)
+
+
+def renew_outcome(
+    replies: Sequence[object], ttls: Sequence[float], elapsed: float, what: str
+) -> list[int | LockError]:
+    """Per lease of a renewal batch sent to every node (``replies``: each node's reply to
+    renew.lua, or its failure): renewed by a majority in time (``RENEWED``), refused by enough
+    nodes that no majority can hold it (``GONE``: whether another holder has a majority is not
+    told), or unknown (the ``LockConnectionError`` saying why)."""
+    held: list[int | LockError] = []
+    for ttl, answers in zip(ttls, renew_answers(replies, len(ttls)), strict=True):
+        try:
+            ok = tally(answers).outcome(len(replies), what)
+        except LockConnectionError as exc:
+            held.append(exc)
+            continue
+        if ok and validity(ttl, elapsed) <= 0:
+            held.append(LockConnectionError(f"{what}: the nodes answered too late"))
+        else:
+            held.append(RENEWED if ok else GONE)
+    return held
 
 
 def owned_answers(replies: Sequence[object], held: Sequence[int]) -> list[bool | BaseException]:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Final
 from urllib.parse import quote, unquote
 
 import redis.exceptions
@@ -70,6 +72,12 @@ def split_holder(stored: str | bytes) -> tuple[str, str | None]:
     token, sep, label = stored.partition(LABEL_SEPARATOR)
     holder_id = hashlib.sha256(token.encode()).hexdigest()[:16]
     return holder_id, unquote(label) if sep else None
+
+
+# The queue entry of the waiters woken together on a lock's channel (wake="all", a reentrant
+# lock's, a client's without scripts): one for them all, served after every waiter woken alone
+# (acquire.lua). A release that finds the queue empty publishes nothing.
+CHANNEL_WAITERS = "*"
 
 
 def new_waiter_id() -> str:
@@ -184,10 +192,28 @@ def renewed_all(answers: Sequence[int | LockError]) -> int | LockError:
     return TAKEN if TAKEN in answers else GONE
 
 
+# What prelude.lua's lock_value reads: a holder token (no space) and ASCII digits
+_LOCK_VALUE: Final = re.compile(r"(\S+) ([0-9]+)", re.ASCII)
+
+
+def lock_value(value: str | bytes) -> tuple[str, int | None]:
+    """A simple lock's value as (holder token, fencing token): ``'holder token'``, or the
+    holder token alone where it was taken without scripts (its token is the counter's: None).
+    Read as the scripts read it (prelude.lua): any other value is all holder."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    found = _LOCK_VALUE.fullmatch(value)
+    if found is None:
+        return value, None
+    return found[1], int(found[2])
+
+
 def holds(reply: object, holder: str) -> bool:
     """Whether a read of the lock key (GET, or HEXISTS for a reentrant lock) shows ``holder``.
     (A Cluster request goes through the user's client, which may decode.)"""
-    return reply in (1, holder, holder.encode())
+    if isinstance(reply, str | bytes):
+        return lock_value(reply)[0] == holder
+    return reply == 1
 
 
 def permit_held(score: object, time: object) -> bool:

@@ -15,7 +15,9 @@ for i = 1, #KEYS, 4 do
   redis.call('DEL', KEYS[i + 3])
   local left = redis.call('PTTL', KEYS[i + 1])
   if left > 0 then
-    local top, err = mint(KEYS[i + 2], 1, left)
+    -- past the build's own token (its lease's), kept in the counter for the lease left
+    local _, building = simple_holder(KEYS[i + 1], redis.pcall('GET', KEYS[i + 1]))
+    local top, err = mint(KEYS[i + 2], 1, left, building or nil)
     if not top then
       return err
     end

@@ -5,6 +5,7 @@
 -- KEYS[2]  the builder's fencing counter (prelude.lua): raised past a build's token by a newer
 --          grant, or by forget while the build ran (compute_forget.lua)
 -- KEYS[3]  failure (compute_look.lua)
+-- KEYS[4]  the builder's lease (compute_look.lua): a newer build under way holds a newer token
 -- ARGV[1]  the builder's fencing token
 -- ARGV[2]  'v': a result; 'e': the build raised
 -- ARGV[3]  'v': the encoded result; 'e': the exception's type name
@@ -13,7 +14,8 @@
 -- ARGV[6]  wake-up channel (the lease's: a release publishes there too)
 -- ARGV[7]  'PUBLISH', or 'SPUBLISH' on a Cluster
 --
--- Stored only if ARGV[1] is not older than the stored result's token nor than the counter.
+-- Stored only if ARGV[1] is not older than the stored result's token, the counter, nor the
+-- token of the build under way.
 -- Returns {1} when stored (a failure is kept only if a waiter heard of it: nobody else needs
 -- it), or {0, the stored result's token, the stored result or false} when refused.
 local token = ARGV[1]
@@ -22,6 +24,10 @@ local seen = stored[1] or '0'
 local counter, err = last_token(KEYS[2])
 if not counter then
   return err
+end
+local _, building = simple_holder(KEYS[4], redis.pcall('GET', KEYS[4]))
+if building and below(counter, building) then
+  counter = building
 end
 if below(token, seen) or below(token, counter) then
   return {0, seen, stored[2]}

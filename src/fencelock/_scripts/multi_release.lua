@@ -19,14 +19,17 @@ for i = 1, n do
   if leaving ~= '' then
     redis.call('ZREM', queue, leaving)
   end
-  local found = simple_holder(lock)
+  local found, token = simple_holder(lock, redis.pcall('GET', lock))
   if found == holder then
     redis.call('DEL', lock)
-    outcome = math.max(outcome, serve(lock, queue, fence, channel, publish))
+    if token then
+      forget(fence, token)
+    end
+    outcome = math.max(outcome, serve(lock, queue, fence, channel, publish, ''))
   else
     whole = false
     if leaving ~= '' and found == false and redis.call('ZCARD', queue) > 0 then
-      serve(lock, queue, fence, channel, publish)
+      serve(lock, queue, fence, channel, publish, '')
     end
   end
 end

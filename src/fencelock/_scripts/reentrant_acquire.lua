@@ -1,11 +1,14 @@
 -- Acquire a reentrant lock, or enter it once more: the lock key is a hash holder -> hold count.
 --
 -- KEYS[1]  lock key (hash; its TTL is the lease)
--- KEYS[2]  fencing counter: a token is handed out on the first entry only (prelude.lua)
+-- KEYS[2]  fencing counter: a token is handed out on the first entry only, and kept for the
+--          lease (prelude.lua)
+-- KEYS[3]  queue of waiters (acquire.lua), where a waiter puts '*' (woken on the lock's channel)
 -- ARGV[1]  holder token
 -- ARGV[2]  ttl in milliseconds
 -- ARGV[3]  the hold count this holder believes it has (0 for a first acquire)
 -- ARGV[4]  fencing tokens to reserve on a first entry (see acquire.lua)
+-- ARGV[5]  '*' when a waiter re-tries (a release then wakes it), else '' or absent
 --
 -- Returns {1, fence} when entered, fence being the last token of the block. A retry of a
 -- request that timed out after it had been applied finds the count already at ARGV[3] + 1 and
@@ -20,7 +23,14 @@ if kind == 'hash' then
 end
 if count == 0 and expected == 0 then
   if kind ~= 'none' then
-    return {0, redis.call('PTTL', KEYS[1])}
+    local pttl = redis.call('PTTL', KEYS[1])
+    if ARGV[5] == '*' then
+      redis.call('ZADD', KEYS[3], 'NX', '+inf', '*')
+      if redis.call('PTTL', KEYS[3]) < pttl + ARGV[2] then
+        redis.call('PEXPIRE', KEYS[3], pttl + ARGV[2])
+      end
+    end
+    return {0, pttl}
   end
   local fence, err = mint(KEYS[2], ARGV[4], ARGV[2])
   if not fence then

@@ -31,4 +31,4 @@ if count > 1 then
   return 2
 end
 redis.call('DEL', KEYS[1])
-return serve(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3])
+return serve(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3], '')

@@ -1,11 +1,15 @@
 -- Reset the remaining lease of several locks at once, each only if its holder still holds it,
--- and keep each lock's fencing counter at least as long as its lease (so the current token can
--- still be read, by inspect, during a long renewed hold: prelude.lua keeps it only for the
--- first lease otherwise). Used by extend() (one lock) and by the watchdog (a batch per call).
+-- and keep each lock's fencing counter at least as long as its lease where the lock key does
+-- not hold its token (a reentrant lock's hash, a semaphore's permits: prelude.lua keeps it for
+-- the first lease only otherwise, and inspect reads it). Used by extend() (one lock) and by the
+-- watchdog (a batch per call).
 --
--- KEYS[2i-1]   lock key i: a string (simple lock), a hash holder -> hold count (reentrant), or a
---              sorted set holder -> lease end in ms (a semaphore's permits, semaphore.lua)
--- KEYS[2i]     fencing counter of lock i (prelude.lua)
+-- KEYS[2i-1]   lock key i: a string (simple lock: 'holder token', or the holder token alone when
+--              taken without scripts), a hash holder -> hold count (reentrant), or a sorted set
+--              holder -> lease end in ms (a semaphore's permits, semaphore.lua)
+-- KEYS[2i]     fencing counter of lock i (prelude.lua), or lock key i again where it holds its
+--              token ('holder token': no counter to keep, and no key named that a Cluster's
+--              slot migration could leave behind, which the server refuses, TRYAGAIN)
 -- ARGV[2i-1]   holder token of lock i
 -- ARGV[2i]     new ttl of lock i in milliseconds
 --
@@ -25,7 +29,7 @@ for i = 1, #KEYS / 2 do
   local key, fence = KEYS[2 * i - 1], KEYS[2 * i]
   local holder, ttl = ARGV[2 * i - 1], ARGV[2 * i]
   local kind = redis.call('TYPE', key).ok
-  local held = false
+  local held, counted = false, kind ~= 'string'
   if kind == 'zset' then
     -- a semaphore's permits (semaphore.lua): the holder's lease end is its score, in ms
     local t = redis.call('TIME')
@@ -36,15 +40,22 @@ for i = 1, #KEYS / 2 do
       redis.call('ZADD', key, 'XX', now + tonumber(ttl), holder)
       lengthen(key, ttl)  -- the set expires with its last lease (semaphore.lua)
     end
+  elseif kind == 'string' then
+    local value = redis.call('GET', key)
+    -- 'holder token' (no counter to keep for it), or the holder token alone: a lock taken
+    -- without scripts, whose token is the counter's
+    counted = value == holder
+    held = counted or string.sub(value, 1, #holder + 1) == holder .. ' '
   else
-    held = (kind == 'string' and redis.call('GET', key) == holder)
-      or (kind == 'hash' and redis.call('HEXISTS', key, holder) == 1)
-    if held then
-      redis.call('PEXPIRE', key, ttl)
-    end
+    held = kind == 'hash' and redis.call('HEXISTS', key, holder) == 1
+  end
+  if held and kind ~= 'zset' then
+    redis.call('PEXPIRE', key, ttl)
   end
   if held then
-    lengthen(fence, ttl)  -- (it may be kept longer already, until the server's clock passes it)
+    if counted then
+      lengthen(fence, ttl)  -- (it may be kept longer already, until the server's clock passes it)
+    end
     result[i] = 1
   elseif kind == 'none' or kind == 'zset' then  -- (a permit is never taken over)
     result[i] = 0

@@ -125,7 +125,7 @@ local function serve_queue(permits, fence, state, queue, alive, limit, channel, 
       end
       dequeue(state, queue, alive, first)
     else
-      local top = mint(fence, block, ttl, t)
+      local top = mint(fence, block, ttl, nil, t)
       if not top then
         -- no token to grant with: let the waiter re-try, and hear of the counter itself
         heard(publish, channel .. ':' .. id, '1')

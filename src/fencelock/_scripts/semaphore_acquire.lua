@@ -57,7 +57,7 @@ if not first or first == waiter then
       added = 1
     end
     if added == 1 then
-      local token, err = mint(fence, ARGV[3], ARGV[2], t)
+      local token, err = mint(fence, ARGV[3], ARGV[2], nil, t)
       if not token then
         redis.call('ZREM', permits, holder)
         return err

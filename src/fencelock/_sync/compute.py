@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from functools import partial, wraps
 from typing import Any, TypeVar, cast
@@ -42,8 +42,6 @@ from .._core.compute import (
     COMPUTE_LOOK,
     COMPUTE_STORE,
     IDEMPOTENT,
-    MAX_SIZE,
-    SyncCompute,
     Codec,
     ComputeKeys,
     Found,
@@ -72,13 +70,12 @@ from .._keys import ttl_to_ms, validate_name, validate_timeout, validate_ttl
 from .._labels import holder_label
 from ..errors import ComputeFailed, FingerprintMismatch, LockError, LockTimeout
 from . import admin
-from .engine import Lease, Wiring, refuse_unmade
+from .engine import Lease, Wiring, refuse_unmade, run_script
 from .topology import SyncTopology
 
 # a build's lease, in the messages: "builder 'report' ..."
 BUILDER = Words("builder", holding="building this result", acquire="build", release="store")
 
-T = TypeVar("T")
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 logger = logging.getLogger("fencelock.compute")
@@ -96,8 +93,9 @@ _COUNTED = {
 class _Call:
     """One call's arguments, checked."""
 
-    options: LeaseOptions  # the builder's lease (its ttl; name: the key)
-    spec: LeaseSpec
+    # the builder's lease, held only while this call builds; what the call asks the servers
+    # otherwise (looks, waits, stores) goes through it too (engine.py is the only door)
+    lease: Lease
     compute: Any
     fresh_for: float
     stale_for: float
@@ -105,6 +103,14 @@ class _Call:
     codec: Codec
     max_size: int
     fingerprint: bytes | None
+
+    @property
+    def options(self) -> LeaseOptions:  # (its ttl; name: the key)
+        return self.lease.options
+
+    @property
+    def spec(self) -> LeaseSpec:
+        return self.lease.spec
 
     @property
     def name(self) -> str:
@@ -193,10 +199,8 @@ class Results:
             label=label,
             threads=not SYNC_CAN_CANCEL,
         )
-        refuse_unmade(wiring, kind, BUILDER, options.name)
         return _Call(
-            options,
-            wiring.spec(kind, options, BUILDER),
+            Lease(self, wiring, options, wiring.spec(kind, options, BUILDER)),
             check_compute(compute, threads=not SYNC_CAN_CANCEL),
             validate_ttl(fresh_for, "fresh_for" if family == COMPUTE else "keep_for"),
             validate_ttl(stale_for, "stale_for", minimum=0.0),
@@ -287,31 +291,24 @@ class Results:
         wiring, name = self._wiring, validate_name(key, "key")
         refuse_unmade(wiring, BUILDERS[COMPUTE], BUILDER, name)
         keys = keys_of_families(name, wiring.prefix)
-        return bool(wiring.topology.run(COMPUTE_FORGET, keys, (), f"forget {name!r}"))
+        return bool(run_script(wiring, COMPUTE_FORGET, keys, (), f"forget {name!r}"))
 
     def _look(self, call: _Call, *, claim: bool = False) -> Found:
         """What the server has for the key now. ``claim``: the builder of an idempotent call
         records its request's fingerprint (a write)."""
-        wiring = self._wiring
-        wiring.state.check()
-        keys, what = call.keys.looked(), call.spec.what
+        keys = call.keys.looked()
         if claim and call.fingerprint is not None:
             args = (call.fingerprint, ttl_to_ms(call.fresh_for))
-            return found_reply(wiring.topology.run(COMPUTE_LOOK, keys, args, what))
-        [reply] = wiring.topology.run_all(COMPUTE_LOOK, keys, ("", 1), what, read=True)
-        if isinstance(reply, Exception):
-            raise reply
-        return found_reply(reply)
+            return found_reply(call.lease.run(COMPUTE_LOOK, keys, args))
+        return found_reply(call.lease.read(COMPUTE_LOOK, keys, ("", 1)))
 
     def _wait(
         self, call: _Call, deadline: float | None, waited_for: int | None
     ) -> tuple[Found, int | None]:
         """Wait while another caller builds: what is found once it stored, failed or its lease
         ended, and the token of the build waited for. ``LockTimeout`` past ``deadline``."""
-        wiring = self._wiring
-        topology = wiring.topology
-        channel, what = call.keys.channel, call.spec.what
-        with topology.watch(channel, what, topology.time_left(deadline)) as watch:
+        wiring, lease = self._wiring, call.lease
+        with lease.watch(call.keys.channel, deadline) as watch:
             while True:
                 watch.event.clear()  # subscribed before this look: a store after it wakes us
                 sent_at = time.monotonic()
@@ -327,7 +324,7 @@ class Results:
                 # until the lease's end at the latest: a builder that died publishes nothing
                 ends, ttl = found.lease_left, call.options.ttl
                 delay = retry_delay(ends, left, wiring.max_poll, ttl, now - sent_at)
-                topology.wait(watch, delay)
+                lease.wait(watch, delay)
 
     def _build(self, call: _Call, flight: _Flight, *, taking_over: bool) -> Any:
         """Build the result under the builder's lease, store it, and return it as stored (and
@@ -358,15 +355,15 @@ class Results:
         except BaseException as error:
             # (a waiter takes over if nothing was stored) in the background when the caller was
             # cancelled; not at all in a call closed for good, whose lease ends by itself
-            self._wiring.topology.detached.clean_up(_release(lease), error)
+            lease.clean_up(_release(lease), error)
             raise
         sync_shield(_release(lease))
         return had
 
     def _store(self, call: _Call, token: int, *args: str | bytes | int) -> object:
-        topology, keys = self._wiring.topology, call.keys
-        args = (token, *args, keys.channel, topology.publish_command)
-        return topology.run(COMPUTE_STORE, keys.stored(), args, call.spec.what)
+        lease, keys = call.lease, call.keys
+        args = (token, *args, keys.channel, lease.publish_command)
+        return lease.run(COMPUTE_STORE, keys.stored(), args)
 
     def _stored(self, call: _Call, token: int, data: bytes) -> bytes:
         """Store ``data``, built with ``token``: the result as stored, or, refused (a newer
@@ -416,114 +413,29 @@ def _release(lease: Lease) -> None:
         logger.debug("fencelock: %s: not released: %s", lease.what(), error)
 
 
-class Computes:
-    """A lock client's ``compute_once``, ``idempotent``, ``computed`` and ``forget``."""
+def computed(
+    results: Results,
+    compute_once: Callable[..., Awaitable[Any]],
+    key: KeyOf,
+    ask: dict[str, Any],
+) -> Callable[[_F], _F]:
+    """The decorator of ``LockClient.computed``: each call's result by ``compute_once`` (the
+    client's) of the key ``key`` makes of the call's arguments; ``ask``: its other arguments,
+    checked now."""
+    results.call(COMPUTE, "key", _unused, **ask)
 
-    def __init__(self, results: Results) -> None:
-        self._results = results
+    def decorate(fn: _F) -> _F:
+        check_compute(fn, threads=not SYNC_CAN_CANCEL)
+        signature = check_key_of(key, fn)
 
-    def compute_once(
-        self,
-        key: str,
-        compute: SyncCompute[T],
-        *,
-        fresh_for: float,
-        stale_for: float = 0.0,
-        ttl: float = 30.0,
-        timeout: float | None = None,
-        codec: Codec | None = None,
-        max_size: int = MAX_SIZE,
-    ) -> T:
-        """The result of ``compute()`` for ``key``, computed once across every process: the
-        stored one while it is younger than ``fresh_for`` seconds; else one caller runs
-        ``compute`` under a lease of ``ttl`` (renewed while it runs) and stores its result,
-        and every other caller waits for it (up to ``timeout``: ``LockTimeout``) and returns
-        it. With ``stale_for``, a result up to that much older is returned at once while one
-        caller refreshes it. ``codec``: how the result is stored (JSON by default), at most
-        ``max_size`` bytes (``ResultError``). Waiters of a build that raised get
-        ``ComputeFailed``. docs/compute_once.md."""
-        call = self._results.call(
-            COMPUTE,
-            key,
-            compute,
-            fresh_for=fresh_for,
-            stale_for=stale_for,
-            ttl=ttl,
-            timeout=timeout,
-            codec=codec,
-            max_size=max_size,
-        )
-        return cast(T, self._results.get(call))
+        @wraps(fn)
+        def cached(*args: Any, **kwargs: Any) -> Any:
+            name = key_for(key, signature, args, kwargs)
+            return compute_once(name, partial(fn, *args, **kwargs), **ask)
 
-    def idempotent(
-        self,
-        key: str,
-        compute: SyncCompute[T],
-        *,
-        fingerprint: str | bytes | None = None,
-        keep_for: float = 86400.0,
-        timeout: float | None = None,
-        ttl: float = 30.0,
-        codec: Codec | None = None,
-        max_size: int = MAX_SIZE,
-    ) -> T:
-        """Run ``compute`` once per idempotency ``key`` (as the IETF Idempotency-Key draft
-        says): a repeat while it runs waits for it (up to ``timeout``), a repeat within
-        ``keep_for`` seconds after gets its stored result, a repeat with another
-        ``fingerprint`` (the request body's digest; None: not checked) is refused with
-        ``FingerprintMismatch``, and a first attempt that died is taken over when its lease of
-        ``ttl`` ends, with a larger fencing token. The rest as ``compute_once``'s."""
-        call = self._results.call(
-            IDEMPOTENT,
-            key,
-            compute,
-            fresh_for=keep_for,
-            stale_for=0.0,
-            ttl=ttl,
-            timeout=timeout,
-            codec=codec,
-            max_size=max_size,
-            fingerprint=fingerprint,
-        )
-        return cast(T, self._results.get(call))
+        return cast(_F, cached)
 
-    def computed(
-        self,
-        key: KeyOf,
-        *,
-        fresh_for: float,
-        stale_for: float = 0.0,
-        ttl: float = 30.0,
-        timeout: float | None = None,
-        codec: Codec | None = None,
-        max_size: int = MAX_SIZE,
-    ) -> Callable[[_F], _F]:
-        """A decorator: the function's result computed once across processes per key, with
-        ``compute_once``. ``key``: a template of the function's parameters
-        (``"report:{user_id}"``), or a function of its arguments that returns the key."""
-        ask: dict[str, Any] = {"fresh_for": fresh_for, "stale_for": stale_for, "ttl": ttl}
-        ask.update(timeout=timeout, codec=codec, max_size=max_size)
-        self._results.call(COMPUTE, "key", _unused, **ask)  # checks them now
-
-        def decorate(fn: _F) -> _F:
-            check_compute(fn, threads=not SYNC_CAN_CANCEL)
-            signature = check_key_of(key, fn)
-
-            @wraps(fn)
-            def cached(*args: Any, **kwargs: Any) -> Any:
-                name = key_for(key, signature, args, kwargs)
-                return self.compute_once(name, partial(fn, *args, **kwargs), **ask)
-
-            return cast(_F, cached)
-
-        return decorate
-
-    def forget(self, key: str) -> bool:
-        """Drop the result stored for ``key`` (after a write to what it was computed from):
-        the next call builds afresh, and a build under way now cannot store its result (it
-        may have read the data before the write; its caller still gets it). True if a stored
-        result was dropped."""
-        return self._results.forget(key)
+    return decorate
 
 
 def _unused() -> None:

@@ -6,7 +6,8 @@ its head talks to Redis. The head tries once; if the lock is busy it subscribes 
 channel, confirms the subscription, and re-tries whenever woken (or when the holder's lease
 ends), until granted or out of time. With wake="one" each re-try keeps the waiter's place in the
 lock's queue in Redis, and on one master the release script itself may grant it the lock: the
-wake-up message then carries the fencing token.
+wake-up message then carries the fencing token (a barging lock's waiter is only woken by it for
+its first tries: kinds.BARGED_TRIES).
 
 Failure timeline: cancelled, interrupted or failed with a request in flight, an acquire may have
 been granted: a shielded give-back with its holder token runs before the error propagates. A
@@ -22,7 +23,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
@@ -34,16 +35,24 @@ from .._backend import (
     sync_sleep,
     sync_wait_done,
 )
+from .._core.kinds import BARGED_TRIES
 from .._core.lease import Grant, granted, reserve, trusted_release_grant
 from .._core.quorum import retry_jitter
-from .._core.replies import Busy, Granted, new_holder_token, new_waiter_id, unanswered
+from .._core.replies import (
+    CHANNEL_WAITERS,
+    Busy,
+    Granted,
+    new_holder_token,
+    new_waiter_id,
+    unanswered,
+)
 from .._core.timing import remaining, retry_delay
 from .._labels import label_now
 from .._transport import sync_inflight
 from ..errors import LockError, LockLost, NotReplicated
 from . import handoff
+from .grants import GaveBack
 from .singleflight import Ticket
-from .topology import GaveBack
 from .waiter import Watch
 
 if TYPE_CHECKING:
@@ -62,7 +71,7 @@ def take(lease: Lease, deadline: float | None) -> Grant | None:
         if handed is not None or not ticket.turn:
             return handed
     # The head of the local queue: the one that talks to Redis.
-    topology, spec = lease.wiring.topology, lease.spec
+    grants, spec = lease.wiring.grants, lease.spec
     while True:
         holder = new_holder_token(label)
         try:
@@ -70,7 +79,7 @@ def take(lease: Lease, deadline: float | None) -> Grant | None:
             polite = queues.take_yield(line, sent_at)
             result: Granted | Busy = Busy(None)
             if polite is None or remaining(deadline, sent_at) == 0:
-                result = topology.try_acquire(
+                result = grants.try_acquire(
                     spec, holder, block=_block(lease), deadline=deadline
                 )
             # else this client's last release woke another client (let it take its turn
@@ -95,7 +104,7 @@ def take(lease: Lease, deadline: float | None) -> Grant | None:
                 # (in the background: within one request timeout, the call's may have passed)
                 within = None if sync_cancelled(error) else deadline
                 giving = _give_back(lease, holder, within, after, unanswered(error))
-                topology.detached.clean_up(giving, error)
+                grants.detached.clean_up(giving, error)
             finally:
                 queues.pass_turn(line, ticket)
             raise
@@ -122,7 +131,7 @@ def _give_back(
     the server answers."""
     if after is not None and not sync_wait_done(after):
         late = True
-    lease.wiring.topology.give_back(lease.spec, holder, deadline)
+    lease.wiring.grants.give_back(lease.spec, holder, deadline)
     if late:
         lease.wiring.watchdog.give_back_late(lease.spec, holder)
 
@@ -130,19 +139,19 @@ def _give_back(
 def reenter(lease: Lease, grant: Grant) -> None:
     """A reentrant lock that holds ``grant`` takes one more hold of it (one request)."""
     lease.check()
-    topology = lease.wiring.topology
+    grants = lease.wiring.grants
     sent_at = time.monotonic()
     try:
         # one server answers a count that is not ours (LockLost), never "busy", to a re-entry;
         # Redlock answers "busy" when a majority did not let it in
-        result = topology.try_acquire(lease.spec, grant.holder, grant.depth)
+        result = grants.try_acquire(lease.spec, grant.holder, grant.depth)
         if isinstance(result, Busy):
             raise LockLost(f"{lease.what()}: a majority of nodes refused the re-entry")
     except LockLost:
         lease.declare_lost(grant, "at re-entry")
         raise
     except NotReplicated:
-        extra = topology.release(lease.spec, grant.holder, depth=grant.depth + 1)
+        extra = grants.release(lease.spec, grant.holder, depth=grant.depth + 1)
         sync_shield(extra)  # the hold it just took
         raise
     grant.reentered(sent_at, lease.spec.ttl)
@@ -168,7 +177,7 @@ def _wait_in_line(lease: Lease, ticket: Ticket, deadline: float | None) -> Grant
         ticket.event.wait(None)  # set by now, or within one request (a hand-off script)
     except BaseException as error:
         if queues.leave(line, ticket):  # it reached us as we were leaving: pass it on
-            lease.wiring.topology.detached.clean_up(_pass_on(lease, ticket), error)
+            lease.wiring.grants.detached.clean_up(_pass_on(lease, ticket), error)
         raise
     return ticket.grant
 
@@ -190,38 +199,51 @@ def _wait(
     parts, spec = lease.wiring, lease.spec
     topology = parts.topology
     # wake="one": queued in Redis by the re-tries below, woken on a channel of its own
-    # (a semaphore's waiters always queue: the queue is its first come, first served order;
-    # without scripts nobody queues: a release wakes every waiter)
-    kind = topology.running(spec.kind)
+    # (a semaphore's waiters always queue: the queue is its first come, first served order);
+    # else woken on the lock's channel with every other such waiter, for which the re-tries
+    # keep '*' in the queue (a release with nobody queued publishes nothing)
+    kind = topology.protocol.running(spec.kind)
     wake_one = kind.always_queued or (parts.wake_one and kind.wakes_one)
     waiter = new_waiter_id() if wake_one else ""
     channel = f"{spec.keys.channel}:{waiter}" if waiter else spec.keys.channel
     block = _block(lease)  # fixed: a grant by a release reserves what the entry says
-    entry = waiter
-    if wake_one:  # (a release may grant a lock's, or a semaphore's permits, by the entry)
-        grants = topology.grants_by_release
-        entry = kind.waiter_entry(waiter, channel, holder, spec.ttl_ms, block, grants)
+
+    def entry(tries: int) -> str:
+        """This waiter's queue entry for its re-try after ``tries`` others (a barging lock's
+        changes once: kinds.BARGED_TRIES)."""
+        if not wake_one:
+            return CHANNEL_WAITERS
+        # (a release may grant a lock's, or a semaphore's permits, by the entry)
+        grants = topology.traits.grants_by_release
+        return kind.waiter_entry(waiter, channel, holder, spec.ttl_ms, block, grants, tries)
+
     result: Granted | Busy = Busy(None)
     # (confirmed within the call's bound: its deadline plus one request timeout)
-    with topology.watch(channel, spec.what, topology.time_left(deadline)) as watch:
+    with topology.watch(channel, spec.what, parts.grants.time_left(deadline)) as watch:
         try:
             if polite:
                 left = remaining(deadline, time.monotonic())
                 _wait_for_wakeup(lease, watch, polite if left is None else min(polite, left))
             result = _wait_for_grant(lease, holder, block, entry, watch, deadline)
         except BaseException as error:
-            if entry:  # cancelled or failed: leave the queue, giving back what it was granted
-                # (after the try in flight, if any)
-                leave = _leave_queue(lease, holder, entry, deadline, sync_inflight())
-                topology.detached.clean_up(leave, error)
+            if waiter:  # cancelled or failed: leave the queue, giving back what it was granted
+                # (after the try in flight, if any; '*' stays for the other waiters; the entry
+                # in order removes a barging waiter's by id too: release.lua)
+                leave = _leave_queue(lease, holder, entry(BARGED_TRIES), deadline, sync_inflight())
+                parts.grants.detached.clean_up(leave, error)
             raise
-    if isinstance(result, Busy) and entry:  # timed out
-        sync_shield(_leave_queue(lease, holder, entry, deadline, None))
+    if isinstance(result, Busy) and waiter:  # timed out
+        sync_shield(_leave_queue(lease, holder, entry(BARGED_TRIES), deadline, None))
     return result
 
 
 def _wait_for_grant(
-    lease: Lease, holder: str, block: int, entry: str, watch: Watch, deadline: float | None
+    lease: Lease,
+    holder: str,
+    block: int,
+    entry: Callable[[int], str],
+    watch: Watch,
+    deadline: float | None,
 ) -> Granted | Busy:
     """Re-try whenever woken (or when the holder's lease ends) until granted or the deadline
     passes. A grant announced by a release is used as it is only when it can be trusted
@@ -229,19 +251,21 @@ def _wait_for_grant(
     parts, spec = lease.wiring, lease.spec
     topology = parts.topology
     result: Granted | Busy = Busy(None)
+    tries = 0
     while True:
         if remaining(deadline, time.monotonic()) == 0:
             return result
         # Subscribed (and confirmed) before this re-try: a release after it wakes us.
         watch.event.clear()
         sent_at = time.monotonic()
-        result = topology.try_acquire(
-            spec, holder, block=block, waiter=entry, deadline=deadline
+        result = parts.grants.try_acquire(
+            spec, holder, block=block, waiter=entry(tries), deadline=deadline
         )
+        tries += 1
         if isinstance(result, Granted):  # its lease runs from its own request
             return result
         queued = result.queued
-        if topology.jitters:  # Redlock: contenders that split the nodes must not collide again
+        if topology.traits.jitters:  # Redlock: contenders splitting the nodes must not collide
             sync_sleep(retry_jitter(parts.max_poll))
         now = time.monotonic()
         delay = retry_delay(
@@ -273,16 +297,16 @@ def _leave_queue(
     gives back what a release may have granted it meanwhile, and passes on a wake-up it got but
     will not use (release.lua). Within what is left of the acquire's bound, after ``after`` (a
     re-try of the waiter still in flight: its grant must not come after this)."""
-    topology = lease.wiring.topology
+    grants = lease.wiring.grants
     if after is not None and not sync_wait_done(after):
         lease.wiring.watchdog.give_back_late(lease.spec, holder)  # (the re-try may grant late)
     with contextlib.suppress(RedisError, LockError):
-        topology.release(lease.spec, holder, entry, topology.time_left(deadline))
+        grants.release(lease.spec, holder, entry, grants.time_left(deadline))
 
 
 def _block(lease: Lease) -> int:
     """Fencing tokens to reserve with a grant (see ``reserve``): one for a kind whose grants are
     never handed on (a multi-lock's script takes one token per name whatever it is asked)."""
     parts = lease.wiring
-    local = parts.topology.local_handoff and lease.spec.kind.local_handoff
+    local = parts.topology.traits.local_handoff and lease.spec.kind.local_handoff
     return reserve(not local, parts.queues.handoffs_ahead(lease.line) if local else 0)

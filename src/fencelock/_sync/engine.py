@@ -35,12 +35,14 @@ Failure timeline of a lease, and what each step guards against:
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import itertools
 import logging
 import os
 import time
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,16 +57,20 @@ from .._backend import (
     sync_spawn,
     sync_watchdog,
 )
+from .._core.inspection import NodeView
 from .._core.kinds import Kind, LeaseSpec, Released
 from .._core.lease import EXPLAINED, Grant, Words, loss_reason, should_cancel
 from .._core.options import DEFAULT, ClientOptions, LeaseOptions
 from .._core.replies import RENEWED, TAKEN
 from .._core.stats import Counters
 from .._keys import MIN_LEASE, validate_ttl
+from .._scripts import Script
 from ..errors import ClientClosed, LockError, LockLost, LockNotOwned
 from . import contention, handoff
+from .grants import SyncGrants
 from .singleflight import LocalQueues
 from .topology import SyncTopology
+from .waiter import Watch
 from .watchdog import SyncRenewer
 
 logger = logging.getLogger("fencelock.lease")
@@ -92,6 +98,7 @@ class Wiring:
     """What the primitive objects of one client share, handed to each by the client."""
 
     topology: SyncTopology
+    grants: SyncGrants  # the engine's questions about a grant
     queues: LocalQueues
     watchdog: SyncRenewer
     counters: Counters
@@ -115,6 +122,7 @@ class Wiring:
         """The wiring of a new ``client``."""
         return cls(
             topology,
+            topology.grants,
             LocalQueues(options.max_handoffs, counters),
             sync_watchdog(topology, counters),
             counters,
@@ -139,18 +147,40 @@ class Wiring:
         return spec
 
 
+def fits_one_lease(wiring: Wiring, kind: Kind, keys: Sequence[str]) -> bool:
+    """Whether one grant of ``kind`` can hold ``keys``: the client's servers can make it, and
+    one script call reaches every key (on a Cluster: one slot)."""
+    traits = wiring.topology.traits
+    return traits.supports(kind) and traits.one_call(keys)
+
+
+def run_script(
+    wiring: Wiring, script: Script, keys: Sequence[str], args: Sequence[Any], what: str
+) -> Any:
+    """``script`` on the server of ``keys``, within one request timeout, for ``what`` (an
+    object, or a call without one: its failure is the ``LockError`` of ``what``); refused once
+    the client is closed. The door of a call that holds no lease (``AsyncLease.run``'s too)."""
+    wiring.state.check()
+    return wiring.topology.run(script, keys, args, what)
+
+
+def clean_up(wiring: Wiring, aw: Any, error: BaseException) -> None:
+    """Finish ``aw`` (a coroutine: a give-back, a release) after ``error``: in the background
+    when the caller was cancelled (``AsyncDetached``; in a thread it has run already)."""
+    wiring.grants.detached.clean_up(aw, error)
+
+
 def refuse_unmade(wiring: Wiring, kind: Kind, words: Words, name: str) -> None:
     """Raise if an object of ``kind`` cannot be made now: the client is closed, its topology
     cannot grant that kind, or it needs scripts where none runs."""
     wiring.state.check()
     topology = wiring.topology
-    if not topology.supports(kind):
+    if not topology.traits.supports(kind):
         raise TypeError(
             f"a {words.noun} needs one master or a Cluster: Redlock is for the lock and the "
             "election only (docs/modes.md says why)"
         )
-    if topology.mode.no_scripts and kind.without_scripts() is None:
-        raise topology.scripts_required(kind.describe(words.noun, name), kind.why_scripts)
+    topology.protocol.require_kind(kind, kind.describe(words.noun, name))
 
 
 class Lease:
@@ -302,8 +332,10 @@ class Lease:
             if grant.depth > 1:
                 depth = grant.depth
                 grant.left_once()
-                topology = self.wiring.topology
-                leave = topology.release(self.spec, grant.holder, depth=depth)
+                grants = self.wiring.grants
+                leave = grants.release(
+                    self.spec, grant.holder, depth=depth, held_until=grant.held_until
+                )
                 released = sync_shield(leave)
                 if released == Released.NOT_HELD:
                     why = self.declare_lost(grant, "at release")
@@ -329,9 +361,9 @@ class Lease:
         new_ttl = self.options.ttl if ttl is None else validate_ttl(ttl, minimum=MIN_LEASE)
         grant = self.owned_grant("extend")
         sent_at = time.monotonic()
-        topology = self.wiring.topology
-        [held] = topology.renew(
-            [self.spec], [grant.holder], [new_ttl], topology.request_timeout, self.what()
+        grants = self.wiring.grants
+        [held] = grants.renew(
+            [self.spec], [grant.holder], [new_ttl], grants.request_timeout, self.what()
         )
         if isinstance(held, LockError):
             raise held
@@ -391,7 +423,7 @@ class Lease:
         grant = self.grant()
         if grant is None or self.is_lost(grant):
             return False
-        ok = self.wiring.topology.held(self.spec, grant.holder)
+        ok = self.wiring.grants.held(self.spec, grant.holder)
         if not ok:
             self.declare_lost(grant, "by held()")
         return ok and not self.is_lost(grant)  # the deadline may have passed meanwhile
@@ -409,8 +441,8 @@ class Lease:
     def _confirm_token(self, grant: Grant) -> int:
         if not self.is_lost(grant):
             # the lease must still be ours once the write-back is done, not only before
-            topology = self.wiring.topology
-            confirmed = topology.confirm(self.spec, grant.holder, grant.fence)
+            grants = self.wiring.grants
+            confirmed = grants.confirm(self.spec, grant.holder, grant.fence)
             if confirmed and not self.is_lost(grant):
                 grant.confirm()
                 return grant.fence
@@ -435,6 +467,72 @@ class Lease:
         grant = self.owned_grant("check")
         if self.is_lost(grant):
             raise LockLost(f"{self.what()}: the lease is lost: {EXPLAINED[grant.loss]}")
+
+    # -- the door to the servers, for the primitive that holds it ------------------------------
+    # (a primitive asks its lease, never the client's topology: engine.py is the only door)
+
+    def run(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """The primitive's own ``script`` on the server of its name, within one request
+        timeout; a failure raised as the ``LockError`` of this object."""
+        return run_script(self.wiring, script, keys, args, self.what())
+
+    def read(self, script: Script, keys: Sequence[str], args: Sequence[Any] = ()) -> Any:
+        """A read-only ``script``'s reply (sent without WAIT) from the server of its name; a
+        failure raised."""
+        self.wiring.state.check()
+        [reply] = self.wiring.topology.run_all(script, keys, args, self.what(), read=True)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    def view(self, keys: Sequence[str], listed: int) -> NodeView | None:
+        """The grant at ``keys`` as the servers show it (Redlock: a majority); None when none
+        is held."""
+        self.wiring.state.check()
+        return self.wiring.topology.view(keys, listed, self.what())
+
+    @property
+    def publish_command(self) -> str:
+        """How a script publishes on this client's servers (PUBLISH; SPUBLISH on a Cluster)."""
+        return self.wiring.topology.traits.publish_command
+
+    def publish(self, channel: str, message: str) -> None:
+        """Publish ``message`` on ``channel``, best effort, within one request's bound."""
+        self.wiring.topology.publish(channel, message)
+
+    def watch(
+        self, channel: str, deadline: float | None = None
+    ) -> contextlib.AbstractContextManager[Watch]:
+        """Subscribe to ``channel`` (confirmed within what is left of the bound of a call whose
+        ``deadline`` it serves: see ``topology.watch``)."""
+        bound = self.wiring.grants.time_left(deadline)
+        return self.wiring.topology.watch(channel, self.what(), bound)
+
+    def wait(self, watch: Watch, timeout: float) -> bool:
+        """Wait for a message on a watched channel, at most ``timeout`` seconds."""
+        return self.wiring.topology.wait(watch, timeout)
+
+    def clean_up(self, aw: Any, error: BaseException) -> None:
+        """``clean_up`` (above) of this object's client."""
+        clean_up(self.wiring, aw, error)
+
+    def held_by(self, holder: str) -> bool:
+        """Whether the server shows the grant of ``holder`` (a holder token) holding it."""
+        self.wiring.state.check()
+        return self.wiring.grants.held(self.spec, holder)
+
+    def release_by(self, holder: str) -> bool:
+        """Release the grant of ``holder``, made by another object; False if it has none."""
+        self.wiring.state.check()
+        return self.wiring.grants.release(self.spec, holder) != Released.NOT_HELD
+
+    def renew_by(self, holder: str, ttl: float) -> int | LockError:
+        """Reset the lease of ``holder``'s grant to ``ttl`` seconds: ``RENEWED``, ``GONE``,
+        ``TAKEN``, or the error that kept it from being renewed."""
+        self.wiring.state.check()
+        grants, spec = self.wiring.grants, self.spec
+        [held] = grants.renew([spec], [holder], [ttl], grants.request_timeout, spec.what)
+        return held
 
     def remaining(self) -> float:
         """Seconds of the current lease left by the local deadline (0: none held, or lost)."""

@@ -6,7 +6,7 @@ An acquire whose request got no reply is handed here with its holder token once 
 ended (``contention.py``), and so is a grant whose release got none (``handoff.py``): the token
 is never used again, so a release by it can only delete what that token was granted. The worker
 tries, between its renewals, every give-back due: the kind's release, on each server the name
-lives on (``AsyncTopology.release_at``), until that server answered three times in a row,
+lives on (``AsyncGrants.release_at``), until that server answered three times in a row,
 backing off while it stays silent. They live as long as the client: ``close()`` gives them one
 request timeout more, then forgets them, and a grant the server makes after that lasts its ttl.
 """
@@ -17,6 +17,7 @@ import logging
 import math
 import random
 import time
+from typing import TYPE_CHECKING
 
 from redis.exceptions import TimeoutError
 
@@ -26,7 +27,9 @@ from .._core.giveback import LateGiveBack
 from .._core.kinds import LeaseSpec, Released
 from .._core.stats import Counters
 from ..errors import LockConnectionError, LockError
-from .topology import SyncTopology
+
+if TYPE_CHECKING:
+    from .watchdog import SyncRenewalGrants
 
 logger = logging.getLogger("fencelock.release")
 
@@ -34,8 +37,8 @@ logger = logging.getLogger("fencelock.release")
 class LateGiveBacks:
     """The give-backs left of one client, by holder token and server."""
 
-    def __init__(self, topology: SyncTopology, counters: Counters) -> None:
-        self._topology = topology
+    def __init__(self, grants: SyncRenewalGrants, counters: Counters) -> None:
+        self._grants = grants
         self._counters = counters
         self._guard = SyncStateLock()
         self._pending: dict[tuple[str, int], LateGiveBack] = {}
@@ -52,7 +55,7 @@ class LateGiveBacks:
             return False
         with self._guard:
             before = len(self._pending)
-            for node in range(self._topology.node_count):
+            for node in range(self._grants.node_count):
                 self._pending.setdefault((holder, node), LateGiveBack(spec, holder, node, now))
             self._counters.add(giving_back=len(self._pending) - before)
         return True
@@ -78,13 +81,13 @@ class LateGiveBacks:
                 self._pending.clear()
                 return
             due = [late for late in self._pending.values() if late.due <= now]
-        topology = self._topology
+        grants = self._grants
         for late in due:
-            timeout = min(topology.request_timeout, min(until, self._end) - time.monotonic())
+            timeout = min(grants.request_timeout, min(until, self._end) - time.monotonic())
             if timeout <= 0:
                 return  # (the rest at the next round)
             try:
-                released = topology.release_at(late.spec, late.holder, late.node, timeout)
+                released = grants.release_at(late.spec, late.holder, late.node, timeout)
             except LockConnectionError as exc:
                 if self._end < math.inf and not isinstance(exc.__cause__, TimeoutError):
                     # closing, and the server is not silent but gone (refused): what waited in

@@ -35,9 +35,9 @@ def give_up(lease: Lease, grant: Grant) -> bool:
     """Release ``grant``: hand it to the next local waiter if there is one, else in Redis.
     False if it was no longer held (nothing was deleted)."""
     parts, spec = lease.wiring, lease.spec
-    queues, line, topology = parts.queues, lease.line, parts.topology
+    queues, line, grants = parts.queues, lease.line, parts.grants
     ticket = None
-    if not grant.lost and topology.local_handoff and spec.kind.local_handoff:
+    if not grant.lost and parts.topology.traits.local_handoff and spec.kind.local_handoff:
         ticket = queues.next_for_handoff(line, grant)
     if ticket is not None:
         handed = handoff_within_block(grant, ticket.lease.spec.ttl, time.monotonic())
@@ -51,11 +51,12 @@ def give_up(lease: Lease, grant: Grant) -> bool:
     else:
         sent_at = time.monotonic()
         try:
-            released = topology.release(spec, grant.holder)
+            held_until = grant.held_until
+            released = grants.release(spec, grant.holder, held_until=held_until)
             while released is Released.STILL_HELD:
                 # The server counts more holds than this lock did: a re-entry applied whose
                 # reply was lost (LockConnectionError). They are all this lock's: leave them.
-                released = topology.release(spec, grant.holder)
+                released = grants.release(spec, grant.holder, held_until=held_until)
             sync_checkpoint()  # a cancellation redis.asyncio swallowed
         except LockConnectionError:
             # unanswered: the grant may be held still, and nobody would release it once the
@@ -69,15 +70,15 @@ def give_up(lease: Lease, grant: Grant) -> bool:
             # (a compare-and-delete with our own holder token is safe to repeat), after it; a
             # cancelled caller gets control back at once, and that goes on in the background.
             after = sync_inflight()
-            topology.detached.clean_up(
-                topology.give_back(spec, grant.holder, None, after), error
-            )
+            grants.detached.clean_up(grants.give_back(spec, grant.holder, None, after), error)
             raise
         finally:
             queues.pass_turn(line, grant)
         logger.debug("%r released, token %d: %s", spec.name, grant.fence, released.name)
         now = time.monotonic()
-        if released is Released.WOKE:  # someone elsewhere was woken: let them have the turn
+        if released is Released.WOKE and spec.kind.fair:
+            # someone elsewhere was woken: let them have the turn (a barging lock's releaser
+            # may take the name again at once: docs/contention.md, "Barging")
             queues.yield_to_others(line, now + yield_after_release(now - sent_at), True)
         elif released is Released.GRANTED:  # granted to someone elsewhere: busy for their
             # hold, at most about a ttl (their lock on this name is likely configured alike)
@@ -94,7 +95,7 @@ def _hand_to(lease: Lease, grant: Grant, ticket: Ticket) -> bool:
     try:
         block = queues.max_handoffs
         sent_at = time.monotonic()
-        result = parts.topology.hand_off(spec, grant.holder, to.spec.ttl_ms, block)
+        result = parts.grants.hand_off(spec, grant.holder, to.spec.ttl_ms, block)
     except BaseException:
         queues.give_turn(ticket)
         raise

@@ -25,7 +25,19 @@ def keyword_only(method: str, given: tuple[object, ...], names: str) -> None:
         raise TypeError(f"{method}() takes keyword arguments only ({names}), got {shown}")
 
 
-class Leased:
+def end_lost_block(loss: LockError, exc: BaseException | None, policy: str, by_us: bool) -> None:
+    """The end of a ``with`` block over a lease that ``loss`` says was lost, by its exit policy
+    (``_core/lease.exit_action``): raise the loss (chained to the body's ``exc``), note it on
+    ``exc``, or nothing. ``by_us``: the body was cancelled by the loss."""
+    action = exit_action(True, policy, exc is not None, by_us)
+    if action is Exit.RAISE:
+        raise loss from exc
+    if action is Exit.NOTE:  # the body's own error is the one to see; the loss rides along
+        assert exc is not None
+        exc.add_note(f"fencelock: {loss}")
+
+
+class LeaseFacade:
     """The API of a primitive object over its lease engine (``self._lease``)."""
 
     __slots__ = ("__weakref__", "_lease")
@@ -128,11 +140,5 @@ class Leased:
         if loss is None and grant.lost:
             why = EXPLAINED[grant.loss]
             loss = LockLost(f"{lease.what()}: the lease was lost while the block ran: {why}")
-        policy = lease.options.on_lost_policy
-        action = exit_action(loss is not None, policy, exc is not None, by_us)
-        if action is Exit.RAISE:
-            assert loss is not None
-            raise loss from exc
-        if action is Exit.NOTE:  # the body's own error is the one to see; the loss rides along
-            assert exc is not None
-            exc.add_note(f"fencelock: {loss}")
+        if loss is not None:
+            end_lost_block(loss, exc, lease.options.on_lost_policy, by_us)

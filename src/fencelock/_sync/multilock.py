@@ -54,8 +54,8 @@ from .._core.lease import Words
 from .._core.options import DEFAULT, LeaseOptions
 from .._keys import validate_name
 from ..errors import LockError, LockLost, LockNotOwned, LockTimeout
-from .engine import Lease, Wiring
-from .leased import keyword_only
+from .engine import Lease, Wiring, clean_up, fits_one_lease
+from .leased import end_lost_block, keyword_only
 from .lock import Lock
 
 WORDS = Words("multi-lock")
@@ -85,9 +85,8 @@ class MultiLock:
         self._options = options
         kind = AllOf(names=names)
         spec = wiring.spec(kind, options, WORDS)
-        topology = wiring.topology
         self._way: _OneScript | _Composed
-        if topology.supports(kind) and topology.one_call(spec.renewed_keys):
+        if fits_one_lease(wiring, kind, spec.renewed_keys):
             self._way = _OneScript(Lease(self, wiring, options, spec), names)
         else:
             self._way = _Composed(wiring, names, options, weakref.ref(self))
@@ -163,9 +162,8 @@ class MultiLock:
         try:
             self.release()
         except LockLost as loss:
-            if exc is None:
-                raise
-            exc.add_note(f"fencelock: {loss}")  # the body's own error is the one to see
+            # as every block over a lost lease ends, by the one policy a multi-lock has
+            end_lost_block(loss, exc, "raise", by_us=False)
 
 
 class _OneScript:
@@ -208,7 +206,7 @@ class _OneScript:
 class _Composed:
     """A multi-lock as one lock per name (see the module's docstring)."""
 
-    __slots__ = ("detached", "holding", "locks", "names", "options")
+    __slots__ = ("holding", "locks", "names", "options", "wiring")
 
     def __init__(
         self,
@@ -223,10 +221,11 @@ class _Composed:
         if on_lost is not None:
             options = replace(options, on_lost=_for_multi(on_lost, multi))
         self.locks = tuple(
-            Lock(wiring, replace(options, name=name), reentrant=False) for name in names
+            Lock(wiring, replace(options, name=name), reentrant=False, fair=True)
+            for name in names
         )
         self.holding = False
-        self.detached = wiring.topology.detached
+        self.wiring = wiring  # (no lease of its own: one per lock)
 
     def acquire(self, timeout: object) -> bool:
         wait = self.options.wait(timeout)
@@ -247,7 +246,7 @@ class _Composed:
                 # (a release that fails too leaves a lease that ends by itself: the error to
                 # see, a cancellation above all, is the one that stopped the acquire; a
                 # cancelled caller gets control back at once, the releases go on meanwhile)
-                self.detached.clean_up(_release_quietly(taken), error)
+                clean_up(self.wiring, _release_quietly(taken), error)
                 raise
             if len(taken) < len(self.locks):
                 sync_shield(_release_all(taken))

@@ -29,7 +29,7 @@ from .._core.options import DEFAULT, LeaseOptions
 from .._scripts import RW_DOWNGRADE
 from ..errors import LockLost
 from .engine import Lease, Wiring, refuse_unmade
-from .leased import Leased, keyword_only
+from .leased import LeaseFacade, keyword_only
 
 READ = Permits.rw_side(1)
 WRITE = Permits.rw_side(WRITE_PERMITS)
@@ -58,7 +58,7 @@ class ReadWriteLock:
         return RWSide(self._wiring, self._options, writer=True)
 
 
-class RWSide(Leased):
+class RWSide(LeaseFacade):
     """One side of a read-write lock: a lock object (with, acquire, release, token, lost...)."""
 
     __slots__ = ("writer",)
@@ -92,9 +92,9 @@ class RWSide(Leased):
         grant = lease.owned_grant("downgrade")
         if lease.spec.kind != WRITE:
             raise TypeError(f"{self!r} holds a read grant: only a write grant can be downgraded")
-        spec, topology = lease.spec, lease.wiring.topology
-        args = (grant.holder, spec.keys.channel, topology.publish_command)
-        if topology.run(RW_DOWNGRADE, spec.release_keys, args, spec.what) == 0:
+        spec = lease.spec
+        args = (grant.holder, spec.keys.channel, lease.publish_command)
+        if lease.run(RW_DOWNGRADE, spec.release_keys, args) == 0:
             why = lease.declare_lost(grant, "at downgrade")
             raise LockLost(f"cannot downgrade {spec.what}: {EXPLAINED[why]}")
         lease.use_kind(READ)

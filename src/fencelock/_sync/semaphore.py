@@ -32,7 +32,7 @@ from .._keys import SemaphoreKeys
 from .._scripts import SEMAPHORE_LIMIT, SEMAPHORE_STATE
 from . import admin
 from .engine import Lease, Wiring
-from .leased import Leased, keyword_only
+from .leased import LeaseFacade, keyword_only
 from .topology import SyncTopology
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -49,7 +49,7 @@ def validate_permits(arg: str, value: object) -> int:
 WORDS = Words("semaphore")
 
 
-class Semaphore(Leased):
+class Semaphore(LeaseFacade):
     """At most ``limit`` permits of a name held at once (``LockClient.semaphore``)."""
 
     __slots__ = ("limit",)
@@ -106,19 +106,18 @@ class Semaphore(Leased):
         are under the new limit."""
         limit = validate_permits("limit", limit)
         lease = self._lease
-        lease.wiring.state.check()
-        spec, topology = lease.spec, lease.wiring.topology
-        args = (limit, spec.keys.channel, topology.publish_command)
-        topology.run(SEMAPHORE_LIMIT, spec.release_keys, args, spec.what)
+        spec = lease.spec
+        args = (limit, spec.keys.channel, lease.publish_command)
+        lease.run(SEMAPHORE_LIMIT, spec.release_keys, args)
         self.limit = limit
 
 
 def read_state(lease: Lease) -> SemaphoreState:
     """What the server shows of the semaphore (or read-write lock) of ``lease``."""
-    lease.wiring.state.check()
     keys = lease.spec.keys
     assert isinstance(keys, SemaphoreKeys)
-    return state_of(lease.wiring.topology, keys, lease.spec.what)
+    names = (keys.lock, keys.state, keys.fence, keys.queue)
+    return semaphore_state(lease.read(SEMAPHORE_STATE, names))
 
 
 def state_of(topology: SyncTopology, keys: SemaphoreKeys, what: str) -> SemaphoreState:

@@ -29,14 +29,14 @@ import sys
 import time
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
 from .. import _events as events
 from .._backend import SyncBackground, SyncEvent, SyncStateLock
-from .._core.kinds import LeaseSpec
+from .._core.kinds import LeaseSpec, Released
 from .._core.lease import Grant
 from .._core.replies import RENEWED, TAKEN
 from .._core.stats import Counters
@@ -50,7 +50,6 @@ from .._core.timing import (
 )
 from ..errors import LockError
 from .giveback import LateGiveBacks
-from .topology import SyncTopology
 
 logger = logging.getLogger("fencelock.watchdog")
 
@@ -65,6 +64,31 @@ class Lose(Protocol):
 # found, other_holder)`` (the asyncio client renews in a thread, and declares losses on its
 # loop: _offloop.py)
 Deliver = Callable[[Lose, Grant, str, bool], object]
+
+
+class SyncRenewalGrants(Protocol):
+    """What the watchdog asks of the grants: an ``AsyncGrants``'s renewals and late
+    give-backs (the asyncio client's renewal thread asks them of the grants of a twin of its
+    topology, made in a thread of its own: ``_offloop.DeferredTwin``)."""
+
+    @property
+    def request_timeout(self) -> float: ...
+
+    @property
+    def node_count(self) -> int: ...
+
+    def renew(
+        self,
+        specs: Sequence[LeaseSpec],
+        holders: Sequence[str],
+        ttls: Sequence[float],
+        timeout: float,
+        what: str = ...,
+    ) -> Sequence[int | LockError]: ...
+
+    def release_at(
+        self, spec: LeaseSpec, holder: str, node: int, timeout: float
+    ) -> Released: ...
 
 
 class SyncRenewer(Protocol):
@@ -84,9 +108,10 @@ class SyncRenewer(Protocol):
 
 
 @dataclass(eq=False, slots=True)
-class Lease:
-    """A lease to renew: its grant (whose deadline a renewal moves), what the renew script
-    needs, and how to declare it lost (a weak reference: the lock object may be dropped)."""
+class Tracked:
+    """A lease the watchdog renews, as it tracks it (the lease itself: ``engine.AsyncLease``):
+    its grant (whose deadline a renewal moves), what the renew script needs, and how to declare
+    it lost (a weak reference: the lock object may be dropped)."""
 
     grant: Grant
     spec: LeaseSpec
@@ -101,8 +126,13 @@ class Lease:
 
 
 class Watchdog:
-    def __init__(self, topology: SyncTopology, counters: Counters) -> None:
-        self._topology = topology
+    def __init__(
+        self, grants: SyncRenewalGrants, slot_of: Callable[[str], int], counters: Counters
+    ) -> None:
+        # what it asks: the grants' renewals and late give-backs, and which slot a lease's key
+        # is in (batches)
+        self._grants = grants
+        self._slot_of = slot_of
         self._counters = counters
         self._guard = SyncStateLock()
         self._wake = SyncEvent()
@@ -110,8 +140,8 @@ class Watchdog:
         self._pid = os.getpid()
         self._closing = False
         self._running = False  # a worker runs, or has been started (under _guard)
-        self._leases: dict[Grant, Lease] = {}
-        self._late = LateGiveBacks(topology, counters)  # tried between the renewals
+        self._leases: dict[Grant, Tracked] = {}
+        self._late = LateGiveBacks(self._grants, counters)  # tried between the renewals
         self._sleep_until = math.inf  # monotonic time the worker sleeps until
 
     def __len__(self) -> int:
@@ -123,7 +153,7 @@ class Watchdog:
             # thread does not exist here, and its locks may have been held by that thread.
             self._pid = os.getpid()
             self._leases = {}
-            self._late = LateGiveBacks(self._topology, self._counters)
+            self._late = LateGiveBacks(self._grants, self._counters)
             self._guard = SyncStateLock()
             self._wake = SyncEvent()
             self._worker = SyncBackground("fencelock-watchdog")
@@ -138,10 +168,10 @@ class Watchdog:
         self._reset_after_fork()
         renew_at = first_renewal(grant.deadline, spec.ttl)
         dropped = partial(_dropped, self._leases, grant, spec, _user_site())
-        lease = Lease(
+        lease = Tracked(
             grant,
             spec,
-            self._topology.slot_of(spec.keys.lock),
+            self._slot_of(spec.keys.lock),
             weakref.WeakMethod(lose, dropped),
             renew_at,
             deliver,
@@ -177,7 +207,7 @@ class Watchdog:
     def abandon(self) -> None:
         """The client was dropped unclosed: the worker ends (as at close, without waiting for
         it; from the garbage collector: it only sets flags)."""
-        self._late.end_by(time.monotonic() + self._topology.request_timeout)
+        self._late.end_by(time.monotonic() + self._grants.request_timeout)
         self._closing = True
 
     def _run(self) -> None:
@@ -225,7 +255,7 @@ class Watchdog:
             times = [min(le.renew_at, le.grant.deadline) for le in self._leases.values()]
         return min(times, default=math.inf)
 
-    def _expire(self, ends: list[tuple[float, int, Lease]]) -> None:
+    def _expire(self, ends: list[tuple[float, int, Tracked]]) -> None:
         """Declare lost the leases whose deadline has passed (``ends``: a heap of the round's
         deadlines; a lease renewed since is skipped)."""
         now = time.monotonic()
@@ -234,7 +264,7 @@ class Watchdog:
             if now >= lease.grant.deadline:
                 self._lose(lease, "by its local deadline, no renewal confirmed")
 
-    def _renew(self, batch: list[Lease]) -> None:
+    def _renew(self, batch: list[Tracked]) -> None:
         with self._guard:  # not the ones declared lost, released or dropped meanwhile
             batch = [le for le in batch if le.grant in self._leases and le.lose() is not None]
         if not batch:
@@ -246,13 +276,13 @@ class Watchdog:
         # loss is to be signalled (and the socket timeout may be longer than the whole ttl);
         # within one request timeout, so that a failure is known (and re-tried) before it.
         left = min(lease.grant.deadline for lease in batch) - sent_at
-        left = min(left, self._topology.request_timeout)
+        left = min(left, self._grants.request_timeout)
         self._counters.add(renewal_calls=1)
         # (a lease that runs out meanwhile was lost for want of an answer)
         failing = [lease.grant.renewal_sent() for lease in batch]
         held: list[Any]
         try:
-            held = list(self._topology.renew(specs, holders, [s.ttl for s in specs], left))
+            held = list(self._grants.renew(specs, holders, [s.ttl for s in specs], left))
         except LockError as exc:  # unreachable, or not acknowledged by the replicas
             held = [exc] * len(batch)
         now = time.monotonic()
@@ -274,7 +304,7 @@ class Watchdog:
             if events.on:
                 events.emit(events.Renewal(spec.primitive, spec.name, ok == RENEWED))
 
-    def _lose(self, lease: Lease, found: str, *, other_holder: bool = False) -> None:
+    def _lose(self, lease: Tracked, found: str, *, other_holder: bool = False) -> None:
         with self._guard:
             if self._leases.pop(lease.grant, None) is None:
                 return  # released meanwhile: a renewal answered after release is no loss
@@ -288,7 +318,7 @@ class Watchdog:
 
     def close(self) -> None:
         # the give-backs left get one request timeout more
-        wait = self._topology.request_timeout if self._late else 0.0
+        wait = self._grants.request_timeout if self._late else 0.0
         self._late.end_by(time.monotonic() + wait)
         self._closing = True
         self._wake.set()
@@ -298,7 +328,7 @@ class Watchdog:
             self._running = False
 
 
-def _log_late(lease: Lease, left: float, failed: bool) -> None:
+def _log_late(lease: Tracked, left: float, failed: bool) -> None:
     spec = lease.spec
     why = "after renewals that got no answer" if failed else "the watchdog ran late"
     logger.warning(
@@ -328,7 +358,7 @@ def _user_site() -> tuple[str, int]:
 
 
 def _dropped(
-    leases: dict[Grant, Lease], grant: Grant, spec: LeaseSpec, site: tuple[str, int], _: object
+    leases: dict[Grant, Tracked], grant: Grant, spec: LeaseSpec, site: tuple[str, int], _: object
 ) -> None:
     """A lock object was collected: warn if it still held a renewed lease, at the line that took
     it (``site``). (Called by the garbage collector, in whatever thread, maybe inside a section

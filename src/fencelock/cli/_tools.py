@@ -1,6 +1,7 @@
 """``fencelock demo`` and ``fencelock bench``: their options here, their work in the
-fencelock_tools package, imported only when one of them runs (so ``import fencelock`` and
-``fencelock run`` never load it); without it they say what to install (status 69)."""
+fencelock_tools package (the fencelock-tools distribution: the library's wheel holds none of
+it), imported only when one of them runs (so ``import fencelock`` and ``fencelock run`` never
+load it); without it they say what to install (status 69)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,15 @@ from ._common import (
     seconds,
 )
 
+INSTALL = "pip install 'fencelock[tools]'"
+# (a clone's own tools: the package index need not know the version being worked on)
+INSTALL_IN_A_CLONE = "pip install -e ./tools/fencelock-tools"
+
 
 def _no_tools(command: str, exc: ImportError) -> NoReturn:
     print(
-        f"fencelock {command}: needs fencelock's tools ({exc}): pip install 'fencelock[tools]'",
+        f"fencelock {command}: needs fencelock's tools ({exc}): {INSTALL} "
+        f"(in a clone of fencelock's repository: {INSTALL_IN_A_CLONE})",
         file=sys.stderr,
     )
     raise SystemExit(EX_UNAVAILABLE)

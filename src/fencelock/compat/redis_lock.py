@@ -16,6 +16,7 @@ from types import TracebackType
 import redis
 
 from .. import errors
+from .._core.replies import lock_value
 from .._keys import LockKeys, validate_name
 from .._sync.lock import Lock as _FencelockLock
 from ._redis_py_errors import LockConnectionError
@@ -153,9 +154,7 @@ class Lock:
     def get_owner_id(self) -> str | None:
         """The holder token of whoever holds the lock now (None: nobody)."""
         owner = self._client.get(LockKeys.for_name(self._name).lock)
-        if isinstance(owner, bytes):
-            return owner.decode("ascii", "replace")
-        return owner
+        return None if owner is None else lock_value(owner)[0]
 
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """Take the lock; True once taken. ``timeout``: the longest wait in seconds (None or 0:

@@ -19,27 +19,29 @@ from fencelock._async.transport import AsyncRequester
 from fencelock._keys import LockKeys
 from fencelock._transport import AsyncRedis
 from fencelock_tools.servers.embedded import EmbeddedServer
-from tests.concurrency import ASYNC_API, AsyncCall, async_until, async_workers
+from tests.concurrency import ASYNC_API, RENEWED_TTL, AsyncCall, async_until, async_workers
 
 
 def key(name: str) -> str:
     return LockKeys.for_name(name).lock
 
 
+@pytest.mark.glide
 async def test_watchdog_keeps_lease_alive_past_ttl(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
-    lock = async_client.lock("renewed", ttl=0.6, auto_renew=True)
+    lock = async_client.lock("renewed", ttl=RENEWED_TTL, auto_renew=True)
     async with lock:
         # three renewals at ttl/3 each: the lease has outlived its original ttl
         await async_until(lambda: async_client.statistics().renewals >= 4)
         assert await lock.held() and not lock.lost
         lock.check()
-        assert 0 < raw.pttl(key("renewed")) <= 600
+        assert 0 < raw.pttl(key("renewed")) <= RENEWED_TTL * 1000
     assert not raw.exists(key("renewed"))
     assert len(async_client._wiring.watchdog) == 0  # released: no longer renewed
 
 
+@pytest.mark.glide
 async def test_deleted_key_is_signalled(async_client: AsyncLockClient, raw: redis.Redis) -> None:
     seen: list[AsyncLock] = []
     lock = async_client.lock("flushed", ttl=0.6, auto_renew=True, on_lost=seen.append)
@@ -68,6 +70,7 @@ async def test_ignore_policy_carries_on(async_client: AsyncLockClient, raw: redi
     # leaving the block raised nothing, and nothing of anyone else was deleted
 
 
+@pytest.mark.glide
 async def test_taken_over_lock_is_signalled_and_not_touched(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
@@ -176,6 +179,7 @@ async def test_a_known_loss_is_not_masked_by_a_failed_release(
     await client.close()
 
 
+@pytest.mark.glide
 async def test_many_leases_one_watchdog_batched(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
@@ -193,6 +197,7 @@ async def test_many_leases_one_watchdog_batched(
     assert raw.keys("fencelock:*:lock") == []  # only fencing counters, until they expire
 
 
+@pytest.mark.glide
 async def test_reentrant_lock(async_client: AsyncLockClient, raw: redis.Redis) -> None:
     # pitfall 9: code that re-enters takes the lock again instead of waiting for itself
     lock = async_client.lock("again", ttl=10, reentrant=True)
@@ -219,17 +224,17 @@ async def test_reentrant_retry_does_not_count_twice(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
     lock = async_client.lock("retry", ttl=10, reentrant=True)
-    first = await lock._lease.wiring.topology.try_acquire(lock._lease.spec, "holder", 0)
+    first = await lock._lease.wiring.grants.try_acquire(lock._lease.spec, "holder", 0)
     assert (
-        await lock._lease.wiring.topology.try_acquire(lock._lease.spec, "holder", 0) == first
+        await lock._lease.wiring.grants.try_acquire(lock._lease.spec, "holder", 0) == first
     )  # the same request again: no second hold
     assert raw.hget(key("retry"), "holder") == "1"
     assert (
-        await lock._lease.wiring.topology.try_acquire(lock._lease.spec, "holder", 1) == first
+        await lock._lease.wiring.grants.try_acquire(lock._lease.spec, "holder", 1) == first
     )  # a real re-entry
     assert raw.hget(key("retry"), "holder") == "2"
     with pytest.raises(fencelock.LockLost):
-        await lock._lease.wiring.topology.try_acquire(
+        await lock._lease.wiring.grants.try_acquire(
             lock._lease.spec, "holder", 5
         )  # a holder whose count is not the server's has lost it
 
@@ -238,7 +243,9 @@ async def test_reentrant_lock_is_renewed_and_loss_seen(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
     seen: list[AsyncLock] = []
-    lock = async_client.lock("rr", ttl=0.6, reentrant=True, auto_renew=True, on_lost=seen.append)
+    lock = async_client.lock(
+        "rr", ttl=RENEWED_TTL, reentrant=True, auto_renew=True, on_lost=seen.append
+    )
     await lock.acquire(timeout=0)
     await lock.acquire(timeout=0)
     await async_until(lambda: async_client.statistics().renewals >= 3)

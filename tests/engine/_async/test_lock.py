@@ -12,6 +12,7 @@ import redis
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
+from fencelock._core.replies import lock_value
 from fencelock._core.timing import drift
 from fencelock._keys import LockKeys
 from fencelock._transport import AsyncRedis
@@ -29,6 +30,7 @@ def calls(raw: redis.Redis, command: str) -> int:
     return int(stats["calls"]) if stats else 0
 
 
+@pytest.mark.glide
 async def test_acquire_release_roundtrip(async_client: AsyncLockClient, raw: redis.Redis) -> None:
     lock = async_client.lock("job", ttl=10)
     assert not await lock.held()
@@ -43,6 +45,7 @@ async def test_acquire_release_roundtrip(async_client: AsyncLockClient, raw: red
         _ = lock.token
 
 
+@pytest.mark.glide
 async def test_tokens_increase_with_every_grant(async_client: AsyncLockClient) -> None:
     tokens = []
     for i in range(5):
@@ -53,6 +56,7 @@ async def test_tokens_increase_with_every_grant(async_client: AsyncLockClient) -
     assert tokens == sorted(tokens) and len(set(tokens)) == 5 and tokens[0] >= 1
 
 
+@pytest.mark.glide
 async def test_second_holder_is_refused_and_overwrites_nothing(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
@@ -67,6 +71,7 @@ async def test_second_holder_is_refused_and_overwrites_nothing(
     assert raw.get(key("x")) == before and await first.held()
 
 
+@pytest.mark.glide
 async def test_acquire_sets_value_and_ttl_in_one_command(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
@@ -78,6 +83,7 @@ async def test_acquire_sets_value_and_ttl_in_one_command(
     await lock.release()
 
 
+@pytest.mark.glide
 async def test_release_is_one_atomic_script(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
@@ -90,6 +96,7 @@ async def test_release_is_one_atomic_script(
     assert calls(raw, "del") == 1
 
 
+@pytest.mark.glide
 async def test_expired_holder_cannot_delete_successor(
     async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
 ) -> None:
@@ -106,6 +113,7 @@ async def test_expired_holder_cannot_delete_successor(
     await b.release()
 
 
+@pytest.mark.glide
 async def test_extend_keeps_work_alive_and_never_extends_another(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
@@ -128,6 +136,7 @@ async def test_extend_keeps_work_alive_and_never_extends_another(
         await lock.release()
 
 
+@pytest.mark.glide
 async def test_context_manager_releases_on_error(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
@@ -170,6 +179,7 @@ async def test_not_reentrant_by_default(async_client: AsyncLockClient) -> None:
     await lock.release()
 
 
+@pytest.mark.glide
 async def test_busy_wait_gives_up_at_timeout(async_client: AsyncLockClient) -> None:
     holder = async_client.lock("wait", ttl=30)
     await holder.acquire(timeout=0)
@@ -177,6 +187,7 @@ async def test_busy_wait_gives_up_at_timeout(async_client: AsyncLockClient) -> N
     await holder.release()
 
 
+@pytest.mark.glide
 async def test_waiter_is_woken_by_release_message(
     async_client: AsyncLockClient, async_client_b: AsyncLockClient
 ) -> None:
@@ -198,6 +209,7 @@ async def test_waiter_is_woken_by_release_message(
     assert async_client.statistics().wakeups == 1 and async_client.statistics().polls == 0
 
 
+@pytest.mark.glide
 async def test_fallback_retry_at_holder_ttl(
     async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
 ) -> None:
@@ -217,6 +229,7 @@ async def test_fallback_retry_at_holder_ttl(
     await waiter.release()
 
 
+@pytest.mark.glide
 async def test_an_idle_waiter_costs_the_server_nothing(
     async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
 ) -> None:
@@ -265,6 +278,7 @@ async def test_a_release_during_a_pubsub_break_is_not_missed(
         await client.close()
 
 
+@pytest.mark.glide
 async def test_script_flush_is_survived(async_client: AsyncLockClient, raw: redis.Redis) -> None:
     lock = async_client.lock("flush", ttl=10)
     await lock.acquire(timeout=0)
@@ -284,17 +298,17 @@ async def test_acquire_retry_with_same_holder_reextends(
 ) -> None:
     # What the library does after a timed-out request: send it again with the same holder token.
     lock = async_client.lock("retry", ttl=10)
-    first = await lock._lease.wiring.topology.try_acquire(
+    first = await lock._lease.wiring.grants.try_acquire(
         lock._lease.spec, "holder-token-of-the-first-attempt"
     )
     raw.pexpire(key("retry"), 500)
-    again = await lock._lease.wiring.topology.try_acquire(
+    again = await lock._lease.wiring.grants.try_acquire(
         lock._lease.spec, "holder-token-of-the-first-attempt"
     )
     assert first == again  # the same grant, the same fencing token
     assert raw.pttl(key("retry")) > 500
     assert not isinstance(
-        await lock._lease.wiring.topology.try_acquire(lock._lease.spec, "another-holder"),
+        await lock._lease.wiring.grants.try_acquire(lock._lease.spec, "another-holder"),
         type(first),
     )
 
@@ -343,6 +357,7 @@ async def test_fenced_set_validates_token(
     assert raw.keys("*") == []  # nothing written, nothing remembered
 
 
+@pytest.mark.glide
 async def test_lock_key_of_wrong_type(async_client: AsyncLockClient, raw: redis.Redis) -> None:
     raw.rpush(key("typed"), "a")  # neither kind of lock: not fencelock's
     for reentrant in (False, True):
@@ -424,10 +439,10 @@ async def test_names_with_braces_get_their_own_keys(
     for lock in locks:
         assert await lock.acquire(timeout=0)
     assert len(raw.keys("fencelock:*:lock")) == len(names)
-    # each name has its own counter, holding its own token
-    assert sorted(int(raw.get(lk._lease.spec.keys.fence)) for lk in locks) == sorted(
+    # each name has its own key, holding its own token
+    assert [lock_value(raw.get(lk._lease.spec.keys.lock))[1] for lk in locks] == [
         lk.token for lk in locks
-    )
+    ]
     for lock in locks:
         await lock.release()
 
@@ -463,7 +478,10 @@ async def test_user_client_without_timeouts_is_bounded(
 
     user = AsyncRedis(port=server.port, socket_timeout=None, socket_connect_timeout=None)
     client = AsyncLockClient(user, socket_timeout=2.0)
-    assert client._wiring.topology.redis.connection_pool.connection_kwargs["socket_timeout"] == 2.0
+    assert (
+        client._wiring.topology.route.redis.connection_pool.connection_kwargs["socket_timeout"]
+        == 2.0
+    )
     assert user.connection_pool.connection_kwargs.get("socket_timeout") is None  # untouched
     async with client.lock("bounded", ttl=5):
         pass
@@ -480,14 +498,14 @@ async def test_a_token_given_back_is_never_used_again(server: EmbeddedServer) ->
         await client.lock("warm-up", ttl=10).acquire(timeout=0)  # connected, scripts cached
         lock = client.lock("late", ttl=0.2)
         holders: list[str] = []
-        topology = lock._lease.wiring.topology
-        original = topology.try_acquire
+        grants = lock._lease.wiring.grants
+        original = grants.try_acquire
 
         async def recording(spec: Any, holder: str, *args: Any, **kwargs: Any) -> Any:
             holders.append(holder)
             return await original(spec, holder, *args, **kwargs)
 
-        topology.try_acquire = recording  # type: ignore[method-assign]
+        grants.try_acquire = recording  # type: ignore[method-assign]
         proxy.delay(0.15)  # every grant comes back after its 0.2 s lease
         assert not await lock.acquire(timeout=2.0)
         proxy.normal()
@@ -557,7 +575,7 @@ async def test_a_mistyped_keyword_names_the_factory_called(
         assert str(refused.value).startswith(expected), str(refused.value)
     with pytest.raises(TypeError, match=r"latch\(\) .*'participnt'; did you mean 'participant'\?"):
         client.latch("kw", 2, participnt="a")
-    with pytest.raises(TypeError, match=r"its keywords: reentrant, timeout, auto_renew, on_lost,"):
+    with pytest.raises(TypeError, match=r"its keywords: reentrant, fair, timeout, auto_renew,"):
         client.lock("kw", threads=True)  # (an argument of the function that checks them)
     made: Any = AsyncLockClient
     api = ASYNC_API  # (not inside the f-string: tools/gen_sync.py renames it in the twin)

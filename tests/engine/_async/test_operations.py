@@ -16,7 +16,7 @@ import redis
 import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock._core.lease import DATA_LOSS, EXPLAINED
-from fencelock._core.replies import MAX_LABEL_LENGTH
+from fencelock._core.replies import MAX_LABEL_LENGTH, lock_value
 from fencelock._keys import LockKeys
 from fencelock.errors import LockLost, StaleToken
 from fencelock_tools.servers.embedded import EmbeddedServer, find_server
@@ -37,7 +37,8 @@ async def test_the_label_rides_with_the_grant(
         assert info is not None
         assert info.label == "host-a:42:worker 1"  # escaped in Redis, readable here
         assert info.holder and info.holder not in str(raw.get(KEYS.lock))  # a digest, opaque
-        assert " " not in str(raw.get(KEYS.lock))  # one word: queue entries split on spaces
+        # one word: queue entries split on spaces
+        assert " " not in lock_value(raw.get(KEYS.lock))[0]
         await lock.release()
         # the lock's label overrides the client's; None: no label at all
         for label, shown in [("nightly", "nightly"), (None, None)]:
@@ -121,8 +122,9 @@ async def test_inspect_a_reentrant_lock(async_client: AsyncLockClient) -> None:
 async def test_renewals_keep_the_fencing_counter(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
-    """The counter was kept only for the first lease: a lock renewed past it showed no token."""
-    lock = async_client.lock(NAME, 0.3, auto_renew=True)
+    """The counter was kept only for the first lease: a lock renewed past it showed no token.
+    (A reentrant lock's: a simple lock's key holds its token, test_a_held_lock_is_one_key.)"""
+    lock = async_client.lock(NAME, 0.3, auto_renew=True, reentrant=True)
     assert await lock.acquire(timeout=0)
     # renewed every 0.1 s: past its first lease, and the counter's first expiry (about 0.3 s)
     await async_until(lambda: async_client.statistics().renewals >= 5)
@@ -133,6 +135,22 @@ async def test_renewals_keep_the_fencing_counter(
     await lock.extend(60)
     assert raw.pttl(KEYS.fence) > 50_000
     await lock.release()
+
+
+async def test_a_held_lock_is_one_key(async_client: AsyncLockClient, raw: redis.Redis) -> None:
+    # The lock key holds the holder token and the fencing token: no counter beside it, however
+    # long the lock is held and renewed, and its token read from it.
+    lock = async_client.lock(NAME, 0.3, auto_renew=True)
+    assert await lock.acquire(timeout=0)
+    assert raw.keys("fencelock:*") == [KEYS.lock]
+    assert lock_value(raw.get(KEYS.lock)) == (lock._lease.grant().holder, lock.token)
+    await async_until(lambda: async_client.statistics().renewals >= 5)
+    await lock.extend(60)
+    info = await async_client.inspect(NAME)
+    assert info is not None and info.token == lock.token
+    assert raw.keys("fencelock:*") == [KEYS.lock]
+    await lock.release()
+    assert raw.keys("fencelock:*") == []
 
 
 async def test_locks_lists_held_names_matching_a_pattern(async_client: AsyncLockClient) -> None:

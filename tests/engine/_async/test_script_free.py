@@ -8,6 +8,7 @@ tools/gen_sync.py."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,11 +16,12 @@ import pytest
 import redis
 
 from fencelock._async.client import AsyncLockClient
+from fencelock._core import kinds
 from fencelock._core.natives import ServerCommands
 from fencelock._keys import LockKeys
 from fencelock.errors import LockLost, ScriptsRequired
 from fencelock_tools.servers.embedded import EmbeddedServer
-from tests.concurrency import AsyncCall, async_until, evalsha_calls
+from tests.concurrency import RENEWED_TTL, AsyncCall, async_until, evalsha_calls
 
 ROOT = Path(__file__).resolve().parents[3]
 NAME = "plain"
@@ -142,9 +144,41 @@ async def test_scripted_and_script_free_clients_exclude_each_other(
         assert tokens == sorted(set(tokens))  # one counter, whoever counts
 
 
+async def test_a_lagging_clock_still_counts_on_from_a_scripted_grant(
+    no_scripts: str,
+    raw: redis.Redis,
+    async_client: AsyncLockClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A scripted grant keeps its token in the lock key alone, so the counter a script-free
+    client starts next comes from its own clock: one a second behind the server's still gives
+    a larger token (the counter starts a lease ahead of that clock; docs/modes.md)."""
+    behind = time.time_ns
+    monkeypatch.setattr(kinds.time, "time_ns", lambda: behind() - 10**9)
+    async with AsyncLockClient.from_url(no_scripts, scripts="never") as plain:
+        native, scripted = plain.lock(NAME, ttl=10), async_client.lock(NAME, ttl=10)
+        # the name free, no counter: the script-free grant starts it
+        assert await scripted.acquire(timeout=0)
+        first = scripted.token
+        await scripted.release()
+        assert not raw.exists(KEYS.fence)
+        assert await native.acquire(timeout=0)
+        assert native.token > first
+        await native.release()
+        # a busy try starts the counter while the scripted grant holds the name
+        raw.delete(KEYS.fence)
+        assert await scripted.acquire(timeout=0)
+        second = scripted.token
+        assert not await native.acquire(timeout=0)
+        await scripted.release()
+        assert await native.acquire(timeout=0)
+        assert native.token > second
+        await native.release()
+
+
 async def test_auto_renew_without_scripts(no_scripts: str) -> None:
     async with AsyncLockClient.from_url(no_scripts, scripts="never") as client:
-        lock = client.lock(NAME, ttl=0.3, auto_renew=True)
+        lock = client.lock(NAME, ttl=RENEWED_TTL, auto_renew=True)
         assert await lock.acquire(timeout=0)
         await async_until(lambda: client.statistics().renewals >= 4)  # past the first lease
         assert await lock.held() and not lock.lost
@@ -207,18 +241,19 @@ async def test_a_release_never_deletes_another_holders_lock(
         await new.release()
 
 
-async def test_a_scripted_client_extends_one_lock_by_native_commands(
+async def test_a_scripted_client_extends_one_lock_by_script(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
-    # where the server has SET IFEQ, one lease's renewal spares the server a script
-    commands = ServerCommands().detected(raw.execute_command("HELLO"))
+    # The key of a lock taken by a script holds its fencing token beside the holder token
+    # (one key per held lock), which a SET IFEQ on the holder token alone cannot match: its
+    # renewal is renew.lua's, on every server, and leaves no counter beside it.
     lock = async_client.lock(NAME, ttl=10)
     assert await lock.acquire(timeout=0)
     before = evalsha_calls(raw)
     await lock.extend(30)
     assert 10_000 < raw.pttl(KEYS.lock) <= 30_000
-    assert raw.pttl(KEYS.fence) > 10_000  # the counter kept as long, as renew.lua keeps it
-    assert evalsha_calls(raw) - before == (0 if commands.compare_set else 1)
+    assert not raw.exists(KEYS.fence)
+    assert evalsha_calls(raw) - before == 1
     raw.set(KEYS.lock, "another holder's token")
     with pytest.raises(LockLost, match="another holder has it"):
         await lock.extend()

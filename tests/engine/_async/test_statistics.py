@@ -13,7 +13,7 @@ import redis
 import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock._async.lock import AsyncLock
-from tests.concurrency import AsyncCall, async_until
+from tests.concurrency import RENEWED_TTL, AsyncCall, async_until
 
 
 async def test_a_fresh_client_has_done_nothing(async_client: AsyncLockClient) -> None:
@@ -60,7 +60,7 @@ async def test_waiting_queued_wakeups_and_handoffs(
 
 
 async def test_renewals_and_losses(async_client: AsyncLockClient, raw: redis.Redis) -> None:
-    lock = async_client.lock("stats-renew", ttl=0.6, auto_renew=True)
+    lock = async_client.lock("stats-renew", ttl=RENEWED_TTL, auto_renew=True)
     assert await lock.acquire(timeout=0)
     await async_until(lambda: async_client.statistics().renewals >= 2)
     assert async_client.statistics().renewal_calls >= 2

@@ -10,10 +10,11 @@ import redis
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
+from fencelock._core.replies import lock_value
 from fencelock._keys import LockKeys
 from fencelock._transport import AsyncRedis
 from fencelock_tools.servers.embedded import EmbeddedServer
-from tests.concurrency import async_until
+from tests.concurrency import TIMEOUT, async_until
 
 KEYS = LockKeys.for_name("job")
 
@@ -113,15 +114,113 @@ async def test_a_counter_ahead_of_the_clock_is_counted_on(
     assert raw.pttl(KEYS.fence) > 10**9
 
 
+async def test_a_release_keeps_a_token_the_clock_has_not_passed(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    # The server's clock stepped back during the hold (here: the held token moved ahead of it
+    # instead): the release reads the clock and keeps the token in the counter, so the next
+    # grant counts on from it rather than from the clock.
+    lock = async_client.lock("job", ttl=10)
+    assert await lock.acquire(timeout=0)
+    ahead = 4 * 10**15  # the year 2096 in microseconds
+    raw.set(KEYS.lock, f"{lock.holder} {ahead}", keepttl=True)
+    await lock.release()
+    assert not raw.exists(KEYS.lock) and raw.get(KEYS.fence) == str(ahead)
+    assert raw.pttl(KEYS.fence) > 10**9  # until the clock passes it
+    assert await lock.acquire(timeout=0)
+    assert lock.token == ahead + 1
+    await lock.release()
+
+
 @pytest.mark.parametrize("reentrant", [False, True], ids=["simple", "reentrant"])
 async def test_no_key_is_left_once_the_names_are_idle(
     async_client: AsyncLockClient, raw: redis.Redis, reentrant: bool
 ) -> None:
-    # Per-entity names (order:{id}) must not grow Redis without bound: once a name is free and
-    # its lease time has passed, none of its keys remains (bench/garbage.py: 100,000 names).
+    # Per-entity names (order:{id}) must not grow Redis without bound: once a name is free
+    # none of its keys remains (bench/garbage.py: 100,000 names): a simple lock's token leaves
+    # with its key (its server's clock is past it by the release); a reentrant lock's counter
+    # is kept for the lease time.
     for i in range(200):
         lock = async_client.lock(f"order:{i}", ttl=0.2, reentrant=reentrant)
-        assert await lock.acquire(timeout=0)
+        # (a wait: a loaded machine may bring a grant so late that it is given back)
+        assert await lock.acquire(timeout=TIMEOUT)
         await lock.release()
-    assert raw.keys("fencelock:*")  # the counters, for the lease time
+    if reentrant:
+        assert raw.keys("fencelock:*")  # the counters, for the lease time
+    else:
+        assert raw.keys("fencelock:*") == []
     await async_until(lambda: raw.keys("fencelock:*") == [], timeout=5)
+
+
+# -- keys laid out by an older fencelock (docs/migrating.md, "Upgrading a fleet") -----------------
+# Before one key per held lock, a simple lock's key held its holder token alone and the counter
+# held the grant's token for the lease and until the server's clock had passed it. Built here by
+# hand, as an older process leaves them.
+
+
+def server_micros(raw: redis.Redis) -> int:
+    seconds, micros = raw.time()
+    return int(seconds) * 10**6 + int(micros)
+
+
+@pytest.mark.parametrize("ahead_s", [0, 5], ids=["counter-at-the-clock", "counter-ahead"])
+async def test_an_older_processes_lock_is_busy_and_its_token_outrun(
+    async_client: AsyncLockClient, raw: redis.Redis, ahead_s: int
+) -> None:
+    older = server_micros(raw) + ahead_s * 10**6  # its grant's token, or a block reserved ahead
+    raw.set(KEYS.lock, "older-holder", px=10_000)
+    raw.set(KEYS.fence, older, pxat=older // 1000 + 10_000)
+    lock = async_client.lock("job", ttl=10)
+    assert not await lock.acquire(timeout=0)  # its holder token alone: a holder all the same
+    assert raw.get(KEYS.lock) == "older-holder"
+    info = await async_client.inspect("job")
+    assert info is not None and info.token == older  # its token is the counter's
+    raw.delete(KEYS.lock)  # the older process's release (its counter stays)
+    assert await lock.acquire(timeout=0)
+    assert lock.token > older
+    await lock.release()
+
+
+async def test_an_older_release_s_grant_is_kept_and_released_by_a_newer_holder(
+    async_client: AsyncLockClient, async_client_b: AsyncLockClient, raw: redis.Redis
+) -> None:
+    # An older process's release granted the name to this waiter: its holder token alone in
+    # the key, the grant's token in the counter, kept for the lease.
+    lock = async_client.lock("job", ttl=10)
+    assert await lock.acquire(timeout=0)
+    holder, granted = lock_value(raw.get(KEYS.lock))
+    assert holder and granted == lock.token
+    raw.set(KEYS.lock, holder, keepttl=True)
+    raw.set(KEYS.fence, granted, px=10_000)
+    assert await lock.held()
+    await lock.extend(30)
+    assert 10_000 < raw.pttl(KEYS.lock) <= 30_000
+    other = async_client_b.lock("job", ttl=10)
+    assert not await other.acquire(timeout=0)
+    info = await async_client.inspect("job")
+    assert info is not None and info.token == granted
+    await lock.release()
+    assert not raw.exists(KEYS.lock)
+    assert await other.acquire(timeout=0)
+    assert other.token > granted
+    await other.release()
+
+
+async def test_a_newer_grant_never_matches_an_older_processes_compare(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    # An older process compares the lock key with a holder token alone (GET == holder in its
+    # scripts, SET ... IFEQ holder in its script-free mode): a newer grant's key never equals
+    # its holder token, so an older process can neither take, extend nor delete it, even with
+    # that holder token (an older waiter a newer release granted the name to: it learns its
+    # lock lost at its first renewal, and the name stays held until the lease ends).
+    lock = async_client.lock("job", ttl=10)
+    assert await lock.acquire(timeout=0)
+    value, holder = raw.get(KEYS.lock), lock.holder
+    assert holder is not None and value != holder and value.startswith(f"{holder} ")
+    older_release = (
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end"
+    )
+    assert raw.eval(older_release, 1, KEYS.lock, holder) is None
+    assert raw.get(KEYS.lock) == value
+    await lock.release()

@@ -20,27 +20,29 @@ from fencelock._sync.transport import SyncRequester
 from fencelock._keys import LockKeys
 from fencelock._transport import SyncRedis
 from fencelock_tools.servers.embedded import EmbeddedServer
-from tests.concurrency import SYNC_API, SyncCall, sync_until, sync_workers
+from tests.concurrency import SYNC_API, RENEWED_TTL, SyncCall, sync_until, sync_workers
 
 
 def key(name: str) -> str:
     return LockKeys.for_name(name).lock
 
 
+@pytest.mark.glide
 def test_watchdog_keeps_lease_alive_past_ttl(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
-    lock = sync_client.lock("renewed", ttl=0.6, auto_renew=True)
+    lock = sync_client.lock("renewed", ttl=RENEWED_TTL, auto_renew=True)
     with lock:
         # three renewals at ttl/3 each: the lease has outlived its original ttl
         sync_until(lambda: sync_client.statistics().renewals >= 4)
         assert lock.held() and not lock.lost
         lock.check()
-        assert 0 < raw.pttl(key("renewed")) <= 600
+        assert 0 < raw.pttl(key("renewed")) <= RENEWED_TTL * 1000
     assert not raw.exists(key("renewed"))
     assert len(sync_client._wiring.watchdog) == 0  # released: no longer renewed
 
 
+@pytest.mark.glide
 def test_deleted_key_is_signalled(sync_client: LockClient, raw: redis.Redis) -> None:
     seen: list[Lock] = []
     lock = sync_client.lock("flushed", ttl=0.6, auto_renew=True, on_lost=seen.append)
@@ -69,6 +71,7 @@ def test_ignore_policy_carries_on(sync_client: LockClient, raw: redis.Redis) -> 
     # leaving the block raised nothing, and nothing of anyone else was deleted
 
 
+@pytest.mark.glide
 def test_taken_over_lock_is_signalled_and_not_touched(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
@@ -177,6 +180,7 @@ def test_a_known_loss_is_not_masked_by_a_failed_release(
     client.close()
 
 
+@pytest.mark.glide
 def test_many_leases_one_watchdog_batched(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
@@ -194,6 +198,7 @@ def test_many_leases_one_watchdog_batched(
     assert raw.keys("fencelock:*:lock") == []  # only fencing counters, until they expire
 
 
+@pytest.mark.glide
 def test_reentrant_lock(sync_client: LockClient, raw: redis.Redis) -> None:
     # pitfall 9: code that re-enters takes the lock again instead of waiting for itself
     lock = sync_client.lock("again", ttl=10, reentrant=True)
@@ -220,17 +225,17 @@ def test_reentrant_retry_does_not_count_twice(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
     lock = sync_client.lock("retry", ttl=10, reentrant=True)
-    first = lock._lease.wiring.topology.try_acquire(lock._lease.spec, "holder", 0)
+    first = lock._lease.wiring.grants.try_acquire(lock._lease.spec, "holder", 0)
     assert (
-        lock._lease.wiring.topology.try_acquire(lock._lease.spec, "holder", 0) == first
+        lock._lease.wiring.grants.try_acquire(lock._lease.spec, "holder", 0) == first
     )  # the same request again: no second hold
     assert raw.hget(key("retry"), "holder") == "1"
     assert (
-        lock._lease.wiring.topology.try_acquire(lock._lease.spec, "holder", 1) == first
+        lock._lease.wiring.grants.try_acquire(lock._lease.spec, "holder", 1) == first
     )  # a real re-entry
     assert raw.hget(key("retry"), "holder") == "2"
     with pytest.raises(fencelock.LockLost):
-        lock._lease.wiring.topology.try_acquire(
+        lock._lease.wiring.grants.try_acquire(
             lock._lease.spec, "holder", 5
         )  # a holder whose count is not the server's has lost it
 
@@ -239,7 +244,9 @@ def test_reentrant_lock_is_renewed_and_loss_seen(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
     seen: list[Lock] = []
-    lock = sync_client.lock("rr", ttl=0.6, reentrant=True, auto_renew=True, on_lost=seen.append)
+    lock = sync_client.lock(
+        "rr", ttl=RENEWED_TTL, reentrant=True, auto_renew=True, on_lost=seen.append
+    )
     lock.acquire(timeout=0)
     lock.acquire(timeout=0)
     sync_until(lambda: sync_client.statistics().renewals >= 3)

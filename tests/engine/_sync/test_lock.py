@@ -13,6 +13,7 @@ import redis
 
 import fencelock
 from fencelock._sync.client import LockClient
+from fencelock._core.replies import lock_value
 from fencelock._core.timing import drift
 from fencelock._keys import LockKeys
 from fencelock._transport import SyncRedis
@@ -30,6 +31,7 @@ def calls(raw: redis.Redis, command: str) -> int:
     return int(stats["calls"]) if stats else 0
 
 
+@pytest.mark.glide
 def test_acquire_release_roundtrip(sync_client: LockClient, raw: redis.Redis) -> None:
     lock = sync_client.lock("job", ttl=10)
     assert not lock.held()
@@ -44,6 +46,7 @@ def test_acquire_release_roundtrip(sync_client: LockClient, raw: redis.Redis) ->
         _ = lock.token
 
 
+@pytest.mark.glide
 def test_tokens_increase_with_every_grant(sync_client: LockClient) -> None:
     tokens = []
     for i in range(5):
@@ -54,6 +57,7 @@ def test_tokens_increase_with_every_grant(sync_client: LockClient) -> None:
     assert tokens == sorted(tokens) and len(set(tokens)) == 5 and tokens[0] >= 1
 
 
+@pytest.mark.glide
 def test_second_holder_is_refused_and_overwrites_nothing(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
@@ -68,6 +72,7 @@ def test_second_holder_is_refused_and_overwrites_nothing(
     assert raw.get(key("x")) == before and first.held()
 
 
+@pytest.mark.glide
 def test_acquire_sets_value_and_ttl_in_one_command(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
@@ -79,6 +84,7 @@ def test_acquire_sets_value_and_ttl_in_one_command(
     lock.release()
 
 
+@pytest.mark.glide
 def test_release_is_one_atomic_script(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
@@ -91,6 +97,7 @@ def test_release_is_one_atomic_script(
     assert calls(raw, "del") == 1
 
 
+@pytest.mark.glide
 def test_expired_holder_cannot_delete_successor(
     sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
 ) -> None:
@@ -107,6 +114,7 @@ def test_expired_holder_cannot_delete_successor(
     b.release()
 
 
+@pytest.mark.glide
 def test_extend_keeps_work_alive_and_never_extends_another(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
@@ -129,6 +137,7 @@ def test_extend_keeps_work_alive_and_never_extends_another(
         lock.release()
 
 
+@pytest.mark.glide
 def test_context_manager_releases_on_error(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
@@ -171,6 +180,7 @@ def test_not_reentrant_by_default(sync_client: LockClient) -> None:
     lock.release()
 
 
+@pytest.mark.glide
 def test_busy_wait_gives_up_at_timeout(sync_client: LockClient) -> None:
     holder = sync_client.lock("wait", ttl=30)
     holder.acquire(timeout=0)
@@ -178,6 +188,7 @@ def test_busy_wait_gives_up_at_timeout(sync_client: LockClient) -> None:
     holder.release()
 
 
+@pytest.mark.glide
 def test_waiter_is_woken_by_release_message(
     sync_client: LockClient, sync_client_b: LockClient
 ) -> None:
@@ -199,6 +210,7 @@ def test_waiter_is_woken_by_release_message(
     assert sync_client.statistics().wakeups == 1 and sync_client.statistics().polls == 0
 
 
+@pytest.mark.glide
 def test_fallback_retry_at_holder_ttl(
     sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
 ) -> None:
@@ -218,6 +230,7 @@ def test_fallback_retry_at_holder_ttl(
     waiter.release()
 
 
+@pytest.mark.glide
 def test_an_idle_waiter_costs_the_server_nothing(
     sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis
 ) -> None:
@@ -266,6 +279,7 @@ def test_a_release_during_a_pubsub_break_is_not_missed(
         client.close()
 
 
+@pytest.mark.glide
 def test_script_flush_is_survived(sync_client: LockClient, raw: redis.Redis) -> None:
     lock = sync_client.lock("flush", ttl=10)
     lock.acquire(timeout=0)
@@ -285,17 +299,17 @@ def test_acquire_retry_with_same_holder_reextends(
 ) -> None:
     # What the library does after a timed-out request: send it again with the same holder token.
     lock = sync_client.lock("retry", ttl=10)
-    first = lock._lease.wiring.topology.try_acquire(
+    first = lock._lease.wiring.grants.try_acquire(
         lock._lease.spec, "holder-token-of-the-first-attempt"
     )
     raw.pexpire(key("retry"), 500)
-    again = lock._lease.wiring.topology.try_acquire(
+    again = lock._lease.wiring.grants.try_acquire(
         lock._lease.spec, "holder-token-of-the-first-attempt"
     )
     assert first == again  # the same grant, the same fencing token
     assert raw.pttl(key("retry")) > 500
     assert not isinstance(
-        lock._lease.wiring.topology.try_acquire(lock._lease.spec, "another-holder"),
+        lock._lease.wiring.grants.try_acquire(lock._lease.spec, "another-holder"),
         type(first),
     )
 
@@ -344,6 +358,7 @@ def test_fenced_set_validates_token(
     assert raw.keys("*") == []  # nothing written, nothing remembered
 
 
+@pytest.mark.glide
 def test_lock_key_of_wrong_type(sync_client: LockClient, raw: redis.Redis) -> None:
     raw.rpush(key("typed"), "a")  # neither kind of lock: not fencelock's
     for reentrant in (False, True):
@@ -425,10 +440,10 @@ def test_names_with_braces_get_their_own_keys(
     for lock in locks:
         assert lock.acquire(timeout=0)
     assert len(raw.keys("fencelock:*:lock")) == len(names)
-    # each name has its own counter, holding its own token
-    assert sorted(int(raw.get(lk._lease.spec.keys.fence)) for lk in locks) == sorted(
+    # each name has its own key, holding its own token
+    assert [lock_value(raw.get(lk._lease.spec.keys.lock))[1] for lk in locks] == [
         lk.token for lk in locks
-    )
+    ]
     for lock in locks:
         lock.release()
 
@@ -464,7 +479,10 @@ def test_user_client_without_timeouts_is_bounded(
 
     user = SyncRedis(port=server.port, socket_timeout=None, socket_connect_timeout=None)
     client = LockClient(user, socket_timeout=2.0)
-    assert client._wiring.topology.redis.connection_pool.connection_kwargs["socket_timeout"] == 2.0
+    assert (
+        client._wiring.topology.route.redis.connection_pool.connection_kwargs["socket_timeout"]
+        == 2.0
+    )
     assert user.connection_pool.connection_kwargs.get("socket_timeout") is None  # untouched
     with client.lock("bounded", ttl=5):
         pass
@@ -481,14 +499,14 @@ def test_a_token_given_back_is_never_used_again(server: EmbeddedServer) -> None:
         client.lock("warm-up", ttl=10).acquire(timeout=0)  # connected, scripts cached
         lock = client.lock("late", ttl=0.2)
         holders: list[str] = []
-        topology = lock._lease.wiring.topology
-        original = topology.try_acquire
+        grants = lock._lease.wiring.grants
+        original = grants.try_acquire
 
         def recording(spec: Any, holder: str, *args: Any, **kwargs: Any) -> Any:
             holders.append(holder)
             return original(spec, holder, *args, **kwargs)
 
-        topology.try_acquire = recording  # type: ignore[method-assign]
+        grants.try_acquire = recording  # type: ignore[method-assign]
         proxy.delay(0.15)  # every grant comes back after its 0.2 s lease
         assert not lock.acquire(timeout=2.0)
         proxy.normal()
@@ -558,7 +576,7 @@ def test_a_mistyped_keyword_names_the_factory_called(
         assert str(refused.value).startswith(expected), str(refused.value)
     with pytest.raises(TypeError, match=r"latch\(\) .*'participnt'; did you mean 'participant'\?"):
         client.latch("kw", 2, participnt="a")
-    with pytest.raises(TypeError, match=r"its keywords: reentrant, timeout, auto_renew, on_lost,"):
+    with pytest.raises(TypeError, match=r"its keywords: reentrant, fair, timeout, auto_renew,"):
         client.lock("kw", threads=True)  # (an argument of the function that checks them)
     made: Any = LockClient
     api = SYNC_API  # (not inside the f-string: tools/gen_sync.py renames it in the twin)

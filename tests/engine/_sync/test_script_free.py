@@ -9,6 +9,7 @@ tools/gen_sync.py."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,11 +17,12 @@ import pytest
 import redis
 
 from fencelock._sync.client import LockClient
+from fencelock._core import kinds
 from fencelock._core.natives import ServerCommands
 from fencelock._keys import LockKeys
 from fencelock.errors import LockLost, ScriptsRequired
 from fencelock_tools.servers.embedded import EmbeddedServer
-from tests.concurrency import SyncCall, sync_until, evalsha_calls
+from tests.concurrency import RENEWED_TTL, SyncCall, sync_until, evalsha_calls
 
 ROOT = Path(__file__).resolve().parents[3]
 NAME = "plain"
@@ -143,9 +145,41 @@ def test_scripted_and_script_free_clients_exclude_each_other(
         assert tokens == sorted(set(tokens))  # one counter, whoever counts
 
 
+def test_a_lagging_clock_still_counts_on_from_a_scripted_grant(
+    no_scripts: str,
+    raw: redis.Redis,
+    sync_client: LockClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A scripted grant keeps its token in the lock key alone, so the counter a script-free
+    client starts next comes from its own clock: one a second behind the server's still gives
+    a larger token (the counter starts a lease ahead of that clock; docs/modes.md)."""
+    behind = time.time_ns
+    monkeypatch.setattr(kinds.time, "time_ns", lambda: behind() - 10**9)
+    with LockClient.from_url(no_scripts, scripts="never") as plain:
+        native, scripted = plain.lock(NAME, ttl=10), sync_client.lock(NAME, ttl=10)
+        # the name free, no counter: the script-free grant starts it
+        assert scripted.acquire(timeout=0)
+        first = scripted.token
+        scripted.release()
+        assert not raw.exists(KEYS.fence)
+        assert native.acquire(timeout=0)
+        assert native.token > first
+        native.release()
+        # a busy try starts the counter while the scripted grant holds the name
+        raw.delete(KEYS.fence)
+        assert scripted.acquire(timeout=0)
+        second = scripted.token
+        assert not native.acquire(timeout=0)
+        scripted.release()
+        assert native.acquire(timeout=0)
+        assert native.token > second
+        native.release()
+
+
 def test_auto_renew_without_scripts(no_scripts: str) -> None:
     with LockClient.from_url(no_scripts, scripts="never") as client:
-        lock = client.lock(NAME, ttl=0.3, auto_renew=True)
+        lock = client.lock(NAME, ttl=RENEWED_TTL, auto_renew=True)
         assert lock.acquire(timeout=0)
         sync_until(lambda: client.statistics().renewals >= 4)  # past the first lease
         assert lock.held() and not lock.lost
@@ -208,18 +242,19 @@ def test_a_release_never_deletes_another_holders_lock(
         new.release()
 
 
-def test_a_scripted_client_extends_one_lock_by_native_commands(
+def test_a_scripted_client_extends_one_lock_by_script(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
-    # where the server has SET IFEQ, one lease's renewal spares the server a script
-    commands = ServerCommands().detected(raw.execute_command("HELLO"))
+    # The key of a lock taken by a script holds its fencing token beside the holder token
+    # (one key per held lock), which a SET IFEQ on the holder token alone cannot match: its
+    # renewal is renew.lua's, on every server, and leaves no counter beside it.
     lock = sync_client.lock(NAME, ttl=10)
     assert lock.acquire(timeout=0)
     before = evalsha_calls(raw)
     lock.extend(30)
     assert 10_000 < raw.pttl(KEYS.lock) <= 30_000
-    assert raw.pttl(KEYS.fence) > 10_000  # the counter kept as long, as renew.lua keeps it
-    assert evalsha_calls(raw) - before == (0 if commands.compare_set else 1)
+    assert not raw.exists(KEYS.fence)
+    assert evalsha_calls(raw) - before == 1
     raw.set(KEYS.lock, "another holder's token")
     with pytest.raises(LockLost, match="another holder has it"):
         lock.extend()

@@ -9,6 +9,7 @@ import redis
 
 import fencelock
 from fencelock._sync.client import LockClient
+from fencelock._core.replies import lock_value
 from fencelock._keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import SyncCall, sync_until
@@ -59,9 +60,12 @@ def test_waiters_of_one_client_queue_and_are_handed_the_lock(
     # The first hand-off reserves a block of tokens (max_handoffs = 10) and restarts the lease;
     # the next seven cost no request at all. Then the last release.
     assert calls(raw, "evalsha") - before == 2
-    assert int(raw.get(KEYS.fence)) == tokens[0] + 9
     assert sync_client.statistics().handoffs == 8
     assert not raw.exists(KEYS.lock) and sync_client._wiring.queues._lines == {}
+    # the next grant outranks the whole block, the two tokens it left unused too
+    assert holder.acquire(timeout=0)
+    assert holder.token > tokens[0] + 9
+    holder.release()
 
 
 def test_a_later_grant_outranks_every_reserved_token(
@@ -103,9 +107,10 @@ def test_a_hand_off_is_a_fresh_grant(sync_client: LockClient, raw: redis.Redis) 
     if grant is None:  # asyncio: the grant belongs to the task that acquired
         grant = next(iter(sync_client._wiring.watchdog._leases.values())).grant
     # The process keeps its holder token; the lease (1 s left, less than two thirds of the new
-    # holder's 60 s) restarts at the new holder's ttl; a larger fencing token; the watchdog
-    # renews it.
-    assert raw.get(KEYS.lock) == old_holder == grant.holder
+    # holder's 60 s) restarts at the new holder's ttl; a larger fencing token (the key holds the
+    # last of the block reserved); the watchdog renews it.
+    assert lock_value(raw.get(KEYS.lock)) == (lock_value(old_holder)[0], grant.reserved)
+    assert lock_value(old_holder)[0] == grant.holder
     assert raw.pttl(KEYS.lock) > 30_000
     assert grant.fence > token
     assert len(sync_client._wiring.watchdog) == 1
@@ -271,6 +276,8 @@ def test_waiters_queued_behind_a_head_in_redis_share_one_reserved_block(
     # nothing. Requests: the holder's release, the first hand-off, the last release.
     assert first < tokens[0] < tokens[1]
     assert tokens[1:] == list(range(tokens[1], tokens[1] + 3))
-    assert int(raw.get(KEYS.fence)) == tokens[1] + 9
     assert calls(raw, "evalsha") - before == 3
     assert sync_client.statistics().handoffs == 3
+    assert holder.acquire(timeout=0)  # the next grant outranks the whole block
+    assert holder.token > tokens[1] + 9
+    holder.release()

@@ -14,7 +14,7 @@ import redis
 import fencelock
 from fencelock._sync.client import LockClient
 from fencelock._sync.lock import Lock
-from tests.concurrency import SyncCall, sync_until
+from tests.concurrency import RENEWED_TTL, SyncCall, sync_until
 
 
 def test_a_fresh_client_has_done_nothing(sync_client: LockClient) -> None:
@@ -61,7 +61,7 @@ def test_waiting_queued_wakeups_and_handoffs(
 
 
 def test_renewals_and_losses(sync_client: LockClient, raw: redis.Redis) -> None:
-    lock = sync_client.lock("stats-renew", ttl=0.6, auto_renew=True)
+    lock = sync_client.lock("stats-renew", ttl=RENEWED_TTL, auto_renew=True)
     assert lock.acquire(timeout=0)
     sync_until(lambda: sync_client.statistics().renewals >= 2)
     assert sync_client.statistics().renewal_calls >= 2

@@ -20,7 +20,7 @@ from fencelock._backend import async_sleep
 from fencelock._core.compute import COMPUTE, ComputeKeys
 from fencelock._keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer, free_port
-from tests.concurrency import AsyncCall, async_until
+from tests.concurrency import RENEWED_TTL, AsyncCall, async_until
 from tests.engine._async.test_late_grants import connected
 from tests.exported import Exported
 
@@ -106,7 +106,7 @@ async def test_wakeups_and_handoffs(
 
 
 async def test_renewals_are_counted(exported: Exported, async_client: AsyncLockClient) -> None:
-    async with async_client.lock("m-renew", ttl=0.3, auto_renew=True):
+    async with async_client.lock("m-renew", ttl=RENEWED_TTL, auto_renew=True):
         await async_until(lambda: exported.count("renewals", **lock_labels("m-renew")) >= 2)
     assert exported.count("renewal_failures", **lock_labels("m-renew")) == 0
     assert exported.count("lost_leases", **lock_labels("m-renew", reason="data_loss")) == 0

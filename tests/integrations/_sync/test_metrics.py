@@ -21,7 +21,7 @@ from fencelock._backend import sync_sleep
 from fencelock._core.compute import COMPUTE, ComputeKeys
 from fencelock._keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer, free_port
-from tests.concurrency import SyncCall, sync_until
+from tests.concurrency import RENEWED_TTL, SyncCall, sync_until
 from tests.engine._sync.test_late_grants import connected
 from tests.exported import Exported
 
@@ -107,7 +107,7 @@ def test_wakeups_and_handoffs(
 
 
 def test_renewals_are_counted(exported: Exported, sync_client: LockClient) -> None:
-    with sync_client.lock("m-renew", ttl=0.3, auto_renew=True):
+    with sync_client.lock("m-renew", ttl=RENEWED_TTL, auto_renew=True):
         sync_until(lambda: exported.count("renewals", **lock_labels("m-renew")) >= 2)
     assert exported.count("renewal_failures", **lock_labels("m-renew")) == 0
     assert exported.count("lost_leases", **lock_labels("m-renew", reason="data_loss")) == 0

@@ -17,7 +17,7 @@ from fencelock._backend import async_sleep
 from fencelock._keys import LockKeys
 from fencelock._scripts import MULTI_ACQUIRE
 from fencelock_tools.servers.embedded import EmbeddedServer
-from tests.concurrency import AsyncCall, async_together, async_until, evalsha_calls
+from tests.concurrency import RENEWED_TTL, AsyncCall, async_together, async_until, evalsha_calls
 
 # Redlock's node timeout here: the default (at most 50 ms, connecting too) is shorter than a
 # loaded machine's stalls, and these tests are not about it
@@ -40,6 +40,14 @@ async def woken(server: EmbeddedServer, raw: redis.Redis) -> AsyncIterator[Async
         yield client
     finally:
         await client.close()
+
+
+async def test_an_on_lost_policy_is_refused_not_ignored(async_client: AsyncLockClient) -> None:
+    """Its block ends by the policy of none of its names (docs/multilock.md): asked for one,
+    the multi-lock says so, with the keywords it takes, rather than ignoring it."""
+    with pytest.raises(TypeError, match=r"multi_lock\(\) got an unexpected keyword .*on_lost_poli"):
+        async_client.multi_lock(["a", "b"], on_lost_policy="cancel")  # type: ignore[call-arg]
+    assert async_client.multi_lock(["a", "b"], label="worker").names == ("a", "b")
 
 
 async def test_names_are_taken_sorted_and_deduplicated(async_client: AsyncLockClient) -> None:
@@ -153,7 +161,7 @@ async def test_auto_renew_keeps_every_name(
     async_client: AsyncLockClient, async_client_b: AsyncLockClient
 ) -> None:
     names = ["m-r1", "m-r2", "m-r3"]
-    multi = async_client.multi_lock(names, ttl=0.3, auto_renew=True)
+    multi = async_client.multi_lock(names, ttl=RENEWED_TTL, auto_renew=True)
     async with multi:
         await async_until(lambda: async_client.statistics().renewals >= 3 * len(names))
         assert await multi.held() and not multi.lost

@@ -16,13 +16,16 @@ from fencelock._async.semaphore import AsyncSemaphore
 from fencelock._backend import async_sleep
 from fencelock._keys import SemaphoreKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
-from tests.concurrency import AsyncCall, async_together, async_until, evalsha_calls
+from tests.clients import AsyncClients
+from tests.concurrency import RENEWED_TTL, AsyncCall, async_together, async_until, evalsha_calls
 
 
 @pytest.fixture
-async def waiters(server: EmbeddedServer, raw: redis.Redis) -> AsyncIterator[list[AsyncLockClient]]:
+async def waiters(
+    server: EmbeddedServer, raw: redis.Redis, async_clients: AsyncClients
+) -> AsyncIterator[list[AsyncLockClient]]:
     """Two clients whose fallback re-try is an hour away: only a release serves their waits."""
-    made = [AsyncLockClient.from_url(server.url, max_poll=3600.0) for _ in range(2)]
+    made = [await async_clients.of(server, max_poll=3600.0) for _ in range(2)]
     try:
         yield made
     finally:
@@ -34,6 +37,7 @@ def queued(raw: redis.Redis, name: str) -> int:
     return int(raw.zcard(SemaphoreKeys.for_semaphore(name).queue))
 
 
+@pytest.mark.glide
 async def test_at_most_limit_permits_are_held(async_client: AsyncLockClient) -> None:
     a, b, c = (async_client.semaphore("s-limit", 2, ttl=10) for _ in range(3))
     assert await a.acquire() and await b.acquire()
@@ -51,6 +55,7 @@ async def test_at_most_limit_permits_are_held(async_client: AsyncLockClient) -> 
     assert await c.available() == 2
 
 
+@pytest.mark.glide
 async def test_a_crashed_holders_permit_comes_back_when_its_lease_ends(
     async_client: AsyncLockClient, async_client_b: AsyncLockClient
 ) -> None:
@@ -63,6 +68,7 @@ async def test_a_crashed_holders_permit_comes_back_when_its_lease_ends(
     await other.release()
 
 
+@pytest.mark.glide
 async def test_waiters_are_served_first_come_first_served(
     async_client: AsyncLockClient, async_client_b: AsyncLockClient
 ) -> None:
@@ -84,10 +90,11 @@ async def test_waiters_are_served_first_come_first_served(
     await light.release()
 
 
+@pytest.mark.glide
 async def test_auto_renewed_permits_live_as_long_as_the_work(
     async_client: AsyncLockClient,
 ) -> None:
-    permit = async_client.semaphore("s-renew", 1, ttl=0.3, auto_renew=True)
+    permit = async_client.semaphore("s-renew", 1, ttl=RENEWED_TTL, auto_renew=True)
     async with permit:
         await async_until(lambda: async_client.statistics().renewals >= 3)
         assert await permit.held()
@@ -138,6 +145,7 @@ async def test_bad_arguments_are_refused(async_client: AsyncLockClient) -> None:
         await semaphore.acquire(permits=0)
 
 
+@pytest.mark.glide
 async def test_one_release_grants_every_queued_waiter_that_fits(
     async_client: AsyncLockClient, waiters: list[AsyncLockClient], raw: redis.Redis
 ) -> None:

@@ -18,6 +18,7 @@ import fencelock
 from fencelock._sync.client import LockClient
 from fencelock._backend import SyncEvent
 from fencelock._core.compute import COMPUTE, ComputeKeys
+from fencelock._core.replies import lock_value
 from fencelock._keys import DEFAULT_PREFIX
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import TIMEOUT, SyncCall, sync_together, sync_until, evalsha_calls
@@ -47,6 +48,12 @@ class Build:
 
 def keys(name: str) -> ComputeKeys:
     return ComputeKeys.for_compute(name, DEFAULT_PREFIX, COMPUTE)
+
+
+def build_token(raw: redis.Redis, name: str) -> int | None:
+    """The fencing token of the build of ``name`` under way: its lease's key holds it."""
+    lease = raw.get(keys(name).lock)
+    return None if lease is None else lock_value(lease)[1]
 
 
 def age(raw: redis.Redis, name: str, seconds: float) -> None:
@@ -223,7 +230,8 @@ def test_a_store_older_than_the_stored_result_is_refused(
     late = Build("late", hold=True)
     building = SyncCall(lambda: sync_client.compute_once("c-late", late, fresh_for=60))
     assert late.started.wait(TIMEOUT)
-    token = int(raw.get(keys("c-late").fence) or 0)
+    token = build_token(raw, "c-late")
+    assert token is not None
     now_ms = raw.time()[0] * 1000
     # meanwhile its lease ran out, and a newer build (a larger token) stored its result
     raw.hset(keys("c-late").result, mapping={"v": '"newer"', "f": token + 1, "t": now_ms})
@@ -282,9 +290,8 @@ def test_bad_input_is_refused_and_stores_nothing(
         client.compute_once("c-bad", Build(object()), fresh_for=60)
     with pytest.raises(fencelock.ResultError, match="over max_size"):
         client.compute_once("c-bad", Build("x" * 100), fresh_for=60, max_size=64)
-    # nothing stored, no lease left: only the builds' fencing counter, kept a lease's time
-    assert raw.keys("*c-bad*") == [keys("c-bad").fence]
-    assert 0 < raw.pttl(keys("c-bad").fence) <= 30_000
+    # nothing stored, no lease left: no key at all
+    assert raw.keys("*c-bad*") == []
     assert client.compute_once("c-bad", Build("x" * 60), fresh_for=60, max_size=64)
 
 
@@ -371,7 +378,7 @@ def test_a_build_in_progress_and_its_builder_are_shown_to_operators(
     info = sync_client_b.inspect("c-view")
     assert info is not None and info.kind == "compute build"
     assert info.label is not None and info.label.split(":")[1] == str(os.getpid())  # host:pid
-    assert info.token == int(raw.get(keys("c-view").fence) or 0)
+    assert info.token == build_token(raw, "c-view")
     assert info.ttl is not None and 0 < info.ttl <= 20
     assert [i.name for i in sync_client_b.locks("c-view*")] == ["c-view"]
     slow.go.set()

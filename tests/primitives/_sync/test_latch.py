@@ -20,6 +20,7 @@ from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.concurrency import TIMEOUT, SyncCall, sync_until, evalsha_calls
 
 
+@pytest.mark.glide
 def test_the_latch_opens_when_every_participant_counted_down(
     sync_client: LockClient, sync_client_b: LockClient
 ) -> None:
@@ -33,6 +34,22 @@ def test_the_latch_opens_when_every_participant_counted_down(
     assert waiting.result()
     assert waiter.wait(timeout=0)  # open: returns at once from now on
     assert waiter.count() == 0
+
+
+@pytest.mark.parametrize("keyword", ["on_lost_policy", "auto_renew", "label"])
+def test_lease_options_a_participant_does_not_take_are_refused(
+    sync_client: LockClient, keyword: str
+) -> None:
+    """A participant's lease is always renewed, labelled by its id, and ends by no block's
+    policy: those keywords were accepted and ignored; each is refused now, naming what is
+    taken."""
+    given = {keyword: "cancel" if keyword == "on_lost_policy" else True}
+    with pytest.raises(TypeError, match=rf"latch\(\) got an unexpected keyword .*'{keyword}'"):
+        sync_client.latch("l", 2, **given)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"\(its keywords: keep, timeout, on_lost\)"):
+        sync_client.barrier("b", 2, **given)  # type: ignore[arg-type]
+    latch = sync_client.latch("l", 2, participant="p", timeout=1.0, on_lost=print)
+    assert (latch.participant, latch.count_from) == ("p", 2)
 
 
 def test_a_retried_count_down_counts_once(
@@ -73,6 +90,7 @@ def sync_until_missing(latch: Latch, expected: tuple[str, ...]) -> None:
         sync_sleep(0.01)
 
 
+@pytest.mark.glide
 def test_a_joined_participant_is_renewed_and_leaves_on_count_down(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
@@ -89,6 +107,7 @@ def test_a_joined_participant_is_renewed_and_leaves_on_count_down(
         worker.leave()  # left already
 
 
+@pytest.mark.glide
 def test_reset_starts_a_new_generation(
     sync_client: LockClient, sync_client_b: LockClient
 ) -> None:
@@ -204,6 +223,7 @@ def test_messages_speak_of_joining_entering_and_leaving(
     assert barrier.leave(timeout=0)
 
 
+@pytest.mark.glide
 def test_the_barrier_lets_all_in_then_waits_for_all_to_leave(
     sync_client: LockClient, sync_client_b: LockClient
 ) -> None:
@@ -243,3 +263,20 @@ def test_a_barrier_as_a_context_manager(sync_client: LockClient) -> None:
     assert barrier.parties == 1
     info = sync_client.inspect("b-with")
     assert info is None or info.holders == ()
+
+
+def test_a_barrier_block_over_a_lost_lease_ends_as_every_leased_block(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    """The loss is raised when the body ended normally, and noted on the body's own error
+    when it raised one (the body's error is the one to see), as a lock's block does: a
+    barrier's block replaced the body's error with the LockLost of its leave."""
+    lease_key = LatchKeys.for_latch("b-lost").lock
+    with pytest.raises(fencelock.LockLost):
+        with sync_client.barrier("b-lost", 1, ttl=10):
+            assert raw.delete(lease_key) == 1  # the participant's lease is gone
+    with pytest.raises(KeyError) as raised:
+        with sync_client.barrier("b-lost", 1, ttl=10):
+            assert raw.delete(lease_key) == 1
+            raise KeyError("the body's own")
+    assert any("fencelock:" in note for note in getattr(raised.value, "__notes__", ()))

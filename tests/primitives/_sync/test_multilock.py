@@ -18,7 +18,7 @@ from fencelock._backend import sync_sleep
 from fencelock._keys import LockKeys
 from fencelock._scripts import MULTI_ACQUIRE
 from fencelock_tools.servers.embedded import EmbeddedServer
-from tests.concurrency import SyncCall, sync_together, sync_until, evalsha_calls
+from tests.concurrency import RENEWED_TTL, SyncCall, sync_together, sync_until, evalsha_calls
 
 # Redlock's node timeout here: the default (at most 50 ms, connecting too) is shorter than a
 # loaded machine's stalls, and these tests are not about it
@@ -41,6 +41,14 @@ def woken(server: EmbeddedServer, raw: redis.Redis) -> Iterator[LockClient]:
         yield client
     finally:
         client.close()
+
+
+def test_an_on_lost_policy_is_refused_not_ignored(sync_client: LockClient) -> None:
+    """Its block ends by the policy of none of its names (docs/multilock.md): asked for one,
+    the multi-lock says so, with the keywords it takes, rather than ignoring it."""
+    with pytest.raises(TypeError, match=r"multi_lock\(\) got an unexpected keyword .*on_lost_poli"):
+        sync_client.multi_lock(["a", "b"], on_lost_policy="cancel")  # type: ignore[call-arg]
+    assert sync_client.multi_lock(["a", "b"], label="worker").names == ("a", "b")
 
 
 def test_names_are_taken_sorted_and_deduplicated(sync_client: LockClient) -> None:
@@ -154,7 +162,7 @@ def test_auto_renew_keeps_every_name(
     sync_client: LockClient, sync_client_b: LockClient
 ) -> None:
     names = ["m-r1", "m-r2", "m-r3"]
-    multi = sync_client.multi_lock(names, ttl=0.3, auto_renew=True)
+    multi = sync_client.multi_lock(names, ttl=RENEWED_TTL, auto_renew=True)
     with multi:
         sync_until(lambda: sync_client.statistics().renewals >= 3 * len(names))
         assert multi.held() and not multi.lost

@@ -17,13 +17,16 @@ from fencelock._sync.semaphore import Semaphore
 from fencelock._backend import sync_sleep
 from fencelock._keys import SemaphoreKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
-from tests.concurrency import SyncCall, sync_together, sync_until, evalsha_calls
+from tests.clients import SyncClients
+from tests.concurrency import RENEWED_TTL, SyncCall, sync_together, sync_until, evalsha_calls
 
 
 @pytest.fixture
-def waiters(server: EmbeddedServer, raw: redis.Redis) -> Iterator[list[LockClient]]:
+def waiters(
+    server: EmbeddedServer, raw: redis.Redis, sync_clients: SyncClients
+) -> Iterator[list[LockClient]]:
     """Two clients whose fallback re-try is an hour away: only a release serves their waits."""
-    made = [LockClient.from_url(server.url, max_poll=3600.0) for _ in range(2)]
+    made = [sync_clients.of(server, max_poll=3600.0) for _ in range(2)]
     try:
         yield made
     finally:
@@ -35,6 +38,7 @@ def queued(raw: redis.Redis, name: str) -> int:
     return int(raw.zcard(SemaphoreKeys.for_semaphore(name).queue))
 
 
+@pytest.mark.glide
 def test_at_most_limit_permits_are_held(sync_client: LockClient) -> None:
     a, b, c = (sync_client.semaphore("s-limit", 2, ttl=10) for _ in range(3))
     assert a.acquire() and b.acquire()
@@ -52,6 +56,7 @@ def test_at_most_limit_permits_are_held(sync_client: LockClient) -> None:
     assert c.available() == 2
 
 
+@pytest.mark.glide
 def test_a_crashed_holders_permit_comes_back_when_its_lease_ends(
     sync_client: LockClient, sync_client_b: LockClient
 ) -> None:
@@ -64,6 +69,7 @@ def test_a_crashed_holders_permit_comes_back_when_its_lease_ends(
     other.release()
 
 
+@pytest.mark.glide
 def test_waiters_are_served_first_come_first_served(
     sync_client: LockClient, sync_client_b: LockClient
 ) -> None:
@@ -85,10 +91,11 @@ def test_waiters_are_served_first_come_first_served(
     light.release()
 
 
+@pytest.mark.glide
 def test_auto_renewed_permits_live_as_long_as_the_work(
     sync_client: LockClient,
 ) -> None:
-    permit = sync_client.semaphore("s-renew", 1, ttl=0.3, auto_renew=True)
+    permit = sync_client.semaphore("s-renew", 1, ttl=RENEWED_TTL, auto_renew=True)
     with permit:
         sync_until(lambda: sync_client.statistics().renewals >= 3)
         assert permit.held()
@@ -139,6 +146,7 @@ def test_bad_arguments_are_refused(sync_client: LockClient) -> None:
         semaphore.acquire(permits=0)
 
 
+@pytest.mark.glide
 def test_one_release_grants_every_queued_waiter_that_fits(
     sync_client: LockClient, waiters: list[LockClient], raw: redis.Redis
 ) -> None:

@@ -17,6 +17,7 @@ from fencelock._core.compute import COMPUTE, ComputeKeys
 from fencelock._keys import LockKeys, fence_key_for, version_key_for
 from fencelock._transport import AsyncRedisCluster
 from fencelock_tools.servers.topology import Cluster
+from tests.clients import AsyncClients
 from tests.concurrency import TIMEOUT, AsyncCall, async_together, async_until, evalsha_calls
 from tests.engine._async.test_late_grants import connected
 
@@ -28,17 +29,15 @@ RENEWED_TTL = 3.0
 
 
 @pytest.fixture
-async def cluster_client(cluster: Cluster) -> AsyncIterator[AsyncLockClient]:
+async def cluster_client(
+    cluster: Cluster, async_clients: AsyncClients
+) -> AsyncIterator[AsyncLockClient]:
     for master in cluster.masters:
         with master.client() as probe:
             probe.flushall()
-    redis = AsyncRedisCluster(
-        host="127.0.0.1", port=cluster.port, socket_timeout=5, socket_connect_timeout=5
-    )
-    client = AsyncLockClient(redis)
+    client = await async_clients.of_cluster(cluster)
     yield client
     await client.close()
-    await redis.aclose()
 
 
 def test_every_key_of_a_lock_is_in_one_slot() -> None:
@@ -49,6 +48,7 @@ def test_every_key_of_a_lock_is_in_one_slot() -> None:
     assert len({key_slot(LockKeys.for_name(n).lock.encode()) for n in NAMES}) > 3
 
 
+@pytest.mark.glide
 async def test_locks_across_shards(cluster_client: AsyncLockClient, cluster: Cluster) -> None:
     locks = [cluster_client.lock(name, ttl=10) for name in NAMES]
     for lock in locks:
@@ -67,16 +67,21 @@ async def test_locks_across_shards(cluster_client: AsyncLockClient, cluster: Clu
     await other.release()
 
 
-@pytest.mark.parametrize("wake", ["all", "one"])
+@pytest.mark.glide
+@pytest.mark.parametrize(("wake", "fair"), [("all", True), ("one", True), ("one", False)])
 async def test_release_wakes_a_waiter_by_sharded_pubsub(
-    cluster_client: AsyncLockClient, cluster: Cluster, wake: str
+    cluster_client: AsyncLockClient,
+    cluster: Cluster,
+    async_clients: AsyncClients,
+    wake: str,
+    fair: bool,
 ) -> None:
-    redis = AsyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=5)
-    waiter_client = AsyncLockClient(redis, max_poll=3600, wake=wake)
+    # (fair=False: a barging release wakes the waiter without granting it; it re-tries)
+    waiter_client = await async_clients.of_cluster(cluster, max_poll=3600, wake=wake)
     for name in NAMES[:3]:
-        held = cluster_client.lock(name, ttl=3600)
+        held = cluster_client.lock(name, ttl=3600, fair=fair)
         assert await held.acquire(timeout=0)
-        waiting = waiter_client.lock(name, ttl=10)
+        waiting = waiter_client.lock(name, ttl=10, fair=fair)
 
         async def acquire_and_release() -> bool:
             granted = await waiting.acquire(timeout=None)  # noqa: B023 (awaited within the iteration)
@@ -92,9 +97,9 @@ async def test_release_wakes_a_waiter_by_sharded_pubsub(
         assert waiter_client.statistics().wakeups == wakeups + 1
     assert waiter_client.statistics().polls == 0
     await waiter_client.close()
-    await redis.aclose()
 
 
+@pytest.mark.glide
 async def test_watchdog_renews_locks_of_every_slot(cluster_client: AsyncLockClient) -> None:
     locks = [cluster_client.lock(name, ttl=RENEWED_TTL, auto_renew=True) for name in NAMES]
     for lock in locks:
@@ -107,6 +112,7 @@ async def test_watchdog_renews_locks_of_every_slot(cluster_client: AsyncLockClie
         await lock.release()
 
 
+@pytest.mark.glide
 async def test_renewals_follow_a_failover(
     cluster_client: AsyncLockClient, cluster: Cluster
 ) -> None:
@@ -158,6 +164,7 @@ async def test_a_late_grant_is_given_back_at_its_keys_node(cluster: Cluster) -> 
         await redis.aclose()
 
 
+@pytest.mark.glide
 async def test_reentrant_and_fenced_write_on_a_cluster(
     cluster_client: AsyncLockClient, cluster: Cluster
 ) -> None:
@@ -209,6 +216,7 @@ async def test_writes_without_a_lock_on_a_cluster(cluster: Cluster) -> None:
     await redis.aclose()
 
 
+@pytest.mark.glide
 async def test_operators_see_and_free_locks_on_every_master(
     cluster_client: AsyncLockClient, cluster: Cluster
 ) -> None:
@@ -226,13 +234,13 @@ async def test_operators_see_and_free_locks_on_every_master(
     assert [info async for info in cluster_client.locks()] == []
 
 
+@pytest.mark.glide
 async def test_latches_and_barriers_on_a_cluster(
-    cluster_client: AsyncLockClient, cluster: Cluster
+    cluster_client: AsyncLockClient, cluster: Cluster, async_clients: AsyncClients
 ) -> None:
     """Every key of a latch in one slot; its waiters are woken by sharded pub/sub; a joined
     participant is renewed on the latch's slot; a barrier's parties meet across clients."""
-    redis = AsyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=5)
-    other = AsyncLockClient(redis)
+    other = await async_clients.of_cluster(cluster)
     try:
         for name in NAMES[:3]:
             waiter = other.latch(name, 2, ttl=3600)  # no timer: only a message wakes it
@@ -254,14 +262,15 @@ async def test_latches_and_barriers_on_a_cluster(
         assert await entering.result()
     finally:
         await other.close()
-        await redis.aclose()
 
 
-async def test_semaphores_on_a_cluster(cluster_client: AsyncLockClient, cluster: Cluster) -> None:
+@pytest.mark.glide
+async def test_semaphores_on_a_cluster(
+    cluster_client: AsyncLockClient, cluster: Cluster, async_clients: AsyncClients
+) -> None:
     """Every key of a semaphore in one slot; a release wakes the first waiter by sharded
     pub/sub; renewals go to the permits' slot."""
-    redis = AsyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=5)
-    other = AsyncLockClient(redis, max_poll=3600)
+    other = await async_clients.of_cluster(cluster, max_poll=3600)
     try:
         for name in NAMES[:3]:
             held = cluster_client.semaphore(name, 1, ttl=3600)
@@ -296,7 +305,6 @@ async def test_semaphores_on_a_cluster(cluster_client: AsyncLockClient, cluster:
             await permit.release()
     finally:
         await other.close()
-        await redis.aclose()
 
 
 async def test_multi_lock_across_slots(cluster_client: AsyncLockClient, cluster: Cluster) -> None:

@@ -18,6 +18,7 @@ from fencelock._core.compute import COMPUTE, ComputeKeys
 from fencelock._keys import LockKeys, fence_key_for, version_key_for
 from fencelock._transport import SyncRedisCluster
 from fencelock_tools.servers.topology import Cluster
+from tests.clients import SyncClients
 from tests.concurrency import TIMEOUT, SyncCall, sync_together, sync_until, evalsha_calls
 from tests.engine._sync.test_late_grants import connected
 
@@ -29,17 +30,15 @@ RENEWED_TTL = 3.0
 
 
 @pytest.fixture
-def cluster_client(cluster: Cluster) -> Iterator[LockClient]:
+def cluster_client(
+    cluster: Cluster, sync_clients: SyncClients
+) -> Iterator[LockClient]:
     for master in cluster.masters:
         with master.client() as probe:
             probe.flushall()
-    redis = SyncRedisCluster(
-        host="127.0.0.1", port=cluster.port, socket_timeout=5, socket_connect_timeout=5
-    )
-    client = LockClient(redis)
+    client = sync_clients.of_cluster(cluster)
     yield client
     client.close()
-    redis.close()
 
 
 def test_every_key_of_a_lock_is_in_one_slot() -> None:
@@ -50,6 +49,7 @@ def test_every_key_of_a_lock_is_in_one_slot() -> None:
     assert len({key_slot(LockKeys.for_name(n).lock.encode()) for n in NAMES}) > 3
 
 
+@pytest.mark.glide
 def test_locks_across_shards(cluster_client: LockClient, cluster: Cluster) -> None:
     locks = [cluster_client.lock(name, ttl=10) for name in NAMES]
     for lock in locks:
@@ -68,16 +68,21 @@ def test_locks_across_shards(cluster_client: LockClient, cluster: Cluster) -> No
     other.release()
 
 
-@pytest.mark.parametrize("wake", ["all", "one"])
+@pytest.mark.glide
+@pytest.mark.parametrize(("wake", "fair"), [("all", True), ("one", True), ("one", False)])
 def test_release_wakes_a_waiter_by_sharded_pubsub(
-    cluster_client: LockClient, cluster: Cluster, wake: str
+    cluster_client: LockClient,
+    cluster: Cluster,
+    sync_clients: SyncClients,
+    wake: str,
+    fair: bool,
 ) -> None:
-    redis = SyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=5)
-    waiter_client = LockClient(redis, max_poll=3600, wake=wake)
+    # (fair=False: a barging release wakes the waiter without granting it; it re-tries)
+    waiter_client = sync_clients.of_cluster(cluster, max_poll=3600, wake=wake)
     for name in NAMES[:3]:
-        held = cluster_client.lock(name, ttl=3600)
+        held = cluster_client.lock(name, ttl=3600, fair=fair)
         assert held.acquire(timeout=0)
-        waiting = waiter_client.lock(name, ttl=10)
+        waiting = waiter_client.lock(name, ttl=10, fair=fair)
 
         def acquire_and_release() -> bool:
             granted = waiting.acquire(timeout=None)  # noqa: B023 (awaited within the iteration)
@@ -93,9 +98,9 @@ def test_release_wakes_a_waiter_by_sharded_pubsub(
         assert waiter_client.statistics().wakeups == wakeups + 1
     assert waiter_client.statistics().polls == 0
     waiter_client.close()
-    redis.close()
 
 
+@pytest.mark.glide
 def test_watchdog_renews_locks_of_every_slot(cluster_client: LockClient) -> None:
     locks = [cluster_client.lock(name, ttl=RENEWED_TTL, auto_renew=True) for name in NAMES]
     for lock in locks:
@@ -108,6 +113,7 @@ def test_watchdog_renews_locks_of_every_slot(cluster_client: LockClient) -> None
         lock.release()
 
 
+@pytest.mark.glide
 def test_renewals_follow_a_failover(
     cluster_client: LockClient, cluster: Cluster
 ) -> None:
@@ -159,6 +165,7 @@ def test_a_late_grant_is_given_back_at_its_keys_node(cluster: Cluster) -> None:
         redis.close()
 
 
+@pytest.mark.glide
 def test_reentrant_and_fenced_write_on_a_cluster(
     cluster_client: LockClient, cluster: Cluster
 ) -> None:
@@ -210,6 +217,7 @@ def test_writes_without_a_lock_on_a_cluster(cluster: Cluster) -> None:
     redis.close()
 
 
+@pytest.mark.glide
 def test_operators_see_and_free_locks_on_every_master(
     cluster_client: LockClient, cluster: Cluster
 ) -> None:
@@ -227,13 +235,13 @@ def test_operators_see_and_free_locks_on_every_master(
     assert [info for info in cluster_client.locks()] == []
 
 
+@pytest.mark.glide
 def test_latches_and_barriers_on_a_cluster(
-    cluster_client: LockClient, cluster: Cluster
+    cluster_client: LockClient, cluster: Cluster, sync_clients: SyncClients
 ) -> None:
     """Every key of a latch in one slot; its waiters are woken by sharded pub/sub; a joined
     participant is renewed on the latch's slot; a barrier's parties meet across clients."""
-    redis = SyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=5)
-    other = LockClient(redis)
+    other = sync_clients.of_cluster(cluster)
     try:
         for name in NAMES[:3]:
             waiter = other.latch(name, 2, ttl=3600)  # no timer: only a message wakes it
@@ -255,14 +263,15 @@ def test_latches_and_barriers_on_a_cluster(
         assert entering.result()
     finally:
         other.close()
-        redis.close()
 
 
-def test_semaphores_on_a_cluster(cluster_client: LockClient, cluster: Cluster) -> None:
+@pytest.mark.glide
+def test_semaphores_on_a_cluster(
+    cluster_client: LockClient, cluster: Cluster, sync_clients: SyncClients
+) -> None:
     """Every key of a semaphore in one slot; a release wakes the first waiter by sharded
     pub/sub; renewals go to the permits' slot."""
-    redis = SyncRedisCluster(host="127.0.0.1", port=cluster.port, socket_timeout=5)
-    other = LockClient(redis, max_poll=3600)
+    other = sync_clients.of_cluster(cluster, max_poll=3600)
     try:
         for name in NAMES[:3]:
             held = cluster_client.semaphore(name, 1, ttl=3600)
@@ -297,7 +306,6 @@ def test_semaphores_on_a_cluster(cluster_client: LockClient, cluster: Cluster) -
             permit.release()
     finally:
         other.close()
-        redis.close()
 
 
 def test_multi_lock_across_slots(cluster_client: LockClient, cluster: Cluster) -> None:

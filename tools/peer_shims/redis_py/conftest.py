@@ -18,6 +18,7 @@ import redis
 import redis.asyncio.lock
 import redis.lock
 
+from fencelock._core.replies import lock_value
 from fencelock._keys import LockKeys
 from fencelock.compat import redis_py, redis_py_asyncio
 from fencelock_tools.servers.embedded import EmbeddedServer, find_server
@@ -57,7 +58,8 @@ DIFFERENCES = {
 
 # With FENCELOCK_PEER_MAP_KEYS=1 the tests' own commands on a lock's key ("foo") go to the key of
 # fencelock's lock of that name instead: the tests that only read or write the key then check
-# fencelock's lease as they check redis-py's (its value is the holder token, its PTTL the lease).
+# fencelock's lease as they check redis-py's (its PTTL the lease; a GET reads its holder token,
+# without the fencing token the key holds beside it).
 MAP_KEYS = os.environ.get("FENCELOCK_PEER_MAP_KEYS") == "1"
 MAPPED_COMMANDS = {"GET", "SET", "TTL", "PTTL", "PEXPIRE"}
 
@@ -68,14 +70,22 @@ def _mapped(args: tuple[Any, ...]) -> tuple[Any, ...]:
     return args
 
 
+def _read(args: tuple[Any, ...], reply: Any) -> Any:
+    """A GET's reply as redis-py's key would hold it: the holder token alone."""
+    if str(args[0]).upper() != "GET" or not isinstance(reply, bytes | str):
+        return reply
+    holder = lock_value(reply)[0]
+    return holder.encode() if isinstance(reply, bytes) else holder
+
+
 class MappedRedis(redis.Redis):
     def execute_command(self, *args: Any, **options: Any) -> Any:
-        return super().execute_command(*_mapped(args), **options)
+        return _read(args, super().execute_command(*_mapped(args), **options))
 
 
 class MappedAsyncRedis(redis.asyncio.Redis):
     async def execute_command(self, *args: Any, **options: Any) -> Any:
-        return await super().execute_command(*_mapped(args), **options)
+        return _read(args, await super().execute_command(*_mapped(args), **options))
 
 
 # the tests that still fail with the keys mapped, and why

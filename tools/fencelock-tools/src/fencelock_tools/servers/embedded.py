@@ -167,6 +167,18 @@ class EmbeddedServer:
     def resume(self) -> None:
         os.kill(self.pid, signal.SIGCONT)
 
+    def waiting_connections(self) -> int:
+        """Connections made to the server that it has not accepted yet (Linux: the length of
+        its listening socket's accept queue, in /proc/net/tcp): a paused server's new
+        connections wait there, and are accepted once it resumes, after it has read what
+        waited on the connections it had."""
+        port = f":{self.port:04X}"
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[1].endswith(port) and fields[3] == "0A":  # (0A: listening)
+                return int(fields[4].split(":")[1], 16)  # tx_queue:rx_queue, rx the accepts due
+        return 0
+
     def kill(self) -> None:
         """SIGKILL, as a crash: the data is gone (no persistence); ``start()`` brings the server
         back empty on the same port."""

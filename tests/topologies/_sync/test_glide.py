@@ -1,0 +1,157 @@
+# GENERATED from tests/topologies/_async/test_glide.py by tools/gen_sync.py: edit that file instead.
+"""valkey-glide's clients (docs/glide.md): what is the glide route's own. The conformance subset
+(the tests marked ``glide`` in the other layers) runs the lock, the waits, the renewals, the
+semaphore, the latch and Redlock over them. Sync twin generated into tests/topologies/_sync by
+tools/gen_sync.py."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+import fencelock
+from fencelock._sync.client import LockClient
+from fencelock._keys import LockKeys
+from fencelock_tools.servers.embedded import EmbeddedServer
+from tests.clients import GLIDE, SyncClients
+from tests.concurrency import SyncCall, sync_until
+
+pytest.importorskip("glide")
+pytest.importorskip("glide_sync")  # (the sync twin's)
+
+
+@pytest.fixture
+def glide_clients() -> Iterator[SyncClients]:
+    clients = SyncClients(GLIDE)
+    yield clients
+    clients.close()
+
+
+def test_the_application_client_is_left_open(
+    server: EmbeddedServer, raw: redis.Redis, glide_clients: SyncClients
+) -> None:
+    """close() closes what fencelock made (its subscriptions' client), never the client it
+    was given, which serves the application on."""
+    given = glide_clients.glide(server)
+    client = LockClient(given)
+    with client.lock("left-open", ttl=10):
+        pass
+    waiter = client.lock("left-open", ttl=10)
+    with client.lock("left-open", ttl=10):  # a wait: its subscriptions' client is made
+        assert not waiter.acquire(timeout=0.05)
+    client.close()
+    assert given.custom_command(["PING"]) == b"PONG"
+    assert raw.pubsub_channels() == []  # (its subscriptions' client is closed)
+
+
+def test_a_dropped_client_closes_the_glide_client_it_made(
+    server: EmbeddedServer, raw: redis.Redis, glide_clients: SyncClients
+) -> None:
+    """A client dropped unclosed closes its subscriptions' client (its listener ends with it),
+    and leaves the application's open."""
+    other = LockClient(glide_clients.glide(server))
+    held = other.lock("dropped", ttl=30)
+    assert held.acquire(timeout=0)
+    given = glide_clients.glide(server)
+    before = len(raw.client_list())
+    client = LockClient(given)
+    assert not client.lock("dropped", ttl=5).acquire(timeout=0.05)  # a wait: made
+    assert len(raw.client_list()) > before
+    with pytest.warns(ResourceWarning, match="unclosed"):
+        del client
+        gc.collect()
+    sync_until(lambda: len(raw.client_list()) == before)
+    assert given.custom_command(["PING"]) == b"PONG"
+    held.release()
+    other.close()
+
+
+def test_a_wait_is_woken_through_a_glide_client_of_its_own(
+    server: EmbeddedServer, raw: redis.Redis, glide_clients: SyncClients
+) -> None:
+    """The waiter subscribes on a client of fencelock's own: the application's client is not
+    subscribed to anything, and gets no message of fencelock's."""
+    given = glide_clients.glide(server)
+    client = LockClient(given, max_poll=3600)
+    other = LockClient(glide_clients.glide(server))
+    held = other.lock("own-sub", ttl=3600)
+    assert held.acquire(timeout=0)
+    waiter = client.lock("own-sub", ttl=10)
+    call = SyncCall(lambda: waiter.acquire(timeout=None))
+    sync_until(lambda: client.statistics().waiting == 1)
+    assert raw.pubsub_channels() != []
+    held.release()
+    assert call.result()
+    assert client.statistics().wakeups == 1 and client.statistics().polls == 0
+    assert given.try_get_pubsub_message() is None
+    waiter.release()
+    client.close()
+    other.close()
+
+
+def test_the_server_is_recognised_through_glide(
+    server: EmbeddedServer, server_kind: str, glide_clients: SyncClients
+) -> None:
+    """HELLO's reply, a map under glide's RESP3, is read as redis-py's flat list: the native
+    commands are known; the operators' views decode too."""
+    client = LockClient(glide_clients.glide(server))
+    lock = client.lock("hello", ttl=10)
+    assert lock.acquire(timeout=0)
+    assert client._wiring.topology.protocol.mode.commands.server.startswith(server_kind)
+    info = client.inspect("hello")
+    assert info is not None and info.token == lock.token
+    assert [held.name for held in client.locks()] == ["hello"]
+    lock.release()
+    client.close()
+
+
+def test_a_key_of_another_type_is_a_clear_error(
+    server: EmbeddedServer, raw: redis.Redis, glide_clients: SyncClients
+) -> None:
+    """An error reply (WRONGTYPE, which glide renders "WRONGTYPE: ...") reads as redis-py's."""
+    raw.set(LockKeys.for_name("typed").fence, "not a number")
+    client = LockClient(glide_clients.glide(server))
+    with pytest.raises(fencelock.LockError, match="another Redis type"):
+        client.lock("typed", ttl=10).acquire(timeout=0)
+    assert raw.get(LockKeys.for_name("typed").fence) == "not a number"
+    client.close()
+
+
+def test_a_paused_server_bounds_every_call(
+    fresh_server: EmbeddedServer, glide_clients: SyncClients
+) -> None:
+    """The application's glide client waits for ten minutes (longer than the test's own
+    timeout): every call is bounded by fencelock's socket_timeout all the same, a wait's
+    subscribing included."""
+    given = glide_clients.glide(fresh_server, request_timeout=600_000)
+    client = LockClient(given, socket_timeout=0.3)
+    lock = client.lock("paused", ttl=30)
+    assert lock.acquire(timeout=0)
+    fresh_server.pause()
+    try:
+        with pytest.raises(fencelock.LockConnectionError):
+            lock.extend()
+        with pytest.raises(fencelock.LockConnectionError):
+            lock.held()
+        with pytest.raises(fencelock.LockConnectionError):
+            client.lock("other", ttl=5).acquire(timeout=1)
+        with pytest.raises(fencelock.LockConnectionError):
+            lock.release()
+    finally:
+        fresh_server.resume()
+    client.close()
+
+
+def test_what_glide_cannot_do_here_is_refused(
+    server: EmbeddedServer, glide_clients: SyncClients
+) -> None:
+    cluster = glide_clients.glide_cluster(server)  # (not connected)
+    given = glide_clients.glide(server)
+    for nodes in ([given, "not a client"], [given, cluster]):
+        with pytest.raises(TypeError, match="Redlock nodes must be"):
+            LockClient(nodes)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="min_replicas"):
+        LockClient(given, min_replicas=1)
