@@ -86,10 +86,22 @@ def pause_holders(
 ) -> None:
     """SIGSTOP one holder of each of ``names`` for ``seconds`` (together), then SIGCONT them:
     while they work (their next ``check()`` must fail), or ``after_check``, between a passed
-    check and the write (only the fence can stop that write)."""
+    check and the write (only the fence can stop that write). After a check, each is resumed
+    only once a newer holder of its name has written too (within ``timeout``), so that its
+    write meets the fence: on a loaded machine the newer holder may not have by then."""
     phases = (CHECKED,) if after_check else (WORKING,)
     where = "after its check" if after_check else "while it works"
     frozen: list[tuple[WorkerHandle, contextlib.ExitStack, FaultMark]] = []
+    grants = {w.id: run.grant_count(w) for w in run.handles}  # before the pauses
+
+    def overtaken(holder: WorkerHandle) -> bool:
+        """Whether another worker of ``holder``'s name wrote in a grant it got since."""
+        return any(
+            run.grant_count(w) > grants.get(w.id, 0) + (run.phase(w) != WRITTEN)
+            for w in run.workers_of(holder.name)
+            if w.id != holder.id
+        )
+
     try:
         for name in names:
             holder = _freeze_holder(run, name, phases, timeout)
@@ -101,6 +113,8 @@ def pause_holders(
             frozen.append((holder, stack, fault))
             run.record(h.PAUSED, worker=holder.id, name=name, value=fault.id)
         run.sleep(seconds)
+        if after_check:
+            run.wait_for(lambda: all(overtaken(holder) for holder, _, _ in frozen), timeout)
     finally:
         for holder, stack, fault in frozen:
             fault.heal()

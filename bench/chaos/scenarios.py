@@ -170,9 +170,9 @@ def holder_crash(run: Run, cycle: int) -> None:
 
 
 def holder_pause(run: Run, cycle: int) -> None:
-    # past the holder's lease, and past the whole hold of its successor: by the time it wakes
-    # up, a newer token has written (so its own write, if it makes one, must be refused),
-    # unless the successor lost its own lease first (a loaded machine: FENCED says so)
+    # past the holder's lease, and past the whole hold of its successor; a holder paused after
+    # its check is resumed only once a newer token has written (nemesis.pause_holders), so its
+    # own write must be refused
     seconds = run.ttl + run.scenario.max_hold + 0.5
     nemesis.pause_holders(run, run.names, seconds, after_check=True)
     nemesis.pause_holders(run, run.names, seconds, after_check=False)

@@ -309,7 +309,7 @@ def test_without_redis_server_everything_runs_on_valkey(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("['valkey'] ") and "valkey-server" in done.stdout
     # a server test runs on valkey, and is not also reported skipped for want of redis-server
-    test = "tests/engine/_async/test_lock.py::test_acquire_release_roundtrip"
+    test = "tests/engine/_async/test_lock.py::test_acquire_release_roundtrip[valkey-redis-py]"
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", test],
         cwd=root, env=env, capture_output=True, text=True, timeout=120,
