@@ -35,6 +35,7 @@ from .._core.quorum import (
     acquire_outcome,
     decided,
     owned_by_quorum,
+    proposed_token,
     released,
     renew_outcome,
     two_rounds,
@@ -117,10 +118,13 @@ class AsyncGrants:
             await protocol.check_servers(spec.keys.lock)
         kind = spec.kind if protocol.runs_scripts else await protocol.stand_in(spec)
         spelled = protocol.commands
-        commands, noscript = kind.acquire_request(spec, holder, depth, block, waiter, spelled)
         if self.majority:
-            request = (commands, noscript)
+            # the token proposed, where the lock key holds it: a majority that grants it needs
+            # no write-back (quorum.proposed_token)
+            proposal = proposed_token(time.time_ns()) if kind.token_in_key else 0
+            request = kind.acquire_request(spec, holder, depth, block, waiter, spelled, proposal)
             return await self._acquire_by_majority(spec, kind, holder, depth, request, deadline)
+        commands, noscript = kind.acquire_request(spec, holder, depth, block, waiter, spelled)
         send, key, wait = self._route.send, spec.acquire_keys[0], protocol.wait
         attempt, first = 1, None
         no_reply: NoReply | None = None  # an attempt sent that got no reply: it may still grant
@@ -193,8 +197,14 @@ class AsyncGrants:
                     # (the nodes that did not answer may still grant: replies.unanswered)
                     raise exc from no_reply
         result = outcome.result
-        if isinstance(result, Granted) and depth == 0 and not ASYNC_LAZY_TOKEN:
-            # asyncio cannot do the write-back later, inside the ``token`` property
+        if (
+            isinstance(result, Granted)
+            and depth == 0
+            and not (result.confirmed or ASYNC_LAZY_TOKEN)
+        ):
+            # the majority's tokens differ (the sync API writes the largest back at the first
+            # read of ``lock.token``: ASYNC_LAZY_TOKEN); asyncio cannot do it later, inside the
+            # ``token`` property
             try:
                 confirmed = await self.confirm(spec, holder, result.fence)
             except LockConnectionError:

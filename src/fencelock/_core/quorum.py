@@ -155,6 +155,23 @@ def first_error(replies: Sequence[object]) -> BaseException | None:
     return errors[0]
 
 
+# How far ahead of the client's clock a Redlock acquire proposes the grant's fencing token
+# (acquire.lua's ARGV[5]): each node grants max(its last token + 1, its clock, the proposal), so
+# when every node's clock is behind the proposal as the request runs there, the majority grants
+# one token, which every node of it holds already: no write-back (docs/safety.md, "Fencing
+# tokens"). Long enough for the request to reach the nodes and for clocks that differ a little
+# (the one-way latency plus the clocks' offset); short, because a lock released before its node's
+# clock has passed its token keeps the token in its counter (a command more, and one key until
+# then) and makes the next grant of the name there take its slower path.
+PROPOSAL_LEAD_US = 1000
+
+
+def proposed_token(now_ns: int) -> int:
+    """The fencing token a Redlock acquire proposes, from the client's wall clock ``now_ns``
+    (``time.time_ns()``)."""
+    return now_ns // 1000 + PROPOSAL_LEAD_US
+
+
 @dataclass(frozen=True, slots=True)
 class QuorumAcquire:
     """What one round of acquire requests to every node amounts to."""
@@ -169,9 +186,11 @@ def acquire_outcome(
     """Decide a Redlock acquire from every node's result (its kind's reading of its reply, or
     the exception it failed with, already translated).
 
-    A grant needs a majority and a positive validity; the fencing token proposed is the largest
-    counter value among the granting nodes (it still has to be written back to a majority before
-    anyone may use it: ``confirm``). ``LockConnectionError`` when fewer than a majority of nodes
+    A grant needs a majority and a positive validity; its fencing token is the largest among the
+    granting nodes. When a majority of the nodes granted that very token (the proposal,
+    ``proposed_token``), every later majority shares one of them, whose token is past it: the
+    grant is confirmed. Otherwise it still has to be written back to a majority before anyone
+    may use it (``confirm``). ``LockConnectionError`` when fewer than a majority of nodes
     could be reached (``Busy`` is for a majority that answered without granting). A node whose
     reentrant hold count is not ours (``LockLost``) did not grant, and counts as failed.
     """
@@ -179,7 +198,8 @@ def acquire_outcome(
     # the common case first, without a pass per node: a majority granted
     fences = [r.fence for r in results if type(r) is Granted]
     if len(fences) >= need and validity(ttl, elapsed) > 0:
-        return QuorumAcquire(Granted(max(fences), confirmed=False), touched=True)
+        top = max(fences)
+        return QuorumAcquire(Granted(top, confirmed=fences.count(top) >= need), touched=True)
     pttls = [r.pttl for r in results if type(r) is Busy]
     lost = [r for r in results if isinstance(r, LockLost)]
     error = first_error([r for r in results if not isinstance(r, LockLost)] + [None] * len(lost))
