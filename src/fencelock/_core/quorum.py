@@ -159,17 +159,25 @@ def first_error(replies: Sequence[object]) -> BaseException | None:
 # (acquire.lua's ARGV[5]): each node grants max(its last token + 1, its clock, the proposal), so
 # when every node's clock is behind the proposal as the request runs there, the majority grants
 # one token, which every node of it holds already: no write-back (docs/safety.md, "Fencing
-# tokens"). Long enough for the request to reach the nodes and for clocks that differ a little
-# (the one-way latency plus the clocks' offset); short, because a lock released before its node's
-# clock has passed its token keeps the token in its counter (a command more, and one key until
-# then) and makes the next grant of the name there take its slower path.
-PROPOSAL_LEAD_US = 1000
+# tokens"). The lead is the client's last acquire round (``proposal_lead``): each node ran its
+# script within the round, so with clocks that agree, the nodes' clocks were behind the lead; a
+# lead much longer would cost the lock's release, which keeps a token its node's clock has not
+# passed in the counter (a command more, and the next grant there takes its slower path).
+FIRST_LEAD_US = 1000  # before the client's first round
+MIN_LEAD_US = 50
+MAX_LEAD_US = 50_000  # (NODE_TIMEOUT_MAX: a round of a hung node; far below any lease)
 
 
-def proposed_token(now_ns: int) -> int:
+def proposal_lead(elapsed: float) -> int:
+    """The lead of the next proposal, in microseconds, after an acquire round of ``elapsed``
+    seconds (from the send to the last node's answer)."""
+    return min(MAX_LEAD_US, max(MIN_LEAD_US, round(elapsed * 1_000_000)))
+
+
+def proposed_token(now_ns: int, lead_us: int) -> int:
     """The fencing token a Redlock acquire proposes, from the client's wall clock ``now_ns``
-    (``time.time_ns()``)."""
-    return now_ns // 1000 + PROPOSAL_LEAD_US
+    (``time.time_ns()``) and the lead (``proposal_lead``)."""
+    return now_ns // 1000 + lead_us
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,17 +32,27 @@
 -- release and queued again has a new score: that is how a waiter tells a grant it may trust
 -- from one that came before this reply (see lock.py).
 --
--- The uncontended grant runs first, before the helpers are made: no counter (so no token ahead
--- of the clock to count on from), one token, and the lock free.
-local t, fence
+-- The uncontended grant runs first, before the helpers are made: one token, the lock free, and
+-- no counter, or one below the token (a token kept until the clock passed it: it goes, the lock
+-- key holding the larger one), so no token ahead of the clock to count on from.
+local t, fence, last
 local proposed = tonumber(ARGV[5] or '')
-if ARGV[3] == '1' and redis.call('EXISTS', KEYS[2]) == 0 then
+if ARGV[3] == '1' then
+  last = redis.pcall('GET', KEYS[2])  -- (false: none; not a string: the slower path's error)
+end
+if last == false or type(last) == 'string' then
   t = redis.call('TIME')
   fence = t[1] .. string.format('%06d', t[2])
   if proposed and proposed > tonumber(fence) and proposed < tonumber(fence) + ARGV[2] * 1000 then
     fence = string.format('%d', proposed)
   end
-  if redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. fence, 'NX', 'PX', ARGV[2]) then
+  if last and not (string.match(last, '^[1-9]%d*$')
+      and (#last < #fence or (#last == #fence and last < fence))) then
+    fence = nil  -- counted on from the counter, below
+  elseif redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. fence, 'NX', 'PX', ARGV[2]) then
+    if last then
+      redis.call('DEL', KEYS[2])
+    end
     if ARGV[4] ~= '' and ARGV[4] ~= '*' then
       redis.call('ZREM', KEYS[3], ARGV[4], string.match(ARGV[4], '^%S+'))
     end

@@ -281,9 +281,11 @@ def test_a_majority_that_grants_the_proposed_token_needs_no_write_back(
 ) -> None:
     # Each node grants max(its last token + 1, its clock, the client's proposal): with the
     # proposal ahead of every node's clock as the acquire runs there (a lead longer than the
-    # node timeout, which bounds when a counted grant ran), the nodes grant one token, which
-    # each of them holds already: reading it sends nothing more (fence_raise.lua not run).
-    monkeypatch.setattr(quorum, "PROPOSAL_LEAD_US", 2_000_000)
+    # node timeout, which bounds when a counted grant ran: from the warm-up's round on), the
+    # nodes grant one token, which each of them holds already: reading it sends nothing more
+    # (fence_raise.lua not run).
+    for bound in ("MIN_LEAD_US", "MAX_LEAD_US"):
+        monkeypatch.setattr(quorum, bound, 2_000_000)
     client = make_client(redlock)
     warm = client.lock("warm", ttl=10)  # (the scripts loaded, the servers checked)
     assert warm.acquire(timeout=0)
