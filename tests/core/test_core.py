@@ -220,13 +220,27 @@ def test_a_release_on_several_servers_is_decided_by_a_majority() -> None:
 def test_acquire_outcome_needs_a_majority() -> None:
     granted = [[1, 4], [1, 7], [1, 5], [0, 900], LockConnectionError("down")]
     outcome = acquire_outcome(read(granted), ttl=10.0, elapsed=0.01)
-    # the proposed token is the largest counter among the granting nodes, not yet confirmed
+    # the token is the largest among the granting nodes, not yet confirmed: one node has it
     assert outcome.result == Granted(7, confirmed=False)
     split = [[1, 4], [1, 7], [0, 900], [0, 800], LockConnectionError("down")]
     outcome = acquire_outcome(read(split), ttl=10.0, elapsed=0.01)
     assert isinstance(outcome.result, Busy) and outcome.touched  # give back the two grants
     # the lock frees itself on a majority no later than the longest remaining busy lease
     assert outcome.result.pttl == pytest.approx(0.9)
+
+
+def test_acquire_outcome_is_confirmed_when_a_majority_granted_the_largest_token() -> None:
+    # the proposal granted by a majority (a node with a clock behind by more than the lease
+    # ignored it): every later majority shares a node that holds it, nothing to write back
+    agreed = [[1, 9], [1, 9], [1, 4], [1, 9], LockConnectionError("down")]
+    assert acquire_outcome(read(agreed), ttl=10.0, elapsed=0.01).result == Granted(9)
+    # a node ahead (its counter, or its clock): the largest, which one node holds, is to be
+    # written back to a majority before it is used
+    ahead = [[1, 9], [1, 9], [1, 12], [1, 9], [1, 9]]
+    outcome = acquire_outcome(read(ahead), ttl=10.0, elapsed=0.01)
+    assert outcome.result == Granted(12, confirmed=False)
+    split = [[1, 9], [1, 12], [1, 12], [1, 9], [0, 900]]  # 12 by two of five: no majority
+    assert acquire_outcome(read(split), ttl=10.0, elapsed=0.01).result == Granted(12, False)
 
 
 def test_acquire_outcome_refuses_a_grant_without_validity() -> None:

@@ -6,6 +6,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import redis
@@ -112,22 +113,27 @@ def test_reentrant_lock_object_shared_by_threads(
 
 
 def test_redlock_token_is_written_back_when_first_read(redlock: list[EmbeddedServer]) -> None:
-    """The sync API writes a Redlock token back to a majority lazily, at the first read: an
-    acquire+release that never uses its token costs two round trips, not three."""
+    """The sync API writes a Redlock token that a majority did not grant (a node ahead gave
+    a larger one) back to a majority lazily, at the first read: an acquire+release that never
+    uses its token costs two round trips, not three."""
     client = fencelock.LockClient.from_url([s.url for s in redlock], node_timeout=0.5)
     keys = LockKeys.for_name("lazy")
     probes = [srv.client() for srv in redlock]
     lock = client.lock("lazy", ttl=30)
+    ahead = time.time_ns() // 1000 + 10**9  # a counter a thousand seconds ahead, on one node
+    probes[0].set(keys.fence, ahead)
     assert lock.acquire(timeout=0)
-    for probe in probes[:2]:  # two nodes granted it a smaller token
+    for probe in probes[1:3]:  # two nodes granted it a smaller token still
         holder, _ = lock_value(probe.get(keys.lock))
         probe.set(keys.lock, f"{holder} 1", keepttl=True)
+    assert [lock_value(p.get(keys.lock))[1] for p in probes[:3]] == [ahead + 1, 1, 1]
     token = lock.token
-    assert token > 0
+    assert token == ahead + 1
     # raised where still held: each node's lock key holds it
     assert [lock_value(p.get(keys.lock))[1] for p in probes] == [token] * 5
     lock.release()
 
+    probes[0].set(keys.fence, 2 * ahead)  # the tokens differ again
     assert lock.acquire(timeout=0)
     for probe in probes[:3]:  # a majority lost the grant before its token was read
         probe.delete(keys.lock)

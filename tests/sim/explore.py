@@ -345,6 +345,16 @@ SPECS: dict[str, Spec] = {
             redlock=True,
             faults=("node-lost", "pause", "drop"),
         ),
+        # a node whose clock is a ttl ahead: each grant's tokens differ, the largest written
+        # back (a client's second grant is asked for after its first: its token must be larger)
+        _spec(
+            "redlock-ahead",
+            ((LOCK,), (SHORT,)),
+            nodes=3,
+            redlock=True,
+            ahead=1.0,
+            faults=("node-lost", "pause"),
+        ),
         _spec(
             "election",
             ((Plan(kind="election", rounds=1, block=True),),) * 2,
@@ -506,7 +516,8 @@ that interleavings are explored on purpose and every run replays exactly, step b
   `tests/sim/test_differential.py` sends the same command streams to `redis-server` and
   `valkey-server` and to the simulation, and compares every reply.
 - **The processes**: each simulated client process runs on an asyncio event loop of its own
-  (asyncio's loop with no I/O and a virtual clock, which `time.monotonic()` reads too), with the
+  (asyncio's loop with no I/O and a virtual clock, which `time.monotonic()` and
+  `time.time_ns()` read too), with the
   library's own routes (`AsyncOneServerRoute`, `AsyncQuorumRoute`), requester (its own connections,
   RESP written once per request, raw RESP3 replies) and pub/sub waiter over simulated redis-py
   connections and pub/sub.
@@ -555,7 +566,9 @@ grant on (and extending it) against a third client; `barging`, three clients of 
 (`fair=False`: a release wakes the first waiter, whoever asks first takes the name);
 `reentrant`, two clients entering twice;
 `semaphore`, limit 2, three clients; `rwlock`, a writer and two readers; `redlock`, three
-nodes, two clients; `election`, two candidates in `async with` blocks
+nodes, two clients; `redlock-ahead`, the same with one node's clock a ttl ahead (every grant's
+tokens differ: the largest is written back), one client taking the name twice;
+`election`, two candidates in `async with` blocks
 (`on_lost_policy="cancel"`). In those, every hold ends before the watchdog's first renewal (a
 third of the ttl). Three more hold for 1.5 ttl in five steps, each lease renewed four times,
 against the watchdog's faults (a holder paused past its ttl, a renewal or its reply lost, a

@@ -31,6 +31,10 @@ DROPPED_AT_HORIZON: Final = (
 )
 
 
+# the wall clock (the servers' and the processes') when the world's clock reads 0
+T0_US: Final = 1_700_000_000_000_000
+
+
 class Clock:
     """The world's monotonic clock, in seconds (it starts well away from 0: a real monotonic
     clock is never at 0.0, and 0.0 is falsy)."""
@@ -40,6 +44,11 @@ class Clock:
 
     def monotonic(self) -> float:
         return self.now
+
+    def time_ns(self) -> int:
+        """The processes' wall clock: the servers' (a Redlock acquire proposes its token from
+        it), as long as no fault jumps a server's."""
+        return (T0_US + round(self.now * 1_000_000)) * 1000
 
 
 class _NoIO:
@@ -139,9 +148,11 @@ class SimLoop(asyncio.BaseEventLoop):
 
 @contextlib.contextmanager
 def virtual_monotonic(clock: Clock) -> Iterator[None]:
-    """Every loaded ``fencelock`` module reads ``clock`` as ``time.monotonic()`` meanwhile."""
+    """Every loaded ``fencelock`` module reads ``clock`` as ``time.monotonic()`` (and as
+    ``time.time_ns()``, the wall clock) meanwhile."""
     fake = types.SimpleNamespace(**{k: getattr(time, k) for k in dir(time) if k[:2] != "__"})
     fake.monotonic = clock.monotonic
+    fake.time_ns = clock.time_ns
     patched = []
     for name, module in list(sys.modules.items()):
         if (name == "fencelock" or name.startswith("fencelock.")) and getattr(

@@ -19,8 +19,8 @@ from types import ModuleType
 from typing import Any
 
 from fencelock import _scripts as scripts
-from fencelock._async import engine, handoff, singleflight, watchdog
-from fencelock._core import lease
+from fencelock._async import engine, grants, handoff, singleflight, watchdog
+from fencelock._core import lease, quorum
 
 
 @dataclass(frozen=True)
@@ -147,6 +147,22 @@ MUTANTS = (
         "release, which publishes only to queued waiters, wakes none",
         "reentrant",
         scripts=((scripts.REENTRANT_ACQUIRE, "if ARGV[5] == '*' then", "if false then"),),
+    ),
+    # -- Redlock's token folded into the acquire (issue 34) -------------------------------------
+    Mutant(
+        "redlock-tokens-differ-unconfirmed",
+        "a Redlock grant whose majority answered different tokens is taken as confirmed: the "
+        "largest is not written back, and a later majority without its node hands out less",
+        "redlock-ahead",
+        functions=(
+            (
+                grants,
+                "acquire_outcome",
+                quorum,
+                "confirmed=fences.count(top) >= need",
+                "confirmed=True",
+            ),
+        ),
     ),
     # -- the watchdog's path (issue 29): renewals, and the losses they find -------------------
     Mutant(

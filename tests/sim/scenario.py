@@ -63,9 +63,10 @@ from fencelock import _scripts as scripts
 from fencelock._keys import SemaphoreKeys, fence_key_for
 from fencelock.errors import LockError, LockLost, LockNotOwned, LockTimeout
 
+from .loop import T0_US
 from .server import SimServer
 from .topology import REQUEST_TIMEOUT, SimClient, sim_client
-from .world import T0_US, Message, Node, Option, Process, World
+from .world import Message, Node, Option, Process, World
 
 NAME = "job"
 WRITE_PERMITS = 2**31
@@ -109,6 +110,9 @@ class Spec:
     limit: int = 1  # a semaphore's
     faults: tuple[str, ...] = ()  # the kinds of fault this configuration injects
     max_handoffs: int = 10
+    # the first server's clock is ahead of the world's by this many seconds (Redlock: its tokens
+    # are the largest, so the majority's differ and the largest must be written back)
+    ahead: float = 0.0
     scenario: Any = None  # what runs it (None: ``Scenario``; compute.py's runs compute_once)
 
     @property
@@ -585,6 +589,7 @@ class Scenario:
     def __init__(self, spec: Spec, patches: dict[str, str] | None = None) -> None:
         self.spec = spec
         self.world = World(nodes=spec.nodes, patches=patches)
+        self.world.nodes[0].offset_us = round(spec.ahead * 1_000_000)
         if "failover" in spec.faults:
             for node in self.world.nodes:
                 node.writes = deque(maxlen=2)

@@ -33,12 +33,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from fencelock import _scripts as scripts
 
-from .loop import Clock, SimLoop
+from .loop import T0_US, Clock, SimLoop
 from .lua import Lua
 from .protocol import Push, Reply
 from .server import Entry, Queued, SimServer
 
-T0_US = 1_700_000_000_000_000  # the servers' wall clock when the world's clock reads 0
 # A message is delivered this long after it was sent at the earliest: a round trip takes time,
 # and a waiter that re-tries the moment a lease ends finds it ended a moment later.
 LATENCY = 0.0001

@@ -430,8 +430,9 @@ class AsyncLease:
     def token(self) -> int:
         """The fencing token of the current grant (kept after the lease is lost, until release).
 
-        Redlock: the first read raises a majority's counters to the token (one round trip), so
-        that every later grant gets a larger one; ``LockLost`` if the lease is gone by then."""
+        Redlock, where the nodes granted different tokens: the first read raises a majority's
+        counters to the token (one round trip), so that every later grant gets a larger one;
+        ``LockLost`` if the lease is gone by then."""
         grant = self.owned_grant("read the token of")
         if not grant.confirmed:
             return async_blocking(self._confirm_token, grant)

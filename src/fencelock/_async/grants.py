@@ -32,9 +32,12 @@ from .._backend import (
 from .._core.kinds import Kind, LeaseSpec, Released, per_grant, raised, renewal
 from .._core.lease import arrived_late, time_left
 from .._core.quorum import (
+    FIRST_LEAD_US,
     acquire_outcome,
     decided,
     owned_by_quorum,
+    proposal_lead,
+    proposed_token,
     released,
     renew_outcome,
     two_rounds,
@@ -79,6 +82,7 @@ class AsyncGrants:
         # nodes; elsewhere one, the server of the name's keys
         self.node_count = len(route.addresses) if self.majority else 1
         self._bound = route.node_timeout  # one request's bound about a grant of a ttl
+        self._lead = FIRST_LEAD_US  # Redlock: the next proposed token's lead (proposal_lead)
         # give-backs left to finish when their caller was cancelled (finished by close(), or
         # as the loop shuts down)
         self.detached = AsyncDetached(route.request_timeout)
@@ -117,10 +121,13 @@ class AsyncGrants:
             await protocol.check_servers(spec.keys.lock)
         kind = spec.kind if protocol.runs_scripts else await protocol.stand_in(spec)
         spelled = protocol.commands
-        commands, noscript = kind.acquire_request(spec, holder, depth, block, waiter, spelled)
         if self.majority:
-            request = (commands, noscript)
+            # the token proposed, where the lock key holds it: a majority that grants it needs
+            # no write-back (quorum.proposed_token)
+            proposal = proposed_token(time.time_ns(), self._lead) if kind.token_in_key else 0
+            request = kind.acquire_request(spec, holder, depth, block, waiter, spelled, proposal)
             return await self._acquire_by_majority(spec, kind, holder, depth, request, deadline)
+        commands, noscript = kind.acquire_request(spec, holder, depth, block, waiter, spelled)
         send, key, wait = self._route.send, spec.acquire_keys[0], protocol.wait
         attempt, first = 1, None
         no_reply: NoReply | None = None  # an attempt sent that got no reply: it may still grant
@@ -181,6 +188,7 @@ class AsyncGrants:
         for attempt in range(1, ATTEMPTS + 1):
             sent_at = time.monotonic()
             answers = await self.protocol.request_all(*request, timeout, spec.what)
+            self._lead = proposal_lead(time.monotonic() - sent_at)
             results = [a if isinstance(a, LockError) else _acquired(kind, a) for a in answers]
             await async_checkpoint()
             try:
@@ -193,8 +201,14 @@ class AsyncGrants:
                     # (the nodes that did not answer may still grant: replies.unanswered)
                     raise exc from no_reply
         result = outcome.result
-        if isinstance(result, Granted) and depth == 0 and not ASYNC_LAZY_TOKEN:
-            # asyncio cannot do the write-back later, inside the ``token`` property
+        if (
+            isinstance(result, Granted)
+            and depth == 0
+            and not (result.confirmed or ASYNC_LAZY_TOKEN)
+        ):
+            # the majority's tokens differ (the sync API writes the largest back at the first
+            # read of ``lock.token``: ASYNC_LAZY_TOKEN); asyncio cannot do it later, inside the
+            # ``token`` property
             try:
                 confirmed = await self.confirm(spec, holder, result.fence)
             except LockConnectionError:

@@ -83,8 +83,9 @@ class AsyncLeaseFacade:
     def token(self) -> int:
         """The fencing token of the current grant (kept after the lease is lost, until release).
 
-        Redlock: the first read raises a majority's counters to the token (one round trip), so
-        that every later grant gets a larger one; ``LockLost`` if the lease is gone by then."""
+        Redlock, where the nodes granted different tokens: the first read raises a majority's
+        counters to the token (one round trip), so that every later grant gets a larger one;
+        ``LockLost`` if the lease is gone by then."""
         return self._lease.token()
 
     @property

@@ -228,9 +228,14 @@ class Kind:
         block: int,
         entry: str,
         server: ServerCommands,
+        proposal: int = 0,
     ) -> Request:
+        """``proposal``: Redlock's proposed fencing token (``quorum.proposed_token``), the last
+        argument of a kind whose lock key holds its token (acquire.lua); 0: none."""
         script, keys = self.acquire_script, spec.acquire_keys
         args = self.acquire_args(spec, holder, depth, block, entry, server.publish)
+        if proposal:
+            args = (*args, proposal)
         return [script.evalsha(keys, args)], script.eval(keys, args)
 
     def acquire_result(self, replies: Sequence[Any]) -> Granted | Busy:
@@ -321,6 +326,7 @@ class NativeMutex(Mutex):
         block: int,
         entry: str,
         server: ServerCommands,
+        proposal: int = 0,  # (never on a quorum: ``on_quorum``)
     ) -> Request:
         keys, ttl = spec.keys, spec.ttl_ms
         # a waiter's '*' in the queue: a scripted client's release wakes it too (release.lua);

@@ -155,6 +155,31 @@ def first_error(replies: Sequence[object]) -> BaseException | None:
     return errors[0]
 
 
+# How far ahead of the client's clock a Redlock acquire proposes the grant's fencing token
+# (acquire.lua's ARGV[5]): each node grants max(its last token + 1, its clock, the proposal), so
+# when every node's clock is behind the proposal as the request runs there, the majority grants
+# one token, which every node of it holds already: no write-back (docs/safety.md, "Fencing
+# tokens"). The lead is the client's last acquire round (``proposal_lead``): each node ran its
+# script within the round, so with clocks that agree, the nodes' clocks were behind the lead; a
+# lead much longer would cost the lock's release, which keeps a token its node's clock has not
+# passed in the counter (a command more, and the next grant there takes its slower path).
+FIRST_LEAD_US = 1000  # before the client's first round
+MIN_LEAD_US = 50
+MAX_LEAD_US = 50_000  # (NODE_TIMEOUT_MAX: a round of a hung node; far below any lease)
+
+
+def proposal_lead(elapsed: float) -> int:
+    """The lead of the next proposal, in microseconds, after an acquire round of ``elapsed``
+    seconds (from the send to the last node's answer)."""
+    return min(MAX_LEAD_US, max(MIN_LEAD_US, round(elapsed * 1_000_000)))
+
+
+def proposed_token(now_ns: int, lead_us: int) -> int:
+    """The fencing token a Redlock acquire proposes, from the client's wall clock ``now_ns``
+    (``time.time_ns()``) and the lead (``proposal_lead``)."""
+    return now_ns // 1000 + lead_us
+
+
 @dataclass(frozen=True, slots=True)
 class QuorumAcquire:
     """What one round of acquire requests to every node amounts to."""
@@ -169,9 +194,11 @@ def acquire_outcome(
     """Decide a Redlock acquire from every node's result (its kind's reading of its reply, or
     the exception it failed with, already translated).
 
-    A grant needs a majority and a positive validity; the fencing token proposed is the largest
-    counter value among the granting nodes (it still has to be written back to a majority before
-    anyone may use it: ``confirm``). ``LockConnectionError`` when fewer than a majority of nodes
+    A grant needs a majority and a positive validity; its fencing token is the largest among the
+    granting nodes. When a majority of the nodes granted that very token (the proposal,
+    ``proposed_token``), every later majority shares one of them, whose token is past it: the
+    grant is confirmed. Otherwise it still has to be written back to a majority before anyone
+    may use it (``confirm``). ``LockConnectionError`` when fewer than a majority of nodes
     could be reached (``Busy`` is for a majority that answered without granting). A node whose
     reentrant hold count is not ours (``LockLost``) did not grant, and counts as failed.
     """
@@ -179,7 +206,8 @@ def acquire_outcome(
     # the common case first, without a pass per node: a majority granted
     fences = [r.fence for r in results if type(r) is Granted]
     if len(fences) >= need and validity(ttl, elapsed) > 0:
-        return QuorumAcquire(Granted(max(fences), confirmed=False), touched=True)
+        top = max(fences)
+        return QuorumAcquire(Granted(top, confirmed=fences.count(top) >= need), touched=True)
     pttls = [r.pttl for r in results if type(r) is Busy]
     lost = [r for r in results if isinstance(r, LockLost)]
     error = first_error([r for r in results if not isinstance(r, LockLost)] + [None] * len(lost))

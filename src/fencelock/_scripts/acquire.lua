@@ -16,6 +16,11 @@
 --          reentrant lock's waiter). A barging lock's waiter (fair=False) queues by its id for its
 --          first tries (kinds.BARGED_TRIES), then as 'id ttl block token': that entry takes the
 --          place (the score) of its id, and a barging release grants it (serve.lua)
+-- ARGV[5]  Redlock: a proposed fencing token (the client's clock in microseconds, a little ahead),
+--          or absent. A grant's token is then max(last token + 1, this server's clock, the
+--          proposal) when the proposal is ahead of the clock by less than the lease (the lock key
+--          holds it until the clock has passed it; one further ahead is ignored): every node of
+--          a majority grants the same token, and none needs its write-back (fence_raise.lua)
 --
 -- Returns {1, fence} when granted, fence being the last token of the block. When ARGV[1] already
 -- holds the lock (the library retries a request that timed out and the first attempt had in
@@ -27,13 +32,27 @@
 -- release and queued again has a new score: that is how a waiter tells a grant it may trust
 -- from one that came before this reply (see lock.py).
 --
--- The uncontended grant runs first, before the helpers are made: no counter (so no token ahead
--- of the clock to count on from), one token, and the lock free.
-local t, fence
-if ARGV[3] == '1' and redis.call('EXISTS', KEYS[2]) == 0 then
+-- The uncontended grant runs first, before the helpers are made: one token, the lock free, and
+-- no counter, or one below the token (a token kept until the clock passed it: it goes, the lock
+-- key holding the larger one), so no token ahead of the clock to count on from.
+local t, fence, last
+local proposed = tonumber(ARGV[5] or '')
+if ARGV[3] == '1' then
+  last = redis.pcall('GET', KEYS[2])  -- (false: none; not a string: the slower path's error)
+end
+if last == false or type(last) == 'string' then
   t = redis.call('TIME')
   fence = t[1] .. string.format('%06d', t[2])
-  if redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. fence, 'NX', 'PX', ARGV[2]) then
+  if proposed and proposed > tonumber(fence) and proposed < tonumber(fence) + ARGV[2] * 1000 then
+    fence = string.format('%d', proposed)
+  end
+  if last and not (string.match(last, '^[1-9]%d*$')
+      and (#last < #fence or (#last == #fence and last < fence))) then
+    fence = nil  -- counted on from the counter, below
+  elseif redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. fence, 'NX', 'PX', ARGV[2]) then
+    if last then
+      redis.call('DEL', KEYS[2])
+    end
     if ARGV[4] ~= '' and ARGV[4] ~= '*' then
       redis.call('ZREM', KEYS[3], ARGV[4], string.match(ARGV[4], '^%S+'))
     end
@@ -42,8 +61,13 @@ if ARGV[3] == '1' and redis.call('EXISTS', KEYS[2]) == 0 then
 end
 -- (the preludes' helpers from here on)
 if not fence and redis.call('EXISTS', KEYS[1]) == 0 then
-  -- a block reserved, or a counter to count on from
-  local top, err = mint(KEYS[2], ARGV[3], 0)
+  -- a block reserved, or a counter to count on from (and the proposal, within the lease)
+  t = t or redis.call('TIME')
+  local floor
+  if proposed and proposed < tonumber(micros(t)) + ARGV[2] * 1000 then
+    floor = decimal(proposed - 1)
+  end
+  local top, err = mint(KEYS[2], ARGV[3], 0, floor, t)
   if not top then
     return err
   end

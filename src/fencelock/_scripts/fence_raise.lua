@@ -1,4 +1,6 @@
--- Redlock: raise this node's token of a grant to the grant's token before it is handed out.
+-- Redlock: raise this node's token of a grant to the grant's token before it is handed out,
+-- where the majority that granted it answered different tokens (a majority that answered the
+-- grant's own token, acquire.lua's proposal in the common case, holds it already).
 --
 -- KEYS[1]  lock key: 'holder token' (simple lock) or a hash holder -> hold count (reentrant)
 -- KEYS[2]  fencing counter of the lock (prelude.lua)

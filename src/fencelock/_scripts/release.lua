@@ -23,8 +23,9 @@
 -- waiter (serve.lua), 0 when ARGV[1] is not the holder (nothing is deleted then; a reentrant
 -- lock, a hash, holding the name is not ARGV[1]'s either).
 --
--- The uncontended release runs first, before the helpers are made: the holder's own lock, its
--- token passed by the clock, nobody queued and nobody to tell.
+-- The uncontended release runs first, before the helpers are made: the holder's own lock,
+-- nobody queued and nobody to tell, and its token passed by the clock, or kept in the counter
+-- where none is (a token ahead of the clock: a Redlock proposal's, acquire.lua).
 local value = redis.pcall('GET', KEYS[1])
 local token, t
 if ARGV[4] == '' and type(value) == 'string' then
@@ -33,9 +34,16 @@ if ARGV[4] == '' and type(value) == 'string' then
     redis.call('DEL', KEYS[1])
     token, t = string.sub(value, #mine + 1), redis.call('TIME')
     local now = t[1] .. string.format('%06d', t[2])
-    if (#token < #now or (#token == #now and token < now))
-        and (ARGV[5] or '') == '' and redis.call('EXISTS', KEYS[2]) == 0 then
-      return 1
+    if (ARGV[5] or '') == '' and redis.call('EXISTS', KEYS[2]) == 0 then
+      if #token < #now or (#token == #now and token < now) then
+        return 1
+      end
+      -- until this clock has passed it, as forget() keeps it
+      local ms = tonumber(token)
+      if ms and redis.call('EXISTS', KEYS[3]) == 0 then
+        redis.call('SET', KEYS[3], token, 'PXAT', string.format('%d', math.floor(ms / 1000) + 2))
+        return 1
+      end
     end
   end
 end

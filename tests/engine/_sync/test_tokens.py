@@ -133,6 +133,26 @@ def test_a_release_keeps_a_token_the_clock_has_not_passed(
     lock.release()
 
 
+def test_a_counter_the_clock_has_passed_goes_with_the_next_grant(
+    sync_client: LockClient, raw: redis.Redis
+) -> None:
+    # A counter left below the clock (a token kept until the clock passed it, whose expiry a
+    # hand-off block or a reentrant lease lengthened) is no token to count on from: the
+    # uncontended grant takes the clock and deletes the counter, its lock key holding the
+    # larger token (a held lock is one key), where it kept the counter before.
+    lock = sync_client.lock("job", ttl=10)
+    raw.set(KEYS.fence, 5, px=60_000)
+    assert lock.acquire(timeout=0)
+    assert lock.token > 5
+    assert not raw.exists(KEYS.fence)
+    assert lock_value(raw.get(KEYS.lock)) == (lock.holder, lock.token)
+    lock.release()
+    raw.set(KEYS.fence, "not a number")  # a counter that is no counter: still refused
+    with pytest.raises(fencelock.LockError, match="not an integer"):
+        lock.acquire(timeout=0)
+    raw.delete(KEYS.fence)
+
+
 @pytest.mark.parametrize("reentrant", [False, True], ids=["simple", "reentrant"])
 def test_no_key_is_left_once_the_names_are_idle(
     sync_client: LockClient, raw: redis.Redis, reentrant: bool

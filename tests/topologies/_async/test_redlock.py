@@ -14,8 +14,10 @@ import pytest
 import fencelock
 from fencelock._async.client import AsyncLockClient
 from fencelock._async.lock import AsyncLock
+from fencelock._core import quorum
 from fencelock._core.replies import lock_value
 from fencelock._keys import LockKeys
+from fencelock._scripts import FENCE_RAISE
 from fencelock._transport import AsyncRedis
 from fencelock_tools.servers.embedded import EmbeddedServer
 from fencelock_tools.servers.proxy import TcpProxy
@@ -252,6 +254,83 @@ async def test_tokens_increase_across_majorities_that_overlap_partly(
     await grant()  # on {b, c, d, e}: without the write-back, clocks only: less than big + 6
     assert tokens == sorted(set(tokens)), f"tokens must strictly increase: {tokens}"
     assert tokens[-1] == big + 7
+
+
+def scripts_run(servers: Sequence[EmbeddedServer]) -> list[int]:
+    """Per node, the scripts it ran (EVALSHA and EVAL calls) since the last ``reset_stats``."""
+    found = []
+    for srv in servers:
+        with srv.client() as probe:
+            stats = probe.info("commandstats")
+            found.append(sum(stats.get(f"cmdstat_{c}", {}).get("calls", 0) for c in SCRIPTED))
+    return found
+
+
+SCRIPTED = ("evalsha", "eval")
+
+
+def reset_stats(servers: Sequence[EmbeddedServer]) -> None:
+    for srv in servers:
+        with srv.client() as probe:
+            probe.config_resetstat()
+
+
+async def test_a_majority_that_grants_the_proposed_token_needs_no_write_back(
+    redlock: list[EmbeddedServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each node grants max(its last token + 1, its clock, the client's proposal): with the
+    # proposal ahead of every node's clock as the acquire runs there (a lead longer than the
+    # node timeout, which bounds when a counted grant ran: from the warm-up's round on), the
+    # nodes grant one token, which each of them holds already: reading it sends nothing more
+    # (fence_raise.lua not run).
+    for bound in ("MIN_LEAD_US", "MAX_LEAD_US"):
+        monkeypatch.setattr(quorum, bound, 2_000_000)
+    client = make_client(redlock)
+    warm = client.lock("warm", ttl=10)  # (the scripts loaded, the servers checked)
+    assert await warm.acquire(timeout=0)
+    await warm.release()
+    lock = client.lock("job", ttl=10)
+    for _ in range(3):
+        reset_stats(redlock)
+        assert await lock.acquire(timeout=0)
+        token = lock.token
+        assert scripts_run(redlock) == [1] * 5  # the acquire alone, on each node
+        assert counters(redlock) == [token] * 5  # every node's lock key holds the token
+        await lock.release()
+    await client.close()
+
+
+async def test_a_node_ahead_makes_the_grant_write_its_token_back(
+    redlock: list[EmbeddedServer],
+) -> None:
+    # A node whose counter is ahead of every clock and proposal (as after a client whose clock
+    # ran ahead) grants more than the others: the largest token, one node's, is written back
+    # to a majority before it is handed out, so a later majority without that node hands out
+    # a larger one still.
+    a = redlock[0]
+    client = make_client(redlock)
+    warm = client.lock("warm", ttl=10)
+    assert await warm.acquire(timeout=0)
+    await warm.release()
+    for srv in redlock:
+        with srv.client() as probe:
+            probe.script_load(FENCE_RAISE.source)  # (no NOSCRIPT round to count)
+    ahead = time.time_ns() // 1000 + 10**9  # a thousand seconds ahead
+    with a.client() as probe:
+        probe.set(KEYS.fence, ahead)
+    reset_stats(redlock)
+    lock = client.lock("job", ttl=10)
+    assert await lock.acquire(timeout=0)
+    assert lock.token == ahead + 1
+    assert scripts_run(redlock) == [2] * 5  # the acquire, then fence_raise.lua
+    assert counters(redlock) == [ahead + 1] * 5
+    await lock.release()
+    a.kill()
+    again = client.lock("job", ttl=10)
+    assert await again.acquire(timeout=0)
+    assert again.token > ahead + 1
+    await again.release()
+    await client.close()
 
 
 async def test_a_hung_node_costs_a_node_timeout_not_its_hang(
