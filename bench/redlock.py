@@ -10,14 +10,15 @@ same 5 independent masters (started here with ``EmbeddedServer``, or given by ``
 * ``fencelock sync``: ``LockClient.from_url([url1, ..., url5])``, ``lock = client.lock("bench",
   ttl=10)``; ``lock.acquire(timeout=0)``, ``lock.release()``. The sync client fans out without
   threads: it writes the request to one connection of every node, then reads the replies. The
-  Redlock fencing write-back (raising a majority's counters to the token) is lazy in the sync
-  API: it happens when ``lock.token`` is first read. So this cycle is 2 round trips, like the
-  minimal one.
-* ``fencelock sync + token``: the same, and the cycle also reads ``lock.token``: 3 round trips,
-  the cost of fencing. Each token must be larger than the one before.
-* ``fencelock async``: ``fencelock.asyncio.LockClient``, the same cycle with ``await``. In asyncio
-  the fencing write-back is part of ``acquire`` (a property cannot await), so this cycle is
-  3 round trips, against 2 for ``minimal async``: its ratio is not like for like.
+  Redlock fencing token is agreed inside the acquire (a token proposed by the client): when a
+  majority grants the same token nothing is written back, so this cycle is 2 round trips, like
+  the minimal one. When the nodes' tokens differ, the write-back (raising a majority's counters
+  to the largest) is lazy in the sync API: it happens when ``lock.token`` is first read.
+* ``fencelock sync + token``: the same, and the cycle also reads ``lock.token``: 2 round trips
+  when the majority agreed, 3 when it did not (the cost of fencing then).
+* ``fencelock async``: ``fencelock.asyncio.LockClient``, the same cycle with ``await``: 2 round
+  trips when the majority agreed; in asyncio a write-back is part of ``acquire`` (a property
+  cannot await).
 * ``minimal sync``: the least a correct Redlock needs, in redis-py: for each node take a
   connection from its pool and ``send_command("SET", key, token, "NX", "PX", 10000)`` on it, then
   ``read_response()`` from all 5; at least 3 ``OK`` and a positive validity (ttl - elapsed -
@@ -341,9 +342,9 @@ def report(all_variants: list[Variant], seconds: float, repeat: int) -> float:
     by_name = {v.name: v for v in all_variants}
     print_table(all_variants, seconds, repeat)
     print(
-        "\nRTT: round trips to the 5 nodes per cycle. fencelock sync writes the fencing token"
-        "\nback lazily, at the first read of lock.token (the '+ token' line); fencelock async"
-        "\ndoes it inside acquire, so its ratio compares 3 round trips with 2."
+        "\nRTT: round trips to the 5 nodes per cycle. A token the majority agreed on is not"
+        "\nwritten back; one it did not is, by fencelock sync at the first read of lock.token"
+        "\n(the '+ token' line) and by fencelock async inside acquire (3 round trips then)."
     )
     pairs = [
         (by_name["fencelock sync"], by_name["minimal sync"]),
