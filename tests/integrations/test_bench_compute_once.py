@@ -53,4 +53,6 @@ def test_quick_run_measures_every_strategy(
         expected = {"store": 2, "returned": 2 * callers, "published": 2}
         assert {s: counts[s] for s in always} == {s: expected[s] for s in always}, counts
         assert f"| {strategy}: the wake path |" in done.stdout, shown
+    # compute_once's waiters read nothing once woken: the store's message carries the result
+    assert rows[stamped]["stages_ms"]["wait returned -> its look's reply"][3] == 0
     assert not raw.keys("*fencelock-bench-compute*"), "benchmark keys left behind"

@@ -7,7 +7,8 @@ watchdog) and stored with the lease's fencing token by one script (compute_store
 refuses a token older than the stored result's or than the counter: a builder whose lease ran
 out cannot overwrite a newer build's result, nor store after a ``forget`` that came while it
 ran. The store publishes on the lease's channel, where a release publishes too: the waiters
-look again when either comes, and when the builder's lease would end (a builder that died).
+look again when either comes, and when the builder's lease would end (a builder that died). A
+small result travels in the store's message (``told``), so its waiters need not read it.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ COMPUTE: Final = "compute"  # compute_once: the metric label, and the family of 
 IDEMPOTENT: Final = "idempotent"
 MAX_SIZE: Final = 512 * 1024  # bytes of an encoded result, by default
 MAX_SIZE_LIMIT: Final = 512 * 1024 * 1024  # a Redis string's
+# the largest result (encoded) that its store's message carries to every waiting process: far
+# below the server's output buffer limit for a subscriber (8 MiB soft, 32 MiB hard, by default)
+TOLD_MAX: Final = 64 * 1024
 
 T = TypeVar("T")
 # ``compute``: an async callable in fencelock.asyncio, a plain one in fencelock
@@ -135,6 +139,18 @@ def found_reply(reply: object) -> Found:
         None if left < 0 else left / 1000,
         failure,
     )
+
+
+def told(message: bytes | None) -> Found | None:
+    """What the store's message tells its waiters (compute_store.lua: ``v<token>:<result>``):
+    the result as it was when stored; None for any other message (a plain ``v``, a release's,
+    a failure's: the waiter looks)."""
+    if message is None or not message.startswith(b"v"):
+        return None
+    token, colon, value = message[1:].partition(b":")
+    if not colon or not token.isdigit():
+        return None
+    return Found(value, int(token), 0.0, None, None, None, None)
 
 
 def stored_reply(reply: object) -> tuple[bool, int, bytes | None]:
