@@ -333,7 +333,8 @@ class AsyncResults:
                 ends, ttl = found.lease_left, call.options.ttl
                 delay = retry_delay(ends, left, wiring.max_poll, ttl, now - sent_at)
                 await lease.wait(watch, delay)
-                carried = told(watch.message)  # (a small result comes with its store's message)
+                # (a small result comes with its store's message)
+                carried = told(watch.message, waited_for)
                 if carried is not None and call.fingerprint is None:
                     return carried, waited_for
 

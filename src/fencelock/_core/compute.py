@@ -141,14 +141,15 @@ def found_reply(reply: object) -> Found:
     )
 
 
-def told(message: bytes | None) -> Found | None:
-    """What the store's message tells its waiters (compute_store.lua: ``v<token>:<result>``):
-    the result as it was when stored; None for any other message (a plain ``v``, a release's,
-    a failure's: the waiter looks)."""
+def told(message: bytes | None, waited_for: int | None) -> Found | None:
+    """The result a store's message carries (compute_store.lua: ``v<token>:<result>``), as it
+    was when stored, if it is the result of the build ``waited_for`` or of a later one; None
+    otherwise, and for any other message (a plain ``v``, a release's, a failure's): the waiter
+    looks."""
     if message is None or not message.startswith(b"v"):
         return None
     token, colon, value = message[1:].partition(b":")
-    if not colon or not token.isdigit():
+    if not colon or not token.isdigit() or int(token) < (waited_for or 0):
         return None
     return Found(value, int(token), 0.0, None, None, None, None)
 
