@@ -38,16 +38,18 @@ is asserted; the exit status is 1 when a call failed or returned another value t
 The output is Markdown (``--json`` also writes every round's figures).
 
 The wake path, stage by stage (``time.monotonic()``: CLOCK_MONOTONIC, shared by the
-processes), from the end of the round's build (its ``compute`` returned), for ``compute_once,
-stamped``: the builder's store came back (its process); in each other process, the listener
-thread hands the store's message to fencelock (the waiter's ``_dispatch``), the waiting caller's
-wait returns (the topology's ``wait``), its look comes back with the result (``_look``), the
-call lands (``_Flights.land``: the callers of the process that followed it are let go), and
-each caller returns. For ``floor``: the pipeline came back (the builder's process); the
-listener thread reads the message; each waiting caller has its result. Each stage is reported
-from the stamp before it in the same process (the first one it has, of those named: the
-builder's process has no message to wait for), p50, p99 and max over the processes (or the
-calls) of every round; a stage the code measured does not have shows as ``-``.
+processes), for ``compute_once, stamped`` and ``floor``. Before the build: from the first
+call's start (in any process) to the build's (the builder's looks and lease). From the end of
+the round's build (its ``compute`` returned), for ``compute_once, stamped``: the builder's store
+came back (its process); in each other process, the listener thread hands the store's message
+to fencelock (the waiter's ``_dispatch``), the waiting caller's wait returns (the topology's
+``wait``), its look comes back with the result (``_look``), the call lands
+(``_Flights.land``: the callers of the process that followed it are let go), and each caller
+returns. For ``floor``: the pipeline came back (the builder's process); the listener thread
+reads the message; each waiting caller has its result. Each stage is reported from the stamp
+before it in the same process (the first one it has, of those named: the builder's process has
+no message to wait for), p50, p99 and max over the processes (or the calls) of every round; a
+stage the code measured does not have shows as ``-``.
 
 Keys: ``fencelock-bench-compute:*`` (and compute_once's under fencelock's prefix), deleted
 before and after each round.
@@ -331,6 +333,7 @@ def one_round(strategy: str, key: str, p: Process, s: Settings) -> Part:
         p.stamper.reset()
 
     def compute() -> Any:
+        part.stamps.setdefault("began", []).append(mono())
         time.sleep(s.compute)
         part.builds.append(mono())
         return VALUE
@@ -353,7 +356,7 @@ def one_round(strategy: str, key: str, p: Process, s: Settings) -> Part:
     for thread in threads:
         thread.join(BARRIER_TIMEOUT)
     if strategy == STAMPED:
-        part.stamps = p.stamper.stamps
+        part.stamps.update(p.stamper.stamps)
     elif strategy == "floor":
         p.floor.end_round(part.stamps)
     return part
@@ -395,11 +398,16 @@ STAGES: Final = {
     ),
 }
 PER_CALL: Final = ("returned", "told")
+BEFORE: Final = "the first call began -> the build began (once per round)"
 
 
 def stages(strategy: str, parts: list[Part], built: float) -> dict[str, list[float]]:
     """Each stage's delays in one round (s)."""
     out: dict[str, list[float]] = {label: [] for label, _, _ in STAGES.get(strategy, ())}
+    if strategy in STAGES:  # (the first build's start, and the first call's)
+        began = min((b for part in parts for b in part.stamps.get("began", ())), default=NAN)
+        first = min((c for part in parts for c, _ in part.calls), default=NAN)
+        out = {BEFORE: [began - first], **out}
     for part in parts:
         stamps = {**part.stamps, "returned": [end for _, end in part.calls]}
         at = {"built": built}
@@ -476,6 +484,7 @@ def summary(rounds: list[Round], strategy: str) -> dict[str, Any]:
     over = [v for x in mine for v in x.over_compute]
     after = [v for x in mine for v in x.after_build]
     labels = [label for label, _, _ in STAGES.get(strategy, ())]
+    labels = [BEFORE, *labels] if labels else []
     return {
         "strategy": strategy,
         "rounds": len(mine),
