@@ -9,10 +9,11 @@ and stores the result with the lease's fencing token (compute_store.lua, which p
 the lease's channel). Every other caller subscribes to that channel, looks, and waits for a
 message or the end of the builder's lease, then looks again: a store wakes it (the result is
 its own, however old by the time it reads it; a small one comes with the store's message, and
-is not read again); a release without a store (a builder cancelled,
-or whose store was refused) wakes it to take the build over at once; a builder that died is
-replaced when its lease ends. Within one client, the calls that ask for the same result at once
-follow the first of them (``_Flights``): one look, one wait, one wake-up per process.
+is not read); a release without a store (a builder cancelled, or whose store was refused)
+wakes it to take the build over at once; a builder that died is replaced when its lease ends.
+Within one client, the calls that ask for the same result at once follow the first of them
+(``_Flights``): one look, one wait, one wake-up per process; a builder lets them go once its
+result is stored.
 
 Failure timeline: ``compute`` raises: its caller gets the exception, and the callers waiting
 for that build get ``ComputeFailed`` (the failure is stored only when a waiter heard of it);
