@@ -39,7 +39,8 @@ The output is Markdown (``--json`` also writes every round's figures).
 
 The wake path, stage by stage (``time.monotonic()``: CLOCK_MONOTONIC, shared by the
 processes), for ``compute_once, stamped`` and ``floor``. Before the build: from the first
-call's start (in any process) to the build's (the builder's looks and lease). From the end of
+call's start (in any process) to the build's, and from the start of the call that builds (its
+looks and lease, without the callers' spread at the start). From the end of
 the round's build (its ``compute`` returned), for ``compute_once, stamped``: the builder's store
 came back (its process); in each other process, the listener thread hands the store's message
 to fencelock (the waiter's ``_dispatch``), the waiting caller's wait returns (the topology's
@@ -332,15 +333,19 @@ def one_round(strategy: str, key: str, p: Process, s: Settings) -> Part:
     if strategy == STAMPED:
         p.stamper.reset()
 
+    mine = threading.local()  # (the start of the call a build runs in)
+
     def compute() -> Any:
-        part.stamps.setdefault("began", []).append(mono())
+        now = mono()
+        part.stamps.setdefault("began", []).append(now)
+        part.stamps.setdefault("its call began", []).append(mine.began)
         time.sleep(s.compute)
         part.builds.append(mono())
         return VALUE
 
     def call() -> None:
         start.wait(BARRIER_TIMEOUT)
-        began = mono()
+        began = mine.began = mono()
         try:
             value = CALLS[strategy](p, key, compute, s, part.stamps)
         except Exception as exc:
@@ -399,15 +404,23 @@ STAGES: Final = {
 }
 PER_CALL: Final = ("returned", "told")
 BEFORE: Final = "the first call began -> the build began (once per round)"
+BUILDER_BEFORE: Final = "the builder's call began -> the build began (once per round)"
 
 
 def stages(strategy: str, parts: list[Part], built: float) -> dict[str, list[float]]:
     """Each stage's delays in one round (s)."""
     out: dict[str, list[float]] = {label: [] for label, _, _ in STAGES.get(strategy, ())}
-    if strategy in STAGES:  # (the first build's start, and the first call's)
-        began = min((b for part in parts for b in part.stamps.get("began", ())), default=NAN)
+    if strategy in STAGES:  # (the first build's start, its call's, and the first call's)
+        starts = sorted(
+            pair
+            for part in parts
+            for pair in zip(
+                part.stamps.get("began", ()), part.stamps.get("its call began", ()), strict=True
+            )
+        )
+        began, its_call = starts[0] if starts else (NAN, NAN)
         first = min((c for part in parts for c, _ in part.calls), default=NAN)
-        out = {BEFORE: [began - first], **out}
+        out = {BEFORE: [began - first], BUILDER_BEFORE: [began - its_call], **out}
     for part in parts:
         stamps = {**part.stamps, "returned": [end for _, end in part.calls]}
         at = {"built": built}
@@ -484,7 +497,7 @@ def summary(rounds: list[Round], strategy: str) -> dict[str, Any]:
     over = [v for x in mine for v in x.over_compute]
     after = [v for x in mine for v in x.after_build]
     labels = [label for label, _, _ in STAGES.get(strategy, ())]
-    labels = [BEFORE, *labels] if labels else []
+    labels = [BEFORE, BUILDER_BEFORE, *labels] if labels else []
     return {
         "strategy": strategy,
         "rounds": len(mine),
