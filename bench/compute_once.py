@@ -18,10 +18,12 @@ process) ask for the same missing key, whose ``compute`` sleeps ``compute`` seco
 * ``floor``: the least a cross-process "one builds, the others are told" needs, written by hand
   on redis-py: one pub/sub connection per process, subscribed (``PSUBSCRIBE``) from the start,
   read by one listener thread that hands each message to the threads waiting for its key (a
-  ``threading.Event``); a caller ``GET``s; on a miss, ``SET NX PX`` a lock; its winner looks
-  again, computes, and sends, in one pipeline, ``SET`` of the result, ``PUBLISH`` of the result
-  itself on the key's channel and the lock's compare-and-delete; everyone else waits for the
-  message and decodes the result it carries (no read, no lease, no fence, no takeover);
+  ``threading.Event``); the first caller of a process ``GET``s (the others wait for what it
+  finds or for the message, as compute_once's callers of one client follow the first); on a
+  miss, ``SET NX PX`` a lock; its winner looks again, computes, and sends, in one pipeline,
+  ``SET`` of the result, ``PUBLISH`` of the result itself on the key's channel and the lock's
+  compare-and-delete; everyone else waits for the message and decodes the result it carries
+  (no read, no lease, no fence, no takeover);
 * ``lock-then-poll``: what teams write by hand: GET; on a miss, ``SET NX PX`` a lock; its winner
   looks again, computes, SETs the result and deletes the lock (compare-and-delete); everyone
   else GETs the result every ``poll`` seconds (10 ms by default) until it is there;
@@ -175,6 +177,13 @@ class Floor:
         with self.guard:
             return self.keys.setdefault(key, Slot())
 
+    def join(self, key: str) -> tuple[Slot, bool]:
+        """The slot of ``key``, and whether this caller is the first of its process to ask."""
+        with self.guard:
+            slot = self.keys.setdefault(key, Slot())
+            first, slot.asked = not slot.asked, True
+            return slot, first
+
     def listen(self) -> None:
         while not self.closing:
             message = self.pubsub.get_message(timeout=0.5)
@@ -185,15 +194,19 @@ class Floor:
                 slot.event.set()
 
     def call(self, key: str, compute: Compute, stamps: Stamps) -> Any:
-        slot = self.slot(key)  # before the look: a message after it finds the slot
-        found = self.r.get(key)
+        slot, first = self.join(key)  # before the look: a message after it finds the slot
+        found = self.r.get(key) if first else None  # (the others of the process wait)
         if found is not None:
+            slot.data = found
+            slot.event.set()
             return json.loads(found)
         token, lock = secrets.token_hex(16), f"{key}:lock"
-        if self.r.set(lock, token, nx=True, px=30_000):
+        if first and self.r.set(lock, token, nx=True, px=30_000):
             found = self.r.get(key)  # built while this caller took the lock?
             if found is not None:
                 self.r.eval(RELEASE, 1, lock, token)
+                slot.data = found
+                slot.event.set()
                 return json.loads(found)
             data = json.dumps(compute())
             with self.r.pipeline(transaction=False) as pipe:
@@ -225,6 +238,7 @@ class Slot:
     event: threading.Event = field(default_factory=threading.Event)
     data: bytes = b""
     heard: float = NAN
+    asked: bool = False  # one caller of the process asked the server
 
 
 @dataclass
