@@ -236,7 +236,7 @@ class Floor:
 @dataclass(eq=False)
 class Slot:
     event: threading.Event = field(default_factory=threading.Event)
-    data: bytes = b""
+    data: bytes | str = b""
     heard: float = NAN
     asked: bool = False  # one caller of the process asked the server
 
