@@ -27,6 +27,7 @@ from fencelock._core.compute import (
     key_for,
     next_step,
     stored_reply,
+    told,
 )
 from fencelock._keys import LockKeys
 from fencelock.errors import LockError, ResultError
@@ -87,6 +88,16 @@ def test_the_look_reply_reads_alike_in_resp2_and_resp3() -> None:
         found_reply([None, b"x", -1, None, -2, None, None, b"", b""])
     assert stored_reply([1]) == (True, 0, None)
     assert stored_reply([0, b"9", b'"newer"']) == (False, 9, b'"newer"')
+
+
+def test_a_stores_message_tells_its_result_only_when_it_carries_it() -> None:
+    assert told(b'v41:{"a":[1,2]}', 41) == Found(b'{"a":[1,2]}', 41, 0.0, None, None, None, None)
+    assert told(b"v7:", 5) == Found(b"", 7, 0.0, None, None, None, None)  # (a later build's)
+    assert told(b"v7:a:b", None) == Found(b"a:b", 7, 0.0, None, None, None, None)
+    assert told(b"v5:x", 6) is None  # an older build's than the one waited for: look
+    # what a waiter then reads: a plain store's, a release's, a failure's, nothing, garbage
+    for message in (b"v", b"1", b"e", None, b"vx:1", b"v:1", b"v12"):
+        assert told(message, None) is None
 
 
 def test_every_key_of_a_computed_key_shares_its_hash_tag_and_family() -> None:

@@ -1,6 +1,7 @@
 """``python -m bench.compute_once --quick`` end to end on a real server: every strategy runs,
-every caller gets the build's value, compute_once and the hand-written loop build once per
-round and no coordination once per caller, and nothing is left behind. No timing is checked."""
+every caller gets the build's value, compute_once, the floor and the hand-written loop build
+once per round and no coordination once per caller, the wake path's stages are stamped, and
+nothing is left behind. No timing is checked."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import redis
 
+from bench.compute_once import STAGES
 from fencelock_tools.servers.embedded import EmbeddedServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,12 +35,24 @@ def test_quick_run_measures_every_strategy(
     assert done.returncode == 0, shown
     report = json.loads(out.read_text())
     rows = {row["strategy"]: row for row in report["results"]}
-    assert set(rows) == {"compute_once", "lock-then-poll", "none"}
+    once, stamped = "compute_once", "compute_once, stamped"
+    assert set(rows) == {once, stamped, "floor", "lock-then-poll", "none"}
     callers = 2 * 4  # --quick: 2 processes of 4 threads
-    for strategy, builds in (("compute_once", 1), ("lock-then-poll", 1), ("none", callers)):
+    builds_of = {once: 1, stamped: 1, "floor": 1, "lock-then-poll": 1, "none": callers}
+    for strategy, builds in builds_of.items():
         row = rows[strategy]
         assert row["errors"] == [], shown
         assert (row["rounds"], row["calls"]) == (2, 2 * callers), shown
         assert (row["builds_per_round"], row["builds_max"]) == (builds, builds), shown
         assert f"| {strategy} |" in done.stdout, shown
+    # the wake path's stages stamped: those every round has, in 2 rounds (a process whose
+    # callers all came after the store, on a loaded machine, waits for no message)
+    for strategy, always in ((stamped, ("store", "returned")), ("floor", ("published",))):
+        figures = rows[strategy]["stages_ms"]
+        counts = {stamp: figures[label][3] for label, stamp, _ in STAGES[strategy]}
+        expected = {"store": 2, "returned": 2 * callers, "published": 2}
+        assert {s: counts[s] for s in always} == {s: expected[s] for s in always}, counts
+        assert f"| {strategy}: the wake path |" in done.stdout, shown
+    # compute_once's waiters read nothing once woken: the store's message carries the result
+    assert rows[stamped]["stages_ms"]["wait returned -> its look's reply"][3] == 0
     assert not raw.keys("*fencelock-bench-compute*"), "benchmark keys left behind"

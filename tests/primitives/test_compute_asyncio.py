@@ -90,3 +90,29 @@ async def test_a_follower_takes_over_from_a_first_caller_cancelled_while_waiting
     go.set()
     assert await asyncio.wait_for(follower, TIMEOUT) == "built elsewhere"
     assert await asyncio.wait_for(building, TIMEOUT) == "built elsewhere"
+
+
+async def test_the_callers_following_a_builder_are_let_go_before_it_releases_its_lease(
+    async_client: AsyncLockClient,
+) -> None:
+    go = asyncio.Event()
+    returned: list[str] = []
+
+    async def build() -> str:
+        await go.wait()
+        return "built"
+
+    async def call(who: str) -> str:
+        result = await async_client.compute_once("ca-land", build, fresh_for=60)
+        returned.append(who)
+        return result
+
+    builder = asyncio.create_task(call("builder"))
+    await async_until(lambda: async_client.statistics().compute_builds == 1)
+    followers = [asyncio.create_task(call("follower")) for _ in range(3)]
+    await async_until(lambda: async_client.statistics().compute_queued == 3)
+    go.set()
+    assert await asyncio.wait_for(asyncio.gather(builder, *followers), TIMEOUT) == ["built"] * 4
+    # they are woken once the result is stored; the builder's call returns after the release's
+    # reply, which the event loop reads after running what was woken before it
+    assert returned == ["follower"] * 3 + ["builder"]

@@ -1033,8 +1033,9 @@ def test_compute_once_look_store_and_forget(pair: Pair) -> None:
     token = int(granted[1])
     pair.script(COMPUTE_LOOK, looked, ["sha:1", LONG])  # the builder records its fingerprint
     pair.send_to("w", "SUBSCRIBE", k.channel)
-    pair.script(COMPUTE_STORE, stored, [token, "v", '"done"', LONG, "sha:1", k.channel, "PUBLISH"])
-    assert pair.drain("w")[-1][2] == b"v"
+    done = [token, "v", '"done"', LONG, "sha:1", k.channel, "PUBLISH", "1"]
+    pair.script(COMPUTE_STORE, stored, done)
+    assert pair.drain("w")[-1][2] == f'v{token}:"done"'.encode()  # the message carries it
     late = [token - 1, "v", '"late"', LONG, "", k.channel, "PUBLISH"]
     assert pair.script(COMPUTE_STORE, stored, late)[0] == 0  # an older token: refused
     pair.script(

@@ -8,7 +8,8 @@ refuses a token older than the stored result's, the counter's or the build's und
 builder whose lease ran out cannot overwrite a newer build's result, nor store after a newer
 build began or a ``forget`` came while it ran. The store publishes on the lease's channel, where
 the lease's release publishes too (``Builder``: its waiters do not queue): the waiters look again
-when either comes, and when the builder's lease would end (a builder that died).
+when either comes, and when the builder's lease would end (a builder that died). A small result
+travels in the store's message (``told``), so its waiters need not read it.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ COMPUTE: Final = "compute"  # compute_once: the metric label, and the family of 
 IDEMPOTENT: Final = "idempotent"
 MAX_SIZE: Final = 512 * 1024  # bytes of an encoded result, by default
 MAX_SIZE_LIMIT: Final = 512 * 1024 * 1024  # a Redis string's
+# the largest result (encoded) that its store's message carries to every waiting process: far
+# below the server's output buffer limit for a subscriber (8 MiB soft, 32 MiB hard, by default)
+TOLD_MAX: Final = 64 * 1024
 
 T = TypeVar("T")
 # ``compute``: an async callable in fencelock.asyncio, a plain one in fencelock
@@ -137,6 +141,19 @@ def found_reply(reply: object) -> Found:
         None if left < 0 else left / 1000,
         failure,
     )
+
+
+def told(message: bytes | None, waited_for: int | None) -> Found | None:
+    """The result a store's message carries (compute_store.lua: ``v<token>:<result>``), as it
+    was when stored, if it is the result of the build ``waited_for`` or of a later one; None
+    otherwise, and for any other message (a plain ``v``, a release's, a failure's): the waiter
+    looks."""
+    if message is None or not message.startswith(b"v"):
+        return None
+    token, colon, value = message[1:].partition(b":")
+    if not colon or not token.isdigit() or int(token) < (waited_for or 0):
+        return None
+    return Found(value, int(token), 0.0, None, None, None, None)
 
 
 def stored_reply(reply: object) -> tuple[bool, int, bytes | None]:

@@ -13,9 +13,12 @@
 -- ARGV[5]  'v': the request's fingerprint, or ''; 'e': how long the failure is kept, ms
 -- ARGV[6]  wake-up channel (the lease's: a release publishes there too)
 -- ARGV[7]  'PUBLISH', or 'SPUBLISH' on a Cluster
+-- ARGV[8]  'v': '1' when the message carries the result (small ones: the waiters need not
+--          read it), else ''
 --
 -- Stored only if ARGV[1] is not older than the stored result's token, the counter, nor the
 -- token of the build under way.
+-- The message: 'v', or 'v' .. ARGV[1] .. ':' .. the result (ARGV[8]); 'e' for a failure.
 -- Returns {1} when stored (a failure is kept only if a waiter heard of it: nobody else needs
 -- it), or {0, the stored result's token, the stored result or false} when refused.
 local token = ARGV[1]
@@ -51,5 +54,9 @@ if ARGV[5] ~= '' then
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 redis.call('DEL', KEYS[3])  -- (any failure recorded is older: its waiters were woken)
-heard(ARGV[7], ARGV[6], 'v')
+if ARGV[8] == '1' then
+  heard(ARGV[7], ARGV[6], 'v' .. token .. ':' .. ARGV[3])
+else
+  heard(ARGV[7], ARGV[6], 'v')
+end
 return {1}

@@ -8,10 +8,12 @@ simple lock the client's watchdog renews while ``compute`` runs), looks again, r
 and stores the result with the lease's fencing token (compute_store.lua, which publishes on
 the lease's channel). Every other caller subscribes to that channel, looks, and waits for a
 message or the end of the builder's lease, then looks again: a store wakes it (the result is
-its own, however old by the time it reads it); a release without a store (a builder cancelled,
-or whose store was refused) wakes it to take the build over at once; a builder that died is
-replaced when its lease ends. Within one client, the calls that ask for the same result at once
-follow the first of them (``_Flights``): one look, one wait, one wake-up per process.
+its own, however old by the time it reads it; a small one comes with the store's message, and
+is not read); a release without a store (a builder cancelled, or whose store was refused)
+wakes it to take the build over at once; a builder that died is replaced when its lease ends.
+Within one client, the calls that ask for the same result at once follow the first of them
+(``_Flights``): one look, one wait, one wake-up per process; a builder lets them go once its
+result is stored.
 
 Failure timeline: ``compute`` raises: its caller gets the exception, and the callers waiting
 for that build get ``ComputeFailed`` (the failure is stored only when a waiter heard of it);
@@ -42,6 +44,7 @@ from .._core.compute import (
     COMPUTE_LOOK,
     COMPUTE_STORE,
     IDEMPOTENT,
+    TOLD_MAX,
     Codec,
     ComputeKeys,
     Found,
@@ -60,6 +63,7 @@ from .._core.compute import (
     keys_of_families,
     next_step,
     stored_reply,
+    told,
 )
 from .._core.inspection import MAX_WAITERS_LISTED, LockInfo
 from .._core.kinds import LeaseSpec
@@ -160,7 +164,13 @@ class _Flights:
             flight = self._on[key] = _Flight()
             return flight, True
 
-    def land(self, key: tuple[object, ...], flight: _Flight) -> None:
+    def land(
+        self, key: tuple[object, ...], flight: _Flight, landed: tuple[bytes, str] | None = None
+    ) -> None:
+        """Let ``flight``'s other calls go, with ``landed`` (the result, encoded, and how it was
+        had) or without (they share its failure, or try again). Landed once, it stays so."""
+        if landed is not None:
+            flight.data, flight.outcome = landed
         with self._guard:
             if self._on.get(key) is flight:
                 del self._on[key]
@@ -233,12 +243,12 @@ class Results:
         while True:
             flight, leads = self._flights.join(call.flight)
             if leads:
+                landed = None
                 try:
                     landed = self._get(call, deadline, flight)
-                    flight.data, flight.outcome = landed
                     return landed
                 finally:
-                    self._flights.land(call.flight, flight)
+                    self._flights.land(call.flight, flight, landed)
             counters = self._wiring.counters
             counters.add(compute_queued=1)
             try:
@@ -310,7 +320,7 @@ class Results:
         wiring, lease = self._wiring, call.lease
         with lease.watch(call.keys.channel, deadline) as watch:
             while True:
-                watch.event.clear()  # subscribed before this look: a store after it wakes us
+                watch.rearm()  # subscribed before this look: a store after it wakes us
                 sent_at = time.monotonic()
                 found = self._look(call)
                 if waited_for is None:
@@ -325,11 +335,16 @@ class Results:
                 ends, ttl = found.lease_left, call.options.ttl
                 delay = retry_delay(ends, left, wiring.max_poll, ttl, now - sent_at)
                 lease.wait(watch, delay)
+                # (a small result comes with its store's message)
+                carried = told(watch.message, waited_for)
+                if carried is not None and call.fingerprint is None:
+                    return carried, waited_for
 
     def _build(self, call: _Call, flight: _Flight, *, taking_over: bool) -> Any:
         """Build the result under the builder's lease, store it, and return it as stored (and
         how it was had: ``events.BUILT``); ``_BUSY`` when another caller holds the lease.
-        When ``compute`` raises, ``flight``'s other callers learn of it."""
+        ``flight``'s other callers get the result before the lease is released, and learn of
+        it when ``compute`` raises."""
         lease = Lease(self, self._wiring, call.options, call.spec)
         if not lease.acquire(timeout=0):
             return _BUSY
@@ -357,19 +372,25 @@ class Results:
             # cancelled; not at all in a call closed for good, whose lease ends by itself
             lease.clean_up(_release(lease), error)
             raise
+        # the calls following this one need not wait for the release
+        self._flights.land(call.flight, flight, had)
         sync_shield(_release(lease))
         return had
 
-    def _store(self, call: _Call, token: int, *args: str | bytes | int) -> object:
+    def _store(
+        self, call: _Call, token: int, *args: str | bytes | int, carried: bool = False
+    ) -> object:
+        """``carried``: the store's message carries the result (its waiters need not read it)."""
         lease, keys = call.lease, call.keys
-        args = (token, *args, keys.channel, lease.publish_command)
+        args = (token, *args, keys.channel, lease.publish_command, "1" if carried else "")
         return lease.run(COMPUTE_STORE, keys.stored(), args)
 
     def _stored(self, call: _Call, token: int, data: bytes) -> bytes:
         """Store ``data``, built with ``token``: the result as stored, or, refused (a newer
         build, or a forget, came while it ran), the newer result stored if any, else its own."""
         keep = ttl_to_ms(call.fresh_for + call.stale_for)
-        reply = self._store(call, token, "v", data, keep, call.fingerprint or b"")
+        fingerprint, carried = call.fingerprint or b"", len(data) <= TOLD_MAX
+        reply = self._store(call, token, "v", data, keep, fingerprint, carried=carried)
         stored, newer, value = stored_reply(reply)
         if not stored:
             logger.info(  # (a lease lost meanwhile was logged as a warning when found)

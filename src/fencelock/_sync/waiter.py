@@ -98,9 +98,17 @@ class Watch:
 
     event: SyncEvent = field(default_factory=SyncEvent)
     grant: str | None = None  # the last grant a release announced on the channel
+    # the data of the message that set ``event`` since ``rearm`` (None: it was set otherwise,
+    # by a re-subscription or a moved slot, or is not set)
+    message: bytes | None = None
     # (Cluster) its channel's slot left the node it was subscribed on, or that node's
     # connection broke: subscribed nowhere until ``AsyncClusterWaiters.follow``
     moved: bool = False
+
+    def rearm(self) -> None:
+        """Clear ``event`` and its message, before a look: a message after it sets them."""
+        self.event.clear()
+        self.message = None
 
 
 class Waiter:
@@ -286,6 +294,7 @@ class Waiter:
 
     def _dispatch(self, message: dict[str, object]) -> None:
         kind, channel, data = message["type"], message["channel"], message["data"]
+        raw = data if isinstance(data, bytes) else None
         if isinstance(channel, bytes):
             channel = channel.decode()
         if isinstance(data, bytes):
@@ -293,6 +302,8 @@ class Waiter:
         with self._guard:
             if kind in ("message", "smessage") and isinstance(channel, str):
                 for watch in self._watchers.get(channel, ()):
+                    if not watch.event.is_set():
+                        watch.message = raw
                     if isinstance(data, str) and data.startswith("g"):
                         watch.grant = data  # a release granted the lock to the waiter
                     watch.event.set()

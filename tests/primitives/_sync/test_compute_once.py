@@ -17,7 +17,7 @@ import redis
 import fencelock
 from fencelock._sync.client import LockClient
 from fencelock._backend import SyncEvent
-from fencelock._core.compute import COMPUTE, ComputeKeys
+from fencelock._core.compute import COMPUTE, TOLD_MAX, ComputeKeys
 from fencelock._core.replies import lock_value
 from fencelock._keys import DEFAULT_PREFIX
 from fencelock_tools.servers.embedded import EmbeddedServer
@@ -93,6 +93,27 @@ def test_concurrent_callers_of_two_clients_build_once(
     assert evalsha_calls(raw) <= 9
     assert raw.hget(keys("c-once").result, "v") == '{"total":42,"rows":[1,2]}'
     assert raw.exists(keys("c-once").lock) == 0  # the lease released
+
+
+@pytest.mark.parametrize("encoded", [TOLD_MAX, TOLD_MAX + 1], ids=["carried", "read"])
+def test_a_waiter_takes_a_small_result_from_its_stores_message(
+    sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis, encoded: int
+) -> None:
+    value = "x" * (encoded - 2)  # (JSON: two quotes)
+    build = Build(value, hold=True)
+    building = SyncCall(lambda: sync_client.compute_once("c-told", build, fresh_for=60))
+    assert build.started.wait(TIMEOUT)
+    other = Build("unused")
+    waiter = SyncCall(lambda: sync_client_b.compute_once("c-told", other, fresh_for=60))
+    sync_until(lambda: waiting(sync_client_b) == 1)
+    before = evalsha_calls(raw)
+    build.go.set()
+    assert building.result() == value
+    assert waiter.result() == value
+    assert (other.calls, sync_client_b.statistics().wakeups) == (0, 1)
+    # the builder's store and release; a read by the waiter only when the message did not
+    # carry the result (up to TOLD_MAX bytes encoded)
+    assert evalsha_calls(raw) - before == (2 if encoded <= TOLD_MAX else 3)
 
 
 def test_a_fresh_result_is_returned_in_one_request(
