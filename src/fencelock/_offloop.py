@@ -40,7 +40,8 @@ from ._async.topology import AsyncTopology
 from ._async.watchdog import Lose
 from ._core.kinds import LeaseSpec, Released
 from ._core.lease import Grant
-from ._core.routing import CLUSTER, GLIDE
+from ._core.quorum import socket_limit
+from ._core.routing import CLUSTER, GLIDE, QUORUM
 from ._core.stats import Counters
 from ._glide import sync_glide_like
 from ._sync.routes import route as sync_route
@@ -73,7 +74,12 @@ def renewal_twin(topology: AsyncTopology, counters: Counters) -> Callable[[], Sy
     elif settings.shape == CLUSTER:
         deferred = [sync_cluster_like(server, timeout) for server in settings.servers]
     else:
-        clients = tuple(sync_client_like(server, timeout) for server in settings.servers)
+        # Redlock's nodes: each socket within the node timeout, as the route's own clients of
+        # them (connect.py). A fan-out's connecting is not bounded by its caller's timeout: with
+        # the request timeout, a hung node would hold the renewal thread (every lease of the
+        # client) past the leases' deadlines each time its connection is made again.
+        limit = socket_limit(settings.node_timeout) if settings.shape == QUORUM else timeout
+        clients = tuple(sync_client_like(server, limit) for server in settings.servers)
 
     def make() -> SyncTopology:
         servers = clients + tuple(made() for made in deferred)

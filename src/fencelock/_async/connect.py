@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from .._core.natives import ScriptMode
 from .._core.options import ClientOptions
-from .._core.quorum import NODE_TIMEOUT_MAX
+from .._core.quorum import socket_limit
 from .._core.routing import CLUSTER, ONE, QUORUM, RouteSettings
 from .._core.stats import Counters
 from .._keys import described, validate_db, validate_url
@@ -100,9 +100,7 @@ def route_settings(
         validate_db(node.connection_pool.connection_kwargs.get("db", 0))
     if options.min_replicas:
         raise ValueError("min_replicas applies to one master, not to Redlock nodes")
-    # Every socket of a node is bounded by the node timeout: a hung node must cost an acquire
-    # about that, even when a connection has to be made again.
-    limit = options.node_timeout or NODE_TIMEOUT_MAX
+    limit = socket_limit(options.node_timeout)
     nodes = tuple(async_own_client(node, limit) for node in redis)
     return RouteSettings(QUORUM, nodes, timeout, node_timeout=options.node_timeout)
 

@@ -36,7 +36,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from .._backend import AsyncBackground, AsyncMutex, AsyncStateLock, async_at_once
 from .._core.options import ClientOptions
-from .._core.quorum import NODE_TIMEOUT_MAX, node_timeout, quorum
+from .._core.quorum import node_timeout, quorum, socket_limit
 from .._core.replies import NoReply, translate_error
 from .._core.routing import CLUSTER, GLIDE, ONE, QUORUM, RouteSettings
 from .._glide import (
@@ -290,8 +290,7 @@ class AsyncGlideRoute(AsyncRoute):
             self.send = _no_one_server
         else:
             self.send = partial(self._send, self.nodes[0])
-        # Redlock: a hung node must cost a wait about its node timeout
-        limit = (settings.node_timeout or NODE_TIMEOUT_MAX) if self.quorum else self.request_timeout
+        limit = socket_limit(settings.node_timeout) if self.quorum else self.request_timeout
         self.glide_waiters = [
             AsyncGlideWaiter(node, limit, self.sharded)
             for node in (self.nodes if settings.listens else ())

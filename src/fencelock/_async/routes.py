@@ -27,7 +27,7 @@ from typing import Any, Final, Protocol
 from redis.exceptions import RedisError
 
 from .._backend import AsyncLoopGuard, AsyncStateLock
-from .._core.quorum import NODE_TIMEOUT_MAX, node_timeout, quorum
+from .._core.quorum import node_timeout, quorum, socket_limit
 from .._core.replies import translate_error
 from .._core.routing import CLUSTER, GLIDE, QUORUM, RouteSettings, RouteTraits
 from .._transport import AsyncClusterNode, AsyncRedis, AsyncRedisCluster, async_own_client
@@ -239,9 +239,7 @@ class AsyncQuorumRoute(AsyncRoute):
         super().__init__(settings)
         self.nodes: list[AsyncRedis] = list(settings.servers)
         self.send = _no_one_server
-        # Every socket of a node is bounded by the node timeout: a hung node must cost a wait
-        # about that, even when a connection has to be made again.
-        limit = settings.node_timeout or NODE_TIMEOUT_MAX
+        limit = socket_limit(settings.node_timeout)
         for i, node in enumerate(self.nodes if settings.listens else ()):
             self._waiter(i, partial(async_own_client, node, limit), limit)
 

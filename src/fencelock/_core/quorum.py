@@ -40,6 +40,13 @@ def node_timeout(ttl: float) -> float:
     return min(NODE_TIMEOUT_MAX, max(NODE_TIMEOUT_MIN, ttl / 200))
 
 
+def socket_limit(configured: float | None) -> float:
+    """What bounds every socket of a Redlock node, connecting included (the node timeout as
+    configured, else the longest one a ttl derives): a hung node must cost a wait about that,
+    even when a connection has to be made again."""
+    return configured or NODE_TIMEOUT_MAX
+
+
 def retry_jitter(max_poll: float | None) -> float:
     """A random pause before a Redlock re-try, so that contenders that split the nodes between
     them (nobody got a majority) do not collide again in lockstep."""
