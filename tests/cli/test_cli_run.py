@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
@@ -498,7 +499,11 @@ def test_redlock_majority_lost_before_the_token_is_read_exits_69(
 ) -> None:
     # In-process, to lose the majority between the grant and the first read of the token
     # (which writes it back to a majority, modes.md): COMMAND must not run without a token.
+    # One node's counter ahead of every clock makes the nodes grant different tokens, so the
+    # largest must be written back (a token the majority agreed on needs none: safety.md).
     nodes = redlock[:3]
+    with nodes[2].client() as probe:
+        probe.set(KEYS.fence, time.time_ns() // 1000 + 10**9)  # a thousand seconds ahead
     ran = tmp_path / "ran"
     runner = Runner(
         NAME, ["touch", str(ran)], ttl=10, timeout=0, grace=1, urls=[s.url for s in nodes]
