@@ -283,16 +283,16 @@ class AsyncGlideRoute(AsyncRoute):
     def __init__(self, settings: RouteSettings) -> None:
         super().__init__(settings)
         self.nodes: list[Any] = list(settings.servers)
-        self.quorum = settings.shape == QUORUM
-        self.sharded = settings.shape == CLUSTER
         # (what it can do follows from the shape, as for redis-py's routes: ``traits``)
-        if self.quorum:
+        if self.traits.majority:
             self.send = _no_one_server
         else:
             self.send = partial(self._send, self.nodes[0])
-        limit = socket_limit(settings.node_timeout) if self.quorum else self.request_timeout
+        limit = (
+            socket_limit(settings.node_timeout) if self.traits.majority else self.request_timeout
+        )
         self.glide_waiters = [
-            AsyncGlideWaiter(node, limit, self.sharded)
+            AsyncGlideWaiter(node, limit, self.traits.slotted)
             for node in (self.nodes if settings.listens else ())
         ]
 
@@ -307,7 +307,7 @@ class AsyncGlideRoute(AsyncRoute):
         end = time.monotonic() + timeout
         api = async_glide()
         # (a Cluster: the primary of the key's slot, wherever it is now)
-        route = api.SlotKeyRoute(api.SlotType.PRIMARY, key) if self.sharded else None
+        route = api.SlotKeyRoute(api.SlotType.PRIMARY, key) if self.traits.slotted else None
         replies = await request(node, commands, timeout, route)
         if noscript is not None and isinstance(replies[0], NoScriptError):
             again = [noscript, *commands[1:]]
@@ -316,7 +316,7 @@ class AsyncGlideRoute(AsyncRoute):
 
     @property
     def address(self) -> str:
-        return "the Redlock nodes" if self.quorum else address(self.nodes[0])
+        return "the Redlock nodes" if self.traits.majority else address(self.nodes[0])
 
     @property
     def addresses(self) -> list[str]:
@@ -325,7 +325,7 @@ class AsyncGlideRoute(AsyncRoute):
     async def _targets(self, timeout: float) -> list[tuple[Any, Any, str]]:
         """Every node as (client, route, address): a Cluster's primaries (``CLUSTER NODES``,
         within ``timeout``), each reached through the cluster client by its address."""
-        if not self.sharded:
+        if not self.traits.slotted:
             return [(node, None, address(node)) for node in self.nodes]
         api = async_glide()
         cluster = self.nodes[0]
@@ -339,7 +339,7 @@ class AsyncGlideRoute(AsyncRoute):
         return targets
 
     def node_timeout(self, ttl: float) -> float:
-        if not self.quorum:
+        if not self.traits.majority:
             return self.request_timeout
         return self.settings.node_timeout or node_timeout(ttl)
 
@@ -373,7 +373,7 @@ class AsyncGlideRoute(AsyncRoute):
                 try:
                     await stack.enter_async_context(waiter.watch(channel, what, watch, timeout))
                 except LockConnectionError:
-                    if not self.quorum:
+                    if not self.traits.majority:
                         raise
             yield watch
 

@@ -284,16 +284,16 @@ class SyncGlideRoute(SyncRoute):
     def __init__(self, settings: RouteSettings) -> None:
         super().__init__(settings)
         self.nodes: list[Any] = list(settings.servers)
-        self.quorum = settings.shape == QUORUM
-        self.sharded = settings.shape == CLUSTER
         # (what it can do follows from the shape, as for redis-py's routes: ``traits``)
-        if self.quorum:
+        if self.traits.majority:
             self.send = _no_one_server
         else:
             self.send = partial(self._send, self.nodes[0])
-        limit = socket_limit(settings.node_timeout) if self.quorum else self.request_timeout
+        limit = (
+            socket_limit(settings.node_timeout) if self.traits.majority else self.request_timeout
+        )
         self.glide_waiters = [
-            SyncGlideWaiter(node, limit, self.sharded)
+            SyncGlideWaiter(node, limit, self.traits.slotted)
             for node in (self.nodes if settings.listens else ())
         ]
 
@@ -308,7 +308,7 @@ class SyncGlideRoute(SyncRoute):
         end = time.monotonic() + timeout
         api = sync_glide()
         # (a Cluster: the primary of the key's slot, wherever it is now)
-        route = api.SlotKeyRoute(api.SlotType.PRIMARY, key) if self.sharded else None
+        route = api.SlotKeyRoute(api.SlotType.PRIMARY, key) if self.traits.slotted else None
         replies = request(node, commands, timeout, route)
         if noscript is not None and isinstance(replies[0], NoScriptError):
             again = [noscript, *commands[1:]]
@@ -317,7 +317,7 @@ class SyncGlideRoute(SyncRoute):
 
     @property
     def address(self) -> str:
-        return "the Redlock nodes" if self.quorum else address(self.nodes[0])
+        return "the Redlock nodes" if self.traits.majority else address(self.nodes[0])
 
     @property
     def addresses(self) -> list[str]:
@@ -326,7 +326,7 @@ class SyncGlideRoute(SyncRoute):
     def _targets(self, timeout: float) -> list[tuple[Any, Any, str]]:
         """Every node as (client, route, address): a Cluster's primaries (``CLUSTER NODES``,
         within ``timeout``), each reached through the cluster client by its address."""
-        if not self.sharded:
+        if not self.traits.slotted:
             return [(node, None, address(node)) for node in self.nodes]
         api = sync_glide()
         cluster = self.nodes[0]
@@ -340,7 +340,7 @@ class SyncGlideRoute(SyncRoute):
         return targets
 
     def node_timeout(self, ttl: float) -> float:
-        if not self.quorum:
+        if not self.traits.majority:
             return self.request_timeout
         return self.settings.node_timeout or node_timeout(ttl)
 
@@ -374,7 +374,7 @@ class SyncGlideRoute(SyncRoute):
                 try:
                     stack.enter_context(waiter.watch(channel, what, watch, timeout))
                 except LockConnectionError:
-                    if not self.quorum:
+                    if not self.traits.majority:
                         raise
             yield watch
 
