@@ -92,10 +92,14 @@ def pause_holders(
     phases = (CHECKED,) if after_check else (WORKING,)
     where = "after its check" if after_check else "while it works"
     frozen: list[tuple[WorkerHandle, contextlib.ExitStack, FaultMark]] = []
-    grants = {w.id: run.grant_count(w) for w in run.handles}  # before the pauses
+    # each worker's grants when a holder of its name was frozen (a worker started since: 0): a
+    # grant counted after that is newer than the frozen one. (Counted before the wait for a
+    # holder, a grant older than the frozen holder's passed for overtaking it: the holder was
+    # resumed at once, and its write, still the newest, was rightly accepted.)
+    grants: dict[str, int] = {}
 
     def overtaken(holder: WorkerHandle) -> bool:
-        """Whether another worker of ``holder``'s name wrote in a grant it got since."""
+        """Whether another worker of ``holder``'s name wrote in a grant it got since the freeze."""
         return any(
             run.grant_count(w) > grants.get(w.id, 0) + (run.phase(w) != WRITTEN)
             for w in run.workers_of(holder.name)
@@ -107,6 +111,7 @@ def pause_holders(
             holder = _freeze_holder(run, name, phases, timeout)
             if holder is None:
                 raise NoHolder(f"no holder of {name!r} to pause within {timeout} s")
+            grants.update((w.id, run.grant_count(w)) for w in run.workers_of(name))
             stack = contextlib.ExitStack()
             detail = f"SIGSTOP holder {holder.id} of {name} {where}, {seconds:g} s"
             fault = stack.enter_context(run.fault(detail, h.HOLDER, name))
