@@ -12,7 +12,7 @@ A to the return of the blocked ``acquire()`` in the waiter B. Every step is stam
 * ``t0``/``t1``: A calls ``release()`` / it returns.
 * ``tcr``: B's pub/sub listener thread comes back from ``poll()`` with the message to read (the
   hiredis parser's ``can_read`` returned True; the instance method is wrapped).
-* ``t2``: the message is handed to fencelock (the waiter's ``_dispatch`` is wrapped).
+* ``t2``: the message is handed to fencelock (the waiter's ``_deliver`` is wrapped).
 * ``tw``: the waiting thread's ``wait()`` returns True (the ``threading.Event`` was set).
 * ``ts``/``tr``: the re-try of the acquire script is sent / its reply is parsed (``try_acquire``
   wrapped: the last, granted, try).
@@ -183,7 +183,7 @@ class FencelockSide(Side):
         _wrap(self.client._wiring.grants, "try_acquire", self._make_try)
         _wrap(self.client._wiring.topology, "wait", self._make_wait)
         if listener:
-            _wrap(self.waiter, "_dispatch", self._make_dispatch)
+            _wrap(self.waiter, "_deliver", self._make_deliver)
             _wrap(self.waiter, "unwatch", self._make_unwatch)
 
     def _make_try(self, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -208,16 +208,15 @@ class FencelockSide(Side):
 
         return wait
 
-    def _make_dispatch(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        def dispatch(message: dict[str, object]) -> None:
+    def _make_deliver(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def deliver(channel: bytes, data: bytes) -> None:
             # stamped before the call: the waiting thread may look before it has returned
             stamps = [self.readable, mono(), NAN]
-            if message.get("type") == "message":
-                self.messages.append(stamps)
-            original(message)
+            self.messages.append(stamps)
+            original(channel, data)
             stamps[2] = mono()
 
-        return dispatch
+        return deliver
 
     def _make_unwatch(self, original: Callable[..., Any]) -> Callable[..., Any]:
         def unwatch(*args: Any, **kwargs: Any) -> Any:
@@ -656,10 +655,10 @@ STEPS: Final[dict[str, list[tuple[str, str, str]]]] = {
     "fencelock": [
         ("release() call, A (t1-t0)", "t0", "t1"),
         ("release called -> B's listener has data (tcr-t0)", "t0", "tcr"),
-        ("redis-py read+parse+handle -> _dispatch (t2-tcr)", "tcr", "t2"),
+        ("redis-py read+parse -> _deliver (t2-tcr)", "tcr", "t2"),
         ("= wake-up dispatched (t2-t0)", "t0", "t2"),
-        ("_dispatch body, listener side (t2x-t2)", "t2", "t2x"),
-        ("_dispatch + thread hop -> wait() returns (tw-t2)", "t2", "tw"),
+        ("_deliver body, listener side (t2x-t2)", "t2", "t2x"),
+        ("_deliver + thread hop -> wait() returns (tw-t2)", "t2", "tw"),
         ("wait() returned -> re-try sent (ts-tw)", "tw", "ts"),
         ("re-try round trip, acquire script (tr-ts)", "ts", "tr"),
         ("grant -> acquire() returns (t3-tr)", "tr", "t3"),
@@ -819,8 +818,8 @@ LISTENER: Final = "fencelock-waiter"  # the listener's thread (sync) or task (as
 IGNORED: Final = ""  # the harness's own waiting and signalling: not counted
 LISTENING: Final = "listening"  # the listener since its last dispatch (see Counting.dispatched)
 A_RELEASE: Final = "A: release() (grants the lock to B, publishes)"
-READ_MESSAGE: Final = "listener: read -> the message reaches _dispatch"
-DISPATCH_MESSAGE: Final = "listener: _dispatch(message)"
+READ_MESSAGE: Final = "listener: read -> the message reaches _deliver"
+DISPATCH_MESSAGE: Final = "listener: _deliver(message)"
 IN_WAIT: Final = "B: in wait() (both sides of the block)"
 WOKEN: Final = "B: wait() returns -> acquire() returns"
 READ_OTHER: Final = "listener: read -> the other replies (subscribe, pong, unsubscribe)"
@@ -878,10 +877,10 @@ class Counting:
     def set(self, stage: str) -> None:
         self.stages[self.whose()] = stage
 
-    def dispatched(self, message: dict[str, object]) -> str:
-        """The listener dispatches ``message``: what it did since its last dispatch was the
-        read of it. Returns the stage of the dispatch."""
-        ours = message["type"] in ("message", "smessage")
+    def dispatched(self, ours: bool) -> str:
+        """The listener hands a reply on (``ours``: a message, to ``_deliver``; else to
+        ``_dispatch``): what it did since it last did was the read of it. Returns the stage
+        of handing it on."""
         read = READ_MESSAGE if ours else READ_OTHER
         for kind, calls in self.pending.items():
             self.counts[read, kind] = self.counts.get((read, kind), 0) + calls
@@ -889,15 +888,22 @@ class Counting:
         return DISPATCH_MESSAGE if ours else DISPATCH_OTHER
 
     def wrap(self, client: Any, parked: Callable[[], object]) -> None:
-        """Wrap B's client: its listener's ``_dispatch``, its waits (``parked`` is called
-        before each) and its tries."""
+        """Wrap B's client: its listener's ``_deliver`` and ``_dispatch``, its waits
+        (``parked`` is called before each) and its tries."""
         waiter = client._wiring.topology.route.waiters[0]
-        dispatch, wait = waiter._dispatch, client._wiring.topology.wait
-        grants = client._wiring.grants
+        deliver, dispatch = waiter._deliver, waiter._dispatch
+        wait, grants = client._wiring.topology.wait, client._wiring.grants
         try_acquire = grants.try_acquire
 
+        def counted_deliver(channel: bytes, data: bytes) -> None:
+            self.set(self.dispatched(ours=True))
+            try:
+                deliver(channel, data)
+            finally:
+                self.set(LISTENING)
+
         def counted_dispatch(message: dict[str, object]) -> None:
-            self.set(self.dispatched(message))
+            self.set(self.dispatched(ours=False))
             try:
                 dispatch(message)
             finally:
@@ -923,24 +929,24 @@ class Counting:
                 before_try()
                 return await try_acquire(*args, **kwargs)
 
-            _wrap(waiter, "_dispatch", lambda _: counted_dispatch)
             _wrap(client._wiring.topology, "wait", lambda _: counted_wait)
             _wrap(grants, "try_acquire", lambda _: counted_try)
-            return
+        else:
 
-        def counted_sync_wait(watch: Any, timeout: float) -> bool:
-            before_wait()
-            woken: bool = wait(watch, timeout)
-            self.set(WOKEN)
-            return woken
+            def counted_sync_wait(watch: Any, timeout: float) -> bool:
+                before_wait()
+                woken: bool = wait(watch, timeout)
+                self.set(WOKEN)
+                return woken
 
-        def counted_sync_try(*args: Any, **kwargs: Any) -> Any:
-            before_try()
-            return try_acquire(*args, **kwargs)
+            def counted_sync_try(*args: Any, **kwargs: Any) -> Any:
+                before_try()
+                return try_acquire(*args, **kwargs)
 
+            _wrap(client._wiring.topology, "wait", lambda _: counted_sync_wait)
+            _wrap(grants, "try_acquire", lambda _: counted_sync_try)
+        _wrap(waiter, "_deliver", lambda _: counted_deliver)
         _wrap(waiter, "_dispatch", lambda _: counted_dispatch)
-        _wrap(client._wiring.topology, "wait", lambda _: counted_sync_wait)
-        _wrap(grants, "try_acquire", lambda _: counted_sync_try)
 
     def handoff_done(self, snapshots: list[tuple[dict[tuple[str, str], int], bool]]) -> None:
         """A hand-off ended: its counts (after B's re-take by A), and whether it was kept."""
