@@ -437,6 +437,50 @@ class SyncEvent:
         return self._event.wait(timeout)
 
 
+# A watch's wake-up (``waiter.Watch.event``), which one caller at a time waits on: under asyncio
+# an ``AsyncEvent``; in threads a lock that ``set()`` releases, where a ``threading.Event`` takes
+# a ``Condition`` and its lock on each side (issue 34: that thread hop is on every hand-off).
+AsyncWakeup = AsyncEvent
+
+
+class SyncWakeup:
+    """An event that one thread at a time waits on: its lock is held while it is clear, and
+    ``set()`` releases it. A ``set()`` and a ``clear()`` at once may leave it clear and its
+    lock free: the next ``wait()`` then returns False at once, as if timed out (the caller
+    looks again, as after a timeout), and leaves it as a clear event."""
+
+    __slots__ = ("_lock", "_set")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def set(self) -> None:
+        self._set = True
+        try:  # noqa: SIM105 (suppress() is three calls more, on every wake-up)
+            self._lock.release()
+        except RuntimeError:  # (set already)
+            pass
+
+    def clear(self) -> None:
+        self._set = False
+        self._lock.acquire(False)  # (held already: not set since, or taken by a wait)
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def wait(self, timeout: float | None) -> bool:
+        if not self._set:
+            if timeout is None:
+                self._lock.acquire()
+            elif timeout > 0:
+                self._lock.acquire(True, timeout)
+            else:
+                self._lock.acquire(False)
+        return self._set
+
+
 class AsyncStateLock:
     """Guards plain state shared with the background worker. Under asyncio every section without
     an ``await`` is already atomic, so this is a no-op; the sync twin is a real mutex."""

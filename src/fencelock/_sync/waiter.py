@@ -41,6 +41,7 @@ from .._backend import (
     SyncEvent,
     SyncMutex,
     SyncStateLock,
+    SyncWakeup,
     sync_checkpoint,
 )
 from .._core.replies import translate_error
@@ -97,9 +98,10 @@ def _subscribing(what: str) -> str:
 
 @dataclass(eq=False, slots=True)
 class Watch:
-    """One waiter's subscription: set by every message on its channel."""
+    """One waiter's subscription: set by every message on its channel (``event``: waited on
+    by the one caller in the block that watches)."""
 
-    event: SyncEvent = field(default_factory=SyncEvent)
+    event: SyncWakeup = field(default_factory=SyncWakeup)
     grant: str | None = None  # the last grant a release announced on the channel
     # the data of the message that set ``event`` since ``rearm`` (None: it was set otherwise,
     # by a re-subscription or a moved slot, or is not set)
