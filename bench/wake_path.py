@@ -847,19 +847,23 @@ class Counting:
         self.stages: dict[object, str] = {}
         self.pending = {"py": 0, "c": 0}  # the listener's, since its last dispatch
         self.retried = False  # B re-tried after its wake-up: not the hand-off by the message
+        self.muted = False
 
     def whose(self) -> object:
         if not self.asyncio_api:
-            return threading.get_ident()
+            return threading.get_ident()  # (a C function the harness calls: not counted)
+        self.muted = True  # (current_task() is a Python function: its call is not counted)
         try:
             return asyncio.current_task()
         except RuntimeError:  # (no loop running)
             return None
+        finally:
+            self.muted = False
 
     def profile(self, frame: Any, event: str, arg: object) -> None:
         kind = "py" if event == "call" else "c" if event == "c_call" else None
-        if kind is None or frame.f_code.co_filename == __file__:  # (the harness's own calls)
-            return
+        if kind is None or self.muted or frame.f_code.co_filename == __file__:
+            return  # (the harness's own calls)
         key = self.whose()
         stage = self.stages.get(key)
         if stage is None:  # a thread or task the harness did not name

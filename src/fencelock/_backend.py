@@ -408,16 +408,27 @@ class AsyncEvent:
     async def wait(self, timeout: float | None) -> bool:
         if self._set:
             return True
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
         self._waiters.add(waiter)
+        # The timer ends the wait as set() does. Not asyncio.timeout()/wait_for(): on Python
+        # 3.11 they can swallow a cancellation that arrives as the timer fires, and a waiter
+        # that ignores cancellation may take the lock; a cancellation raises at this await,
+        # whether the timer fired or not. (Nor asyncio.wait(): a future, a callback and a set
+        # more on every wait, issue 34.)
+        timer = None if timeout is None else loop.call_later(timeout, _expire, waiter)
         try:
-            # Not asyncio.timeout()/wait_for(): on Python 3.11 they can swallow a cancellation
-            # that arrives as the timer fires, and a waiter that ignores cancellation may take
-            # the lock.
-            await asyncio.wait((waiter,), timeout=timeout)
+            await waiter
         finally:
             self._waiters.discard(waiter)
+            if timer is not None:
+                timer.cancel()
         return self._set
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class SyncEvent:
