@@ -2,7 +2,7 @@
 
     python -m bench.wake_path [--handoffs 3000] [--warmup 200] [--repeat 3] [--gap 1]
                               [--releaser idle|reacquire] [--only NAME ...] [--url redis://...]
-    python -m bench.wake_path --count [--handoffs 200] [--url redis://...]
+    python -m bench.wake_path --count [--instructions] [--handoffs 200] [--url redis://...]
 
 Two spawned processes pass one lock back and forth (each is in turn the holder and the waiter, so
 both sides are measured; no hold time). A hand-off goes from ``release()`` called in the holder
@@ -61,7 +61,10 @@ with a client of its own) waits, A releases once B waits (the release grants B t
 publishes the grant), B's listener reads and dispatches the message, B's ``acquire()`` returns;
 B releases and A takes the lock again. The load of the machine does not change these counts: a
 change to the path shows as a change of them. Reported per stage: the median over the
-hand-offs in which B was woken by the grant's message (no re-try).
+hand-offs in which B was woken by the grant's message (no re-try). With ``--instructions``
+(valgrind installed) the same hand-offs run under valgrind's callgrind, without the counting,
+and each thread's instructions per hand-off are reported instead: A's, B's and B's listener's
+(sync), the loop's (asyncio).
 """
 
 from __future__ import annotations
@@ -77,13 +80,16 @@ import os
 import platform
 import secrets
 import statistics
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any, Final
 
 import redis
@@ -881,6 +887,11 @@ class Counting:
     def set(self, stage: str) -> None:
         self.stages[self.whose()] = stage
 
+    def forget(self) -> None:
+        """This task ends: its stage goes (each hand-off's B is a new task: kept, they would
+        grow the heap, and with it what the garbage collector does per hand-off)."""
+        del self.stages[self.whose()]
+
     def dispatched(self, ours: bool) -> str:
         """The listener hands a reply on (``ours``: a message, to ``_deliver``; else to
         ``_dispatch``): what it did since it last did was the read of it. Returns the stage
@@ -979,7 +990,7 @@ def per_handoff(snapshots: Sequence[tuple[dict[tuple[str, str], int], bool]]) ->
     return counts, len(deltas)
 
 
-def count_sync(url: str, handoffs: int) -> tuple[Counts, int]:
+def count_sync(url: str, handoffs: int, profile: bool = True) -> tuple[Counts, int]:
     """A (main thread) holds; B (a thread, its own client) waits; A releases once B waits: the
     release grants B the lock; B releases, A takes it again. Each side's calls are counted in
     its thread; threads switch only where they block (a long switch interval)."""
@@ -1016,10 +1027,11 @@ def count_sync(url: str, handoffs: int) -> tuple[Counts, int]:
         switch = sys.getswitchinterval()
         stack.callback(sys.setswitchinterval, switch)
         sys.setswitchinterval(1.0)
-        threading.setprofile(counting.profile)
-        stack.callback(threading.setprofile, None)
-        sys.setprofile(counting.profile)
-        stack.callback(sys.setprofile, None)
+        if profile:  # (else: no counts, for --instructions)
+            threading.setprofile(counting.profile)
+            stack.callback(threading.setprofile, None)
+            sys.setprofile(counting.profile)
+            stack.callback(sys.setprofile, None)
         counting.set(IGNORED)
         b_thread = threading.Thread(target=b_side, name="wake-path-B", daemon=True)
         b_thread.start()
@@ -1044,10 +1056,10 @@ def count_sync(url: str, handoffs: int) -> tuple[Counts, int]:
             if i >= COUNT_WARMUP - 1:
                 counting.handoff_done(snapshots)
         a.release()
-    return per_handoff(snapshots)
+    return per_handoff(snapshots) if profile else ({}, 0)
 
 
-def count_asyncio(url: str, handoffs: int) -> tuple[Counts, int]:
+def count_asyncio(url: str, handoffs: int, profile: bool = True) -> tuple[Counts, int]:
     """``count_sync`` on one event loop: A and B are tasks, each with its own client."""
     counting = Counting(asyncio_api=True)
     name = f"{PREFIX}:count:{secrets.token_hex(4)}"
@@ -1068,6 +1080,7 @@ def count_asyncio(url: str, handoffs: int) -> tuple[Counts, int]:
                     raise BenchError(f"B: not acquired in {WAIT_LIMIT:g} s")
                 counting.set(B_RELEASE)
                 await b.release()
+                counting.forget()
 
             counting.set(IGNORED)
             if not await a.acquire(timeout=0):
@@ -1089,12 +1102,60 @@ def count_asyncio(url: str, handoffs: int) -> tuple[Counts, int]:
             await a.release()
         return snapshots
 
-    sys.setprofile(counting.profile)
+    sys.setprofile(counting.profile if profile else None)
     try:
         snapshots = asyncio.run(run())
     finally:
         sys.setprofile(None)
-    return per_handoff(snapshots)
+    return per_handoff(snapshots) if profile else ({}, 0)
+
+
+# the threads of count_sync in the order they start, as callgrind numbers them
+THREADS: Final = {
+    "sync": ["A (main thread), and the harness", "B", "B's listener"],
+    "asyncio": ["the loop: A, B, B's listener, and the harness"],
+}
+
+
+def instructions(url: str, handoffs: int) -> None:
+    """The instructions each thread runs per hand-off: valgrind's callgrind runs the hand-offs
+    of ``count_sync`` and ``count_asyncio`` (no profile function) twice, ``handoffs`` apart;
+    the difference of each thread's total, per hand-off. No clock is read either."""
+    print(
+        f"\nInstructions per hand-off, by thread (callgrind: runs of {COUNT_WARMUP} and"
+        f" {COUNT_WARMUP + handoffs} hand-offs, the difference divided by {handoffs})."
+    )
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        for api in THREADS:
+            totals = []
+            for n in (0, handoffs):
+                out = Path(tmp, f"{api}-{n}")
+                call = f"from bench import wake_path as w; w.count_{api}({url!r}, {n}, False)"
+                command = [
+                    "valgrind",
+                    "--tool=callgrind",
+                    "--separate-threads=yes",
+                    f"--callgrind-out-file={out}.%p",
+                    sys.executable,
+                    "-c",
+                    call,
+                ]
+                subprocess.run(command, cwd=root, check=True, capture_output=True)
+                # one file per thread, numbered in the order the threads started
+                files = sorted(Path(tmp).glob(f"{out.name}.*-*"))
+                totals.append([_callgrind_total(f) for f in files])
+            print(f"\n### {api}\n\n| thread | instructions |\n|---|---|")
+            for i, name in enumerate(THREADS[api]):
+                per = (totals[1][i] - totals[0][i]) / handoffs
+                print(f"| {name} | {per:,.0f} |")
+
+
+def _callgrind_total(path: Path) -> int:
+    for line in path.read_text().splitlines():
+        if line.startswith(("totals:", "summary:")):
+            return int(line.split()[1])
+    raise BenchError(f"no total in {path}")
 
 
 def count_report(url: str, handoffs: int) -> None:
@@ -1220,6 +1281,10 @@ def main(argv: list[str] | None = None) -> int:
         "--count", action="store_true",
         help="count the calls of each stage of a hand-off in one process, sync and asyncio",
     )  # fmt: skip
+    parser.add_argument(
+        "--instructions", action="store_true",
+        help="with --count: the instructions of each thread instead (valgrind's callgrind)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.handoffs is None:
         args.handoffs = 200 if args.count else 3000
@@ -1254,7 +1319,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"command: python -m bench.wake_path {' '.join(argv or sys.argv[1:])}".rstrip())
         if args.count:
-            count_report(url, args.handoffs)
+            (instructions if args.instructions else count_report)(url, args.handoffs)
             return 0
         results = measure(url, scenarios, settings, args.warmup, args.repeat)
         report(results, settings, args.warmup, args.repeat)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 import redis
@@ -95,3 +96,12 @@ def test_count_prints_the_calls_of_each_stage(
         assert f"### {api} (10 hand-offs by the message kept)" in out
     rows = [line.split(" | ") for line in out.splitlines() if "the wake path" in line]
     assert len(rows) == 2 and all(float(row[1]) > 0 for row in rows)
+
+
+def test_a_callgrind_total_is_read_from_its_file(tmp_path: Path) -> None:
+    out = tmp_path / "sync-0.1234-02"
+    out.write_text("version: 1\ncmd: python\nevents: Ir\nsummary: 1234567\ntotals: 1234567\n")
+    assert wake_path._callgrind_total(out) == 1234567
+    out.write_text("events: Ir\n")
+    with pytest.raises(wake_path.BenchError):
+        wake_path._callgrind_total(out)
