@@ -2,6 +2,7 @@
 
     python -m bench.wake_path [--handoffs 3000] [--warmup 200] [--repeat 3] [--gap 1]
                               [--releaser idle|reacquire] [--only NAME ...] [--url redis://...]
+    python -m bench.wake_path --count [--instructions] [--handoffs 200] [--url redis://...]
 
 Two spawned processes pass one lock back and forth (each is in turn the holder and the waiter, so
 both sides are measured; no hold time). A hand-off goes from ``release()`` called in the holder
@@ -11,7 +12,7 @@ A to the return of the blocked ``acquire()`` in the waiter B. Every step is stam
 * ``t0``/``t1``: A calls ``release()`` / it returns.
 * ``tcr``: B's pub/sub listener thread comes back from ``poll()`` with the message to read (the
   hiredis parser's ``can_read`` returned True; the instance method is wrapped).
-* ``t2``: the message is handed to fencelock (the waiter's ``_dispatch`` is wrapped).
+* ``t2``: the message is handed to fencelock (the waiter's ``_deliver`` is wrapped).
 * ``tw``: the waiting thread's ``wait()`` returns True (the ``threading.Event`` was set).
 * ``ts``/``tr``: the re-try of the acquire script is sent / its reply is parsed (``try_acquire``
   wrapped: the last, granted, try).
@@ -53,11 +54,23 @@ the mean hand-off (means add up along the path, percentiles do not); then the me
 work on the machine is the main source of noise). The scenarios run in an order rotated by the
 repetition and reversed on every other one. With ``--url`` keys named ``wake-path:*`` are
 written to that server.
+
+``--count`` reads no clock: it counts what each stage of the same hand-off calls (Python
+functions, and C functions), sync and asyncio, in one process: A holds, B (a thread, or a task,
+with a client of its own) waits, A releases once B waits (the release grants B the lock and
+publishes the grant), B's listener reads and dispatches the message, B's ``acquire()`` returns;
+B releases and A takes the lock again. The load of the machine does not change these counts: a
+change to the path shows as a change of them. Reported per stage: the median over the
+hand-offs in which B was woken by the grant's message (no re-try). With ``--instructions``
+(valgrind installed) the same hand-offs run under valgrind's callgrind, without the counting,
+and each thread's instructions per hand-off are reported instead: A's, B's and B's listener's
+(sync), the loop's (asyncio).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime
 import importlib
 import itertools
@@ -67,18 +80,22 @@ import os
 import platform
 import secrets
 import statistics
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any, Final
 
 import redis
 
 import fencelock
+import fencelock.asyncio
 from fencelock._core.replies import Granted
 from fencelock_tools.servers.embedded import EmbeddedServer
 
@@ -172,7 +189,7 @@ class FencelockSide(Side):
         _wrap(self.client._wiring.grants, "try_acquire", self._make_try)
         _wrap(self.client._wiring.topology, "wait", self._make_wait)
         if listener:
-            _wrap(self.waiter, "_dispatch", self._make_dispatch)
+            _wrap(self.waiter, "_deliver", self._make_deliver)
             _wrap(self.waiter, "unwatch", self._make_unwatch)
 
     def _make_try(self, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -197,16 +214,15 @@ class FencelockSide(Side):
 
         return wait
 
-    def _make_dispatch(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        def dispatch(message: dict[str, object]) -> None:
+    def _make_deliver(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def deliver(channel: bytes, data: bytes) -> None:
             # stamped before the call: the waiting thread may look before it has returned
             stamps = [self.readable, mono(), NAN]
-            if message.get("type") == "message":
-                self.messages.append(stamps)
-            original(message)
+            self.messages.append(stamps)
+            original(channel, data)
             stamps[2] = mono()
 
-        return dispatch
+        return deliver
 
     def _make_unwatch(self, original: Callable[..., Any]) -> Callable[..., Any]:
         def unwatch(*args: Any, **kwargs: Any) -> Any:
@@ -645,10 +661,10 @@ STEPS: Final[dict[str, list[tuple[str, str, str]]]] = {
     "fencelock": [
         ("release() call, A (t1-t0)", "t0", "t1"),
         ("release called -> B's listener has data (tcr-t0)", "t0", "tcr"),
-        ("redis-py read+parse+handle -> _dispatch (t2-tcr)", "tcr", "t2"),
+        ("redis-py read+parse -> _deliver (t2-tcr)", "tcr", "t2"),
         ("= wake-up dispatched (t2-t0)", "t0", "t2"),
-        ("_dispatch body, listener side (t2x-t2)", "t2", "t2x"),
-        ("_dispatch + thread hop -> wait() returns (tw-t2)", "t2", "tw"),
+        ("_deliver body, listener side (t2x-t2)", "t2", "t2x"),
+        ("_deliver + thread hop -> wait() returns (tw-t2)", "t2", "tw"),
         ("wait() returned -> re-try sent (ts-tw)", "tw", "ts"),
         ("re-try round trip, acquire script (tr-ts)", "ts", "tr"),
         ("grant -> acquire() returns (t3-tr)", "tr", "t3"),
@@ -799,6 +815,367 @@ def measure(
     return results
 
 
+# -- counts: what each stage costs, without a clock (--count) --------------------------------
+
+# The calls of each stage, counted by a profile function: Python function calls, and calls of C
+# functions (builtins, methods of C types). Nothing reads a clock, so the load of the machine
+# does not change them; a change to the path shows as a change of its counts.
+LISTENER: Final = "fencelock-waiter"  # the listener's thread (sync) or task (asyncio)
+IGNORED: Final = ""  # the harness's own waiting and signalling: not counted
+LISTENING: Final = "listening"  # the listener since its last dispatch (see Counting.dispatched)
+A_RELEASE: Final = "A: release() (grants the lock to B, publishes)"
+READ_MESSAGE: Final = "listener: read -> the message reaches _deliver"
+DISPATCH_MESSAGE: Final = "listener: _deliver(message)"
+IN_WAIT: Final = "B: in wait() (both sides of the block)"
+WOKEN: Final = "B: wait() returns -> acquire() returns"
+READ_OTHER: Final = "listener: read -> the other replies (subscribe, pong, unsubscribe)"
+DISPATCH_OTHER: Final = "listener: _dispatch(the other replies)"
+B_BEFORE: Final = "B: acquire() until its wait (busy try, subscribe, queued try)"
+B_RELEASE: Final = "B: release()"
+A_ACQUIRE: Final = "A: acquire(), uncontended"
+LOOP: Final = "asyncio loop, between tasks"
+OTHER: Final = "other threads (the watchdog)"
+# the wake path after the message reaches B's socket, in the order it passes
+PATH: Final = [READ_MESSAGE, DISPATCH_MESSAGE, IN_WAIT, WOKEN]
+COUNT_ROWS: Final = [A_RELEASE, *PATH, READ_OTHER, DISPATCH_OTHER, B_BEFORE, B_RELEASE,
+                     A_ACQUIRE, LOOP, OTHER]  # fmt: skip
+COUNT_WARMUP: Final = 20
+Counts = dict[tuple[str, str], float]  # (stage, "py" or "c") -> calls
+
+
+class Counting:
+    """The calls of each stage, per thread (sync) or task (asyncio). The harness names the
+    stages of A and B; the listener's calls go to the read of the reply it dispatches next."""
+
+    def __init__(self, asyncio_api: bool) -> None:
+        self.asyncio_api = asyncio_api
+        self.counts: dict[tuple[str, str], int] = {}
+        self.stages: dict[object, str] = {}
+        self.pending = {"py": 0, "c": 0}  # the listener's, since its last dispatch
+        self.retried = False  # B re-tried after its wake-up: not the hand-off by the message
+        self.muted = False
+
+    def whose(self) -> object:
+        if not self.asyncio_api:
+            return threading.get_ident()  # (a C function the harness calls: not counted)
+        self.muted = True  # (current_task() is a Python function: its call is not counted)
+        try:
+            return asyncio.current_task()
+        except RuntimeError:  # (no loop running)
+            return None
+        finally:
+            self.muted = False
+
+    def profile(self, frame: Any, event: str, arg: object) -> None:
+        kind = "py" if event == "call" else "c" if event == "c_call" else None
+        if kind is None or self.muted or frame.f_code.co_filename == __file__:
+            return  # (the harness's own calls)
+        key = self.whose()
+        stage = self.stages.get(key)
+        if stage is None:  # a thread or task the harness did not name
+            if isinstance(key, asyncio.Task):
+                listener = key.get_name() == LISTENER
+            else:
+                listener = threading.current_thread().name == LISTENER
+            stage = LISTENING if listener else LOOP if self.asyncio_api else OTHER
+            self.stages[key] = stage
+        if stage == LISTENING:
+            self.pending[kind] += 1
+        elif stage:
+            self.counts[stage, kind] = self.counts.get((stage, kind), 0) + 1
+
+    def set(self, stage: str) -> None:
+        self.stages[self.whose()] = stage
+
+    def forget(self) -> None:
+        """This task ends: its stage goes (each hand-off's B is a new task: kept, they would
+        grow the heap, and with it what the garbage collector does per hand-off)."""
+        del self.stages[self.whose()]
+
+    def dispatched(self, ours: bool) -> str:
+        """The listener hands a reply on (``ours``: a message, to ``_deliver``; else to
+        ``_dispatch``): what it did since it last did was the read of it. Returns the stage
+        of handing it on."""
+        read = READ_MESSAGE if ours else READ_OTHER
+        for kind, calls in self.pending.items():
+            self.counts[read, kind] = self.counts.get((read, kind), 0) + calls
+        self.pending = {"py": 0, "c": 0}
+        return DISPATCH_MESSAGE if ours else DISPATCH_OTHER
+
+    def wrap(self, client: Any, parked: Callable[[], object]) -> None:
+        """Wrap B's client: its listener's ``_deliver`` and ``_dispatch``, its waits
+        (``parked`` is called before each) and its tries."""
+        waiter = client._wiring.topology.route.waiters[0]
+        deliver, dispatch = waiter._deliver, waiter._dispatch
+        wait, grants = client._wiring.topology.wait, client._wiring.grants
+        try_acquire = grants.try_acquire
+
+        def counted_deliver(channel: bytes, data: bytes) -> None:
+            self.set(self.dispatched(ours=True))
+            try:
+                deliver(channel, data)
+            finally:
+                self.set(LISTENING)
+
+        def counted_dispatch(message: dict[str, object]) -> None:
+            self.set(self.dispatched(ours=False))
+            try:
+                dispatch(message)
+            finally:
+                self.set(LISTENING)
+
+        def before_wait() -> None:
+            self.set(IGNORED)
+            parked()
+            self.set(IN_WAIT)
+
+        def before_try() -> None:
+            self.retried = self.retried or self.stages.get(self.whose()) == WOKEN
+
+        if self.asyncio_api:
+
+            async def counted_wait(watch: Any, timeout: float) -> bool:
+                before_wait()
+                woken: bool = await wait(watch, timeout)
+                self.set(WOKEN)
+                return woken
+
+            async def counted_try(*args: Any, **kwargs: Any) -> Any:
+                before_try()
+                return await try_acquire(*args, **kwargs)
+
+            _wrap(client._wiring.topology, "wait", lambda _: counted_wait)
+            _wrap(grants, "try_acquire", lambda _: counted_try)
+        else:
+
+            def counted_sync_wait(watch: Any, timeout: float) -> bool:
+                before_wait()
+                woken: bool = wait(watch, timeout)
+                self.set(WOKEN)
+                return woken
+
+            def counted_sync_try(*args: Any, **kwargs: Any) -> Any:
+                before_try()
+                return try_acquire(*args, **kwargs)
+
+            _wrap(client._wiring.topology, "wait", lambda _: counted_sync_wait)
+            _wrap(grants, "try_acquire", lambda _: counted_sync_try)
+        _wrap(waiter, "_deliver", lambda _: counted_deliver)
+        _wrap(waiter, "_dispatch", lambda _: counted_dispatch)
+
+    def handoff_done(self, snapshots: list[tuple[dict[tuple[str, str], int], bool]]) -> None:
+        """A hand-off ended: its counts (after B's re-take by A), and whether it was kept."""
+        snapshots.append((dict(self.counts), not self.retried))
+        self.retried = False
+
+
+def per_handoff(snapshots: Sequence[tuple[dict[tuple[str, str], int], bool]]) -> tuple[Counts, int]:
+    """Each stage's median over the hand-offs kept (B woken by the message that granted it the
+    lock: no try after the wake-up), with the path's and every stage's ("path", "all"); and how
+    many were kept."""
+    deltas = [
+        {k: after[k] - before.get(k, 0) for k in after}
+        for (before, _), (after, kept) in itertools.pairwise(snapshots)
+        if kept
+    ]
+    if not deltas:
+        raise BenchError("no hand-off by the message was counted")
+    rows = {"path": PATH, "all": COUNT_ROWS, **{row: [row] for row in COUNT_ROWS}}
+    counts = {
+        (row, kind): float(statistics.median(sum(d.get((s, kind), 0) for s in stages)
+                                             for d in deltas))
+        for row, stages in rows.items()
+        for kind in ("py", "c")
+    }  # fmt: skip
+    return counts, len(deltas)
+
+
+def count_sync(url: str, handoffs: int, profile: bool = True) -> tuple[Counts, int]:
+    """A (main thread) holds; B (a thread, its own client) waits; A releases once B waits: the
+    release grants B the lock; B releases, A takes it again. Each side's calls are counted in
+    its thread; threads switch only where they block (a long switch interval)."""
+    counting = Counting(asyncio_api=False)
+    name = f"{PREFIX}:count:{secrets.token_hex(4)}"
+    go, parked, done = threading.Event(), threading.Event(), threading.Event()
+    failed: list[BaseException] = []
+    snapshots: list[tuple[dict[tuple[str, str], int], bool]] = []
+    with ExitStack() as stack:
+        a_client, b_client = (
+            stack.enter_context(fencelock.LockClient.from_url(url, socket_timeout=SOCKET_TIMEOUT))
+            for _ in "ab"
+        )
+        a, b = a_client.lock(name, ttl=TTL), b_client.lock(name, ttl=TTL)
+        counting.wrap(b_client, parked.set)
+
+        def b_side() -> None:
+            try:
+                for _ in range(handoffs + COUNT_WARMUP):
+                    counting.set(IGNORED)
+                    go.wait(WAIT_LIMIT)
+                    go.clear()
+                    counting.set(B_BEFORE)
+                    if not b.acquire(timeout=WAIT_LIMIT):
+                        raise BenchError(f"B: not acquired in {WAIT_LIMIT:g} s")
+                    counting.set(B_RELEASE)
+                    b.release()
+                    counting.set(IGNORED)
+                    done.set()
+            except BaseException as exc:
+                failed.append(exc)
+                done.set()
+
+        switch = sys.getswitchinterval()
+        stack.callback(sys.setswitchinterval, switch)
+        sys.setswitchinterval(1.0)
+        if profile:  # (else: no counts, for --instructions)
+            threading.setprofile(counting.profile)
+            stack.callback(threading.setprofile, None)
+            sys.setprofile(counting.profile)
+            stack.callback(sys.setprofile, None)
+        counting.set(IGNORED)
+        b_thread = threading.Thread(target=b_side, name="wake-path-B", daemon=True)
+        b_thread.start()
+        stack.callback(b_thread.join, WAIT_LIMIT)
+        if not a.acquire(timeout=0):
+            raise BenchError("A: the lock was busy at the start")
+        for i in range(handoffs + COUNT_WARMUP):
+            parked.clear()
+            go.set()
+            if not parked.wait(WAIT_LIMIT):
+                raise BenchError(f"B did not wait: {failed}")
+            counting.set(A_RELEASE)
+            a.release()
+            counting.set(IGNORED)
+            if not done.wait(WAIT_LIMIT) or failed:
+                raise BenchError(f"B: {failed[0] if failed else 'no hand-off'}")
+            done.clear()
+            counting.set(A_ACQUIRE)
+            if not a.acquire(timeout=0):
+                raise BenchError("A: the lock was busy after B released it")
+            counting.set(IGNORED)
+            if i >= COUNT_WARMUP - 1:
+                counting.handoff_done(snapshots)
+        a.release()
+    return per_handoff(snapshots) if profile else ({}, 0)
+
+
+def count_asyncio(url: str, handoffs: int, profile: bool = True) -> tuple[Counts, int]:
+    """``count_sync`` on one event loop: A and B are tasks, each with its own client."""
+    counting = Counting(asyncio_api=True)
+    name = f"{PREFIX}:count:{secrets.token_hex(4)}"
+
+    async def run() -> list[tuple[dict[tuple[str, str], int], bool]]:
+        snapshots: list[tuple[dict[tuple[str, str], int], bool]] = []
+        async with (
+            fencelock.asyncio.LockClient.from_url(url, socket_timeout=SOCKET_TIMEOUT) as a_client,
+            fencelock.asyncio.LockClient.from_url(url, socket_timeout=SOCKET_TIMEOUT) as b_client,
+        ):
+            a, b = a_client.lock(name, ttl=TTL), b_client.lock(name, ttl=TTL)
+            parked = asyncio.Event()
+            counting.wrap(b_client, parked.set)
+
+            async def b_side() -> None:
+                counting.set(B_BEFORE)
+                if not await b.acquire(timeout=WAIT_LIMIT):
+                    raise BenchError(f"B: not acquired in {WAIT_LIMIT:g} s")
+                counting.set(B_RELEASE)
+                await b.release()
+                counting.forget()
+
+            counting.set(IGNORED)
+            if not await a.acquire(timeout=0):
+                raise BenchError("A: the lock was busy at the start")
+            for i in range(handoffs + COUNT_WARMUP):
+                parked.clear()
+                b_task = asyncio.create_task(b_side())
+                await asyncio.wait_for(parked.wait(), WAIT_LIMIT)
+                counting.set(A_RELEASE)
+                await a.release()
+                counting.set(IGNORED)
+                await asyncio.wait_for(b_task, WAIT_LIMIT)
+                counting.set(A_ACQUIRE)
+                if not await a.acquire(timeout=0):
+                    raise BenchError("A: the lock was busy after B released it")
+                counting.set(IGNORED)
+                if i >= COUNT_WARMUP - 1:
+                    counting.handoff_done(snapshots)
+            await a.release()
+        return snapshots
+
+    sys.setprofile(counting.profile if profile else None)
+    try:
+        snapshots = asyncio.run(run())
+    finally:
+        sys.setprofile(None)
+    return per_handoff(snapshots) if profile else ({}, 0)
+
+
+# the threads of count_sync in the order they start, as callgrind numbers them
+THREADS: Final = {
+    "sync": ["A (main thread), and the harness", "B", "B's listener"],
+    "asyncio": ["the loop: A, B, B's listener, and the harness"],
+}
+
+
+def instructions(url: str, handoffs: int) -> None:
+    """The instructions each thread runs per hand-off: valgrind's callgrind runs the hand-offs
+    of ``count_sync`` and ``count_asyncio`` (no profile function) twice, ``handoffs`` apart;
+    the difference of each thread's total, per hand-off. No clock is read either."""
+    print(
+        f"\nInstructions per hand-off, by thread (callgrind: runs of {COUNT_WARMUP} and"
+        f" {COUNT_WARMUP + handoffs} hand-offs, the difference divided by {handoffs})."
+    )
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        for api in THREADS:
+            totals = []
+            for n in (0, handoffs):
+                out = Path(tmp, f"{api}-{n}")
+                call = f"from bench import wake_path as w; w.count_{api}({url!r}, {n}, False)"
+                command = [
+                    "valgrind",
+                    "--tool=callgrind",
+                    "--separate-threads=yes",
+                    f"--callgrind-out-file={out}.%p",
+                    sys.executable,
+                    "-c",
+                    call,
+                ]
+                subprocess.run(command, cwd=root, check=True, capture_output=True)
+                # one file per thread, numbered in the order the threads started
+                files = sorted(Path(tmp).glob(f"{out.name}.*-*"))
+                totals.append([_callgrind_total(f) for f in files])
+            print(f"\n### {api}\n\n| thread | instructions |\n|---|---|")
+            for i, name in enumerate(THREADS[api]):
+                per = (totals[1][i] - totals[0][i]) / handoffs
+                print(f"| {name} | {per:,.0f} |")
+
+
+def _callgrind_total(path: Path) -> int:
+    for line in path.read_text().splitlines():
+        if line.startswith(("totals:", "summary:")):
+            return int(line.split()[1])
+    raise BenchError(f"no total in {path}")
+
+
+def count_report(url: str, handoffs: int) -> None:
+    print(
+        f"\nCalls per hand-off, by stage: the median over {handoffs} hand-offs (after"
+        f" {COUNT_WARMUP} of warm-up) of Python function calls and of calls of C functions, each"
+        " side in its own thread (sync) or task (asyncio). No clock is read: the load of the"
+        " machine does not change them."
+    )
+    for api, count in (("sync", count_sync), ("asyncio", count_asyncio)):
+        counts, kept_ = count(url, handoffs)
+        print(f"\n### {api} ({kept_} hand-offs by the message kept)\n")
+        print("| stage | Python calls | C calls |")
+        print("|---|---|---|")
+        for row in [*COUNT_ROWS[:5], "path", *COUNT_ROWS[5:], "all"]:
+            label = {"path": "**= the wake path**", "all": "= every stage"}.get(row, row)
+            label = f"**{label}**" if row in PATH else label
+            print(f"| {label} | {counts[row, 'py']:g} | {counts[row, 'c']:g} |")
+
+
 # -- report ----------------------------------------------------------------------------------
 
 
@@ -883,7 +1260,9 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m bench.wake_path",
         description="Where the time of a cross-process hand-off goes (fencelock's wake path).",
     )
-    parser.add_argument("--handoffs", type=int, default=3000, help="measured per run (3000)")
+    parser.add_argument(
+        "--handoffs", type=int, help="measured per run (3000; with --count: counted, 200)"
+    )
     parser.add_argument("--warmup", type=int, default=200, help="hand-offs dropped first (200)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per scenario (3)")
     parser.add_argument(
@@ -898,7 +1277,17 @@ def main(argv: list[str] | None = None) -> int:
         "--only", nargs="+", choices=SCENARIOS, metavar="NAME", help=f"run only these: {names}"
     )
     parser.add_argument("--url", help="an existing server (default: start one)")
+    parser.add_argument(
+        "--count", action="store_true",
+        help="count the calls of each stage of a hand-off in one process, sync and asyncio",
+    )  # fmt: skip
+    parser.add_argument(
+        "--instructions", action="store_true",
+        help="with --count: the instructions of each thread instead (valgrind's callgrind)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.handoffs is None:
+        args.handoffs = 200 if args.count else 3000
     if args.handoffs < 1 or args.warmup < 0 or args.repeat < 1 or args.gap < 0:
         parser.error("--handoffs and --repeat must be >= 1, --warmup and --gap >= 0")
     # the run ends with one more release than ``rounds``, handed over too
@@ -929,6 +1318,9 @@ def main(argv: list[str] | None = None) -> int:
             f" load average {load[0]:.2f} at the start"
         )
         print(f"command: python -m bench.wake_path {' '.join(argv or sys.argv[1:])}".rstrip())
+        if args.count:
+            (instructions if args.instructions else count_report)(url, args.handoffs)
+            return 0
         results = measure(url, scenarios, settings, args.warmup, args.repeat)
         report(results, settings, args.warmup, args.repeat)
     return 0

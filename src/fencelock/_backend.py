@@ -408,16 +408,27 @@ class AsyncEvent:
     async def wait(self, timeout: float | None) -> bool:
         if self._set:
             return True
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
         self._waiters.add(waiter)
+        # The timer ends the wait as set() does. Not asyncio.timeout()/wait_for(): on Python
+        # 3.11 they can swallow a cancellation that arrives as the timer fires, and a waiter
+        # that ignores cancellation may take the lock; a cancellation raises at this await,
+        # whether the timer fired or not. (Nor asyncio.wait(): a future, a callback and a set
+        # more on every wait, issue 34.)
+        timer = None if timeout is None else loop.call_later(timeout, _expire, waiter)
         try:
-            # Not asyncio.timeout()/wait_for(): on Python 3.11 they can swallow a cancellation
-            # that arrives as the timer fires, and a waiter that ignores cancellation may take
-            # the lock.
-            await asyncio.wait((waiter,), timeout=timeout)
+            await waiter
         finally:
             self._waiters.discard(waiter)
+            if timer is not None:
+                timer.cancel()
         return self._set
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class SyncEvent:
@@ -435,6 +446,50 @@ class SyncEvent:
 
     def wait(self, timeout: float | None) -> bool:
         return self._event.wait(timeout)
+
+
+# A watch's wake-up (``waiter.Watch.event``), which one caller at a time waits on: under asyncio
+# an ``AsyncEvent``; in threads a lock that ``set()`` releases, where a ``threading.Event`` takes
+# a ``Condition`` and its lock on each side (issue 34: that thread hop is on every hand-off).
+AsyncWakeup = AsyncEvent
+
+
+class SyncWakeup:
+    """An event that one thread at a time waits on: its lock is held while it is clear, and
+    ``set()`` releases it. A ``set()`` and a ``clear()`` at once may leave it clear and its
+    lock free: the next ``wait()`` then returns False at once, as if timed out (the caller
+    looks again, as after a timeout), and leaves it as a clear event."""
+
+    __slots__ = ("_lock", "_set")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def set(self) -> None:
+        self._set = True
+        try:  # noqa: SIM105 (suppress() is three calls more, on every wake-up)
+            self._lock.release()
+        except RuntimeError:  # (set already)
+            pass
+
+    def clear(self) -> None:
+        self._set = False
+        self._lock.acquire(False)  # (held already: not set since, or taken by a wait)
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def wait(self, timeout: float | None) -> bool:
+        if not self._set:
+            if timeout is None:
+                self._lock.acquire()
+            elif timeout > 0:
+                self._lock.acquire(True, timeout)
+            else:
+                self._lock.acquire(False)
+        return self._set
 
 
 class AsyncStateLock:

@@ -8,6 +8,10 @@ from __future__ import annotations
 import asyncio
 import gc
 import warnings
+from collections.abc import Callable
+from typing import Any
+
+import pytest
 
 from fencelock._backend import AsyncEvent
 
@@ -55,5 +59,36 @@ def test_a_wait_is_woken_by_set_and_ends_at_its_timeout_otherwise() -> None:
         event.clear()
         assert not event.is_set()
         assert not await event.wait(0.001)
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("woken_by", ["set", "timer"])
+def test_a_cancellation_in_the_step_the_wait_ends_is_raised(woken_by: str) -> None:
+    """The wait ends (set(), or its timer fires) and its task is cancelled before it runs
+    again: the cancellation is raised, not swallowed (as asyncio.timeout()/wait_for() can on
+    Python 3.11: a waiter that ignored it could take the lock)."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        timers: list[tuple[Callable[..., object], tuple[object, ...]]] = []
+        later = loop.call_later
+
+        def held(delay: float, callback: Callable[..., object], *args: object) -> Any:
+            timers.append((callback, args))  # fired below, by hand
+            return later(3600, callback, *args)
+
+        loop.call_later = held  # type: ignore[method-assign]
+        event = AsyncEvent()
+        waiting = loop.create_task(event.wait(1.0))
+        await asyncio.sleep(0)  # (suspended in the wait)
+        if woken_by == "set":
+            event.set()
+        else:
+            [(callback, args)] = timers
+            callback(*args)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
 
     asyncio.run(main())

@@ -358,6 +358,7 @@ def test_release_grant_trusted_with_enough_lease_left() -> None:
 def test_release_grant_trusted_keeps_the_reserved_block() -> None:
     result = trusted_release_grant(f"g{SCORE} 42", SCORE, 3, NOW, TTL, NOW)
     assert result == Granted(40, reserved=42)
+    assert result is not None and result.sent_at == NOW
 
 
 @pytest.mark.parametrize(

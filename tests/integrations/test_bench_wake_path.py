@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 import redis
@@ -68,3 +69,39 @@ def test_main_prints_the_tables(server: EmbeddedServer, capsys: pytest.CaptureFi
     assert "### fencelock" in out and "### round trips" in out
     assert "| **hand-off (t3-t0)** |" in out
     assert "re-taken by the releaser [0]" in out
+
+
+def test_per_handoff_is_the_median_of_the_hand_offs_by_the_message() -> None:
+    read, wait = wake_path.READ_MESSAGE, wake_path.IN_WAIT
+    snapshots = [
+        ({}, True),
+        ({(read, "py"): 10, (wait, "py"): 3}, True),
+        ({(read, "py"): 30, (wait, "py"): 6}, True),
+        ({(read, "py"): 100, (wait, "py"): 9}, False),  # B re-tried after its wake-up: left out
+        ({(read, "py"): 112, (wait, "py"): 12}, True),
+    ]
+    counts, kept = wake_path.per_handoff(snapshots)
+    assert kept == 3
+    assert (counts[read, "py"], counts[wait, "py"], counts["path", "py"]) == (12, 3, 15)
+    assert counts[wake_path.A_RELEASE, "c"] == 0
+
+
+def test_count_prints_the_calls_of_each_stage(
+    server: EmbeddedServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert wake_path.main(["--count", "--handoffs", "10", "--url", server.url]) == 0
+    out = capsys.readouterr().out
+    for api in ("sync", "asyncio"):
+        # every hand-off counted was woken by the message that granted the lock
+        assert f"### {api} (10 hand-offs by the message kept)" in out
+    rows = [line.split(" | ") for line in out.splitlines() if "the wake path" in line]
+    assert len(rows) == 2 and all(float(row[1]) > 0 for row in rows)
+
+
+def test_a_callgrind_total_is_read_from_its_file(tmp_path: Path) -> None:
+    out = tmp_path / "sync-0.1234-02"
+    out.write_text("version: 1\ncmd: python\nevents: Ir\nsummary: 1234567\ntotals: 1234567\n")
+    assert wake_path._callgrind_total(out) == 1234567
+    out.write_text("events: Ir\n")
+    with pytest.raises(wake_path.BenchError):
+        wake_path._callgrind_total(out)

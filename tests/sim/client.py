@@ -5,10 +5,11 @@
 - ``connection_pool``: what fencelock's requester reads to make connections of its own, and
   those connections (``SimConnection``): one write of RESP commands, the raw replies read one at
   a time, a lost connection a ``ConnectionError``;
-- ``pubsub()``: ``subscribe``/``ssubscribe``, ``ping``, ``unsubscribe``, ``get_message`` and
-  ``aclose`` as redis-py's ``PubSub`` behaves: commands are written and not waited for, every
-  reply and message comes through ``get_message`` in order, a reset is a ``ConnectionError`` on
-  the next read, and the next command connects again, subscribing every channel first.
+- ``pubsub()``: ``subscribe``/``ssubscribe``, ``ping``, ``unsubscribe``, ``parse_response``,
+  ``handle_message`` and ``aclose`` as redis-py's ``PubSub`` behaves: commands are written and
+  not waited for, every reply and message comes through ``parse_response`` in order, a reset is
+  a ``ConnectionError`` on the next read, and the next command connects again, subscribing
+  every channel first.
 
 Each call that waits for the server waits on a future the world resolves when the scheduler
 delivers the reply: the only place this process can be held up.
@@ -239,9 +240,9 @@ class SimPubSub:
     async def ping(self, message: Any = None) -> None:
         self._send(("PING",) if message is None else ("PING", message))
 
-    async def get_message(
-        self, ignore_subscribe_messages: bool = False, timeout: float | None = 0.0
-    ) -> dict[str, Any] | None:
+    async def parse_response(self, block: bool = True, timeout: float | None = 0.0) -> Reply:
+        """The next reply or message as the parser reads it (None: none within ``timeout``; an
+        error reply raised)."""
         if self.broken:
             self.broken, self.conn = False, None
             raise RedisConnectionError("Connection reset by peer")
@@ -250,7 +251,7 @@ class SimPubSub:
         if not self.inbox:
             self.reading = asyncio.get_running_loop().create_future()
             try:
-                await asyncio.wait((self.reading,), timeout=timeout)
+                await asyncio.wait((self.reading,), timeout=None if block else timeout)
                 if self.reading.done() and self.reading.exception() is not None:
                     raise self.reading.exception()  # type: ignore[misc]
             finally:
@@ -258,12 +259,15 @@ class SimPubSub:
                 self.reading = None
             if not self.inbox:
                 return None
-        return self._message(self.inbox.popleft())
-
-    def _message(self, response: Reply) -> dict[str, Any] | None:
-        """As redis-py's ``handle_message``."""
+        response = self.inbox.popleft()
         if isinstance(response, ResponseError):
             raise response
+        return response
+
+    async def handle_message(
+        self, response: Reply, ignore_subscribe_messages: bool = False
+    ) -> dict[str, Any] | None:
+        """As redis-py's: a dict of the reply, and the channels unsubscribed forgotten."""
         if isinstance(response, bytes):
             response = Push([b"pong", response if response != b"PONG" else b""])
         assert isinstance(response, list)

@@ -363,13 +363,21 @@ class AsyncProtocol:
                 held.append(translate_error(exc, what))
         return held
 
-    @asynccontextmanager
-    async def watch(
+    def watch(
         self, subscribed: contextlib.AbstractAsyncContextManager[Watch]
-    ) -> AsyncIterator[Watch]:
+    ) -> contextlib.AbstractAsyncContextManager[Watch]:
         """The watch ``subscribed`` gives, or, once subscribing was refused to a client that
         runs no scripts, a watch never set: its waiters re-try (at the end of the holder's
-        lease, or every ``max_poll``)."""
+        lease, or every ``max_poll``). (Where scripts run, a refusal is an error: nothing
+        to wrap.)"""
+        if self.polls or self.mode.no_scripts:
+            return self._watch_or_poll(subscribed)
+        return subscribed
+
+    @asynccontextmanager
+    async def _watch_or_poll(
+        self, subscribed: contextlib.AbstractAsyncContextManager[Watch]
+    ) -> AsyncIterator[Watch]:
         if self.polls:
             yield Watch()
             return

@@ -40,6 +40,7 @@ from .._backend import (
     AsyncEvent,
     AsyncMutex,
     AsyncStateLock,
+    AsyncWakeup,
     async_checkpoint,
 )
 from .._core.replies import translate_error
@@ -72,6 +73,9 @@ _READ_TIMEOUT = 0.5
 # (Sharded) a refusal of an SSUBSCRIBE that means "not subscribed here": the slot is elsewhere
 # (MOVED), or redis-py's re-subscription of every channel at once was refused (CROSSSLOT)
 _NOT_HERE = (AskError, ClusterCrossSlotError)
+# The replies that are messages published on a channel, as redis-py's parser reads them (bytes:
+# fencelock's pub/sub connections never decode)
+_MESSAGES = (b"message", b"smessage")
 
 
 def _drop(pubsub: AsyncPubSub | None, channels: list[str] | None) -> None:
@@ -93,9 +97,10 @@ def _subscribing(what: str) -> str:
 
 @dataclass(eq=False, slots=True)
 class Watch:
-    """One waiter's subscription: set by every message on its channel."""
+    """One waiter's subscription: set by every message on its channel (``event``: waited on
+    by the one caller in the block that watches)."""
 
-    event: AsyncEvent = field(default_factory=AsyncEvent)
+    event: AsyncWakeup = field(default_factory=AsyncWakeup)
     grant: str | None = None  # the last grant a release announced on the channel
     # the data of the message that set ``event`` since ``rearm`` (None: it was set otherwise,
     # by a re-subscription or a moved slot, or is not set)
@@ -291,30 +296,35 @@ class AsyncWaiter:
                     else:
                         await pubsub.unsubscribe(*channels)
 
-    def _dispatch(self, message: dict[str, object]) -> None:
-        kind, channel, data = message["type"], message["channel"], message["data"]
-        raw = data if isinstance(data, bytes) else None
-        if isinstance(channel, bytes):
-            channel = channel.decode()
-        if isinstance(data, bytes):
-            data = data.decode(errors="replace")
+    def _deliver(self, channel: bytes, data: bytes) -> None:
+        """A message on ``channel`` (a wake-up): every watch of it is set, with the grant that
+        ``data`` carries (``g...``: a release granted the lock to the waiter), if any."""
+        grant = data.decode(errors="replace") if data[:1] == b"g" else None
         with self._guard:
-            if kind in ("message", "smessage") and isinstance(channel, str):
-                for watch in self._watchers.get(channel, ()):
-                    if not watch.event.is_set():
-                        watch.message = raw
-                    if isinstance(data, str) and data.startswith("g"):
-                        watch.grant = data  # a release granted the lock to the waiter
-                    watch.event.set()
-            elif kind == "pong" and isinstance(data, str):
-                ready = self._pings.pop(data, None)
-                if ready is not None:
-                    ready.set()
+            for watch in self._watchers.get(channel.decode(errors="replace"), ()):
+                if not watch.event.is_set():
+                    watch.message = data
+                if grant is not None:
+                    watch.grant = grant
+                watch.event.set()
+
+    def _dispatch(self, message: dict[str, object]) -> None:
+        """Any other reply, as redis-py's ``handle_message`` made it: a PING's, or a
+        subscription's."""
+        kind, channel, data = message["type"], message["channel"], message["data"]
+        if kind == "pong" and isinstance(data, bytes):
+            with self._guard:
+                ready = self._pings.pop(data.decode(errors="replace"), None)
+            if ready is not None:
+                ready.set()
+        elif kind == "sunsubscribe" and isinstance(channel, bytes):
             # By the server (the slot moved), or the reply to the listener's SUNSUBSCRIBE sent
             # just before a new watcher's SSUBSCRIBE (following it costs one SSUBSCRIBE more).
-            moved = kind == "sunsubscribe" and channel in self._watchers.keys() | self._unwatched
-        if moved and isinstance(channel, str):
-            self._move_out(channel)
+            name = channel.decode(errors="replace")
+            with self._guard:
+                moved = name in self._watchers or name in self._unwatched
+            if moved:
+                self._move_out(name)
 
     async def _listen(self) -> None:
         pubsub = self._pubsub
@@ -330,7 +340,15 @@ class AsyncWaiter:
                 await self._pause(pubsub)
                 continue
             try:
-                message = await pubsub.get_message(timeout=_READ_TIMEOUT)
+                reply = await pubsub.parse_response(block=False, timeout=_READ_TIMEOUT)
+                if reply is None:
+                    continue
+                if isinstance(reply, list) and reply[0] in _MESSAGES:
+                    # (redis-py's handle_message would only make a dict of it)
+                    self._deliver(reply[1], reply[2])
+                    continue
+                # redis-py's bookkeeping: the channels it re-subscribes on a re-made connection
+                message = await pubsub.handle_message(reply)
             except redis.exceptions.RedisError as exc:
                 if isinstance(
                     exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError

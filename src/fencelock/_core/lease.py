@@ -205,10 +205,9 @@ def trusted_release_grant(
     queue entry the waiter's last re-try (sent at ``queued_at``) found in place, with at least
     half the ttl left counted from that re-try (the grant came after it). Else None: the next
     re-try finds the lock ours (and re-extends it) or busy."""
-    grant = release_grant(message, queued, block)
-    if grant is None or lease_deadline(queued_at, ttl) - now < ttl / 2:
+    if lease_deadline(queued_at, ttl) - now < ttl / 2:
         return None
-    return replace(grant, sent_at=queued_at)
+    return release_grant(message, queued, block, sent_at=queued_at)
 
 
 class Exit(enum.Enum):

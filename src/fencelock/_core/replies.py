@@ -143,25 +143,29 @@ def queue_entry(waiter: str, holder: str, ttl_ms: int, block: int) -> str:
     return f"{waiter} {ttl_ms} {block} {holder}"
 
 
-def release_grant(message: str | None, queued: str | None, block: int) -> Granted | None:
+def release_grant(
+    message: str | None, queued: str | None, block: int, sent_at: float | None = None
+) -> Granted | None:
     """The grant a release announced on a waiter's channel (``'g<score> <top>'``), if it was made
     to the queue entry this waiter's last re-try found in place (``queued``, its score).
 
     A grant to an earlier entry (popped before that re-try ran, and so expired or released by
     then, since the re-try did not find the lock ours) must not be trusted, nor a message that is
-    not a grant. The token is the first of the ``block`` the release reserved."""
+    not a grant. The token is the first of the ``block`` the release reserved; ``sent_at``: as
+    ``Granted.sent_at``."""
     if message is None or queued is None or not message.startswith("g"):
         return None
     score, _, top = message[1:].partition(" ")
     if score != queued or not top.isdigit():
         return None
-    return reserved_block(int(top), block)
+    return reserved_block(int(top), block, sent_at)
 
 
-def reserved_block(top: int, block: int) -> Granted:
+def reserved_block(top: int, block: int, sent_at: float | None = None) -> Granted:
     """A grant that moved the fencing counter up by ``block`` to ``top``: its token is the first
-    of the block, the rest are reserved for local hand-offs."""
-    return Granted(top - block + 1, reserved=top if block > 1 else 0)
+    of the block, the rest are reserved for local hand-offs (``sent_at``: as
+    ``Granted.sent_at``)."""
+    return Granted(top - block + 1, reserved=top if block > 1 else 0, sent_at=sent_at)
 
 
 # What renew.lua answers per lock.

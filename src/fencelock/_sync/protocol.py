@@ -364,13 +364,21 @@ class SyncProtocol:
                 held.append(translate_error(exc, what))
         return held
 
-    @contextmanager
     def watch(
         self, subscribed: contextlib.AbstractContextManager[Watch]
-    ) -> Iterator[Watch]:
+    ) -> contextlib.AbstractContextManager[Watch]:
         """The watch ``subscribed`` gives, or, once subscribing was refused to a client that
         runs no scripts, a watch never set: its waiters re-try (at the end of the holder's
-        lease, or every ``max_poll``)."""
+        lease, or every ``max_poll``). (Where scripts run, a refusal is an error: nothing
+        to wrap.)"""
+        if self.polls or self.mode.no_scripts:
+            return self._watch_or_poll(subscribed)
+        return subscribed
+
+    @contextmanager
+    def _watch_or_poll(
+        self, subscribed: contextlib.AbstractContextManager[Watch]
+    ) -> Iterator[Watch]:
         if self.polls:
             yield Watch()
             return

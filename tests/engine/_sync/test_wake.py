@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -432,3 +433,36 @@ def test_close_right_after_a_wait_wakes_the_listener(
     assert sync_running("fencelock-waiter") == listeners + 1  # it listened
     SyncCall(client.close).result()  # (the old sync close waited out the hour's read)
     assert sync_running("fencelock-waiter") == listeners
+
+
+def test_a_wake_up_goes_straight_to_its_watch_and_subscriptions_through_redis_py(
+    clients: list[LockClient], raw: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listener passes a release's message to its watch as the parser read it (redis-py's
+    handle_message would only make a dict of it: issue 34), and every other reply through
+    handle_message, which keeps redis-py's list of the channels it re-subscribes on a re-made
+    connection: a channel left is gone from it once its UNSUBSCRIBE is confirmed."""
+    holder_client, waiter_client, *_ = clients
+    holder = holder_client.lock(NAME, ttl=3600)
+    assert holder.acquire(timeout=0)
+    call, taken, done = hold_in_a_call(waiter_client.lock(NAME, ttl=10))
+    sync_until(lambda: len(queued(raw)) == 1)  # subscribed, and queued
+    channel = f"{KEYS.channel}:{queued(raw)[0].split(' ')[0]}".encode()
+    pubsub = waiter_client._wiring.topology.route.waiters[0]._pubsub
+    assert pubsub is not None and channel in pubsub.channels
+    handled: list[bytes] = []
+    handle = pubsub.handle_message
+
+    def spy(response: Any, *args: Any, **kwargs: Any) -> Any:
+        handled.append(response[0] if isinstance(response, list) else response)
+        return handle(response, *args, **kwargs)
+
+    monkeypatch.setattr(pubsub, "handle_message", spy)
+    holder.release()
+    assert taken.wait(10)  # woken by the message, which carried the grant
+    assert waiter_client.statistics().wakeups == 1
+    done.set()
+    call.result()
+    sync_until(lambda: channel not in pubsub.channels)  # forgotten by redis-py ...
+    assert b"unsubscribe" in handled  # ... as it read the UNSUBSCRIBE's reply
+    assert b"message" not in handled
