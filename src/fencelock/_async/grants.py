@@ -374,9 +374,8 @@ class AsyncGrants:
             )
             replies = [a if isinstance(a, LockError) else a[0] for a in answers]
             return renew_outcome(replies, ttls, time.monotonic() - sent_at, what)
-        renewed = await protocol.renew_natively(specs, holders, ttls_ms, timeout, what)
-        if renewed is not None:
-            return renewed
+        if not protocol.runs_scripts:
+            return await protocol.renew_natively(specs, holders, ttls_ms, timeout, what)
         keys, args = renewal(specs, holders, ttls_ms)
         try:
             reply, acked = await protocol.script(RENEW, keys, args, timeout, what)

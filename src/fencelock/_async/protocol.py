@@ -331,30 +331,12 @@ class AsyncProtocol:
         ttls_ms: Sequence[int],
         timeout: float,
         what: str,
-    ) -> list[int | LockError] | None:
-        """The renewal of each lease by its kind's own commands, in one request; None where a
-        script does better: several leases while scripts run (one script renews them all, in
-        one command), or a kind without such commands. (Without scripts, a lease of a kind that
-        has none gets its ``ScriptsRequired``.)"""
-        mode = self.mode
-        if not mode.no_scripts and (
-            len(specs) > 1
-            or specs[0].kind.renew_request(specs[0], holders[0], ttls_ms[0], mode.commands) is None
-        ):
-            return None
-        return await self._renew_by_commands(specs, holders, ttls_ms, timeout, what)
-
-    async def _renew_by_commands(
-        self,
-        specs: Sequence[LeaseSpec],
-        holders: Sequence[str],
-        ttls_ms: Sequence[int],
-        timeout: float,
-        what: str,
     ) -> list[int | LockError]:
-        """``renew_natively``'s request, and a second one for the leases stored with another
-        value than their holder token alone (``Kind.held_as``: granted by a script before this
-        client turned script-free), by that value."""
+        """The renewal of each lease by its kind's native commands, in one request, where this
+        client runs no scripts (a lease of a kind that has none gets its ``ScriptsRequired``);
+        the leases stored with another value than their holder token alone (``Kind.held_as``:
+        granted by a script before this client turned script-free), in a second one, by that
+        value."""
         kinds = [self.running(spec.kind) for spec in specs]
         requests = [
             kind.renew_request(spec, holder, ttl_ms, self.mode.commands)
@@ -383,7 +365,7 @@ class AsyncProtocol:
             if stored is not None:
                 again[i] = stored
         if again:
-            renewed = await self._renew_by_commands(
+            renewed = await self.renew_natively(
                 [specs[i] for i in again],
                 list(again.values()),
                 [ttls_ms[i] for i in again],

@@ -375,9 +375,8 @@ class SyncGrants:
             )
             replies = [a if isinstance(a, LockError) else a[0] for a in answers]
             return renew_outcome(replies, ttls, time.monotonic() - sent_at, what)
-        renewed = protocol.renew_natively(specs, holders, ttls_ms, timeout, what)
-        if renewed is not None:
-            return renewed
+        if not protocol.runs_scripts:
+            return protocol.renew_natively(specs, holders, ttls_ms, timeout, what)
         keys, args = renewal(specs, holders, ttls_ms)
         try:
             reply, acked = protocol.script(RENEW, keys, args, timeout, what)

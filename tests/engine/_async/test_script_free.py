@@ -1,9 +1,9 @@
 """Plain locks without Lua scripts (``LockClient(r, scripts="never")``, or "auto" on a server that
 refuses them): under docs/modes.md's ACL user, without ``@scripting``, on a server with native
 compare-and-delete and compare-and-set (Valkey >= 9.0, Redis >= 8.4), and the clear refusal on
-one without (docs/modes.md, "Without scripts"); and the native commands a client that runs
-scripts uses where they are faster. Sync twin generated into tests/engine/_sync by
-tools/gen_sync.py."""
+one without (docs/modes.md, "Without scripts"); the locks held when "auto" turns
+script-free; and that a client that runs scripts extends by script. Sync twin generated into
+tests/engine/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 
