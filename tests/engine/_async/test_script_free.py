@@ -383,6 +383,24 @@ async def test_a_grant_made_by_a_script_is_handed_on_after_scripts_are_revoked(
         assert not raw.exists(KEYS.lock)
 
 
+async def test_a_grant_made_by_a_script_is_named_by_its_holder_alone_after_the_revocation(
+    revoked: str, raw: redis.Redis
+) -> None:
+    """The by-holder calls (the compat layers') know the holder token, not the fencing token
+    stored beside it: they find the grant all the same."""
+    async with AsyncLockClient.from_url(revoked) as client:
+        taken, named = client.lock(NAME, ttl=10), client.lock(NAME, ttl=10)
+        assert await taken.acquire(timeout=0)
+        holder = taken.holder
+        assert holder is not None
+        revoke_scripts(raw)
+        assert await named.extend_by(holder, 30)
+        assert 10_000 < raw.pttl(KEYS.lock) <= 30_000
+        assert await named.held_by(holder)
+        assert await named.release_by(holder)
+        assert not raw.exists(KEYS.lock)
+
+
 async def test_a_reentrant_lock_held_when_scripts_are_revoked_is_refused(
     revoked: str, raw: redis.Redis
 ) -> None:
