@@ -6,12 +6,13 @@ from __future__ import annotations
 import pytest
 import redis.exceptions
 
-from fencelock._core.kinds import NATIVE_MUTEX, Released
+from fencelock._core.kinds import NATIVE_MUTEX, Mutex, Released
 from fencelock._core.natives import ServerCommands, left_without_scripts, scripts_refused
 from fencelock._core.options import ClientOptions
 from fencelock._core.replies import GONE, RENEWED, TAKEN, Busy, Granted
 from fencelock.errors import ScriptsRequired
 
+MUTEX = Mutex()
 WRONGTYPE = redis.exceptions.ResponseError(
     "WRONGTYPE Operation against a key holding the wrong kind of value"
 )
@@ -127,12 +128,13 @@ def test_a_granted_acquire_without_a_token_raises() -> None:
 
 
 def test_a_native_release_reads_what_it_did() -> None:
-    assert NATIVE_MUTEX.release_result([0, 3]) is Released.NOT_HELD
-    assert NATIVE_MUTEX.release_result([1, 0]) is Released.RELEASED
-    assert NATIVE_MUTEX.release_result([1, 2]) is Released.WOKE
+    # DELIFEQ, GET, PUBLISH
+    assert NATIVE_MUTEX.release_result([0, b"someone else", 3]) is Released.NOT_HELD
+    assert NATIVE_MUTEX.release_result([1, None, 0]) is Released.RELEASED
+    assert NATIVE_MUTEX.release_result([1, None, 2]) is Released.WOKE
     # no right to publish: released all the same (waiters re-try at the lease's end)
     denied = redis.exceptions.NoPermissionError("No permissions to access a channel")
-    assert NATIVE_MUTEX.release_result([1, denied]) is Released.RELEASED
+    assert NATIVE_MUTEX.release_result([1, None, denied]) is Released.RELEASED
 
 
 def test_a_native_renewal_tells_gone_from_taken() -> None:
@@ -145,8 +147,35 @@ def test_a_native_renewal_tells_gone_from_taken() -> None:
 
 
 def test_a_native_handoff_reserves_its_block() -> None:
-    assert NATIVE_MUTEX.handoff_result([b"OK", None, 57]) == Granted(57)
-    assert NATIVE_MUTEX.handoff_result([None, None, 57]) == Busy(None)
+    # SET IFEQ, GET, SET NX of the counter, INCRBY
+    assert NATIVE_MUTEX.handoff_result([b"OK", b"h", None, 57]) == Granted(57)
+    assert NATIVE_MUTEX.handoff_result([None, None, None, 57]) == Busy(None)
+
+
+def test_a_grant_made_by_a_script_is_found_by_the_value_it_is_stored_with() -> None:
+    """A script's grant is stored as 'holder token' (one key per held lock), which the native
+    commands compare with exactly: the second reply of a release, renewal or hand-off (the
+    key's GET) gives that value, with which the request is sent again, for the holder's own
+    grant only."""
+    holder = "h" * 27 + "~a%20label"
+    stored = f"{holder} 1764430000123456"
+    for read in (stored.encode(), stored):  # as sent, or decoded
+        assert NATIVE_MUTEX.held_as([0, read, 1], holder) == stored
+        assert NATIVE_MUTEX.held_as([None, read, 0], holder) == stored
+    not_ours = (
+        None,  # gone
+        holder.encode(),  # the holder token alone: that was compared already
+        f"{'x' * 27} 1764430000123456".encode(),  # another holder's grant
+        f"{holder}x 1764430000123456".encode(),  # another token that starts as ours
+        f"{holder} 17644300001234x".encode(),  # not 'holder token'
+        WRONGTYPE,  # a reentrant lock's hash
+    )
+    for read in not_ours:
+        assert NATIVE_MUTEX.held_as([0, read, 1], holder) is None, read
+    # a value found once is not found again: the request sent with it has the last word
+    assert NATIVE_MUTEX.held_as([0, stored.encode(), 1], stored) is None
+    # a kind of scripts has nothing to send again
+    assert MUTEX.held_as([0, stored.encode(), 1], holder) is None
 
 
 def test_what_is_left_without_scripts_names_what_the_server_lacks() -> None:

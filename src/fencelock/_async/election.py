@@ -10,8 +10,10 @@ What it fixes or adds to a lock:
   holder token in Redis and may take its token from a reserved block, so ``leader()`` would
   show neither the new leader nor its term;
 * a new leader announces its term on the name's wake-up channel (best effort), so that
-  ``observe()`` sees it at once. A resignation publishes there already (its kind's release
-  does, ``CANDIDATE``, whether a candidate waits or not); an
+  ``observe()`` sees it at once. A resignation with no candidate queued publishes there too
+  (its kind's release does, ``CANDIDATE``); one that serves a queued candidate wakes (or
+  grants) that candidate alone, on its own channel, and observers learn of the change from
+  the new leader's announcement (``ELECTED``). An
   expiry publishes nothing, so an observer also looks again when the leader's lease would end,
   and at least once per ttl: every change is seen within about one ttl, lost messages or not.
 
@@ -49,7 +51,8 @@ ELECTED: Final = "elected"
 DEFAULT_POLICY: Final = "cancel" if ASYNC_CAN_CANCEL else "raise"
 # what its messages say: a candidate campaigns, leads (is elected) and resigns
 WORDS: Final = Words("candidate", "leading", "campaign", "resign", "elected")
-# a lock whose release publishes whether a candidate waits or not: observers listen unqueued
+# a lock whose release publishes on its channel when no candidate is queued: observers listen
+# there unqueued (a queued candidate is woken alone, and announces its own election)
 CANDIDATE: Final = Mutex(announces=True)
 
 

@@ -27,7 +27,7 @@ from redis.exceptions import NoPermissionError, NoScriptError, RedisError
 from .._core.hazards import memory, per_node
 from .._core.kinds import Command, Kind, LeaseSpec, raised
 from .._core.natives import ScriptMode, ServerCommands, left_without_scripts, scripts_refused
-from .._core.replies import check_replicated, translate_error
+from .._core.replies import TAKEN, check_replicated, translate_error
 from .._keys import ttl_to_ms
 from .._scripts import Script
 from ..errors import LockError, ScriptsRequired
@@ -331,20 +331,17 @@ class AsyncProtocol:
         ttls_ms: Sequence[int],
         timeout: float,
         what: str,
-    ) -> list[int | LockError] | None:
-        """The renewal of each lease by its kind's own commands, in one request; None where a
-        script does better: several leases while scripts run (one script renews them all, in
-        one command), or a kind without such commands. (Without scripts, a lease of a kind that
-        has none gets its ``ScriptsRequired``.)"""
-        mode = self.mode
-        if not mode.no_scripts and len(specs) > 1:
-            return None
+    ) -> list[int | LockError]:
+        """The renewal of each lease by its kind's native commands, in one request, where this
+        client runs no scripts (a lease of a kind that has none gets its ``ScriptsRequired``);
+        the leases stored with another value than their holder token alone (``Kind.held_as``:
+        granted by a script before this client turned script-free), in a second one, by that
+        value."""
+        kinds = [self.running(spec.kind) for spec in specs]
         requests = [
-            self.running(spec.kind).renew_request(spec, holder, ttl_ms, mode.commands)
-            for spec, holder, ttl_ms in zip(specs, holders, ttls_ms, strict=True)
+            kind.renew_request(spec, holder, ttl_ms, self.mode.commands)
+            for kind, spec, holder, ttl_ms in zip(kinds, specs, holders, ttls_ms, strict=True)
         ]
-        if not mode.no_scripts and requests[0] is None:
-            return None
         commands = [command for request in requests if request for command in request]
         try:
             replies, acked = await self.request(commands, None, timeout, specs[0].keys.lock)
@@ -352,15 +349,31 @@ class AsyncProtocol:
             raise translate_error(exc, what) from exc
         check_replicated(acked, self.min_replicas, what)
         held: list[int | LockError] = []
-        for spec, holder, request in zip(specs, holders, requests, strict=True):
+        again: dict[int, str] = {}  # by index: the value the lease is stored with
+        for i, (kind, spec, holder, request) in enumerate(
+            zip(kinds, specs, holders, requests, strict=True)
+        ):
             if request is None:
                 held.append(self.scripts_required(spec.what, spec.kind.why_scripts))
                 continue
             own, replies = replies[: len(request)], replies[len(request) :]
             try:
-                held.append(self.running(spec.kind).renew_result(own, holder))
+                held.append(kind.renew_result(own, holder))
             except RedisError as exc:
                 held.append(translate_error(exc, what))
+            stored = kind.held_as(own, holder) if held[-1] == TAKEN else None
+            if stored is not None:
+                again[i] = stored
+        if again:
+            renewed = await self.renew_natively(
+                [specs[i] for i in again],
+                list(again.values()),
+                [ttls_ms[i] for i in again],
+                timeout,
+                what,
+            )
+            for i, answer in zip(again, renewed, strict=True):
+                held[i] = answer
         return held
 
     def watch(

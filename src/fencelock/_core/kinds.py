@@ -62,6 +62,7 @@ from .replies import (
     Granted,
     acquire_reply,
     holds,
+    lock_value,
     permit_held,
     queue_entry,
     renewed_all,
@@ -275,6 +276,12 @@ class Kind:
         """``RENEWED``, ``GONE`` or ``TAKEN``, from the replies to ``renew_request``."""
         raise NotImplementedError(f"{type(self).__name__} is renewed by renew.lua")
 
+    def held_as(self, replies: Sequence[Any], holder: str) -> str | None:
+        """The value ``holder``'s grant is stored with, where the replies to a release, renewal
+        or hand-off request show that it did not match it: the same request is sent again with
+        that value for ``holder`` (``NativeMutex``). None: the answer stands."""
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class Mutex(Kind):
@@ -309,7 +316,12 @@ class NativeMutex(Mutex):
     not there is started from this client's clock in microseconds plus the lease (the scripts
     take the server's), so that tokens go on increasing after it is lost, or after a scripted
     grant, which keeps its token in the lock key alone. (Its scripts are the ``Mutex``'s,
-    never run.)"""
+    never run.)
+
+    Its requests compare the lock key with ``holder`` exactly. A grant made by a script, before a
+    client made with scripts="auto" turned script-free, is stored as ``'holder token'``: a
+    request that does not match reads the key, and ``held_as`` finds that value, with which the
+    request is sent again (one round trip more, for such grants only)."""
 
     wakes_one: bool = False
     on_quorum: bool = False
@@ -358,14 +370,18 @@ class NativeMutex(Mutex):
         self, spec: LeaseSpec, holder: str, leaving: str, server: ServerCommands, depth: int
     ) -> Request:
         keys = spec.keys
-        # Two commands, not one script: the wake-up is sent even when nothing was deleted
+        # Plain commands, not one script: the wake-up is sent even when nothing was deleted
         # (a lease lost meanwhile: a waiter re-tries for nothing), and it wakes every waiter.
-        return [server.delete_if(keys.lock, holder), (server.publish, keys.channel, "1")], None
+        return [
+            server.delete_if(keys.lock, holder),
+            ("GET", keys.lock),  # (not deleted: whose it is, ``held_as``)
+            (server.publish, keys.channel, "1"),
+        ], None
 
     def release_result(self, replies: Sequence[Any]) -> Released:
         if int(raised(replies[0])) != 1:
             return Released.NOT_HELD
-        heard = replies[1]  # (an error: no right to publish; waiters re-try at the lease's end)
+        heard = replies[2]  # (an error: no right to publish; waiters re-try at the lease's end)
         woke = isinstance(heard, int) and heard > 0
         return Released.WOKE if woke else Released.RELEASED
 
@@ -390,16 +406,27 @@ class NativeMutex(Mutex):
             return RENEWED
         return GONE if raised(now) is None else TAKEN
 
+    def held_as(self, replies: Sequence[Any], holder: str) -> str | None:
+        # the second reply is the lock key's GET, after the first command: ``holder``'s grant
+        # made by a script is 'holder token' (a key of another type is no grant: an error)
+        value = replies[1]
+        if not isinstance(value, str | bytes):
+            return None
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        owner, token = lock_value(value)
+        return value if owner == holder and token is not None else None
+
     def handoff_request(
         self, spec: LeaseSpec, holder: str, ttl_ms: int, block: int, server: ServerCommands
     ) -> Request:
         keys = spec.keys
         refreshed = ("SET", keys.lock, holder, "IFEQ", holder, "PX", ttl_ms)
-        return [refreshed, *_minted(keys.fence, block, ttl_ms)], None
+        return [refreshed, ("GET", keys.lock), *_minted(keys.fence, block, ttl_ms)], None
 
     def handoff_result(self, replies: Sequence[Any]) -> Granted | Busy:
         if ok(raised(replies[0])):
-            return Granted(int(raised(replies[2])))
+            return Granted(int(raised(replies[3])))
         return Busy(None)
 
 

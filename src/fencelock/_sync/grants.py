@@ -271,6 +271,10 @@ class SyncGrants:
             sent_at = time.monotonic()
             answers = self._ask(commands, noscript, bound, key, what)
             results = [_released(kind, a) for a in answers]
+            if results[0] is Released.NOT_HELD and (stored := _held_as(kind, answers, holder)):
+                return self.release(
+                    spec, stored, leaving, timeout, depth=depth, held_until=held_until
+                )
             try:
                 return released(results, what)
             except LockConnectionError:
@@ -316,11 +320,14 @@ class SyncGrants:
         key = spec.acquire_keys[0]
         try:
             replies, _ = protocol.request(commands, noscript, self.request_timeout, key)
-            return kind.handoff_result(replies)
+            result = kind.handoff_result(replies)
         except RedisError as exc:
             if protocol.refused(exc, key):  # nothing ran: again
                 return self.hand_off(spec, holder, ttl_ms, block)
             raise translate_error(exc, spec.what) from exc
+        if isinstance(result, Busy) and (stored := kind.held_as(replies, holder)):
+            return self.hand_off(spec, stored, ttl_ms, block)
+        return result
 
     def give_back(
         self,
@@ -368,9 +375,8 @@ class SyncGrants:
             )
             replies = [a if isinstance(a, LockError) else a[0] for a in answers]
             return renew_outcome(replies, ttls, time.monotonic() - sent_at, what)
-        renewed = protocol.renew_natively(specs, holders, ttls_ms, timeout, what)
-        if renewed is not None:
-            return renewed
+        if not protocol.runs_scripts:
+            return protocol.renew_natively(specs, holders, ttls_ms, timeout, what)
         keys, args = renewal(specs, holders, ttls_ms)
         try:
             reply, acked = protocol.script(RENEW, keys, args, timeout, what)
@@ -428,6 +434,14 @@ def _released(kind: Kind, replies: list[Any] | LockError) -> Released | LockErro
         return kind.release_result(replies)
     except ValueError as exc:
         return LockError(str(exc))
+
+
+def _held_as(kind: Kind, answers: list[list[Any] | LockError], holder: str) -> str | None:
+    """The value ``holder``'s grant is stored with, where the server's replies show that the
+    request did not match it (``Kind.held_as``: a grant a script made before this client turned
+    script-free, on one server); the request is sent again with it. None: the answer stands."""
+    replies = answers[0]
+    return None if isinstance(replies, LockError) else kind.held_as(replies, holder)
 
 
 def _holds(kind: Kind, replies: list[Any] | LockError, holder: str) -> bool | BaseException:

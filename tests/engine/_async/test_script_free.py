@@ -1,9 +1,9 @@
 """Plain locks without Lua scripts (``LockClient(r, scripts="never")``, or "auto" on a server that
 refuses them): under docs/modes.md's ACL user, without ``@scripting``, on a server with native
 compare-and-delete and compare-and-set (Valkey >= 9.0, Redis >= 8.4), and the clear refusal on
-one without (docs/modes.md, "Without scripts"); and the native commands a client that runs
-scripts uses where they are faster. Sync twin generated into tests/engine/_sync by
-tools/gen_sync.py."""
+one without (docs/modes.md, "Without scripts"); the locks held when "auto" turns
+script-free; and that a client that runs scripts extends by script. Sync twin generated into
+tests/engine/_sync by tools/gen_sync.py."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ NAME = "plain"
 KEYS = LockKeys.for_name(NAME)
 NO_SCRIPTS = "noscripts"  # docs/modes.md's user: the commands of the mode, and no script
 NO_CHANNELS = "nochannels"  # the same without channels
+REVOKED = "revoked"  # a user whose scripts an operator revokes while it holds locks
 
 
 def url_of(server: EmbeddedServer, user: str) -> str:
@@ -310,6 +311,112 @@ async def test_auto_turns_script_free_when_the_server_refuses_scripts(
         assert await lock.acquire(timeout=0)  # from now on without trying a script
         await lock.release()
     assert denials(raw, NO_SCRIPTS) == ["evalsha"]  # one script, tried once
+
+
+@pytest.fixture
+def revoked(server: EmbeddedServer, raw: redis.Redis, no_scripts: str) -> Iterator[str]:
+    """The URL of a user that runs scripts until the test revokes them (``ACL SETUSER ...
+    -@scripting``), on a server that has the native commands."""
+    rules = ["on", ">CHANGE-ME", "~fencelock:*", "&fencelock:*", "+@all"]
+    raw.execute_command("ACL", "SETUSER", REVOKED, "reset", *rules)
+    yield url_of(server, REVOKED)
+    raw.execute_command("ACL", "DELUSER", REVOKED)
+
+
+def revoke_scripts(raw: redis.Redis) -> None:
+    raw.execute_command("ACL", "SETUSER", REVOKED, "-@scripting")
+
+
+async def test_locks_held_when_scripts_are_revoked_stay_held(
+    revoked: str, raw: redis.Redis
+) -> None:
+    """Locks taken by scripts (their keys hold 'holder token'), then the operator revokes
+    scripts: the client turns script-free at the next request, and its native commands find
+    those grants by the value they were stored with. Renewed and extended, no loss signalled,
+    released: the names are free at once for another client (they were refused as "another
+    holder" and left taken until their lease ran out)."""
+    lost: list[object] = []
+    renewed_keys = LockKeys.for_name("renewed")
+    async with AsyncLockClient.from_url(revoked) as client:  # scripts="auto"
+        renewed = client.lock("renewed", ttl=RENEWED_TTL, auto_renew=True, on_lost=lost.append)
+        plain = client.lock(NAME, ttl=10, on_lost=lost.append)
+        assert await renewed.acquire(timeout=0)
+        assert await plain.acquire(timeout=0)
+        assert raw.get(KEYS.lock) == f"{plain.holder} {plain.token}"  # a script's grant
+        revoke_scripts(raw)
+        await plain.extend(30)  # refused as a script: extended without
+        assert 10_000 < raw.pttl(KEYS.lock) <= 30_000
+        renewals = client.statistics().renewals
+        # past a lease renewed without scripts, or a loss signalled
+        await async_until(lambda: client.statistics().renewals >= renewals + 4 or bool(lost))
+        assert await renewed.held()
+        assert await plain.held()
+        assert (renewed.lost, plain.lost, lost) == (False, False, [])
+        await plain.release()
+        await renewed.release()
+        assert not raw.exists(KEYS.lock, renewed_keys.lock)
+        assert client.statistics().losses == 0
+    assert denials(raw, REVOKED).count("evalsha") >= 1  # (the renewal thread's may be one more)
+    async with AsyncLockClient.from_url(revoked) as other:
+        for name in (NAME, "renewed"):
+            lock = other.lock(name, ttl=10)
+            assert await lock.acquire(timeout=0)
+            await lock.release()
+
+
+async def test_a_grant_made_by_a_script_is_handed_on_after_scripts_are_revoked(
+    revoked: str, raw: redis.Redis
+) -> None:
+    async with AsyncLockClient.from_url(revoked, max_poll=3600.0) as client:
+        first, second = client.lock(NAME, ttl=10), client.lock(NAME, ttl=10)
+        assert await first.acquire(timeout=0)
+        token = first.token
+        revoke_scripts(raw)
+        call = AsyncCall(lambda: second.acquire(timeout=None))
+        await async_until(lambda: client.statistics().queued == 1)  # waits in line, here
+        await first.release()  # handed on without a script
+        assert await call.result()
+        assert client.statistics().handoffs == 1
+        assert second.token > token
+        assert await second.held()
+        await second.release()
+        assert not raw.exists(KEYS.lock)
+
+
+async def test_a_grant_made_by_a_script_is_named_by_its_holder_alone_after_the_revocation(
+    revoked: str, raw: redis.Redis
+) -> None:
+    """The by-holder calls (the compat layers') know the holder token, not the fencing token
+    stored beside it: they find the grant all the same."""
+    async with AsyncLockClient.from_url(revoked) as client:
+        taken, named = client.lock(NAME, ttl=10), client.lock(NAME, ttl=10)
+        assert await taken.acquire(timeout=0)
+        holder = taken.holder
+        assert holder is not None
+        revoke_scripts(raw)
+        assert await named.extend_by(holder, 30)
+        assert 10_000 < raw.pttl(KEYS.lock) <= 30_000
+        assert await named.held_by(holder)
+        assert await named.release_by(holder)
+        assert not raw.exists(KEYS.lock)
+
+
+async def test_a_reentrant_lock_held_when_scripts_are_revoked_is_refused(
+    revoked: str, raw: redis.Redis
+) -> None:
+    """A reentrant lock has no native form: held when scripts are revoked, its extend and its
+    release raise ``ScriptsRequired``, and it is left to run out (nothing else touches it)."""
+    async with AsyncLockClient.from_url(revoked) as client:
+        lock = client.lock(NAME, ttl=10, reentrant=True)
+        assert await lock.acquire(timeout=0)
+        holder = lock.holder
+        revoke_scripts(raw)
+        with pytest.raises(ScriptsRequired, match=r"refuses them \(.*'evalsha'"):
+            await lock.extend()
+        with pytest.raises(ScriptsRequired, match="hold count is kept by scripts"):
+            await lock.release()
+        assert raw.hexists(KEYS.lock, holder)
+        assert 0 < raw.pttl(KEYS.lock) <= 10_000
 
 
 async def test_waiters_poll_where_subscribing_is_refused(
