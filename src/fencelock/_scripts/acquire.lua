@@ -43,13 +43,21 @@ end
 if last == false or type(last) == 'string' then
   t = redis.call('TIME')
   fence = t[1] .. string.format('%06d', t[2])
-  if proposed and proposed > tonumber(fence) and proposed < tonumber(fence) + ARGV[2] * 1000 then
-    fence = string.format('%d', proposed)
+  local px, ttl = 'PX', ARGV[2]
+  if proposed and proposed > tonumber(fence) then
+    -- The lock key alone will hold a token ahead of the clock: it must not expire before the
+    -- clock has passed it (renew.lua too). The lease ends at the clock read (TIME) plus the ttl,
+    -- not at the script's start (the time PX counts from on Valkey), and the proposal is below
+    -- it by 2 ms at least: a re-sent acquire's PEXPIRE, below, starts later still.
+    local ends = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ARGV[2]
+    if proposed < (ends - 1) * 1000 then
+      fence, px, ttl = string.format('%d', proposed), 'PXAT', string.format('%d', ends)
+    end
   end
   if last and not (string.match(last, '^[1-9]%d*$')
       and (#last < #fence or (#last == #fence and last < fence))) then
     fence = nil  -- counted on from the counter, below
-  elseif redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. fence, 'NX', 'PX', ARGV[2]) then
+  elseif redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. fence, 'NX', px, ttl) then
     if last then
       redis.call('DEL', KEYS[2])
     end
