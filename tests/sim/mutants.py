@@ -237,11 +237,11 @@ MUTANTS = (
             (
                 scripts.RENEW,
                 "tonumber(ttl), math.floor(token / 1000) + 2)\n"
-                "    redis.call('PEXPIREAT', key, string.format('%d', ends))\n"
+                "    redis.call('SET', key, value, 'PXAT', string.format('%d', ends))\n"
                 "  elseif owned and kind ~= 'zset' then\n"
                 "    redis.call('PEXPIRE', key, ttl)",
                 "tonumber(ttl) * 1000, math.floor(token / 1000) + 2)\n"
-                "    redis.call('PEXPIREAT', key, string.format('%d', ends))\n"
+                "    redis.call('SET', key, value, 'PXAT', string.format('%d', ends))\n"
                 "  elseif owned and kind ~= 'zset' then\n"
                 "    redis.call('PEXPIRE', key, ttl * 1000)",
             ),

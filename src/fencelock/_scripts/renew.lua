@@ -36,7 +36,7 @@ for i = 1, #KEYS / 2 do
   local key, fence = KEYS[2 * i - 1], KEYS[2 * i]
   local holder, ttl = ARGV[2 * i - 1], ARGV[2 * i]
   local kind = redis.call('TYPE', key).ok
-  local owned, counted, token = false, kind ~= 'string', nil
+  local owned, counted, value, token = false, kind ~= 'string', nil, nil
   if kind == 'zset' then
     -- a semaphore's permits (semaphore.lua): the holder's lease end is its score, in ms
     local now = now_ms()
@@ -47,7 +47,7 @@ for i = 1, #KEYS / 2 do
       lengthen(key, ttl)  -- the set expires with its last lease (semaphore.lua)
     end
   elseif kind == 'string' then
-    local value = redis.call('GET', key)
+    value = redis.call('GET', key)
     -- 'holder token' (no counter to keep for it), or the holder token alone: a lock taken
     -- without scripts, whose token is the counter's
     counted = value == holder
@@ -59,9 +59,10 @@ for i = 1, #KEYS / 2 do
   if token then
     -- The key may be all that holds its token (a Redlock proposal ahead of the clock,
     -- acquire.lua): it never expires before this server's clock has passed it, whatever the
-    -- ttl, or a later grant could get a smaller token from the clock.
+    -- ttl, or a later grant could get a smaller token from the clock. (SET ... PXAT: the
+    -- commands an ACL allows the library, docs/security.md, have no PEXPIREAT.)
     local ends = math.max(now_ms() + tonumber(ttl), math.floor(token / 1000) + 2)
-    redis.call('PEXPIREAT', key, string.format('%d', ends))
+    redis.call('SET', key, value, 'PXAT', string.format('%d', ends))
   elseif owned and kind ~= 'zset' then
     redis.call('PEXPIRE', key, ttl)
   end
