@@ -5,7 +5,7 @@
 -- KEYS[2]  fencing counter: a token kept while it is ahead of the server's clock (prelude.lua)
 -- KEYS[3]  queue of waiters (a sorted set, by arrival on the server clock): each woken alone, and
 --          '*' (last) for the waiters woken together on the lock's channel; a release that finds
---          it empty publishes nothing
+--          it empty publishes nothing, unless asked to announce (release.lua ARGV[5])
 -- ARGV[1]  holder token (at least 20 random bytes, url-safe base64)
 -- ARGV[2]  ttl in milliseconds
 -- ARGV[3]  fencing tokens to reserve: 1, or more when waiters of the same process are queued
