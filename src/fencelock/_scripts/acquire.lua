@@ -18,9 +18,10 @@
 --          place (the score) of its id, and a barging release grants it (serve.lua)
 -- ARGV[5]  Redlock: a proposed fencing token (the client's clock in microseconds, a little ahead),
 --          or absent. A grant's token is then max(last token + 1, this server's clock, the
---          proposal) when the proposal is ahead of the clock by less than the lease (the lock key
---          holds it until the clock has passed it; one further ahead is ignored): every node of
---          a majority grants the same token, and none needs its write-back (fence_raise.lua)
+--          proposal) when the proposal is ahead of the clock by less than the lease (less 2 ms
+--          where the lock key alone will hold it, until the clock has passed it; one further
+--          ahead is ignored): every node of a majority grants the same token, and none needs its
+--          write-back (fence_raise.lua)
 --
 -- Returns {1, fence} when granted, fence being the last token of the block. When ARGV[1] already
 -- holds the lock (the library retries a request that timed out and the first attempt had in
