@@ -172,8 +172,8 @@ MUTANTS = (
         scripts=(
             (
                 scripts.RENEW,
-                "held = counted or string.sub(value, 1, #holder + 1) == holder .. ' '",
-                "held = value ~= false",
+                "owned = counted or string.sub(value, 1, #holder + 1) == holder .. ' '",
+                "owned = value ~= false",
             ),
         ),
     ),
@@ -236,8 +236,14 @@ MUTANTS = (
         scripts=(
             (
                 scripts.RENEW,
-                "if held and kind ~= 'zset' then\n    redis.call('PEXPIRE', key, ttl)",
-                "if held and kind ~= 'zset' then\n    redis.call('PEXPIRE', key, ttl * 1000)",
+                "tonumber(ttl), math.floor(token / 1000) + 2)\n"
+                "    redis.call('SET', key, value, 'PXAT', string.format('%d', ends))\n"
+                "  elseif owned and kind ~= 'zset' then\n"
+                "    redis.call('PEXPIRE', key, ttl)",
+                "tonumber(ttl) * 1000, math.floor(token / 1000) + 2)\n"
+                "    redis.call('SET', key, value, 'PXAT', string.format('%d', ends))\n"
+                "  elseif owned and kind ~= 'zset' then\n"
+                "    redis.call('PEXPIRE', key, ttl * 1000)",
             ),
         ),
     ),

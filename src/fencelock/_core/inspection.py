@@ -49,10 +49,10 @@ class LockInfo:
     # seconds left of the lease (None: the key has no expiry; a latch or barrier: no
     # participant has joined)
     ttl: float | None
-    # The fencing counter: the token of the current grant, or the last of a block reserved with
-    # it for local hand-offs of one process (those holders' own tokens are at most this).
-    # None when the counter is gone (kept only as long as the lease since renewals keep it),
-    # and for a latch or barrier, which hand out no fencing token.
+    # The grant's fencing token, or the last of a block reserved with it for local hand-offs of
+    # one process (those holders' own tokens are at most this): a simple lock's key holds it,
+    # the other kinds' counter (None when that is gone). None for a latch or barrier, which
+    # hand out no fencing token.
     token: int | None
     # "simple" or "reentrant"; "semaphore"; "read_lock" or "write_lock" (a read-write lock held
     # by readers or by its writer); "latch" or "barrier"
@@ -244,7 +244,7 @@ class ForceReleased:
     outcome: ForceOutcome
     holder: str | None  # the opaque holder id of the grant found (None: none)
     label: str | None
-    token: int | None  # the fencing counter found
+    token: int | None  # the grant's token found (as LockInfo.token)
 
 
 def force_reply(name: str, reply: object) -> ForceReleased:

@@ -172,7 +172,7 @@ def first_error(replies: Sequence[object]) -> BaseException | None:
 # passed in the counter (a command more, and the next grant there takes its slower path).
 FIRST_LEAD_US = 1000  # before the client's first round
 MIN_LEAD_US = 50
-MAX_LEAD_US = 50_000  # (NODE_TIMEOUT_MAX: a round of a hung node; far below any lease)
+MAX_LEAD_US = 50_000  # (NODE_TIMEOUT_MAX: a round of a hung node; half the shortest lease)
 
 
 def proposal_lead(elapsed: float) -> int:

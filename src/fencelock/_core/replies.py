@@ -89,7 +89,7 @@ def new_waiter_id() -> str:
 @dataclass(frozen=True, slots=True)
 class Granted:
     fence: int
-    confirmed: bool = True  # Redlock: False until a majority's counters were raised to it
+    confirmed: bool = True  # Redlock: False until a majority holds this token (fence_raise.lua)
     reserved: int = 0  # the last fencing token reserved for local hand-offs (0: none)
     # a multi-lock's grant: the tokens of its other names, in order (``fence`` is the first's)
     more_fences: tuple[int, ...] = ()

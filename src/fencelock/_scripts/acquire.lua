@@ -5,7 +5,7 @@
 -- KEYS[2]  fencing counter: a token kept while it is ahead of the server's clock (prelude.lua)
 -- KEYS[3]  queue of waiters (a sorted set, by arrival on the server clock): each woken alone, and
 --          '*' (last) for the waiters woken together on the lock's channel; a release that finds
---          it empty publishes nothing
+--          it empty publishes nothing, unless asked to announce (release.lua ARGV[5])
 -- ARGV[1]  holder token (at least 20 random bytes, url-safe base64)
 -- ARGV[2]  ttl in milliseconds
 -- ARGV[3]  fencing tokens to reserve: 1, or more when waiters of the same process are queued
@@ -18,9 +18,10 @@
 --          place (the score) of its id, and a barging release grants it (serve.lua)
 -- ARGV[5]  Redlock: a proposed fencing token (the client's clock in microseconds, a little ahead),
 --          or absent. A grant's token is then max(last token + 1, this server's clock, the
---          proposal) when the proposal is ahead of the clock by less than the lease (the lock key
---          holds it until the clock has passed it; one further ahead is ignored): every node of
---          a majority grants the same token, and none needs its write-back (fence_raise.lua)
+--          proposal) when the proposal is ahead of the clock by less than the lease (less 2 ms
+--          where the lock key alone will hold it, until the clock has passed it; one further
+--          ahead is ignored): every node of a majority grants the same token, and none needs its
+--          write-back (fence_raise.lua)
 --
 -- Returns {1, fence} when granted, fence being the last token of the block. When ARGV[1] already
 -- holds the lock (the library retries a request that timed out and the first attempt had in
@@ -43,13 +44,21 @@ end
 if last == false or type(last) == 'string' then
   t = redis.call('TIME')
   fence = t[1] .. string.format('%06d', t[2])
-  if proposed and proposed > tonumber(fence) and proposed < tonumber(fence) + ARGV[2] * 1000 then
-    fence = string.format('%d', proposed)
+  local px, ttl = 'PX', ARGV[2]
+  if proposed and proposed > tonumber(fence) then
+    -- The lock key alone will hold a token ahead of the clock: it must not expire before the
+    -- clock has passed it (renew.lua too). The lease ends at the clock read (TIME) plus the ttl,
+    -- not at the script's start (the time PX counts from on Valkey), and the proposal is below
+    -- it by 2 ms at least: a re-sent acquire's PEXPIRE, below, starts later still.
+    local ends = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ARGV[2]
+    if proposed < (ends - 1) * 1000 then
+      fence, px, ttl = string.format('%d', proposed), 'PXAT', string.format('%d', ends)
+    end
   end
   if last and not (string.match(last, '^[1-9]%d*$')
       and (#last < #fence or (#last == #fence and last < fence))) then
     fence = nil  -- counted on from the counter, below
-  elseif redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. fence, 'NX', 'PX', ARGV[2]) then
+  elseif redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. fence, 'NX', px, ttl) then
     if last then
       redis.call('DEL', KEYS[2])
     end

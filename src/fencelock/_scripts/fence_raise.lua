@@ -14,15 +14,8 @@
 -- Once a majority returned 1, every later majority shares a node with it whose lock, counter or
 -- clock is past ARGV[2], so every later grant's token is larger (the nodes must keep their data,
 -- or restart with their clock past every token they had handed out).
-local kind = lock_kind(KEYS[1])
-local held
-if kind == 'string' then
-  local holder
-  holder, held = lock_value(redis.call('GET', KEYS[1]))
-  if holder ~= ARGV[1] then
-    return 0
-  end
-elseif kind ~= 'hash' or redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
+local mine, held = holds(KEYS[1], ARGV[1])
+if not mine then
   return 0
 end
 local last, err = last_token(KEYS[2])

@@ -2,7 +2,7 @@
 -- ARGV[1] / ARGV[2]), then serve the waiters exactly as a release does (serve.lua).
 --
 -- KEYS[1]  lock key: a string (simple lock) or a hash (reentrant lock)
--- KEYS[2]  queue of waiters woken one at a time (see acquire.lua)
+-- KEYS[2]  queue of waiters (acquire.lua)
 -- KEYS[3]  fencing counter (prelude.lua): never deleted here, and given the forced-out holder's
 --          token if the server's clock has not passed it, so that the next grant's token is
 --          larger and the forced-out holder's fenced writes are refused

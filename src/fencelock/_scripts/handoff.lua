@@ -11,15 +11,8 @@
 -- was handed out (a simple lock's key now holds top); the process hands out top - ARGV[3] + 1 ..
 -- top, one per hand-off, and any later grant by anyone gets more than top. Returns {0, 0} when
 -- ARGV[1] no longer holds the lock (its lease expired): nothing is touched.
-local kind = lock_kind(KEYS[1])
-local held
-if kind == 'string' then
-  local holder
-  holder, held = lock_value(redis.call('GET', KEYS[1]))
-  if holder ~= ARGV[1] then
-    return {0, 0}
-  end
-elseif kind ~= 'hash' or redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
+local mine, held = holds(KEYS[1], ARGV[1])
+if not mine then
   return {0, 0}
 end
 if held then

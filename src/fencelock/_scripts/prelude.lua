@@ -146,13 +146,15 @@ local function simple_holder(key, value)
   return lock_value(value)
 end
 
--- Whether `holder` holds the lock at `key`, of either kind.
+-- Whether `holder` holds the lock at `key`, of either kind, and the token its key holds (nil for
+-- a reentrant lock's hash, or a simple lock taken without scripts: the counter's).
 local function holds(key, holder)
   local kind = lock_kind(key)
   if kind == 'string' then
-    return lock_value(redis.call('GET', key)) == holder
+    local found, token = lock_value(redis.call('GET', key))
+    return found == holder, token
   end
-  return kind == 'hash' and redis.call('HEXISTS', key, holder) == 1
+  return kind == 'hash' and redis.call('HEXISTS', key, holder) == 1, nil
 end
 
 -- The token of a grant being confirmed again (a re-sent request): the one its lock key holds,

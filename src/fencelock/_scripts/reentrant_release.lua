@@ -1,7 +1,7 @@
 -- Leave a reentrant lock once; release it (and serve the waiters) when the last hold is left.
 --
 -- KEYS[1]  lock key (hash holder -> hold count)
--- KEYS[2]  queue of the simple locks' waiters woken one at a time (see acquire.lua)
+-- KEYS[2]  queue of waiters (acquire.lua)
 -- KEYS[3]  fencing counter (prelude.lua)
 -- ARGV[1]  holder token
 -- ARGV[2]  wake-up channel (same hash tag as KEYS[1])

@@ -11,7 +11,8 @@
 --              token ('holder token': no counter to keep, and no key named that a Cluster's
 --              slot migration could leave behind, which the server refuses, TRYAGAIN)
 -- ARGV[2i-1]   holder token of lock i
--- ARGV[2i]     new ttl of lock i in milliseconds
+-- ARGV[2i]     new ttl of lock i in milliseconds (from this server's clock: a key that holds its
+--              token is kept, whatever the ttl, until the clock has passed the token)
 --
 -- Returns one integer per lock: 1 when extended; when its holder no longer holds it (nothing is
 -- touched then), 0 if nobody does, -1 if another holder does (for the reason of the loss).
@@ -24,35 +25,48 @@ local function lengthen(key, ttl)
   end
 end
 
+local t  -- this server's clock (TIME), read once per call
+local function now_ms()
+  t = t or redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
 local result = {}
 for i = 1, #KEYS / 2 do
   local key, fence = KEYS[2 * i - 1], KEYS[2 * i]
   local holder, ttl = ARGV[2 * i - 1], ARGV[2 * i]
   local kind = redis.call('TYPE', key).ok
-  local held, counted = false, kind ~= 'string'
+  local owned, counted, value, token = false, kind ~= 'string', nil, nil
   if kind == 'zset' then
     -- a semaphore's permits (semaphore.lua): the holder's lease end is its score, in ms
-    local t = redis.call('TIME')
-    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    local now = now_ms()
     local ends = redis.call('ZSCORE', key, holder)
-    held = ends ~= false and tonumber(ends) > now
-    if held then
+    owned = ends ~= false and tonumber(ends) > now
+    if owned then
       redis.call('ZADD', key, 'XX', now + tonumber(ttl), holder)
       lengthen(key, ttl)  -- the set expires with its last lease (semaphore.lua)
     end
   elseif kind == 'string' then
-    local value = redis.call('GET', key)
+    value = redis.call('GET', key)
     -- 'holder token' (no counter to keep for it), or the holder token alone: a lock taken
     -- without scripts, whose token is the counter's
     counted = value == holder
-    held = counted or string.sub(value, 1, #holder + 1) == holder .. ' '
+    owned = counted or string.sub(value, 1, #holder + 1) == holder .. ' '
+    token = owned and not counted and tonumber(string.sub(value, #holder + 2))
   else
-    held = kind == 'hash' and redis.call('HEXISTS', key, holder) == 1
+    owned = kind == 'hash' and redis.call('HEXISTS', key, holder) == 1
   end
-  if held and kind ~= 'zset' then
+  if token then
+    -- The key may be all that holds its token (a Redlock proposal ahead of the clock,
+    -- acquire.lua): it never expires before this server's clock has passed it, whatever the
+    -- ttl, or a later grant could get a smaller token from the clock. (SET ... PXAT: the
+    -- commands an ACL allows the library, docs/security.md, have no PEXPIREAT.)
+    local ends = math.max(now_ms() + tonumber(ttl), math.floor(token / 1000) + 2)
+    redis.call('SET', key, value, 'PXAT', string.format('%d', ends))
+  elseif owned and kind ~= 'zset' then
     redis.call('PEXPIRE', key, ttl)
   end
-  if held then
+  if owned then
     if counted then
       lengthen(fence, ttl)  -- (it may be kept longer already, until the server's clock passes it)
     end

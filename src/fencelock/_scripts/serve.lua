@@ -10,8 +10,8 @@
 -- waiter, multi_acquire.lua: whichever of its names is released) gets '1' on that channel and
 -- re-tries. '*' (queued last: acquire.lua) stands for the waiters that listen on `channel`
 -- itself (wake="all", reentrant waiters): every one is woken. With nobody queued, nothing is
--- published unless `announce` is '1' (then every listener of `channel` is woken), nor after 16
--- waiters that no longer listen. The wake-up is best effort (without the right to publish,
+-- published unless `announce` is '1' (then every listener of `channel` is woken); after 16
+-- waiters that no longer listen, every listener of `channel` is woken. The wake-up is best effort (without the right to publish,
 -- waiters re-try when the holder's lease would have ended): the lock is released whatever it
 -- answers.
 -- A barging lock's release (`barge` '1': docs/contention.md, "Barging") grants only an entry in

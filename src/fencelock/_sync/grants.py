@@ -225,9 +225,9 @@ class SyncGrants:
         return Granted(result.fence, result.confirmed, sent_at=sent_at)  # the lease: this round
 
     def confirm(self, spec: LeaseSpec, holder: str, fence: int) -> bool:
-        """Raise a majority's counters to ``fence`` (see fence_raise.lua). False when a majority
-        no longer holds the grant; LockConnectionError when unknown. (One server's tokens need
-        no confirmation: its one counter made them.)"""
+        """Raise the grant's token to ``fence`` on a majority (fence_raise.lua). False when a
+        majority no longer holds the grant; LockConnectionError when unknown. (One server's
+        tokens need no confirmation: that server made them.)"""
         assert self.majority, "one server's tokens need no confirmation"
         keys, args = spec.acquire_keys[:2], (holder, fence)
         answers = self.protocol.request_all(

@@ -132,6 +132,22 @@ async def test_a_release_keeps_a_token_the_clock_has_not_passed(
     await lock.release()
 
 
+async def test_a_shorter_extend_keeps_a_token_the_clock_has_not_passed(
+    async_client: AsyncLockClient, raw: redis.Redis
+) -> None:
+    # A lock key whose token is ahead of the server's clock (a Redlock proposal; here the
+    # clock stepped back during the hold) is all that holds it: an extend() to a shorter lease
+    # keeps the key until the clock has passed the token (a later grant's token comes from the
+    # clock).
+    lock = async_client.lock("job", ttl=10)
+    assert await lock.acquire(timeout=0)
+    ahead = server_micros(raw) + 60 * 10**6
+    raw.set(KEYS.lock, f"{lock.holder} {ahead}", keepttl=True)
+    await lock.extend(ttl=0.2)
+    assert raw.pexpiretime(KEYS.lock) >= ahead // 1000 + 2  # (it was the 0.2 s before)
+    await lock.release()
+
+
 async def test_a_counter_the_clock_has_passed_goes_with_the_next_grant(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:

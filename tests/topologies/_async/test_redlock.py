@@ -333,6 +333,38 @@ async def test_a_node_ahead_makes_the_grant_write_its_token_back(
     await client.close()
 
 
+async def test_a_shorter_extend_keeps_a_proposed_token_until_the_clocks_pass_it(
+    redlock: list[EmbeddedServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A client whose proposals lead the nodes' clocks by 2 s (as a clock that far ahead, less
+    # than the lease, would): every node grants the proposal, which its lock key alone holds.
+    # An extend() to a lease shorter than that keeps each key until its node's clock has passed
+    # the token (renew.lua), so the next grant, from the clocks, is larger. The keys went with
+    # the short lease before, and the next holder got a smaller token than the old one.
+    for bound in ("MIN_LEAD_US", "MAX_LEAD_US"):
+        monkeypatch.setattr(quorum, bound, 2_000_000)
+    ahead = make_client(redlock)
+    warm = ahead.lock("warm", ttl=10)  # (its next proposals lead by 2 s)
+    assert await warm.acquire(timeout=0)
+    await warm.release()
+    reset_stats(redlock)
+    lock = ahead.lock("job", ttl=30)
+    assert await lock.acquire(timeout=0)
+    token = lock.token
+    assert scripts_run(redlock) == [1] * 5  # every node granted the proposal: no write-back
+    await lock.extend(ttl=0.2)
+    with contextlib.ExitStack() as stack:
+        probes = [stack.enter_context(srv.client()) for srv in redlock]
+        await async_until(lambda: not any(probe.exists(KEYS.lock) for probe in probes))
+    other = make_client(redlock)  # (its first proposal leads by FIRST_LEAD_US only)
+    later = other.lock("job", ttl=10)
+    assert await later.acquire(timeout=0)
+    assert later.token > token
+    await later.release()
+    await other.close()
+    await ahead.close()
+
+
 async def test_a_hung_node_costs_a_node_timeout_not_its_hang(
     redlock: list[EmbeddedServer],
 ) -> None:
