@@ -380,7 +380,8 @@ class SyncGlideRoute(SyncRoute):
 
     def scan(self, match: str, count: int, timeout: float) -> Iterator[bytes]:
         """A node that fails raises, unless enough answered for the listing to be whole
-        (Redlock: a held name is on a majority; one server: none may fail)."""
+        (Redlock: a held name is on a majority; one server, a Cluster's primary: each holds
+        names no other has)."""
         answered = 0
         failure: LockError | None = None
         try:
@@ -402,6 +403,8 @@ class SyncGlideRoute(SyncRoute):
                         break
                 answered += 1
             except LockError as exc:
+                if not self.traits.majority:
+                    raise
                 failure = exc
         if failure is not None and len(targets) - answered >= quorum(len(targets)):
             raise failure
@@ -424,12 +427,12 @@ class SyncGlideRoute(SyncRoute):
 
 
 def primaries(nodes: bytes) -> list[tuple[str, int]]:
-    """The (host, port) of each primary serving slots that ``CLUSTER NODES`` lists as
-    reachable."""
+    """The (host, port) of each primary serving slots that ``CLUSTER NODES`` lists, failing or
+    not: the names in its slots are on no other node."""
     found = []
     for line in nodes.decode().splitlines():
         fields = line.split()
-        if len(fields) < 9 or "master" not in fields[2].split(",") or "fail" in fields[2]:
+        if len(fields) < 9 or "master" not in fields[2].split(","):
             continue
         host, _, port = fields[1].split("@")[0].rpartition(":")
         found.append((host, int(port)))
