@@ -252,12 +252,15 @@ class SyncGlideWaiter:
 
     def _dispatch(self, message: Any) -> None:
         channel, data = message.channel, message.message
+        raw = data.encode() if isinstance(data, str) else data
         if isinstance(channel, bytes):
             channel = channel.decode()
         if isinstance(data, bytes):
             data = data.decode(errors="replace")
         with self._guard:
             for watch in self._watchers.get(channel, ()):
+                if not watch.event.is_set():
+                    watch.message = raw  # (a result a store carries: compute.py)
                 if isinstance(data, str) and data.startswith("g"):
                     watch.grant = data  # a release granted the lock to the waiter
                 watch.event.set()
