@@ -204,10 +204,14 @@ class AsyncGlideWaiter:
             try:
                 api = async_glide()
                 made = api.GlideClusterClient if self._sharded else api.GlideClient
-                self._client = await made.create(config)
+                client = await made.create(config)
             except async_glide().GlideError:
                 self._unreachable_until = time.monotonic() + self._confirm_timeout
                 raise
+            if self._closed:  # (meanwhile, by close(), which found no client to close)
+                await client.close()
+                raise ConnectionError("the client is closed")
+            self._client = client
         return self._client
 
     async def _unwatch(self, channel: str, watch: Watch) -> None:

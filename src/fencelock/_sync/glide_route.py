@@ -205,10 +205,14 @@ class SyncGlideWaiter:
             try:
                 api = sync_glide()
                 made = api.GlideClusterClient if self._sharded else api.GlideClient
-                self._client = made.create(config)
+                client = made.create(config)
             except sync_glide().GlideError:
                 self._unreachable_until = time.monotonic() + self._confirm_timeout
                 raise
+            if self._closed:  # (meanwhile, by close(), which found no client to close)
+                client.close()
+                raise ConnectionError("the client is closed")
+            self._client = client
         return self._client
 
     def _unwatch(self, channel: str, watch: Watch) -> None:
