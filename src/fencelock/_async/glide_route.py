@@ -353,13 +353,15 @@ class AsyncGlideRoute(AsyncRoute):
     async def send_all(
         self, command: Sequence[Any], timeout: float, only: Sequence[int] = ()
     ) -> list[Any]:
+        end = time.monotonic() + timeout
         targets = await self._targets(timeout)
+        left = end - time.monotonic()  # (a Cluster's: what listing its primaries left)
         if only:
             targets = [targets[i] for i in only]
         if len(targets) == 1:
             node, route, _ = targets[0]
-            return [await _one(node, command, timeout, route)]
-        calls = [partial(_one, node, command, timeout, route) for node, route, _ in targets]
+            return [await _one(node, command, left, route)]
+        calls = [partial(_one, node, command, left, route) for node, route, _ in targets]
         replies = await async_at_once(calls, _nothing_to_undo)
         failure = next((r for r in replies if isinstance(r, BaseException)
                         and not isinstance(r, RedisError)), None)  # fmt: skip
