@@ -83,7 +83,12 @@ def glide_settings(redis: Any, options: ClientOptions) -> RouteSettings:
     cluster = not quorum and isinstance(redis, api.GlideClusterClient)
     for node in nodes:
         if not isinstance(node, api.GlideClusterClient if cluster else api.GlideClient):
-            raise TypeError(f"Redlock nodes must be {CLIENT}, not {described(node)}")
+            if quorum:
+                raise TypeError(f"Redlock nodes must be {CLIENT}, not {described(node)}")
+            raise TypeError(
+                f"redis must be a {CLIENT}, a {PACKAGE}.GlideClusterClient, or a non-empty "
+                f"list of {CLIENT} (Redlock), not {described(node)}"
+            )
         validate_db(config_of(node).database_id or 0)
     if options.min_replicas:
         raise ValueError("min_replicas is not supported with glide clients (docs/glide.md)")

@@ -192,5 +192,8 @@ async def test_what_glide_cannot_do_here_is_refused(
     for nodes in ([given, "not a client"], [given, cluster]):
         with pytest.raises(TypeError, match="Redlock nodes must be"):
             AsyncLockClient(nodes)  # type: ignore[arg-type]
+    script = async_glide().Script("return 1")  # (glide's, not a client)
+    with pytest.raises(TypeError, match=r"redis must be .*, not .*Script"):
+        AsyncLockClient(script)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="min_replicas"):
         AsyncLockClient(given, min_replicas=1)
