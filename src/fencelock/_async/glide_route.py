@@ -161,12 +161,11 @@ class AsyncGlideWaiter:
 
     @asynccontextmanager
     async def watch(
-        self, channel: str, what: str, watch: Watch | None = None, timeout: float | None = None
+        self, channel: str, what: str, watch: Watch, timeout: float | None = None
     ) -> AsyncIterator[Watch]:
-        """Subscribe to ``channel`` (active on the server before this returns) and yield a
-        watch (``watch``, or a new one) that every message on it sets, until the block ends;
-        confirmed within ``timeout`` seconds, never longer than one request timeout."""
-        watch = Watch() if watch is None else watch
+        """Subscribe to ``channel`` (active on the server before this returns) and yield
+        ``watch``, which every message on it sets, until the block ends; confirmed within
+        ``timeout`` seconds, never longer than one request timeout."""
         limit = self._confirm_timeout if timeout is None else min(timeout, self._confirm_timeout)
         await self._subscribe(channel, what, watch, time.monotonic() + limit)
         try:
