@@ -54,7 +54,7 @@ from .._glide import (
 )
 from .._keys import described, validate_db
 from ..errors import LockConnectionError, LockError
-from .routes import SyncRoute
+from .routes import SyncRoute, scan_keys
 from .waiter import Watch
 
 # the package whose clients this API takes, and what they are called, for messages
@@ -365,8 +365,8 @@ class SyncGlideRoute(SyncRoute):
             targets = [targets[i] for i in only]
         if len(targets) == 1:
             node, route, _ = targets[0]
-            return [_one(node, command, left, route)]
-        calls = [partial(_one, node, command, left, route) for node, route, _ in targets]
+            return [_one(node, left, route, command)]
+        calls = [partial(_one, node, left, route, command) for node, route, _ in targets]
         replies = sync_at_once(calls, _nothing_to_undo)
         failure = next((r for r in replies if isinstance(r, BaseException)
                         and not isinstance(r, RedisError)), None)  # fmt: skip
@@ -403,17 +403,9 @@ class SyncGlideRoute(SyncRoute):
             raise translate_error(exc, "listing the Cluster's primaries") from exc
         for node, route, where in targets:
             try:
-                cursor = 0
-                while True:
-                    command = ("SCAN", cursor, "MATCH", match, "COUNT", count)
-                    reply = _one(node, command, timeout, route)
-                    if isinstance(reply, RedisError):
-                        raise translate_error(reply, f"listing the names held on {where}")
-                    cursor = int(reply[0])
-                    for key in reply[1]:
-                        yield key
-                    if cursor == 0:
-                        break
+                send_one = partial(_one, node, timeout, route)
+                for key in scan_keys(send_one, where, match, count):
+                    yield key
                 answered += 1
             except LockError as exc:
                 if not self.traits.majority:
@@ -452,8 +444,9 @@ def primaries(nodes: bytes) -> list[tuple[str, int]]:
     return found
 
 
-def _one(node: Any, command: Sequence[Any], timeout: float, route: Any = None) -> Any:
-    """The reply to ``command`` sent by ``node``, or the ``RedisError`` it failed with."""
+def _one(node: Any, timeout: float, route: Any, command: Sequence[Any]) -> Any:
+    """The reply to ``command`` sent by ``node`` (``route``: see ``request``) within
+    ``timeout`` seconds, or the ``RedisError`` it failed with."""
     try:
         [reply] = request(node, [command], timeout, route)
     except RedisError as exc:
