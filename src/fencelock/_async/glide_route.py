@@ -53,7 +53,7 @@ from .._glide import (
 )
 from .._keys import described, validate_db
 from ..errors import LockConnectionError, LockError
-from .routes import AsyncRoute, scan_keys
+from .routes import AsyncRoute, no_one_server, scan_keys
 from .waiter import Watch
 
 # the package whose clients this API takes, and what they are called, for messages
@@ -296,7 +296,7 @@ class AsyncGlideRoute(AsyncRoute):
         self.nodes: list[Any] = list(settings.servers)
         # (what it can do follows from the shape, as for redis-py's routes: ``traits``)
         if self.traits.majority:
-            self.send = _no_one_server
+            self.send = no_one_server
         else:
             self.send = partial(self._send, self.nodes[0])
         limit = (
@@ -455,7 +455,3 @@ async def _one(node: Any, timeout: float, route: Any, command: Sequence[Any]) ->
 
 async def _nothing_to_undo(i: int, reply: object) -> None:
     return None  # (a reply holds nothing to give back)
-
-
-async def _no_one_server(*args: Any, **kwargs: Any) -> list[Any]:
-    raise TypeError("Redlock mode has no one server to send a request to")

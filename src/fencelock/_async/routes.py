@@ -238,7 +238,7 @@ class AsyncQuorumRoute(AsyncRoute):
     def __init__(self, settings: RouteSettings) -> None:
         super().__init__(settings)
         self.nodes: list[AsyncRedis] = list(settings.servers)
-        self.send = _no_one_server
+        self.send = no_one_server
         limit = socket_limit(settings.node_timeout)
         for i, node in enumerate(self.nodes if settings.listens else ()):
             self._waiter(i, partial(async_own_client, node, limit), limit)
@@ -291,7 +291,7 @@ class AsyncQuorumRoute(AsyncRoute):
             raise failure
 
 
-async def _no_one_server(*args: Any, **kwargs: Any) -> list[Any]:
+async def no_one_server(*args: Any, **kwargs: Any) -> list[Any]:
     raise TypeError("Redlock mode has no one server to send a request to")
 
 

@@ -54,7 +54,7 @@ from .._glide import (
 )
 from .._keys import described, validate_db
 from ..errors import LockConnectionError, LockError
-from .routes import SyncRoute, scan_keys
+from .routes import SyncRoute, no_one_server, scan_keys
 from .waiter import Watch
 
 # the package whose clients this API takes, and what they are called, for messages
@@ -297,7 +297,7 @@ class SyncGlideRoute(SyncRoute):
         self.nodes: list[Any] = list(settings.servers)
         # (what it can do follows from the shape, as for redis-py's routes: ``traits``)
         if self.traits.majority:
-            self.send = _no_one_server
+            self.send = no_one_server
         else:
             self.send = partial(self._send, self.nodes[0])
         limit = (
@@ -456,7 +456,3 @@ def _one(node: Any, timeout: float, route: Any, command: Sequence[Any]) -> Any:
 
 def _nothing_to_undo(i: int, reply: object) -> None:
     return None  # (a reply holds nothing to give back)
-
-
-def _no_one_server(*args: Any, **kwargs: Any) -> list[Any]:
-    raise TypeError("Redlock mode has no one server to send a request to")

@@ -239,7 +239,7 @@ class SyncQuorumRoute(SyncRoute):
     def __init__(self, settings: RouteSettings) -> None:
         super().__init__(settings)
         self.nodes: list[SyncRedis] = list(settings.servers)
-        self.send = _no_one_server
+        self.send = no_one_server
         limit = socket_limit(settings.node_timeout)
         for i, node in enumerate(self.nodes if settings.listens else ()):
             self._waiter(i, partial(sync_own_client, node, limit), limit)
@@ -292,7 +292,7 @@ class SyncQuorumRoute(SyncRoute):
             raise failure
 
 
-def _no_one_server(*args: Any, **kwargs: Any) -> list[Any]:
+def no_one_server(*args: Any, **kwargs: Any) -> list[Any]:
     raise TypeError("Redlock mode has no one server to send a request to")
 
 
