@@ -299,11 +299,13 @@ class AsyncGlideRoute(AsyncRoute):
             self.send = no_one_server
         else:
             self.send = partial(self._send, self.nodes[0])
-        limit = (
+        # what a request to one node may take, whatever its call's bound: a Redlock node's, its
+        # node timeout, as redis-py's sockets of the nodes (connect.py): a hung node costs that
+        self.node_limit = (
             socket_limit(settings.node_timeout) if self.traits.majority else self.request_timeout
         )
         self.glide_waiters = [
-            AsyncGlideWaiter(node, limit, self.traits.slotted)
+            AsyncGlideWaiter(node, self.node_limit, self.traits.slotted)
             for node in (self.nodes if settings.listens else ())
         ]
 
@@ -359,7 +361,8 @@ class AsyncGlideRoute(AsyncRoute):
     ) -> list[Any]:
         end = time.monotonic() + timeout
         targets = await self._targets(timeout)
-        left = end - time.monotonic()  # (a Cluster's: what listing its primaries left)
+        # (a Cluster's: what listing its primaries left)
+        left = min(end - time.monotonic(), self.node_limit)
         if only:
             targets = [targets[i] for i in only]
         if len(targets) == 1:
