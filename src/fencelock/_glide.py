@@ -150,13 +150,13 @@ def config_of(client: Any) -> Any:
     return client._config if config is None else config
 
 
-def config_for(client: Any, connect_timeout: float) -> Any:
+def config_for(client: Any, connect_timeout: float, lazy: bool = False) -> Any:
     """A configuration for a client of fencelock's own, of the server of ``client``: its
     settings (address, credentials, TLS, database), without its subscriptions, connecting
-    within ``connect_timeout`` seconds."""
+    within ``connect_timeout`` seconds: as it is made, or (``lazy``) at its first request."""
     config = copy.copy(config_of(client))
     config.pubsub_subscriptions = None
-    config.lazy_connect = False
+    config.lazy_connect = lazy
     shared = importlib.import_module("glide_shared.config")  # (both packages' configurations)
     made = (
         shared.AdvancedGlideClusterClientConfiguration
@@ -177,9 +177,11 @@ def is_cluster(client: Any) -> bool:
 
 def sync_glide_like(client: Any, connect_timeout: float) -> Callable[[], Any]:
     """How to make a glide_sync client of the servers of ``client`` (an asyncio glide client:
-    its settings read now): the asyncio client's renewal thread's (``_offloop.py``)."""
+    its settings read now): the asyncio client's renewal thread's (``_offloop.py``). Connected
+    at its first request: a server down fails the requests to it, not the making (one Redlock
+    node down must not keep the renewal thread from the others)."""
     made = sync_glide().GlideClusterClient if is_cluster(client) else sync_glide().GlideClient
-    return partial(made.create, config_for(client, connect_timeout))
+    return partial(made.create, config_for(client, connect_timeout, lazy=True))
 
 
 def address(client: Any) -> str:

@@ -67,24 +67,31 @@ def renewal_twin(topology: AsyncTopology, counters: Counters) -> Callable[[], Sy
     timeout = settings.request_timeout
     # (the client's own ScriptMode: what the one learns, the other knows)
     mode = topology.protocol.mode
+    # Redlock's nodes: each socket within the node timeout, as the route's own clients of them
+    # (connect.py). A fan-out's connecting is not bounded by its caller's timeout: with the
+    # request timeout, a hung node would hold the renewal thread (every lease of the client)
+    # past the leases' deadlines each time its connection is made again.
+    limit = socket_limit(settings.node_timeout) if settings.shape == QUORUM else timeout
     clients: tuple[Any, ...] = ()
     deferred: list[Callable[[], Any]] = []  # (made in the call: their making is I/O)
     if settings.client == GLIDE:
-        deferred = [sync_glide_like(server, timeout) for server in settings.servers]
+        deferred = [sync_glide_like(server, limit) for server in settings.servers]
     elif settings.shape == CLUSTER:
         deferred = [sync_cluster_like(server, timeout) for server in settings.servers]
     else:
-        # Redlock's nodes: each socket within the node timeout, as the route's own clients of
-        # them (connect.py). A fan-out's connecting is not bounded by its caller's timeout: with
-        # the request timeout, a hung node would hold the renewal thread (every lease of the
-        # client) past the leases' deadlines each time its connection is made again.
-        limit = socket_limit(settings.node_timeout) if settings.shape == QUORUM else timeout
         clients = tuple(sync_client_like(server, limit) for server in settings.servers)
 
     def make() -> SyncTopology:
-        servers = clients + tuple(made() for made in deferred)
-        twin = replace(settings, servers=servers, owned=True, listens=False)
-        return SyncTopology(sync_route(twin), counters, mode)
+        made: list[Any] = []
+        try:
+            for making in deferred:
+                made.append(making())
+            twin = replace(settings, servers=clients + tuple(made), owned=True, listens=False)
+            return SyncTopology(sync_route(twin), counters, mode)
+        except BaseException:
+            for client in made:  # (made again at the next request: these would be left open)
+                client.close()
+            raise
 
     return make
 

@@ -12,6 +12,7 @@ from redis.exceptions import (
     ResponseError,
 )
 
+from fencelock._async.glide_route import primaries
 from fencelock._core.natives import ServerCommands, scripts_refused
 from fencelock._glide import argument, decoded, error_reply, package_of
 
@@ -74,3 +75,15 @@ def test_a_glide_client_is_known_without_importing_glide() -> None:
     sync_like = type("GlideClient", (), {"__module__": "glide_sync.glide_client"})()
     assert package_of(glide_like) == "glide" and package_of([sync_like]) == "glide_sync"
     assert package_of(object()) is None and package_of([]) is None and package_of("glide") is None
+
+
+def test_a_failing_primary_is_listed_while_it_serves_slots() -> None:
+    """Its names are on no other node: a listing without it would not be whole."""
+    nodes = (
+        b"a1 10.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460\n"
+        b"a2 10.0.0.2:7001@17001 master,fail? - 0 0 2 connected 5461-10922\n"
+        b"a3 10.0.0.3:7002@17002 master,fail - 0 0 3 connected 10923-16383\n"
+        b"a4 10.0.0.4:7003@17003 master,fail - 0 0 4 connected\n"  # (failed over: no slots)
+        b"a5 10.0.0.5:7004@17004 slave a1 0 0 1 connected\n"
+    )
+    assert primaries(nodes) == [("10.0.0.1", 7000), ("10.0.0.2", 7001), ("10.0.0.3", 7002)]

@@ -53,7 +53,7 @@ from .._glide import (
 )
 from .._keys import described, validate_db
 from ..errors import LockConnectionError, LockError
-from .routes import AsyncRoute
+from .routes import AsyncRoute, no_one_server, scan_keys
 from .waiter import Watch
 
 # the package whose clients this API takes, and what they are called, for messages
@@ -83,7 +83,12 @@ def glide_settings(redis: Any, options: ClientOptions) -> RouteSettings:
     cluster = not quorum and isinstance(redis, api.GlideClusterClient)
     for node in nodes:
         if not isinstance(node, api.GlideClusterClient if cluster else api.GlideClient):
-            raise TypeError(f"Redlock nodes must be {CLIENT}, not {described(node)}")
+            if quorum:
+                raise TypeError(f"Redlock nodes must be {CLIENT}, not {described(node)}")
+            raise TypeError(
+                f"redis must be a {CLIENT}, a {PACKAGE}.GlideClusterClient, or a non-empty "
+                f"list of {CLIENT} (Redlock), not {described(node)}"
+            )
         validate_db(config_of(node).database_id or 0)
     if options.min_replicas:
         raise ValueError("min_replicas is not supported with glide clients (docs/glide.md)")
@@ -156,12 +161,11 @@ class AsyncGlideWaiter:
 
     @asynccontextmanager
     async def watch(
-        self, channel: str, what: str, watch: Watch | None = None, timeout: float | None = None
+        self, channel: str, what: str, watch: Watch, timeout: float | None = None
     ) -> AsyncIterator[Watch]:
-        """Subscribe to ``channel`` (active on the server before this returns) and yield a
-        watch (``watch``, or a new one) that every message on it sets, until the block ends;
-        confirmed within ``timeout`` seconds, never longer than one request timeout."""
-        watch = Watch() if watch is None else watch
+        """Subscribe to ``channel`` (active on the server before this returns) and yield
+        ``watch``, which every message on it sets, until the block ends; confirmed within
+        ``timeout`` seconds, never longer than one request timeout."""
         limit = self._confirm_timeout if timeout is None else min(timeout, self._confirm_timeout)
         await self._subscribe(channel, what, watch, time.monotonic() + limit)
         try:
@@ -204,10 +208,14 @@ class AsyncGlideWaiter:
             try:
                 api = async_glide()
                 made = api.GlideClusterClient if self._sharded else api.GlideClient
-                self._client = await made.create(config)
+                client = await made.create(config)
             except async_glide().GlideError:
                 self._unreachable_until = time.monotonic() + self._confirm_timeout
                 raise
+            if self._closed:  # (meanwhile, by close(), which found no client to close)
+                await client.close()
+                raise ConnectionError("the client is closed")
+            self._client = client
         return self._client
 
     async def _unwatch(self, channel: str, watch: Watch) -> None:
@@ -251,12 +259,15 @@ class AsyncGlideWaiter:
 
     def _dispatch(self, message: Any) -> None:
         channel, data = message.channel, message.message
+        raw = data.encode() if isinstance(data, str) else data
         if isinstance(channel, bytes):
             channel = channel.decode()
         if isinstance(data, bytes):
             data = data.decode(errors="replace")
         with self._guard:
             for watch in self._watchers.get(channel, ()):
+                if not watch.event.is_set():
+                    watch.message = raw  # (a result a store carries: compute.py)
                 if isinstance(data, str) and data.startswith("g"):
                     watch.grant = data  # a release granted the lock to the waiter
                 watch.event.set()
@@ -285,14 +296,16 @@ class AsyncGlideRoute(AsyncRoute):
         self.nodes: list[Any] = list(settings.servers)
         # (what it can do follows from the shape, as for redis-py's routes: ``traits``)
         if self.traits.majority:
-            self.send = _no_one_server
+            self.send = no_one_server
         else:
             self.send = partial(self._send, self.nodes[0])
-        limit = (
+        # what a request to one node may take, whatever its call's bound: a Redlock node's, its
+        # node timeout, as redis-py's sockets of the nodes (connect.py): a hung node costs that
+        self.node_limit = (
             socket_limit(settings.node_timeout) if self.traits.majority else self.request_timeout
         )
         self.glide_waiters = [
-            AsyncGlideWaiter(node, limit, self.traits.slotted)
+            AsyncGlideWaiter(node, self.node_limit, self.traits.slotted)
             for node in (self.nodes if settings.listens else ())
         ]
 
@@ -346,13 +359,16 @@ class AsyncGlideRoute(AsyncRoute):
     async def send_all(
         self, command: Sequence[Any], timeout: float, only: Sequence[int] = ()
     ) -> list[Any]:
+        end = time.monotonic() + timeout
         targets = await self._targets(timeout)
+        # (a Cluster's: what listing its primaries left)
+        left = min(end - time.monotonic(), self.node_limit)
         if only:
             targets = [targets[i] for i in only]
         if len(targets) == 1:
             node, route, _ = targets[0]
-            return [await _one(node, command, timeout, route)]
-        calls = [partial(_one, node, command, timeout, route) for node, route, _ in targets]
+            return [await _one(node, left, route, command)]
+        calls = [partial(_one, node, left, route, command) for node, route, _ in targets]
         replies = await async_at_once(calls, _nothing_to_undo)
         failure = next((r for r in replies if isinstance(r, BaseException)
                         and not isinstance(r, RedisError)), None)  # fmt: skip
@@ -379,7 +395,8 @@ class AsyncGlideRoute(AsyncRoute):
 
     async def scan(self, match: str, count: int, timeout: float) -> AsyncIterator[bytes]:
         """A node that fails raises, unless enough answered for the listing to be whole
-        (Redlock: a held name is on a majority; one server: none may fail)."""
+        (Redlock: a held name is on a majority; one server, a Cluster's primary: each holds
+        names no other has)."""
         answered = 0
         failure: LockError | None = None
         try:
@@ -388,19 +405,13 @@ class AsyncGlideRoute(AsyncRoute):
             raise translate_error(exc, "listing the Cluster's primaries") from exc
         for node, route, where in targets:
             try:
-                cursor = 0
-                while True:
-                    command = ("SCAN", cursor, "MATCH", match, "COUNT", count)
-                    reply = await _one(node, command, timeout, route)
-                    if isinstance(reply, RedisError):
-                        raise translate_error(reply, f"listing the names held on {where}")
-                    cursor = int(reply[0])
-                    for key in reply[1]:
-                        yield key
-                    if cursor == 0:
-                        break
+                send_one = partial(_one, node, timeout, route)
+                async for key in scan_keys(send_one, where, match, count):
+                    yield key
                 answered += 1
             except LockError as exc:
+                if not self.traits.majority:
+                    raise
                 failure = exc
         if failure is not None and len(targets) - answered >= quorum(len(targets)):
             raise failure
@@ -423,20 +434,21 @@ class AsyncGlideRoute(AsyncRoute):
 
 
 def primaries(nodes: bytes) -> list[tuple[str, int]]:
-    """The (host, port) of each primary serving slots that ``CLUSTER NODES`` lists as
-    reachable."""
+    """The (host, port) of each primary serving slots that ``CLUSTER NODES`` lists, failing or
+    not: the names in its slots are on no other node."""
     found = []
     for line in nodes.decode().splitlines():
         fields = line.split()
-        if len(fields) < 9 or "master" not in fields[2].split(",") or "fail" in fields[2]:
+        if len(fields) < 9 or "master" not in fields[2].split(","):
             continue
         host, _, port = fields[1].split("@")[0].rpartition(":")
         found.append((host, int(port)))
     return found
 
 
-async def _one(node: Any, command: Sequence[Any], timeout: float, route: Any = None) -> Any:
-    """The reply to ``command`` sent by ``node``, or the ``RedisError`` it failed with."""
+async def _one(node: Any, timeout: float, route: Any, command: Sequence[Any]) -> Any:
+    """The reply to ``command`` sent by ``node`` (``route``: see ``request``) within
+    ``timeout`` seconds, or the ``RedisError`` it failed with."""
     try:
         [reply] = await request(node, [command], timeout, route)
     except RedisError as exc:
@@ -446,7 +458,3 @@ async def _one(node: Any, command: Sequence[Any], timeout: float, route: Any = N
 
 async def _nothing_to_undo(i: int, reply: object) -> None:
     return None  # (a reply holds nothing to give back)
-
-
-async def _no_one_server(*args: Any, **kwargs: Any) -> list[Any]:
-    raise TypeError("Redlock mode has no one server to send a request to")

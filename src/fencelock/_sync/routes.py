@@ -239,7 +239,7 @@ class SyncQuorumRoute(SyncRoute):
     def __init__(self, settings: RouteSettings) -> None:
         super().__init__(settings)
         self.nodes: list[SyncRedis] = list(settings.servers)
-        self.send = _no_one_server
+        self.send = no_one_server
         limit = socket_limit(settings.node_timeout)
         for i, node in enumerate(self.nodes if settings.listens else ()):
             self._waiter(i, partial(sync_own_client, node, limit), limit)
@@ -292,7 +292,7 @@ class SyncQuorumRoute(SyncRoute):
             raise failure
 
 
-def _no_one_server(*args: Any, **kwargs: Any) -> list[Any]:
+def no_one_server(*args: Any, **kwargs: Any) -> list[Any]:
     raise TypeError("Redlock mode has no one server to send a request to")
 
 
@@ -317,13 +317,26 @@ def scan_node(
     timeout: float,
 ) -> Iterator[bytes]:
     """The keys of one server matching ``match`` (SCAN, each call within ``timeout``)."""
+
+    def send_one(command: Sequence[Any]) -> Any:
+        [reply] = requester.fan_out([node], command, timeout)
+        return reply
+
+    where = node.name if isinstance(node, SyncClusterNode) else server_address(node)
+    for key in scan_keys(send_one, where, match, count):
+        yield key
+
+
+def scan_keys(
+    send_one: Callable[[Sequence[Any]], Any], where: str, match: str, count: int
+) -> Iterator[bytes]:
+    """The keys matching ``match`` of the server ``send_one`` sends a command to (its reply, or
+    the ``RedisError`` it failed with), by SCAN; ``where``: that server, for errors."""
     cursor = 0
     while True:
-        command = ("SCAN", cursor, "MATCH", match, "COUNT", count)
-        [reply] = requester.fan_out([node], command, timeout)
+        reply = send_one(("SCAN", cursor, "MATCH", match, "COUNT", count))
         if isinstance(reply, RedisError):
             # (the server, not the pattern: that is fencelock's key layout, not the user's)
-            where = node.name if isinstance(node, SyncClusterNode) else server_address(node)
             raise translate_error(reply, f"listing the names held on {where}")
         cursor = int(reply[0])
         for key in reply[1]:

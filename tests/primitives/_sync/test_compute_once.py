@@ -95,6 +95,7 @@ def test_concurrent_callers_of_two_clients_build_once(
     assert raw.exists(keys("c-once").lock) == 0  # the lease released
 
 
+@pytest.mark.glide
 @pytest.mark.parametrize("encoded", [TOLD_MAX, TOLD_MAX + 1], ids=["carried", "read"])
 def test_a_waiter_takes_a_small_result_from_its_stores_message(
     sync_client: LockClient, sync_client_b: LockClient, raw: redis.Redis, encoded: int

@@ -7,16 +7,21 @@ from __future__ import annotations
 
 import gc
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import redis
 
 import fencelock
 from fencelock._async.client import AsyncLockClient
+from fencelock._async.glide_route import AsyncGlideWaiter
+from fencelock._async.waiter import Watch
+from fencelock._backend import AsyncEvent
+from fencelock._glide import async_glide
 from fencelock._keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.clients import GLIDE, AsyncClients
-from tests.concurrency import AsyncCall, async_until
+from tests.concurrency import TIMEOUT, AsyncCall, async_until
 
 pytest.importorskip("glide")
 pytest.importorskip("glide_sync")  # (the sync twin's)
@@ -144,6 +149,41 @@ async def test_a_paused_server_bounds_every_call(
     await client.close()
 
 
+async def test_a_waiter_closed_while_its_client_is_made_closes_that_client(
+    server: EmbeddedServer, glide_clients: AsyncClients, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """close() finds no client while one is being made: the making closes it. (It was kept,
+    open, by a waiter closed already.)"""
+    glide = async_glide()  # (glide_sync in the sync twin)
+    given = await glide_clients.glide(server)
+    create = glide.GlideClient.create
+    made: list[Any] = []
+    making, go = AsyncEvent(), AsyncEvent()
+
+    async def held_create(config: Any) -> Any:  # (the making held until close() has run)
+        making.set()
+        assert await go.wait(TIMEOUT)
+        made.append(await create(config))
+        return made[-1]
+
+    monkeypatch.setattr(glide.GlideClient, "create", held_create)
+    waiter = AsyncGlideWaiter(given, confirm_timeout=TIMEOUT)
+
+    async def watch() -> None:
+        async with waiter.watch("closing", "a test", Watch()):
+            pass
+
+    call = AsyncCall(watch)
+    assert await making.wait(TIMEOUT)
+    await waiter.close()
+    go.set()
+    with pytest.raises(fencelock.LockConnectionError, match="closed"):
+        await call.result()
+    [client] = made
+    with pytest.raises(glide.ClosingError):
+        await client.custom_command(["PING"])
+
+
 async def test_what_glide_cannot_do_here_is_refused(
     server: EmbeddedServer, glide_clients: AsyncClients
 ) -> None:
@@ -152,5 +192,8 @@ async def test_what_glide_cannot_do_here_is_refused(
     for nodes in ([given, "not a client"], [given, cluster]):
         with pytest.raises(TypeError, match="Redlock nodes must be"):
             AsyncLockClient(nodes)  # type: ignore[arg-type]
+    script = async_glide().Script("return 1")  # (glide's, not a client)
+    with pytest.raises(TypeError, match=r"redis must be .*, not .*Script"):
+        AsyncLockClient(script)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="min_replicas"):
         AsyncLockClient(given, min_replicas=1)

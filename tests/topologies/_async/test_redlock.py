@@ -399,8 +399,9 @@ async def test_a_hung_node_costs_a_node_timeout_not_its_hang(
     await client.close()
 
 
+@pytest.mark.glide
 async def test_a_hung_node_costs_the_renewals_a_node_timeout_not_its_hang(
-    redlock: list[EmbeddedServer],
+    redlock: list[EmbeddedServer], async_clients: AsyncClients
 ) -> None:
     """The renewals keep a lease while one node of five hangs: they too give it up at its node
     timeout, connecting included. (The asyncio client renews in a thread on connections of its
@@ -410,7 +411,7 @@ async def test_a_hung_node_costs_the_renewals_a_node_timeout_not_its_hang(
     four live nodes. The chaos run's redlock5/hung-node-redis-objects found it.) No time is
     measured: with a node timeout of the request timeout, no renewal would be confirmed."""
     lost: list[AsyncLock] = []
-    client = make_client(redlock, socket_timeout=60)
+    client = await async_clients.of(redlock, node_timeout=NODE_TIMEOUT, socket_timeout=60)
     lock = client.lock("job", ttl=3, auto_renew=True, on_lost=lost.append)
     redlock[2].pause()  # before the first renewal: its connections are made during the hang
     try:
@@ -547,6 +548,26 @@ async def test_watchdog_renews_by_majority_and_signals_loss(
     assert lock.lost
     with pytest.raises(fencelock.LockLost):
         lock.check()
+    await client.close()
+
+
+@pytest.mark.glide
+async def test_a_node_down_before_the_first_renewal_leaves_the_majority_renewing(
+    redlock: list[EmbeddedServer], async_clients: AsyncClients
+) -> None:
+    """The renewals go on by the majority of the live nodes. (Over glide's clients the asyncio
+    client's renewal thread made a client of each node, connected as it was made: one node
+    down, none was made, at every renewal, and every auto-renewed lease was declared lost.)"""
+    lost: list[AsyncLock] = []
+    client = await async_clients.of(redlock, node_timeout=NODE_TIMEOUT)
+    lock = client.lock("job", ttl=3, auto_renew=True, on_lost=lost.append)
+    redlock[2].kill()
+    assert await lock.acquire(timeout=0)
+    renewals = client.statistics().renewals
+    await async_until(lambda: client.statistics().renewals >= renewals + 2 or bool(lost))
+    assert lost == []
+    assert await lock.held()
+    await lock.release()
     await client.close()
 
 

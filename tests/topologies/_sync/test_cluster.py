@@ -236,6 +236,28 @@ def test_operators_see_and_free_locks_on_every_master(
 
 
 @pytest.mark.glide
+def test_a_primary_that_cannot_list_its_names_fails_the_listing(
+    cluster_client: LockClient, cluster: Cluster
+) -> None:
+    """Its names are on no other node: a listing without them is not passed off as whole.
+    (Over glide's clients one primary's failure was excused, as one Redlock node's is.)"""
+    locks = [cluster_client.lock(name, ttl=10) for name in NAMES]
+    for lock in locks:
+        assert lock.acquire(timeout=0)
+    refusing = cluster.masters[1]
+    with refusing.client() as probe:
+        probe.execute_command("ACL", "SETUSER", "default", "-scan")
+    try:
+        with pytest.raises(fencelock.LockError, match="listing the names held on"):
+            [info for info in cluster_client.locks("job-*")]
+    finally:
+        with refusing.client() as probe:
+            probe.execute_command("ACL", "SETUSER", "default", "+@all")
+    for lock in locks:
+        lock.release()
+
+
+@pytest.mark.glide
 def test_latches_and_barriers_on_a_cluster(
     cluster_client: LockClient, cluster: Cluster, sync_clients: SyncClients
 ) -> None:

@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
 
 import fencelock
 from fencelock._sync.client import LockClient
+from fencelock._sync.glide_route import SyncGlideWaiter
+from fencelock._sync.waiter import Watch
+from fencelock._backend import SyncEvent
+from fencelock._glide import sync_glide
 from fencelock._keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 from tests.clients import GLIDE, SyncClients
-from tests.concurrency import SyncCall, sync_until
+from tests.concurrency import TIMEOUT, SyncCall, sync_until
 
 pytest.importorskip("glide")
 pytest.importorskip("glide_sync")  # (the sync twin's)
@@ -145,6 +150,41 @@ def test_a_paused_server_bounds_every_call(
     client.close()
 
 
+def test_a_waiter_closed_while_its_client_is_made_closes_that_client(
+    server: EmbeddedServer, glide_clients: SyncClients, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """close() finds no client while one is being made: the making closes it. (It was kept,
+    open, by a waiter closed already.)"""
+    glide = sync_glide()  # (glide_sync in the sync twin)
+    given = glide_clients.glide(server)
+    create = glide.GlideClient.create
+    made: list[Any] = []
+    making, go = SyncEvent(), SyncEvent()
+
+    def held_create(config: Any) -> Any:  # (the making held until close() has run)
+        making.set()
+        assert go.wait(TIMEOUT)
+        made.append(create(config))
+        return made[-1]
+
+    monkeypatch.setattr(glide.GlideClient, "create", held_create)
+    waiter = SyncGlideWaiter(given, confirm_timeout=TIMEOUT)
+
+    def watch() -> None:
+        with waiter.watch("closing", "a test", Watch()):
+            pass
+
+    call = SyncCall(watch)
+    assert making.wait(TIMEOUT)
+    waiter.close()
+    go.set()
+    with pytest.raises(fencelock.LockConnectionError, match="closed"):
+        call.result()
+    [client] = made
+    with pytest.raises(glide.ClosingError):
+        client.custom_command(["PING"])
+
+
 def test_what_glide_cannot_do_here_is_refused(
     server: EmbeddedServer, glide_clients: SyncClients
 ) -> None:
@@ -153,5 +193,8 @@ def test_what_glide_cannot_do_here_is_refused(
     for nodes in ([given, "not a client"], [given, cluster]):
         with pytest.raises(TypeError, match="Redlock nodes must be"):
             LockClient(nodes)  # type: ignore[arg-type]
+    script = sync_glide().Script("return 1")  # (glide's, not a client)
+    with pytest.raises(TypeError, match=r"redis must be .*, not .*Script"):
+        LockClient(script)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="min_replicas"):
         LockClient(given, min_replicas=1)

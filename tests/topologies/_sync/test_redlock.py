@@ -400,8 +400,9 @@ def test_a_hung_node_costs_a_node_timeout_not_its_hang(
     client.close()
 
 
+@pytest.mark.glide
 def test_a_hung_node_costs_the_renewals_a_node_timeout_not_its_hang(
-    redlock: list[EmbeddedServer],
+    redlock: list[EmbeddedServer], sync_clients: SyncClients
 ) -> None:
     """The renewals keep a lease while one node of five hangs: they too give it up at its node
     timeout, connecting included. (The asyncio client renews in a thread on connections of its
@@ -411,7 +412,7 @@ def test_a_hung_node_costs_the_renewals_a_node_timeout_not_its_hang(
     four live nodes. The chaos run's redlock5/hung-node-redis-objects found it.) No time is
     measured: with a node timeout of the request timeout, no renewal would be confirmed."""
     lost: list[Lock] = []
-    client = make_client(redlock, socket_timeout=60)
+    client = sync_clients.of(redlock, node_timeout=NODE_TIMEOUT, socket_timeout=60)
     lock = client.lock("job", ttl=3, auto_renew=True, on_lost=lost.append)
     redlock[2].pause()  # before the first renewal: its connections are made during the hang
     try:
@@ -548,6 +549,26 @@ def test_watchdog_renews_by_majority_and_signals_loss(
     assert lock.lost
     with pytest.raises(fencelock.LockLost):
         lock.check()
+    client.close()
+
+
+@pytest.mark.glide
+def test_a_node_down_before_the_first_renewal_leaves_the_majority_renewing(
+    redlock: list[EmbeddedServer], sync_clients: SyncClients
+) -> None:
+    """The renewals go on by the majority of the live nodes. (Over glide's clients the asyncio
+    client's renewal thread made a client of each node, connected as it was made: one node
+    down, none was made, at every renewal, and every auto-renewed lease was declared lost.)"""
+    lost: list[Lock] = []
+    client = sync_clients.of(redlock, node_timeout=NODE_TIMEOUT)
+    lock = client.lock("job", ttl=3, auto_renew=True, on_lost=lost.append)
+    redlock[2].kill()
+    assert lock.acquire(timeout=0)
+    renewals = client.statistics().renewals
+    sync_until(lambda: client.statistics().renewals >= renewals + 2 or bool(lost))
+    assert lost == []
+    assert lock.held()
+    lock.release()
     client.close()
 
 
