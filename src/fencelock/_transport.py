@@ -353,6 +353,19 @@ def sync_within(timeout: float, call: Callable[..., T], *args: Any) -> T:
     return call(*args)
 
 
+async def async_cluster_ready(cluster: redis.asyncio.RedisCluster, timeout: float) -> None:
+    """Within ``timeout``, ``cluster`` knows its nodes (it learns them at its first command).
+    Raises a ``RedisError``: redis-py's "cannot be connected" is no ``RedisError`` of its own."""
+    try:
+        await async_within(timeout, cluster.initialize)
+    except redis_exceptions.RedisClusterException as exc:
+        raise redis_exceptions.ConnectionError(str(exc)) from exc
+
+
+def sync_cluster_ready(cluster: redis.RedisCluster, timeout: float) -> None:
+    """(redis-py's sync Cluster client learns its nodes when it is made)"""
+
+
 # What redis-py's cluster client raises, instead of a ConnectionError, when another task or
 # thread closes its connections under a command in flight (it does so on a failover's
 # CLUSTERDOWN or a node's failure): "'NoneType' object has no attribute 'writelines'" (seen in

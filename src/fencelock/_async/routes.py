@@ -30,7 +30,13 @@ from .._backend import AsyncLoopGuard, AsyncStateLock
 from .._core.quorum import node_timeout, quorum, socket_limit
 from .._core.replies import translate_error
 from .._core.routing import CLUSTER, GLIDE, QUORUM, RouteSettings, RouteTraits
-from .._transport import AsyncClusterNode, AsyncRedis, AsyncRedisCluster, async_own_client
+from .._transport import (
+    AsyncClusterNode,
+    AsyncRedis,
+    AsyncRedisCluster,
+    async_cluster_ready,
+    async_own_client,
+)
 from ..errors import LockConnectionError, LockError
 from .transport import AsyncRequester
 from .waiter import AsyncClusterWaiters, AsyncWaiter, Watch
@@ -175,13 +181,13 @@ class AsyncOneServerRoute(AsyncRoute):
     async def send_all(
         self, command: Sequence[Any], timeout: float, only: Sequence[int] = ()
     ) -> list[Any]:
-        return await self.requester.fan_out(self._nodes(), command, timeout)
+        return await self.requester.fan_out(await self._nodes(timeout), command, timeout)
 
-    def _nodes(self) -> Sequence[AsyncRedis | AsyncClusterNode]:
+    async def _nodes(self, timeout: float) -> Sequence[AsyncRedis | AsyncClusterNode]:
         return [self.redis]
 
     async def scan(self, match: str, count: int, timeout: float) -> AsyncIterator[bytes]:
-        for node in self._nodes():
+        for node in await self._nodes(timeout):
             async for key in scan_node(self.requester, node, match, count, timeout):
                 yield key
 
@@ -203,7 +209,10 @@ class AsyncClusterRoute(AsyncOneServerRoute):
             self.redis, self.requester, self.request_timeout, self.waiters
         )
 
-    def _nodes(self) -> Sequence[AsyncRedis | AsyncClusterNode]:
+    async def _nodes(self, timeout: float) -> Sequence[AsyncRedis | AsyncClusterNode]:
+        # (redis.asyncio's Cluster client learns its nodes at its first command: before that it
+        # knows no primary, and a listing made first found nothing)
+        await async_cluster_ready(self.redis, timeout)
         return self.redis.get_primaries()  # type: ignore[no-any-return]
 
     def pools(self) -> list[Any]:

@@ -31,7 +31,13 @@ from .._backend import SyncLoopGuard, SyncStateLock
 from .._core.quorum import node_timeout, quorum, socket_limit
 from .._core.replies import translate_error
 from .._core.routing import CLUSTER, GLIDE, QUORUM, RouteSettings, RouteTraits
-from .._transport import SyncClusterNode, SyncRedis, SyncRedisCluster, sync_own_client
+from .._transport import (
+    SyncClusterNode,
+    SyncRedis,
+    SyncRedisCluster,
+    sync_cluster_ready,
+    sync_own_client,
+)
 from ..errors import LockConnectionError, LockError
 from .transport import SyncRequester
 from .waiter import SyncClusterWaiters, Waiter, Watch
@@ -176,13 +182,13 @@ class SyncOneServerRoute(SyncRoute):
     def send_all(
         self, command: Sequence[Any], timeout: float, only: Sequence[int] = ()
     ) -> list[Any]:
-        return self.requester.fan_out(self._nodes(), command, timeout)
+        return self.requester.fan_out(self._nodes(timeout), command, timeout)
 
-    def _nodes(self) -> Sequence[SyncRedis | SyncClusterNode]:
+    def _nodes(self, timeout: float) -> Sequence[SyncRedis | SyncClusterNode]:
         return [self.redis]
 
     def scan(self, match: str, count: int, timeout: float) -> Iterator[bytes]:
-        for node in self._nodes():
+        for node in self._nodes(timeout):
             for key in scan_node(self.requester, node, match, count, timeout):
                 yield key
 
@@ -204,7 +210,10 @@ class SyncClusterRoute(SyncOneServerRoute):
             self.redis, self.requester, self.request_timeout, self.waiters
         )
 
-    def _nodes(self) -> Sequence[SyncRedis | SyncClusterNode]:
+    def _nodes(self, timeout: float) -> Sequence[SyncRedis | SyncClusterNode]:
+        # (redis.asyncio's Cluster client learns its nodes at its first command: before that it
+        # knows no primary, and a listing made first found nothing)
+        sync_cluster_ready(self.redis, timeout)
         return self.redis.get_primaries()  # type: ignore[no-any-return]
 
     def pools(self) -> list[Any]:

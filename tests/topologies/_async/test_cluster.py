@@ -234,6 +234,25 @@ async def test_operators_see_and_free_locks_on_every_master(
     assert [info async for info in cluster_client.locks()] == []
 
 
+async def test_a_client_whose_cluster_client_is_new_lists_the_names_held(
+    cluster_client: AsyncLockClient, cluster: Cluster
+) -> None:
+    # A listing as the first command of a default Cluster client: redis.asyncio's learns its
+    # nodes at its first command (before that it knows no primary, and nothing was listed).
+    locks = [cluster_client.lock(name, ttl=10) for name in NAMES]
+    for lock in locks:
+        assert await lock.acquire(timeout=0)
+    redis = AsyncRedisCluster(host="127.0.0.1", port=cluster.port)
+    operator = AsyncLockClient(redis)
+    try:
+        assert {info.name async for info in operator.locks("job-*")} == set(NAMES)
+    finally:
+        await operator.close()
+        await redis.aclose()
+    for lock in locks:
+        await lock.release()
+
+
 @pytest.mark.glide
 async def test_a_primary_that_cannot_list_its_names_fails_the_listing(
     cluster_client: AsyncLockClient, cluster: Cluster

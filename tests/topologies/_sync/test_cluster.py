@@ -235,6 +235,25 @@ def test_operators_see_and_free_locks_on_every_master(
     assert [info for info in cluster_client.locks()] == []
 
 
+def test_a_client_whose_cluster_client_is_new_lists_the_names_held(
+    cluster_client: LockClient, cluster: Cluster
+) -> None:
+    # A listing as the first command of a default Cluster client: redis.asyncio's learns its
+    # nodes at its first command (before that it knows no primary, and nothing was listed).
+    locks = [cluster_client.lock(name, ttl=10) for name in NAMES]
+    for lock in locks:
+        assert lock.acquire(timeout=0)
+    redis = SyncRedisCluster(host="127.0.0.1", port=cluster.port)
+    operator = LockClient(redis)
+    try:
+        assert {info.name for info in operator.locks("job-*")} == set(NAMES)
+    finally:
+        operator.close()
+        redis.close()
+    for lock in locks:
+        lock.release()
+
+
 @pytest.mark.glide
 def test_a_primary_that_cannot_list_its_names_fails_the_listing(
     cluster_client: LockClient, cluster: Cluster
