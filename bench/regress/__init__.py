@@ -31,7 +31,8 @@ just before or after it:
   share, the share of grants re-taken by their releaser, lost updates and overlaps (both must be
   0), the hand-off latency p50 and p99; against python-redis-lock, run the same way (when it is
   installed: the ``bench`` extra). A P2 row's ``options`` are its fencelock locks' options, so
-  that another mode of the lock is one more row.
+  that another mode of the lock is one more row: the barging lock (``fair=False``), whose goal
+  is python-redis-lock's throughput (issue 34).
 * P3: 8 threads (and 8 asyncio tasks) of one client take turns on one name
   (``fencelock_tools.benchmark.threads_run``/``tasks_run``): acquisitions/s, the local queue's
   hand-ons; its "floor" is redis-py's ``Lock`` with its defaults, which has no local queue (a
@@ -102,6 +103,12 @@ ROWS: Final = (
     Row("P1 asyncio", "P1", "P1 uncontended, asyncio"),
     Row("P1 asyncio, redis-py", "P1", "P1 uncontended, asyncio (floor: redis-py's asyncio Lock)"),
     Row("P2", "P2", "P2 4 processes, 1 name, 1 ms hold (floor: python-redis-lock)"),
+    Row(
+        "P2 barging",
+        "P2",
+        "P2 the same, barging (fair=False; floor: python-redis-lock)",
+        {"fair": False},
+    ),
     Row("P3 threads", "P3", "P3 8 threads, 1 name (floor: redis-py's Lock)"),
     Row("P3 tasks", "P3", "P3 8 asyncio tasks, 1 name (floor: redis-py's Lock)"),
     Row("P4 sync", "P4", "P4 Redlock, 5 masters, sync"),

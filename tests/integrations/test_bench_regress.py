@@ -5,6 +5,7 @@ checked."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -133,8 +134,8 @@ def test_p2_runs_both_sides_against_python_redis_lock(tmp_path: Path) -> None:
     has_floor = found["info"]["p2_floor"] is None
     if not has_floor:
         assert "P2 without python-redis-lock" in stdout, shown
-    for side in ("old", "new"):
-        (figures,) = found["rounds"]["P2"][side]
+    for side, key in itertools.product(("old", "new"), ("P2", "P2 barging")):
+        (figures,) = found["rounds"][key][side]
         for which in ("lib", "floor") if has_floor else ("lib",):
             run = figures[which]
             assert run["grants"] > 0, shown
@@ -143,4 +144,5 @@ def test_p2_runs_both_sides_against_python_redis_lock(tmp_path: Path) -> None:
                 assert math.isfinite(run[key]) and run[key] > 0, (key, shown)
         if not has_floor:
             assert figures["floor"] is None, shown
-    assert len([line for line in stdout.splitlines() if line.startswith("| P2 ")]) == 6
+    # 6 lines per P2 row: the fair lock's and the barging one's
+    assert len([line for line in stdout.splitlines() if line.startswith("| P2 ")]) == 12
