@@ -16,7 +16,7 @@ from fencelock._async.latch import AsyncLatch
 from fencelock._backend import async_sleep
 from fencelock._core.latch import LatchKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
-from tests.concurrency import TIMEOUT, AsyncCall, async_until, evalsha_calls
+from tests.concurrency import RENEWED_TTL, TIMEOUT, AsyncCall, async_until, evalsha_calls
 
 
 @pytest.mark.glide
@@ -93,10 +93,11 @@ async def async_until_missing(latch: AsyncLatch, expected: tuple[str, ...]) -> N
 async def test_a_joined_participant_is_renewed_and_leaves_on_count_down(
     async_client: AsyncLockClient, raw: redis.Redis
 ) -> None:
-    worker = async_client.latch("l-renew", 1, ttl=0.3, participant="w")
+    worker = async_client.latch("l-renew", 1, ttl=RENEWED_TTL, participant="w")
     await worker.join()
     renewals = async_client.statistics().renewals
-    await async_until(lambda: async_client.statistics().renewals >= renewals + 2)
+    # renewed every third of its ttl: four renewals take it past its first lease
+    await async_until(lambda: async_client.statistics().renewals >= renewals + 4)
     assert await worker.missing() == ()  # renewed past its ttl: not missing
     assert raw.zcard(LatchKeys.for_latch("l-renew").lock) == 1
     assert await worker.count_down() == 0

@@ -17,7 +17,7 @@ from fencelock._sync.latch import Latch
 from fencelock._backend import sync_sleep
 from fencelock._core.latch import LatchKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
-from tests.concurrency import TIMEOUT, SyncCall, sync_until, evalsha_calls
+from tests.concurrency import RENEWED_TTL, TIMEOUT, SyncCall, sync_until, evalsha_calls
 
 
 @pytest.mark.glide
@@ -94,10 +94,11 @@ def sync_until_missing(latch: Latch, expected: tuple[str, ...]) -> None:
 def test_a_joined_participant_is_renewed_and_leaves_on_count_down(
     sync_client: LockClient, raw: redis.Redis
 ) -> None:
-    worker = sync_client.latch("l-renew", 1, ttl=0.3, participant="w")
+    worker = sync_client.latch("l-renew", 1, ttl=RENEWED_TTL, participant="w")
     worker.join()
     renewals = sync_client.statistics().renewals
-    sync_until(lambda: sync_client.statistics().renewals >= renewals + 2)
+    # renewed every third of its ttl: four renewals take it past its first lease
+    sync_until(lambda: sync_client.statistics().renewals >= renewals + 4)
     assert worker.missing() == ()  # renewed past its ttl: not missing
     assert raw.zcard(LatchKeys.for_latch("l-renew").lock) == 1
     assert worker.count_down() == 0
