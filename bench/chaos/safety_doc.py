@@ -227,12 +227,13 @@ def render(
         " `pip install -e '.[dev]' -e ./tools/fencelock-tools`; the clock jump needs libfaketime,"
         " e.g. `apt-get install faketime`):",
         "",
-        "```sh",
-        f"{command}                 # this page",
-        "python -m bench.chaos --short --details   # the short run CI makes "
-        "(tests/chaos/test_chaos_short.py)",
-        "python -m bench.chaos --scenario redlock5/clock-jump --keep   # one scenario, "
-        "keeping its JSONL histories",
+        "```sh",  # (lines within the site's code column: tests/integrations/test_docs_site.py)
+        "# this page",
+        command,
+        "# the short run CI makes (tests/chaos/test_chaos_short.py)",
+        "python -m bench.chaos --short --details",
+        "# one scenario, keeping its JSONL histories",
+        "python -m bench.chaos --scenario redlock5/clock-jump --keep",
         "```",
         "",
         "## Results\n",
@@ -247,8 +248,6 @@ def render(
         "",
         "## Scenarios\n",
         _scenarios(results),
-        TOKENS,
-        FINDINGS,
     ]
     return "\n".join(parts).rstrip() + "\n"
 
@@ -258,20 +257,27 @@ def render(
 # that changes under its waiters (``python -m bench.reshard --write-docs``).
 SIMULATION = ("<!-- explore:begin -->", "<!-- explore:end -->")
 RESHARD = ("<!-- reshard:begin -->", "<!-- reshard:end -->")
+# Where the page's hand-written tail begins, after the scenarios: its prose (how tokens are made,
+# what the runs found) is edited with the code, so the run keeps it as it is.
+TAIL = "## Fencing tokens\n"
 
 
 def with_simulation(rendered: str, current: str) -> str:
-    """``rendered`` with the sections of ``current`` (the page as it is) that other tools write
-    put back before "Scenarios"."""
+    """``rendered`` with what ``current`` (the page as it is) holds that this run does not
+    write: the sections other tools write, put back before "Scenarios", and the hand-written
+    sections after the scenarios (from ``TAIL`` on: the fencing tokens' argument, the
+    findings), kept as they are."""
     blocks = [
         begin + current.split(begin, 1)[1].split(end, 1)[0] + end + "\n\n"
         for begin, end in (SIMULATION, RESHARD)
         if begin in current
     ]
-    if not blocks:
-        return rendered
-    head, tail = rendered.split("## Scenarios\n", 1)
-    return f"{head}{''.join(blocks)}## Scenarios\n{tail}"
+    if blocks:
+        head, tail = rendered.split("## Scenarios\n", 1)
+        rendered = f"{head}{''.join(blocks)}## Scenarios\n{tail}"
+    if TAIL in current:
+        rendered = rendered.rstrip() + "\n\n" + TAIL + current.split(TAIL, 1)[1]
+    return rendered
 
 
 SINKS = """\
@@ -286,113 +292,4 @@ SIGSTOPped past its lease between its passed `check()` and its write, a newer ho
 lock and writes, and the paused one resumes and writes: the sink must refuse it
 (`StaleToken`), and at least one such write must have reached it. The rows, from the table
 above:
-"""
-
-
-TOKENS = """\
-## Fencing tokens
-
-A grant's token is **max(last token + 1, the server's clock in microseconds)** (`TIME`), and a
-block of tokens reserved for local hand-offs follows it: one rule, `_scripts/prelude.lua`, for
-every script that hands out tokens (acquire, reentrant acquire, a release's grant to a queued
-waiter, a local hand-off, Redlock's write-back). The last token of a name (`...:fence`) is kept
-for the lease it was handed out with (renewals and `extend()` keep it as long as the lease,
-`test_renewals_keep_the_fencing_counter`) and until the server's clock has passed it, with an
-absolute expiry (`SET ... PXAT`: a promoted replica keeps it until its own clock passes it).
-After that it expires: a name that is free and has no waiters leaves no key
-(`test_no_key_is_left_once_the_names_are_idle`; `python -m bench.garbage`, 100,000 names locked
-and released: 0 keys left about a ttl after the last release, where a counter kept forever
-left 100,000 keys, +7.7 MB).
-
-**The assumption.** Tokens strictly increase per name across every loss of data (FLUSHALL, a
-restart without persistence, the counter deleted by hand, a failover to a replica that missed
-grants) as long as the clock of the server that hands out the next token is past the last
-token lost. On one server: its clock does not step back by more than the loss took (a restart,
-or at least the round trip to the next grant). Across a failover: the promoted replica's clock
-is behind the old master's by less than the failover took (with Sentinel or Cluster, the
-down-after time: a second or more; NTP keeps clocks within milliseconds). The counter runs ahead
-of the clock only when tokens are handed out faster than one per microsecond, or by a block
-reserved for local hand-offs (1 + `max_handoffs` tokens, 11 by default); while it exists it is
-counted on exactly (`test_a_counter_ahead_of_the_clock_is_counted_on`). A clock stepped back
-further (a VM restored from a snapshot, a clock set by hand) can hand out a token at or below
-one already handed out: the resource may then accept an old holder's write after the new
-holder's. Redlock needs no agreement between the nodes' clocks: a grant's token (the largest
-among the granting majority) is written back to a majority, each of which keeps it until its
-own clock has passed it, so any later majority shares a node whose counter or clock is past it.
-
-Tests: `tests/engine/_async/test_tokens.py` (FLUSHALL, the counter deleted, a restart without
-persistence, a lagging replica promoted: each time the new holder's token is larger and the old
-holder's `fenced_set` after the new holder's write is refused; they fail on the counter kept
-forever), `test_tokens_increase_across_majorities_that_overlap_partly` (Redlock, with counters
-ahead of the clocks). In the chaos matrix, the scenarios that promise "tokens strictly
-increase": `single/node-restart`, `single/flushall`, `single/counter-deleted`,
-`redlock5/minority-loss`, `redlock5/majority-loss`, `cluster/failover` and `sentinel/failover*`
-(the column "token regressions" above). Tokens are 16-digit integers now; `lock.token` promises
-positive and strictly increasing only. Tokens of an earlier fencelock (a counter from 1) are
-smaller than any new one, so an upgrade keeps them increasing; a downgrade would not.
-"""
-
-FINDINGS = """\
-## Findings
-
-- **Fencing holds everywhere**: no stale write was accepted in any scenario. Every overlap that
-  a pause causes ends in a failing `check()` (paused while working) or a refused write (paused
-  between `check()` and the write): the pause scenarios check that no write of an overtaken
-  holder is accepted once a newer holder has written.
-- **Where overlaps come from**: a paused holder (every mode: a lease is a lease), a server
-  restarted without persistence, a failover that loses grants (Sentinel or Cluster without
-  `min_replicas`), and a Redlock node whose clock jumps. In the last three the old holder's
-  `check()` keeps passing until it hears of the loss (`auto_renew`: at its next renewal), so its
-  write can land before the new holder's: accepted, then lost by the new holder's
-  read-modify-write (lost updates). Use the claim-first recipe of leases.md where a
-  read-modify-write must not lose updates.
-- **No token regressions** after a loss of server data: a server restarted empty, flushed, or
-  without its counters, and a promoted replica that missed grants, hand out tokens from their
-  clocks, larger than the lost ones ("Fencing tokens" above). Before tokens took the clock, a
-  single server restarted empty handed out tokens from 1 again (50 regressions in one long
-  run's `single/node-restart` default lock, and the resource refused the new holders' writes
-  until the tokens caught up), and a failover without `min_replicas` handed out the same token
-  twice, both writes accepted under the `<=` rule.
-- **Bugs the suite found, each fixed since**: the sync Redlock node clients' redis-py
-  retries (calls took seconds with nodes down, and a lease could run out while its token was
-  written back), the sync pub/sub listener dying on redis-py errors after a server restart,
-  a late `on_lost` while a renewal hung, `on_lost_policy="cancel"` ending a block with
-  `CancelledError` instead of `LockLost`, a lease counted from the wrong request after a
-  re-send, and, with two CPU burners beside the short run, a Redlock reentrant release sent
-  again that left a hold twice (the lock freed under its holder), an `auto_renew` grant that
-  came back late renewed only after its lease had ended, and asyncio replies taken for
-  timeouts when the event loop got to them late. What each looked like and how it was fixed:
-  [benchmarks.md, "The chaos suite: what it found"](benchmarks.md#the-chaos-suite-what-it-found).
-
-## Not covered yet
-
-- The asyncio client with `reentrant=True`, or without `auto_renew` (its `async_cancel` workers
-  cover `auto_renew=True, on_lost_policy="cancel"`).
-- An event loop blocked by code that keeps the GIL: the blocked-loop scenarios block with
-  `time.sleep`, which gives the GIL up, as a database driver waiting on its socket does. The
-  renewal thread needs the GIL to run: CPU-bound Python code gives it up every few
-  milliseconds, a C extension that holds it through a long call does not.
-- Faults on the fenced resource itself, and persistence (`appendfsync always`), which would
-  turn the single-server restart's overlaps into none.
-- A server clock stepped back across a restart or failover (the assumption of "Fencing
-  tokens").
-- Redis Cluster with a node paused (rather than killed), and a network partition between
-  cluster nodes; several Sentinels (the harness has one, quorum 1).
-- A clock jumping backwards (keys then outlive their ttl on that node; tokens are safe while it
-  keeps its data, since a counter is kept until that clock has passed it), and clock drift
-  (rate).
-- The same matrix on valkey as the lock servers (`--server valkey`) is not recorded here. Its one
-  long run found an overlapping hold in `single/slow-network` (0 stale writes accepted). The
-  one mechanism that fits it is fixed: a token given back is never used again
-  (`test_a_token_given_back_is_never_used_again`), and 8 runs of that scenario after the fix
-  showed no overlap. The same reuse remains in two rarer paths: a
-  Redlock split vote gives the grant back and re-tries with the same holder token, and a
-  reentrant re-entry whose replicas did not acknowledge takes its hold back and keeps the token.
-- Two broken promises seen once, in a long run before the clock-based tokens were merged (an
-  `auto_renew` holder in `single/slow-network` held 125 ms past the next grant; an
-  `async_cancel` block read 2 ms after its loss was declared), not reproduced since; their
-  cause is not proven.
-
-The history of each finding (what was seen, in which run, and the fix) is in
-[benchmarks.md, "The chaos suite: what it found"](benchmarks.md#the-chaos-suite-what-it-found).
 """

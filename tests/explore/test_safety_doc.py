@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.chaos.safety_doc import RESHARD, SIMULATION, with_simulation
+from bench.chaos.safety_doc import RESHARD, SIMULATION, TAIL, with_simulation
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "safety.md"
 
@@ -30,6 +30,14 @@ def test_the_chaos_page_keeps_the_resharding_section_too() -> None:
     assert page == (
         f"# new\n\n{begin}\nsim\n{end}\n\n{rbegin}\nmoves\n{rend}\n\n## Scenarios\nnew\n"
     )
+
+
+def test_the_chaos_page_keeps_its_hand_written_tail() -> None:
+    # the fencing tokens' argument and the findings are edited with the code: a run that wrote
+    # its own copy of them put back text some changes later (seen on this page, 2026-11-29)
+    current = f"# old\n\n## Scenarios\nold\n\n{TAIL}\nedited with the code\n\n## Findings\nf\n"
+    page = with_simulation("# new\n\n## Scenarios\nnew\n", current)
+    assert page == f"# new\n\n## Scenarios\nnew\n\n{TAIL}\nedited with the code\n\n## Findings\nf\n"
 
 
 def test_the_page_has_the_simulations_section() -> None:
