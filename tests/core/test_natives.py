@@ -103,18 +103,20 @@ def test_scripts_option_is_checked_with_wake() -> None:
 # a SET done: as sent, decoded, or through redis-py's callback
 @pytest.mark.parametrize("done", [b"OK", "OK", True])
 def test_a_native_acquire_is_granted_with_the_counters_token(done: object) -> None:
-    # SET NX, SET IFEQ (ours), SET NX of the counter, INCRBY, PTTL
-    assert NATIVE_MUTEX.acquire_result([done, done, None, 1234, 5000]) == Granted(1234)
-    # a request sent again after its grant: the NX fails, the IFEQ finds it ours
-    assert NATIVE_MUTEX.acquire_result([None, done, None, 1240, 5000]) == Granted(1240)
+    # SET IFEQ (ours from before), SET NX ... GET (None: there was no value), SET NX of the
+    # counter, INCRBY, PTTL
+    assert NATIVE_MUTEX.acquire_result([None, None, None, 1234, 5000]) == Granted(1234)
+    # a request sent again after its grant: the IFEQ finds it ours, the NX its value
+    assert NATIVE_MUTEX.acquire_result([done, b"h", None, 1240, 5000]) == Granted(1240)
 
 
 def test_a_native_acquire_reads_busy_and_its_lease() -> None:
-    assert NATIVE_MUTEX.acquire_result([None, None, None, 9, 2500]) == Busy(2.5)
-    assert NATIVE_MUTEX.acquire_result([None, None, None, 9, -1]) == Busy(None)  # no expiry
-    assert NATIVE_MUTEX.acquire_result([None, None, None, 9, -2]) == Busy(0.0)  # gone: re-try
+    other = b"someone else"
+    assert NATIVE_MUTEX.acquire_result([None, other, None, 9, 2500]) == Busy(2.5)
+    assert NATIVE_MUTEX.acquire_result([None, other, None, 9, -1]) == Busy(None)  # no expiry
+    assert NATIVE_MUTEX.acquire_result([None, other, None, 9, -2]) == Busy(0.0)  # gone: re-try
     # a reentrant lock's hash holds the name: busy, not an error
-    assert NATIVE_MUTEX.acquire_result([None, WRONGTYPE, None, 9, 700]) == Busy(0.7)
+    assert NATIVE_MUTEX.acquire_result([WRONGTYPE, WRONGTYPE, None, 9, 700]) == Busy(0.7)
     refused = redis.exceptions.NoPermissionError("No permissions to access a key")
     with pytest.raises(redis.exceptions.NoPermissionError):
         NATIVE_MUTEX.acquire_result([refused, refused, refused, refused, refused])
@@ -124,7 +126,7 @@ def test_a_granted_acquire_without_a_token_raises() -> None:
     # the counter holds something else: the grant must not be used (the caller gives it back)
     bad = redis.exceptions.ResponseError("ERR value is not an integer or out of range")
     with pytest.raises(redis.exceptions.ResponseError, match="not an integer"):
-        NATIVE_MUTEX.acquire_result([b"OK", b"OK", None, bad, 5000])
+        NATIVE_MUTEX.acquire_result([None, None, None, bad, 5000])
 
 
 def test_a_native_release_reads_what_it_did() -> None:
@@ -154,14 +156,18 @@ def test_a_native_handoff_reserves_its_block() -> None:
 
 def test_a_grant_made_by_a_script_is_found_by_the_value_it_is_stored_with() -> None:
     """A script's grant is stored as 'holder token' (one key per held lock), which the native
-    commands compare with exactly: the second reply of a release, renewal or hand-off (the
-    key's GET) gives that value, with which the request is sent again, for the holder's own
-    grant only."""
+    commands compare with exactly: the second reply of an acquire (its SET ... GET), a release,
+    renewal or hand-off (the key's GET) gives that value, with which the request is sent again,
+    for the holder's own grant only."""
     holder = "h" * 27 + "~a%20label"
     stored = f"{holder} 1764430000123456"
     for read in (stored.encode(), stored):  # as sent, or decoded
         assert NATIVE_MUTEX.held_as([0, read, 1], holder) == stored
         assert NATIVE_MUTEX.held_as([None, read, 0], holder) == stored
+        # an acquire: busy to the holder token alone, its grant found by that value
+        acquire = [None, read, None, 9, 2500]
+        assert NATIVE_MUTEX.acquire_result(acquire) == Busy(2.5)
+        assert NATIVE_MUTEX.held_as(acquire, holder) == stored
     not_ours = (
         None,  # gone
         holder.encode(),  # the holder token alone: that was compared already

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from itertools import count
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fencelock._core.timing import (
     RENEW_BATCH,
@@ -23,6 +25,7 @@ from fencelock._core.timing import (
     retry_delay,
     yield_after_release,
 )
+from tests.fuzzing import SYNC_FUZZ
 
 NOW = 1000.0
 
@@ -235,3 +238,64 @@ def test_a_renewal_is_late_with_less_than_a_third_of_the_lease_left() -> None:
     assert not renewal_late(ttl / 3, ttl)
     assert renewal_late(ttl / 3 - 0.001, ttl)
     assert renewal_late(0.0, ttl)
+
+
+@settings(SYNC_FUZZ, max_examples=300)
+@given(
+    renew_in=st.lists(st.floats(-30.0, 60.0), min_size=1, max_size=3 * RENEW_BATCH),
+    ttl=st.sampled_from([1.0, 4.5, 30.0]),
+)
+def test_a_rounds_calls_are_full_but_its_last_which_is_full_or_takes_every_lease(
+    renew_in: list[float], ttl: float
+) -> None:
+    """Whatever the leases' scattered renewal times: every call of a round renews a full batch,
+    but the last, which is full too unless the round renews every lease of the slot. So with n
+    leases tracked, a call renews fewer than min(n, RENEW_BATCH) only as a round's last, and 250
+    leases are never renewed fewer than 50 a call (test_many_leases_one_watchdog_batched)."""
+    leases = [Lease(NOW + t, ttl=ttl) for t in renew_in]
+    batches = renewal_batches(leases, NOW)
+    assert all(len(batch) == RENEW_BATCH for batch in batches[:-1])
+    renewed = sum(len(batch) for batch in batches)
+    assert not batches or len(batches[-1]) == RENEW_BATCH or renewed == len(leases)
+    if len(leases) == 250:
+        assert all(len(batch) >= 50 for batch in batches)
+
+
+def watchdog_calls(acquired_at: list[float], ttl: float, until: float) -> list[tuple[float, int]]:
+    """The watchdog's schedule, without a server: leases tracked at ``acquired_at``, a round
+    whenever the first is due, each call answered at once: when each call went, and how many
+    leases it renewed, until ``until``."""
+    tracked: list[Lease] = []
+    arrivals = sorted(acquired_at)
+    calls: list[tuple[float, int]] = []
+    while True:
+        now = min((lease.renew_at for lease in tracked), default=float("inf"))
+        if arrivals and arrivals[0] <= now:  # tracked before the round: it may join it
+            at = arrivals.pop(0)
+            tracked.append(Lease(first_renewal(lease_deadline(at, ttl), ttl), ttl=ttl))
+            continue
+        if now > until:
+            return calls
+        for batch in renewal_batches(tracked, now):
+            calls.append((now, len(batch)))
+            for lease in batch:
+                lease.renew_at = next_renewal(now, ttl)
+
+
+def test_leases_acquired_slowly_at_first_are_renewed_in_small_calls_until_the_rest_come() -> None:
+    """Why test_many_leases_one_watchdog_batched failed once under load: if its first acquires
+    are slow (a loaded machine) and the rest quick, the rounds before the rest come renew the
+    few leases there are, a small call each, which no batching can avoid (each lease is due
+    within its ttl), and the run's first 500 renewals average fewer than 50 a call. From when
+    all 250 are tracked, every call renews 50 at least."""
+    ttl, slow = 4.5, 10.0  # 5 acquires over 10 s, then 245 at once
+    acquired_at = [slow * i / 5 for i in range(5)] + [slow + 0.001 * i for i in range(245)]
+    calls = watchdog_calls(acquired_at, ttl, until=slow + 4 * ttl)
+    made, renewed = 0, 0
+    for _, size in calls:
+        made, renewed = made + 1, renewed + size
+        if renewed >= 2 * 250:
+            break
+    assert made > renewed / 50  # the engine test's old assertion, at its 500 renewals
+    assert [size for at, size in calls if at < slow] == [1, 2, 3, 3, 4, 5]
+    assert min(size for at, size in calls if at >= acquired_at[-1]) >= 50

@@ -134,10 +134,20 @@ class AsyncGrants:
         while True:
             sent_at = time.monotonic()
             try:
-                # (the request sent from here: the hot path of every acquire stays short)
-                sent = [*commands, *wait] if wait else commands
-                replies = await send(sent, self.time_left(deadline), key, noscript)
-                acked = int(raised(replies.pop())) if wait else None
+                if kind is spec.kind:
+                    # (the request sent from here: the hot path of every acquire stays short)
+                    sent = [*commands, *wait] if wait else commands
+                    replies = await send(sent, self.time_left(deadline), key, noscript)
+                    acked = int(raised(replies.pop())) if wait else None
+                else:  # native commands: a grant a script made to this holder is found too
+
+                    def made(_: int, h: str, native: Kind = kind) -> list[Any]:
+                        server = protocol.commands  # (learnt at the switch, if not before)
+                        return native.acquire_request(spec, h, depth, block, waiter, server)[0]
+
+                    [replies], acked = await protocol.request_natively(
+                        [(kind, holder)], made, self.time_left(deadline), key
+                    )
                 result = kind.acquire_result(replies)
             except (TimeoutError, ConnectionError) as exc:
                 if isinstance(exc, NoReply):
@@ -150,11 +160,10 @@ class AsyncGrants:
             except RedisError as exc:
                 if not await protocol.refused(exc, key):
                     raise translate_error(exc, spec.what) from exc
-                # nothing ran: again, without scripts
+                # Nothing ran: again, without scripts. An attempt that got no reply was read
+                # before this refused one, sent after it: what it granted by a script is in the
+                # key, and the native request finds it and holds it (``request_natively``).
                 kind = await protocol.stand_in(spec)
-                commands, noscript = kind.acquire_request(
-                    spec, holder, depth, block, waiter, protocol.commands
-                )
                 continue
             await async_checkpoint()
             if isinstance(result, Busy):
@@ -262,18 +271,25 @@ class AsyncGrants:
         final, whatever ``held_until``)."""
         protocol = self.protocol
         kind = await protocol.kind_of(spec)
-        commands, noscript = kind.release_request(spec, holder, leaving, protocol.commands, depth)
         key = spec.release_keys[0]
         what = f"release of {spec.what}" if self.majority else spec.what
         bound = self._bound(spec.ttl) if self.majority or timeout is None else timeout
         try:
             sent_at = time.monotonic()
+            if kind is not spec.kind:  # native commands (one server)
+                spelled = protocol.commands
+                [replies], _ = await protocol.request_natively(
+                    [(kind, holder)],
+                    lambda _, h: kind.release_request(spec, h, leaving, spelled, depth)[0],
+                    bound,
+                    key,
+                )
+                return released([_released(kind, replies)], what)
+            commands, noscript = kind.release_request(
+                spec, holder, leaving, protocol.commands, depth
+            )
             answers = await self._ask(commands, noscript, bound, key, what)
             results = [_released(kind, a) for a in answers]
-            if results[0] is Released.NOT_HELD and (stored := _held_as(kind, answers, holder)):
-                return await self.release(
-                    spec, stored, leaving, timeout, depth=depth, held_until=held_until
-                )
             try:
                 return released(results, what)
             except LockConnectionError:
@@ -315,18 +331,23 @@ class AsyncGrants:
         assert not self.majority, "Redlock grants need a majority: no local hand-off"
         protocol = self.protocol
         kind = await protocol.kind_of(spec)
-        commands, noscript = kind.handoff_request(spec, holder, ttl_ms, block, protocol.commands)
-        key = spec.acquire_keys[0]
+        spelled, key, timeout = protocol.commands, spec.acquire_keys[0], self.request_timeout
         try:
-            replies, _ = await protocol.request(commands, noscript, self.request_timeout, key)
-            result = kind.handoff_result(replies)
+            if kind is not spec.kind:  # native commands
+                [replies], _ = await protocol.request_natively(
+                    [(kind, holder)],
+                    lambda _, h: kind.handoff_request(spec, h, ttl_ms, block, spelled)[0],
+                    timeout,
+                    key,
+                )
+            else:
+                commands, noscript = kind.handoff_request(spec, holder, ttl_ms, block, spelled)
+                replies, _ = await protocol.request(commands, noscript, timeout, key)
+            return kind.handoff_result(replies)
         except RedisError as exc:
             if await protocol.refused(exc, key):  # nothing ran: again
                 return await self.hand_off(spec, holder, ttl_ms, block)
             raise translate_error(exc, spec.what) from exc
-        if isinstance(result, Busy) and (stored := kind.held_as(replies, holder)):
-            return await self.hand_off(spec, stored, ttl_ms, block)
-        return result
 
     async def give_back(
         self,
@@ -433,14 +454,6 @@ def _released(kind: Kind, replies: list[Any] | LockError) -> Released | LockErro
         return kind.release_result(replies)
     except ValueError as exc:
         return LockError(str(exc))
-
-
-def _held_as(kind: Kind, answers: list[list[Any] | LockError], holder: str) -> str | None:
-    """The value ``holder``'s grant is stored with, where the server's replies show that the
-    request did not match it (``Kind.held_as``: a grant a script made before this client turned
-    script-free, on one server); the request is sent again with it. None: the answer stands."""
-    replies = answers[0]
-    return None if isinstance(replies, LockError) else kind.held_as(replies, holder)
 
 
 def _holds(kind: Kind, replies: list[Any] | LockError, holder: str) -> bool | BaseException:

@@ -277,9 +277,9 @@ class Kind:
         raise NotImplementedError(f"{type(self).__name__} is renewed by renew.lua")
 
     def held_as(self, replies: Sequence[Any], holder: str) -> str | None:
-        """The value ``holder``'s grant is stored with, where the replies to a release, renewal
-        or hand-off request show that it did not match it: the same request is sent again with
-        that value for ``holder`` (``NativeMutex``). None: the answer stands."""
+        """The value ``holder``'s grant is stored with, where the replies to an acquire, release,
+        renewal or hand-off request show that it did not match it: the same request is sent
+        again with that value for ``holder`` (``NativeMutex``). None: the answer stands."""
         return None
 
 
@@ -321,7 +321,9 @@ class NativeMutex(Mutex):
     Its requests compare the lock key with ``holder`` exactly. A grant made by a script, before a
     client made with scripts="auto" turned script-free, is stored as ``'holder token'``: a
     request that does not match reads the key, and ``held_as`` finds that value, with which the
-    request is sent again (one round trip more, for such grants only)."""
+    request is sent again (one round trip more, for such grants only: the protocol's
+    ``request_natively``). So an acquire sent again at the switch finds the grant its first
+    send made by a script, and holds it."""
 
     wakes_one: bool = False
     on_quorum: bool = False
@@ -348,19 +350,21 @@ class NativeMutex(Mutex):
             keep = max(COUNTER_KEEP_MS, 2 * ttl)
             waiting = [("ZADD", keys.queue, "NX", "+inf", "*"), ("PEXPIRE", keys.queue, keep)]
         return [
-            ("SET", keys.lock, holder, "NX", "PX", ttl),
-            # ours, just now or by a request sent before (a re-sent one): its lease restarts
+            # ours by a request sent before (a re-sent one): its lease restarts
             ("SET", keys.lock, holder, "IFEQ", holder, "PX", ttl),
+            # taken now (None: there was no value), else whose it is (``held_as``)
+            ("SET", keys.lock, holder, "NX", "PX", ttl, "GET"),
             *_minted(keys.fence, block, ttl),
             ("PTTL", keys.lock),
             *waiting,
         ], None
 
     def acquire_result(self, replies: Sequence[Any]) -> Granted | Busy:
-        ours, top, pttl = replies[1], replies[3], replies[4]
-        if isinstance(ours, Exception) and "WRONGTYPE" not in str(ours):
-            raise ours  # (WRONGTYPE: a reentrant lock's hash holds the name: busy)
-        if ok(ours):
+        ours, was, top, pttl = replies[0], replies[1], replies[3], replies[4]
+        for reply in (ours, was):
+            if isinstance(reply, Exception) and "WRONGTYPE" not in str(reply):
+                raise reply  # (WRONGTYPE: a reentrant lock's hash holds the name: busy)
+        if ok(ours) or was is None:
             return Granted(int(raised(top)))
         left = int(raised(pttl))
         # (-2: gone since the SET: free now; -1: a key without expiry)
@@ -407,8 +411,9 @@ class NativeMutex(Mutex):
         return GONE if raised(now) is None else TAKEN
 
     def held_as(self, replies: Sequence[Any], holder: str) -> str | None:
-        # the second reply is the lock key's GET, after the first command: ``holder``'s grant
-        # made by a script is 'holder token' (a key of another type is no grant: an error)
+        # the second reply is the lock key's value (an acquire's SET ... GET, the others' GET),
+        # after the first command: ``holder``'s grant made by a script is 'holder token' (a key
+        # of another type is no grant: an error)
         value = replies[1]
         if not isinstance(value, str | bytes):
             return None

@@ -4,7 +4,9 @@ that knows the script mode (docs/modes.md, "Without scripts").
 
 * scripts, or, where none runs (``scripts="never"``, or a server that refused one: the client
   made with ``scripts="auto"`` switches once, and says so), the native commands of the kind that
-  stands in (``Kind.without_scripts``; one server only), else ``ScriptsRequired``;
+  stands in (``Kind.without_scripts``; one server only), else ``ScriptsRequired``; a native
+  request that finds its holder's grant stored by a script ('holder token') is sent again with
+  that value, within the same bound (``request_natively``);
 * WAIT for ``min_replicas`` after every write, on the write's own connection;
 * the server check before the first grant: which native commands the server has (``HELLO``)
   and whether it may evict lock keys (``INFO memory``: ``_core/hazards.py``'s rules);
@@ -19,7 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Iterator, Callable, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -28,7 +31,7 @@ from redis.exceptions import NoPermissionError, NoScriptError, RedisError
 from .._core.hazards import memory, per_node
 from .._core.kinds import Command, Kind, LeaseSpec, raised
 from .._core.natives import ScriptMode, ServerCommands, left_without_scripts, scripts_refused
-from .._core.replies import TAKEN, check_replicated, translate_error
+from .._core.replies import check_replicated, translate_error
 from .._keys import ttl_to_ms
 from .._scripts import Script
 from ..errors import LockError, ScriptsRequired
@@ -325,6 +328,40 @@ class SyncProtocol:
             )
         return kind
 
+    def request_natively(
+        self,
+        asks: Sequence[tuple[Kind, str]],
+        made: Callable[[int, str], list[Command]],
+        timeout: float,
+        key: str,
+    ) -> tuple[list[list[Any]], int | None]:
+        """The native commands ``made(i, holder)`` of each ask (a kind's grant to ``holder``),
+        in one request, then WAIT (``request``), the whole within ``timeout`` seconds: per ask
+        its replies, and how many replicas acknowledged (the fewest of the sends). An ask whose
+        replies show its holder's grant stored with another value (``Kind.held_as``: a grant a
+        script made before this client turned script-free, 'holder token') is sent again with
+        that value for the holder token, once, in what is left of the same bound."""
+        end = time.monotonic() + timeout
+        answers: list[list[Any]] = [[] for _ in asks]
+        acks: list[int] = []
+        sending = [(i, holder) for i, (_, holder) in enumerate(asks)]
+        for again in (False, True):
+            requests = [made(i, holder) for i, holder in sending]
+            commands = [command for request in requests for command in request]
+            replies, acked = self.request(commands, None, end - time.monotonic(), key)
+            if acked is not None:
+                acks.append(acked)
+            stored: list[tuple[int, str]] = []
+            for (i, holder), request in zip(sending, requests, strict=True):
+                answers[i], replies = replies[: len(request)], replies[len(request) :]
+                value = None if again else asks[i][0].held_as(answers[i], holder)
+                if value is not None:
+                    stored.append((i, value))
+            if not stored:
+                break
+            sending = stored
+        return answers, min(acks, default=None)
+
     def renew_natively(
         self,
         specs: Sequence[LeaseSpec],
@@ -333,48 +370,36 @@ class SyncProtocol:
         timeout: float,
         what: str,
     ) -> list[int | LockError]:
-        """The renewal of each lease by its kind's native commands, in one request, where this
-        client runs no scripts (a lease of a kind that has none gets its ``ScriptsRequired``);
-        the leases stored with another value than their holder token alone (``Kind.held_as``:
-        granted by a script before this client turned script-free), in a second one, by that
-        value."""
+        """The renewal of each lease by its kind's native commands, in one request (sent again
+        for the leases stored as 'holder token': ``request_natively``), where this client runs
+        no scripts; a lease of a kind that has none gets its ``ScriptsRequired``."""
         kinds = [self.running(spec.kind) for spec in specs]
-        requests = [
-            kind.renew_request(spec, holder, ttl_ms, self.mode.commands)
-            for kind, spec, holder, ttl_ms in zip(kinds, specs, holders, ttls_ms, strict=True)
-        ]
-        commands = [command for request in requests if request for command in request]
+        spelled = self.mode.commands
+
+        def made(i: int, holder: str) -> list[Command]:
+            return kinds[i].renew_request(specs[i], holder, ttls_ms[i], spelled) or []
+
+        native = [i for i in range(len(specs)) if made(i, holders[i])]
         try:
-            replies, acked = self.request(commands, None, timeout, specs[0].keys.lock)
+            answers, acked = self.request_natively(
+                [(kinds[i], holders[i]) for i in native],
+                lambda n, holder: made(native[n], holder),
+                timeout,
+                specs[0].keys.lock,
+            )
         except RedisError as exc:
             raise translate_error(exc, what) from exc
         check_replicated(acked, self.min_replicas, what)
+        replies_of = dict(zip(native, answers, strict=True))
         held: list[int | LockError] = []
-        again: dict[int, str] = {}  # by index: the value the lease is stored with
-        for i, (kind, spec, holder, request) in enumerate(
-            zip(kinds, specs, holders, requests, strict=True)
-        ):
-            if request is None:
+        for i, (kind, spec, holder) in enumerate(zip(kinds, specs, holders, strict=True)):
+            if i not in replies_of:
                 held.append(self.scripts_required(spec.what, spec.kind.why_scripts))
                 continue
-            own, replies = replies[: len(request)], replies[len(request) :]
             try:
-                held.append(kind.renew_result(own, holder))
+                held.append(kind.renew_result(replies_of[i], holder))
             except RedisError as exc:
                 held.append(translate_error(exc, what))
-            stored = kind.held_as(own, holder) if held[-1] == TAKEN else None
-            if stored is not None:
-                again[i] = stored
-        if again:
-            renewed = self.renew_natively(
-                [specs[i] for i in again],
-                list(again.values()),
-                [ttls_ms[i] for i in again],
-                timeout,
-                what,
-            )
-            for i, answer in zip(again, renewed, strict=True):
-                held[i] = answer
         return held
 
     def watch(

@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -19,6 +20,7 @@ import redis
 from fencelock._sync.client import LockClient
 from fencelock._core import kinds
 from fencelock._core.natives import ServerCommands
+from fencelock._core.replies import NoReply
 from fencelock._keys import LockKeys
 from fencelock.errors import LockLost, ScriptsRequired
 from fencelock_tools.servers.embedded import EmbeddedServer
@@ -399,6 +401,90 @@ def test_a_grant_made_by_a_script_is_named_by_its_holder_alone_after_the_revocat
         assert 10_000 < raw.pttl(KEYS.lock) <= 30_000
         assert named.held_by(holder)
         assert named.release_by(holder)
+        assert not raw.exists(KEYS.lock)
+
+
+def test_an_acquire_whose_reply_is_lost_as_scripts_are_revoked_holds_its_grant(
+    revoked: str, raw: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A re-sent acquire landing at the switch: the first send is granted by a script and its
+    reply lost (scripts revoked meanwhile), the re-send is refused, and the client sends it
+    without scripts, which finds the grant of its first send ('holder token') and holds it as
+    it is stored, its lease restarted. (It found the name busy to itself: acquire(timeout=0)
+    gave False, and the grant, which nobody gave back, held the name for its whole ttl.)"""
+    with LockClient.from_url(revoked) as client:
+        route = client._wiring.topology.route
+        send = route.send
+        granted: list[str] = []  # what the first send left in the lock key
+
+        def reply_lost(
+            commands: list[Any], timeout: float, key: str, noscript: Any = None
+        ) -> list[Any]:
+            replies = send(commands, timeout, key, noscript)
+            if commands[0][0] == "EVALSHA" and not granted:
+                granted.append(raw.get(KEYS.lock))
+                revoke_scripts(raw)
+                raise NoReply("the reply was lost")
+            return replies
+
+        monkeypatch.setattr(route, "send", reply_lost)
+        lock = client.lock(NAME, ttl=3600)
+        assert lock.acquire(timeout=0)
+        [stored] = granted
+        holder, token = stored.split(" ")
+        assert holder == lock.holder
+        assert raw.get(KEYS.lock) == stored
+        assert raw.pttl(KEYS.lock) > 3_000_000
+        assert lock.token > int(token)  # counted on from the script's
+        assert lock.held()
+        lock.release()
+        assert not raw.exists(KEYS.lock)
+        assert client.statistics().losses == 0
+    assert denials(raw, REVOKED) == ["evalsha"]
+
+
+def test_a_request_sent_again_by_the_stored_value_stays_within_its_bound(
+    revoked: str, raw: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A native renewal, hand-off and release that find their grant stored as 'holder token'
+    (made by a script before the client turned script-free) send again with that value, in
+    what is left of the call's bound: the second send's timeout is the first's less the time
+    the first took. (Each send had the whole bound.)"""
+    sends: list[tuple[list[Any], float, float]] = []  # commands, timeout, the time taken
+
+    with LockClient.from_url(revoked, max_poll=3600.0) as client:
+        route = client._wiring.topology.route
+        send = route.send
+
+        def timed(
+            commands: list[Any], timeout: float, key: str, noscript: Any = None
+        ) -> list[Any]:
+            began = time.monotonic()
+            try:
+                return send(commands, timeout, key, noscript)
+            finally:
+                sends.append((commands, timeout, time.monotonic() - began))
+
+        first, second = client.lock(NAME, ttl=10), client.lock(NAME, ttl=10)
+        assert first.acquire(timeout=0)
+        holder, stored = first.holder, raw.get(KEYS.lock)  # stored: 'holder token'
+
+        def sent_again_within_the_bound() -> None:
+            (commands, bound, took), (again, left, _) = sends[-2:]
+            assert holder in commands[0] and stored in again[0], (commands[0], again[0])
+            assert left <= bound - took, (left, bound, took)
+
+        revoke_scripts(raw)
+        monkeypatch.setattr(route, "send", timed)
+        first.extend(30)  # refused as a script: a renewal without
+        sent_again_within_the_bound()
+        call = SyncCall(lambda: second.acquire(timeout=None))
+        sync_until(lambda: client.statistics().queued == 1)
+        first.release()  # handed on without a script
+        assert call.result()
+        sent_again_within_the_bound()
+        second.release()
+        sent_again_within_the_bound()
         assert not raw.exists(KEYS.lock)
 
 
