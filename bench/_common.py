@@ -12,6 +12,7 @@ import os
 import platform
 import statistics
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Final
 
 import redis
@@ -114,6 +115,14 @@ def client_description() -> str:
         f"hiredis {'yes' if redis.utils.HIREDIS_AVAILABLE else 'no'}, "
         f"fencelock {fencelock.__version__}, {os.cpu_count()} CPUs"
     )
+
+
+def callgrind_total(path: Path) -> int:
+    """The instructions counted in callgrind's output file ``path``."""
+    for line in path.read_text().splitlines():
+        if line.startswith(("totals:", "summary:")):
+            return int(line.split()[1])
+    raise BenchError(f"no total in {path}")
 
 
 # -- running ---------------------------------------------------------------------------------

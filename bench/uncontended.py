@@ -2,6 +2,7 @@
 
     python -m bench.uncontended [--seconds 1] [--repeat 7] [--warmup 0.5] [--url redis://...]
                                 [--pin none|same|split] [--scripts auto|never]
+    python -m bench.uncontended --count [--instructions] [--url redis://...]
 
 Four variants, each one client doing acquire+release cycles on a lock nobody else wants:
 
@@ -33,6 +34,16 @@ docs/modes.md) against its own minimum: ``SET NX PX`` then the native compare-an
 on one CPU, ``split`` on two different ones. Unpinned, on a small VM the scheduler moves them
 between sharing a CPU and not, which changes the round trip about 2x and makes the rate bimodal.
 
+``--count`` reads no clock: it counts what one cycle costs the client, for fencelock, the
+minimum and redis-py's ``Lock``, sync and asyncio, each on a client with its defaults (as
+``bench.regress``'s P1): Python function calls and calls of C functions (a profile function), and
+on the event loop its steps, the steps in which it waited for I/O (nothing else was ready: the
+loop parks until a reply comes, unless the reply is there already), the tasks and the timers
+made; the median per cycle over ``COUNT_CYCLES`` cycles. The load of the machine does not change
+them. With ``--instructions`` (valgrind installed) each cycle runs under callgrind instead, in
+a process of its own, twice (``COUNT_CYCLES`` cycles apart), without the counting: the
+instructions per cycle of the client process, all its threads.
+
 With ``--url`` the benchmark writes ``fencelock:{bench}:lock``, ``fencelock:{bench}:fence`` (the
 fencing counter, until it expires) and ``bench:minimal:lock`` in that server's database.
 """
@@ -41,11 +52,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
+import os
 import secrets
+import statistics
+import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Final
+from pathlib import Path
+from types import FrameType
+from typing import Any, Final
 
 import redis
 import redis.asyncio
@@ -65,6 +83,7 @@ from ._common import (
     BenchError,
     SyncCycle,
     Variant,
+    callgrind_total,
     check_same_settings,
     client_description,
     measure,
@@ -260,6 +279,165 @@ def variants(url: str, runner: asyncio.Runner, scripts: str = "auto") -> Iterato
         ]
 
 
+# -- counts: what a cycle costs, without a clock (--count) ------------------------------------
+
+COUNT_WARMUP: Final = 50
+COUNT_CYCLES: Final = 200
+CALLS: Final = ("Python calls", "C calls")
+# the event loop's, per cycle: its steps, those that waited for I/O, the tasks and timers made
+LOOP: Final = ("loop steps", "waits for I/O", "tasks", "timers")
+
+
+class Counting:
+    """What the cycles call (a profile function: the calls made by code of this file, the
+    cycles' closures and these counters, are not counted; what they call is), and what an event
+    loop does for them (``on``)."""
+
+    def __init__(self) -> None:
+        self.counts = dict.fromkeys((*CALLS, *LOOP), 0)
+
+    def profile(self, frame: FrameType, event: str, arg: object) -> None:
+        if frame.f_code.co_filename == __file__:
+            return
+        if event == "call":
+            self.counts["Python calls"] += 1
+        elif event == "c_call":
+            self.counts["C calls"] += 1
+
+    def on(self, loop: asyncio.AbstractEventLoop) -> Callable[[], None]:
+        """Count ``loop``'s steps, waits, tasks and timers (instance attributes shadowing its
+        methods); returns what removes them."""
+        counts = self.counts
+        selector: Any = getattr(loop, "_selector")  # noqa: B009 (a private of asyncio's loop)
+        run_once, select = getattr(loop, "_run_once"), selector.select  # noqa: B009
+        create_task, call_at = loop.create_task, loop.call_at
+
+        def step() -> None:
+            counts["loop steps"] += 1
+            run_once()
+
+        def waiting(timeout: float | None = None) -> Any:
+            # (a timeout of 0: something was ready to run, the loop only looks)
+            counts["waits for I/O"] += timeout is None or timeout > 0
+            return select(timeout)
+
+        def task(*args: Any, **kwargs: Any) -> Any:
+            counts["tasks"] += 1
+            return create_task(*args, **kwargs)
+
+        def timer(*args: Any, **kwargs: Any) -> Any:
+            counts["timers"] += 1
+            return call_at(*args, **kwargs)
+
+        wrappers = {"_run_once": step, "create_task": task, "call_at": timer}
+        for name, wrapper in wrappers.items():
+            setattr(loop, name, wrapper)
+        selector.select = waiting
+
+        def undo() -> None:
+            for name in wrappers:
+                delattr(loop, name)
+            del selector.select
+
+        return undo
+
+
+def count_cycles(
+    url: str, cycles: int = COUNT_CYCLES, profile: bool = True, only: str = ""
+) -> dict[str, dict[str, float]]:
+    """Per variant ("sync fencelock", "asyncio minimal", ...; ``only``: that one alone), the
+    median per cycle of each count over ``cycles`` cycles, after ``COUNT_WARMUP`` (``profile``
+    False: the cycles run, uncounted, for ``--instructions``)."""
+    counted: dict[str, dict[str, float]] = {}
+    with ExitStack() as stack:
+        runner = stack.enter_context(asyncio.Runner())
+        sync, asyncio_ = default_cycles(url, runner, stack)
+        for name, sync_cycle in sync.items():
+            if only in ("", f"sync {name}"):
+                counted[f"sync {name}"] = count_sync(sync_cycle, cycles, profile)
+        for name, async_cycle in asyncio_.items():
+            if only in ("", f"asyncio {name}"):
+                counted[f"asyncio {name}"] = runner.run(count_async(async_cycle, cycles, profile))
+    return counted
+
+
+def medians(snapshots: list[dict[str, int]]) -> dict[str, float]:
+    deltas = [{k: b[k] - a[k] for k in b} for a, b in itertools.pairwise(snapshots)]
+    return {k: statistics.median(d[k] for d in deltas) for k in snapshots[0]} if deltas else {}
+
+
+def count_sync(cycle: SyncCycle, cycles: int, profile: bool) -> dict[str, float]:
+    for _ in range(COUNT_WARMUP):
+        cycle()
+    counting = Counting()
+    snapshots = [dict(counting.counts)]
+    sys.setprofile(counting.profile if profile else None)
+    try:
+        for _ in range(cycles):
+            cycle()
+            snapshots.append(dict(counting.counts))
+    finally:
+        sys.setprofile(None)
+    return {k: v for k, v in medians(snapshots).items() if k in CALLS}
+
+
+async def count_async(cycle: AsyncCycle, cycles: int, profile: bool) -> dict[str, float]:
+    for _ in range(COUNT_WARMUP):
+        await cycle()
+    counting = Counting()
+    snapshots = [dict(counting.counts)]
+    undo = counting.on(asyncio.get_running_loop()) if profile else None
+    sys.setprofile(counting.profile if profile else None)
+    try:
+        for _ in range(cycles):
+            await cycle()
+            snapshots.append(dict(counting.counts))
+    finally:
+        sys.setprofile(None)
+        if undo is not None:
+            undo()
+    return medians(snapshots)
+
+
+def instructions(url: str, variant: str) -> float:
+    """The instructions per cycle of ``variant``'s client process (callgrind: runs of 0 and
+    ``COUNT_CYCLES`` cycles, after the same set-up and warm-up; the difference per cycle)."""
+    root = Path(__file__).resolve().parents[1]
+    totals = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in (0, COUNT_CYCLES):
+            out = Path(tmp, f"cycles-{n}")
+            call = (
+                "from bench import uncontended as u;"
+                f" u.count_cycles({url!r}, {n}, profile=False, only={variant!r})"
+            )
+            command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                       sys.executable, "-c", call]  # fmt: skip
+            # (one hash seed: the layout of sets and dicts moves the count by a few per cent)
+            env = {**os.environ, "PYTHONHASHSEED": "0"}
+            subprocess.run(command, cwd=root, env=env, check=True, capture_output=True)
+            totals.append(callgrind_total(out))
+    return (totals[1] - totals[0]) / COUNT_CYCLES
+
+
+def count_report(url: str, with_instructions: bool) -> None:
+    print(
+        f"\nPer cycle (acquire + release), the median over {COUNT_CYCLES} cycles after"
+        f" {COUNT_WARMUP} of warm-up. No clock is read: the load of the machine does not change"
+        " these counts. Waits for I/O: loop steps that found nothing else to run (the loop parks"
+        " until a reply comes, unless it is there already)."
+    )
+    counted = count_cycles(url)
+    columns = [*CALLS, *LOOP] + (["instructions"] if with_instructions else [])
+    print(f"\n| variant | {' | '.join(columns)} |")
+    print(f"|---|{'---:|' * len(columns)}")
+    for variant, counts in counted.items():
+        if with_instructions:
+            counts["instructions"] = instructions(url, variant)
+        cells = [f"{counts[c]:,.0f}" if c in counts else "" for c in columns]
+        print(f"| {variant} | {' | '.join(cells)} |")
+
+
 # -- reporting -------------------------------------------------------------------------------
 
 
@@ -291,9 +469,19 @@ def main(argv: list[str] | None = None) -> int:
         "--scripts", choices=("auto", "never"), default="auto",
         help='fencelock\'s mode; "never": against SET NX PX + the native compare-and-delete',
     )  # fmt: skip
+    parser.add_argument(
+        "--count", action="store_true",
+        help="count what a cycle calls (and, asyncio, what its event loop does): no clock",
+    )  # fmt: skip
+    parser.add_argument(
+        "--instructions", action="store_true",
+        help="with --count: each cycle's instructions too (valgrind's callgrind; slow)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.seconds <= 0 or args.repeat < 1 or args.warmup < 0:
         parser.error("--seconds must be > 0, --repeat >= 1, --warmup >= 0")
+    if args.instructions and not args.count:
+        parser.error("--instructions goes with --count")
 
     with ExitStack() as stack:
         server: EmbeddedServer | None = None
@@ -304,6 +492,9 @@ def main(argv: list[str] | None = None) -> int:
             url = server.url
         print(f"server:  {server_description(url)} at {url}")
         print(f"client:  {client_description()}")
+        if args.count:
+            count_report(url, args.instructions)
+            return 0
         print(f"pinning: {pin(args.pin, [] if server is None else [server])}")
         runner = stack.enter_context(asyncio.Runner())
         all_variants = stack.enter_context(variants(url, runner, args.scripts))

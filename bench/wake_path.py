@@ -99,6 +99,8 @@ import fencelock.asyncio
 from fencelock._core.replies import Granted
 from fencelock_tools.servers.embedded import EmbeddedServer
 
+from ._common import callgrind_total
+
 SOCKET_TIMEOUT: Final = 5.0
 TTL: Final = 30.0  # s: far longer than any run; a lease never runs out here
 WAIT_LIMIT: Final = 30.0  # s: a blocked step that takes longer than this is a failure
@@ -1144,18 +1146,11 @@ def instructions(url: str, handoffs: int) -> None:
                 subprocess.run(command, cwd=root, check=True, capture_output=True)
                 # one file per thread, numbered in the order the threads started
                 files = sorted(Path(tmp).glob(f"{out.name}.*-*"))
-                totals.append([_callgrind_total(f) for f in files])
+                totals.append([callgrind_total(f) for f in files])
             print(f"\n### {api}\n\n| thread | instructions |\n|---|---|")
             for i, name in enumerate(THREADS[api]):
                 per = (totals[1][i] - totals[0][i]) / handoffs
                 print(f"| {name} | {per:,.0f} |")
-
-
-def _callgrind_total(path: Path) -> int:
-    for line in path.read_text().splitlines():
-        if line.startswith(("totals:", "summary:")):
-            return int(line.split()[1])
-    raise BenchError(f"no total in {path}")
 
 
 def count_report(url: str, handoffs: int) -> None:

@@ -15,7 +15,7 @@ import inspect
 import logging
 import threading
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from .errors import LockError
@@ -221,18 +221,24 @@ _cancelling_at_start: contextvars.ContextVar[int] = contextvars.ContextVar(
 )
 
 
-@contextlib.contextmanager
-def async_call_scope() -> Iterator[None]:
-    """Mark the start of a public lock call, for ``async_checkpoint``."""
-    task = asyncio.current_task()
-    token = _cancelling_at_start.set(0 if task is None else task.cancelling())
-    try:
-        yield
-    finally:
-        try:  # (not contextlib.suppress: every public call passes here)  # noqa: SIM105
-            _cancelling_at_start.reset(token)
+class _CallScope:
+    """Marks the start of a public lock call, for ``async_checkpoint`` (a class, not a
+    ``contextlib.contextmanager``, nor ``contextlib.suppress`` below: every call passes here)."""
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> None:
+        task = asyncio.current_task()
+        self._token = _cancelling_at_start.set(0 if task is None else task.cancelling())
+
+    def __exit__(self, *exc: object) -> None:
+        try:  # noqa: SIM105
+            _cancelling_at_start.reset(self._token)
         except ValueError:  # closed by the garbage collector, in another context: none to restore
             pass
+
+
+async_call_scope = _CallScope
 
 
 sync_call_scope = contextlib.nullcontext

@@ -324,7 +324,8 @@ class _Expiry:
         assert task is not None
         self._task, self._baseline = task, task.cancelling()
         left = self._deadline - time.monotonic()
-        self._timer = asyncio.get_running_loop().call_later(left, self._expire)
+        # (the task's loop: get_running_loop() would cost a getpid() system call)
+        self._timer = task.get_loop().call_later(left, self._expire)
 
     def _expire(self) -> None:
         self._timer = self._task.get_loop().call_soon(self._cancel)

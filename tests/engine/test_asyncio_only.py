@@ -640,6 +640,39 @@ async def test_a_reply_there_when_the_loop_sees_its_deadline_is_taken(
     await conn.disconnect()
 
 
+async def test_an_uncontended_cycle_costs_the_loop_two_steps_per_request_and_no_task(
+    server: EmbeddedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The uncontended acquire + release (docs/benchmarks.md, issue 34's P1 asyncio): each of
+    its two requests costs the event loop two steps, the reply's read and the caller's wake-up,
+    and one timer (its deadline's); no task, shield or other hop of its own. Nothing of
+    fencelock's is left to run between the send and the reply: the loop waits for the reply."""
+    async with fencelock.asyncio.LockClient.from_url(server.url) as client:
+        lock = client.lock("loop-steps", ttl=30)
+        for _ in range(2):  # (connected, the scripts loaded, the server checked)
+            assert await lock.acquire(timeout=0)
+            await lock.release()
+        loop = asyncio.get_running_loop()
+        counted = {"steps": 0, "tasks": 0, "timers": 0}
+
+        def counter(name: str, call: Callable[..., Any]) -> Callable[..., Any]:
+            def counting(*args: Any, **kwargs: Any) -> Any:
+                counted[name] += 1
+                return call(*args, **kwargs)
+
+            return counting
+
+        for attribute, name in (("_run_once", "steps"), ("create_task", "tasks"),
+                                ("call_at", "timers")):  # fmt: skip
+            monkeypatch.setattr(loop, attribute, counter(name, getattr(loop, attribute)))
+        cycles = 20
+        for _ in range(cycles):
+            assert await lock.acquire(timeout=0)
+            await lock.release()
+        monkeypatch.undo()
+    assert counted == {"steps": 4 * cycles, "tasks": 0, "timers": 2 * cycles}
+
+
 def test_asyncio_run_lets_the_clean_ups_of_the_tasks_it_cancels_finish(
     server: EmbeddedServer,
     raw: redis.Redis,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from bench import wake_path
+from bench import _common, wake_path
 from fencelock._keys import LockKeys
 from fencelock_tools.servers.embedded import EmbeddedServer
 
@@ -101,7 +101,7 @@ def test_count_prints_the_calls_of_each_stage(
 def test_a_callgrind_total_is_read_from_its_file(tmp_path: Path) -> None:
     out = tmp_path / "sync-0.1234-02"
     out.write_text("version: 1\ncmd: python\nevents: Ir\nsummary: 1234567\ntotals: 1234567\n")
-    assert wake_path._callgrind_total(out) == 1234567
+    assert _common.callgrind_total(out) == 1234567
     out.write_text("events: Ir\n")
-    with pytest.raises(wake_path.BenchError):
-        wake_path._callgrind_total(out)
+    with pytest.raises(_common.BenchError):
+        _common.callgrind_total(out)

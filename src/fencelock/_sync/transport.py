@@ -182,13 +182,18 @@ class SyncRequester:
             raise RedisTimeoutError("no time left to send the request")
         deadline = time.monotonic() + timeout
         cluster: SyncRedisCluster | None = None
-        if isinstance(redis, SyncRedisCluster):
-            cluster, node = redis, sync_node_of(redis, key)
-            if node is None:  # the cluster client does not know yet: it finds out
-                return self._rerouted(redis, commands, deadline, noscript)
-            server = self._server(node)
-        else:
-            server = self._servers.get(redis) or self._server(redis)
+        # A client of one server met before is a key of its own (a Cluster's keys are its
+        # nodes): it is not asked again whether it is a Cluster (a slow isinstance: redis-py's
+        # Cluster class is a typing Protocol's).
+        server = self._servers.get(redis)
+        if server is None:
+            if isinstance(redis, SyncRedisCluster):
+                cluster, node = redis, sync_node_of(redis, key)
+                if node is None:  # the cluster client does not know yet: it finds out
+                    return self._rerouted(redis, commands, deadline, noscript)
+                server = self._server(node)
+            else:
+                server = self._server(redis)
         slots = server.slots
         if slots is not None:
             sync_take(slots, deadline)
