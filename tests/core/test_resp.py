@@ -6,11 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import redis.asyncio.connection
 import redis.connection
+import redis.utils
 from redis.exceptions import DataError
 
 from fencelock._core import resp
 from fencelock._core.resp import Packer
+from fencelock._transport import Template
 
 
 def redis_py(*commands: tuple[Any, ...], encoding: str = "utf-8") -> bytes:
@@ -52,8 +55,27 @@ def test_the_same_head_with_other_arguments() -> None:
 
 def test_strings_in_the_connections_encoding() -> None:
     command = ("EVALSHA", SHA, 1, "clé", "valeur ü")
-    assert Packer("latin-1").pack([command]) == redis_py(command, encoding="latin-1")
+    # (redis-py's asyncio connection packs in Python, in its encoding, hiredis or not)
+    in_python = redis.asyncio.connection.Connection(encoding="latin-1").pack_command(*command)
+    assert Packer("latin-1").pack([command]) == b"".join(in_python)
     assert Packer("latin-1").pack([command]) != Packer().pack([command])
+
+
+@pytest.mark.parametrize("hiredis", [False, True], ids=["python", "hiredis"])
+@pytest.mark.parametrize("asyncio", [False, True], ids=["sync", "asyncio"])
+def test_a_templates_packer_writes_what_its_connection_writes(
+    hiredis: bool, asyncio: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # redis-py's sync connection packs with hiredis where installed, and hiredis writes UTF-8
+    # whatever the connection's encoding (a latin-1 name would be another key than redis-py's)
+    if hiredis and not redis.utils.HIREDIS_AVAILABLE:
+        pytest.skip("hiredis is not installed")
+    monkeypatch.setattr(redis.connection, "HIREDIS_AVAILABLE", hiredis)
+    kind = redis.asyncio.connection.Connection if asyncio else redis.connection.Connection
+    template = Template(kind, {"encoding": "latin-1"}, 1, 1.0)
+    command = ("EVALSHA", SHA, 1, "clé", "valeur ü")
+    written = b"".join(template.make().pack_command(*command))
+    assert Packer(*template.encoding).pack([command]) == written
 
 
 @pytest.mark.parametrize("bad", [True, None, object(), ["list"]])
