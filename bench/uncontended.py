@@ -193,18 +193,20 @@ def redis_py_async_cycle(client: redis.asyncio.Redis) -> AsyncCycle:
 
 
 def default_cycles(
-    url: str, runner: asyncio.Runner, stack: ExitStack
+    url: str, runner: asyncio.Runner, stack: ExitStack, scripts: str = "auto"
 ) -> tuple[dict[str, SyncCycle], dict[str, AsyncCycle]]:
     """The sync and the asyncio cycles of fencelock, the minimum and redis-py's ``Lock`` by
     name, each on a client with its defaults (``LockClient.from_url(url)``, a default
     ``redis.Redis``: no socket timeout), which ``stack`` closes; the asyncio clients made on
-    ``runner``'s loop (``bench.regress``, ``bench.breakdown``)."""
-    client = stack.enter_context(fencelock.LockClient.from_url(url))
+    ``runner``'s loop (``bench.regress``, ``bench.breakdown``); fencelock's in mode
+    ``scripts``."""
+    client = stack.enter_context(fencelock.LockClient.from_url(url, scripts=scripts))
     plain = stack.enter_context(redis.Redis.from_url(url))
     sha: str = plain.script_load(MINIMAL_RELEASE)
 
     async def make() -> tuple[fencelock.asyncio.LockClient, redis.asyncio.Redis]:
-        return fencelock.asyncio.LockClient.from_url(url), redis.asyncio.Redis.from_url(url)
+        made = fencelock.asyncio.LockClient.from_url(url, scripts=scripts)
+        return made, redis.asyncio.Redis.from_url(url)
 
     aclient, aplain = runner.run(make())
     stack.callback(lambda: runner.run(aclient.close()))
@@ -343,15 +345,19 @@ class Counting:
 
 
 def count_cycles(
-    url: str, cycles: int = COUNT_CYCLES, profile: bool = True, only: str = ""
+    url: str,
+    cycles: int = COUNT_CYCLES,
+    profile: bool = True,
+    only: str = "",
+    scripts: str = "auto",
 ) -> dict[str, dict[str, float]]:
     """Per variant ("sync fencelock", "asyncio minimal", ...; ``only``: that one alone), the
     median per cycle of each count over ``cycles`` cycles, after ``COUNT_WARMUP`` (``profile``
-    False: the cycles run, uncounted, for ``--instructions``)."""
+    False: the cycles run, uncounted, for ``--instructions``; ``scripts``: fencelock's mode)."""
     counted: dict[str, dict[str, float]] = {}
     with ExitStack() as stack:
         runner = stack.enter_context(asyncio.Runner())
-        sync, asyncio_ = default_cycles(url, runner, stack)
+        sync, asyncio_ = default_cycles(url, runner, stack, scripts)
         for name, sync_cycle in sync.items():
             if only in ("", f"sync {name}"):
                 counted[f"sync {name}"] = count_sync(sync_cycle, cycles, profile)
@@ -399,7 +405,7 @@ async def count_async(cycle: AsyncCycle, cycles: int, profile: bool) -> dict[str
     return medians(snapshots)
 
 
-def instructions(url: str, variant: str) -> float:
+def instructions(url: str, variant: str, scripts: str) -> float:
     """The instructions per cycle of ``variant``'s client process (callgrind: runs of 0 and
     ``COUNT_CYCLES`` cycles, after the same set-up and warm-up; the difference per cycle)."""
     root = Path(__file__).resolve().parents[1]
@@ -409,7 +415,8 @@ def instructions(url: str, variant: str) -> float:
             out = Path(tmp, f"cycles-{n}")
             call = (
                 "from bench import uncontended as u;"
-                f" u.count_cycles({url!r}, {n}, profile=False, only={variant!r})"
+                f" u.count_cycles({url!r}, {n}, profile=False, only={variant!r},"
+                f" scripts={scripts!r})"
             )
             command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                        sys.executable, "-c", call]  # fmt: skip
@@ -420,20 +427,20 @@ def instructions(url: str, variant: str) -> float:
     return (totals[1] - totals[0]) / COUNT_CYCLES
 
 
-def count_report(url: str, with_instructions: bool) -> None:
+def count_report(url: str, with_instructions: bool, scripts: str) -> None:
     print(
         f"\nPer cycle (acquire + release), the median over {COUNT_CYCLES} cycles after"
         f" {COUNT_WARMUP} of warm-up. No clock is read: the load of the machine does not change"
         " these counts. Waits for I/O: loop steps that found nothing else to run (the loop parks"
         " until a reply comes, unless it is there already)."
     )
-    counted = count_cycles(url)
+    counted = count_cycles(url, scripts=scripts)
     columns = [*CALLS, *LOOP] + (["instructions"] if with_instructions else [])
     print(f"\n| variant | {' | '.join(columns)} |")
     print(f"|---|{'---:|' * len(columns)}")
     for variant, counts in counted.items():
         if with_instructions:
-            counts["instructions"] = instructions(url, variant)
+            counts["instructions"] = instructions(url, variant, scripts)
         cells = [f"{counts[c]:,.0f}" if c in counts else "" for c in columns]
         print(f"| {variant} | {' | '.join(cells)} |")
 
@@ -493,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"server:  {server_description(url)} at {url}")
         print(f"client:  {client_description()}")
         if args.count:
-            count_report(url, args.instructions)
+            count_report(url, args.instructions, args.scripts)
             return 0
         print(f"pinning: {pin(args.pin, [] if server is None else [server])}")
         runner = stack.enter_context(asyncio.Runner())
