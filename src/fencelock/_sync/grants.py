@@ -128,7 +128,12 @@ class SyncGrants:
             proposal = proposed_token(time.time_ns(), self._lead) if kind.token_in_key else 0
             request = kind.acquire_request(spec, holder, depth, block, waiter, spelled, proposal)
             return self._acquire_by_majority(spec, kind, holder, depth, request, deadline)
-        commands, noscript = kind.acquire_request(spec, holder, depth, block, waiter, spelled)
+        # (the scripts' request: a native one is made at each send, ``request_natively``)
+        commands, noscript = (
+            kind.acquire_request(spec, holder, depth, block, waiter, spelled)
+            if kind is spec.kind
+            else ([], None)
+        )
         send, key, wait = self._route.send, spec.acquire_keys[0], protocol.wait
         attempt, first = 1, None
         no_reply: NoReply | None = None  # an attempt sent that got no reply: it may still grant

@@ -342,25 +342,33 @@ class SyncProtocol:
         script made before this client turned script-free, 'holder token') is sent again with
         that value for the holder token, once, in what is left of the same bound."""
         end = time.monotonic() + timeout
-        answers: list[list[Any]] = [[] for _ in asks]
-        acks: list[int] = []
+        answers: list[list[Any]] = [[]] * len(asks)
+        acked: int | None = None
         sending = [(i, holder) for i, (_, holder) in enumerate(asks)]
+        # (loops, not comprehensions: this is every native acquire's and release's path)
         for again in (False, True):
-            requests = [made(i, holder) for i, holder in sending]
-            commands = [command for request in requests for command in request]
-            replies, acked = self.request(commands, None, end - time.monotonic(), key)
-            if acked is not None:
-                acks.append(acked)
+            commands: list[Command] = []
+            sizes: list[int] = []
+            for i, holder in sending:
+                request = made(i, holder)
+                commands += request
+                sizes.append(len(request))
+            left = end - time.monotonic() if again else timeout
+            replies, acks = self.request(commands, None, left, key)
+            if acks is not None:
+                acked = acks if acked is None else min(acked, acks)
             stored: list[tuple[int, str]] = []
-            for (i, holder), request in zip(sending, requests, strict=True):
-                answers[i], replies = replies[: len(request)], replies[len(request) :]
-                value = None if again else asks[i][0].held_as(answers[i], holder)
+            at = 0
+            for (i, holder), size in zip(sending, sizes, strict=True):
+                answers[i] = answer = replies[at : at + size]
+                at += size
+                value = None if again else asks[i][0].held_as(answer, holder)
                 if value is not None:
                     stored.append((i, value))
             if not stored:
                 break
             sending = stored
-        return answers, min(acks, default=None)
+        return answers, acked
 
     def renew_natively(
         self,
