@@ -121,7 +121,8 @@ class Template:
         """How a connection of this template writes a str: in its ``encoding``, except where
         redis-py's sync connection packs with hiredis (when installed), which writes UTF-8
         whatever the encoding: fencelock's requests are the bytes redis-py would send."""
-        if b"".join(self.make().pack_command("ECHO", "\xe9")).endswith(b"\xc3\xa9\r\n"):
+        pack = getattr(self.make(), "pack_command", None)  # (a connection may pack nothing)
+        if pack is not None and b"".join(pack("ECHO", "\xe9")).endswith(b"\xc3\xa9\r\n"):
             return "utf-8", "strict"
         return self.kwargs.get("encoding", "utf-8"), self.kwargs.get("encoding_errors", "strict")
 
