@@ -89,6 +89,7 @@ def _bench(args: argparse.Namespace) -> int:
         renew_ttl=args.renew_ttl,
         renew_seconds=args.renew_seconds,
         memory_locks=args.memory_locks,
+        node_timeout=args.node_timeout,
     )
     return run_fencelock(options)
 
@@ -161,4 +162,7 @@ def add_commands(commands: Commands) -> None:
                        help="P5: how long to watch the renewals (default 10)")  # fmt: skip
     bench.add_argument("--memory-locks", type=positive_int, default=1000, metavar="N",
                        help="P6: locks held at once to measure memory (default 1000)")  # fmt: skip
+    bench.add_argument("--node-timeout", type=positive_float, default=None, metavar="S",
+                       help="P4: how long a master may take to answer (default: the library's, "
+                       "a 200th of the lease, 5-50 ms; more on a loaded machine)")  # fmt: skip
     bench.set_defaults(handler=_bench)

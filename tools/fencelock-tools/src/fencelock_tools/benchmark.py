@@ -1408,6 +1408,7 @@ class Options:
     renew_ttl: float = RENEW_TTL
     renew_seconds: float = 10.0
     memory_locks: int = 1000
+    node_timeout: float | None = None  # P4's (None: the library's default)
 
 
 def run_fencelock(options: Options, out: Callable[[str], None] = print) -> int:
@@ -1442,7 +1443,16 @@ def run_fencelock(options: Options, out: Callable[[str], None] = print) -> int:
             line("P3", f"{o.threads} {what}, 1 process, 1 name", describe_local(r3))
     if "P4" in o.workloads:
         if o.redlock:
-            for v in uncontended(o.redlock, [FENCELOCK], seconds=o.seconds, repeat=o.repeat,
+            redlock = FENCELOCK
+            if o.node_timeout is not None:
+                given = {"node_timeout": o.node_timeout}
+                redlock = Contender(
+                    "fencelock",
+                    partial(FencelockLocks, client_options=given),
+                    partial(FencelockAsyncLocks, client_options=given),
+                    fencelock_keys,
+                )
+            for v in uncontended(o.redlock, [redlock], seconds=o.seconds, repeat=o.repeat,
                                  warmup=o.warmup):  # fmt: skip
                 mode = "sync" if v.name.endswith(" sync") else "asyncio"
                 line("P4", f"Redlock over {len(o.redlock)} masters, {mode}", describe_variant(v))
